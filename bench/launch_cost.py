@@ -1,0 +1,120 @@
+"""Host-side cost of one call, in microseconds (SPEC: numba's default path with torch
+tensors costs ~35 us; a native torch op ~10 us).
+
+Rows, each timed on tiny tensors with no synchronisation inside the loop:
+- torch: ``torch.add(x, y, out=o)``, the native yardstick;
+- numba dispatcher, torch tensors passed straight to a kernel compiled with an
+  explicit signature (numba's own path, typed through __cuda_array_interface__);
+- numba_fused direct path: the array-level entry as the ops use it (view the
+  inputs, allocate the output through torch, fetch torch's current stream, launch
+  through cuda.core with flattened arguments);
+- numba_fused dispatcher path: the same entry with NUMBA_FUSED_LAUNCH=dispatcher;
+- each public op present, called on a tiny input.
+
+Usage: python bench/launch_cost.py [--calls N] [--json FILE]
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _axpy_kernel():
+    from numba import cuda, types
+
+    from numba_fused.launch import Kernel
+
+    arr = types.Array(types.float32, 1, "C")
+
+    def axpy(x, y, out, a, n):
+        i = cuda.grid(1)
+        if i < n:
+            out[i] = a * x[i] + y[i]
+
+    return Kernel("bench_axpy", axpy, (arr, arr, arr, types.float32, types.int64))
+
+
+def measure(calls=2000):
+    import torch
+    from numba import cuda
+
+    from bench.common import host_overhead_us
+    from interop.dlpack import as_kernel_array, empty_like_lib, stream_handle
+
+    k = _axpy_kernel().compile()
+    n = 256
+    x = torch.randn(n, device="cuda")
+    y = torch.randn(n, device="cuda")
+    o = torch.empty_like(x)
+
+    def entry():
+        X = as_kernel_array(x, "x")
+        Y = as_kernel_array(y, "y")
+        out = empty_like_lib(X, X.shape, X.dtype)
+        k.launch(1, 256, stream_handle(X), [X, Y, out, 2.0, n])
+        return out.owner
+
+    disp = k.dispatcher
+    stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
+
+    rows = [
+        ("torch.add(out=)", host_overhead_us(lambda: torch.add(x, y, out=o), calls)),
+        ("numba dispatcher, torch tensors", host_overhead_us(
+            lambda: disp[1, 256, stream](x, y, o, 2.0, n), calls)),
+        ("numba_fused entry, direct launch", host_overhead_us(entry, calls)),
+    ]
+    os.environ["NUMBA_FUSED_LAUNCH"] = "dispatcher"
+    try:
+        rows.append(("numba_fused entry, dispatcher launch", host_overhead_us(entry, calls)))
+    finally:
+        del os.environ["NUMBA_FUSED_LAUNCH"]
+    rows.extend(_op_rows(calls))
+    return [{"what": w, "us_per_call": round(us, 2)} for w, us in rows]
+
+
+def _op_rows(calls):
+    import importlib
+
+    import torch
+
+    from bench.common import host_overhead_us
+
+    nf = importlib.import_module("numba_fused")
+    x = torch.randn(4, 64, device="cuda", dtype=torch.float16)
+    w = torch.randn(64, device="cuda", dtype=torch.float16)
+    cases = [
+        ("dropout_bias_act_forward (4x64 fp16, p=0.1)",
+         "dropout_bias_act_forward", lambda f: f(x, w, p=0.1, seed=1, offset=0)),
+        ("layer_norm_forward (4x64 fp16)", "layer_norm_forward", lambda f: f(x, w, w)),
+    ]
+    rows = []
+    for label, name, call in cases:
+        try:
+            f = getattr(nf, name)
+        except (AttributeError, ImportError):
+            continue
+        call(f)
+        rows.append((label, host_overhead_us(lambda: call(f), calls)))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    rows = measure(args.calls)
+    print("| call | host us / call |\n|---|---|")
+    for r in rows:
+        print(f"| {r['what']} | {r['us_per_call']:.1f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

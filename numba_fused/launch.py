@@ -1,0 +1,284 @@
+"""Kernel specialisations and the launch path every op uses.
+
+A :class:`Kernel` is one specialisation: a Python kernel function (a closure made
+by an op's ``make_<op>_kernel`` factory, its flags baked in) plus the explicit
+numba signature it is compiled for. Giving the signature up front means numba
+never types arguments at call time, and lets CI compile every shipped kernel to
+PTX on a machine with no GPU (:meth:`Kernel.ptx`).
+
+Launching on the GPU skips numba's dispatcher: the compiled function is launched
+with the driver's ``cuLaunchKernel`` (through ctypes) with arguments flattened the
+way numba's ABI lays them out (for an array: meminfo, parent, nitems, itemsize,
+data, shape, strides in bytes), written into a parameter buffer that is allocated
+once per kernel and thread. That avoids per-call typing, device-array construction
+and per-argument conversion objects, which are nearly all of numba's host cost with
+torch tensors (measured: 83 us per call through the dispatcher, 56 us through
+``cuda.core.launch``; bench/NOTES.md has the figures). ``NUMBA_FUSED_LAUNCH=core``
+launches through ``cuda.core.launch`` and ``NUMBA_FUSED_LAUNCH=dispatcher`` through
+numba's dispatcher (for comparison and as fallbacks). Under the simulator, kernels
+are called through numba's simulated dispatcher with host (NumPy) arrays.
+"""
+
+import ctypes
+import functools
+import os
+import threading
+
+import numpy as np
+from numba import config, cuda, types
+
+from . import _compat
+
+__all__ = ["Kernel", "SIMULATOR", "launch_mode", "cdiv"]
+
+SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+
+def cdiv(a, b):
+    """Ceiling division of non-negative ints."""
+    return -(-a // b)
+
+
+_MODES = ("direct", "core", "dispatcher")
+
+
+def launch_mode():
+    """'simulator', 'direct' (ctypes cuLaunchKernel), 'core' (cuda.core.launch) or
+    'dispatcher' (numba's own launch), from $NUMBA_FUSED_LAUNCH."""
+    if SIMULATOR:
+        return "simulator"
+    mode = os.environ.get("NUMBA_FUSED_LAUNCH", "direct")
+    if mode not in _MODES:
+        raise ValueError(f"NUMBA_FUSED_LAUNCH must be one of {_MODES}, got {mode!r}")
+    return mode
+
+
+@functools.lru_cache(maxsize=None)
+def _libcuda():
+    """The driver library with cuLaunchKernel's C signature declared, or None."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    u = ctypes.c_uint
+    lib.cuLaunchKernel.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p,
+                                   ctypes.c_void_p, ctypes.c_void_p]
+    lib.cuLaunchKernel.restype = ctypes.c_int
+    lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    lib.cuCtxGetCurrent.restype = ctypes.c_int
+    return lib
+
+
+def _driver_error(lib, code):
+    msg = ctypes.c_char_p()
+    lib.cuGetErrorString(code, ctypes.byref(msg))
+    text = msg.value.decode() if msg.value else "unknown error"
+    return RuntimeError(f"cuLaunchKernel failed: CUDA error {code} ({text})")
+
+
+# Per flat parameter: (ctypes view name, element index multiplier). Every
+# parameter gets its own 8-byte slot; a 4-byte value sits in the slot's low half
+# (little-endian), as the driver reads it through the slot's pointer.
+_SLOT_VIEWS = {
+    "f32": (ctypes.c_float, 2), "f64": (ctypes.c_double, 1),
+    "i64": (ctypes.c_int64, 1), "u64": (ctypes.c_uint64, 1),
+    "i32": (ctypes.c_int32, 2), "u32": (ctypes.c_uint32, 2),
+    "i16": (ctypes.c_int16, 4), "u16": (ctypes.c_uint16, 4),
+    "i8": (ctypes.c_int8, 8), "u8": (ctypes.c_uint8, 8), "b": (ctypes.c_uint8, 8),
+}
+
+
+def _slot_kind(ty):
+    if ty == types.float32:
+        return "f32"
+    if ty == types.float64:
+        return "f64"
+    if ty == types.boolean:
+        return "b"
+    if isinstance(ty, types.Integer):
+        return ("i" if ty.signed else "u") + str(ty.bitwidth)
+    raise TypeError(f"unsupported scalar kernel argument type {ty}")
+
+
+def _dim3(d):
+    if isinstance(d, tuple):
+        return (d + (1, 1))[:3]
+    return int(d), 1, 1
+
+
+class _ParamBuffer:
+    """One thread's parameter block for one kernel: slots + the pointer array."""
+
+    __slots__ = ("slots", "views", "ptrs")
+
+    def __init__(self, nslots):
+        self.slots = (ctypes.c_int64 * nslots)()
+        base = ctypes.addressof(self.slots)
+        self.ptrs = (ctypes.c_void_p * nslots)(*(base + 8 * i for i in range(nslots)))
+        self.views = {k: (c * (nslots * m)).from_buffer(self.slots)
+                      for k, (c, m) in _SLOT_VIEWS.items()}
+
+
+def _scalar_converter(ty):
+    # Matches numba's own _prepare_args: ctypes scalars of the exact width,
+    # so the kernel reads each parameter at the offset numba's ABI gives it.
+    if ty == types.float32:
+        return ctypes.c_float
+    if ty == types.float64:
+        return ctypes.c_double
+    if ty == types.boolean:
+        return bool
+    if isinstance(ty, types.Integer):
+        return getattr(ctypes, f"c_{ty}")
+    raise TypeError(f"unsupported scalar kernel argument type {ty}")
+
+
+@functools.lru_cache(maxsize=None)
+def _core_stream(handle):
+    from cuda.core import Stream
+
+    return Stream.from_handle(int(handle))
+
+
+class Kernel:
+    """One compiled-on-demand kernel specialisation.
+
+    name: a readable identifier (used in reports and PTX file names).
+    pyfunc: the Python kernel function.
+    argtypes: tuple of numba types, one per kernel parameter.
+    jit_options: passed to ``cuda.jit`` / ``cuda.compile_ptx`` (``fastmath``,
+    ``lineinfo``, ``launch_bounds``).
+    """
+
+    def __init__(self, name, pyfunc, argtypes, **jit_options):
+        self.name = name
+        self.pyfunc = pyfunc
+        self.argtypes = tuple(argtypes)
+        self.jit_options = jit_options
+        self._configs = {}
+        self._convert = tuple(
+            None if isinstance(t, types.Array) else _scalar_converter(t) for t in self.argtypes
+        )
+        # Direct launch plan: per argument, (first slot, slot count, view, multiplier);
+        # view None marks an array (its ABI ints go in as one slice).
+        plan = []
+        slot = 0
+        for t in self.argtypes:
+            if isinstance(t, types.Array):
+                n = 5 + 2 * t.ndim
+                plan.append((slot, n, None, 1))
+                slot += n
+            else:
+                kind = _slot_kind(t)
+                plan.append((slot, 1, kind, _SLOT_VIEWS[kind][1]))
+                slot += 1
+        self._plan = tuple(plan)
+        self._nslots = slot
+        self._tls = threading.local()
+
+    def __repr__(self):
+        return f"Kernel({self.name})"
+
+    @functools.cached_property
+    def dispatcher(self):
+        _compat.ensure_numpy_row_stack()
+        if SIMULATOR:
+            return cuda.jit(**self.jit_options)(self.pyfunc)
+        return cuda.jit(self.argtypes, **self.jit_options)(self.pyfunc)
+
+    @functools.cached_property
+    def _compiled(self):
+        """(numba _Kernel, cuda.core Kernel, raw driver handle) of the loaded kernel."""
+        disp = self.dispatcher
+        kernel = disp.overloads[self.argtypes]
+        cufunc = kernel._codelibrary.get_cufunc()
+        return kernel, cufunc.kernel, int(cufunc.handle)
+
+    def compile(self):
+        """Compile now (GPU) or prepare the simulated dispatcher; returns self."""
+        if SIMULATOR:
+            self.dispatcher
+        else:
+            self._compiled
+        return self
+
+    def ptx(self, cc=(9, 0)):
+        """PTX text for compute capability ``cc``; needs NVVM, not a GPU."""
+        _compat.ensure_numpy_row_stack()
+        opts = {k: v for k, v in self.jit_options.items()
+                if k in ("fastmath", "lineinfo", "launch_bounds")}
+        ptx, _ = cuda.compile_ptx(self.pyfunc, self.argtypes, cc=cc, **opts)
+        return ptx
+
+    @property
+    def regs_per_thread(self):
+        return self._compiled[0].regs_per_thread
+
+    def launch(self, grid, block, stream, args, shared=0):
+        """Launch on ``grid`` x ``block`` on stream handle ``stream`` (int, 0 = default).
+
+        args: one entry per parameter; an array parameter takes a
+        :class:`interop.dlpack.KernelArray`, a scalar a Python number.
+        """
+        if SIMULATOR:
+            host = [a.host if t is None else a for a, t in zip(args, self._convert)]
+            self.dispatcher[grid, block, 0, shared](*host)
+            return
+        mode = launch_mode()
+        if mode == "direct":
+            lib = _libcuda()
+            if lib is not None:
+                self._launch_direct(lib, grid, block, stream, args, shared)
+                return
+            mode = "core"
+        if mode == "dispatcher":
+            self._launch_dispatcher(grid, block, stream, args, shared)
+            return
+        from cuda.core import launch
+
+        flat = []
+        for a, conv in zip(args, self._convert):
+            if conv is None:
+                flat.extend(a.abi_args)
+            else:
+                flat.append(conv(a))
+        launch(_core_stream(stream), self._config(grid, block, shared), self._compiled[1], *flat)
+
+    def _launch_direct(self, lib, grid, block, stream, args, shared):
+        handle = self._compiled[2]
+        buf = getattr(self._tls, "buf", None)
+        if buf is None:
+            buf = self._tls.buf = _ParamBuffer(self._nslots)
+            # A thread that has never touched CUDA (e.g. one of autograd's worker
+            # threads) may have no current context: make numba's (the primary) current.
+            cur = ctypes.c_void_p()
+            lib.cuCtxGetCurrent(ctypes.byref(cur))
+            if not cur.value:
+                cuda.current_context()
+        slots = buf.slots
+        views = buf.views
+        for a, (first, n, kind, mult) in zip(args, self._plan):
+            if kind is None:
+                slots[first:first + n] = a.abi_args
+            else:
+                views[kind][first * mult] = a
+        gx, gy, gz = _dim3(grid)
+        bx, by, bz = _dim3(block)
+        err = lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream or None,
+                                 buf.ptrs, None)
+        if err:
+            raise _driver_error(lib, err)
+
+    def _config(self, grid, block, shared):
+        key = (grid, block, shared)
+        cfg = self._configs.get(key)
+        if cfg is None:
+            from cuda.core import LaunchConfig
+
+            cfg = self._configs[key] = LaunchConfig(grid=grid, block=block, shmem_size=shared)
+        return cfg
+
+    def _launch_dispatcher(self, grid, block, stream, args, shared):
+        vals = [a.to_numba() if t is None else a for a, t in zip(args, self._convert)]
+        nb_stream = cuda.external_stream(stream) if stream else 0
+        self.dispatcher[grid, block, nb_stream, shared](*vals)

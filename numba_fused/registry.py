@@ -1,0 +1,118 @@
+"""Every kernel specialisation the package ships, for the PTX compile check.
+
+Each op module defines ``shipped_kernels()`` yielding the :class:`~numba_fused.launch.Kernel`
+objects its launchers can pick (every dtype x flag x block combination). CI
+compiles all of them to PTX for sm_90 with real NVVM and runs ptxas on the result
+(registers, spills), so typing errors the simulator cannot see fail the build.
+"""
+
+import contextlib
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+__all__ = ["OP_MODULES", "all_kernels", "find_ptxas", "ptxas_report", "offline_compile"]
+
+OP_MODULES = ("dropout", "layer_norm", "attention", "linear_act")
+
+
+def all_kernels():
+    """All shipped kernels of the op modules present in this checkout."""
+    for name in OP_MODULES:
+        try:
+            mod = importlib.import_module(f"numba_fused.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"numba_fused.{name}":
+                continue
+            raise
+        yield from mod.shipped_kernels()
+
+
+@contextlib.contextmanager
+def offline_compile(cc=(9, 0)):
+    """Let kernels that call ``cuda.jit(device=True)`` functions compile to PTX on a
+    machine without a GPU.
+
+    numba-cuda compiles a device function for the *current device's* compute
+    capability (``CUDADispatcher.compile_device``), which needs a driver even when
+    the caller only wants PTX. While this context is active and no GPU is present,
+    that lookup answers ``cc``. With a GPU present nothing is changed.
+    """
+    from numba import cuda
+
+    if cuda.is_available():
+        yield
+        return
+    probe = cuda.jit(device=True)(lambda: None)
+    mod = sys.modules[type(probe).__module__]
+    original = mod.get_current_device
+
+    class _Device:
+        compute_capability = cc
+
+    mod.get_current_device = lambda: _Device
+    try:
+        yield
+    finally:
+        mod.get_current_device = original
+
+
+def find_ptxas():
+    """Path of a ptxas: $PTXAS, the CUDA toolkit, or the nvidia-cuda-nvcc wheel."""
+    env = os.environ.get("PTXAS")
+    if env:
+        return env
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for cand in ("/usr/local/cuda/bin/ptxas",):
+        if os.path.exists(cand):
+            return cand
+    try:
+        import nvidia.cuda_nvcc as nvcc_pkg
+
+        for base in nvcc_pkg.__path__:
+            cand = os.path.join(base, "bin", "ptxas")
+            if os.path.exists(cand):
+                return cand
+    except ImportError:
+        pass
+    return None
+
+
+_REGS = re.compile(r"Used (\d+) registers")
+_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_STACK = re.compile(r"(\d+) bytes stack frame")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def ptxas_report(ptx, arch="sm_90", ptxas=None):
+    """Assemble ``ptx`` and return {'registers', 'spill_stores', 'spill_loads',
+    'stack', 'smem'} for its (single) kernel."""
+    ptxas = ptxas or find_ptxas()
+    if ptxas is None:
+        raise RuntimeError("no ptxas found (install numba-cuda[cu12] or set $PTXAS)")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        proc = subprocess.run([ptxas, f"-arch={arch}", "-v", src, "-o", os.path.join(tmp, "k.cubin")],
+                              capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"ptxas failed:\n{proc.stderr}")
+    text = proc.stderr + proc.stdout
+    regs = _REGS.search(text)
+    spill = _SPILL.search(text)
+    stack = _STACK.search(text)
+    smem = _SMEM.search(text)
+    return {
+        "registers": int(regs.group(1)) if regs else 0,
+        "spill_stores": int(spill.group(1)) if spill else 0,
+        "spill_loads": int(spill.group(2)) if spill else 0,
+        "stack": int(stack.group(1)) if stack else 0,
+        "smem": int(smem.group(1)) if smem else 0,
+    }

@@ -1,0 +1,48 @@
+"""Test-suite setup: which tests run where.
+
+- Under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, CPU CI) every test runs
+  except those marked ``gpu`` (real hardware only) and ``ptx`` (real NVVM).
+- Without the simulator and without a GPU, only ``ptx`` tests run (compiling every
+  kernel to PTX needs NVVM, not a device).
+- On a GPU everything runs except ``sim``-marked tests.
+"""
+
+import pytest
+from numba import config
+
+SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+
+def _gpu_present():
+    if SIMULATOR:
+        return False
+    from numba import cuda
+
+    return cuda.is_available()
+
+
+GPU = _gpu_present()
+
+
+def pytest_report_header(config):
+    mode = "CUDA simulator" if SIMULATOR else ("GPU" if GPU else "no GPU (PTX compile only)")
+    return f"numba-fused test mode: {mode}"
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a real CUDA GPU")
+    skip_ptx = pytest.mark.skip(reason="PTX compile runs without the simulator")
+    skip_sim = pytest.mark.skip(reason="simulator-only test")
+    skip_nogpu = pytest.mark.skip(reason="no GPU and no simulator: set NUMBA_ENABLE_CUDASIM=1")
+    for item in items:
+        marks = {m.name for m in item.iter_markers()}
+        if "ptx" in marks:
+            if SIMULATOR:
+                item.add_marker(skip_ptx)
+            continue
+        if "gpu" in marks and not GPU:
+            item.add_marker(skip_gpu)
+        elif "sim" in marks and not SIMULATOR:
+            item.add_marker(skip_sim)
+        elif not SIMULATOR and not GPU:
+            item.add_marker(skip_nogpu)

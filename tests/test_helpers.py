@@ -1,0 +1,221 @@
+"""Shared device helpers: Philox known answers, uniforms, dtype load/store round
+trips, warp and block reductions, the NumPy 2.5 shim; and their PTX compile."""
+
+import math
+import types as pytypes
+
+import numpy as np
+import pytest
+import torch
+from numba import cuda, types
+
+import numba_fused  # noqa: F401  (installs the simulator primitives / numpy shim)
+from interop.dlpack import as_kernel_array, stream_handle
+from numba_fused import _compat, dtypes, philox, reductions
+from numba_fused.launch import Kernel
+from tests.util import DTYPES, device, torch_dtype
+
+U32 = types.Array(types.uint32, 1, "C")
+F32 = types.Array(types.float32, 1, "C")
+
+
+def _arr(t):
+    return as_kernel_array(t, "t")
+
+
+def _launch(kernel, grid, block, *args):
+    ka = [_arr(a) if isinstance(a, torch.Tensor) else a for a in args]
+    first = next(a for a in ka if not isinstance(a, (int, float)))
+    kernel.launch(grid, block, stream_handle(first), ka)
+    if not numba_fused.launch.SIMULATOR:
+        torch.cuda.synchronize()
+
+
+# ---- kernels under test (also compiled to PTX below) ----
+
+def _philox_kernel(ctr, key, out):
+    i = cuda.grid(1)
+    if i < out.shape[0] // 4:
+        r = philox.philox4x32(ctr[4 * i], ctr[4 * i + 1], ctr[4 * i + 2], ctr[4 * i + 3],
+                              key[2 * i], key[2 * i + 1])
+        out[4 * i] = r[0]
+        out[4 * i + 1] = r[1]
+        out[4 * i + 2] = r[2]
+        out[4 * i + 3] = r[3]
+
+
+PHILOX = Kernel("test_philox", _philox_kernel, (U32, U32, U32))
+
+
+def _uniform_kernel(bits, out):
+    i = cuda.grid(1)
+    if i < bits.shape[0]:
+        out[i] = philox.uniform_from_bits(bits[i])
+
+
+UNIFORM = Kernel("test_uniform", _uniform_kernel, (U32, F32))
+
+
+def _make_roundtrip(dt):
+    load = dtypes.loader(dt)
+    store = dtypes.storer(dt)
+    st = types.Array(dtypes.numba_storage_type(dt), 1, "C")
+
+    def k(x, widened, y, narrowed):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            widened[i] = load(x, i)
+            store(narrowed, i, y[i])
+
+    return Kernel(f"test_roundtrip_{dt}", k, (st, F32, F32, st))
+
+
+ROUNDTRIP = {dt: _make_roundtrip(dt) for dt in DTYPES}
+
+
+def _warp_kernel(x, sums, maxs):
+    i = cuda.grid(1)
+    v = x[i]
+    s = reductions.warp_sum(v)
+    m = reductions.warp_max(v)
+    sums[i] = s
+    maxs[i] = m
+
+
+WARP = Kernel("test_warp_reduce", _warp_kernel, (F32, F32, F32))
+
+
+def _block_kernel(x, sums, maxs):
+    scratch = cuda.shared.array(32, dtype=np.float32)
+    i = cuda.grid(1)
+    v = x[i]
+    s = reductions.block_sum(v, scratch)
+    m = reductions.block_max(v, scratch)
+    if cuda.threadIdx.x == 0:
+        sums[cuda.blockIdx.x] = s
+        maxs[cuda.blockIdx.x] = m
+
+
+BLOCK = Kernel("test_block_reduce", _block_kernel, (F32, F32, F32))
+
+ALL = [PHILOX, UNIFORM, WARP, BLOCK, *ROUNDTRIP.values()]
+
+# ---- tests ----
+
+KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+def _u32(values):
+    return torch.tensor(np.asarray(values, dtype=np.uint32).view(np.int32)).view(torch.uint32)
+
+
+def test_philox_host_known_answers():
+    for c, k, want in KAT:
+        assert tuple(int(v) for v in philox.philox4x32_np(c, k)) == want
+
+
+def test_philox_device_known_answers_and_random_counters():
+    rng = np.random.default_rng(1)
+    ctr = np.concatenate([np.array([c for c, _, _ in KAT], np.uint32),
+                          rng.integers(0, 2**32, (29, 4), dtype=np.uint32)])
+    key = np.concatenate([np.array([k for _, k, _ in KAT], np.uint32),
+                          rng.integers(0, 2**32, (29, 2), dtype=np.uint32)])
+    n = ctr.shape[0]
+    out = torch.zeros(4 * n, dtype=torch.uint32, device=device())
+    _launch(PHILOX, 1, 32, _u32(ctr.ravel()).to(device()), _u32(key.ravel()).to(device()), out)
+    got = out.cpu().view(torch.int32).numpy().view(np.uint32).reshape(n, 4)
+    for i, (_, _, want) in enumerate(KAT):
+        assert tuple(int(v) for v in got[i]) == want
+    np.testing.assert_array_equal(got, philox.philox4x32_np(ctr, key))
+
+
+def test_uniform_from_bits_exact_and_in_range():
+    bits = np.array([0, 1, 255, 256, 0x80000000, 0xFFFFFFFF, 0xFFFFFF00, 12345678], np.uint32)
+    out = torch.full((bits.size,), float("nan"), device=device())
+    _launch(UNIFORM, 1, 32, _u32(bits).to(device()), out)
+    got = out.cpu().numpy()
+    np.testing.assert_array_equal(got, philox.uniform_from_bits_np(bits))
+    assert got.min() >= 0.0 and got.max() < 1.0
+    assert got[5] == np.float32(1.0 - 2.0**-24)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_dtype_round_trip(dt):
+    tdt = torch_dtype(dt)
+    g = torch.Generator().manual_seed(0)
+    n = 61
+    src = (torch.randn(n, generator=g) * 100).to(tdt)
+    y = torch.randn(n, generator=g, dtype=torch.float32) * 3
+    # Values that probe rounding: ties, subnormals, overflow, NaN, inf, signed zero.
+    y[:8] = torch.tensor([1.00390625, 1.01171875, -0.0, 1e-40, 3.4e38, float("inf"),
+                          float("nan"), 65520.0])
+    widened = torch.full((n,), float("nan"), device=device())
+    narrowed = torch.empty(n, dtype=tdt, device=device())
+    _launch(ROUNDTRIP[dt], 1, 64, src.to(device()), widened, y.to(device()), narrowed)
+    torch.testing.assert_close(widened.cpu(), src.float(), rtol=0, atol=0, equal_nan=True)
+    want = y.to(tdt)
+    got = narrowed.cpu()
+    # Bit-exact rounding everywhere; NaN payloads may differ (torch's CPU and GPU
+    # conversions already disagree on them), so NaN only has to stay NaN.
+    nan = torch.isnan(want)
+    assert torch.equal(torch.isnan(got), nan)
+    bits = torch.int32 if dt == "float32" else torch.int16
+    assert torch.equal(got[~nan].view(bits), want[~nan].view(bits)), (got, want)
+
+
+def test_warp_reductions():
+    rng = np.random.default_rng(2)
+    n = 4 * 32
+    x = rng.standard_normal(n).astype(np.float32)
+    sums = torch.full((n,), float("nan"), device=device())
+    maxs = torch.full((n,), float("nan"), device=device())
+    _launch(WARP, 2, 64, torch.from_numpy(x).to(device()), sums, maxs)
+    xs = x.reshape(-1, 32).astype(np.float64)
+    np.testing.assert_allclose(sums.cpu().numpy().reshape(-1, 32),
+                               np.repeat(xs.sum(1, keepdims=True), 32, 1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(maxs.cpu().numpy().reshape(-1, 32),
+                                  np.repeat(x.reshape(-1, 32).max(1, keepdims=True), 32, 1))
+
+
+@pytest.mark.parametrize("block", [32, 96, 256])
+def test_block_reductions(block):
+    rng = np.random.default_rng(block)
+    nblocks = 3
+    x = rng.standard_normal(nblocks * block).astype(np.float32)
+    sums = torch.full((nblocks,), float("nan"), device=device())
+    maxs = torch.full((nblocks,), float("nan"), device=device())
+    _launch(BLOCK, nblocks, block, torch.from_numpy(x).to(device()), sums, maxs)
+    xb = x.reshape(nblocks, block)
+    np.testing.assert_allclose(sums.cpu().numpy(), xb.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(maxs.cpu().numpy(), xb.max(1))
+
+
+def test_row_stack_shim_only_when_missing():
+    fake = pytypes.SimpleNamespace(vstack=np.vstack)
+    assert _compat.ensure_numpy_row_stack(fake) is True
+    assert fake.row_stack is np.vstack
+    assert _compat.ensure_numpy_row_stack(fake) is False
+    sentinel = object()
+    kept = pytypes.SimpleNamespace(vstack=np.vstack, row_stack=sentinel)
+    assert _compat.ensure_numpy_row_stack(kept) is False
+    assert kept.row_stack is sentinel
+    # After importing numba_fused, the real numpy has the alias, whatever its version.
+    assert hasattr(np, "row_stack")
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("kernel", ALL, ids=lambda k: k.name)
+def test_helper_kernels_compile_to_ptx(kernel):
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    with offline_compile():
+        ptx = kernel.ptx()
+    assert ".target sm_90" in ptx
+    rep = ptxas_report(ptx)
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
+    assert not math.isnan(rep["registers"])

@@ -1,0 +1,56 @@
+"""Shared test helpers: where test tensors live, tolerances, relative error."""
+
+import numpy as np
+from numba import config
+
+SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+# SPEC "Numerics": ||out - ref|| / ||ref|| against float64.
+TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def device():
+    """'cpu' under the simulator (kernels take host data there), else 'cuda'."""
+    return "cpu" if SIMULATOR else "cuda"
+
+
+def torch_dtype(name):
+    import torch
+
+    return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
+
+
+def to64(x):
+    """float64 NumPy copy of a torch tensor / CuPy / NumPy array (None stays None)."""
+    if x is None:
+        return None
+    if hasattr(x, "detach"):
+        return x.detach().to("cpu").double().numpy()
+    if hasattr(x, "get"):
+        return x.get().astype(np.float64)
+    return np.asarray(x, dtype=np.float64)
+
+
+def rel_err(out, ref):
+    """||out - ref|| / ||ref|| in float64; inf if out has a NaN/inf where ref does not."""
+    out = to64(out)
+    ref = to64(ref)
+    assert out.shape == ref.shape, (out.shape, ref.shape)
+    if not np.all(np.isfinite(out) == np.isfinite(ref)):
+        return float("inf")
+    fin = np.isfinite(ref)
+    if not np.array_equal(out[~fin], ref[~fin]):
+        return float("inf")
+    den = np.linalg.norm(ref[fin])
+    num = np.linalg.norm(out[fin] - ref[fin])
+    if den == 0.0:
+        return float(num)
+    return float(num / den)
+
+
+def assert_close(out, ref, dtype, what="", tol=None):
+    tol = TOL[dtype] if tol is None else tol
+    err = rel_err(out, ref)
+    assert err < tol, f"{what}: relative error {err:.3e} >= {tol:.1e} ({dtype})"
+    return err
