@@ -66,11 +66,24 @@ def measure(calls=2000):
             lambda: disp[1, 256, stream](x, y, o, 2.0, n), calls)),
         ("numba_fused entry, direct launch", host_overhead_us(entry, calls)),
     ]
-    os.environ["NUMBA_FUSED_LAUNCH"] = "dispatcher"
-    try:
-        rows.append(("numba_fused entry, dispatcher launch", host_overhead_us(entry, calls)))
-    finally:
-        del os.environ["NUMBA_FUSED_LAUNCH"]
+    for mode in ("core", "dispatcher"):
+        os.environ["NUMBA_FUSED_LAUNCH"] = mode
+        try:
+            rows.append((f"numba_fused entry, {mode} launch", host_overhead_us(entry, calls)))
+        finally:
+            del os.environ["NUMBA_FUSED_LAUNCH"]
+    # Where the entry's time goes.
+    X = as_kernel_array(x, "x")
+    Y = as_kernel_array(y, "y")
+    O = as_kernel_array(o, "o")
+    rows += [
+        ("  piece: as_kernel_array(torch tensor)", host_overhead_us(lambda: as_kernel_array(x, "x"), calls)),
+        ("  piece: empty_like_lib (torch.empty + view)", host_overhead_us(
+            lambda: empty_like_lib(X, X.shape, X.dtype), calls)),
+        ("  piece: stream_handle (torch current stream)", host_overhead_us(lambda: stream_handle(X), calls)),
+        ("  piece: Kernel.launch, views prebuilt", host_overhead_us(
+            lambda: k.launch(1, 256, 0, [X, Y, O, 2.0, n]), calls)),
+    ]
     rows.extend(_op_rows(calls))
     return [{"what": w, "us_per_call": round(us, 2)} for w, us in rows]
 

@@ -1,0 +1,109 @@
+"""Run every op's kernels once on small inputs: the workload for compute-sanitizer.
+
+    compute-sanitizer --tool memcheck  python3 bench/sanitize.py
+    compute-sanitizer --tool racecheck python3 bench/sanitize.py
+
+Each op present in this checkout runs forward and backward over its flags and
+dtypes on small, awkward shapes (rows not a multiple of the block, odd lengths),
+so every kernel specialisation the launchers pick at such sizes is launched at
+least once. Prints one line per op; exits non-zero if a call raised.
+"""
+
+import os
+import sys
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _dropout(nf, torch, dt):
+    x = torch.randn(37, 263, device="cuda", dtype=dt)
+    b = torch.randn(263, device="cuda", dtype=dt)
+    g = torch.randn_like(x)
+    for act in ("none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu"):
+        for p in (0.0, 0.3):
+            nf.dropout_bias_act_forward(x, b, p=p, seed=3, offset=8, activation=act)
+            nf.dropout_bias_act_backward(g, x, b, p=p, seed=3, offset=8, activation=act)
+    nf.dropout_bias_act_forward(x, None, p=0.5, seed=1)
+    nf.dropout_bias_act_backward(g, x, None, p=0.5, seed=1)
+
+
+def _layer_norm(nf, torch, dt):
+    for n in (1, 97, 1000, 4096):
+        x = torch.randn(29, n, device="cuda", dtype=dt)
+        w = torch.randn(n, device="cuda", dtype=dt)
+        b = torch.randn(n, device="cuda", dtype=dt)
+        g = torch.randn_like(x)
+        for det in (False, True):
+            y, mean, rstd = nf.layer_norm_forward(x, w, b)
+            nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=det)
+            y, mean, rstd = nf.layer_norm_forward(x)
+            nf.layer_norm_backward(g, x, None, None, mean, rstd, deterministic=det)
+            y, rstd = nf.rms_norm_forward(x, w)
+            nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
+
+
+def _attention(nf, torch, dt):
+    for sq, sk, d in ((17, 23, 32), (64, 64, 64), (33, 70, 128)):
+        q = torch.randn(2, sq, 2, d, device="cuda", dtype=dt)
+        k = torch.randn(2, sk, 2, d, device="cuda", dtype=dt)
+        v = torch.randn(2, sk, 2, d, device="cuda", dtype=dt)
+        bias = torch.randn(2, 2, sq, sk, device="cuda", dtype=dt)
+        for causal, window, p, bb in ((None, 0, 0.0, None), ("top_left", 0, 0.0, bias),
+                                      ("bottom_right", 8, 0.2, None), (None, 0, 0.1, bias)):
+            kw = dict(bias=bb, causal=causal, window=window, dropout_p=p, seed=5, offset=0)
+            out, lse = nf.attention_forward(q, k, v, **kw)
+            nf.attention_backward(torch.randn_like(out), q, k, v, out, lse, **kw)
+
+
+def _linear_act(nf, torch, dt):
+    if dt == torch.float32:
+        return
+    for m, n, k in ((17, 40, 24), (128, 128, 64), (130, 72, 200)):
+        x = torch.randn(m, k, device="cuda", dtype=dt)
+        w = torch.randn(n, k, device="cuda", dtype=dt) * 0.1
+        b = torch.randn(n, device="cuda", dtype=dt)
+        for act in ("none", "gelu_tanh", "relu"):
+            y, pre = nf.linear_act_forward(x, w, b, activation=act, save_preact=True)
+            g = torch.randn_like(y)
+            nf.linear_act_dgrad(g, w, activation=act, preact=pre)
+            nf.linear_act_backward(g, x, w, preact=pre, activation=act)
+
+
+CASES = {
+    "dropout": ("dropout_bias_act_forward", _dropout),
+    "layer_norm": ("layer_norm_forward", _layer_norm),
+    "attention": ("attention_forward", _attention),
+    "linear_act": ("linear_act_forward", _linear_act),
+}
+
+
+def main():
+    import importlib
+
+    import torch
+
+    import numba_fused as nf
+
+    failed = 0
+    for op, (probe, fn) in CASES.items():
+        try:
+            importlib.import_module(f"numba_fused.{op}")
+            getattr(nf, probe)
+        except (ImportError, AttributeError):
+            print(f"{op}: not in this checkout, skipped")
+            continue
+        for dt in (torch.float32, torch.float16, torch.bfloat16):
+            try:
+                fn(nf, torch, dt)
+                torch.cuda.synchronize()
+                print(f"{op} {dt}: ran")
+            except Exception:
+                failed += 1
+                print(f"{op} {dt}: FAILED")
+                traceback.print_exc()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,427 @@
+"""Warp-level primitives for numba's CUDA simulator.
+
+The simulator of numba-cuda 0.30.4 (``NUMBA_ENABLE_CUDASIM=1``) runs every CUDA thread
+of a block as a Python thread but has none of the warp primitives, so kernels using
+them cannot run in CPU CI. :func:`install` adds ``shfl_sync``, ``shfl_up_sync``,
+``shfl_down_sync``, ``shfl_xor_sync``, ``syncwarp``, ``ballot_sync``, ``all_sync``,
+``any_sync``, ``eq_sync``, ``match_any_sync``, ``match_all_sync``, ``activemask`` and
+``lanemask_lt`` to the ``cuda`` module that simulated kernels see, with the argument
+lists of numba.cuda's GPU versions, so one kernel source runs on both.
+
+Model:
+
+- A warp is 32 consecutive linear thread ids of a block (x fastest, then y, then z),
+  as on hardware and as the simulator's ``cuda.laneid`` already counts.
+- Each call is a rendezvous of the lanes its mask names: every lane drops its value
+  into a record made for that one call and waits until all have arrived. A fresh
+  record per call means no second barrier is needed before slots are reused. The
+  records live on the simulator's per-block manager, so no state survives into the
+  next block (the simulator runs blocks one after another).
+- Partial warps (block sizes not a multiple of 32): lanes that do not exist are
+  dropped from the mask, so the usual full mask means "all existing lanes". Hardware
+  leaves naming absent lanes undefined; we take the tolerant reading because common
+  kernels rely on it. A shuffle whose source lane is absent or not in the mask returns
+  the caller's own value (hardware: an undefined value).
+- Shuffle offsets and source lanes use their low 5 bits, as PTX ``shfl.sync`` does.
+- Results have the GPU's types: ``ballot_sync`` and the ``match_*`` masks are signed
+  32-bit (all 32 lanes set gives -1), ``activemask``/``lanemask_lt`` unsigned, votes
+  ``bool``; a shuffle returns the source lane's object itself, so np.float32 stays
+  np.float32. ``popc`` is replaced so it counts the two's-complement bits of negative
+  values (the simulator's gives 1 for ``popc(-1)``).
+- ``activemask()`` stands in for convergence, which independently running threads do
+  not have: it waits until every other existing lane has exited, waits in another
+  warp call or in ``syncthreads``, or calls ``activemask`` at the same source line, and
+  returns the lanes of that group. So lock-step code gets what a GPU gives: lanes
+  that returned early are out, and so are lanes in the other branch of an if/else.
+
+Divergence: where hardware would hang or give undefined results, a call raises
+:class:`WarpDivergenceError` naming the primitive, the warp and the missing lanes. It
+does so at once when a named lane has exited, waits in ``syncthreads``, calls another
+primitive with the same mask, or waits in a warp call that can never complete (a
+cycle); otherwise after ``TIMEOUT_S`` seconds in which no lane arrived (e.g. a lane
+spinning on a lock). The simulator re-raises a failing thread's exception from the
+kernel launch, its message prefixed by the thread's ``tid=[..] ctaid=[..]``.
+"""
+
+import sys
+import threading
+import time
+
+import numpy as np
+
+__all__ = ["install", "WarpDivergenceError", "TIMEOUT_S", "SWITCH_INTERVAL_S"]
+
+# Backstop only: the common divergences are detected without waiting. Long enough
+# that a slow lane among ~1000 GIL-sharing threads is not mistaken for a lost one.
+TIMEOUT_S = 5.0
+# How often waiting lanes look for lanes stuck in syncthreads or aborted kernels:
+# the simulator signals neither to us.
+_POLL_S = 0.05
+# The simulator's block manager busy-polls its threads while holding the GIL, so each
+# lane woken from a warp call can wait out a whole switch interval (5 ms by default)
+# before it runs: warp calls ran 3-6x faster at 1 ms. install() lowers the process's
+# interval to this (never raises it); None leaves it alone.
+SWITCH_INTERVAL_S = 0.001
+_FULL = 0xFFFFFFFF
+_WARP = 32
+
+_install_lock = threading.Lock()
+_state_lock = threading.Lock()
+_installed = False
+
+
+class WarpDivergenceError(RuntimeError):
+    """A warp primitive cannot complete: lanes named in its mask cannot arrive."""
+
+
+def install():
+    """Add the warp primitives to the simulator's in-kernel ``cuda`` module.
+
+    Does nothing (returns False) unless the simulator is enabled; idempotent.
+    """
+    global _installed
+    from numba.cuda.core import config
+
+    if not config.ENABLE_CUDASIM:
+        return False
+    with _install_lock:
+        if not _installed:
+            # numba.cuda.simulator, not numba_cuda.numba.cuda.simulator: the latter is a
+            # second copy of the module that simulated kernels never see.
+            from numba.cuda.simulator import kernel, kernelapi
+
+            _track_threads(kernel.BlockThread)
+            fake = kernelapi.FakeCUDAModule
+            for fn in _PRIMITIVES:
+                if not hasattr(fake, fn.__name__):  # a future simulator's own wins
+                    setattr(fake, fn.__name__, fn)
+            fake.popc = popc
+            _installed = True
+        if SWITCH_INTERVAL_S and sys.getswitchinterval() > SWITCH_INTERVAL_S:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
+    return True
+
+
+def _bits(mask):
+    return [lane for lane in range(_WARP) if mask >> lane & 1]
+
+
+def _i32(x):
+    return x - (1 << 32) if x & 0x80000000 else x
+
+
+class _Call:
+    """One warp primitive call: the values of the lanes that have arrived."""
+
+    __slots__ = ("op", "mask", "site", "values", "arrived", "done", "error", "last")
+
+    def __init__(self, op, mask, site=None):
+        self.op, self.mask, self.site = op, mask, site
+        self.values = [None] * _WARP
+        self.arrived = 0
+        self.done = False
+        self.error = None
+        self.last = time.monotonic()
+
+
+class _Block:
+    """Warp state of one simulated block."""
+
+    def __init__(self, manager, block_idx):
+        dx, dy, dz = manager._block_dim
+        self.nthreads = dx * dy * dz
+        self.index = tuple(block_idx)
+        self.lock = threading.Lock()
+        self.warps = {}
+        self.threads = {}  # thread_id -> BlockThread, from the thread's start
+        self.exited = set()
+        # The first divergence found: lanes that fail because of it (their partner
+        # raised and exited) repeat it, so whichever thread's error the simulator
+        # reports names the cause.
+        self.failure = None
+
+    def warp(self, w):
+        with self.lock:
+            warp = self.warps.get(w)
+            if warp is None:
+                warp = self.warps[w] = _Warp(self, w)
+        return warp
+
+    def thread_exited(self, tid):
+        self.exited.add(tid)
+        warp = self.warps.get(tid // _WARP)
+        if warp is not None:  # lanes waiting for this one should find out now
+            with warp.cond:
+                warp.cond.notify_all()
+
+
+def _block_of(thread):
+    manager = thread._manager
+    block = getattr(manager, "_warp_state", None)
+    if block is None:
+        with _state_lock:
+            block = getattr(manager, "_warp_state", None)
+            if block is None:
+                block = manager._warp_state = _Block(manager, thread.blockIdx)
+    return block
+
+
+def _track_threads(block_thread_cls):
+    """Record each simulated thread's start and exit, to tell exited lanes from slow ones."""
+    run = block_thread_cls.run
+
+    def run_tracked(self):
+        block = _block_of(self)
+        block.threads[self.thread_id] = self
+        try:
+            run(self)
+        finally:
+            block.thread_exited(self.thread_id)
+
+    block_thread_cls.run = run_tracked
+
+
+class _Warp:
+    def __init__(self, block, w):
+        self.block, self.w = block, w
+        self.lanes = min(_WARP, block.nthreads - _WARP * w)
+        self.existing = (1 << self.lanes) - 1
+        self.cond = threading.Condition()
+        self.pending = {}  # mask -> _Call still collecting lanes
+        self.waiting = {}  # lane -> _Call it waits in
+        self.gathering = {}  # source line -> activemask() _Call collecting lanes
+
+    def __str__(self):
+        return f"warp {self.w} (threads {_WARP * self.w}..{_WARP * self.w + self.lanes - 1}) of block {self.block.index}"
+
+    def fail(self, call, message):
+        message = self.block.failure = self.block.failure or message
+        if call is not None:
+            call.error = message
+            for calls, key in ((self.pending, call.mask), (self.gathering, call.site)):
+                if calls.get(key) is call:
+                    del calls[key]
+            self.cond.notify_all()
+        raise WarpDivergenceError(message)
+
+    def wait(self, call, lane, thread):
+        self.waiting[lane] = call
+        if self.gathering:  # one more lane out of activemask's way
+            self.cond.notify_all()
+        try:
+            while not call.done:
+                if call.error:
+                    raise WarpDivergenceError(call.error)
+                if thread.abort:  # another thread failed and the launch is over
+                    raise RuntimeError(f"abort flag set while waiting in {call.op}")
+                self.cond.wait(_POLL_S)
+                # One lane per call looks into the others; the rest only wait.
+                first = (call.arrived & -call.arrived).bit_length() - 1
+                if lane == first and not call.done and call.error is None:
+                    problem = self.diagnose(call)
+                    if problem:
+                        self.fail(call, problem)
+        finally:
+            del self.waiting[lane]
+
+    def blocker(self, lane, live):
+        """Why ``lane`` can never arrive anywhere, or None if it still may."""
+        tid = _WARP * self.w + lane
+        thread = self.block.threads.get(tid)
+        if tid in self.block.exited:
+            error = getattr(thread, "exception", None)
+            return f"exited the kernel by raising {error[0]!r}" if error else "exited the kernel"
+        if thread is not None and thread.syncthreads_blocked:
+            return "waits in syncthreads"
+        other = self.waiting.get(lane)
+        if other is not None and not other.done and other not in live and other.site is None:
+            return f"waits in {other.op}(mask={other.mask:#010x}), which cannot complete"
+        return None
+
+    def settle(self, call):
+        """Complete activemask() ``call`` unless lanes outside it still run; return those.
+
+        Lanes in an activemask() at an earlier source line count as running: that group
+        completes first, which is where if/else branches reconverge.
+        """
+        running = []
+        for lane in range(self.lanes):
+            tid = _WARP * self.w + lane
+            if call.arrived >> lane & 1 or tid in self.block.exited:
+                continue
+            thread, other = self.block.threads.get(tid), self.waiting.get(lane)
+            parked = other is not None and not other.done and not (other.site and other.site < call.site)
+            if thread is None or not (thread.syncthreads_blocked or parked):
+                running.append(lane)
+        if not running:
+            call.mask, call.done = call.arrived, True
+            del self.gathering[call.site]
+            self.cond.notify_all()
+        return running
+
+    def diagnose(self, call):
+        """A message if ``call`` can never complete, else None."""
+        if call.site:
+            running = self.settle(call)
+            if running and time.monotonic() - call.last > TIMEOUT_S:
+                return (f"activemask() in {self}: lanes {running} neither arrived, exited nor "
+                        f"waited elsewhere within TIMEOUT_S={TIMEOUT_S} s")
+            return None
+        # A call can complete when each missing lane is running or waits in a call that
+        # can complete; grow that set from nothing so that cycles stay out of it.
+        live, grown = set(), True
+        while grown:
+            grown = False
+            for c in self.pending.values():
+                if c not in live and all(
+                    self.blocker(lane, live) is None for lane in _bits(c.mask & ~c.arrived)
+                ):
+                    live.add(c)
+                    grown = True
+        head = f"{call.op}(mask={call.mask:#010x}) in {self}"
+        missing = _bits(call.mask & ~call.arrived)
+        if call not in live:
+            why = {lane: self.blocker(lane, live) for lane in missing}
+            why = {lane: reason for lane, reason in why.items() if reason}
+            text = "; ".join(f"lane {lane} {reason}" for lane, reason in why.items())
+            return f"{head}: lanes {list(why)} can never arrive: {text}"
+        if time.monotonic() - call.last > TIMEOUT_S:
+            return (f"{head}: lanes {missing} still running but not arriving within "
+                    f"TIMEOUT_S={TIMEOUT_S} s (spinning, or diverged?)")
+        return None
+
+
+def _rendezvous(op, mask, value):
+    """Wait until every lane named in ``mask`` has called ``op``; return (call, lane)."""
+    thread = threading.current_thread()
+    block = _block_of(thread)
+    lane = thread.thread_id % _WARP
+    warp = block.warp(thread.thread_id // _WARP)
+    # int(): masks may come as numpy ints or as -1 (an int32 full mask on the GPU).
+    given = int(mask) & _FULL
+    mask = given & warp.existing
+    with warp.cond:
+        if not mask >> lane & 1:
+            warp.fail(None, f"{op}: lane {lane} of {warp} is not in its own mask {given:#010x}")
+        call = warp.pending.get(mask)
+        if call is None:
+            call = warp.pending[mask] = _Call(op, mask)
+        elif call.op != op:
+            warp.fail(
+                call,
+                f"{op}(mask={mask:#010x}) in {warp}: lane {lane} called {op} while lanes "
+                f"{_bits(call.arrived)} wait in {call.op} with the same mask",
+            )
+        call.values[lane] = value
+        call.arrived |= 1 << lane
+        call.last = time.monotonic()
+        if call.arrived == mask:
+            del warp.pending[mask]
+            call.done = True
+            warp.cond.notify_all()
+        else:
+            warp.wait(call, lane, thread)
+    return call, lane
+
+
+def _shuffle(op, mask, value, source):
+    call, lane = _rendezvous(op, mask, value)
+    src = source(lane)
+    return call.values[src] if 0 <= src < _WARP and call.mask >> src & 1 else value
+
+
+# The primitives become methods of the simulator's FakeCUDAModule, hence ``self``.
+
+
+def shfl_sync(self, mask, value, src_lane):
+    return _shuffle("shfl_sync", mask, value, lambda lane: int(src_lane) & 31)
+
+
+def shfl_up_sync(self, mask, value, delta):
+    return _shuffle("shfl_up_sync", mask, value, lambda lane: lane - (int(delta) & 31))
+
+
+def shfl_down_sync(self, mask, value, delta):
+    return _shuffle("shfl_down_sync", mask, value, lambda lane: lane + (int(delta) & 31))
+
+
+def shfl_xor_sync(self, mask, value, lane_mask):
+    return _shuffle("shfl_xor_sync", mask, value, lambda lane: lane ^ (int(lane_mask) & 31))
+
+
+def syncwarp(self, mask=_FULL):
+    _rendezvous("syncwarp", mask, None)
+
+
+def _vote(op, mask, predicate):
+    call, _ = _rendezvous(op, mask, bool(predicate))
+    return sum(1 << lane for lane in _bits(call.mask) if call.values[lane]), call.mask
+
+
+def ballot_sync(self, mask, predicate):
+    return _i32(_vote("ballot_sync", mask, predicate)[0])
+
+
+def all_sync(self, mask, predicate):
+    votes, mask = _vote("all_sync", mask, predicate)
+    return votes == mask
+
+
+def any_sync(self, mask, predicate):
+    return _vote("any_sync", mask, predicate)[0] != 0
+
+
+def eq_sync(self, mask, predicate):
+    votes, mask = _vote("eq_sync", mask, predicate)
+    return votes in (0, mask)
+
+
+# match_*: the GPU compares bit patterns; == differs only for NaN and signed zeros.
+def match_any_sync(self, mask, value):
+    call, _ = _rendezvous("match_any_sync", mask, value)
+    return _i32(sum(1 << lane for lane in _bits(call.mask) if call.values[lane] == value))
+
+
+def match_all_sync(self, mask, value):
+    call, _ = _rendezvous("match_all_sync", mask, value)
+    same = all(call.values[lane] == value for lane in _bits(call.mask))
+    return (_i32(call.mask), True) if same else (0, False)
+
+
+def activemask(self):
+    thread = threading.current_thread()
+    lane = thread.thread_id % _WARP
+    warp = _block_of(thread).warp(thread.thread_id // _WARP)
+    caller = sys._getframe(1)
+    site = (caller.f_code.co_filename, caller.f_lineno)
+    with warp.cond:
+        call = warp.gathering.get(site)
+        if call is None:
+            call = warp.gathering[site] = _Call("activemask", None, site)
+        call.arrived |= 1 << lane
+        call.last = time.monotonic()
+        if warp.settle(call):
+            warp.wait(call, lane, thread)
+    return call.mask
+
+
+def lanemask_lt(self):
+    return (1 << threading.current_thread().thread_id % _WARP) - 1
+
+
+def popc(self, val):
+    if val < 0:
+        # Two's complement at the GPU's width: numpy ints carry theirs; a negative Python
+        # int is most likely a ballot/match result, which is int32 on the GPU.
+        if isinstance(val, np.integer):
+            bits = 8 * val.dtype.itemsize
+        else:
+            bits = 32 if val >= -(1 << 31) else 64
+        val = int(val) + (1 << bits)
+    return bin(int(val)).count("1")
+
+
+_PRIMITIVES = (
+    shfl_sync, shfl_up_sync, shfl_down_sync, shfl_xor_sync, syncwarp, ballot_sync,
+    all_sync, any_sync, eq_sync, match_any_sync, match_all_sync, activemask, lanemask_lt,
+)
