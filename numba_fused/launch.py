@@ -29,7 +29,7 @@ from numba import config, cuda, types
 
 from . import _compat
 
-__all__ = ["Kernel", "SIMULATOR", "launch_mode", "cdiv"]
+__all__ = ["Kernel", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
@@ -42,15 +42,27 @@ def cdiv(a, b):
 _MODES = ("direct", "core", "dispatcher")
 
 
+_MODE = [None]
+
+
 def launch_mode():
     """'simulator', 'direct' (ctypes cuLaunchKernel), 'core' (cuda.core.launch) or
-    'dispatcher' (numba's own launch), from $NUMBA_FUSED_LAUNCH."""
+    'dispatcher' (numba's own launch). Read from $NUMBA_FUSED_LAUNCH on first use
+    (default 'direct'); :func:`set_launch_mode` changes it."""
     if SIMULATOR:
         return "simulator"
-    mode = os.environ.get("NUMBA_FUSED_LAUNCH", "direct")
+    if _MODE[0] is None:
+        set_launch_mode(os.environ.get("NUMBA_FUSED_LAUNCH", "direct"))
+    return _MODE[0]
+
+
+def set_launch_mode(mode):
+    """Pick how kernels are launched on the GPU; returns the previous mode."""
     if mode not in _MODES:
-        raise ValueError(f"NUMBA_FUSED_LAUNCH must be one of {_MODES}, got {mode!r}")
-    return mode
+        raise ValueError(f"launch mode must be one of {_MODES}, got {mode!r}")
+    old = _MODE[0]
+    _MODE[0] = mode
+    return old
 
 
 @functools.lru_cache(maxsize=None)
@@ -224,7 +236,7 @@ class Kernel:
             host = [a.host if t is None else a for a, t in zip(args, self._convert)]
             self.dispatcher[grid, block, 0, shared](*host)
             return
-        mode = launch_mode()
+        mode = _MODE[0] or launch_mode()
         if mode == "direct":
             lib = _libcuda()
             if lib is not None:
@@ -262,8 +274,14 @@ class Kernel:
                 slots[first:first + n] = a.abi_args
             else:
                 views[kind][first * mult] = a
-        gx, gy, gz = _dim3(grid)
-        bx, by, bz = _dim3(block)
+        if type(grid) is int:
+            gx, gy, gz = grid, 1, 1
+        else:
+            gx, gy, gz = _dim3(grid)
+        if type(block) is int:
+            bx, by, bz = block, 1, 1
+        else:
+            bx, by, bz = _dim3(block)
         err = lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream or None,
                                  buf.ptrs, None)
         if err:

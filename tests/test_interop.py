@@ -198,14 +198,39 @@ def test_gpu_cuda_graph_capture():
 
 
 @pytest.mark.gpu
-def test_gpu_dispatcher_path_matches_direct(monkeypatch):
+@pytest.mark.parametrize("mode", ["core", "dispatcher"])
+def test_gpu_other_launch_paths_match_direct(mode):
+    from numba_fused.launch import set_launch_mode
+
     x = torch.randn(999, device="cuda", dtype=torch.bfloat16)
     y = torch.randn(999, device="cuda", dtype=torch.bfloat16)
     direct = axpy(x, y, 1.5)
-    monkeypatch.setenv("NUMBA_FUSED_LAUNCH", "dispatcher")
-    via_numba = axpy(x, y, 1.5)
+    old = set_launch_mode(mode)
+    try:
+        other = axpy(x, y, 1.5)
+    finally:
+        set_launch_mode(old)
     torch.cuda.synchronize()
-    assert torch.equal(direct, via_numba)
+    assert torch.equal(direct, other)
+
+
+@pytest.mark.gpu
+def test_gpu_launch_from_a_fresh_thread():
+    """autograd runs backward on its own threads: a launch from a thread that never
+    touched CUDA must still find a context."""
+    import threading
+
+    x = torch.randn(64, device="cuda")
+    result = {}
+
+    def work():
+        result["out"] = axpy(x, x, 1.0)
+        torch.cuda.synchronize()
+
+    th = threading.Thread(target=work)
+    th.start()
+    th.join()
+    assert torch.equal(result["out"], 2.0 * x)
 
 
 @pytest.mark.ptx
