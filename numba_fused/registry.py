@@ -20,9 +20,9 @@ __all__ = ["OP_MODULES", "all_kernels", "find_ptxas", "ptxas_report", "offline_c
 OP_MODULES = ("dropout", "layer_norm", "attention", "linear_act")
 
 
-def all_kernels():
-    """All shipped kernels of the op modules present in this checkout."""
-    for name in OP_MODULES:
+def all_kernels(ops=OP_MODULES):
+    """All shipped kernels of the op modules (of ``ops``) present in this checkout."""
+    for name in ops:
         try:
             mod = importlib.import_module(f"numba_fused.{name}")
         except ModuleNotFoundError as exc:
