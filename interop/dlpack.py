@@ -99,6 +99,8 @@ class KernelArray:
         return _np_storage(self.dtype).itemsize
 
     def is_contiguous(self):
+        if self.size == 0:
+            return True
         expect = 1
         for dim, stride in zip(reversed(self.shape), reversed(self.strides)):
             if dim != 1 and stride != expect:

@@ -44,6 +44,8 @@ _LAZY = {
     "linear_act_dgrad": "linear_act",
     "linear_act_backward": "linear_act",
     "linear_act_ref": "linear_act",
+    "linear_weight_grad": "linear_act",
+    "activation_backward": "linear_act",
 }
 
 __all__ = sorted(_LAZY)

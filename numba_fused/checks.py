@@ -34,7 +34,10 @@ def check_same_dtype(ref, ref_name, *others):
 
 def check_same_device(ref, ref_name, *others):
     for arr, name in others:
-        if arr is not None and arr.device != ref.device:
+        # device is None for arrays that do not say (numba / CUDA Array Interface).
+        if arr is None or arr.device is None or ref.device is None:
+            continue
+        if arr.device != ref.device:
             raise ValueError(f"{name} is on device {arr.device} but {ref_name} is on {ref.device}")
 
 

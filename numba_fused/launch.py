@@ -40,6 +40,7 @@ def cdiv(a, b):
 
 
 _MODES = ("direct", "core", "dispatcher")
+_DEFAULT_DYNAMIC_SMEM = 48 * 1024
 
 
 _MODE = [None]
@@ -185,6 +186,7 @@ class Kernel:
                 plan.append((slot, 1, kind, _SLOT_VIEWS[kind][1]))
                 slot += 1
         self._plan = tuple(plan)
+        self._smem_limit = _DEFAULT_DYNAMIC_SMEM
         self._nslots = slot
         self._tls = threading.local()
 
@@ -236,6 +238,8 @@ class Kernel:
             host = [a.host if t is None else a for a, t in zip(args, self._convert)]
             self.dispatcher[grid, block, 0, shared](*host)
             return
+        if shared > self._smem_limit:
+            self._raise_smem_limit(shared)
         mode = _MODE[0] or launch_mode()
         if mode == "direct":
             lib = _libcuda()
@@ -286,6 +290,20 @@ class Kernel:
                                  buf.ptrs, None)
         if err:
             raise _driver_error(lib, err)
+
+    def _raise_smem_limit(self, nbytes):
+        """Allow ``nbytes`` of dynamic shared memory (the driver's default cap is 48 KiB;
+        numba has no API for this) and prefer the whole L1/shared carveout as shared."""
+        from numba.cuda.cudadrv.driver import binding, driver
+
+        cufunc = self._compiled[0]._codelibrary.get_cufunc()
+        attrs = binding.CUfunction_attribute
+        dev = cufunc.device.id
+        driver.cuKernelSetAttribute(attrs.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    nbytes, cufunc.handle, dev)
+        driver.cuKernelSetAttribute(attrs.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                    100, cufunc.handle, dev)
+        self._smem_limit = nbytes
 
     def _config(self, grid, block, shared):
         key = (grid, block, shared)

@@ -54,6 +54,8 @@ __all__ = ["install", "WarpDivergenceError", "TIMEOUT_S", "SWITCH_INTERVAL_S"]
 # Backstop only: the common divergences are detected without waiting. Long enough
 # that a slow lane among ~1000 GIL-sharing threads is not mistaken for a lost one.
 TIMEOUT_S = 5.0
+# How long a lane must sit in syncthreads before a warp call calls it diverged.
+SYNC_GRACE_S = 1.0
 # How often waiting lanes look for lanes stuck in syncthreads or aborted kernels:
 # the simulator signals neither to us.
 _POLL_S = 0.05
@@ -189,6 +191,7 @@ class _Warp:
         self.cond = threading.Condition()
         self.pending = {}  # mask -> _Call still collecting lanes
         self.waiting = {}  # lane -> _Call it waits in
+        self.sync_seen = {}  # thread id -> when it was first seen blocked in syncthreads
         self.gathering = {}  # source line -> activemask() _Call collecting lanes
 
     def __str__(self):
@@ -232,7 +235,14 @@ class _Warp:
             error = getattr(thread, "exception", None)
             return f"exited the kernel by raising {error[0]!r}" if error else "exited the kernel"
         if thread is not None and thread.syncthreads_blocked:
-            return "waits in syncthreads"
+            # The simulator clears this flag one thread at a time when a barrier
+            # opens, so a lane released a moment ago can still see a warp-mate
+            # flagged: only a lane flagged for SYNC_GRACE_S in a row is stuck there.
+            first = self.sync_seen.setdefault(tid, time.monotonic())
+            if time.monotonic() - first > SYNC_GRACE_S:
+                return "waits in syncthreads"
+            return None
+        self.sync_seen.pop(tid, None)
         other = self.waiting.get(lane)
         if other is not None and not other.done and other not in live and other.site is None:
             return f"waits in {other.op}(mask={other.mask:#010x}), which cannot complete"

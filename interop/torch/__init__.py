@@ -1,2 +1,14 @@
 """PyTorch front end: ``torch.nn.functional``-style functions with autograd, and
-``nn.Module`` classes, built on the array-level kernels of ``numba_fused``."""
+``nn.Module`` classes, built on the array-level kernels of ``numba_fused``.
+
+Each function is a ``torch.autograd.Function`` underneath; dropout seeds come from
+torch's generators, so ``torch.manual_seed`` reproduces runs.
+"""
+
+from .dropout import DropoutBiasActFunction, FusedDropoutBiasAct, dropout_bias_act
+from .linear_act import FusedLinearAct, FusedMLP, linear_act
+
+__all__ = [
+    "dropout_bias_act", "FusedDropoutBiasAct", "DropoutBiasActFunction",
+    "linear_act", "FusedLinearAct", "FusedMLP",
+]

@@ -1,0 +1,233 @@
+"""Benchmark: fused linear + activation (numba_fused.linear_act) against torch.
+
+    python bench/linear_act.py [--shapes 8192x4096x16384] [--dtypes float16,bfloat16]
+        [--activation gelu_tanh] [--passes fwd,bwd] [--providers numba_fused,torch,torch.compile]
+        [--tc-config BM,BN,BK,WM,WN,STAGES,GROUP_M ...] [--reps 50] [--json FILE]
+
+Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``.
+
+- fwd: ours ``linear_act_forward(x, w, b, act, save_preact=True)`` (the training
+  forward: y and the saved pre-activation); torch ``act(F.linear(x, w, b))`` (cuBLAS
+  + a separate activation kernel), eager and ``torch.compile``.
+- bwd: ours ``linear_act_backward(g, x, w, preact, act)`` (act' pass, dgrad GEMM,
+  wgrad GEMM with the bias gradient fused); torch's autograd backward of the same
+  forward, eager and compiled (grad_x, grad_weight, grad_bias).
+
+FLOPs counted: 2MNK forward, 4MNK backward. ``--tc-config`` (repeatable) times our
+kernels under other tilings; each row records the tiling, registers per thread and
+dynamic shared memory. Method (bench/common.py): CUDA events, warm-up, median of
+``--reps`` runs, input sets rotated past the L2, random data.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+DEFAULT_SHAPES = ("8192x4096x16384",)
+QUICK_SHAPES = ("4096x4096x4096",)
+PROVIDERS = ("numba_fused", "torch", "torch.compile")
+
+
+def _shape(text):
+    try:
+        m, k, n = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shape must be MxKxN, got {text!r}") from None
+    return m, k, n
+
+
+def _tc_config(text):
+    from numba_fused.linear_act import GemmConfig
+
+    try:
+        return GemmConfig(*(int(v) for v in text.split(","))).validate()
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"--tc-config must be BM,BN,BK,WM,WN,STAGES,GROUP_M: {exc}") from None
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", type=_shape, nargs="+",
+                   default=[_shape(s) for s in DEFAULT_SHAPES], help="MxKxN (default %(default)s)")
+    p.add_argument("--dtypes", default="float16,bfloat16", help="comma-separated")
+    p.add_argument("--activation", default="gelu_tanh")
+    p.add_argument("--passes", default="fwd,bwd", help="fwd, bwd or both")
+    p.add_argument("--providers", default=",".join(PROVIDERS), help="comma-separated")
+    p.add_argument("--tc-config", type=_tc_config, action="append", default=None,
+                   help="tensor-core tiling to time (repeatable); default: the launcher's")
+    p.add_argument("--reps", type=int, default=50)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--json", default=None, help="write the rows here")
+    return p
+
+
+def _torch_act(torch, name):
+    F = torch.nn.functional
+    return {
+        "none": lambda z: z,
+        "relu": F.relu,
+        "gelu": F.gelu,
+        "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
+        "squared_relu": lambda z: F.relu(z) ** 2,
+        "leaky_relu": lambda z: F.leaky_relu(z, 0.01),
+    }[name]
+
+
+def _kernel_info(la, cfg, dtype, M, N, K):
+    """Tiling, registers and shared memory of the forward GEMM that runs."""
+    cfg = cfg or la._pick_config(M, N)
+    k = la.make_tc_kernel("fwd", dtype, K % 8 == 0, cfg).compile()
+    return {"tiling": "x".join(str(v) for v in cfg), "regs": k.regs_per_thread,
+            "smem_KB": round(cfg.smem_bytes / 1024, 1)}
+
+
+def run(args):
+    """Time every (shape, dtype, pass, provider[, tiling]); returns a list of row dicts."""
+    import torch
+
+    import numba_fused as nf
+    from bench.common import rotations, time_cuda
+    from numba_fused import linear_act as la
+
+    F = torch.nn.functional
+    act = args.activation
+    act_t = _torch_act(torch, act)
+    providers = [p for p in args.providers.split(",") if p]
+    passes = [p for p in args.passes.split(",") if p]
+    configs = args.tc_config or [None]
+    rows = []
+    for M, K, N in args.shapes:
+        for dtype in [d for d in args.dtypes.split(",") if d]:
+            tdt = getattr(torch, dtype)
+            per_set = (M * K + N * K + N + 3 * M * N) * torch.finfo(tdt).bits // 8
+            n_sets = rotations(per_set)
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            sets = []
+            for _ in range(n_sets):
+                x = torch.randn(M, K, device="cuda", dtype=tdt, generator=gen)
+                w = torch.randn(N, K, device="cuda", dtype=tdt, generator=gen) / K**0.5
+                b = torch.randn(N, device="cuda", dtype=tdt, generator=gen)
+                g = torch.randn(M, N, device="cuda", dtype=tdt, generator=gen)
+                sets.append((x, w, b, g))
+            base = {"shape": f"{M}x{K}x{N}", "M": M, "K": K, "N": N, "dtype": dtype,
+                    "activation": act}
+            for pas in passes:
+                flops = (2 if pas == "fwd" else 4) * M * N * K
+                for prov in providers:
+                    for cfg in (configs if prov == "numba_fused" else [None]):
+                        fn, arg_sets = _case(torch, nf, la, F, act, act_t, prov, pas, sets,
+                                             dtype, cfg)
+                        if fn is None:
+                            continue
+                        t = time_cuda(fn, arg_sets, reps=args.reps, warmup=args.warmup)
+                        row = dict(base, **{"pass": pas, "provider": prov, **t,
+                                            "TFLOP/s": flops / (t["median_ms"] * 1e-3) / 1e12})
+                        if prov == "numba_fused" and dtype != "float32":
+                            row.update(_kernel_info(la, cfg, dtype, M, N, K))
+                        rows.append(row)
+                        del fn, arg_sets
+                        torch.cuda.empty_cache()
+    for r in rows:
+        ref = [q for q in rows if q["provider"] == "torch" and q["shape"] == r["shape"]
+               and q["dtype"] == r["dtype"] and q["pass"] == r["pass"]]
+        if ref:
+            r["speedup"] = ref[0]["median_ms"] / r["median_ms"]
+    return rows
+
+
+def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
+    """(callable, argument sets) timing one provider and pass, or (None, None)."""
+    if prov == "numba_fused":
+        pick = (lambda Mg, Ng: cfg) if cfg is not None else la._pick_config
+
+        def with_cfg(f):
+            def call(*a):
+                old = la._pick_config
+                la._pick_config = pick
+                try:
+                    return f(*a)
+                finally:
+                    la._pick_config = old
+            return call
+
+        if pas == "fwd":
+            return with_cfg(lambda x, w, b: nf.linear_act_forward(
+                x, w, b, act, save_preact=act != "none")), [s[:3] for s in sets]
+        prepared = []
+        for x, w, b, g in sets:
+            pre = nf.linear_act_forward(x, w, b, act, save_preact=True)[1]
+            prepared.append((g, x, w, pre))
+        return with_cfg(lambda g, x, w, pre: nf.linear_act_backward(g, x, w, pre, act)), prepared
+    if prov not in ("torch", "torch.compile"):
+        raise ValueError(f"unknown provider {prov!r}")
+
+    def model(x, w, b):
+        return act_t(F.linear(x, w, b))
+
+    if prov == "torch.compile":
+        model = torch.compile(model)
+    if pas == "fwd":
+        def fwd(x, w, b):
+            with torch.no_grad():
+                return model(x, w, b)
+        return fwd, [s[:3] for s in sets]
+    prepared = []
+    for x, w, b, g in sets:
+        xs, ws, bs = (t.detach().requires_grad_(True) for t in (x, w, b))
+        prepared.append((model(xs, ws, bs), (xs, ws, bs), g))
+
+    def bwd(y, inputs, g):
+        return torch.autograd.grad(y, inputs, g, retain_graph=True)
+    return bwd, prepared
+
+
+def markdown(rows):
+    cols = ["shape", "dtype", "pass", "provider", "tiling", "regs", "smem_KB", "median_ms",
+            "TFLOP/s", "speedup"]
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            cells.append("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def cli_rows(quick=False, copy_gbps=None):
+    """Rows for ``python -m bench`` (its column names)."""
+    args = parser().parse_args([])
+    if quick:
+        args.shapes = [_shape(s) for s in QUICK_SHAPES]
+        args.reps = 20
+    out = []
+    for r in run(args):
+        out.append({"op": "linear_act", "case": f"{r['shape']} {r['activation']}",
+                    "dtype": r["dtype"], "pass": r["pass"], "provider": r["provider"],
+                    "median_ms": r["median_ms"], "p20_ms": r["p20_ms"], "p80_ms": r["p80_ms"],
+                    "TFLOP/s": r["TFLOP/s"], "speedup": r.get("speedup")})
+    return out
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    from numba import cuda
+
+    if not cuda.is_available():
+        print("bench/linear_act.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    rows = run(args)
+    print(markdown(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

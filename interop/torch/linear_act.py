@@ -1,0 +1,151 @@
+"""PyTorch front end of the fused linear + activation kernels.
+
+- ``linear_act(input, weight, bias=None, activation="none")``: ``act(input @ weight^T +
+  bias)`` with autograd (``torch.nn.functional.linear`` argument names and shapes).
+- ``FusedLinearAct``: an ``nn.Linear`` with a fused activation.
+- ``FusedMLP(in_features, hidden_features, out_features, activation)``: fc1 -> act ->
+  fc2; its backward computes the gradient of fc1's pre-activation with the fused
+  dgrad ``(grad_y @ W2) * act'(z1)`` (the seed's ``kernel_bwd``), so the hidden
+  activation's gradient never takes a separate pass.
+
+Forward saves the pre-activation (in the input dtype) when the activation needs it
+for backward. Inputs are made contiguous; float32, float16 and bfloat16 CUDA tensors
+are accepted (float16 / bfloat16 run on tensor cores, float32 on CUDA cores).
+"""
+
+import math
+
+import torch
+
+from numba_fused import linear_act as _la
+from numba_fused.activations import ACTIVATIONS, check_activation
+
+__all__ = ["linear_act", "FusedLinearAct", "FusedMLP", "ACTIVATIONS"]
+
+
+def _contig(t):
+    return None if t is None else t.contiguous()
+
+
+class _LinearActFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, activation):
+        save = activation != "none"
+        res = _la.linear_act_forward(x, weight, bias, activation, save_preact=save)
+        y, pre = res if save else (res, None)
+        ctx.activation = activation
+        ctx.save_for_backward(x, weight, pre)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x, weight, pre = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        gz = grad_y.contiguous()
+        if ctx.activation != "none":
+            gz = _la.activation_backward(gz, pre, ctx.activation)
+        grad_x = _la.linear_act_dgrad(gz, weight, "none") if need_x else None
+        grad_w = grad_b = None
+        if need_w or need_b:
+            grad_w, grad_b = _la.linear_weight_grad(gz, x, need_bias_grad=bool(need_b))
+        return grad_x, (grad_w if need_w else None), grad_b, None
+
+
+def linear_act(input, weight, bias=None, activation="none"):
+    """``act(input @ weight^T + bias)`` with autograd.
+
+    input: ``[..., in_features]``; weight: ``[out_features, in_features]``; bias:
+    ``[out_features]`` or None; activation: one of ``ACTIVATIONS``.
+    """
+    check_activation(activation)
+    for t, name in ((input, "input"), (weight, "weight"), (bias, "bias")):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    return _LinearActFunction.apply(input.contiguous(), weight.contiguous(), _contig(bias),
+                                    activation)
+
+
+class _MLPFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w1, b1, w2, b2, activation):
+        if activation != "none":
+            h, z1 = _la.linear_act_forward(x, w1, b1, activation, save_preact=True)
+        else:
+            h, z1 = _la.linear_act_forward(x, w1, b1, "none"), None
+        y = _la.linear_act_forward(h, w2, b2, "none")
+        ctx.activation = activation
+        ctx.save_for_backward(x, w1, w2, h, z1)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x, w1, w2, h, z1 = ctx.saved_tensors
+        need_x, need_w1, need_b1, need_w2, need_b2 = ctx.needs_input_grad[:5]
+        gy = grad_y.contiguous()
+        gw2 = gb2 = gx = gw1 = gb1 = None
+        if need_w2 or need_b2:
+            gw2, gb2 = _la.linear_weight_grad(gy, h, need_bias_grad=bool(need_b2))
+        if need_x or need_w1 or need_b1:
+            # d loss / d z1 in one GEMM: (grad_y @ W2) * act'(z1).
+            gz1 = _la.linear_act_dgrad(gy, w2, ctx.activation, z1)
+            if need_x:
+                gx = _la.linear_act_dgrad(gz1, w1, "none")
+            if need_w1 or need_b1:
+                gw1, gb1 = _la.linear_weight_grad(gz1, x, need_bias_grad=bool(need_b1))
+        return (gx, gw1 if need_w1 else None, gb1, gw2 if need_w2 else None, gb2, None)
+
+
+class FusedLinearAct(torch.nn.Module):
+    """``act(x @ weight^T + bias)``: ``nn.Linear``'s parameters and initialisation,
+    with the activation fused into the GEMM's epilogue."""
+
+    def __init__(self, in_features, out_features, bias=True, activation="none", device=None,
+                 dtype=None):
+        super().__init__()
+        self.activation = check_activation(activation)
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        kw = {"device": device, "dtype": dtype}
+        self.weight = torch.nn.Parameter(torch.empty(self.out_features, self.in_features, **kw))
+        if bias:
+            self.bias = torch.nn.Parameter(torch.empty(self.out_features, **kw))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        torch.nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1.0 / math.sqrt(self.in_features) if self.in_features else 0.0
+            torch.nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x):
+        return linear_act(x, self.weight, self.bias, self.activation)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, activation={self.activation!r}")
+
+
+class FusedMLP(torch.nn.Module):
+    """``fc2(act(fc1(x)))`` with ``fc1: in -> hidden``, ``fc2: hidden -> out``
+    (parameters ``fc1.weight``, ``fc1.bias``, ``fc2.weight``, ``fc2.bias`` as in a torch
+    MLP). Forward saves fc1's pre-activation; backward fuses act' into the dgrad
+    GEMM of fc2."""
+
+    def __init__(self, in_features, hidden_features, out_features, activation="gelu_tanh",
+                 bias1=True, bias2=True, device=None, dtype=None):
+        super().__init__()
+        self.activation = check_activation(activation)
+        self.fc1 = FusedLinearAct(in_features, hidden_features, bias1, activation, device, dtype)
+        self.fc2 = FusedLinearAct(hidden_features, out_features, bias2, "none", device, dtype)
+
+    def forward(self, x):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        return _MLPFunction.apply(x.contiguous(), self.fc1.weight.contiguous(),
+                                  _contig(self.fc1.bias), self.fc2.weight.contiguous(),
+                                  _contig(self.fc2.bias), self.activation)
+
+    def extra_repr(self):
+        return f"activation={self.activation!r}"

@@ -1,0 +1,1125 @@
+"""Fused linear + activation on tensor cores: forward, activation-gradient (dgrad)
+and full backward.
+
+With ``x`` flattened to ``[M, K]`` (any leading shape), ``weight`` ``[N, K]`` and
+``bias`` ``[N]``::
+
+    preact = x @ weight^T + bias                      (float32 accumulation)
+    y      = act(preact)                              linear_act_forward
+    dgrad  = (grad_out @ weight) * act'(preact)       linear_act_dgrad
+             (grad_out [M, N], weight [N, K], preact [M, K]: the seed's kernel_bwd)
+    grad_z = grad_out * act'(preact)                  linear_act_backward
+    grad_x = grad_z @ weight,  grad_weight = grad_z^T @ x,  grad_bias = sum_m grad_z
+
+Every matmul is one of three GEMMs ``C[Mg, Ng] = sum_k A[m, k] B[k, n]`` that differ
+in how A and B lie in memory and in the epilogue:
+
+| role  | A (storage)             | B (storage)           | epilogue                        |
+|-------|-------------------------|-----------------------|---------------------------------|
+| fwd   | x ``[Mg][Kg]``          | weight ``[Ng][Kg]``   | + bias, save preact, act        |
+| dgrad | grad ``[Mg][Kg]``       | weight ``[Kg][Ng]``   | * act'(preact)                  |
+| wgrad | grad_z ``[Kg][Mg]``     | x ``[Kg][Ng]``        | grad_bias = row sums of A       |
+
+Tensor-core path (float16 / bfloat16)
+-------------------------------------
+A block computes a ``BM x BN`` tile of C with ``(BM/WM) x (BN/WN)`` warps, each a
+``WM x WN`` tile of ``m16n8k16`` mma.sync (``numba_fused.tensor_core``), float32
+accumulators in registers. A and B tiles of ``BK`` along k stream through a
+``STAGES``-deep ring of shared-memory buffers filled by 16-byte ``cp.async``
+(zero-filled past the matrix edges, so ragged M, N and K need no other masking on
+the load side), one commit group per k-tile; iteration ``kt`` waits for tile ``kt``,
+issues tile ``kt + STAGES - 1`` into the buffer freed one iteration earlier, then
+runs the mma of tile ``kt``. Fragments come from shared memory by ``ldmatrix``
+(``.trans`` for operands stored mn-major). Shared tiles are XOR-swizzled in 16-byte
+chunks (chunk ``c`` of row ``r`` lands at ``c ^ ((r >> SH) & MK)``), which makes
+both the cp.async writes and every ldmatrix phase free of bank conflicts without
+padding. Block ids are reordered in groups of ``GROUP_M`` row-tiles (the seed's
+GROUP_M) so that concurrently running blocks share A and B tiles in L2.
+When an operand's rows are not 16-byte aligned (a leading dimension not a
+multiple of 8) the tiles are filled by ordinary element loads instead
+(``vec=False``): same pipeline, synchronous copies.
+
+The epilogue works on the accumulator fragments directly: each lane holds pairs of
+adjacent columns, stored as one 32-bit word (``pack_*x2``, round to nearest even)
+when the row stride is even and the pointers 4-byte aligned, else element by
+element. The weight gradient's bias term is fused into the wgrad GEMM: blocks in the
+first column of tiles add one extra mma per k-step with B = ones, giving exact
+float32 row sums of A on the tensor cores, deterministic run to run.
+
+float32 path
+------------
+float32 inputs use a CUDA-core GEMM (``make_simt_kernel``: ``BM x BN`` tiles in
+padded shared memory, ``TM x TN`` outputs per thread, float32 FMA), keeping float32
+accuracy (tf32 tensor cores would not meet the float32 tolerance). Same roles, same
+epilogues.
+
+The activation is a run-time argument (``act`` code, index into
+``activations.ACTIVATIONS``): the epilogue is a few percent of a GEMM, and one kernel
+per role instead of six keeps compile time and the number of specialisations down.
+"""
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+from numba import cuda, types
+
+from interop.dlpack import KernelArray, empty_like_lib, stream_handle
+
+from . import checks, dtypes
+from .activations import ACTIVATIONS, act_grad_ref, act_ref, check_activation, device_act
+from .intrinsics import f32_as_u32, u32_as_f32
+from .launch import SIMULATOR, Kernel, cdiv
+from .tensor_core import (
+    ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_wait, ld_global_v4,
+    ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16, mma_f16, pack_bf16x2, pack_f16x2,
+    shared_address, st_global_v4, unpack_bf16x2, unpack_f16x2)
+
+__all__ = [
+    "linear_act_forward", "linear_act_dgrad", "linear_act_backward", "linear_weight_grad",
+    "activation_backward",
+    "linear_act_ref", "linear_act_dgrad_ref", "linear_act_backward_ref",
+    "GemmConfig", "SimtConfig", "make_tc_kernel", "make_simt_kernel", "make_act_grad_kernel",
+    "shipped_kernels", "ACT_CODES",
+]
+
+ACT_CODES = {name: i for i, name in enumerate(ACTIVATIONS)}
+ROLES = ("fwd", "dgrad", "wgrad")
+
+# Epilogue flag bits.
+F_BIAS = 1      # fwd: add bias; wgrad: write grad_bias
+F_PREACT = 2    # fwd: store the pre-activation
+F_VEC = 4       # out, aux, bias rows 16-byte aligned: 16-byte epilogue accesses
+
+_SMEM_ALIGN = None if SIMULATOR else 16  # the simulator takes no alignment argument
+
+
+class GemmConfig(NamedTuple):
+    """Tensor-core tiling: block tile ``bm x bn``, k-tile ``bk``, warp tile
+    ``wm x wn``, ``stages`` shared buffers, ``group_m`` row-tiles per L2 group."""
+
+    bm: int
+    bn: int
+    bk: int
+    wm: int
+    wn: int
+    stages: int
+    group_m: int
+
+    @property
+    def threads(self):
+        return (self.bm // self.wm) * (self.bn // self.wn) * 32
+
+    @property
+    def smem_bytes(self):
+        """Dynamic shared memory: the operand ring, reused for the float32 C tile."""
+        return max(self.stages * (self.bm + self.bn) * self.bk * 2, self.bm * (self.bn + 8) * 4)
+
+    def validate(self):
+        p2 = all(v > 0 and v & (v - 1) == 0 for v in (self.bm, self.bn, self.bk))
+        if not (p2 and self.bk >= 16 and self.bm >= 16 and self.bn >= 16):
+            raise ValueError(f"{self}: bm, bn, bk must be powers of two >= 16")
+        wp2 = all(v >= 16 and v & (v - 1) == 0 for v in (self.wm, self.wn))
+        if not wp2 or self.bm % self.wm or self.bn % self.wn:
+            raise ValueError(f"{self}: warp tiles must be powers of two >= 16 dividing the "
+                             f"block tile")
+        if not 2 <= self.stages <= 8 or self.group_m < 1:
+            raise ValueError(f"{self}: stages must be in [2, 8] and group_m >= 1")
+        if self.threads > 1024:
+            raise ValueError(f"{self}: {self.threads} threads per block (at most 1024)")
+        return self
+
+
+class SimtConfig(NamedTuple):
+    """CUDA-core (float32) tiling: block tile ``bm x bn``, k-tile ``bk``, ``tm x tn``
+    outputs per thread, ``group_m`` row-tiles per L2 group."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    group_m: int
+
+    @property
+    def threads(self):
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+# Large problems: 4 warps of 64x64 (128 accumulators per thread), 4 stages of
+# 128x32 + 128x32 halves (64 KiB), reused by the 128x136 float32 epilogue tile (68 KiB).
+TC_LARGE = GemmConfig(128, 128, 32, 64, 64, 4, 8)
+# Problems with too few 128x128 tiles to fill the GPU twice.
+TC_SMALL = GemmConfig(64, 64, 32, 32, 32, 3, 8)
+# The simulator: every code path (4 warps in a 2x2 grid, a 3-deep pipeline, grouped
+# block order) at a size Python threads get through.
+TC_SIM = GemmConfig(32, 32, 16, 16, 16, 3, 2)
+SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
+SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
+ACT_GRAD_THREADS = 256
+
+
+# ---------------------------------------------------------------------------
+# Device helpers shared by the kernels
+# ---------------------------------------------------------------------------
+
+_relu, _relu_g = device_act("relu")
+_gelu, _gelu_g = device_act("gelu")
+_gtanh, _gtanh_g = device_act("gelu_tanh")
+_sqrelu, _sqrelu_g = device_act("squared_relu")
+_leaky, _leaky_g = device_act("leaky_relu")
+_F1 = np.float32(1.0)
+assert ACTIVATIONS == ("none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu")
+
+
+# Not inline=True: numba-level inlining re-types the six-way switch at every epilogue
+# site (4x the compile time); NVVM inlines the call anyway (no call in the PTX).
+@cuda.jit(device=True)
+def act_by_code(code, z):
+    """act(z) for the activation ``ACTIVATIONS[code]`` (float32)."""
+    if code == 1:
+        return _relu(z)
+    if code == 2:
+        return _gelu(z)
+    if code == 3:
+        return _gtanh(z)
+    if code == 4:
+        return _sqrelu(z)
+    if code == 5:
+        return _leaky(z)
+    return z
+
+
+@cuda.jit(device=True)
+def act_grad_by_code(code, z):
+    """act'(z) for the activation ``ACTIVATIONS[code]`` (float32)."""
+    if code == 1:
+        return _relu_g(z)
+    if code == 2:
+        return _gelu_g(z)
+    if code == 3:
+        return _gtanh_g(z)
+    if code == 4:
+        return _sqrelu_g(z)
+    if code == 5:
+        return _leaky_g(z)
+    return _F1
+
+
+def _log2(v):
+    return int(v).bit_length() - 1
+
+
+def _swizzle(chunks_per_row):
+    """(shift, mask) of the XOR swizzle for rows of ``chunks_per_row`` 16-byte chunks:
+    the 8 rows one ldmatrix phase reads then cover all 32 banks."""
+    if chunks_per_row >= 8:
+        return 0, 7
+    return _log2(8 // chunks_per_row), chunks_per_row - 1
+
+
+def _tile_loader(rows, length, nthreads, vec, kmajor):
+    """Device function ``load(smem, base, g, ld, k0, fixed0, k_lim, fixed_lim, tid)``
+    filling the swizzled ``rows x length`` shared tile at ``smem[base:]`` with the
+    k-tile starting at ``k0`` of an operand stored with leading dimension ``ld``:
+
+    - ``kmajor``: tile rows are rows ``fixed0 ..`` of the operand (M or N), columns
+      ``k0 ..`` (global ``g[row * ld + k]``);
+    - otherwise tile rows are ``k0 ..`` and columns ``fixed0 ..`` (``g[k * ld + col]``).
+
+    Zeros past ``fixed_lim`` / ``k_lim``. ``vec``: one 16-byte cp.async per chunk (the
+    caller commits); a thread's chunks share their column, so the k-tile's bounds
+    and byte counts are computed once and each chunk adds a fixed step. Otherwise
+    element copies.
+    """
+    chunks = length // 8
+    cshift = _log2(chunks)
+    total = rows * chunks
+    iters = cdiv(total, nthreads)
+    exact = total % nthreads == 0
+    sh, mk = _swizzle(chunks)
+    if nthreads % chunks:
+        raise ValueError(f"{nthreads} threads do not cover whole {length}-element rows")
+    rstep = nthreads // chunks
+    # Rows advance in multiples of 8, so a thread's chunks share one swizzle.
+    dstep = rstep * length
+
+    @cuda.jit(device=True, inline=True)
+    def load(smem, base, g, ld, k0, fixed0, k_lim, fixed_lim, tid, full):
+        r0 = tid >> cshift
+        ch = tid & (chunks - 1)
+        dst = base + r0 * length + ((ch ^ ((r0 >> sh) & mk)) << 3)
+        if kmajor:
+            outer = fixed0 + r0
+            outer_lim = fixed_lim
+            inner = k0 + (ch << 3)
+            inner_lim = k_lim
+        else:
+            outer = k0 + r0
+            outer_lim = k_lim
+            inner = fixed0 + (ch << 3)
+            inner_lim = fixed_lim
+        if vec and full:
+            # The whole tile lies inside the operand: no bounds, 16 bytes per chunk.
+            src = outer * ld + inner
+            step = rstep * ld
+            for i in range(iters):
+                if exact or tid + i * nthreads < total:
+                    cp_async_16(smem, dst + i * dstep, g, src + i * step, 16)
+        elif vec:
+            n = 0
+            if inner < inner_lim:
+                n = min(16, (inner_lim - inner) * 2)
+            src = outer * ld + inner
+            step = rstep * ld
+            for i in range(iters):
+                if exact or tid + i * nthreads < total:
+                    if n > 0 and outer + i * rstep < outer_lim:
+                        cp_async_16(smem, dst + i * dstep, g, src + i * step, n)
+                    else:
+                        cp_async_16(smem, dst + i * dstep, g, 0, 0)
+        else:
+            for i in range(iters):
+                if exact or tid + i * nthreads < total:
+                    row = outer + i * rstep
+                    for e in range(8):
+                        if row < outer_lim and inner + e < inner_lim:
+                            smem[dst + i * dstep + e] = g[row * ld + inner + e]
+                        else:
+                            smem[dst + i * dstep + e] = 0
+
+    return load
+
+
+def _chunk_epilogue(role, dtype):
+    """Device function ``chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags)``:
+    finishes the 8 float32 accumulators ``cs[ci:ci + 8]`` (staged in shared memory)
+    of output row ``row``, columns ``col .. col + 7`` (those below ``N``) for ``role``.
+
+    With ``flags & F_VEC`` and all 8 columns inside, the chunk moves as 16-byte
+    vectors (bias and preact loads, preact and output stores), two outputs per
+    32-bit word rounded by ``pack_*x2``; otherwise element by element.
+    """
+    load = dtypes.loader(dtype)
+    store = dtypes.storer(dtype)
+    half = dtype != "float32"
+    fwd = role == "fwd"
+    dgrad = role == "dgrad"
+    zero4 = (np.uint32(0),) * 4
+    if half:
+        pack = pack_f16x2 if dtype == "float16" else pack_bf16x2
+        unpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
+
+        @cuda.jit(device=True, inline=True)
+        def fin_word(v0, v1, bw, pw, act, flags):
+            """(output word, preact word) of the column pair (v0, v1)."""
+            if fwd:
+                if flags & F_BIAS:
+                    b = unpack(bw)
+                    v0 += b[0]
+                    v1 += b[1]
+                return pack(act_by_code(act, v0), act_by_code(act, v1)), pack(v0, v1)
+            if dgrad:
+                if act != 0:
+                    z = unpack(pw)
+                    v0 *= act_grad_by_code(act, z[0])
+                    v1 *= act_grad_by_code(act, z[1])
+            return pack(v0, v1), pw
+    else:
+        @cuda.jit(device=True, inline=True)
+        def fin_word(v0, v1, bw, pw, act, flags):
+            """Never called: float32 chunks take the element path."""
+            return pw, pw
+
+    @cuda.jit(device=True, inline=True)
+    def fin_one(v, col, o, bias, aux, out, act, flags):
+        if fwd:
+            if flags & F_BIAS:
+                v += load(bias, col)
+            if flags & F_PREACT:
+                store(aux, o, v)
+            store(out, o, act_by_code(act, v))
+        else:
+            if dgrad:
+                if act != 0:
+                    v *= act_grad_by_code(act, load(aux, o))
+            store(out, o, v)
+
+    @cuda.jit(device=True, inline=True)
+    def chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
+        o = row * ldc + col
+        if half and (flags & F_VEC) != 0 and col + 8 <= N:
+            bw = zero4
+            pw = zero4
+            if fwd:
+                if flags & F_BIAS:
+                    bw = ld_global_v4(bias, col)
+            if dgrad:
+                if act != 0:
+                    pw = ld_global_v4(aux, o)
+            r0 = fin_word(cs[ci], cs[ci + 1], bw[0], pw[0], act, flags)
+            r1 = fin_word(cs[ci + 2], cs[ci + 3], bw[1], pw[1], act, flags)
+            r2 = fin_word(cs[ci + 4], cs[ci + 5], bw[2], pw[2], act, flags)
+            r3 = fin_word(cs[ci + 6], cs[ci + 7], bw[3], pw[3], act, flags)
+            if fwd:
+                if flags & F_PREACT:
+                    st_global_v4(aux, o, r0[1], r1[1], r2[1], r3[1])
+            st_global_v4(out, o, r0[0], r1[0], r2[0], r3[0])
+        else:
+            for j in range(8):
+                if col + j < N:
+                    fin_one(cs[ci + j], col + j, o + j, bias, aux, out, act, flags)
+
+    return chunk
+
+
+@cuda.jit(device=True, inline=True)
+def _block_tile(pid, M, N, bm, bn, group_m):
+    """(m0, n0) of block ``pid``: row-tiles taken ``group_m`` at a time, column-major
+    inside a group (the seed's GROUP_M order), so neighbouring blocks share tiles."""
+    grid_m = (M + bm - 1) // bm
+    grid_n = (N + bn - 1) // bn
+    width = group_m * grid_n
+    first_m = (pid // width) * group_m
+    gsize = min(grid_m - first_m, group_m)
+    pid_m = first_m + (pid % width) % gsize
+    pid_n = (pid % width) // gsize
+    return pid_m * bm, pid_n * bn
+
+
+def _storage(dtype):
+    return types.Array(dtypes.numba_storage_type(dtype), 1, "C")
+
+
+_I64 = types.int64
+
+
+def _argtypes(dtype):
+    arr = _storage(dtype)
+    return (arr, arr, arr, arr, arr) + (_I64,) * 8
+
+
+# ---------------------------------------------------------------------------
+# Tensor-core GEMM
+# ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def make_tc_kernel(role, dtype, vec, cfg):
+    """Tensor-core GEMM kernel for ``role`` in ('fwd', 'dgrad', 'wgrad'), ``dtype``
+    'float16' | 'bfloat16', ``vec`` (cp.async tile loads; needs 16-byte aligned rows),
+    tiling ``cfg`` (:class:`GemmConfig`). Launch: 1-D grid of
+    ``cdiv(Mg, bm) * cdiv(Ng, bn)`` blocks of ``cfg.threads``, ``cfg.smem_bytes`` of
+    dynamic shared memory."""
+    if role not in ROLES or dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"no tensor-core kernel for role={role!r}, dtype={dtype!r}")
+    BM, BN, BK, WM, WN, STAGES, GROUP_M = cfg.validate()
+    WARPS_N = BN // WN
+    NT = cfg.threads
+    MI, NI = WM // 16, WN // 8
+    KK = BK // 16
+    A_KMAJOR = role != "wgrad"
+    B_KMAJOR = role == "fwd"
+    WGRAD = role == "wgrad"
+    A_ROWS, A_LEN = (BM, BK) if A_KMAJOR else (BK, BM)
+    B_ROWS, B_LEN = (BN, BK) if B_KMAJOR else (BK, BN)
+    A_SH, A_MK = _swizzle(A_LEN // 8)
+    B_SH, B_MK = _swizzle(B_LEN // 8)
+    A_ST = BM * BK
+    B_ST = BN * BK
+    B_OFF = STAGES * A_ST
+    WAIT = STAGES - 2
+    NACC = MI * NI * 4
+    NBACC = MI * 4
+    NAFR = MI * 4
+    NBFR = NI * 2
+    SDT = dtypes.STORAGE[dtype]
+    mma = mma_f16 if dtype == "float16" else mma_bf16
+    ONES = ONES_F16X2 if dtype == "float16" else ONES_BF16X2
+    load_a = _tile_loader(A_ROWS, A_LEN, NT, vec, A_KMAJOR)
+    load_b = _tile_loader(B_ROWS, B_LEN, NT, vec, B_KMAJOR)
+    chunk = _chunk_epilogue(role, dtype)
+    store = dtypes.storer(dtype)
+    f32 = np.float32
+    F32_DT = np.dtype(np.float32)  # an instance: the simulator's dynamic shared array needs one
+    CLD = BN + 8  # float32 row stride of the staged C tile: conflict-free fragment writes
+    CCH = BN // 8
+    CSHIFT = _log2(CCH)
+    EPI_ITERS = BM * CCH // NT
+
+    @cuda.jit(device=True, inline=True)
+    def load_stage(smem, s, k0, a, b, M, N, K, lda, ldb, m0, n0, tid, inside):
+        full = inside and k0 + BK <= K
+        load_a(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full)
+        load_b(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full)
+
+    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        """C[m, n] = sum_k A[m, k] B[k, n] (m < M, n < N, k < K) on tensor cores, then
+        fwd: preact = C + bias[n], out = act(preact); dgrad: out = C * act'(aux);
+        wgrad: out = C and grad_bias[m] = sum_k A[m, k]. float32 until the final
+        rounding to the storage dtype. The block computes the BM x BN tile at
+        (m0, n0) = _block_tile(blockIdx.x).
+
+        a: A, flat; ``a[m * lda + k]`` (fwd, dgrad) or ``a[k * lda + m]`` (wgrad).
+        b: B, flat; ``b[n * ldb + k]`` (fwd) or ``b[k * ldb + n]`` (dgrad, wgrad).
+        bias: fwd: bias[N] (read if flags & F_BIAS); wgrad: grad_bias[M] written with
+            sum_k A[m, k] (if flags & F_BIAS); dgrad: unused.
+        aux: fwd: preact[M, N] written (if flags & F_PREACT); dgrad: preact[M, N] read
+            (if act != 0); wgrad: unused.
+        out: C after the epilogue, ``out[m * ldc + n]``.
+        act: activation code (ACT_CODES); flags: F_BIAS | F_PREACT | F_VEC.
+        """
+        smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        m0, n0 = _block_tile(cuda.blockIdx.x, M, N, BM, BN, GROUP_M)
+        wm0 = (warp // WARPS_N) * WM
+        wn0 = (warp % WARPS_N) * WN
+
+        acc = cuda.local.array(NACC, np.float32)
+        for i in range(NACC):
+            acc[i] = f32(0.0)
+        bacc = cuda.local.array(NBACC, np.float32)
+        for i in range(NBACC):
+            bacc[i] = f32(0.0)
+        afr = cuda.local.array(NAFR, np.uint32)
+        bfr = cuda.local.array(NBFR, np.uint32)
+        do_bias = WGRAD and (flags & F_BIAS) != 0 and n0 == 0 and wn0 == 0
+
+        # Per-lane ldmatrix byte offsets inside a stage for mi = nj = kk = 0. With the
+        # XOR swizzle (chunk c of row r at c ^ ((r >> SH) & MK)) the other fragments
+        # are these offsets plus a constant and XOR a constant on the chunk bits: a
+        # k-major operand's kk moves its chunk by 2 (XOR kk << 5 bytes), its mi / nj
+        # adds 16 rows; an mn-major operand's kk adds 16 rows, its mi / nj moves the
+        # chunk by 2 (XOR). The row's swizzle term does not change with either.
+        sbase = shared_address(smem, 0)
+        if A_KMAJOR:
+            r = wm0 + (lane & 15)
+            a_off = (r * BK + (((lane >> 4) ^ ((r >> A_SH) & A_MK)) << 3)) * 2
+        else:
+            r = (lane & 7) + ((lane >> 4) << 3)
+            ch = (wm0 >> 3) + ((lane >> 3) & 1)
+            a_off = (r * BM + ((ch ^ ((r >> A_SH) & A_MK)) << 3)) * 2
+        if B_KMAJOR:
+            r = wn0 + (lane & 7) + ((lane >> 4) << 3)
+            b_off = (r * BK + ((((lane >> 3) & 1) ^ ((r >> B_SH) & B_MK)) << 3)) * 2
+        else:
+            r = (lane & 7) + (((lane >> 3) & 1) << 3)
+            ch = (wn0 >> 3) + (lane >> 4)
+            b_off = (r * BN + ((ch ^ ((r >> B_SH) & B_MK)) << 3)) * 2
+
+        KT = (K + BK - 1) // BK
+        inside = m0 + BM <= M and n0 + BN <= N
+        for s in range(STAGES - 1):
+            if s < KT:
+                load_stage(smem, s, s * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+            cp_async_commit()
+
+        st = 0  # ring slot of tile kt; tile kt + STAGES - 1 goes to the slot before it
+        for kt in range(KT):
+            cp_async_wait(WAIT)
+            cuda.syncthreads()
+            nk = kt + STAGES - 1
+            if nk < KT:
+                ls = st + STAGES - 1
+                if ls >= STAGES:
+                    ls -= STAGES
+                load_stage(smem, ls, nk * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+            cp_async_commit()
+            a_st = sbase + st * (A_ST * 2)
+            b_st = sbase + (B_OFF + st * B_ST) * 2
+            for kk in range(KK):
+                for mi in range(MI):
+                    if A_KMAJOR:
+                        fa = ldmatrix_x4_at(a_st + mi * (32 * BK) + (a_off ^ (kk << 5)))
+                    else:
+                        fa = ldmatrix_x4_trans_at(a_st + kk * (32 * BM) + (a_off ^ (mi << 5)))
+                    afr[4 * mi] = fa[0]
+                    afr[4 * mi + 1] = fa[1]
+                    afr[4 * mi + 2] = fa[2]
+                    afr[4 * mi + 3] = fa[3]
+                for nj in range(NI // 2):
+                    if B_KMAJOR:
+                        fb = ldmatrix_x4_at(b_st + nj * (32 * BK) + (b_off ^ (kk << 5)))
+                    else:
+                        fb = ldmatrix_x4_trans_at(b_st + kk * (32 * BN) + (b_off ^ (nj << 5)))
+                    bfr[4 * nj] = fb[0]
+                    bfr[4 * nj + 1] = fb[1]
+                    bfr[4 * nj + 2] = fb[2]
+                    bfr[4 * nj + 3] = fb[3]
+                for mi in range(MI):
+                    for ni in range(NI):
+                        c = (mi * NI + ni) * 4
+                        d = mma(afr[4 * mi], afr[4 * mi + 1], afr[4 * mi + 2], afr[4 * mi + 3],
+                                bfr[2 * ni], bfr[2 * ni + 1],
+                                acc[c], acc[c + 1], acc[c + 2], acc[c + 3])
+                        acc[c] = d[0]
+                        acc[c + 1] = d[1]
+                        acc[c + 2] = d[2]
+                        acc[c + 3] = d[3]
+                if WGRAD:
+                    if do_bias:
+                        for mi in range(MI):
+                            d = mma(afr[4 * mi], afr[4 * mi + 1], afr[4 * mi + 2],
+                                    afr[4 * mi + 3], ONES, ONES, bacc[4 * mi],
+                                    bacc[4 * mi + 1], bacc[4 * mi + 2], bacc[4 * mi + 3])
+                            bacc[4 * mi] = d[0]
+                            bacc[4 * mi + 1] = d[1]
+                            bacc[4 * mi + 2] = d[2]
+                            bacc[4 * mi + 3] = d[3]
+            st += 1
+            if st == STAGES:
+                st = 0
+
+        if WGRAD:
+            # Column 0 of the ones-product: lanes with t = 0 hold it (d0 and d2).
+            if do_bias and (lane & 3) == 0:
+                for mi in range(MI):
+                    for h in range(2):
+                        row = m0 + wm0 + mi * 16 + h * 8 + (lane >> 2)
+                        if row < M:
+                            store(bias, row, bacc[4 * mi + 2 * h])
+
+        # Epilogue through shared memory: the fragments go to a float32 [BM][CLD]
+        # tile, then each thread finishes 8 consecutive columns at a time, so that
+        # global loads and stores are 16-byte vectors and coalesced.
+        cuda.syncthreads()
+        cs = cuda.shared.array(0, F32_DT, alignment=_SMEM_ALIGN)
+        fr = wm0 + (lane >> 2)
+        fc = wn0 + (lane & 3) * 2
+        for mi in range(MI):
+            for h in range(2):
+                for ni in range(NI):
+                    c = (mi * NI + ni) * 4 + 2 * h
+                    ci = (fr + mi * 16 + h * 8) * CLD + fc + ni * 8
+                    cs[ci] = acc[c]
+                    cs[ci + 1] = acc[c + 1]
+        cuda.syncthreads()
+        for it in range(EPI_ITERS):
+            e = tid + it * NT
+            r = e >> CSHIFT
+            c8 = (e & (CCH - 1)) << 3
+            row = m0 + r
+            col = n0 + c8
+            if row < M and col < N:
+                chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
+
+    name = f"linear_{role}_{dtype}_{'vec' if vec else 'scalar'}_{BM}x{BN}x{BK}_w{WM}x{WN}_s{STAGES}"
+    return Kernel(name, kernel, _argtypes(dtype))
+
+
+# ---------------------------------------------------------------------------
+# CUDA-core float32 GEMM
+# ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def make_simt_kernel(role, cfg):
+    """float32 CUDA-core GEMM kernel for ``role``; same arguments and epilogues as
+    :func:`make_tc_kernel`. Launch: 1-D grid of ``cdiv(Mg, bm) * cdiv(Ng, bn)`` blocks
+    of ``cfg.threads``, no dynamic shared memory."""
+    if role not in ROLES:
+        raise ValueError(f"no kernel for role={role!r}")
+    BM, BN, BK, TM, TN, GROUP_M = cfg
+    TX = BN // TN
+    NT = cfg.threads
+    A_KMAJOR = role != "wgrad"
+    B_KMAJOR = role == "fwd"
+    WGRAD = role == "wgrad"
+    # Rows padded by one float: the transposing stores of k-major operands then hit
+    # distinct banks.
+    LDA_S = BM + 1
+    LDB_S = BN + 1
+    A_ITERS = cdiv(BM * BK, NT)
+    B_ITERS = cdiv(BN * BK, NT)
+    chunk = _chunk_epilogue(role, "float32")
+    NACC = TM * TN
+    CLD = BN + 1
+    CCH = BN // 8
+    CTOT = BM * CCH
+    AS_SIZE = BK * LDA_S
+    BS_SIZE = BK * LDB_S
+    CS_SIZE = BM * CLD
+    EPI_ITERS = cdiv(CTOT, NT)
+    f32 = np.float32
+
+    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        """As :func:`make_tc_kernel`'s kernel, on float32 with FMA (thread ``(tx, ty)``
+        owns rows ``m0 + ty + i * BM/TM`` and columns ``n0 + tx + j * BN/TN``)."""
+        As = cuda.shared.array(AS_SIZE, np.float32)
+        Bs = cuda.shared.array(BS_SIZE, np.float32)
+        Cs = cuda.shared.array(CS_SIZE, np.float32)
+        tid = cuda.threadIdx.x
+        tx = tid % TX
+        ty = tid // TX
+        m0, n0 = _block_tile(cuda.blockIdx.x, M, N, BM, BN, GROUP_M)
+        acc = cuda.local.array(NACC, np.float32)
+        for i in range(NACC):
+            acc[i] = f32(0.0)
+        bsum = cuda.local.array(TM, np.float32)
+        for i in range(TM):
+            bsum[i] = f32(0.0)
+        ar = cuda.local.array(TM, np.float32)
+        br = cuda.local.array(TN, np.float32)
+        do_bias = WGRAD and (flags & F_BIAS) != 0 and n0 == 0 and tx == 0
+        for k0 in range(0, K, BK):
+            for i in range(A_ITERS):
+                e = tid + i * NT
+                if e < BM * BK:
+                    if A_KMAJOR:
+                        r = e // BK
+                        c = e % BK
+                        v = f32(0.0)
+                        if m0 + r < M and k0 + c < K:
+                            v = a[(m0 + r) * lda + k0 + c]
+                        As[c * LDA_S + r] = v
+                    else:
+                        r = e // BM
+                        c = e % BM
+                        v = f32(0.0)
+                        if k0 + r < K and m0 + c < M:
+                            v = a[(k0 + r) * lda + m0 + c]
+                        As[r * LDA_S + c] = v
+            for i in range(B_ITERS):
+                e = tid + i * NT
+                if e < BN * BK:
+                    if B_KMAJOR:
+                        r = e // BK
+                        c = e % BK
+                        v = f32(0.0)
+                        if n0 + r < N and k0 + c < K:
+                            v = b[(n0 + r) * ldb + k0 + c]
+                        Bs[c * LDB_S + r] = v
+                    else:
+                        r = e // BN
+                        c = e % BN
+                        v = f32(0.0)
+                        if k0 + r < K and n0 + c < N:
+                            v = b[(k0 + r) * ldb + n0 + c]
+                        Bs[r * LDB_S + c] = v
+            cuda.syncthreads()
+            for kk in range(BK):
+                for i in range(TM):
+                    ar[i] = As[kk * LDA_S + ty + i * (BM // TM)]
+                for j in range(TN):
+                    br[j] = Bs[kk * LDB_S + tx + j * TX]
+                for i in range(TM):
+                    for j in range(TN):
+                        acc[i * TN + j] += ar[i] * br[j]
+                if WGRAD:
+                    if do_bias:
+                        for i in range(TM):
+                            bsum[i] += ar[i]
+            cuda.syncthreads()
+        if WGRAD:
+            if do_bias:
+                for i in range(TM):
+                    row = m0 + ty + i * (BM // TM)
+                    if row < M:
+                        bias[row] = bsum[i]
+        # Stage C through shared memory, as the tensor-core kernel does, so the
+        # epilogue code is shared.
+        for i in range(TM):
+            for j in range(TN):
+                Cs[(ty + i * (BM // TM)) * CLD + tx + j * TX] = acc[i * TN + j]
+        cuda.syncthreads()
+        for it in range(EPI_ITERS):
+            e = tid + it * NT
+            r = e // CCH
+            c8 = (e % CCH) * 8
+            row = m0 + r
+            col = n0 + c8
+            if e < CTOT and row < M and col < N:
+                chunk(Cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
+
+    name = f"linear_{role}_float32_simt_{BM}x{BN}x{BK}_t{TM}x{TN}"
+    return Kernel(name, kernel, _argtypes("float32"))
+
+
+# ---------------------------------------------------------------------------
+# grad_z = grad_out * act'(preact), elementwise
+# ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def make_act_grad_kernel(dtype, vec, threads=ACT_GRAD_THREADS):
+    """Kernel ``(g, pre, out, n, act)``: ``out[i] = g[i] * act'(pre[i])`` for the ``n``
+    elements of flat arrays. ``vec``: thread ``i`` handles the 16 bytes at element
+    ``i * P`` (P = 16 / itemsize; 16-byte aligned arrays) and threads also cover the
+    ``n % P`` tail; else one element per thread. Grid: ``cdiv(n // P + 1, threads)``
+    (vec) or ``cdiv(n, threads)``."""
+    load = dtypes.loader(dtype)
+    store = dtypes.storer(dtype)
+    per = 4 if dtype == "float32" else 8
+    if dtype == "float32":
+        @cuda.jit(device=True, inline=True)
+        def word(gw, pw, act):
+            return f32_as_u32(u32_as_f32(gw) * act_grad_by_code(act, u32_as_f32(pw)))
+    else:
+        pack = pack_f16x2 if dtype == "float16" else pack_bf16x2
+        unpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
+
+        @cuda.jit(device=True, inline=True)
+        def word(gw, pw, act):
+            g2 = unpack(gw)
+            z2 = unpack(pw)
+            return pack(g2[0] * act_grad_by_code(act, z2[0]), g2[1] * act_grad_by_code(act, z2[1]))
+
+    def kernel(g, pre, out, n, act):
+        """out = g * act'(pre) elementwise over n elements (flat, same layout)."""
+        i = cuda.grid(1)
+        if vec:
+            nv = n // per
+            if i < nv:
+                u = ld_global_v4(g, i * per)
+                p = ld_global_v4(pre, i * per)
+                st_global_v4(out, i * per, word(u[0], p[0], act), word(u[1], p[1], act),
+                             word(u[2], p[2], act), word(u[3], p[3], act))
+            j = nv * per + i
+            if j < n:
+                store(out, j, load(g, j) * act_grad_by_code(act, load(pre, j)))
+        elif i < n:
+            store(out, i, load(g, i) * act_grad_by_code(act, load(pre, i)))
+
+    arr = _storage(dtype)
+    return Kernel(f"linear_act_grad_{dtype}_{'vec' if vec else 'scalar'}", kernel,
+                  (arr, arr, arr, _I64, _I64))
+
+
+# ---------------------------------------------------------------------------
+# Launch
+# ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count():
+    if SIMULATOR:
+        return 1
+    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
+def _pick_config(Mg, Ng):
+    """Tensor-core tiling for an ``Mg x Ng`` output: the large tiles when they fill
+    every SM at least twice, else the small ones; the simulator's tiny ones there."""
+    if SIMULATOR:
+        return TC_SIM
+    tiles = cdiv(Mg, TC_LARGE.bm) * cdiv(Ng, TC_LARGE.bn)
+    return TC_LARGE if tiles >= 2 * _sm_count() else TC_SMALL
+
+
+def _address(arr):
+    if arr.ptr is not None:
+        return int(arr.ptr)
+    return int(arr.host.__array_interface__["data"][0])
+
+
+def _aligned(arr, ld, nbytes):
+    """Rows of ``arr`` (leading dimension ``ld`` elements) start ``nbytes``-aligned."""
+    return _address(arr) % nbytes == 0 and (ld * arr.itemsize) % nbytes == 0
+
+
+def _flat(arr):
+    return arr.reshape((arr.size,))
+
+
+def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, flags, stream):
+    """Launch one GEMM (arguments as the kernels take them; arrays as KernelArrays);
+    the tiling is ``_pick_config``'s (tests and benchmarks patch it)."""
+    if dtype != "float32" and ldc % 8 == 0:
+        vec_out = [out]
+        if role == "fwd" and flags & F_PREACT or role == "dgrad" and act != 0:
+            vec_out.append(aux)
+        if role == "fwd" and flags & F_BIAS:
+            vec_out.append(bias)
+        if all(_address(t) % 16 == 0 for t in vec_out):
+            flags |= F_VEC
+    if dtype == "float32":
+        cfg = SIMT_SIM if SIMULATOR else SIMT_DEFAULT
+        kernel = make_simt_kernel(role, cfg)
+        shared = 0
+    else:
+        cfg = _pick_config(Mg, Ng)
+        vec = _aligned(a, lda, 16) and _aligned(b, ldb, 16)
+        kernel = make_tc_kernel(role, dtype, vec, cfg)
+        shared = cfg.smem_bytes
+        kernel.compile()
+    grid = cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn)
+    kernel.launch((grid,), (cfg.threads,), stream,
+                  [_flat(a), _flat(b), _flat(bias), _flat(aux), _flat(out), Mg, Ng, Kg, lda, ldb,
+                   ldc, act, flags], shared=shared)
+
+
+def _c_strides(shape):
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
+def _check_flag(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def _matrix(arr, name, ndim=None):
+    if arr.size == 0:
+        # KernelArray.is_contiguous rejects some zero-size arrays (torch gives (3, 0)
+        # strides (1, 1)); any zero-size array is trivially row-major.
+        arr = KernelArray(arr.owner, arr.lib, arr.dtype, arr.shape, _c_strides(arr.shape),
+                          arr.ptr, arr.host, arr.device)
+    checks.require_contiguous(arr, name)
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
+    if arr.ndim < 1:
+        raise ValueError(f"{name} must have at least one dimension, got a scalar")
+    return arr
+
+
+def linear_act_forward(x, weight, bias=None, activation="none", save_preact=False):
+    """``y = act(x @ weight^T + bias)``; with ``save_preact`` also the pre-activation.
+
+    x: ``[..., K]``; weight: ``[N, K]``; bias: ``[N]`` or None; all one dtype
+    (float32, float16, bfloat16), contiguous, on one device. Returns ``y`` ``[..., N]``
+    or ``(y, preact)``, in x's dtype and library. float32 accumulation; float16 /
+    bfloat16 on tensor cores, float32 on CUDA cores.
+    """
+    check_activation(activation)
+    save_preact = _check_flag(save_preact, "save_preact")
+    xa = _matrix(checks.floating_array(x, "x"), "x")
+    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
+    ba = checks.optional_array(bias, "bias")
+    checks.check_same_dtype(xa, "x", (wa, "weight"), (ba, "bias"))
+    checks.check_same_device(xa, "x", (wa, "weight"), (ba, "bias"))
+    N, K = wa.shape
+    if xa.shape[-1] != K:
+        raise ValueError(f"x has {xa.shape[-1]} features (last dimension) but weight "
+                         f"[N, K] = {list(wa.shape)} expects K = {K}")
+    if ba is not None:
+        _matrix(ba, "bias", 1)
+        if ba.shape[0] != N:
+            raise ValueError(f"bias must have shape [{N}] (weight's N), got {list(ba.shape)}")
+    dtype = xa.dtype
+    lead = xa.shape[:-1]
+    y = empty_like_lib(xa, lead + (N,), dtype)
+    pre = empty_like_lib(xa, lead + (N,), dtype) if save_preact else None
+    M = y.size // N if N else 0
+    if M and N:
+        x2 = xa.reshape((M, K))
+        y2 = y.reshape((M, N))
+        pre2 = pre.reshape((M, N)) if pre is not None else y2
+        flags = (F_BIAS if ba is not None else 0) | (F_PREACT if save_preact else 0)
+        _gemm("fwd", dtype, x2, wa, ba if ba is not None else y2, pre2, y2, M, N, K, K, K, N,
+              ACT_CODES[activation], flags, stream_handle(xa))
+    if save_preact:
+        return y.owner, pre.owner
+    return y.owner
+
+
+def linear_act_dgrad(grad_out, weight, activation="none", preact=None):
+    """``(grad_out @ weight) * act'(preact)`` (the seed's ``kernel_bwd``).
+
+    grad_out: ``[..., N]``; weight: ``[N, K]``; preact: ``[..., K]`` (required unless
+    activation is 'none', where it is ignored). Returns ``[..., K]`` in grad_out's
+    dtype and library.
+    """
+    check_activation(activation)
+    ga = _matrix(checks.floating_array(grad_out, "grad_out"), "grad_out")
+    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
+    N, K = wa.shape
+    pa = None
+    if activation != "none":
+        if preact is None:
+            raise ValueError(f"preact is required for activation {activation!r}")
+        pa = _matrix(checks.floating_array(preact, "preact"), "preact")
+    checks.check_same_dtype(ga, "grad_out", (wa, "weight"), (pa, "preact"))
+    checks.check_same_device(ga, "grad_out", (wa, "weight"), (pa, "preact"))
+    if ga.shape[-1] != N:
+        raise ValueError(f"grad_out has {ga.shape[-1]} features (last dimension) but weight "
+                         f"[N, K] = {list(wa.shape)} expects N = {N}")
+    lead = ga.shape[:-1]
+    if pa is not None and pa.shape != lead + (K,):
+        raise ValueError(f"preact must have shape {list(lead + (K,))} (grad_out's leading "
+                         f"dimensions, weight's K), got {list(pa.shape)}")
+    dtype = ga.dtype
+    out = empty_like_lib(ga, lead + (K,), dtype)
+    M = out.size // K if K else 0
+    if M and K:
+        o2 = out.reshape((M, K))
+        aux = pa.reshape((M, K)) if pa is not None else o2
+        _gemm("dgrad", dtype, ga.reshape((M, N)), wa, o2, aux, o2, M, K, N, N, K, K,
+              ACT_CODES[activation], 0, stream_handle(ga))
+    return out.owner
+
+
+def _act_grad_mul(ga, pa, code):
+    """New array ``ga * act'(pa)`` for activation code ``code`` (KernelArrays, same shape)."""
+    out = empty_like_lib(ga, ga.shape, ga.dtype)
+    n = ga.size
+    if n:
+        per = 4 if ga.dtype == "float32" else 8
+        vec = all(_address(t) % 16 == 0 for t in (ga, pa, out))
+        kernel = make_act_grad_kernel(ga.dtype, vec)
+        work = n // per + 1 if vec else n
+        kernel.launch((cdiv(work, ACT_GRAD_THREADS),), (ACT_GRAD_THREADS,), stream_handle(ga),
+                      [_flat(ga), _flat(pa), _flat(out), n, code])
+    return out
+
+
+def _wgrad(gz2, x2, M, N, K, need_bias, stream):
+    """(grad_weight [N, K], grad_bias [N] or None) from grad_z [M, N] and x [M, K]."""
+    gw = empty_like_lib(gz2, (N, K), gz2.dtype)
+    gb = empty_like_lib(gz2, (N,), gz2.dtype) if need_bias else None
+    if N and (K or need_bias):
+        _gemm("wgrad", gz2.dtype, gz2, x2, gb if gb is not None else gw, gw, gw, N, K, M, N, K,
+              K, 0, F_BIAS if need_bias else 0, stream)
+    return gw, gb
+
+
+def linear_weight_grad(grad_z, x, need_bias_grad=True):
+    """``(grad_z^T @ x, sum over rows of grad_z or None)``: the weight and bias
+    gradients of a linear layer given the gradient of its pre-activation.
+
+    grad_z: ``[..., N]``; x: ``[..., K]`` with the same leading dimensions.
+    """
+    need_bias_grad = _check_flag(need_bias_grad, "need_bias_grad")
+    ga = _matrix(checks.floating_array(grad_z, "grad_z"), "grad_z")
+    xa = _matrix(checks.floating_array(x, "x"), "x")
+    checks.check_same_dtype(ga, "grad_z", (xa, "x"))
+    checks.check_same_device(ga, "grad_z", (xa, "x"))
+    if ga.shape[:-1] != xa.shape[:-1]:
+        raise ValueError(f"grad_z {list(ga.shape)} and x {list(xa.shape)} must have the same "
+                         f"leading dimensions")
+    N, K = ga.shape[-1], xa.shape[-1]
+    M = int(np.prod(ga.shape[:-1], dtype=np.int64))
+    gw, gb = _wgrad(ga.reshape((M, N)), xa.reshape((M, K)), M, N, K, need_bias_grad,
+                    stream_handle(ga))
+    return gw.owner, (gb.owner if gb is not None else None)
+
+
+def activation_backward(grad_out, preact, activation):
+    """``grad_out * act'(preact)`` elementwise, in grad_out's dtype and library
+    (float32 math, one rounding). grad_out and preact: same shape, dtype, device."""
+    check_activation(activation)
+    ga = _matrix(checks.floating_array(grad_out, "grad_out"), "grad_out")
+    pa = _matrix(checks.floating_array(preact, "preact"), "preact")
+    checks.check_same_dtype(ga, "grad_out", (pa, "preact"))
+    checks.check_same_device(ga, "grad_out", (pa, "preact"))
+    if pa.shape != ga.shape:
+        raise ValueError(f"preact must have grad_out's shape {list(ga.shape)}, got "
+                         f"{list(pa.shape)}")
+    return _act_grad_mul(ga, pa, ACT_CODES[activation]).owner
+
+
+def linear_act_backward(grad_out, x, weight, preact=None, activation="none"):
+    """Gradients of ``y = act(x @ weight^T + bias)``: ``(grad_x, grad_weight, grad_bias)``.
+
+    grad_out: ``[..., N]`` (dL/dy); x: ``[..., K]``; weight: ``[N, K]``; preact:
+    ``[..., N]`` from the forward (required unless activation is 'none'). With
+    ``grad_z = grad_out * act'(preact)`` (rounded to the dtype, as torch's separate
+    activation backward does): ``grad_x = grad_z @ weight``, ``grad_weight = grad_z^T @ x``,
+    ``grad_bias = sum_m grad_z`` (float32 accumulation, in the dtype).
+    """
+    check_activation(activation)
+    ga = _matrix(checks.floating_array(grad_out, "grad_out"), "grad_out")
+    xa = _matrix(checks.floating_array(x, "x"), "x")
+    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
+    pa = None
+    if activation != "none":
+        if preact is None:
+            raise ValueError(f"preact is required for activation {activation!r}")
+        pa = _matrix(checks.floating_array(preact, "preact"), "preact")
+    checks.check_same_dtype(ga, "grad_out", (xa, "x"), (wa, "weight"), (pa, "preact"))
+    checks.check_same_device(ga, "grad_out", (xa, "x"), (wa, "weight"), (pa, "preact"))
+    N, K = wa.shape
+    if xa.shape[-1] != K:
+        raise ValueError(f"x has {xa.shape[-1]} features (last dimension) but weight "
+                         f"[N, K] = {list(wa.shape)} expects K = {K}")
+    if ga.shape != xa.shape[:-1] + (N,):
+        raise ValueError(f"grad_out must have shape {list(xa.shape[:-1] + (N,))} (x's leading "
+                         f"dimensions, weight's N), got {list(ga.shape)}")
+    if pa is not None and pa.shape != ga.shape:
+        raise ValueError(f"preact must have grad_out's shape {list(ga.shape)}, got "
+                         f"{list(pa.shape)}")
+    dtype = ga.dtype
+    lead = xa.shape[:-1]
+    M = int(np.prod(lead, dtype=np.int64))
+    stream = stream_handle(ga)
+    g2 = ga.reshape((M, N))
+    gz2 = g2
+    if activation != "none":
+        gz2 = _act_grad_mul(g2, pa.reshape((M, N)), ACT_CODES[activation])
+    gx = empty_like_lib(ga, lead + (K,), dtype)
+    if M and K:
+        gx2 = gx.reshape((M, K))
+        _gemm("dgrad", dtype, gz2, wa, gx2, gx2, gx2, M, K, N, N, K, K, 0, 0, stream)
+    gw, gb = _wgrad(gz2, xa.reshape((M, K)), M, N, K, True, stream)
+    return gx.owner, gw.owner, gb.owner
+
+
+# ---------------------------------------------------------------------------
+# float64 references
+# ---------------------------------------------------------------------------
+
+
+def _to64(a):
+    if a is None:
+        return None
+    if hasattr(a, "detach"):
+        return a.detach().to("cpu").double().numpy()
+    if hasattr(a, "get") and not isinstance(a, np.ndarray):
+        return np.asarray(a.get(), dtype=np.float64)
+    if hasattr(a, "copy_to_host"):
+        return np.asarray(a.copy_to_host(), dtype=np.float64)
+    return np.asarray(a, dtype=np.float64)
+
+
+def linear_act_ref(x, weight, bias=None, activation="none", save_preact=False):
+    """float64 NumPy reference of :func:`linear_act_forward` (inputs taken exactly as
+    given: their float64 values)."""
+    x, w, b = _to64(x), _to64(weight), _to64(bias)
+    pre = x @ w.T
+    if b is not None:
+        pre = pre + b
+    y = act_ref(activation, pre)
+    return (y, pre) if save_preact else y
+
+
+def linear_act_dgrad_ref(grad_out, weight, activation="none", preact=None):
+    """float64 reference of :func:`linear_act_dgrad`."""
+    d = _to64(grad_out) @ _to64(weight)
+    if activation != "none":
+        d = d * act_grad_ref(activation, _to64(preact))
+    return d
+
+
+def linear_act_backward_ref(grad_out, x, weight, preact=None, activation="none"):
+    """float64 reference of :func:`linear_act_backward`: (grad_x, grad_weight, grad_bias)."""
+    g, x, w = _to64(grad_out), _to64(x), _to64(weight)
+    if activation != "none":
+        g = g * act_grad_ref(activation, _to64(preact))
+    g2 = g.reshape(-1, w.shape[0])
+    x2 = x.reshape(-1, w.shape[1])
+    return (g @ w), g2.T @ x2, g2.sum(axis=0)
+
+
+# ---------------------------------------------------------------------------
+# Shipped specialisations
+# ---------------------------------------------------------------------------
+
+
+def shipped_kernels():
+    """Every kernel the launchers can pick on a GPU."""
+    for dtype in ("float16", "bfloat16"):
+        for role in ROLES:
+            for cfg in (TC_LARGE, TC_SMALL):
+                for vec in (True, False):
+                    yield make_tc_kernel(role, dtype, vec, cfg)
+    for role in ROLES:
+        yield make_simt_kernel(role, SIMT_DEFAULT)
+    for dtype in dtypes.DTYPES:
+        for vec in (True, False):
+            yield make_act_grad_kernel(dtype, vec)
+

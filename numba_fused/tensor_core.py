@@ -1,0 +1,855 @@
+"""Tensor-core and asynchronous-copy primitives for numba kernels, with exact
+simulator emulations.
+
+numba-cuda has no API for the tensor cores, ``ldmatrix``, ``cp.async`` or 16-byte
+vector memory accesses. On the GPU each name below is an ``@intrinsic`` that emits
+one inline-PTX instruction; under ``NUMBA_ENABLE_CUDASIM=1`` the same name is a
+Python function that reproduces the instruction's per-lane semantics (fragment
+layouts as the PTX ISA defines them, warp collectives through a per-warp rendezvous
+of the simulator's threads), so kernels that use them run
+unchanged in CPU CI. Which set is bound is decided once, at import.
+
+Memory operands are given as ``(array, index)``: the element ``index`` of a
+C-contiguous array counted in the array's own elements (the flat index, whatever
+the array's rank). On the GPU the address is computed in codegen from the array's
+data pointer; the emulation takes the same arguments. Shared-memory operands must
+be ``cuda.shared.array`` arrays, global ones kernel arguments.
+
+Warp-collective (all 32 lanes of a full warp, converged):
+
+- ``mma_f16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)`` and ``mma_bf16(...)``:
+  ``mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32``,
+  ``D[16x8] = A[16x16] @ B[16x8] + C``. ``a*``/``b*`` are 32-bit registers holding
+  two 16-bit values (the lower-indexed element in the low half); ``c*`` float32.
+  Returns ``(d0, d1, d2, d3)`` float32. With ``g = lane // 4`` and ``t = lane % 4``:
+  ``a0 = A[g, 2t:2t+2]``, ``a1 = A[g+8, 2t:2t+2]``, ``a2 = A[g, 2t+8:2t+10]``,
+  ``a3 = A[g+8, 2t+8:2t+10]``; ``b0 = B[2t:2t+2, g]``, ``b1 = B[2t+8:2t+10, g]``;
+  ``c0, c1 = C[g, 2t], C[g, 2t+1]``, ``c2, c3 = C[g+8, 2t], C[g+8, 2t+1]`` (and D
+  likewise).
+- ``ldmatrix_x1/x2/x4(smem, idx)`` and ``ldmatrix_x1_trans/x2_trans/x4_trans``:
+  ``ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16``. Lanes ``8i..8i+7``
+  give, through ``idx``, the start of rows 0..7 of 8x8 matrix ``i`` (16 bytes each,
+  16-byte aligned). Returns one uint32 per matrix (a tuple for x2/x4): without
+  ``.trans`` lane ``l`` gets row ``l // 4``, elements ``2(l%4), 2(l%4)+1``; with
+  ``.trans`` it gets column ``l // 4``, rows ``2(l%4), 2(l%4)+1`` (the matrix
+  transposed). Lanes whose row address the shape does not use still pass a valid one.
+- ``shared_address(smem, idx)`` -> uint32: the shared-window address of ``smem[idx]``;
+  ``ldmatrix_x{1,2,4}[_trans]_at(addr)`` take such an address (plus byte offsets the
+  kernel computed), so a kernel can form fragment addresses once and add constants
+  in the loop instead of recomputing element indices. Under the simulator the
+  "address" is the host address of the element, resolved back to the array.
+
+Per thread:
+
+- ``cp_async_16(smem, sidx, src, gidx, nbytes)``: ``cp.async.cg.shared.global`` of
+  16 bytes, the first ``nbytes`` (0..16) read from global memory and the rest
+  zero-filled (``nbytes = 0`` reads nothing: a masked load). Both addresses 16-byte
+  aligned. ``cp_async_commit()`` closes a group; ``cp_async_wait(n)`` (``n`` a
+  compile-time constant) waits until at most ``n`` of this thread's committed groups
+  are outstanding; ``cp_async_wait_all()`` waits for everything issued. Other threads
+  see the data after a ``syncthreads`` that follows the wait.
+- ``ld_global_v4(arr, idx)`` -> 4 x uint32, ``st_global_v4(arr, idx, v0, v1, v2, v3)``:
+  16-byte global accesses (16-byte aligned); ``ld_global_b32`` / ``st_global_b32``
+  the 4-byte forms.
+- ``pack_f16x2(lo, hi)`` / ``pack_bf16x2(lo, hi)``: two float32 rounded to nearest
+  even into one uint32 (``lo`` in the low half; ``cvt.rn.{f16,bf16}x2.f32``);
+  ``unpack_f16x2(u)`` / ``unpack_bf16x2(u)``: the exact float32 pair back.
+
+The NumPy helpers (``a_fragments``, ``b_fragments``, ``c_fragments``,
+``d_from_fragments``, ``mma_reference``, ``ldmatrix_reference``, ``pack_pair``)
+state the layouts once; the emulations and the tests both use them.
+
+Numerics of the emulated ``mma``: products of the 16-bit inputs are exact in
+float64, the sum of 16 of them and C is formed in float64 and rounded once to
+float32. The hardware's internal accumulation is not specified to the bit, so the
+two agree bit for bit wherever the exact result is a float32 (e.g. small integers),
+and otherwise to within float32 accumulation error.
+"""
+
+import threading
+import time
+
+import numpy as np
+from numba import config
+
+__all__ = [
+    "SIMULATOR",
+    "mma_f16", "mma_bf16",
+    "ldmatrix_x1", "ldmatrix_x2", "ldmatrix_x4",
+    "ldmatrix_x1_trans", "ldmatrix_x2_trans", "ldmatrix_x4_trans",
+    "shared_address", "ldmatrix_x1_at", "ldmatrix_x2_at", "ldmatrix_x4_at",
+    "ldmatrix_x1_trans_at", "ldmatrix_x2_trans_at", "ldmatrix_x4_trans_at",
+    "cp_async_16", "cp_async_commit", "cp_async_wait", "cp_async_wait_all",
+    "ld_global_v4", "st_global_v4", "ld_global_b32", "st_global_b32",
+    "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
+    "a_fragments", "b_fragments", "c_fragments", "d_from_fragments",
+    "mma_reference", "ldmatrix_reference", "pack_pair", "bits_to_f64",
+    "ONES_F16X2", "ONES_BF16X2",
+]
+
+SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+# Two 1.0 values in one register: a B fragment of ones turns mma into row sums.
+ONES_F16X2 = np.uint32(0x3C003C00)
+ONES_BF16X2 = np.uint32(0x3F803F80)
+
+# ---------------------------------------------------------------------------
+# Fragment layouts (NumPy, shared by the emulation and the tests)
+# ---------------------------------------------------------------------------
+
+_LANE = np.arange(32)
+_G = _LANE // 4
+_T = _LANE % 4
+_H8 = np.arange(8)
+# A (16x16, row-major): half h of lane l, h = 2 * register + (0 low | 1 high).
+_A_ROW = _G[:, None] + 8 * ((_H8[None, :] // 2) % 2)
+_A_COL = 2 * _T[:, None] + (_H8[None, :] % 2) + 8 * (_H8[None, :] // 4)
+_H4 = np.arange(4)
+# B (16x8, "col": element (k, n)): half h of lane l.
+_B_K = 2 * _T[:, None] + (_H4[None, :] % 2) + 8 * (_H4[None, :] // 2)
+_B_N = np.broadcast_to(_G[:, None], (32, 4))
+# C / D (16x8 float32): value i of lane l.
+_C_ROW = _G[:, None] + 8 * (_H4[None, :] // 2)
+_C_COL = 2 * _T[:, None] + (_H4[None, :] % 2)
+
+
+def bits_to_f64(bits, dtype):
+    """float64 values of 16-bit patterns ``bits`` holding ``dtype`` ('float16' | 'bfloat16')."""
+    bits = np.asarray(bits, dtype=np.uint16)
+    if dtype == "float16":
+        return bits.view(np.float16).astype(np.float64)
+    if dtype == "bfloat16":
+        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    raise ValueError(f"dtype must be 'float16' or 'bfloat16', got {dtype!r}")
+
+
+def _halves_to_regs(halves):
+    h = np.ascontiguousarray(halves, dtype=np.uint16)
+    return h.astype(np.uint32)[..., 0::2] | (h.astype(np.uint32)[..., 1::2] << np.uint32(16))
+
+
+def _regs_to_halves(regs):
+    r = np.asarray(regs, dtype=np.uint64).astype(np.uint32)
+    out = np.empty(r.shape[:-1] + (2 * r.shape[-1],), dtype=np.uint16)
+    out[..., 0::2] = r & np.uint32(0xFFFF)
+    out[..., 1::2] = r >> np.uint32(16)
+    return out
+
+
+def a_fragments(a_bits):
+    """(32, 4) uint32 registers of the 16x16 A operand given as 16-bit patterns."""
+    a_bits = np.asarray(a_bits, dtype=np.uint16)
+    if a_bits.shape != (16, 16):
+        raise ValueError(f"A must be 16x16, got {a_bits.shape}")
+    return _halves_to_regs(a_bits[_A_ROW, _A_COL])
+
+
+def b_fragments(b_bits):
+    """(32, 2) uint32 registers of the 16x8 (k x n) B operand given as 16-bit patterns."""
+    b_bits = np.asarray(b_bits, dtype=np.uint16)
+    if b_bits.shape != (16, 8):
+        raise ValueError(f"B must be 16x8, got {b_bits.shape}")
+    return _halves_to_regs(b_bits[_B_K, _B_N])
+
+
+def c_fragments(c):
+    """(32, 4) float32 registers of the 16x8 accumulator ``c``."""
+    c = np.asarray(c, dtype=np.float32)
+    if c.shape != (16, 8):
+        raise ValueError(f"C must be 16x8, got {c.shape}")
+    return c[_C_ROW, _C_COL]
+
+
+def d_from_fragments(d):
+    """The 16x8 matrix held by (32, 4) per-lane accumulator registers ``d``."""
+    d = np.asarray(d)
+    out = np.empty((16, 8), dtype=d.dtype)
+    out[_C_ROW, _C_COL] = d
+    return out
+
+
+def _a_matrix(regs, dtype):
+    a = np.empty((16, 16))
+    a[_A_ROW, _A_COL] = bits_to_f64(_regs_to_halves(regs), dtype)
+    return a
+
+
+def _b_matrix(regs, dtype):
+    b = np.empty((16, 8))
+    b[_B_K, _B_N] = bits_to_f64(_regs_to_halves(regs), dtype)
+    return b
+
+
+def mma_reference(a_regs, b_regs, c_regs, dtype):
+    """(32, 4) float32 D registers of m16n8k16 from per-lane registers: ``a_regs``
+    (32, 4), ``b_regs`` (32, 2) uint32, ``c_regs`` (32, 4) float32."""
+    a = _a_matrix(a_regs, dtype)
+    b = _b_matrix(b_regs, dtype)
+    c = np.asarray(c_regs, dtype=np.float32).astype(np.float64)
+    prod = a @ b
+    return (prod[_C_ROW, _C_COL] + c).astype(np.float32)
+
+
+def ldmatrix_reference(mem_bits, row_starts, num, trans):
+    """(32, num) uint32 registers ldmatrix returns: ``mem_bits`` a 1-D uint16 array,
+    ``row_starts[l]`` the element index lane ``l`` addresses (lanes ``8i..8i+7``:
+    rows of matrix ``i``)."""
+    mem = np.asarray(mem_bits, dtype=np.uint16)
+    rows = np.asarray(row_starts, dtype=np.int64)
+    out = np.empty((32, num), dtype=np.uint32)
+    for i in range(num):
+        for lane in range(32):
+            g, t = lane // 4, lane % 4
+            if trans:
+                lo = mem[rows[8 * i + 2 * t] + g]
+                hi = mem[rows[8 * i + 2 * t + 1] + g]
+            else:
+                lo = mem[rows[8 * i + g] + 2 * t]
+                hi = mem[rows[8 * i + g] + 2 * t + 1]
+            out[lane, i] = np.uint32(lo) | (np.uint32(hi) << np.uint32(16))
+    return out
+
+
+def _f32_to_bf16_bits_np(x):
+    x = np.float32(x)
+    if x != x:
+        return 0x7FFF
+    u = int(x.view(np.uint32))
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFFFFFF
+    return u >> 16
+
+
+def _f32_to_f16_bits_np(x):
+    x = np.float32(x)
+    if x != x:
+        return 0x7FFF
+    with np.errstate(over="ignore"):  # overflow rounds to inf, as cvt.rn does
+        return int(np.float16(x).view(np.uint16))
+
+
+def pack_pair(lo, hi, dtype):
+    """uint32 holding float32 ``lo``/``hi`` rounded to ``dtype`` (nearest even; NaN
+    becomes the canonical 0x7FFF as the hardware's ``cvt`` gives)."""
+    conv = _f32_to_f16_bits_np if dtype == "float16" else _f32_to_bf16_bits_np
+    return np.uint32(conv(lo) | (conv(hi) << 16))
+
+
+# ---------------------------------------------------------------------------
+# Simulator emulation
+# ---------------------------------------------------------------------------
+
+if SIMULATOR:
+    from numba.cuda.simulator.cudadrv.devicearray import (
+        FakeCUDAArray, FakeWithinKernelCUDAArray)
+
+
+    def _ndarray(arr, what):
+        if isinstance(arr, FakeWithinKernelCUDAArray):
+            arr = arr.__dict__["_item"]
+        if isinstance(arr, FakeCUDAArray):
+            arr = arr._ary
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"{what}: expected an array, got {type(arr).__name__}")
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{what}: the array must be C-contiguous")
+        return arr
+
+    def _bytes_at(arr, idx, nbytes, align, what):
+        """(uint8 view of the whole array, byte offset) for element ``idx``."""
+        a = _ndarray(arr, what)
+        buf = a.reshape(-1).view(np.uint8)
+        off = int(idx) * a.itemsize
+        if off < 0 or off + nbytes > buf.size:
+            raise IndexError(f"{what}: bytes [{off}, {off + nbytes}) outside an array of "
+                             f"{buf.size} bytes")
+        addr = a.__array_interface__["data"][0] + off
+        if addr % align:
+            raise ValueError(f"{what}: address {addr:#x} is not {align}-byte aligned")
+        return buf, off
+
+    def _u32(x):
+        return int(x) & 0xFFFFFFFF
+
+    # Warp collectives meet in a per-warp exchange of our own: the k-th collective call
+    # of every lane of a warp is one rendezvous (warp-synchronous code calls them in
+    # the same order). sim_support's rendezvous would do, but its divergence check
+    # reads the simulator's syncthreads flag, which the simulator clears one thread at
+    # a time after a barrier: under load a lane released early finds a lane not yet
+    # cleared and reports a false "waits in syncthreads" (seen in ~1 in 100 GEMM tests).
+    _EXCHANGE_LOCK = threading.Lock()
+    _POLL_S = 0.1
+    _BACKSTOP_S = 120.0
+
+    class _Exchange:
+        """Rendezvous records of one simulated warp, by per-lane call count."""
+
+        def __init__(self):
+            self.cond = threading.Condition()
+            self.count = [0] * 32
+            self.records = {}
+
+    def _lane_threads(manager, w):
+        return {t.thread_id % 32: t for t in threading.enumerate()
+                if getattr(t, "_manager", None) is manager and t.thread_id // 32 == w}
+
+    def _warp_exchange(op, value):
+        """Deposit this lane's ``value``; when all 32 lanes of the warp have made their
+        matching call, return (values by lane, own lane)."""
+        thread = threading.current_thread()
+        manager = thread._manager
+        w, lane = divmod(thread.thread_id, 32)
+        bx, by, bz = manager._block_dim
+        if bx * by * bz - 32 * w < 32:
+            raise RuntimeError(f"{op} needs all 32 lanes of a full warp; warp {w} of this "
+                               f"block has {bx * by * bz - 32 * w}")
+        with _EXCHANGE_LOCK:
+            table = manager.__dict__.setdefault("_tensor_core_exchange", {})
+            ex = table.get(w)
+            if ex is None:
+                ex = table[w] = _Exchange()
+        with ex.cond:
+            k = ex.count[lane]
+            ex.count[lane] = k + 1
+            rec = ex.records.get(k)
+            if rec is None:
+                rec = ex.records[k] = {"op": op, "values": [None] * 32, "arrived": 0, "left": 32}
+            if rec["op"] != op:
+                raise RuntimeError(f"warp {w} diverged: lane {lane} calls {op} as its collective "
+                                   f"#{k}, other lanes call {rec['op']}")
+            rec["values"][lane] = value
+            rec["arrived"] += 1
+            if rec["arrived"] == 32:
+                ex.cond.notify_all()
+            start = time.monotonic()
+            while rec["arrived"] < 32:
+                ex.cond.wait(_POLL_S)
+                if rec["arrived"] == 32:
+                    break
+                if thread.abort:
+                    raise RuntimeError(f"{op}: the launch was aborted by another thread")
+                missing = [i for i in range(32) if rec["values"][i] is None]
+                lanes = _lane_threads(manager, w)
+                gone = [i for i in missing if i in lanes and not lanes[i].is_alive()]
+                if gone or time.monotonic() - start > _BACKSTOP_S:
+                    why = "exited" if gone else f"did not arrive within {_BACKSTOP_S:.0f} s"
+                    raise RuntimeError(f"{op} (collective #{k}) in warp {w}: lanes "
+                                       f"{gone or missing} {why}")
+            values = rec["values"]
+            rec["left"] -= 1
+            if rec["left"] == 0:
+                del ex.records[k]
+        return values, lane
+
+    def _mma(op, dtype, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        regs = (_u32(a0), _u32(a1), _u32(a2), _u32(a3), _u32(b0), _u32(b1))
+        values, lane = _warp_exchange(op, regs)
+        r = np.array(values, dtype=np.uint32)
+        a = _a_matrix(r[:, :4], dtype)
+        b = _b_matrix(r[:, 4:], dtype)
+        g, t = lane // 4, lane % 4
+        cols = (2 * t, 2 * t + 1)
+        out = []
+        for i, c in enumerate((c0, c1, c2, c3)):
+            row = g + 8 * (i // 2)
+            s = float(np.dot(a[row], b[:, cols[i % 2]]))
+            out.append(np.float32(s + float(np.float32(c))))
+        return tuple(out)
+
+    def mma_f16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma("mma_f16", "float16", a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+    def mma_bf16(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        return _mma("mma_bf16", "bfloat16", a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)
+
+    def _ldmatrix(num, trans, smem, idx):
+        op = f"ldmatrix_x{num}{'_trans' if trans else ''}"
+        a = _ndarray(smem, op)
+        if a.itemsize != 2:
+            raise TypeError(f"{op}: needs an array of 16-bit elements, got {a.dtype}")
+        values, lane = _warp_exchange(op, (a, int(idx)))
+        g, t = lane // 4, lane % 4
+        regs = []
+        for i in range(num):
+            if trans:
+                srcs = ((8 * i + 2 * t, g), (8 * i + 2 * t + 1, g))
+            else:
+                srcs = ((8 * i + g, 2 * t), (8 * i + g, 2 * t + 1))
+            halves = []
+            for src_lane, col in srcs:
+                arr, start = values[src_lane]
+                buf, off = _bytes_at(arr, start, 16, 16, f"{op} row address of lane {src_lane}")
+                halves.append(int(buf[off:off + 16].view(np.uint16)[col]))
+            regs.append(np.uint32(halves[0] | (halves[1] << 16)))
+        return regs[0] if num == 1 else tuple(regs)
+
+    def shared_address(smem, idx):
+        """The emulation's shared address: the host address of ``smem[idx]``, with the
+        array recorded (per simulated block) so ``ldmatrix_*_at`` can find it."""
+        a = _ndarray(smem, "shared_address")
+        base = a.__array_interface__["data"][0]
+        thread = threading.current_thread()
+        arrays = thread._manager.__dict__.setdefault("_tensor_core_shared", {})
+        arrays.setdefault(base, a)
+        # int64 so that adding NumPy int32 offsets neither overflows nor wraps.
+        return np.int64(base + int(idx) * a.itemsize)
+
+    def _shared_at(addr, what):
+        """(array, element index) of the 16 bytes at emulated shared address ``addr``."""
+        arrays = threading.current_thread()._manager.__dict__.get("_tensor_core_shared", {})
+        for base, a in list(arrays.items()):
+            if base <= addr and addr + 16 <= base + a.nbytes:
+                if (addr - base) % a.itemsize:
+                    break
+                return a, (addr - base) // a.itemsize
+        raise IndexError(f"{what}: address {addr:#x} is not inside a shared array given to "
+                         f"shared_address")
+
+    def _ldmatrix_at(num, trans, addr):
+        op = f"ldmatrix_x{num}{'_trans' if trans else ''}_at"
+        a, idx = _shared_at(int(addr), op)
+        return _ldmatrix(num, trans, a, idx)
+
+    def ldmatrix_x1_at(addr):
+        return _ldmatrix_at(1, False, addr)
+
+    def ldmatrix_x2_at(addr):
+        return _ldmatrix_at(2, False, addr)
+
+    def ldmatrix_x4_at(addr):
+        return _ldmatrix_at(4, False, addr)
+
+    def ldmatrix_x1_trans_at(addr):
+        return _ldmatrix_at(1, True, addr)
+
+    def ldmatrix_x2_trans_at(addr):
+        return _ldmatrix_at(2, True, addr)
+
+    def ldmatrix_x4_trans_at(addr):
+        return _ldmatrix_at(4, True, addr)
+
+    def ldmatrix_x1(smem, idx):
+        return _ldmatrix(1, False, smem, idx)
+
+    def ldmatrix_x2(smem, idx):
+        return _ldmatrix(2, False, smem, idx)
+
+    def ldmatrix_x4(smem, idx):
+        return _ldmatrix(4, False, smem, idx)
+
+    def ldmatrix_x1_trans(smem, idx):
+        return _ldmatrix(1, True, smem, idx)
+
+    def ldmatrix_x2_trans(smem, idx):
+        return _ldmatrix(2, True, smem, idx)
+
+    def ldmatrix_x4_trans(smem, idx):
+        return _ldmatrix(4, True, smem, idx)
+
+    # cp.async: copies wait in per-thread groups and land only when a wait retires
+    # their group, so a kernel that reads shared memory too early reads stale data
+    # here as it could on the GPU.
+    _CP = threading.local()
+
+    def _cp_state():
+        st = getattr(_CP, "state", None)
+        if st is None:
+            st = _CP.state = {"pending": [], "groups": []}
+        return st
+
+    def _cp_land(copies):
+        for dbuf, doff, sbuf, soff, n in copies:
+            dbuf[doff:doff + 16] = 0
+            if n:
+                dbuf[doff:doff + n] = sbuf[soff:soff + n]
+
+    def cp_async_16(smem, sidx, src, gidx, nbytes):
+        n = int(nbytes)
+        if not 0 <= n <= 16:
+            raise ValueError(f"cp_async_16: nbytes must be in [0, 16], got {n}")
+        dbuf, doff = _bytes_at(smem, sidx, 16, 16, "cp_async_16 shared destination")
+        if n:
+            sbuf, soff = _bytes_at(src, gidx, n, 16, "cp_async_16 global source")
+        else:
+            sbuf, soff = None, 0
+        _cp_state()["pending"].append((dbuf, doff, sbuf, soff, n))
+
+    def cp_async_commit():
+        st = _cp_state()
+        st["groups"].append(st["pending"])
+        st["pending"] = []
+
+    def cp_async_wait(n):
+        groups = _cp_state()["groups"]
+        while len(groups) > int(n):
+            _cp_land(groups.pop(0))
+
+    def cp_async_wait_all():
+        st = _cp_state()
+        for group in st["groups"]:
+            _cp_land(group)
+        _cp_land(st["pending"])
+        st["groups"] = []
+        st["pending"] = []
+
+    def ld_global_v4(arr, idx):
+        buf, off = _bytes_at(arr, idx, 16, 16, "ld_global_v4")
+        return tuple(np.uint32(v) for v in buf[off:off + 16].view(np.uint32))
+
+    def st_global_v4(arr, idx, v0, v1, v2, v3):
+        buf, off = _bytes_at(arr, idx, 16, 16, "st_global_v4")
+        buf[off:off + 16].view(np.uint32)[:] = [_u32(v0), _u32(v1), _u32(v2), _u32(v3)]
+
+    def ld_global_b32(arr, idx):
+        buf, off = _bytes_at(arr, idx, 4, 4, "ld_global_b32")
+        return np.uint32(buf[off:off + 4].view(np.uint32)[0])
+
+    def st_global_b32(arr, idx, v):
+        buf, off = _bytes_at(arr, idx, 4, 4, "st_global_b32")
+        buf[off:off + 4].view(np.uint32)[0] = _u32(v)
+
+    def pack_f16x2(lo, hi):
+        return pack_pair(lo, hi, "float16")
+
+    def pack_bf16x2(lo, hi):
+        return pack_pair(lo, hi, "bfloat16")
+
+    def unpack_f16x2(u):
+        h = np.array([_u32(u)], dtype=np.uint32).view(np.float16)
+        return np.float32(h[0]), np.float32(h[1])
+
+    def unpack_bf16x2(u):
+        u = _u32(u)
+        lo = np.uint32((u & 0xFFFF) << 16).view(np.float32)
+        hi = np.uint32(u & 0xFFFF0000).view(np.float32)
+        return np.float32(lo), np.float32(hi)
+
+# ---------------------------------------------------------------------------
+# GPU intrinsics (inline PTX)
+# ---------------------------------------------------------------------------
+
+else:
+    from llvmlite import ir
+    from numba import types
+    from numba.core.errors import TypingError
+    from numba.core.extending import intrinsic
+
+    _I32 = ir.IntType(32)
+    _I64 = ir.IntType(64)
+    _F32 = ir.FloatType()
+    _I8P = ir.IntType(8).as_pointer()
+    _U32 = types.uint32
+
+    def _asm(builder, ret, argtys, text, constraints, args, side_effect):
+        fnty = ir.FunctionType(ret, argtys)
+        return builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=side_effect), args)
+
+    def _to_i32(context, builder, ty, val):
+        return context.cast(builder, val, ty, _U32)
+
+    def _is_array(ty):
+        return isinstance(ty, types.Array)
+
+    def _elem_ptr(context, builder, arrty, arr, idxty, idx):
+        """Generic ``i8*`` to element ``idx`` (flat, in elements) of a C array."""
+        ary = context.make_array(arrty)(context, builder, value=arr)
+        i = context.cast(builder, idx, idxty, types.intp)
+        ptr = builder.gep(ary.data, [i])
+        return builder.bitcast(ptr, _I8P)
+
+    def _shared_addr(context, builder, arrty, arr, idxty, idx):
+        """32-bit shared-window address of ``arr[idx]`` (a shared array)."""
+        p = _elem_ptr(context, builder, arrty, arr, idxty, idx)
+        sp = builder.addrspacecast(p, ir.PointerType(ir.IntType(8), 3))
+        return builder.ptrtoint(sp, _I32)
+
+    def _global_addr(context, builder, arrty, arr, idxty, idx):
+        """64-bit global-window address of ``arr[idx]`` (a kernel argument array)."""
+        p = _elem_ptr(context, builder, arrty, arr, idxty, idx)
+        gp = builder.addrspacecast(p, ir.PointerType(ir.IntType(8), 1))
+        return builder.ptrtoint(gp, _I64)
+
+    def _check_mem(name, arr, idx):
+        if not _is_array(arr) or arr.layout != "C":
+            raise TypingError(f"{name}: expected a C-contiguous array, got {arr}")
+        if not isinstance(idx, types.Integer):
+            raise TypingError(f"{name}: the index must be an integer, got {idx}")
+
+    def _make_mma(kind):
+        text = (f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 "
+                "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};")
+
+        def impl(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+            regs = (a0, a1, a2, a3, b0, b1)
+            if not all(isinstance(r, types.Integer) for r in regs):
+                raise TypingError(f"mma_{kind}: a*/b* must be 32-bit integer registers")
+            sig = types.UniTuple(types.float32, 4)(*regs, *([types.float32] * 4))
+
+            def codegen(context, builder, signature, args):
+                ins = [_to_i32(context, builder, t, v)
+                       for t, v in zip(signature.args[:6], args[:6])]
+                ins += list(args[6:])
+                res = _asm(builder, ir.LiteralStructType([_F32] * 4), [_I32] * 6 + [_F32] * 4,
+                           text, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", ins, False)
+                vals = [builder.extract_value(res, i) for i in range(4)]
+                return context.make_tuple(builder, signature.return_type, vals)
+
+            return sig, codegen
+
+        impl.__name__ = f"mma_{kind}"
+        return intrinsic(impl)
+
+    mma_f16 = _make_mma("f16")
+    mma_bf16 = _make_mma("bf16")
+
+    def _make_ldmatrix(num, trans):
+        name = f"ldmatrix_x{num}{'_trans' if trans else ''}"
+        outs = ",".join(f"${i}" for i in range(num))
+        text = (f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16 "
+                f"{{{outs}}}, [${num}];")
+        cons = ",".join(["=r"] * num) + ",r,~{memory}"
+
+        def impl(typingctx, smem, idx):
+            _check_mem(name, smem, idx)
+            ret = _U32 if num == 1 else types.UniTuple(_U32, num)
+            sig = ret(smem, idx)
+
+            def codegen(context, builder, signature, args):
+                addr = _shared_addr(context, builder, signature.args[0], args[0],
+                                    signature.args[1], args[1])
+                rty = _I32 if num == 1 else ir.LiteralStructType([_I32] * num)
+                res = _asm(builder, rty, [_I32], text, cons, [addr], True)
+                if num == 1:
+                    return res
+                vals = [builder.extract_value(res, i) for i in range(num)]
+                return context.make_tuple(builder, signature.return_type, vals)
+
+            return sig, codegen
+
+        impl.__name__ = name
+        return intrinsic(impl)
+
+    ldmatrix_x1 = _make_ldmatrix(1, False)
+    ldmatrix_x2 = _make_ldmatrix(2, False)
+    ldmatrix_x4 = _make_ldmatrix(4, False)
+    ldmatrix_x1_trans = _make_ldmatrix(1, True)
+    ldmatrix_x2_trans = _make_ldmatrix(2, True)
+    ldmatrix_x4_trans = _make_ldmatrix(4, True)
+
+    @intrinsic
+    def shared_address(typingctx, smem, idx):
+        _check_mem("shared_address", smem, idx)
+        sig = _U32(smem, idx)
+
+        def codegen(context, builder, signature, args):
+            return _shared_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+
+        return sig, codegen
+
+    def _make_ldmatrix_at(num, trans):
+        name = f"ldmatrix_x{num}{'_trans' if trans else ''}_at"
+        outs = ",".join(f"${i}" for i in range(num))
+        text = (f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16 "
+                f"{{{outs}}}, [${num}];")
+        cons = ",".join(["=r"] * num) + ",r,~{memory}"
+
+        def impl(typingctx, addr):
+            if not isinstance(addr, types.Integer):
+                raise TypingError(f"{name}: the shared address must be an integer")
+            ret = _U32 if num == 1 else types.UniTuple(_U32, num)
+            sig = ret(addr)
+
+            def codegen(context, builder, signature, args):
+                a = _to_i32(context, builder, signature.args[0], args[0])
+                rty = _I32 if num == 1 else ir.LiteralStructType([_I32] * num)
+                res = _asm(builder, rty, [_I32], text, cons, [a], True)
+                if num == 1:
+                    return res
+                vals = [builder.extract_value(res, i) for i in range(num)]
+                return context.make_tuple(builder, signature.return_type, vals)
+
+            return sig, codegen
+
+        impl.__name__ = name
+        return intrinsic(impl)
+
+    ldmatrix_x1_at = _make_ldmatrix_at(1, False)
+    ldmatrix_x2_at = _make_ldmatrix_at(2, False)
+    ldmatrix_x4_at = _make_ldmatrix_at(4, False)
+    ldmatrix_x1_trans_at = _make_ldmatrix_at(1, True)
+    ldmatrix_x2_trans_at = _make_ldmatrix_at(2, True)
+    ldmatrix_x4_trans_at = _make_ldmatrix_at(4, True)
+
+    @intrinsic
+    def cp_async_16(typingctx, smem, sidx, src, gidx, nbytes):
+        _check_mem("cp_async_16 (shared)", smem, sidx)
+        _check_mem("cp_async_16 (global)", src, gidx)
+        if not isinstance(nbytes, types.Integer):
+            raise TypingError("cp_async_16: nbytes must be an integer")
+        sig = types.void(smem, sidx, src, gidx, nbytes)
+
+        def codegen(context, builder, signature, args):
+            st, sit, gt, git, nt = signature.args
+            saddr = _shared_addr(context, builder, st, args[0], sit, args[1])
+            gaddr = _global_addr(context, builder, gt, args[2], git, args[3])
+            n = _to_i32(context, builder, nt, args[4])
+            _asm(builder, ir.VoidType(), [_I32, _I64, _I32],
+                 "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}",
+                 [saddr, gaddr, n], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def cp_async_commit(typingctx):
+        sig = types.void()
+
+        def codegen(context, builder, signature, args):
+            _asm(builder, ir.VoidType(), [], "cp.async.commit_group;", "~{memory}", [], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def cp_async_wait(typingctx, n):
+        if not isinstance(n, types.IntegerLiteral):
+            raise TypingError("cp_async_wait: the group count must be a compile-time "
+                              "integer constant (a closure or global int)")
+        count = int(n.literal_value)
+        if not 0 <= count <= 7:
+            raise TypingError(f"cp_async_wait: group count must be in [0, 7], got {count}")
+        sig = types.void(n)
+
+        def codegen(context, builder, signature, args):
+            _asm(builder, ir.VoidType(), [], f"cp.async.wait_group {count};", "~{memory}",
+                 [], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def cp_async_wait_all(typingctx):
+        sig = types.void()
+
+        def codegen(context, builder, signature, args):
+            _asm(builder, ir.VoidType(), [], "cp.async.wait_all;", "~{memory}", [], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def ld_global_v4(typingctx, arr, idx):
+        _check_mem("ld_global_v4", arr, idx)
+        sig = types.UniTuple(_U32, 4)(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            addr = _global_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+            res = _asm(builder, ir.LiteralStructType([_I32] * 4), [_I64],
+                       "ld.global.v4.u32 {$0,$1,$2,$3}, [$4];", "=r,=r,=r,=r,l,~{memory}",
+                       [addr], True)
+            vals = [builder.extract_value(res, i) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return sig, codegen
+
+    @intrinsic
+    def st_global_v4(typingctx, arr, idx, v0, v1, v2, v3):
+        _check_mem("st_global_v4", arr, idx)
+        if not all(isinstance(v, types.Integer) for v in (v0, v1, v2, v3)):
+            raise TypingError("st_global_v4: values must be 32-bit integers")
+        sig = types.void(arr, idx, v0, v1, v2, v3)
+
+        def codegen(context, builder, signature, args):
+            addr = _global_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+            vals = [_to_i32(context, builder, t, v) for t, v in zip(signature.args[2:], args[2:])]
+            _asm(builder, ir.VoidType(), [_I64] + [_I32] * 4,
+                 "st.global.v4.u32 [$0], {$1,$2,$3,$4};", "l,r,r,r,r,~{memory}",
+                 [addr] + vals, True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def ld_global_b32(typingctx, arr, idx):
+        _check_mem("ld_global_b32", arr, idx)
+        sig = _U32(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            addr = _global_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+            return _asm(builder, _I32, [_I64], "ld.global.u32 $0, [$1];", "=r,l,~{memory}",
+                        [addr], True)
+
+        return sig, codegen
+
+    @intrinsic
+    def st_global_b32(typingctx, arr, idx, v):
+        _check_mem("st_global_b32", arr, idx)
+        if not isinstance(v, types.Integer):
+            raise TypingError("st_global_b32: the value must be a 32-bit integer")
+        sig = types.void(arr, idx, v)
+
+        def codegen(context, builder, signature, args):
+            addr = _global_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+            val = _to_i32(context, builder, signature.args[2], args[2])
+            _asm(builder, ir.VoidType(), [_I64, _I32], "st.global.u32 [$0], $1;",
+                 "l,r,~{memory}", [addr, val], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _make_pack(kind):
+        # cvt.rn.{f16x2,bf16x2}.f32 d, a, b puts a in the upper half, b in the lower.
+        text = f"cvt.rn.{kind}x2.f32 $0, $1, $2;"
+
+        def impl(typingctx, lo, hi):
+            if not (isinstance(lo, types.Float) and isinstance(hi, types.Float)):
+                raise TypingError(f"pack_{kind}x2: arguments must be floats")
+            sig = _U32(lo, hi)
+
+            def codegen(context, builder, signature, args):
+                lo_v = context.cast(builder, args[0], signature.args[0], types.float32)
+                hi_v = context.cast(builder, args[1], signature.args[1], types.float32)
+                return _asm(builder, _I32, [_F32, _F32], text, "=r,f,f", [hi_v, lo_v], False)
+
+            return sig, codegen
+
+        impl.__name__ = f"pack_{kind}x2"
+        return intrinsic(impl)
+
+    pack_f16x2 = _make_pack("f16")
+    pack_bf16x2 = _make_pack("bf16")
+
+    @intrinsic
+    def unpack_f16x2(typingctx, u):
+        if not isinstance(u, types.Integer):
+            raise TypingError("unpack_f16x2: the argument must be a 32-bit integer")
+        sig = types.UniTuple(types.float32, 2)(u)
+
+        def codegen(context, builder, signature, args):
+            v = _to_i32(context, builder, signature.args[0], args[0])
+            res = _asm(builder, ir.LiteralStructType([_F32, _F32]), [_I32],
+                       "{.reg .f16 lo, hi; mov.b32 {lo, hi}, $2; "
+                       "cvt.f32.f16 $0, lo; cvt.f32.f16 $1, hi;}",
+                       "=f,=f,r", [v], False)
+            vals = [builder.extract_value(res, i) for i in range(2)]
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return sig, codegen
+
+    @intrinsic
+    def unpack_bf16x2(typingctx, u):
+        if not isinstance(u, types.Integer):
+            raise TypingError("unpack_bf16x2: the argument must be a 32-bit integer")
+        sig = types.UniTuple(types.float32, 2)(u)
+
+        def codegen(context, builder, signature, args):
+            v = _to_i32(context, builder, signature.args[0], args[0])
+            lo = builder.bitcast(builder.shl(v, ir.Constant(_I32, 16)), _F32)
+            hi = builder.bitcast(builder.and_(v, ir.Constant(_I32, 0xFFFF0000)), _F32)
+            return context.make_tuple(builder, signature.return_type, [lo, hi])
+
+        return sig, codegen

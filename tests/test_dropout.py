@@ -1,0 +1,623 @@
+"""Fused dropout + bias + activation: forward and backward against the float64
+reference, the documented Philox keying, the uint8-mask variant, independence from
+the launch configuration, bad input, the torch and CuPy front ends, and the PTX
+compile of every shipped kernel."""
+
+import ctypes
+import math
+
+import numpy as np
+import pytest
+import torch
+from numba import cuda, types
+
+import numba_fused  # noqa: F401  (simulator warp primitives / numpy shim)
+from interop.dlpack import as_kernel_array, poison_outputs, stream_handle
+from numba_fused import dropout as D
+from numba_fused.activations import ACTIVATIONS
+from numba_fused.launch import Kernel
+from numba_fused.philox import philox4x32_np, uniform_from_bits_np
+from tests.util import DTYPES, SIMULATOR, TOL, assert_close, device, rel_err, torch_dtype
+
+# The simulator runs every thread as a Python thread: small blocks there.
+CFG = D.LaunchConfig(threads=64) if SIMULATOR else D.LaunchConfig()
+# Vector path (N % 4 == 0) and scalar path (N odd: chunks straddle Philox groups and rows).
+SHAPES = [(4, 12), (3, 13)] if SIMULATOR else [(4, 12), (3, 13), (513, 4096), (97, 4100)]
+GPU_LARGE = [(4096, 4096), (33, 65536), (1000, 1000), (2, 3, 65537)]
+
+
+def _inputs(shape, dt, seed=0, bias=True, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    tdt = torch_dtype(dt)
+    x = (torch.randn(shape, generator=g) * scale).to(tdt).to(device())
+    b = (torch.randn(shape[-1], generator=g) * scale).to(tdt).to(device()) if bias else None
+    go = torch.randn(shape, generator=g).to(tdt).to(device())
+    return x, b, go
+
+
+def _run(x, b, go, p, seed, offset, activation, config=CFG):
+    with poison_outputs():
+        y = D.dropout_bias_act_forward(x, b, p, seed, offset, activation, config=config)
+        gx, gb = D.dropout_bias_act_backward(go, x, b, p, seed, offset, activation,
+                                             config=config)
+    return y, gx, gb
+
+
+def _mask_from_formula(numel, p, seed, offset):
+    """The module docstring's keying, written out element by element."""
+    e = np.arange(numel, dtype=np.uint64)
+    g = e // np.uint64(4)
+    counter = np.stack([g & np.uint64(0xFFFFFFFF), g >> np.uint64(32),
+                        np.full_like(g, offset & 0xFFFFFFFF),
+                        np.full_like(g, offset >> 32)], axis=-1).astype(np.uint32)
+    words = philox4x32_np(counter, (seed & 0xFFFFFFFF, seed >> 32))
+    word = words[np.arange(numel), (e % np.uint64(4)).astype(np.int64)]
+    return uniform_from_bits_np(word) >= np.float32(p)
+
+
+# ---------------------------------------------------------------------------
+# Numerics against the float64 reference
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("p,with_bias", [(0.0, True), (0.3, True), (0.3, False)])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("dt", DTYPES)
+def test_forward_backward_match_reference(dt, activation, shape, p, with_bias):
+    x, b, go = _inputs(shape, dt, seed=10 * ACTIVATIONS.index(activation) + SHAPES.index(shape),
+                       bias=with_bias)
+    seed, offset = 1234, 5
+    y, gx, gb = _run(x, b, go, p, seed, offset, activation)
+    y_ref, gx_ref, gb_ref = D.dropout_bias_act_ref(x, b, p, seed, offset, activation,
+                                                    grad_out=go)
+    assert y.dtype == x.dtype and y.shape == x.shape
+    assert gx.dtype == x.dtype and gx.shape == x.shape
+    assert_close(y, y_ref, dt, "y")
+    assert_close(gx, gx_ref, dt, "grad_x")
+    if with_bias:
+        assert gb.dtype == x.dtype and gb.shape == b.shape
+        assert_close(gb, gb_ref, dt, "grad_bias")
+    else:
+        assert gb is None
+
+
+@pytest.mark.parametrize("shape", [(5, 1), (4, 2), (3, 3), (2, 3, 8), (1, 1)], ids=str)
+@pytest.mark.parametrize("dt", DTYPES)
+def test_tiny_and_leading_shapes(dt, shape):
+    x, b, go = _inputs(shape, dt, seed=3)
+    y, gx, gb = _run(x, b, go, 0.4, 99, 0, "gelu_tanh")
+    y_ref, gx_ref, gb_ref = D.dropout_bias_act_ref(x, b, 0.4, 99, 0, "gelu_tanh", grad_out=go)
+    assert_close(y, y_ref, dt, "y")
+    assert_close(gx, gx_ref, dt, "grad_x")
+    assert_close(gb, gb_ref, dt, "grad_bias")
+
+
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+@pytest.mark.parametrize("dt", DTYPES)
+def test_error_within_twice_torch_same_dtype(dt, activation):
+    """Ours against torch computing the same math (same mask) in the same dtype."""
+    shape = (6, 20) if SIMULATOR else (1024, 4096)
+    p, seed, offset = 0.25, 77, 3
+    x, b, go = _inputs(shape, dt, seed=11)
+    y, gx, gb = _run(x, b, go, p, seed, offset, activation)
+    y_ref, gx_ref, gb_ref = D.dropout_bias_act_ref(x, b, p, seed, offset, activation,
+                                                    grad_out=go)
+    keep = torch.from_numpy(D.dropout_keep_mask(shape, p, seed, offset)).to(x.device)
+    xt = x.clone().requires_grad_(True)
+    bt = b.clone().requires_grad_(True)
+    z = xt + bt
+    a = {"none": z, "gelu": torch.nn.functional.gelu(z)}[activation]
+    yt = torch.where(keep, a * (1.0 / (1.0 - p)), torch.zeros_like(a))
+    yt.backward(go)
+    floor = TOL[dt] * 1e-2
+    for what, ours, theirs, ref in [("y", y, yt, y_ref), ("grad_x", gx, xt.grad, gx_ref),
+                                    ("grad_bias", gb, bt.grad, gb_ref)]:
+        e_ours, e_torch = rel_err(ours, ref), rel_err(theirs, ref)
+        assert e_ours <= 2 * e_torch + floor, f"{what}: ours {e_ours:.2e}, torch {e_torch:.2e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("activation", ["none", "gelu", "squared_relu"])
+@pytest.mark.parametrize("shape", GPU_LARGE, ids=str)
+@pytest.mark.parametrize("dt", DTYPES)
+def test_large_shapes_on_gpu(dt, shape, activation):
+    x, b, go = _inputs(shape, dt, seed=5)
+    y, gx, gb = _run(x, b, go, 0.1, 2**40 + 17, 2**33 + 8, activation, config=None)
+    y_ref, gx_ref, gb_ref = D.dropout_bias_act_ref(x, b, 0.1, 2**40 + 17, 2**33 + 8, activation,
+                                                    grad_out=go)
+    assert_close(y, y_ref, dt, "y")
+    assert_close(gx, gx_ref, dt, "grad_x")
+    assert_close(gb, gb_ref, dt, "grad_bias")
+
+
+# ---------------------------------------------------------------------------
+# The mask: keying, statistics, variants
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(3, 7), (2, 16)], ids=str)
+def test_mask_follows_documented_philox_keying(shape):
+    seed, offset, p = (7 << 32) | 0x1234, (3 << 32) | 9, 0.45
+    x = torch.ones(shape, device=device())
+    with poison_outputs():
+        _, mask = D.dropout_bias_act_forward(x, None, p, seed, offset, return_mask=True,
+                                             config=CFG)
+    want = _mask_from_formula(x.numel(), p, seed, offset).reshape(shape)
+    np.testing.assert_array_equal(mask.cpu().numpy().astype(bool), want)
+    np.testing.assert_array_equal(D.dropout_keep_mask(shape, p, seed, offset), want)
+
+
+def _philox_group_kernel(g, key_words, out):
+    i = cuda.grid(1)
+    if i < g.shape[0]:
+        keys = (key_words[0], key_words[1], key_words[2], key_words[3], key_words[4],
+                key_words[5], key_words[6], key_words[7], key_words[8], key_words[9],
+                key_words[10], key_words[11], key_words[12], key_words[13], key_words[14],
+                key_words[15], key_words[16], key_words[17], key_words[18], key_words[19])
+        w = D._philox_group(g[i], keys, key_words[20], key_words[21])
+        for k in range(4):
+            out[4 * i + k] = w[k]
+
+
+PHILOX_GROUP = Kernel("test_dropout_philox_group", _philox_group_kernel,
+                      (types.Array(types.int64, 1, "C"), types.Array(types.uint32, 1, "C"),
+                       types.Array(types.uint32, 1, "C")))
+
+
+def test_philox_group_device_function_for_64_bit_groups():
+    """The kernels' Philox (an i32 intrinsic on the GPU) for group indices past 2**32."""
+    seed, offset = 0xDEADBEEF12345678, 0x0123456789ABCDEF
+    gs = np.array([0, 1, 5, 2**32 - 1, 2**32, 2**32 + 3, 2**40 + 12345, 2**62 + 1], np.int64)
+    words = np.array(D.round_keys(seed) + [offset & 0xFFFFFFFF, offset >> 32], np.uint32)
+    out = torch.zeros(4 * gs.size, dtype=torch.int32, device=device())
+    key_words = torch.from_numpy(words.view(np.int32)).to(device())
+    args = [as_kernel_array(torch.from_numpy(gs).to(device()), "g"),
+            as_kernel_array(key_words.view(torch.uint32), "key_words"),
+            as_kernel_array(out.view(torch.uint32), "out")]
+    PHILOX_GROUP.launch(1, 32, stream_handle(args[0]), args)
+    if not SIMULATOR:
+        torch.cuda.synchronize()
+    got = out.cpu().numpy().view(np.uint32).reshape(-1, 4)
+    u = gs.astype(np.uint64)
+    counter = np.stack([u & np.uint64(0xFFFFFFFF), u >> np.uint64(32),
+                        np.full_like(u, offset & 0xFFFFFFFF), np.full_like(u, offset >> 32)],
+                       axis=-1).astype(np.uint32)
+    np.testing.assert_array_equal(got, philox4x32_np(counter, (seed & 0xFFFFFFFF, seed >> 32)))
+
+
+def test_philox_ir_known_answers_on_host_cpu():
+    """The IR the GPU intrinsic emits, JIT-compiled for this CPU, against Random123."""
+    from llvmlite import binding as llvm
+    from llvmlite import ir
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    i32 = ir.IntType(32)
+    module = ir.Module(name="philox_ir_test")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i32.as_pointer()] * 3), "philox")
+    builder = ir.IRBuilder(fn.append_basic_block())
+    ctr, keys, out = fn.args
+    counter = [builder.load(builder.gep(ctr, [ir.Constant(i32, i)])) for i in range(4)]
+    rks = [builder.load(builder.gep(keys, [ir.Constant(i32, i)])) for i in range(20)]
+    for i, v in enumerate(D.philox_ir(builder, counter, rks)):
+        builder.store(v, builder.gep(out, [ir.Constant(i32, i)]))
+    builder.ret_void()
+    mod = llvm.parse_assembly(str(module))
+    mod.verify()
+    machine = llvm.Target.from_default_triple().create_target_machine()
+    engine = llvm.create_mcjit_compiler(mod, machine)
+    engine.finalize_object()
+    u32p = ctypes.POINTER(ctypes.c_uint32)
+    call = ctypes.CFUNCTYPE(None, u32p, u32p, u32p)(engine.get_function_address("philox"))
+    known = [
+        ((0, 0, 0, 0), 0, (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+        ((0xFFFFFFFF,) * 4, 2**64 - 1, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+        ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), 0x299F31D0A4093822,
+         (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+    ]
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        c = tuple(int(v) for v in rng.integers(0, 2**32, 4, dtype=np.uint64))
+        s = int(rng.integers(0, 2**63, dtype=np.int64)) * 2 + 1
+        want = philox4x32_np(c, (s & 0xFFFFFFFF, s >> 32))
+        known.append((c, s, tuple(int(v) for v in want)))
+    for c, seed, want in known:
+        o = (ctypes.c_uint32 * 4)()
+        call((ctypes.c_uint32 * 4)(*c), (ctypes.c_uint32 * 20)(*D.round_keys(seed)), o)
+        assert tuple(o) == want, (c, seed)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_keep_rate_within_statistical_bounds(p):
+    shape = (16, 256) if SIMULATOR else (1024, 4096)
+    x = torch.ones(shape, device=device())
+    with poison_outputs():
+        y = D.dropout_bias_act_forward(x, None, p, 2024, 1, config=CFG)
+    y = y.cpu().numpy()
+    kept = np.count_nonzero(y)
+    n = y.size
+    # Binomial(n, 1 - p): 5 standard deviations.
+    assert abs(kept - n * (1 - p)) <= 5 * math.sqrt(n * p * (1 - p)), (kept, n, p)
+    np.testing.assert_array_equal(y[y != 0], np.float32(1.0 / (1.0 - p)))
+    host = D.dropout_keep_mask((1 << 20,), p, 7, 0)
+    assert abs(host.sum() - host.size * (1 - p)) <= 5 * math.sqrt(host.size * p * (1 - p))
+
+
+def test_masks_differ_across_seeds_and_offsets():
+    shape = (8, 64) if SIMULATOR else (512, 1024)
+    p = 0.5
+    x = torch.ones(shape, device=device())
+    keys = [(1, 0), (2, 0), (1, 1), (1 + (1 << 32), 0), (1, 1 << 32), (2**64 - 1, 2**64 - 1)]
+    masks = []
+    for seed, offset in keys:
+        with poison_outputs():
+            _, m = D.dropout_bias_act_forward(x, None, p, seed, offset, return_mask=True,
+                                              config=CFG)
+        masks.append(m.cpu().numpy().astype(bool))
+    n = x.numel()
+    for i in range(len(masks)):
+        for j in range(i + 1, len(masks)):
+            agree = np.count_nonzero(masks[i] == masks[j])
+            # Independent masks agree on half the elements: Binomial(n, 1/2), 5 sigma.
+            assert abs(agree - n / 2) <= 5 * math.sqrt(n / 4), (keys[i], keys[j], agree)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_forward_and_backward_drop_the_same_elements(dt):
+    shape = (5, 24)
+    x, b, _ = _inputs(shape, dt, seed=8)
+    x = x.abs() + 1
+    b = b.abs()
+    go = torch.ones(shape, dtype=x.dtype, device=device())
+    y, gx, _ = _run(x, b, go, 0.5, 31337, 4, "relu")
+    want = D.dropout_keep_mask(shape, 0.5, 31337, 4)
+    np.testing.assert_array_equal(y.cpu().float().numpy() != 0, want)
+    np.testing.assert_array_equal(gx.cpu().float().numpy() != 0, want)
+
+
+CONFIGS = [D.LaunchConfig(threads=32), D.LaunchConfig(threads=64, block_x=1),
+           D.LaunchConfig(threads=64, block_x=2, rows_per_block=1),
+           D.LaunchConfig(threads=32, block_x=8, rows_per_block=3, unroll=1),
+           D.LaunchConfig(threads=64, block_x=4, unroll=2),
+           D.LaunchConfig(threads=128, block_x=32, unroll=4)]
+
+
+@pytest.mark.parametrize("shape", [(9, 24), (9, 22)], ids=str)
+@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+def test_results_identical_across_launch_configurations(dt, shape):
+    x, b, go = _inputs(shape, dt, seed=2)
+    p, seed, offset, act = 0.35, 5, 6, "gelu"
+    _, gx_ref, gb_ref = D.dropout_bias_act_ref(x, b, p, seed, offset, act, grad_out=go)
+    base = None
+    for cfg in CONFIGS:
+        y, gx, gb = _run(x, b, go, p, seed, offset, act, config=cfg)
+        if base is None:
+            base = (y, gx)
+        else:
+            assert torch.equal(y, base[0]), cfg
+            assert torch.equal(gx, base[1]), cfg
+        # grad_bias sums rows in a configuration-dependent order: compared to float64.
+        assert_close(gb, gb_ref, dt, f"grad_bias {cfg}")
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+def test_row_pieces_match_one_launch(dt, monkeypatch):
+    """Tensors of 2^31 or more 4-element groups go in row pieces (32-bit indices in
+    the kernels): with the limit lowered to 10 groups, (7, 16) takes 4 pieces."""
+    shape = (7, 16)
+    x, b, go = _inputs(shape, dt, seed=13)
+    p, seed, offset, act = 0.3, 2**35 + 3, 1, "gelu"
+    whole = _run(x, b, go, p, seed, offset, act)
+    with poison_outputs():
+        _, mask_whole = D.dropout_bias_act_forward(x, b, p, seed, offset, act, return_mask=True,
+                                                   config=CFG)
+    monkeypatch.setattr(D, "_MAX_GROUPS", 10)
+    assert len(D._pieces(7, 16, True)) == 4
+    pieces = _run(x, b, go, p, seed, offset, act)
+    with poison_outputs():
+        _, mask_pieces = D.dropout_bias_act_forward(x, b, p, seed, offset, act,
+                                                    return_mask=True, config=CFG)
+        gx_m, gb_m = D.dropout_bias_act_backward(go, x, b, p, 0, 0, act, mask=mask_pieces,
+                                                 config=CFG)
+    assert torch.equal(whole[0], pieces[0]) and torch.equal(whole[1], pieces[1])
+    assert torch.equal(mask_whole, mask_pieces)
+    assert torch.equal(gx_m, whole[1])
+    _, _, gb_ref = D.dropout_bias_act_ref(x, b, p, seed, offset, act, grad_out=go)
+    assert_close(pieces[2], gb_ref, dt, "grad_bias")
+    assert_close(gb_m, gb_ref, dt, "grad_bias (mask)")
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_vector_and_scalar_paths_agree(dt):
+    """A view 2 bytes off an 8-byte boundary takes the scalar path: same bits."""
+    shape = (6, 16)
+    x, b, go = _inputs(shape, dt, seed=9)
+    n = x.numel()
+    x_big = torch.zeros(n + 1, dtype=x.dtype, device=device())
+    x_big[1:] = x.reshape(-1)
+    x_off = x_big[1:].view(shape)
+    assert (x_off.data_ptr() % 8) != 0
+    y_vec, gx_vec, gb_vec = _run(x, b, go, 0.3, 10, 0, "squared_relu")
+    y_sc, gx_sc, gb_sc = _run(x_off, b, go, 0.3, 10, 0, "squared_relu")
+    assert torch.equal(y_vec, y_sc)
+    assert torch.equal(gx_vec, gx_sc)
+    assert_close(gb_sc, gb_vec.double(), dt, "grad_bias")
+
+
+@pytest.mark.parametrize("shape", [(7, 12), (5, 11)], ids=str)
+@pytest.mark.parametrize("dt", DTYPES)
+def test_mask_variant_equals_recompute_variant(dt, shape):
+    x, b, go = _inputs(shape, dt, seed=4)
+    p, seed, offset, act = 0.3, 42, 17, "leaky_relu"
+    with poison_outputs():
+        y_mask, mask = D.dropout_bias_act_forward(x, b, p, seed, offset, act, return_mask=True,
+                                                  config=CFG)
+        y = D.dropout_bias_act_forward(x, b, p, seed, offset, act, config=CFG)
+        gx, gb = D.dropout_bias_act_backward(go, x, b, p, seed, offset, act, config=CFG)
+        gx_m, gb_m = D.dropout_bias_act_backward(go, x, b, p, 0, 0, act, mask=mask, config=CFG)
+        gx_bool, gb_bool = D.dropout_bias_act_backward(go, x, b, p, 0, 0, act,
+                                                       mask=mask.bool(), config=CFG)
+    assert mask.dtype == torch.uint8 and mask.shape == x.shape
+    np.testing.assert_array_equal(mask.cpu().numpy(),
+                                  D.dropout_keep_mask(shape, p, seed, offset).astype(np.uint8))
+    assert torch.equal(y_mask, y)
+    assert torch.equal(gx_m, gx) and torch.equal(gb_m, gb)
+    assert torch.equal(gx_bool, gx) and torch.equal(gb_bool, gb)
+
+
+def test_p_zero_is_identity_and_ignores_seed():
+    x, b, go = _inputs((4, 12), "float32", seed=6)
+    y1, gx1, gb1 = _run(x, b, go, 0.0, 1, 2, "gelu")
+    y2, gx2, gb2 = _run(x, b, go, 0.0, 3, 4, "gelu")
+    assert torch.equal(y1, y2) and torch.equal(gx1, gx2) and torch.equal(gb1, gb2)
+    assert_close(y1, D.dropout_bias_act_ref(x, b, activation="gelu"), "float32", "y")
+    with poison_outputs():
+        _, mask = D.dropout_bias_act_forward(x, b, 0.0, return_mask=True, config=CFG)
+    assert bool((mask == 1).all())
+
+
+# act(inf) * scale is computed before the select drops it; the simulator's NumPy
+# scalars warn about that inf * 0.
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("shape", [(4, 12), (3, 13)], ids=str)
+@pytest.mark.parametrize("dt", DTYPES)
+def test_p_one_gives_zeros_without_nan(dt, shape):
+    x, b, go = _inputs(shape, dt, seed=1)
+    x[0, 0] = float("inf")
+    x[1, 1] = float("nan")
+    go[0, 1] = float("inf")
+    y, gx, gb = _run(x, b, go, 1.0, 8, 0, "gelu")
+    for t in (y, gx, gb):
+        assert not torch.isnan(t).any()
+        assert bool((t == 0).all())
+
+
+def test_empty_inputs():
+    x = torch.empty((0, 8), device=device())
+    b = torch.randn(8, device=device())
+    y, gx, gb = _run(x, b, x, 0.5, 0, 0, "gelu")
+    assert y.shape == (0, 8) and gx.shape == (0, 8)
+    assert gb.shape == (8,) and bool((gb == 0).all())
+    x = torch.empty((3, 0), device=device())
+    b = torch.empty(0, device=device())
+    y, gx, gb = _run(x, b, x, 0.5, 0, 0, "relu")
+    assert y.shape == (3, 0) and gx.shape == (3, 0) and gb.shape == (0,)
+    with poison_outputs():
+        y, mask = D.dropout_bias_act_forward(torch.empty((2, 0, 4), device=device()),
+                                             return_mask=True)
+    assert y.shape == (2, 0, 4) and mask.shape == (2, 0, 4)
+
+
+# ---------------------------------------------------------------------------
+# Bad input
+# ---------------------------------------------------------------------------
+
+def _fwd_case(**over):
+    x = torch.randn(4, 8, device=device())
+    kw = {"x": x, "bias": torch.randn(8, device=device()), "p": 0.5, "seed": 1, "offset": 0,
+          "activation": "relu"}
+    kw.update(over)
+    return kw
+
+
+FORWARD_BAD = [
+    ({"p": -0.1}, ValueError, "p must be"),
+    ({"p": 1.5}, ValueError, "p must be"),
+    ({"p": float("nan")}, ValueError, "p must be"),
+    ({"p": "0.5"}, ValueError, "p must be"),
+    ({"x": torch.randn(4, 8, dtype=torch.float64)}, TypeError, "x must have dtype"),
+    ({"x": torch.ones(4, 8, dtype=torch.int32)}, TypeError, "x must have dtype"),
+    ({"x": [[1.0, 2.0]]}, TypeError, "x must be a GPU array"),
+    ({"x": torch.tensor(1.0)}, ValueError, "at least one dimension"),
+    ({"x": torch.randn(8, 4).t()}, ValueError, "x must be contiguous"),
+    ({"bias": torch.randn(7)}, ValueError, "bias must have shape (8,)"),
+    ({"bias": torch.randn(2, 4)}, ValueError, "bias must have shape (8,)"),
+    ({"bias": torch.randn(8, dtype=torch.float16)}, TypeError, "bias has dtype"),
+    ({"activation": "tanh"}, ValueError, "activation must be one of"),
+    ({"seed": -1}, ValueError, "seed must be in"),
+    ({"seed": 2**64}, ValueError, "seed must be in"),
+    ({"seed": 1.5}, TypeError, "seed must be an integer"),
+    ({"offset": -3}, ValueError, "offset must be in"),
+]
+
+
+@pytest.mark.parametrize("over,exc,msg", FORWARD_BAD, ids=lambda v: str(v)[:40])
+def test_forward_rejects_bad_input(over, exc, msg):
+    kw = _fwd_case(**{k: (v.to(device()) if isinstance(v, torch.Tensor) else v)
+                      for k, v in over.items()})
+    with pytest.raises(exc, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        D.dropout_bias_act_forward(**kw, config=CFG)
+
+
+BACKWARD_BAD = [
+    ({"x": torch.randn(4, 9)}, ValueError, "x has shape"),
+    ({"x": None, "activation": "gelu"}, TypeError, "x is required"),
+    ({"x": torch.randn(4, 8, dtype=torch.float16)}, TypeError, "x has dtype"),
+    ({"mask": torch.ones(4, 8)}, TypeError, "mask must have dtype"),
+    ({"mask": torch.ones(4, 7, dtype=torch.uint8)}, ValueError, "mask has shape"),
+    ({"need_bias_grad": "yes"}, TypeError, "need_bias_grad must be a bool"),
+    ({"p": 2.0}, ValueError, "p must be"),
+    ({"grad_out": torch.randn(4, 8, dtype=torch.float64)}, TypeError, "grad_out must have dtype"),
+]
+
+
+@pytest.mark.parametrize("over,exc,msg", BACKWARD_BAD, ids=lambda v: str(v)[:40])
+def test_backward_rejects_bad_input(over, exc, msg):
+    kw = {"grad_out": torch.randn(4, 8), "x": torch.randn(4, 8), "bias": torch.randn(8),
+          "p": 0.5, "activation": "relu"}
+    kw.update(over)
+    kw = {k: (v.to(device()) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    with pytest.raises(exc, match=msg):
+        D.dropout_bias_act_backward(**kw, config=CFG)
+
+
+def test_backward_without_x_for_activation_none():
+    x, b, go = _inputs((4, 12), "float16", seed=12)
+    with poison_outputs():
+        gx, gb = D.dropout_bias_act_backward(go, None, b, 0.2, 3, 1, "none", config=CFG)
+        gx2, gb2 = D.dropout_bias_act_backward(go, x, b, 0.2, 3, 1, "none", config=CFG)
+        gx3, gb3 = D.dropout_bias_act_backward(go, x, b, 0.2, 3, 1, "none",
+                                               need_bias_grad=False, config=CFG)
+    assert torch.equal(gx, gx2) and torch.equal(gb, gb2) and torch.equal(gx, gx3)
+    assert gb3 is None
+
+
+@pytest.mark.parametrize("config,msg", [(D.LaunchConfig(threads=48), "threads"),
+                                        (D.LaunchConfig(block_x=64), "block_x"),
+                                        (D.LaunchConfig(unroll=3), "unroll"),
+                                        ({"threads": 64}, "LaunchConfig")])
+def test_bad_launch_config(config, msg):
+    with pytest.raises((TypeError, ValueError), match=msg):
+        D.dropout_bias_act_forward(torch.randn(2, 8, device=device()), config=config)
+
+
+@pytest.mark.gpu
+def test_cpu_tensor_rejected_on_gpu():
+    with pytest.raises(TypeError, match="x must be a CUDA tensor"):
+        D.dropout_bias_act_forward(torch.randn(2, 8), p=0.5)
+    with pytest.raises(TypeError, match="bias must be a CUDA tensor"):
+        D.dropout_bias_act_forward(torch.randn(2, 8, device="cuda"), torch.randn(8), p=0.5)
+
+
+def test_tile_stride_avoids_bank_conflicts():
+    assert D.tile_stride(32, 8, 4) == 132
+    for bx, by in [(32, 8), (32, 32), (16, 16), (1, 256), (4, 64)]:
+        s = D.tile_stride(bx, by, 4)
+        lanes = min(by, 32)
+        reads = [yl * s + cs for cs in range(32 // lanes) for yl in range(lanes)]
+        assert D._conflict_degree(reads) == 1, (bx, by, s)
+
+
+# ---------------------------------------------------------------------------
+# Torch front end
+# ---------------------------------------------------------------------------
+
+def _torch_fn():
+    from interop.torch.dropout import FusedDropoutBiasAct, dropout_bias_act
+
+    return dropout_bias_act, FusedDropoutBiasAct
+
+
+@pytest.mark.parametrize("store_mask", [False, True])
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+@pytest.mark.parametrize("dt", DTYPES)
+def test_torch_autograd_matches_reference(dt, activation, store_mask):
+    from interop.torch._rng import next_seed_offset
+
+    dropout_bias_act, _ = _torch_fn()
+    shape = (2, 3, 12)
+    x0, b0, go = _inputs(shape, dt, seed=21)
+    x = x0.clone().requires_grad_(True)
+    b = b0.clone().requires_grad_(True)
+    gen = torch.Generator(device=x.device).manual_seed(5)
+    with poison_outputs():
+        y = dropout_bias_act(x, b, 0.3, activation, generator=gen, store_mask=store_mask)
+        y.backward(go)
+    seed, offset = next_seed_offset(x.device, (x.numel() + 3) // 4,
+                                    torch.Generator(device=x.device).manual_seed(5))
+    y_ref, gx_ref, gb_ref = D.dropout_bias_act_ref(x0, b0, 0.3, seed, offset, activation,
+                                                    grad_out=go)
+    assert_close(y, y_ref, dt, "y")
+    assert_close(x.grad, gx_ref, dt, "grad_x")
+    assert_close(b.grad, gb_ref, dt, "grad_bias")
+
+
+def test_torch_manual_seed_reproduces_runs():
+    dropout_bias_act, _ = _torch_fn()
+    x = torch.randn(4, 16, device=device())
+    torch.manual_seed(7)
+    y1 = dropout_bias_act(x, None, 0.5)
+    y2 = dropout_bias_act(x, None, 0.5)
+    torch.manual_seed(7)
+    y3 = dropout_bias_act(x, None, 0.5)
+    assert torch.equal(y1, y3)
+    assert not torch.equal(y1, y2)
+
+
+def test_torch_eval_and_non_contiguous_input():
+    dropout_bias_act, _ = _torch_fn()
+    x = torch.randn(12, 5, device=device()).t()
+    b = torch.randn(12, device=device())
+    y = dropout_bias_act(x, b, 0.9, "relu", training=False)
+    assert_close(y, D.dropout_bias_act_ref(x, b, activation="relu"), "float32", "y")
+
+
+def test_torch_module():
+    _, FusedDropoutBiasAct = _torch_fn()
+    m = FusedDropoutBiasAct(p=0.2, activation="squared_relu", bias_shape=8, device=device())
+    assert "squared_relu" in repr(m)
+    x = torch.randn(3, 8, device=device(), requires_grad=True)
+    y = m(x)
+    y.sum().backward()
+    assert m.bias.grad is not None and m.bias.grad.shape == (8,)
+    m.eval()
+    with torch.no_grad():
+        assert_close(m(x), D.dropout_bias_act_ref(x, m.bias, activation="squared_relu"),
+                     "float32", "eval")
+    none = FusedDropoutBiasAct(p=0.0)
+    assert none.bias is None
+    with pytest.raises(ValueError, match="p must be"):
+        FusedDropoutBiasAct(p=1.1)
+
+
+# ---------------------------------------------------------------------------
+# CuPy front end (GPU with CuPy only)
+# ---------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_cupy_front_end():
+    cupy = pytest.importorskip("cupy")
+    from interop.cupy.dropout import dropout_bias_act_backward, dropout_bias_act_forward
+
+    rng = np.random.default_rng(0)
+    x = cupy.asarray(rng.standard_normal((64, 96)).astype(np.float16))
+    b = cupy.asarray(rng.standard_normal(96).astype(np.float16))
+    go = cupy.asarray(rng.standard_normal((64, 96)).astype(np.float16))
+    y, mask = dropout_bias_act_forward(x, b, 0.2, 3, 4, "gelu", return_mask=True)
+    gx, gb = dropout_bias_act_backward(go, x, b, 0.2, 3, 4, "gelu", mask=mask)
+    assert all(isinstance(a, cupy.ndarray) for a in (y, mask, gx, gb))
+    y_ref, gx_ref, gb_ref = D.dropout_bias_act_ref(x, b, 0.2, 3, 4, "gelu", grad_out=go)
+    assert_close(y, y_ref, "float16", "y")
+    assert_close(gx, gx_ref, "float16", "grad_x")
+    assert_close(gb, gb_ref, "float16", "grad_bias")
+    with pytest.raises(TypeError, match="cupy.ndarray"):
+        dropout_bias_act_forward(torch.randn(2, 4, device="cuda"))
+
+
+# ---------------------------------------------------------------------------
+# PTX
+# ---------------------------------------------------------------------------
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("kernel", [*D.shipped_kernels(), PHILOX_GROUP], ids=lambda k: k.name)
+def test_kernels_compile_to_ptx_without_spills(kernel):
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    with offline_compile():
+        ptx = kernel.ptx()
+    assert ".target sm_90" in ptx
+    rep = ptxas_report(ptx)
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
+    assert rep["stack"] == 0, rep
+    if kernel.name.startswith(("dropout_fwd", "dropout_bwd", "test_dropout_philox")):
+        # The Philox rounds are 32x32->64 multiplies, not emulated 64-bit ones.
+        assert ptx.count("mul.wide.u32") >= 19, kernel.name

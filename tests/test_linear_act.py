@@ -1,0 +1,484 @@
+"""Fused linear + activation: forward, dgrad, backward, the torch front end.
+
+Compared with float64 references (``numba_fused.linear_act.*_ref``) by relative
+error within SPEC's tolerances, and with torch in the same dtype: our error must be
+within 2x of torch's own (or within one unit roundoff of the dtype, the least any
+implementation can promise for a single rounded output, when torch happens to be
+nearly exact on a tiny problem). Under the simulator shapes are tiny and ragged
+against the simulator's 32x32x16 tiles; larger ragged shapes run on the GPU only.
+"""
+
+import math
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import numba_fused as nf
+from interop.dlpack import poison_outputs
+from numba_fused import linear_act as la
+from numba_fused.activations import ACTIVATIONS, LEAKY_SLOPE
+from tests.util import DTYPES, SIMULATOR, assert_close, device, rel_err, torch_dtype
+
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+# (leading shape, K, N): M, N, K in {1, primes, non powers of two}, ragged vs the tiles.
+SIM_SHAPES = [((1,), 1, 1), ((17,), 24, 40), ((5,), 13, 127), ((2, 3, 7), 40, 33), ((33,), 17, 16)]
+GPU_SHAPES = [((1000,), 1000, 127), ((127,), 17, 1000), ((2, 513), 1000, 384),
+              ((4096,), 512, 1024), ((1,), 4096, 4096), ((300,), 8, 4104)]
+SHAPES = SIM_SHAPES if SIMULATOR else SIM_SHAPES + GPU_SHAPES
+
+
+def _rand(shape, dtype, gen, scale=1.0):
+    return (torch.randn(*shape, generator=gen) * scale).to(torch_dtype(dtype)).to(device())
+
+
+def _inputs(lead, K, N, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = _rand(lead + (K,), dtype, g)
+    w = _rand((N, K), dtype, g, 1.0 / math.sqrt(max(K, 1)))
+    b = _rand((N,), dtype, g)
+    return x, w, b
+
+
+def _torch_act(name, z):
+    if name == "none":
+        return z
+    if name == "relu":
+        return F.relu(z)
+    if name == "gelu":
+        return F.gelu(z)
+    if name == "gelu_tanh":
+        return F.gelu(z, approximate="tanh")
+    if name == "squared_relu":
+        return F.relu(z) ** 2
+    return F.leaky_relu(z, LEAKY_SLOPE)
+
+
+def _assert_vs_torch(ours, theirs, ref, dtype, what):
+    """Ours within 2x torch's error in the same dtype (floor: one unit roundoff)."""
+    if theirs is None:
+        return
+    ours_err = rel_err(ours, ref)
+    torch_err = rel_err(theirs, ref)
+    bound = max(2.0 * torch_err, UNIT_ROUNDOFF[dtype])
+    assert ours_err <= bound, f"{what}: error {ours_err:.3e} vs torch {torch_err:.3e} ({dtype})"
+
+
+def _torch_or_none(fn):
+    """torch's result in the same dtype, or None where torch's CPU lacks the op."""
+    try:
+        return fn()
+    except RuntimeError:
+        if SIMULATOR:
+            return None
+        raise
+
+
+def _shape_id(s):
+    lead, K, N = s
+    return f"{'x'.join(map(str, lead))}_K{K}_N{N}"
+
+
+# ---- forward -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_forward_every_activation(dtype, activation):
+    lead, K, N = (17,), 24, 40
+    x, w, b = _inputs(lead, K, N, dtype, seed=ACTIVATIONS.index(activation))
+    with poison_outputs():
+        y, pre = nf.linear_act_forward(x, w, b, activation, save_preact=True)
+    ref_y, ref_pre = la.linear_act_ref(x, w, b, activation, save_preact=True)
+    assert y.shape == lead + (N,) and y.dtype == x.dtype and pre.dtype == x.dtype
+    assert_close(pre, ref_pre, dtype, "preact")
+    assert_close(y, ref_y, dtype, f"y ({activation})")
+    theirs = _torch_or_none(lambda: _torch_act(activation, F.linear(x, w, b)))
+    _assert_vs_torch(y, theirs, ref_y, dtype, f"y ({activation})")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=_shape_id)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("save_preact", [True, False], ids=["save", "nosave"])
+def test_forward_ragged_shapes_bias_and_preact(dtype, shape, bias, save_preact):
+    lead, K, N = shape
+    x, w, b = _inputs(lead, K, N, dtype, seed=K + N)
+    b = b if bias else None
+    act = "gelu_tanh"
+    with poison_outputs():
+        res = nf.linear_act_forward(x, w, b, act, save_preact=save_preact)
+    y, pre = res if save_preact else (res, None)
+    ref_y, ref_pre = la.linear_act_ref(x, w, b, act, save_preact=True)
+    assert_close(y, ref_y, dtype, "y")
+    if save_preact:
+        assert pre.shape == y.shape
+        assert_close(pre, ref_pre, dtype, "preact")
+    theirs = _torch_or_none(lambda: _torch_act(act, F.linear(x, w, b)))
+    _assert_vs_torch(y, theirs, ref_y, dtype, "y")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_forward_unaligned_views_take_the_element_path(dtype):
+    """An operand that does not start on a 16-byte boundary falls back to element
+    copies into shared memory: bit-identical results."""
+    g = torch.Generator().manual_seed(7)
+    M, K, N = 9, 16, 24
+    buf = _rand((M * K + 1,), dtype, g)
+    x = buf[1:].view(M, K)
+    w = _rand((N, K), dtype, g, 0.25)
+    b = _rand((N,), dtype, g)
+    y = nf.linear_act_forward(x, w, b, "relu")
+    y_aligned = nf.linear_act_forward(x.clone(), w, b, "relu")
+    assert torch.equal(y.cpu(), y_aligned.cpu())
+    assert_close(y, la.linear_act_ref(x, w, b, "relu"), dtype, "y")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("cfg", [la.GemmConfig(32, 64, 32, 16, 32, 2, 1),
+                                 la.GemmConfig(16, 32, 16, 16, 16, 4, 3),
+                                 la.GemmConfig(64, 16, 32, 32, 16, 3, 1)],
+                         ids=lambda c: "x".join(map(str, c)))
+def test_other_tilings(dtype, cfg, monkeypatch):
+    """Other block / warp tiles, pipeline depths and group sizes (the launcher's
+    choice is patched): all roles, including the fused bias gradient."""
+    monkeypatch.setattr(la, "_pick_config", lambda Mg, Ng: cfg)
+    lead, K, N = (37,), 40, 33
+    x, w, b = _inputs(lead, K, N, dtype, seed=11)
+    y, pre = nf.linear_act_forward(x, w, b, "squared_relu", save_preact=True)
+    assert_close(y, la.linear_act_ref(x, w, b, "squared_relu"), dtype, "y")
+    gy = _rand(y.shape, dtype, torch.Generator().manual_seed(12))
+    d = nf.linear_act_dgrad(gy, w, "gelu", x)
+    assert_close(d, la.linear_act_dgrad_ref(gy, w, "gelu", x), dtype, "dgrad")
+    gx, gw, gb = nf.linear_act_backward(gy, x, w, pre, "squared_relu")
+    rx, rw, rb = la.linear_act_backward_ref(gy, x, w, pre, "squared_relu")
+    assert_close(gx, rx, dtype, "grad_x")
+    assert_close(gw, rw, dtype, "grad_weight")
+    assert_close(gb, rb, dtype, "grad_bias")
+
+
+def test_empty_and_k0():
+    dtype = "float16"
+    g = torch.Generator().manual_seed(3)
+    w = _rand((5, 4), dtype, g)
+    b = _rand((5,), dtype, g)
+    y = nf.linear_act_forward(_rand((0, 4), dtype, g), w, b, "relu")
+    assert y.shape == (0, 5)
+    y = nf.linear_act_forward(_rand((3, 4), dtype, g), _rand((0, 4), dtype, g), None)
+    assert y.shape == (3, 0)
+    # K = 0: the empty sum leaves act(bias) in every row.
+    y = nf.linear_act_forward(_rand((3, 0), dtype, g), _rand((5, 0), dtype, g), b, "relu")
+    torch.testing.assert_close(y.cpu().float(), F.relu(b.cpu().float()).expand(3, 5))
+    gx, gw, gb = nf.linear_act_backward(_rand((0, 5), dtype, g), _rand((0, 4), dtype, g), w)
+    assert gx.shape == (0, 4)
+    assert not gw.cpu().float().any() and not gb.cpu().float().any()
+    assert nf.linear_act_dgrad(_rand((0, 5), dtype, g), w).shape == (0, 4)
+
+
+# ---- dgrad -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_dgrad_fuses_activation_gradient(dtype, activation):
+    """(grad_out @ W) * act'(preact): the seed's kernel_bwd, as a FusedMLP uses it."""
+    g = torch.Generator().manual_seed(20 + ACTIVATIONS.index(activation))
+    lead, N, K = (3, 7), 40, 33   # grad_out [..., N], weight [N, K], preact [..., K]
+    go = _rand(lead + (N,), dtype, g)
+    w = _rand((N, K), dtype, g, 1.0 / math.sqrt(N))
+    pre = _rand(lead + (K,), dtype, g)
+    with poison_outputs():
+        d = nf.linear_act_dgrad(go, w, activation, pre if activation != "none" else None)
+    ref = la.linear_act_dgrad_ref(go, w, activation, pre)
+    assert d.shape == lead + (K,)
+    assert_close(d, ref, dtype, f"dgrad ({activation})")
+    theirs = _torch_or_none(lambda: _torch_dgrad(go, w, pre, activation))
+    _assert_vs_torch(d, theirs, ref, dtype, f"dgrad ({activation})")
+
+
+def _torch_dgrad(go, w, pre, activation):
+    z = pre.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        a = _torch_act(activation, z)
+        (da,) = torch.autograd.grad(a, z, torch.ones_like(a))
+    return (go @ w) * da
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=_shape_id)
+def test_dgrad_ragged_shapes(dtype, shape):
+    lead, N, K = shape
+    g = torch.Generator().manual_seed(N * 7 + K)
+    go = _rand(lead + (N,), dtype, g)
+    w = _rand((N, K), dtype, g, 1.0 / math.sqrt(max(N, 1)))
+    pre = _rand(lead + (K,), dtype, g)
+    with poison_outputs():
+        d = nf.linear_act_dgrad(go, w, "gelu", pre)
+    assert_close(d, la.linear_act_dgrad_ref(go, w, "gelu", pre), dtype, "dgrad")
+
+
+# ---- backward ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", ["none", "relu", "gelu_tanh", "leaky_relu"])
+@pytest.mark.parametrize("shape", SHAPES[:3] if SIMULATOR else SHAPES, ids=_shape_id)
+def test_backward(dtype, activation, shape):
+    lead, K, N = shape
+    x, w, b = _inputs(lead, K, N, dtype, seed=40 + K)
+    y, pre = nf.linear_act_forward(x, w, b, activation, save_preact=True)
+    go = _rand(y.shape, dtype, torch.Generator().manual_seed(41))
+    with poison_outputs():
+        gx, gw, gb = nf.linear_act_backward(go, x, w, pre if activation != "none" else None,
+                                            activation)
+    rx, rw, rb = la.linear_act_backward_ref(go, x, w, pre, activation)
+    assert gx.shape == x.shape and gw.shape == w.shape and gb.shape == (N,)
+    assert_close(gx, rx, dtype, "grad_x")
+    assert_close(gw, rw, dtype, "grad_weight")
+    assert_close(gb, rb, dtype, "grad_bias")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_weight_grad_without_bias_and_activation_backward(dtype):
+    g = torch.Generator().manual_seed(50)
+    gz = _rand((19, 24), dtype, g)
+    x = _rand((19, 40), dtype, g)
+    gw, gb = la.linear_weight_grad(gz, x, need_bias_grad=False)
+    assert gb is None
+    assert_close(gw, la._to64(gz).T @ la._to64(x), dtype, "grad_weight")
+    pre = _rand((19, 24), dtype, g)
+    out = la.activation_backward(gz, pre, "gelu")
+    from numba_fused.activations import act_grad_ref
+
+    assert_close(out, la._to64(gz) * act_grad_ref("gelu", la._to64(pre)), dtype, "act grad")
+
+
+def test_deterministic_backward():
+    x, w, b = _inputs((45,), 40, 36, "bfloat16", seed=60)
+    y, pre = nf.linear_act_forward(x, w, b, "gelu", save_preact=True)
+    go = _rand(y.shape, "bfloat16", torch.Generator().manual_seed(61))
+    first = nf.linear_act_backward(go, x, w, pre, "gelu")
+    second = nf.linear_act_backward(go, x, w, pre, "gelu")
+    for a, c in zip(first, second):
+        assert torch.equal(a.cpu(), c.cpu())
+
+
+# ---- bad input -----------------------------------------------------------------------
+
+
+def test_bad_inputs_raise_naming_the_argument():
+    g = torch.Generator().manual_seed(70)
+    x = _rand((4, 8), "float16", g)
+    w = _rand((6, 8), "float16", g)
+    b = _rand((6,), "float16", g)
+    with pytest.raises(ValueError, match="activation"):
+        nf.linear_act_forward(x, w, b, "swish")
+    with pytest.raises(TypeError, match="weight"):
+        nf.linear_act_forward(x, w.float(), b)
+    with pytest.raises(TypeError, match="bias"):
+        nf.linear_act_forward(x, w, b.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="x has 7 features"):
+        nf.linear_act_forward(x[:, :7].contiguous(), w, b)
+    with pytest.raises(ValueError, match="bias must have shape"):
+        nf.linear_act_forward(x, w, b[:5])
+    with pytest.raises(ValueError, match="weight must be 2-D"):
+        nf.linear_act_forward(x, w[None], b)
+    with pytest.raises(ValueError, match="x must be contiguous"):
+        nf.linear_act_forward(_rand((8, 4), "float16", g).t(), w, b)
+    with pytest.raises(TypeError, match="save_preact"):
+        nf.linear_act_forward(x, w, b, save_preact=1)
+    with pytest.raises(TypeError, match="x must have dtype"):
+        nf.linear_act_forward(x.to(torch.int32), w, b)
+    with pytest.raises(TypeError, match="x is required"):
+        nf.linear_act_forward(None, w, b)
+    go = _rand((4, 6), "float16", g)
+    with pytest.raises(ValueError, match="preact is required"):
+        nf.linear_act_dgrad(go, w, "gelu")
+    with pytest.raises(ValueError, match="preact must have shape"):
+        nf.linear_act_dgrad(go, w, "gelu", go)
+    with pytest.raises(ValueError, match="grad_out has 8 features"):
+        nf.linear_act_dgrad(x, w)
+    with pytest.raises(ValueError, match="grad_out must have shape"):
+        nf.linear_act_backward(go[:3].contiguous(), x, w)
+    with pytest.raises(ValueError, match="preact must have grad_out's shape"):
+        nf.linear_act_backward(go, x, w, x, "relu")
+    with pytest.raises(ValueError, match="preact is required"):
+        nf.linear_act_backward(go, x, w, None, "relu")
+
+
+@pytest.mark.skipif(SIMULATOR, reason="device checks need CUDA tensors")
+def test_cpu_tensor_rejected_on_gpu():
+    g = torch.Generator().manual_seed(71)
+    w = _rand((6, 8), "float16", g)
+    with pytest.raises(TypeError, match="x must be a CUDA tensor"):
+        nf.linear_act_forward(torch.randn(4, 8).half(), w)
+
+
+# ---- torch front end -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("activation", ["gelu_tanh", "relu", "none"])
+def test_torch_fused_mlp_gradients_match_torch_mlp(dtype, activation):
+    from interop.torch.linear_act import FusedMLP
+
+    torch.manual_seed(80)
+    tdt = torch_dtype(dtype)
+    mlp = FusedMLP(24, 40, 17, activation=activation).to(device=device(), dtype=tdt)
+    x = _rand((2, 9, 24), dtype, torch.Generator().manual_seed(81))
+    gy = _rand((2, 9, 17), dtype, torch.Generator().manual_seed(82))
+    xs = x.clone().requires_grad_(True)
+    y = mlp(xs)
+    y.backward(gy)
+
+    # float64 reference of the same parameters, torch autograd.
+    p64 = {n: p.detach().cpu().double().requires_grad_(True) for n, p in mlp.named_parameters()}
+    x64 = x.detach().cpu().double().requires_grad_(True)
+    h = _torch_act(activation, F.linear(x64, p64["fc1.weight"], p64["fc1.bias"]))
+    y64 = F.linear(h, p64["fc2.weight"], p64["fc2.bias"])
+    y64.backward(gy.cpu().double())
+    assert_close(y, y64, dtype, "y")
+    assert_close(xs.grad, x64.grad, dtype, "grad x")
+    for n, p in mlp.named_parameters():
+        assert_close(p.grad, p64[n].grad, dtype, f"grad {n}")
+
+    # torch's own MLP in the same dtype, same parameters.
+    def torch_mlp():
+        pt = {n: p.detach().clone().requires_grad_(True) for n, p in mlp.named_parameters()}
+        xt = x.clone().requires_grad_(True)
+        yt = F.linear(_torch_act(activation, F.linear(xt, pt["fc1.weight"], pt["fc1.bias"])),
+                      pt["fc2.weight"], pt["fc2.bias"])
+        yt.backward(gy)
+        return yt, xt.grad, {n: p.grad for n, p in pt.items()}
+
+    theirs = _torch_or_none(torch_mlp)
+    if theirs is not None:
+        yt, gxt, gpt = theirs
+        _assert_vs_torch(y, yt, y64, dtype, "y")
+        _assert_vs_torch(xs.grad, gxt, x64.grad, dtype, "grad x")
+        for n, p in mlp.named_parameters():
+            _assert_vs_torch(p.grad, gpt[n], p64[n].grad, dtype, f"grad {n}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_torch_linear_act_and_module(dtype):
+    from interop.torch.linear_act import FusedLinearAct, linear_act
+
+    torch.manual_seed(90)
+    tdt = torch_dtype(dtype)
+    lin = FusedLinearAct(20, 33, activation="squared_relu").to(device=device(), dtype=tdt)
+    assert "squared_relu" in repr(lin)
+    x = _rand((3, 5, 20), dtype, torch.Generator().manual_seed(91)).requires_grad_(True)
+    y = lin(x)
+    gy = _rand(y.shape, dtype, torch.Generator().manual_seed(92))
+    y.backward(gy)
+    x64 = x.detach().cpu().double().requires_grad_(True)
+    w64 = lin.weight.detach().cpu().double().requires_grad_(True)
+    b64 = lin.bias.detach().cpu().double().requires_grad_(True)
+    y64 = F.relu(F.linear(x64, w64, b64)) ** 2
+    y64.backward(gy.cpu().double())
+    assert_close(y, y64, dtype, "y")
+    assert_close(x.grad, x64.grad, dtype, "grad x")
+    assert_close(lin.weight.grad, w64.grad, dtype, "grad w")
+    assert_close(lin.bias.grad, b64.grad, dtype, "grad b")
+    # Functional form, no bias, weight only requiring grad.
+    w = lin.weight.detach().clone().requires_grad_(True)
+    out = linear_act(x.detach(), w, None, "leaky_relu")
+    out.sum().backward()
+    assert w.grad is not None and w.grad.shape == w.shape
+    with pytest.raises(ValueError, match="activation"):
+        linear_act(x, w, None, "tanh")
+
+
+@pytest.mark.gpu
+def test_cupy_front_end():
+    cp = pytest.importorskip("cupy")
+    from interop.cupy import linear_act as cla
+
+    rng = np.random.default_rng(100)
+    x = cp.asarray(rng.standard_normal((37, 64)).astype(np.float16))
+    w = cp.asarray((rng.standard_normal((48, 64)) / 8).astype(np.float16))
+    b = cp.asarray(rng.standard_normal(48).astype(np.float16))
+    y, pre = cla.linear_act_forward(x, w, b, "gelu", save_preact=True)
+    assert isinstance(y, cp.ndarray) and y.dtype == np.float16
+    assert_close(y, la.linear_act_ref(x.get(), w.get(), b.get(), "gelu"), "float16", "y")
+    gy = cp.asarray(rng.standard_normal((37, 48)).astype(np.float16))
+    gx, gw, gb = cla.linear_act_backward(gy, x, w, pre, "gelu")
+    rx, rw, rb = la.linear_act_backward_ref(gy.get(), x.get(), w.get(), pre.get(), "gelu")
+    assert_close(gx, rx, "float16", "grad_x")
+    assert_close(gw, rw, "float16", "grad_w")
+    assert_close(gb, rb, "float16", "grad_b")
+    with pytest.raises(TypeError, match="cupy"):
+        cla.linear_act(np.zeros((2, 2), np.float16), w)
+
+
+# ---- GPU: large shapes against torch, PTX ------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_large_forward_backward_vs_torch(dtype):
+    """A shape that takes the large tiling (many 128x128 tiles) and is ragged."""
+    x, w, b = _inputs((2047,), 1032, 3000, dtype, seed=110)
+    y, pre = nf.linear_act_forward(x, w, b, "gelu_tanh", save_preact=True)
+    ref_y, ref_pre = la.linear_act_ref(x, w, b, "gelu_tanh", save_preact=True)
+    _assert_vs_torch(y, F.gelu(F.linear(x, w, b), approximate="tanh"), ref_y, dtype, "y")
+    go = _rand(y.shape, dtype, torch.Generator().manual_seed(111))
+    gx, gw, gb = nf.linear_act_backward(go, x, w, pre, "gelu_tanh")
+    rx, rw, rb = la.linear_act_backward_ref(go, x, w, pre, "gelu_tanh")
+    assert_close(gx, rx, dtype, "grad_x")
+    assert_close(gw, rw, dtype, "grad_weight")
+    assert_close(gb, rb, dtype, "grad_bias")
+
+
+def _sass(kernel, tmp_path):
+    """SASS of a compiled kernel: numba's nvdisasm path, else cuobjdump, else skip."""
+    try:
+        return kernel.dispatcher.inspect_sass(kernel.argtypes)
+    except RuntimeError:
+        pass
+    tool = shutil.which("cuobjdump")
+    if tool is None and os.path.exists("/usr/local/cuda/bin/cuobjdump"):
+        tool = "/usr/local/cuda/bin/cuobjdump"
+    if tool is None:
+        pytest.skip("no nvdisasm or cuobjdump here")
+    cubin = kernel._compiled[0]._codelibrary.get_cubin()
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin.code)
+    return subprocess.run([tool, "-sass", str(path)], check=True, capture_output=True,
+                          text=True).stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("role", la.ROLES)
+def test_sass_uses_tensor_cores(role, tmp_path):
+    """The GEMMs' machine code: HMMA (tensor cores), LDSM (ldmatrix), LDGSTS (cp.async)."""
+    kernel = la.make_tc_kernel(role, "float16", True, la.TC_LARGE).compile()
+    sass = _sass(kernel, tmp_path)
+    assert "HMMA" in sass and "LDSM" in sass and "LDGSTS" in sass
+
+
+def _ptx_id(k):
+    return k.name
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("kernel", list(la.shipped_kernels()), ids=_ptx_id)
+def test_shipped_kernels_compile_without_spills(kernel):
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    with offline_compile():
+        ptx = kernel.ptx()
+    if "simt" not in kernel.name and "act_grad" not in kernel.name:
+        assert "mma.sync.aligned.m16n8k16.row.col.f32" in ptx
+        assert "ldmatrix.sync.aligned.m8n8.x4" in ptx
+        if "_vec_" in kernel.name:
+            assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group" in ptx
+            assert "st.global.v4.u32" in ptx
+    rep = ptxas_report(ptx)
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
