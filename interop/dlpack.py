@@ -30,6 +30,9 @@ __all__ = [
 ]
 
 _POISON = [False]
+_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4,
+             "uint32": 4, "int64": 8, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2,
+             "bool": 1}
 
 
 @contextlib.contextmanager
@@ -66,10 +69,12 @@ class KernelArray:
     device: CUDA device ordinal (GPU) or None.
     """
 
-    __slots__ = ("owner", "lib", "dtype", "shape", "strides", "ptr", "host", "device", "_abi")
+    __slots__ = ("owner", "lib", "dtype", "shape", "strides", "ptr", "host", "device",
+                 "itemsize", "_abi", "_size")
 
     def __init__(self, owner, lib, dtype, shape, strides, ptr=None, host=None, device=None):
-        # shape / strides: tuples of Python ints (callers convert; this is per-call code).
+        # shape / strides: tuples of Python ints (callers convert: this is per-call code,
+        # so nothing here is computed before it is needed).
         self.owner = owner
         self.lib = lib
         self.dtype = dtype
@@ -78,7 +83,9 @@ class KernelArray:
         self.ptr = ptr
         self.host = host
         self.device = device
+        self.itemsize = _ITEMSIZE.get(dtype) or _np_storage(dtype).itemsize
         self._abi = None
+        self._size = None
 
     def __repr__(self):
         return f"KernelArray({self.lib}, {self.dtype}, shape={self.shape}, strides={self.strides})"
@@ -89,38 +96,37 @@ class KernelArray:
 
     @property
     def size(self):
-        n = 1
-        for s in self.shape:
-            n *= s
+        n = self._size
+        if n is None:
+            n = 1
+            for s in self.shape:
+                n *= s
+            self._size = n
         return n
 
-    @property
-    def itemsize(self):
-        return _np_storage(self.dtype).itemsize
-
     def is_contiguous(self):
+        shape = self.shape
+        if len(shape) == 1:
+            return self.strides[0] == 1 or shape[0] <= 1
         if self.size == 0:
             return True
         expect = 1
-        for dim, stride in zip(reversed(self.shape), reversed(self.strides)):
+        for dim, stride in zip(reversed(shape), reversed(self.strides)):
             if dim != 1 and stride != expect:
                 return False
             expect *= dim
         return True
 
     def reshape(self, shape):
-        """Same memory under a new shape; only for C-contiguous arrays."""
-        shape = tuple(int(s) for s in shape)
+        """Same memory under ``shape`` (a tuple of ints); only for C-contiguous arrays."""
         if not self.is_contiguous():
             raise ValueError("reshape of a non-contiguous KernelArray")
-        strides = []
-        acc = 1
-        for dim in reversed(shape):
-            strides.append(acc)
-            acc *= dim
+        shape = tuple(shape)
         host = None if self.host is None else self.host.reshape(shape)
-        return KernelArray(self.owner, self.lib, self.dtype, shape, tuple(reversed(strides)),
-                           self.ptr, host, self.device)
+        out = KernelArray(self.owner, self.lib, self.dtype, shape, _c_strides(shape),
+                          self.ptr, host, self.device)
+        out._size = self._size
+        return out
 
     def flat2d(self):
         """``[prod(leading dims), last dim]`` view of a C-contiguous array."""
@@ -131,11 +137,18 @@ class KernelArray:
     @property
     def abi_args(self):
         """The array flattened as numba's kernel ABI takes it."""
-        if self._abi is None:
+        abi = self._abi
+        if abi is None:
             item = self.itemsize
-            self._abi = (0, 0, self.size, item, self.ptr, *self.shape,
-                         *(s * item for s in self.strides))
-        return self._abi
+            strides = self.strides
+            if len(strides) == 1:
+                sb = (strides[0] * item,)
+            elif len(strides) == 2:
+                sb = (strides[0] * item, strides[1] * item)
+            else:
+                sb = tuple(st * item for st in strides)
+            abi = self._abi = (0, 0, self.size, item, self.ptr, *self.shape, *sb)
+        return abi
 
     def to_numba(self):
         """A numba device array over the same memory (numba's own launch path)."""
