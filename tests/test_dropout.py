@@ -440,7 +440,16 @@ FORWARD_BAD = [
 ]
 
 
-@pytest.mark.parametrize("over,exc,msg", FORWARD_BAD, ids=lambda v: str(v)[:40])
+def _bad_id(v):
+    # Stable across processes (pytest-xdist compares ids): no tensor reprs.
+    if isinstance(v, dict):
+        return "+".join(f"{k}={type(val).__name__}" for k, val in v.items())
+    if isinstance(v, type):
+        return v.__name__
+    return str(v)[:40]
+
+
+@pytest.mark.parametrize("over,exc,msg", FORWARD_BAD, ids=_bad_id)
 def test_forward_rejects_bad_input(over, exc, msg):
     kw = _fwd_case(**{k: (v.to(device()) if isinstance(v, torch.Tensor) else v)
                       for k, v in over.items()})
@@ -460,7 +469,7 @@ BACKWARD_BAD = [
 ]
 
 
-@pytest.mark.parametrize("over,exc,msg", BACKWARD_BAD, ids=lambda v: str(v)[:40])
+@pytest.mark.parametrize("over,exc,msg", BACKWARD_BAD, ids=_bad_id)
 def test_backward_rejects_bad_input(over, exc, msg):
     kw = {"grad_out": torch.randn(4, 8), "x": torch.randn(4, 8), "bias": torch.randn(8),
           "p": 0.5, "activation": "relu"}
