@@ -281,6 +281,26 @@ def run(args):
     return results
 
 
+def cli_rows(quick=False, copy_gbps=None):
+    """Rows for ``python -m bench`` (its column names): fp16 16384x4096, p = 0.1,
+    dropout(x+b) and dropout(gelu(x+b)), forward and backward; fp32 and bf16 too
+    unless quick."""
+    argv = ["--dtypes", "float16" if quick else "float16,bfloat16,float32",
+            "--activations", "none,gelu"]
+    if quick:
+        argv += ["--reps", "50"]
+    out = []
+    for r in run(parse_args(argv)):
+        if r["kind"] != "timing":
+            continue
+        out.append({"op": "dropout", "case": f"{r['op']} {r['shape']} p={r['p']}",
+                    "dtype": r["dtype"], "pass": r["direction"], "provider": r["provider"],
+                    "median_ms": r["median_ms"], "p20_ms": r["p20_ms"], "p80_ms": r["p80_ms"],
+                    "GB/s": r["gbps"], "%copy": r["pct_copy_bw"],
+                    "speedup": r.get("speedup_vs_eager")})
+    return out
+
+
 def _cfg_label(cfg):
     return ",".join(f"{k}={v}" for k, v in cfg._asdict().items() if v is not None)
 

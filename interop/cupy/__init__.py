@@ -1,11 +1,13 @@
 """CuPy front end: the numba_fused ops taking and returning CuPy arrays, launched
 on CuPy's current stream."""
 
+from .attention import attention_backward, attention_forward
 from .dropout import dropout_bias_act_backward, dropout_bias_act_forward
 from .linear_act import (activation_backward, linear_act, linear_act_backward,
                          linear_act_dgrad, linear_act_forward, linear_weight_grad)
 
 __all__ = [
+    "attention_forward", "attention_backward",
     "dropout_bias_act_forward", "dropout_bias_act_backward",
     "linear_act", "linear_act_forward", "linear_act_dgrad", "linear_act_backward",
     "linear_weight_grad", "activation_backward",

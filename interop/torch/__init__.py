@@ -5,10 +5,12 @@ Each function is a ``torch.autograd.Function`` underneath; dropout seeds come fr
 torch's generators, so ``torch.manual_seed`` reproduces runs.
 """
 
+from .attention import AttentionFunction, FusedAttention, scaled_dot_product_attention
 from .dropout import DropoutBiasActFunction, FusedDropoutBiasAct, dropout_bias_act
 from .linear_act import FusedLinearAct, FusedMLP, linear_act
 
 __all__ = [
+    "scaled_dot_product_attention", "FusedAttention", "AttentionFunction",
     "dropout_bias_act", "FusedDropoutBiasAct", "DropoutBiasActFunction",
     "linear_act", "FusedLinearAct", "FusedMLP",
 ]

@@ -1,0 +1,146 @@
+"""PyTorch front end of the memory-efficient attention kernels.
+
+``scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+is_causal=False, scale=None, window=0)`` takes torch's layout ``[..., heads, seq, dim]``
+(4-D ``[B, H, S, D]`` or 3-D ``[B, S, D]``) and hands the kernels transposed views
+(``[B, S, H, D]``, no copy). ``is_causal`` is torch's (top-left aligned); ``window > 0``
+adds a sliding window to it. ``attn_mask``: a bool mask (True = take part) becomes an
+additive 0 / -inf bias; a float mask is added to the scores, and gets a gradient when
+it requires one. Rows that see no key give 0 (torch gives NaN there). Dropout seeds
+come from torch's generator (``torch.manual_seed`` reproduces a run) and the backward
+regenerates the same mask. ``FusedAttention`` is the module form.
+"""
+
+import math
+
+import torch
+
+from numba_fused.attention import attention_backward, attention_forward
+
+from ._rng import next_seed_offset
+
+__all__ = ["scaled_dot_product_attention", "FusedAttention", "AttentionFunction"]
+
+
+class AttentionFunction(torch.autograd.Function):
+    """Autograd over ``numba_fused.attention_forward`` / ``attention_backward``.
+
+    Inputs q, k, v ``[B, S, H, D]`` (any strides with a unit last stride); ``bias``: None
+    or an additive bias in q's dtype of any shape that broadcasts to ``[B, H, Sq, Sk]``
+    (the kernels see it expanded, stride 0 where broadcast; its gradient comes back
+    summed over those dimensions, i.e. in the bias's own shape). Returns out
+    ``[B, Sq, H, Dv]``.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, causal, window, dropout_p, seed, offset, scale):
+        bias4 = None if bias is None else _expand_bias(bias, q, k)
+        out, lse = attention_forward(q, k, v, bias=bias4, causal=causal, window=window,
+                                     dropout_p=dropout_p, seed=seed, offset=offset, scale=scale)
+        ctx.save_for_backward(q, k, v, bias, out, lse)
+        ctx.options = dict(causal=causal, window=window, dropout_p=dropout_p, seed=seed,
+                           offset=offset, scale=scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, bias, out, lse = ctx.saved_tensors
+        if grad_out.stride(-1) != 1:
+            grad_out = grad_out.contiguous()
+        bias4 = None if bias is None else _expand_bias(bias, q, k)
+        need_bias = bias is not None and ctx.needs_input_grad[3]
+        gq, gk, gv, gb = attention_backward(grad_out, q, k, v, out, lse, bias=bias4,
+                                            need_bias_grad=need_bias, **ctx.options)
+        if gb is not None:
+            gb = gb.reshape(bias.shape)
+        return gq, gk, gv, gb, None, None, None, None, None, None
+
+
+def _expand_bias(bias, q, k):
+    """``bias`` viewed as ``[B, H, Sq, Sk]`` (leading 1s added, stride 0 where broadcast)."""
+    B, Sq, H, _ = q.shape
+    view = bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))
+    return view.expand(B, H, Sq, k.shape[1])
+
+
+def _mask_to_bias(attn_mask, query, B, H, Sq, Sk):
+    """attn_mask (broadcastable to [B, H, Sq, Sk]) as an additive bias in query's dtype,
+    in attn_mask's shape (autograd then routes the bias gradient to the mask)."""
+    if not isinstance(attn_mask, torch.Tensor):
+        raise TypeError(f"attn_mask must be a torch.Tensor or None, got {type(attn_mask).__name__}")
+    if attn_mask.device != query.device:
+        raise ValueError(f"attn_mask is on {attn_mask.device} but query is on {query.device}")
+    if attn_mask.dim() > 4:
+        raise ValueError(f"attn_mask must have at most 4 dimensions, got shape {tuple(attn_mask.shape)}")
+    try:
+        target = tuple(torch.broadcast_shapes(tuple(attn_mask.shape), (B, H, Sq, Sk)))
+    except RuntimeError:
+        target = None
+    if target != (B, H, Sq, Sk):
+        raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to "
+                         f"[batch, heads, seq_q, seq_k] = {[B, H, Sq, Sk]}")
+    if attn_mask.dtype == torch.bool:
+        bias = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device)
+        return bias.masked_fill_(~attn_mask, float("-inf"))
+    if not attn_mask.is_floating_point():
+        raise TypeError(f"attn_mask must be bool or floating point, got {attn_mask.dtype}")
+    bias = attn_mask.to(query.dtype)
+    # A stride-0 dimension the caller made is one position per index for autograd, but
+    # the kernels sum the gradient over every stride-0 dimension: give it real memory
+    # when a gradient is wanted.
+    if bias.requires_grad and any(st == 0 and n > 1 for st, n in zip(bias.stride(), bias.shape)):
+        bias = bias.contiguous()
+    return bias
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, window=0):
+    """``torch.nn.functional.scaled_dot_product_attention`` on the fused kernels (see
+    the module docstring); returns ``[..., heads, seq_q, head_dim_v]``."""
+    for t, name in ((query, "query"), (key, "key"), (value, "value")):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if query.dim() not in (3, 4) or key.dim() != query.dim() or value.dim() != query.dim():
+        raise ValueError(f"query, key, value must all be 3-D [B, S, D] or 4-D [B, H, S, D], got "
+                         f"shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    three_d = query.dim() == 3
+    if three_d:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+    q, k, v = (t.transpose(1, 2) for t in (query, key, value))
+    B, Sq, H, _ = q.shape
+    Sk = k.shape[1]
+    if window and not is_causal:
+        raise ValueError("window > 0 needs is_causal=True")
+    bias = None
+    if attn_mask is not None:
+        bias = _mask_to_bias(attn_mask, query, B, H, Sq, Sk)
+    seed = offset = 0
+    if dropout_p > 0.0:
+        seed, offset = next_seed_offset(query.device, B * H * Sq * math.ceil(Sk / 4))
+    out = AttentionFunction.apply(q, k, v, bias, "top_left" if is_causal else None,
+                                  window, dropout_p, seed, offset, scale)
+    out = out.transpose(1, 2)
+    return out.squeeze(1) if three_d else out
+
+
+class FusedAttention(torch.nn.Module):
+    """Attention ``softmax(q k^T * scale + mask) v`` with dropout on the attention weights
+    in training mode. Arguments as :func:`scaled_dot_product_attention`."""
+
+    def __init__(self, dropout=0.0, causal=False, window=0, scale=None):
+        super().__init__()
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"dropout must be in [0, 1], got {dropout}")
+        self.dropout = dropout
+        self.causal = causal
+        self.window = window
+        self.scale = scale
+
+    def forward(self, query, key, value, attn_mask=None):
+        return scaled_dot_product_attention(
+            query, key, value, attn_mask=attn_mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=self.causal, scale=self.scale, window=self.window)
+
+    def extra_repr(self):
+        return f"dropout={self.dropout}, causal={self.causal}, window={self.window}, scale={self.scale}"

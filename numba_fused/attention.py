@@ -1,0 +1,532 @@
+"""Memory-efficient attention (forward and backward) after PyTorch's CUTLASS kernel.
+
+Array-level API (layout ``[batch, seq, heads, head_dim]`` as the seed; strided views
+such as torch's ``[B, H, S, D]`` transposed are taken without copies):
+
+- ``attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, seed=0,
+  offset=0, scale=None, cu_seqlens_q=None, cu_seqlens_k=None)`` -> ``(out, lse)``
+- ``attention_backward(grad_out, q, k, v, out, lse, ...same options...,
+  deterministic=False)`` -> ``(grad_q, grad_k, grad_v, grad_bias_or_None)``
+- ``attention_ref(...)``: the same math in float64 NumPy (tests, benchmarks);
+  ``dropout_keep_ref``: the kernels' dropout decisions.
+
+Math: ``s_ij = scale * q_i . k_j + bias_ij`` over the keys ``j`` query ``i`` sees
+(causal ``"top_left"``: ``j <= i``; ``"bottom_right"``: ``j <= i + Sk - Sq``; with
+``window > 0`` also ``j > i + shift - window``); ``P = softmax(s)``;
+``out = (P * Z) v`` with ``Z = keep / (1 - dropout_p)`` (Philox, regenerated in the
+backward; keying in :mod:`numba_fused.attention_fwd`); ``lse_i = log sum_j exp(s_ij)``
+(float32 ``[batch, heads, seq_q]``). A query that sees no key gets out = 0, lse = -inf
+and zero gradients. ``scale`` defaults to ``1 / sqrt(head_dim)``.
+
+``bias``: additive, ``[batch, heads, seq_q, seq_k]`` with any strides (stride 0
+broadcasts). Its gradient is ``dS`` summed over the dimensions where the bias has
+stride 0 (and size > 1): ``grad_bias`` has the bias's shape with those dimensions
+set to 1 (for a bias made by broadcasting, the gradient of what was broadcast).
+
+Varlen: ``cu_seqlens_q`` / ``cu_seqlens_k`` int32 ``[num_seqs + 1]`` (non-decreasing
+offsets into dim 1 of q and k, whose batch dimension is then 1); lse is
+``[num_seqs, heads, max_seqlen_q]`` with -inf past each sequence's end. The offsets
+are read on the host (for the checks and the grid), which synchronises with the
+device once per call.
+
+Checks (as the seed's ``check_supported``): q, k, v, out, grad_out need a unit stride
+along head_dim and no negative strides; head dims 1..128 (q/k and v may differ);
+matching batch / heads / lengths; a window only with a causal mask; no bias with
+varlen; dropout_p in [0, 1]; int32, non-decreasing cu_seqlens within the packed
+lengths. There is no pointer-alignment requirement: these kernels load element by
+element.
+
+Keyword extras: ``block`` (tile shape: an int 8/16/32/64 or ``(blk, rows_per_thread,
+chunk)``; tests use small ones), and for the backward ``num_splits`` (key splits, the
+seed's ``num_splits_key``; default fills the GPU) and ``need_bias_grad`` (False skips
+dBias).
+"""
+
+import functools
+import math
+import numbers
+
+import numpy as np
+
+from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_handle
+
+from . import checks
+from .attention_bwd import (make_attention_bwd_kernel, make_attention_bwd_prep_kernel,
+                            make_bias_grad_reduce_kernel)
+from .attention_fwd import (D_MAXES, MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT, TileConfig,
+                            make_attention_fwd_kernel)
+from .dtypes import DTYPES
+from .launch import SIMULATOR, cdiv
+from .philox import philox4x32_np, split_u64, uniform_from_bits_np
+
+__all__ = ["attention_forward", "attention_backward", "attention_ref", "dropout_keep_ref",
+           "shipped_kernels", "MAX_HEAD_DIM"]
+
+MAX_HEAD_DIM = 128
+_MASKS = {None: MASK_NONE, "top_left": MASK_TOP_LEFT, "bottom_right": MASK_BOTTOM_RIGHT}
+# GPU tiles: 64 queries x 64 keys, 256 threads, 4x4 score / 4x(D/16) output registers.
+GPU_TILE = TileConfig(64, 4, 16)
+# Simulator default: 16 threads per block keeps CPU CI fast.
+SIM_TILE = TileConfig(16, 4, 8)
+_PRESETS = {8: TileConfig(8, 2, 8), 16: TileConfig(16, 4, 8), 32: TileConfig(32, 4, 8),
+            64: GPU_TILE}
+
+
+def _tile(block):
+    if block is None:
+        return SIM_TILE if SIMULATOR else GPU_TILE
+    if isinstance(block, numbers.Integral) and not isinstance(block, bool):
+        if int(block) not in _PRESETS:
+            raise ValueError(f"block must be one of {sorted(_PRESETS)} or a (blk, rm, kc) "
+                             f"tuple, got {block!r}")
+        return _PRESETS[int(block)]
+    try:
+        return TileConfig(*(int(x) for x in block)).validate()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"block must be one of {sorted(_PRESETS)} or a valid (blk, rm, kc) "
+                         f"tuple, got {block!r}") from exc
+
+
+# ---------------------------------------------------------------- argument checks
+
+
+def _host_ints(arr):
+    """The values of a small int array as a host NumPy array (copies from the GPU)."""
+    if arr.host is not None:
+        return np.asarray(arr.host).astype(np.int64)
+    if arr.lib == "torch":
+        return arr.owner.detach().cpu().numpy().astype(np.int64)
+    if arr.lib == "cupy":
+        return arr.owner.get().astype(np.int64)
+    return arr.to_numba().copy_to_host().astype(np.int64)
+
+
+def _check_last_dim(arr, name):
+    if arr.shape[-1] > 1 and arr.strides[-1] != 1:
+        raise ValueError(f"{name} must have stride 1 along its last (head_dim) dimension, got "
+                         f"strides {arr.strides} for shape {arr.shape}")
+
+
+def _check_strides(arr, name):
+    if any(st < 0 for st in arr.strides):
+        raise ValueError(f"{name} has negative strides {arr.strides}; pass a copy")
+
+
+def _flat(arr):
+    """1-D view of the storage an array spans (the kernels add the strides)."""
+    extent = 0 if arr.size == 0 else 1 + sum((n - 1) * st for n, st in zip(arr.shape, arr.strides))
+    host = None
+    if arr.host is not None:
+        host = np.lib.stride_tricks.as_strided(arr.host, shape=(extent,),
+                                               strides=(arr.host.itemsize,))
+    return KernelArray(arr.owner, arr.lib, arr.dtype, (extent,), (1,), arr.ptr, host, arr.device)
+
+
+def _bsh(arr):
+    """Batch, seq and head strides of a [B, S, H, D] array."""
+    return list(arr.strides[:3])
+
+
+def _check_4d(arr, name, what):
+    if arr.ndim != 4:
+        raise ValueError(f"{name} must be 4-D {what}, got shape {arr.shape}")
+
+
+class _Args:
+    """Everything the launchers need, checked."""
+
+
+def _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
+             cu_seqlens_q, cu_seqlens_k, block):
+    a = _Args()
+    a.cfg = _tile(block)
+    Q = checks.floating_array(q, "q")
+    K = checks.floating_array(k, "k")
+    V = checks.floating_array(v, "v")
+    checks.check_same_dtype(Q, "q", (K, "k"), (V, "v"))
+    checks.check_same_device(Q, "q", (K, "k"), (V, "v"))
+    _check_4d(Q, "q", "[batch, seq_q, heads, head_dim]")
+    _check_4d(K, "k", "[batch, seq_k, heads, head_dim]")
+    _check_4d(V, "v", "[batch, seq_k, heads, head_dim_v]")
+    B, Sq, H, D = Q.shape
+    if K.shape[0] != B or K.shape[2] != H or K.shape[3] != D:
+        raise ValueError(f"k must be [batch={B}, seq_k, heads={H}, head_dim={D}] to match q "
+                         f"{Q.shape}, got {K.shape}")
+    Sk = K.shape[1]
+    if V.shape[:3] != (B, Sk, H):
+        raise ValueError(f"v must be [batch={B}, seq_k={Sk}, heads={H}, head_dim_v] to match "
+                         f"k {K.shape}, got {V.shape}")
+    Dv = V.shape[3]
+    for dim, name in ((D, "q/k head_dim"), (Dv, "v head_dim")):
+        if not 1 <= dim <= MAX_HEAD_DIM:
+            raise ValueError(f"{name} must be in [1, {MAX_HEAD_DIM}], got {dim}")
+    for arr, name in ((Q, "q"), (K, "k"), (V, "v")):
+        _check_last_dim(arr, name)
+        _check_strides(arr, name)
+    a.d_max = a.cfg.d_max_for(max(D, Dv))
+    if a.d_max is None:
+        raise ValueError(f"head_dim {max(D, Dv)} has no kernel for block {tuple(a.cfg)}")
+
+    if causal not in _MASKS:
+        raise ValueError(f"causal must be None, 'top_left' or 'bottom_right', got {causal!r}")
+    a.mask_kind = _MASKS[causal]
+    a.window = checks.check_int(window, "window", 0, 2**31 - 1)
+    if a.window > 0 and a.mask_kind == MASK_NONE:
+        raise ValueError("window > 0 (local attention) is only supported with causal="
+                         "'top_left' or 'bottom_right'")
+    a.p = checks.check_probability(dropout_p, "dropout_p")
+    a.seed = checks.check_int(seed, "seed")
+    a.offset = checks.check_int(offset, "offset")
+    if scale is None:
+        a.scale = 1.0 / math.sqrt(D)
+    else:
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+            raise ValueError(f"scale must be a finite real number or None, got {scale!r}")
+        a.scale = float(scale)
+
+    if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+        raise ValueError("cu_seqlens_q and cu_seqlens_k must be given together")
+    a.varlen = cu_seqlens_q is not None
+    if a.varlen:
+        if B != 1:
+            raise ValueError(f"with cu_seqlens, q, k, v must have batch 1 (sequences packed "
+                             f"along dim 1), got batch {B}")
+        cus = []
+        for obj, name, total in ((cu_seqlens_q, "cu_seqlens_q", Sq), (cu_seqlens_k, "cu_seqlens_k", Sk)):
+            C = as_kernel_array(obj, name)
+            if C.dtype != "int32":
+                raise TypeError(f"{name} must have dtype int32, got {C.dtype}")
+            if C.ndim != 1 or C.shape[0] < 1:
+                raise ValueError(f"{name} must be 1-D [num_seqs + 1], got shape {C.shape}")
+            checks.check_same_device(Q, "q", (C, name))
+            host = _host_ints(C)
+            if host[0] < 0 or np.any(np.diff(host) < 0):
+                raise ValueError(f"{name} must be non-negative and non-decreasing, got {host.tolist()}")
+            if host[-1] > total:
+                raise ValueError(f"{name} ends at {int(host[-1])} but dim 1 of "
+                                 f"{'q' if name == 'cu_seqlens_q' else 'k'} has {total} rows")
+            cus.append((C, host))
+        (a.cu_q, hq), (a.cu_k, hk) = cus
+        if hq.shape != hk.shape:
+            raise ValueError(f"cu_seqlens_q and cu_seqlens_k must have the same length, got "
+                             f"{hq.shape[0]} and {hk.shape[0]}")
+        a.nb = hq.shape[0] - 1
+        a.rows = int(np.max(np.diff(hq))) if a.nb else 0
+        a.kcols = int(np.max(np.diff(hk))) if a.nb else 0
+    else:
+        a.cu_q = a.cu_k = None
+        a.nb, a.rows, a.kcols = B, Sq, Sk
+
+    a.B = None
+    if bias is not None:
+        if a.varlen:
+            raise ValueError("bias with cu_seqlens is not supported (as the seed kernel)")
+        a.B = checks.floating_array(bias, "bias")
+        checks.check_same_dtype(Q, "q", (a.B, "bias"))
+        checks.check_same_device(Q, "q", (a.B, "bias"))
+        if a.B.shape != (B, H, Sq, Sk):
+            raise ValueError(f"bias must be [batch, heads, seq_q, seq_k] = {(B, H, Sq, Sk)} "
+                             f"(broadcast with stride 0 where needed), got {a.B.shape}")
+        _check_strides(a.B, "bias")
+    a.bias_strides = list(a.B.strides) if a.B is not None else [0, 0, 0, 0]
+    a.Q, a.K, a.V = Q, K, V
+    a.dims = (B, Sq, H, D, Sk, Dv)
+    a.dtype = Q.dtype
+    a.dropout = a.p > 0.0
+    seed_lo, seed_hi = split_u64(a.seed)
+    off_lo, off_hi = split_u64(a.offset)
+    drop_scale = 0.0 if a.p >= 1.0 else 1.0 / (1.0 - a.p)
+    a.scalars = [a.scale, a.mask_kind, a.window, int(a.B is not None), int(a.varlen),
+                 a.p, drop_scale, seed_lo, seed_hi, off_lo, off_hi,
+                 a.rows, cdiv(a.kcols, 4)]
+    return a
+
+
+_INT32_DUMMIES = {}
+
+
+def _int32_dummy(like):
+    """A tiny int32 array on like's device standing in for absent cu_seqlens (never
+    read; never an array a kernel writes: the simulator copies every array argument in
+    and back out, so an alias of a written array would be overwritten)."""
+    key = (like.lib, like.device)
+    arr = _INT32_DUMMIES.get(key)
+    if arr is None:
+        arr = empty_like_lib(like, (2,), "int32")
+        if like.lib in ("torch", "cupy", "numba"):
+            _INT32_DUMMIES[key] = arr
+    return arr
+
+
+# ---------------------------------------------------------------- forward
+
+
+def attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, seed=0,
+                      offset=0, scale=None, cu_seqlens_q=None, cu_seqlens_k=None, *, block=None):
+    """Attention forward: ``(out [B, Sq, H, Dv], lse [B, H, Sq] float32)``; see the module
+    docstring for the math and the options."""
+    a = _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
+                 cu_seqlens_q, cu_seqlens_k, block)
+    B, Sq, H, D, Sk, Dv = a.dims
+    out = empty_like_lib(a.Q, (B, Sq, H, Dv), a.dtype)
+    lse = empty_like_lib(a.Q, (a.nb, H, a.rows), "float32")
+    if a.nb == 0 or H == 0 or a.rows == 0:
+        return out.owner, lse.owner
+    cu_q = a.cu_q if a.varlen else _int32_dummy(a.Q)
+    cu_k = a.cu_k if a.varlen else cu_q
+    kernel = make_attention_fwd_kernel(a.dtype, a.d_max, a.dropout, a.cfg)
+    grid = (cdiv(a.rows, a.cfg.blk), H, a.nb)
+    bias_arr = a.B if a.B is not None else a.Q
+    kernel.launch(grid, a.cfg.nt, stream_handle(a.Q), [
+        _flat(a.Q), _flat(a.K), _flat(a.V), _flat(bias_arr), _flat(out), _flat(lse), cu_q, cu_k,
+        *_bsh(a.Q), *_bsh(a.K), *_bsh(a.V), *_bsh(out), *a.bias_strides, *lse.strides,
+        Sq, Sk, D, Dv, a.rows, *a.scalars])
+    return out.owner, lse.owner
+
+
+# ---------------------------------------------------------------- backward
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device):
+    if SIMULATOR:
+        return 1
+    from numba import cuda
+
+    with cuda.gpus[device or 0]:
+        return cuda.get_current_device().MULTIPROCESSOR_COUNT
+
+
+def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, window=0,
+                       dropout_p=0.0, seed=0, offset=0, scale=None, cu_seqlens_q=None,
+                       cu_seqlens_k=None, deterministic=False, *, need_bias_grad=True,
+                       num_splits=None, block=None):
+    """Attention backward: ``(grad_q, grad_k, grad_v, grad_bias_or_None)`` for the
+    forward with the same options; ``out`` and ``lse`` are what the forward returned.
+    ``deterministic=True`` makes dQ bit-identical run to run (per-split workspace
+    slices summed in split order instead of the lock's arrival order)."""
+    a = _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
+                 cu_seqlens_q, cu_seqlens_k, block)
+    B, Sq, H, D, Sk, Dv = a.dims
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
+    if not isinstance(need_bias_grad, (bool, np.bool_)):
+        raise TypeError(f"need_bias_grad must be a bool, got {type(need_bias_grad).__name__}")
+    GO = checks.floating_array(grad_out, "grad_out")
+    O = checks.floating_array(out, "out")
+    L = checks.floating_array(lse, "lse", ("float32",))
+    checks.check_same_dtype(a.Q, "q", (GO, "grad_out"), (O, "out"))
+    checks.check_same_device(a.Q, "q", (GO, "grad_out"), (O, "out"), (L, "lse"))
+    for arr, name in ((GO, "grad_out"), (O, "out")):
+        if arr.shape != (B, Sq, H, Dv):
+            raise ValueError(f"{name} must be [batch, seq_q, heads, head_dim_v] = "
+                             f"{(B, Sq, H, Dv)}, got {arr.shape}")
+        _check_last_dim(arr, name)
+        _check_strides(arr, name)
+    _check_strides(L, "lse")
+    if L.ndim != 3 or L.shape[:2] != (a.nb, H) or (L.shape[2] != a.rows if not a.varlen
+                                                     else L.shape[2] < a.rows):
+        want = f"[{a.nb}, {H}, {a.rows}]" if not a.varlen else f"[{a.nb}, {H}, >= {a.rows}]"
+        raise ValueError(f"lse must be {want} float32 (as attention_forward returns), got {L.shape}")
+
+    cfg = a.cfg
+    blk = cfg.blk
+    nkb = cdiv(a.kcols, blk)
+    if num_splits is None:
+        nsplit = max(1, min(nkb, _sm_count(a.Q.device) // max(1, a.nb * H)))
+    else:
+        nsplit = checks.check_int(num_splits, "num_splits", 1, 2**15)
+        if nsplit > max(1, nkb):
+            raise ValueError(f"num_splits={nsplit} is too large for seq_k={a.kcols} "
+                             f"({nkb} key blocks of {blk})")
+    want_gb = a.B is not None and bool(need_bias_grad)
+
+    gq = empty_like_lib(a.Q, (B, Sq, H, D), a.dtype)
+    gk = empty_like_lib(a.Q, (B, Sk, H, D), a.dtype)
+    gv = empty_like_lib(a.Q, (B, Sk, H, Dv), a.dtype)
+    gb = red = None
+    reduce_dims = ()
+    if want_gb:
+        reduce_dims = tuple(i for i in range(4) if a.B.strides[i] == 0 and a.B.shape[i] > 1)
+        red_shape = tuple(1 if i in reduce_dims else s for i, s in enumerate(a.B.shape))
+        red = empty_like_lib(a.Q, red_shape, a.dtype)
+        gb = red if not reduce_dims else empty_like_lib(a.Q, a.B.shape, a.dtype)
+
+    def result():
+        return gq.owner, gk.owner, gv.owner, (red.owner if red is not None else None)
+
+    if a.nb == 0 or H == 0 or (a.rows == 0 and a.kcols == 0):
+        return result()
+
+    nqb = cdiv(a.rows, blk)
+    slices = nsplit if deterministic else 1
+    delta = empty_like_lib(a.Q, (a.nb * H * a.rows,), "float32")
+    ws = empty_like_lib(a.Q, (slices * a.nb * H, nqb * blk, D), "float32")
+    locks = empty_like_lib(a.Q, (max(2, a.nb * H * nqb * 2),), "int32")
+    cu_q = a.cu_q if a.varlen else _int32_dummy(a.Q)
+    cu_k = a.cu_k if a.varlen else cu_q
+    bias_arr = a.B if a.B is not None else a.Q
+    gb_arr = gb if gb is not None else a.Q
+    stream = stream_handle(a.Q)
+
+    gb_strides = list(gb_arr.strides[:3]) if gb is not None else [0, 0, 0]
+    sizes = [Sq, Sk, D, Dv, a.rows, nqb * blk]
+    if nqb:
+        prep = make_attention_bwd_prep_kernel(a.dtype, cfg)
+        prep.launch((nqb, H, a.nb), cfg.nt, stream, [
+            _flat(O), _flat(GO), delta, _flat(ws), locks, _flat(gq), _flat(gb_arr), cu_q, cu_k,
+            *_bsh(O), *_bsh(GO), *_bsh(gq), *gb_strides, *sizes, slices, nsplit,
+            a.mask_kind, a.window, int(a.varlen), int(want_gb)])
+    if nkb:
+        main = make_attention_bwd_kernel(a.dtype, a.d_max, a.dropout, cfg)
+        main.launch((nsplit, H, a.nb), cfg.nt, stream, [
+            _flat(a.Q), _flat(a.K), _flat(a.V), _flat(GO), _flat(bias_arr), _flat(L), delta,
+            _flat(gq), _flat(gk), _flat(gv), _flat(gb_arr), _flat(ws), locks, cu_q, cu_k,
+            *_bsh(a.Q), *_bsh(a.K), *_bsh(a.V), *_bsh(GO), *_bsh(gq), *_bsh(gk), *_bsh(gv),
+            *a.bias_strides, *L.strides, *gb_strides, *sizes, *a.scalars,
+            int(want_gb), int(bool(deterministic))])
+    if want_gb and reduce_dims and red.size:
+        kern = make_bias_grad_reduce_kernel(a.dtype)
+        threads = 32 if SIMULATOR else 256
+        grid = max(1, min(cdiv(red.size, threads), 8 * 1024))
+        flags = [int(i in reduce_dims) for i in range(4)]
+        kern.launch(grid, threads, stream, [gb, red, *flags])
+    return result()
+
+
+# ---------------------------------------------------------------- references
+
+
+def dropout_keep_ref(num_seqs, heads, rows, cols, p, seed, offset):
+    """bool ``[num_seqs, heads, rows, cols]``: True where the kernels keep P[i, j] under
+    dropout probability ``p`` (rows / cols: Sq / Sk, or the max sequence lengths with
+    varlen), from the same Philox positions as the kernels."""
+    groups = cdiv(cols, 4)
+    b, h, i, g = np.meshgrid(np.arange(num_seqs, dtype=np.uint64), np.arange(heads, dtype=np.uint64),
+                             np.arange(rows, dtype=np.uint64), np.arange(groups, dtype=np.uint64),
+                             indexing="ij")
+    pos = ((b * np.uint64(heads) + h) * np.uint64(rows) + i) * np.uint64(groups) + g
+    off_lo, off_hi = split_u64(offset)
+    ctr = np.stack([pos & np.uint64(0xFFFFFFFF), pos >> np.uint64(32),
+                    np.full_like(pos, off_lo), np.full_like(pos, off_hi)], axis=-1)
+    bits = philox4x32_np(ctr.astype(np.uint32), split_u64(seed))
+    keep = uniform_from_bits_np(bits) >= np.float32(p)
+    return keep.reshape(num_seqs, heads, rows, groups * 4)[..., :cols]
+
+
+def _to64(x):
+    if x is None:
+        return None
+    if hasattr(x, "detach"):
+        return x.detach().to("cpu").double().numpy()
+    if hasattr(x, "get"):
+        x = x.get()
+    x = np.asarray(x)
+    if x.dtype == np.uint16:
+        return (x.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def _zero_stride_dims(x):
+    if hasattr(x, "stride") and callable(x.stride):
+        strides = x.stride()
+    else:
+        strides = getattr(x, "strides", None) or ()
+    return tuple(i for i, (s, n) in enumerate(zip(strides, x.shape)) if s == 0 and n > 1)
+
+
+def attention_ref(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, seed=0, offset=0,
+                  scale=None, cu_seqlens_q=None, cu_seqlens_k=None, grad_out=None):
+    """float64 NumPy attention with the kernels' semantics (inputs: torch / NumPy / CuPy
+    arrays; bfloat16 NumPy data as uint16 bits). Returns ``(out, lse)``, or with
+    ``grad_out`` ``(out, lse, grad_q, grad_k, grad_v, grad_bias_or_None)``; grad_bias is
+    reduced over the bias's stride-0 dimensions as ``attention_backward`` does."""
+    qn, kn, vn = _to64(q), _to64(k), _to64(v)
+    bn = _to64(bias)
+    gon = _to64(grad_out)
+    B, Sq, H, D = qn.shape
+    Sk = kn.shape[1]
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    if cu_seqlens_q is not None:
+        cq = _to64(cu_seqlens_q).astype(np.int64)
+        ck = _to64(cu_seqlens_k).astype(np.int64)
+        nb = cq.shape[0] - 1
+        rows = int(np.max(np.diff(cq))) if nb else 0
+        cols = int(np.max(np.diff(ck))) if nb else 0
+        spans = [(0, cq[i], cq[i + 1], ck[i], ck[i + 1]) for i in range(nb)]
+    else:
+        nb, rows, cols = B, Sq, Sk
+        spans = [(i, 0, Sq, 0, Sk) for i in range(B)]
+    p = float(dropout_p)
+    keep = dropout_keep_ref(nb, H, rows, cols, p, seed, offset) if p > 0 else None
+    zscale = 0.0 if p >= 1 else 1.0 / (1.0 - p)
+    shift_br = causal == "bottom_right"
+
+    out = np.zeros(qn.shape[:3] + (vn.shape[3],))
+    lse = np.full((nb, H, rows), -np.inf)
+    grads = None
+    if gon is not None:
+        grads = [np.zeros_like(qn), np.zeros_like(kn), np.zeros_like(vn),
+                 None if bn is None else np.zeros((B, H, Sq, Sk))]
+    for seq, (bi, q0, q1, k0, k1) in enumerate(spans):
+        Qh = qn[bi, q0:q1].transpose(1, 0, 2)
+        Kh = kn[bi, k0:k1].transpose(1, 0, 2)
+        Vh = vn[bi, k0:k1].transpose(1, 0, 2)
+        sq, sk = q1 - q0, k1 - k0
+        s = scale * np.einsum("hid,hjd->hij", Qh, Kh)
+        if bn is not None:
+            s = s + bn[bi]
+        ii = np.arange(sq)[:, None]
+        jj = np.arange(sk)[None, :]
+        vis = np.ones((sq, sk), dtype=bool)
+        if causal is not None:
+            shift = sk - sq if shift_br else 0
+            vis &= jj <= ii + shift
+            if window > 0:
+                vis &= jj > ii + shift - window
+        s = np.where(vis, s, -np.inf)
+        m = s.max(axis=-1, keepdims=True) if sk else np.full((H, sq, 1), -np.inf)
+        m_safe = np.where(np.isfinite(m), m, 0.0)
+        e = np.where(vis, np.exp(np.where(vis, s, 0.0) - m_safe), 0.0)
+        lsum = e.sum(axis=-1, keepdims=True)
+        P = np.divide(e, lsum, out=np.zeros_like(e), where=lsum > 0)
+        with np.errstate(divide="ignore"):
+            lse[seq, :, :sq] = np.where(lsum[..., 0] > 0, m_safe[..., 0] + np.log(lsum[..., 0]),
+                                        -np.inf)
+        Z = 1.0 if keep is None else keep[seq, :, :sq, :sk] * zscale
+        PZ = P * Z
+        out[bi, q0:q1] = np.einsum("hij,hjd->hid", PZ, Vh).transpose(1, 0, 2)
+        if grads is not None:
+            dO = gon[bi, q0:q1].transpose(1, 0, 2)
+            dP = np.einsum("hid,hjd->hij", dO, Vh) * Z
+            delta = (P * dP).sum(axis=-1, keepdims=True)
+            dS = P * (dP - delta)
+            grads[0][bi, q0:q1] = scale * np.einsum("hij,hjd->hid", dS, Kh).transpose(1, 0, 2)
+            grads[1][bi, k0:k1] = scale * np.einsum("hij,hid->hjd", dS, Qh).transpose(1, 0, 2)
+            grads[2][bi, k0:k1] = np.einsum("hij,hid->hjd", PZ, dO).transpose(1, 0, 2)
+            if grads[3] is not None:
+                grads[3][bi] = dS
+    if grads is None:
+        return out, lse
+    gbias = grads[3]
+    if gbias is not None:
+        red = _zero_stride_dims(bias)
+        if red:
+            gbias = gbias.sum(axis=red, keepdims=True)
+    return out, lse, grads[0], grads[1], grads[2], gbias
+
+
+# ---------------------------------------------------------------- registry
+
+
+def shipped_kernels():
+    """Every kernel the launchers pick on the GPU (GPU tile, each dtype, width, dropout)."""
+    for dt in DTYPES:
+        for d_max in D_MAXES:
+            if d_max % GPU_TILE.tx:
+                continue
+            for drop in (False, True):
+                yield make_attention_fwd_kernel(dt, d_max, drop, GPU_TILE)
+                yield make_attention_bwd_kernel(dt, d_max, drop, GPU_TILE)
+        yield make_attention_bwd_prep_kernel(dt, GPU_TILE)
+        yield make_bias_grad_reduce_kernel(dt)
