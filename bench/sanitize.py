@@ -44,7 +44,7 @@ def _layer_norm(nf, torch, dt):
 
 
 def _attention(nf, torch, dt):
-    for sq, sk, d in ((17, 23, 32), (64, 64, 64), (33, 70, 128)):
+    for sq, sk, d in ((17, 23, 32), (33, 70, 128)):
         q = torch.randn(2, sq, 2, d, device="cuda", dtype=dt)
         k = torch.randn(2, sk, 2, d, device="cuda", dtype=dt)
         v = torch.randn(2, sk, 2, d, device="cuda", dtype=dt)
@@ -57,9 +57,9 @@ def _attention(nf, torch, dt):
 
 
 def _linear_act(nf, torch, dt):
-    if dt == torch.float32:
-        return
-    for m, n, k in ((17, 40, 24), (128, 128, 64), (130, 72, 200)):
+    # (2304, 2048, 256) has enough tiles to pick the 128x128 tiling with 68 KiB of
+    # dynamic shared memory; the small ones take the 64x64 tiling and edge paths.
+    for m, n, k in ((17, 40, 24), (130, 72, 200), (2304, 2048, 256)):
         x = torch.randn(m, k, device="cuda", dtype=dt)
         w = torch.randn(n, k, device="cuda", dtype=dt) * 0.1
         b = torch.randn(n, device="cuda", dtype=dt)

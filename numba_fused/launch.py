@@ -197,7 +197,10 @@ class Kernel:
     def dispatcher(self):
         _compat.ensure_numpy_row_stack()
         if SIMULATOR:
-            return cuda.jit(**self.jit_options)(self.pyfunc)
+            # The simulator's jit takes none of the code-generation options.
+            opts = {k: v for k, v in self.jit_options.items() if k not in ("launch_bounds", "lineinfo",
+                                                                       "fastmath", "max_registers")}
+            return cuda.jit(**opts)(self.pyfunc)
         return cuda.jit(self.argtypes, **self.jit_options)(self.pyfunc)
 
     @functools.cached_property
@@ -235,7 +238,13 @@ class Kernel:
         :class:`interop.dlpack.KernelArray`, a scalar a Python number.
         """
         if SIMULATOR:
-            host = [a.host if t is None else a for a, t in zip(args, self._convert)]
+            # Wrapped as simulated device arrays, kernels work on the callers' memory in
+            # place: given plain ndarrays the simulator copies each argument in and back
+            # out, so an array passed twice would have one copy's writes overwrite the
+            # other's.
+            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+            host = [FakeCUDAArray(a.host) if t is None else a for a, t in zip(args, self._convert)]
             self.dispatcher[grid, block, 0, shared](*host)
             return
         if shared > self._smem_limit:

@@ -3,12 +3,16 @@ on CuPy's current stream."""
 
 from .attention import attention_backward, attention_forward
 from .dropout import dropout_bias_act_backward, dropout_bias_act_forward
+from .layer_norm import (layer_norm, layer_norm_backward, layer_norm_forward, rms_norm,
+                         rms_norm_backward, rms_norm_forward)
 from .linear_act import (activation_backward, linear_act, linear_act_backward,
                          linear_act_dgrad, linear_act_forward, linear_weight_grad)
 
 __all__ = [
     "attention_forward", "attention_backward",
     "dropout_bias_act_forward", "dropout_bias_act_backward",
+    "layer_norm", "rms_norm", "layer_norm_forward", "layer_norm_backward",
+    "rms_norm_forward", "rms_norm_backward",
     "linear_act", "linear_act_forward", "linear_act_dgrad", "linear_act_backward",
     "linear_weight_grad", "activation_backward",
 ]

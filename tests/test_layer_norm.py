@@ -1,0 +1,598 @@
+"""LayerNorm / RMSNorm forward and backward: float64 references, torch (on the GPU),
+every kernel layout, both dW/dB schemes, bad input, the torch and CuPy front ends,
+and the PTX compile of every shipped kernel."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import numba_fused  # noqa: F401  (installs the simulator primitives / numpy shim)
+from interop.dlpack import poison_outputs
+from numba_fused import layer_norm as ln
+from tests.util import DTYPES, SIMULATOR, TOL, assert_close, device, rel_err, torch_dtype
+
+# (rms, has_w, has_b)
+VARIANTS = [(False, True, True), (False, True, False), (False, False, True),
+            (False, False, False), (True, True, False), (True, False, False)]
+
+
+def _vid(v):
+    rms, has_w, has_b = v
+    return ("rms" if rms else "ln") + ("_w" if has_w else "") + ("_b" if has_b else "")
+
+
+# Leading shape x N. Simulator: tiny; primes, N = 1, M = 1, leading dims; 8 | N takes
+# the 16-byte path for every dtype, 4 | N for float32 only.
+SIM_SHAPES = [(1, 1), (3, 8), (5, 37), (4, 64), (2, 3, 24), (1, 13)]
+GPU_SHAPES = SIM_SHAPES + [(4096, 1024), (1, 65536), (257, 4099), (2048, 768), (64, 16384),
+                           (33, 8192), (3, 5, 4096), (1000, 130), (16384, 64)]
+SHAPES = SIM_SHAPES if SIMULATOR else GPU_SHAPES
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _randn(shape, dtype, seed, scale=1.0, shift=0.0):
+    x = torch.randn(shape, generator=_gen(seed), dtype=torch.float64) * scale + shift
+    return x.to(torch_dtype(dtype)).to(device())
+
+
+def _inputs(shape, dtype, variant, seed=0, scale=1.0, shift=0.0):
+    rms, has_w, has_b = variant
+    n = shape[-1]
+    x = _randn(shape, dtype, seed, scale, shift)
+    w = _randn((n,), dtype, seed + 1, 0.5, 1.0) if has_w else None
+    b = _randn((n,), dtype, seed + 2) if has_b else None
+    dy = _randn(shape, dtype, seed + 3)
+    return x, w, b, dy
+
+
+def _forward(variant, x, w, b, eps):
+    if variant[0]:
+        y, rstd = ln.rms_norm_forward(x, w, eps)
+        return y, None, rstd
+    return ln.layer_norm_forward(x, w, b, eps)
+
+
+def _backward(variant, dy, x, w, b, mean, rstd, det):
+    if variant[0]:
+        gx, gw = ln.rms_norm_backward(dy, x, w, rstd, deterministic=det)
+        return gx, gw, None
+    return ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=det)
+
+
+def _reference(variant, x, w, b, dy, eps):
+    """(y, mean or None, rstd, dx, dw or None, db or None) in float64."""
+    if variant[0]:
+        y, rstd, dx, dw = ln.rms_norm_ref(x, w, eps, grad_out=dy)
+        return y, None, rstd, dx, dw, None
+    return ln.layer_norm_ref(x, w, b, eps, grad_out=dy)
+
+
+def _check_all(variant, shape, dtype, det, eps=1e-5, seed=0, scale=1.0, shift=0.0,
+               tol=None):
+    """Runs forward + backward under poisoned outputs; checks every output against
+    float64. Returns our outputs and the reference."""
+    x, w, b, dy = _inputs(shape, dtype, variant, seed, scale, shift)
+    with poison_outputs():
+        y, mean, rstd = _forward(variant, x, w, b, eps)
+        gx, gw, gb = _backward(variant, dy, x, w, b, mean, rstd, det)
+    ref = _reference(variant, x, w, b, dy, eps)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    assert rstd.shape == x.shape[:-1] and rstd.dtype == torch.float32
+    assert gx.shape == x.shape and gx.dtype == x.dtype
+    assert (gw is None) == (w is None) and (gb is None) == (b is None)
+    ours = (y, mean, rstd, gx, gw, gb)
+    for name, out, want in zip(("y", "mean", "rstd", "dx", "dw", "db"), ours, ref):
+        if want is None:
+            continue
+        if name == "dx" and variant[0] and shape[-1] == 1:
+            # RMSNorm of one element: dx = w*dy*rstd*(1 - xhat^2) with xhat^2 = 1 -
+            # eps*rstd^2, a cancellation no float32 formula avoids; the error is
+            # measured against the size of the cancelling terms instead.
+            scale = ref[2][..., None] * (ln._f64(w) if w is not None else 1.0) * ln._f64(dy)
+            err = np.linalg.norm(ln._f64(out) - want) / np.linalg.norm(scale)
+            assert err < TOL[dtype], f"dx (N=1 RMSNorm): {err:.2e}"
+            continue
+        if name in ("mean", "rstd"):
+            # float32 statistics of the same input: float32 rounding only.
+            assert_close(out, want, dtype, name, tol=1e-5 if tol is None else tol)
+        else:
+            assert_close(out, want, dtype, name, tol=tol)
+    return x, w, b, dy, ours, ref
+
+
+# ------------------------------------------------------------------ correctness
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+def test_forward_backward_vs_float64(dtype, shape, variant):
+    affine = variant[1] or variant[2]
+    for det in ((False, True) if affine else (False,)):
+        _check_all(variant, shape, dtype, det)
+
+
+# Layouts: (dtype, N, tuning) that make the launchers pick each kernel layout.
+LAYOUTS = [
+    # 16-byte groups, row kernels with 1, 2 (and for float32 4) groups per thread.
+    ("float16", 64, {}, {"fwd": (1, 32), "bwd": (1, 32)}),
+    ("bfloat16", 512, {}, {"fwd": (2, 32), "bwd": (1, 64)}),
+    ("float32", 96, {}, {"fwd": (1, 32), "bwd": (1, 32)}),
+    ("float32", 256, {}, {"fwd": (2, 32), "bwd": (2, 32)}),
+    ("float32", 512, {}, {"fwd": (4, 32), "bwd": (2, 64)}),
+    # tpr > 32: rows reduced through shared memory, several warps per row.
+    ("float16", 520, {}, {"fwd": (1, 96), "bwd": (1, 96)}),
+    # Rows too long for registers: streaming kernels, 16-byte and scalar (the
+    # latter with a multi-warp row too).
+    ("float16", 520, {"max_tpr": 32}, {"fwd": (0, 32), "bwd": (0, 32)}),
+    ("float32", 528, {"max_tpr": 32}, {"fwd": (0, 32), "bwd": (0, 32)}),
+    ("bfloat16", 203, {"max_tpr": 32}, {"fwd": (0, 32), "bwd": (0, 32)}),
+    ("float16", 263, {}, {"fwd": (0, 64), "bwd": (0, 64)}),
+]
+
+
+@pytest.mark.parametrize("dtype,n,tune,want", LAYOUTS,
+                         ids=[f"{d}-{n}-{'_'.join(map(str, t.values())) or 'default'}"
+                              for d, n, t, _ in LAYOUTS])
+def test_layouts(dtype, n, tune, want):
+    vec = ln._vec_of(dtype, n % ln._vec_of(dtype, True) == 0)
+    with ln.tuning(**tune):
+        assert ln._row_layout(n, vec, "fwd") == want["fwd"]
+        assert ln._row_layout(n, vec, "bwd") == want["bwd"]
+        for variant in (VARIANTS[0], VARIANTS[4]):
+            for det in (False, True):
+                _check_all(variant, (2, n), dtype, det)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_mean_small_variance(dtype):
+    """Rows like 1000 + 0.01 * noise: one-pass E[x^2] - E[x]^2 would lose everything."""
+    shift, scale = {"float32": (1000.0, 1e-2), "float16": (100.0, 0.5),
+                    "bfloat16": (64.0, 2.0)}[dtype]
+    for shape in ((4, 64), (3, 37)):
+        x = _randn(shape, dtype, 7, scale, shift)
+        y, mean, rstd = ln.layer_norm_forward(x, eps=0.0)
+        yr, mr, rr = ln.layer_norm_ref(x, eps=0.0)
+        assert_close(y, yr, dtype, "y")
+        assert_close(mean, mr, dtype, "mean", tol=1e-6)
+        assert_close(rstd, rr, dtype, "rstd", tol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_constant_rows(dtype):
+    """Zero variance: mean exact, y = bias exactly (no NaN from 0 * 1/sqrt(eps)),
+    dx = rstd * (w*dy - mean(w*dy)) as float64 says."""
+    x = torch.full((3, 40), 2.5, dtype=torch_dtype(dtype), device=device())
+    w = _randn((40,), dtype, 1)
+    b = _randn((40,), dtype, 2)
+    dy = _randn((3, 40), dtype, 3)
+    with poison_outputs():
+        y, mean, rstd = ln.layer_norm_forward(x, w, b, eps=1e-5)
+        gx, gw, gb = ln.layer_norm_backward(dy, x, w, b, mean, rstd)
+    assert torch.equal(y.cpu(), b.cpu().expand(3, 40))
+    assert torch.equal(mean.cpu(), torch.full((3,), 2.5))
+    _, _, _, dxr, dwr, dbr = ln.layer_norm_ref(x, w, b, 1e-5, grad_out=dy)
+    assert_close(gx, dxr, dtype, "dx")
+    assert torch.equal(gw.cpu().float(), torch.zeros(40))
+    assert_close(gb, dbr, dtype, "db")
+
+
+def test_eps_is_used():
+    x = _randn((2, 16), "float32", 3, 1e-3)
+    for eps in (0.0, 1e-6, 0.5):
+        y, _, rstd = ln.layer_norm_forward(x, eps=eps)
+        yr, _, rr = ln.layer_norm_ref(x, eps=eps)
+        assert_close(rstd, rr, "float32", f"rstd eps={eps}")
+        assert_close(y, yr, "float32", f"y eps={eps}")
+        y, rstd = ln.rms_norm_forward(x, eps=eps)
+        yr, rr = ln.rms_norm_ref(x, eps=eps)
+        assert_close(y, yr, "float32", f"rms y eps={eps}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_misaligned_input_takes_the_scalar_path(dtype):
+    """A view starting 2 bytes into its storage cannot use 16-byte loads."""
+    n = 64
+    flat = _randn((3 * n + 1,), dtype, 11)
+    x = flat[1:].view(3, n)
+    assert x.data_ptr() % 16 != 0
+    w = _randn((n,), dtype, 12, 0.5, 1.0)
+    b = _randn((n,), dtype, 13)
+    dy = _randn((3, n), dtype, 14)
+    with poison_outputs():
+        y, mean, rstd = ln.layer_norm_forward(x, w, b)
+        gx, gw, gb = ln.layer_norm_backward(dy, x, w, b, mean, rstd)
+    yr, mr, rr, dxr, dwr, dbr = ln.layer_norm_ref(x, w, b, grad_out=dy)
+    for name, out, want in (("y", y, yr), ("dx", gx, dxr), ("dw", gw, dwr), ("db", gb, dbr)):
+        assert_close(out, want, dtype, name)
+
+
+# ------------------------------------------------------------------ dW/dB schemes
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [64, 37])
+def test_lock_scheme_many_blocks_few_buffers(dtype, n):
+    """A block per row (the seed's per-row locking) and 2 or 3 buffers: every buffer
+    is taken by several blocks; first writers store, later ones add."""
+    m = 7 if SIMULATOR else 4099
+    for groups in (1, 3):
+        with ln.tuning(bwd_grid=m, group_size=groups):
+            for variant in (VARIANTS[0], VARIANTS[4]):
+                _check_all(variant, (m, n), dtype, det=False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_schemes_agree(dtype):
+    """Lock and deterministic schemes give the same dw/db up to float32 reordering."""
+    shape = (16, 48) if SIMULATOR else (8192, 1024)
+    x, w, b, dy = _inputs(shape, dtype, VARIANTS[0], seed=5)
+    y, mean, rstd = ln.layer_norm_forward(x, w, b)
+    lock = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=False)
+    det = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=True)
+    assert torch.equal(lock[0].cpu(), det[0].cpu())  # dx does not depend on the scheme
+    for a, d, name in ((lock[1], det[1], "dw"), (lock[2], det[2], "db")):
+        assert rel_err(a, d) < TOL[dtype], name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(8192, 1024), (4096, 4096), (512, 16384), (3001, 4099)])
+def test_deterministic_is_bit_identical(dtype, shape):
+    x, w, b, dy = _inputs(shape, dtype, VARIANTS[0], seed=9)
+    y, mean, rstd = ln.layer_norm_forward(x, w, b)
+    first = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=True)
+    for _ in range(10):
+        again = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=True)
+        for a, c in zip(first, again):
+            assert torch.equal(a, c)
+    y2, r2 = ln.rms_norm_forward(x, w)
+    first = ln.rms_norm_backward(dy, x, w, r2, deterministic=True)
+    for _ in range(5):
+        again = ln.rms_norm_backward(dy, x, w, r2, deterministic=True)
+        assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1024, 4096, 20000])
+def test_lock_scheme_under_contention_repeated(n):
+    """Many blocks hammering 4 buffers, 20 times: a missing fence or barrier before
+    the release shows up as a wrong dw/db in some run."""
+    m = 2048
+    x, w, b, dy = _inputs((m, n), "float32", VARIANTS[0], seed=21)
+    y, mean, rstd = ln.layer_norm_forward(x, w, b)
+    _, _, _, _, dwr, dbr = ln.layer_norm_ref(x, w, b, grad_out=dy)
+    with ln.tuning(bwd_grid=m, group_size=4):
+        for _ in range(20):
+            _, gw, gb = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=False)
+            assert_close(gw, dwr, "float32", "dw")
+            assert_close(gb, dbr, "float32", "db")
+
+
+# ------------------------------------------------------------------ torch's own error
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4096, 1024), (257, 4099), (64, 16384), (2048, 768),
+                                   (1, 65536)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("rms", [False, True])
+def test_within_2x_of_torch_error(dtype, shape, rms):
+    """Same dtype in and out: our error against float64 within 2x of torch's."""
+    variant = (rms, True, not rms)
+    x, w, b, dy = _inputs(shape, dtype, variant, seed=3)
+    n = shape[-1]
+    y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+    gx, gw, gb = _backward(variant, dy, x, w, b, mean, rstd, False)
+    ref = _reference(variant, x, w, b, dy, 1e-5)
+    xt, wt = x.clone().requires_grad_(), w.clone().requires_grad_()
+    bt = None if b is None else b.clone().requires_grad_()
+    if rms:
+        yt = torch.nn.functional.rms_norm(xt, (n,), wt, 1e-5)
+    else:
+        yt = torch.nn.functional.layer_norm(xt, (n,), wt, bt, 1e-5)
+    yt.backward(dy)
+    # Floor: when both errors sit at float32 rounding, a 2x ratio is noise.
+    floor = TOL[dtype] / 100
+    pairs = [("y", y, yt, ref[0]), ("dx", gx, xt.grad, ref[3]), ("dw", gw, wt.grad, ref[4])]
+    if not rms:
+        pairs.append(("db", gb, bt.grad, ref[5]))
+    for name, ours, theirs, want in pairs:
+        e_ours, e_torch = rel_err(ours, want), rel_err(theirs, want)
+        assert e_ours <= 2 * e_torch + floor, f"{name}: ours {e_ours:.2e}, torch {e_torch:.2e}"
+
+
+# ------------------------------------------------------------------ empty and bad input
+
+
+@pytest.mark.parametrize("rms", [False, True])
+def test_empty_rows(rms):
+    x = torch.empty((0, 5, 16), device=device())
+    w = torch.ones(16, device=device())
+    b = None if rms else torch.zeros(16, device=device())
+    y, mean, rstd = _forward((rms, True, not rms), x, w, b, 1e-5)
+    assert y.shape == x.shape and rstd.shape == (0, 5)
+    gx, gw, gb = _backward((rms, True, not rms), x, x, w, b, mean, rstd, False)
+    assert gx.shape == x.shape
+    assert torch.equal(gw.cpu(), torch.zeros(16))
+    if not rms:
+        assert torch.equal(gb.cpu(), torch.zeros(16))
+
+
+def _bad(fn, exc, match):
+    with pytest.raises(exc, match=match):
+        fn()
+
+
+def test_bad_input():
+    d = device()
+    x = torch.randn(4, 8, device=d)
+    w = torch.ones(8, device=d)
+    b = torch.zeros(8, device=d)
+    _bad(lambda: ln.layer_norm_forward(x.to(torch.int32)), TypeError, "x must have dtype")
+    _bad(lambda: ln.layer_norm_forward(x.to(torch.float64)), TypeError, "x must have dtype")
+    _bad(lambda: ln.layer_norm_forward(None), TypeError, "x is required")
+    _bad(lambda: ln.layer_norm_forward([1.0, 2.0]), TypeError, "x must be a GPU array")
+    _bad(lambda: ln.layer_norm_forward(torch.tensor(1.0, device=d)), ValueError, "at least one")
+    _bad(lambda: ln.layer_norm_forward(x.t()), ValueError, "x must be contiguous")
+    _bad(lambda: ln.layer_norm_forward(x, torch.ones(7, device=d)), ValueError,
+         r"weight must have shape \(8,\)")
+    _bad(lambda: ln.layer_norm_forward(x, w, torch.zeros(4, 2, device=d)), ValueError,
+         r"bias must have shape \(8,\)")
+    _bad(lambda: ln.layer_norm_forward(x, w.half()), TypeError, "weight has dtype float16")
+    _bad(lambda: ln.layer_norm_forward(x, eps=-1.0), ValueError, "eps must be finite and >= 0")
+    _bad(lambda: ln.layer_norm_forward(x, eps=float("nan")), ValueError, "eps")
+    _bad(lambda: ln.layer_norm_forward(x, eps="1e-5"), TypeError, "eps must be a real number")
+    _bad(lambda: ln.rms_norm_forward(x, eps=float("inf")), ValueError, "eps")
+    _bad(lambda: ln.layer_norm_forward(torch.empty(3, 0, device=d)), ValueError,
+         "last dimension")
+    y, mean, rstd = ln.layer_norm_forward(x, w, b)
+    dy = torch.randn(4, 8, device=d)
+    _bad(lambda: ln.layer_norm_backward(dy[:3], x, w, b, mean, rstd), ValueError,
+         "x has shape")
+    _bad(lambda: ln.layer_norm_backward(dy.half(), x, w, b, mean, rstd), TypeError,
+         "x has dtype float32 but grad_out has float16")
+    _bad(lambda: ln.layer_norm_backward(dy, x, w, b, mean[:3], rstd), ValueError,
+         "mean must have 4 elements")
+    _bad(lambda: ln.layer_norm_backward(dy, x, w, b, mean, rstd.half()), TypeError,
+         "rstd must have dtype")
+    _bad(lambda: ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=1), TypeError,
+         "deterministic must be a bool")
+    _bad(lambda: ln.rms_norm_backward(dy, x, torch.ones(9, device=d), rstd), ValueError,
+         "weight must have shape")
+    with pytest.raises(ValueError, match="max_tpr"):
+        with ln.tuning(max_tpr=48):
+            pass
+
+
+@pytest.mark.gpu
+def test_cpu_tensor_on_gpu_path():
+    with pytest.raises(TypeError, match="must be a CUDA tensor"):
+        ln.layer_norm_forward(torch.randn(4, 8))
+    x = torch.randn(4, 8, device="cuda")
+    with pytest.raises(TypeError, match="weight must be a CUDA tensor"):
+        ln.layer_norm_forward(x, torch.ones(8))
+
+
+def test_group_size_heuristic_matches_seed():
+    assert [ln.group_size_m(n) for n in (1, 1024, 1025, 4096, 4097, 8192, 8193, 65536)] == \
+        [256, 256, 128, 128, 96, 96, 64, 64]
+
+
+# ------------------------------------------------------------------ torch front end
+
+
+def _torch_ref(fn, x, *params, grad):
+    """Output and grads of ``fn`` in float64 on the CPU."""
+    x64 = x.detach().cpu().double().requires_grad_()
+    p64 = [None if p is None else p.detach().cpu().double().requires_grad_() for p in params]
+    y = fn(x64, *p64)
+    y.backward(grad.detach().cpu().double())
+    return y, x64.grad, [None if p is None else p.grad for p in p64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", ["wb", "w", "b", "none"])
+def test_torch_layer_norm_function(dtype, affine):
+    from interop.torch.layer_norm import layer_norm
+
+    shape, norm = (2, 3, 4, 6), (4, 6)
+    x = _randn(shape, dtype, 1).requires_grad_()
+    w = _randn(norm, dtype, 2, 0.5, 1.0).requires_grad_() if "w" in affine else None
+    b = _randn(norm, dtype, 3).requires_grad_() if "b" in affine else None
+    dy = _randn(shape, dtype, 4)
+    y = layer_norm(x, norm, w, b, eps=1e-5)
+    y.backward(dy)
+    yr, dxr, (dwr, dbr) = _torch_ref(
+        lambda x_, w_, b_: torch.nn.functional.layer_norm(x_, norm, w_, b_, 1e-5), x, w, b, grad=dy)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    assert_close(y, yr, dtype, "y")
+    assert_close(x.grad, dxr, dtype, "dx")
+    if w is not None:
+        assert w.grad.shape == w.shape
+        assert_close(w.grad, dwr, dtype, "dw")
+    if b is not None:
+        assert_close(b.grad, dbr, dtype, "db")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_rms_norm_function(dtype):
+    from interop.torch.layer_norm import rms_norm
+
+    x = _randn((5, 24), dtype, 1).requires_grad_()
+    w = _randn((24,), dtype, 2, 0.5, 1.0).requires_grad_()
+    dy = _randn((5, 24), dtype, 3)
+    y = rms_norm(x, (24,), w, eps=1e-6)
+    y.backward(dy)
+    yr, dxr, (dwr,) = _torch_ref(
+        lambda x_, w_: torch.nn.functional.rms_norm(x_, (24,), w_, 1e-6), x, w, grad=dy)
+    assert_close(y, yr, dtype, "y")
+    assert_close(x.grad, dxr, dtype, "dx")
+    assert_close(w.grad, dwr, dtype, "dw")
+
+
+def test_torch_weight_of_other_dtype_is_cast():
+    from interop.torch.layer_norm import layer_norm
+
+    x = _randn((3, 16), "bfloat16", 1).requires_grad_()
+    w = _randn((16,), "float32", 2).requires_grad_()
+    b = _randn((16,), "float32", 3).requires_grad_()
+    y = layer_norm(x, (16,), w, b)
+    y.sum().backward()
+    assert y.dtype == torch.bfloat16 and w.grad.dtype == torch.float32
+    yr, _, _ = _torch_ref(lambda x_, w_, b_: torch.nn.functional.layer_norm(
+        x_, (16,), w_.bfloat16().double(), b_.bfloat16().double()), x, w, b, grad=torch.ones(3, 16))
+    assert_close(y, yr, "bfloat16", "y")
+
+
+def test_torch_bad_normalized_shape():
+    from interop.torch.layer_norm import layer_norm
+
+    x = torch.randn(3, 8, device=device())
+    with pytest.raises(ValueError, match="normalized_shape"):
+        layer_norm(x, (4,))
+    with pytest.raises(ValueError, match="normalized_shape"):
+        layer_norm(x, (2, 3, 8))
+    with pytest.raises(TypeError, match="normalized_shape"):
+        layer_norm(x, "8")
+    with pytest.raises(ValueError, match="weight must have shape"):
+        layer_norm(x, (8,), torch.ones(4, device=device()))
+
+
+def test_torch_empty_input():
+    from interop.torch.layer_norm import layer_norm, rms_norm
+
+    x = torch.empty(0, 8, device=device())
+    assert layer_norm(x, (8,)).shape == (0, 8)
+    assert rms_norm(x, (8,)).shape == (0, 8)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"bias": False}, {"elementwise_affine": False}])
+def test_fused_layer_norm_module_replaces_torch(kwargs):
+    from interop.torch.layer_norm import FusedLayerNorm
+
+    ref = torch.nn.LayerNorm((3, 8), eps=1e-4, **kwargs).to(device())
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, generator=_gen(5)))
+    ours = FusedLayerNorm((3, 8), eps=1e-4, **kwargs).to(device())
+    assert list(ours.state_dict()) == list(ref.state_dict())
+    ours.load_state_dict(ref.state_dict())
+    assert repr(ours).split("(", 1)[1] == repr(ref).split("(", 1)[1]
+    x = _randn((2, 5, 3, 8), "float32", 6).requires_grad_()
+    x2 = x.detach().clone().requires_grad_()
+    dy = _randn((2, 5, 3, 8), "float32", 7)
+    ours(x).backward(dy)
+    y_ref = ref(x2)
+    y_ref.backward(dy)
+    assert_close(ours(x), y_ref, "float32", "y")
+    assert_close(x.grad, x2.grad, "float32", "dx")
+    for (name, p), q in zip(ours.named_parameters(), ref.parameters()):
+        assert_close(p.grad, q.grad, "float32", name)
+    conv = FusedLayerNorm.from_torch(ref)
+    assert conv.weight is ref.weight and list(conv.state_dict()) == list(ref.state_dict())
+    assert_close(conv(x2), y_ref, "float32", "from_torch")
+
+
+def test_fused_rms_norm_module_replaces_torch():
+    from interop.torch.layer_norm import FusedRMSNorm
+
+    for kwargs in ({}, {"eps": 1e-3}, {"elementwise_affine": False}):
+        ref = torch.nn.RMSNorm(16, **kwargs).to(device())
+        ours = FusedRMSNorm(16, **kwargs).to(device())
+        assert list(ours.state_dict()) == list(ref.state_dict())
+        assert repr(ours).split("(", 1)[1] == repr(ref).split("(", 1)[1]
+        if ref.weight is not None:
+            with torch.no_grad():
+                ref.weight.copy_(torch.randn(16, generator=_gen(3)))
+            ours.load_state_dict(ref.state_dict())
+        x = _randn((4, 16), "float32", 8).requires_grad_()
+        x2 = x.detach().clone().requires_grad_()
+        ours(x).sum().backward()
+        y_ref = ref(x2)
+        y_ref.sum().backward()
+        assert_close(ours(x), y_ref, "float32", "y")
+        assert_close(x.grad, x2.grad, "float32", "dx")
+        if ref.weight is not None:
+            assert_close(ours.weight.grad, ref.weight.grad, "float32", "dw")
+
+
+def test_torch_deterministic_flag():
+    from interop.torch.layer_norm import FusedLayerNorm, layer_norm
+
+    x = _randn((6, 16), "float32", 1)
+    w = torch.ones(16, device=device(), requires_grad=True)
+    with pytest.raises(TypeError, match="deterministic"):
+        layer_norm(x, (16,), w, deterministic="yes")
+    grads = []
+    for det in (False, True):
+        w.grad = None
+        layer_norm(x, (16,), w, deterministic=det).pow(2).sum().backward()
+        grads.append(w.grad.clone())
+    assert_close(grads[0], grads[1], "float32", "dw lock vs deterministic")
+    m = FusedLayerNorm(16, deterministic=True).to(device())
+    m(x).sum().backward()
+    assert m.weight.grad is not None
+
+
+# ------------------------------------------------------------------ CuPy front end
+
+
+@pytest.mark.gpu
+def test_cupy_front_end():
+    cupy = pytest.importorskip("cupy")
+    from interop.cupy import layer_norm as cln
+
+    rng = cupy.random.default_rng(0)
+    x = rng.standard_normal((64, 1024), dtype=cupy.float32).astype(cupy.float16)
+    w = rng.standard_normal(1024, dtype=cupy.float32).astype(cupy.float16)
+    b = rng.standard_normal(1024, dtype=cupy.float32).astype(cupy.float16)
+    dy = rng.standard_normal((64, 1024), dtype=cupy.float32).astype(cupy.float16)
+    y, mean, rstd = cln.layer_norm_forward(x, w, b)
+    assert isinstance(y, cupy.ndarray) and y.dtype == cupy.float16
+    gx, gw, gb = cln.layer_norm_backward(dy, x, w, b, mean, rstd)
+    ref = ln.layer_norm_ref(x, w, b, grad_out=dy)
+    for name, out, want in zip(("y", "mean", "rstd", "dx", "dw", "db"),
+                               (y, mean, rstd, gx, gw, gb), ref):
+        assert isinstance(out, cupy.ndarray)
+        assert_close(out, want, "float16", name)
+    assert_close(cln.layer_norm(x, w, b), ref[0], "float16", "layer_norm")
+    yr, rr, dxr, dwr = ln.rms_norm_ref(x, w, grad_out=dy)
+    y2, r2 = cln.rms_norm_forward(x, w)
+    gx2, gw2 = cln.rms_norm_backward(dy, x, w, r2, deterministic=True)
+    for name, out, want in (("y", y2, yr), ("dx", gx2, dxr), ("dw", gw2, dwr)):
+        assert_close(out, want, "float16", name)
+    assert_close(cln.rms_norm(x, w), yr, "float16", "rms_norm")
+    with pytest.raises(TypeError, match="CuPy array"):
+        cln.layer_norm(torch.randn(2, 8, device="cuda"))
+
+
+# ------------------------------------------------------------------ PTX
+
+
+def _kernels():
+    return list(ln.shipped_kernels())
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("kernel", _kernels(), ids=lambda k: k.name)
+def test_kernels_compile_to_ptx_without_spills(kernel):
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    with offline_compile():
+        ptx = kernel.ptx()
+    assert ".target sm_90" in ptx
+    rep = ptxas_report(ptx)
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+    assert rep["registers"] <= 64, rep  # 1024-thread blocks must launch
+    # Statistics stay in float32: no double-precision arithmetic sneaked in.
+    assert not re.search(r"\b(add|sub|mul|fma|div|sqrt|rcp)\.[a-z.]*f64", ptx)
+    if "_vec_" in kernel.name:
+        assert "ld.global.v4" in ptx, "16-byte loads expected"
+    assert not math.isnan(rep["registers"])
