@@ -20,6 +20,7 @@ from tests.util import DTYPES, SIMULATOR, TOL, assert_close, device, rel_err, to
 # Simulator: 8-row tiles (8 threads a block), so tiny shapes still span several
 # query and key blocks. GPU: the shipped 64-row tiles.
 BLOCK = 8 if SIMULATOR else None
+_KEY_BLOCK = 8 if SIMULATOR else 64  # key-block length of BLOCK (64: the GPU default)
 # lse is float32 math on the (rounded) inputs whatever the dtype.
 LSE_TOL = 1e-5
 
@@ -226,9 +227,10 @@ def test_dropout_p_one_gives_zeros():
 @pytest.mark.parametrize("num_splits", [2, 5])
 @pytest.mark.parametrize("causal,window", [(None, 0), ("bottom_right", 9)])
 def test_split_keys(deterministic, num_splits, causal, window):
-    # 40 keys = 5 key blocks of 8: up to one block per split, several splits adding
-    # into each dQ tile through the lock (or the per-split slices).
-    q, k, v, go, _ = _make("float32", 1, 23, 40, 2, 8, seed=15)
+    # 5 key blocks (of 8 under the simulator, of the default 64 on the GPU): up to one
+    # block per split, several splits adding into each dQ tile through the lock (or
+    # the per-split slices).
+    q, k, v, go, _ = _make("float32", 1, 23, 5 * _KEY_BLOCK, 2, 8, seed=15)
     _run_and_check("float32", q, k, v, go, causal=causal, window=window, dropout_p=0.2,
                    seed=1, num_splits=num_splits, deterministic=deterministic)
 
@@ -248,7 +250,7 @@ def test_deterministic_is_bit_identical_run_to_run():
 
 
 def test_lock_path_many_splits_matches_one_split():
-    q, k, v, go, _ = _make("float32", 2, 17, 56, 2, 8, seed=17)
+    q, k, v, go, _ = _make("float32", 2, 17, 7 * _KEY_BLOCK, 2, 8, seed=17)
     out, lse = attention_forward(q, k, v, block=BLOCK)
     one = attention_backward(go, q, k, v, out, lse, num_splits=1, block=BLOCK)
     many = attention_backward(go, q, k, v, out, lse, num_splits=7, block=BLOCK)
@@ -479,7 +481,7 @@ def test_gpu_within_2x_of_torch_sdpa_error(dtype, s, d, is_causal):
         out = fn(*xs, is_causal=is_causal)
         out.backward(grad)
         results[name] = [out] + [t.grad for t in xs]
-    refs = [ref] + [t.grad for t in ref_leaves]
+    refs = [ref] + [t.grad for t in ref_leaves[:3]]
     for i, what in enumerate(("out", "grad_q", "grad_k", "grad_v")):
         ours = rel_err(results["ours"][i], refs[i])
         theirs = rel_err(results["torch"][i], refs[i])

@@ -8,6 +8,7 @@ nearly exact on a tiny problem). Under the simulator shapes are tiny and ragged
 against the simulator's 32x32x16 tiles; larger ragged shapes run on the GPU only.
 """
 
+import importlib
 import math
 import os
 import shutil
@@ -398,7 +399,7 @@ def test_torch_linear_act_and_module(dtype):
 @pytest.mark.gpu
 def test_cupy_front_end():
     cp = pytest.importorskip("cupy")
-    from interop.cupy import linear_act as cla
+    cla = importlib.import_module("interop.cupy.linear_act")
 
     rng = np.random.default_rng(100)
     x = cp.asarray(rng.standard_normal((37, 64)).astype(np.float16))
