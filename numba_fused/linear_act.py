@@ -657,6 +657,10 @@ def make_simt_kernel(role, cfg):
         acc = cuda.local.array(NACC, np.float32)
         for i in range(NACC):
             acc[i] = f32(0.0)
+        # Two-level accumulation: each k-tile's BK products are summed on their own,
+        # then added to acc. One running float32 sum over all of K had 3-4x cuBLAS's
+        # error at K = 4096 on the H200 (torch blocks its sums too).
+        part = cuda.local.array(NACC, np.float32)
         bsum = cuda.local.array(TM, np.float32)
         for i in range(TM):
             bsum[i] = f32(0.0)
@@ -699,6 +703,8 @@ def make_simt_kernel(role, cfg):
                             v = b[(k0 + r) * ldb + n0 + c]
                         Bs[r * LDB_S + c] = v
             cuda.syncthreads()
+            for i in range(NACC):
+                part[i] = f32(0.0)
             for kk in range(BK):
                 for i in range(TM):
                     ar[i] = As[kk * LDA_S + ty + i * (BM // TM)]
@@ -706,11 +712,13 @@ def make_simt_kernel(role, cfg):
                     br[j] = Bs[kk * LDB_S + tx + j * TX]
                 for i in range(TM):
                     for j in range(TN):
-                        acc[i * TN + j] += ar[i] * br[j]
+                        part[i * TN + j] += ar[i] * br[j]
                 if WGRAD:
                     if do_bias:
                         for i in range(TM):
                             bsum[i] += ar[i]
+            for i in range(NACC):
+                acc[i] += part[i]
             cuda.syncthreads()
         if WGRAD:
             if do_bias:
