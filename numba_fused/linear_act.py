@@ -643,6 +643,7 @@ def make_simt_kernel(role, cfg):
     CS_SIZE = BM * CLD
     EPI_ITERS = cdiv(CTOT, NT)
     f32 = np.float32
+    MID_TILES = 16
 
     def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
         """As :func:`make_tc_kernel`'s kernel, on float32 with FMA (thread ``(tx, ty)``
@@ -657,10 +658,15 @@ def make_simt_kernel(role, cfg):
         acc = cuda.local.array(NACC, np.float32)
         for i in range(NACC):
             acc[i] = f32(0.0)
-        # Two-level accumulation: each k-tile's BK products are summed on their own,
-        # then added to acc. One running float32 sum over all of K had 3-4x cuBLAS's
-        # error at K = 4096 on the H200 (torch blocks its sums too).
+        # Three-level accumulation: each k-tile's BK products are summed on their own
+        # (part), MID_TILES such sums in mid, and those in acc, so no float32 running
+        # sum has more than max(BK, MID_TILES) terms. One running sum over all of K had
+        # 3-4x cuBLAS's error at K = 4096 on the H200; two levels still 3x for M = 1.
         part = cuda.local.array(NACC, np.float32)
+        mid = cuda.local.array(NACC, np.float32)
+        for i in range(NACC):
+            mid[i] = f32(0.0)
+        tiles = 0
         bsum = cuda.local.array(TM, np.float32)
         for i in range(TM):
             bsum[i] = f32(0.0)
@@ -718,8 +724,16 @@ def make_simt_kernel(role, cfg):
                         for i in range(TM):
                             bsum[i] += ar[i]
             for i in range(NACC):
-                acc[i] += part[i]
+                mid[i] += part[i]
+            tiles += 1
+            if tiles == MID_TILES:
+                for i in range(NACC):
+                    acc[i] += mid[i]
+                    mid[i] = f32(0.0)
+                tiles = 0
             cuda.syncthreads()
+        for i in range(NACC):
+            acc[i] += mid[i]
         if WGRAD:
             if do_bias:
                 for i in range(TM):

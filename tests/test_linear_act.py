@@ -107,13 +107,8 @@ def test_forward_every_activation(dtype, activation):
 @pytest.mark.parametrize("shape", SHAPES, ids=_shape_id)
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("save_preact", [True, False], ids=["save", "nosave"])
-def test_forward_ragged_shapes_bias_and_preact(dtype, shape, bias, save_preact, request):
+def test_forward_ragged_shapes_bias_and_preact(dtype, shape, bias, save_preact):
     lead, K, N = shape
-    if not SIMULATOR and dtype == "float32" and lead == (1,) and K == 4096:
-        # Measured on the H200 (2026-11-22): the CUDA-core path's two-level k sums give
-        # ~3x cuBLAS's error for a single row with K = 4096 (cuBLAS sums in a tree).
-        # A known defect (issue 6), kept visible: strict, so a fix fails this mark.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="fp32 M=1 K=4096 accuracy"))
     x, w, b = _inputs(lead, K, N, dtype, seed=K + N)
     b = b if bias else None
     act = "gelu_tanh"
