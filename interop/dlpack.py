@@ -26,7 +26,7 @@ from numba_fused.launch import SIMULATOR
 
 __all__ = [
     "KernelArray", "as_kernel_array", "empty_like_lib", "stream_handle",
-    "poison_outputs", "library_of",
+    "poison_outputs", "library_of", "c_strides",
 ]
 
 _POISON = [False]
@@ -123,7 +123,7 @@ class KernelArray:
             raise ValueError("reshape of a non-contiguous KernelArray")
         shape = tuple(shape)
         host = None if self.host is None else self.host.reshape(shape)
-        out = KernelArray(self.owner, self.lib, self.dtype, shape, _c_strides(shape),
+        out = KernelArray(self.owner, self.lib, self.dtype, shape, c_strides(shape),
                           self.ptr, host, self.device)
         out._size = self._size
         return out
@@ -320,7 +320,7 @@ def empty_like_lib(like, shape, dtype):
         a = np.empty(shape, dtype=storage)
         if poison:
             a.fill(np.nan if storage.kind == "f" else np.iinfo(storage).max)
-        return KernelArray(a, "numpy", dtype, shape, _c_strides(shape), host=a)
+        return KernelArray(a, "numpy", dtype, shape, c_strides(shape), host=a)
     from numba import cuda
 
     if poison:
@@ -333,7 +333,8 @@ def empty_like_lib(like, shape, dtype):
     return k
 
 
-def _c_strides(shape):
+def c_strides(shape):
+    """Element strides of a C-contiguous array of ``shape``."""
     out = []
     acc = 1
     for d in reversed(shape):

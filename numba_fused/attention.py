@@ -42,7 +42,6 @@ seed's ``num_splits_key``; default fills the GPU) and ``need_bias_grad`` (False 
 dBias).
 """
 
-import functools
 import math
 import numbers
 
@@ -56,7 +55,7 @@ from .attention_bwd import (make_attention_bwd_kernel, make_attention_bwd_prep_k
 from .attention_fwd import (D_MAXES, MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT, TileConfig,
                             make_attention_fwd_kernel)
 from .dtypes import DTYPES
-from .launch import SIMULATOR, cdiv
+from .launch import SIMULATOR, cdiv, sm_count
 from .philox import philox4x32_np, split_u64, uniform_from_bits_np
 
 __all__ = ["attention_forward", "attention_backward", "attention_ref", "dropout_keep_ref",
@@ -287,16 +286,6 @@ def attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, 
 # ---------------------------------------------------------------- backward
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device):
-    if SIMULATOR:
-        return 1
-    from numba import cuda
-
-    with cuda.gpus[device or 0]:
-        return cuda.get_current_device().MULTIPROCESSOR_COUNT
-
-
 def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, window=0,
                        dropout_p=0.0, seed=0, offset=0, scale=None, cu_seqlens_q=None,
                        cu_seqlens_k=None, deterministic=False, *, need_bias_grad=True,
@@ -333,7 +322,7 @@ def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, wind
     blk = cfg.blk
     nkb = cdiv(a.kcols, blk)
     if num_splits is None:
-        nsplit = max(1, min(nkb, _sm_count(a.Q.device) // max(1, a.nb * H)))
+        nsplit = max(1, min(nkb, sm_count(a.Q.device) // max(1, a.nb * H)))
     else:
         nsplit = checks.check_int(num_splits, "num_splits", 1, 2**15)
         if nsplit > max(1, nkb):

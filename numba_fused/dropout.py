@@ -67,7 +67,7 @@ from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_
 
 from . import activations, checks, dtypes
 from .intrinsics import f32_as_u32, u32_as_f32
-from .launch import SIMULATOR, Kernel, cdiv
+from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .philox import philox4x32, philox4x32_np, split_u64, uniform_from_bits_np
 from .reductions import FULL_MASK
 
@@ -1246,16 +1246,6 @@ class LaunchConfig(NamedTuple):
     unroll: int = None
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device):
-    if SIMULATOR:
-        return 1
-    if device is not None:
-        with cuda.gpus[device]:
-            return cuda.get_current_device().MULTIPROCESSOR_COUNT
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT
-
-
 def _pow2_ceil(n):
     return 1 << max(0, int(n - 1).bit_length())
 
@@ -1281,7 +1271,7 @@ def _plan(n_rows, n_cols, vec, unroll, cfg, device):
     n_cb = cdiv(chunks, bx)
     batch = by * (unroll if vec else 1)
     if cfg.rows_per_block is None:
-        target = _sm_count(device) * max(1, 2048 // threads) * _WAVES
+        target = sm_count(device) * max(1, 2048 // threads) * _WAVES
         n_rb = max(1, min(cdiv(n_rows, batch), cdiv(target, n_cb)))
         rpb = cdiv(cdiv(n_rows, n_rb), batch) * batch
     else:

@@ -24,14 +24,25 @@ import functools
 import os
 import threading
 
-import numpy as np
 from numba import config, cuda, types
 
 from . import _compat
 
-__all__ = ["Kernel", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv"]
+__all__ = ["Kernel", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv", "sm_count"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device=None):
+    """Multiprocessors of CUDA device ``device`` (None: the current one); 1 under the
+    simulator. Cached: launch heuristics call it on every op call."""
+    if SIMULATOR:
+        return 1
+    if device is None:
+        return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    with cuda.gpus[device]:
+        return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
 
 
 def cdiv(a, b):

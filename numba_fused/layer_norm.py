@@ -75,7 +75,7 @@ from numba_fused.dtypes import STORAGE
 
 from . import checks, dtypes
 from .intrinsics import u32_as_f32
-from .launch import SIMULATOR, Kernel, cdiv
+from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .reductions import WARP, warp_sum
 
 __all__ = [
@@ -1172,16 +1172,10 @@ def group_size_m(n):
 
 
 @functools.lru_cache(maxsize=None)
-def _device_sm_count(device):
-    from cuda.core import Device
-
-    return Device(device or 0).properties.multiprocessor_count
-
-
 def _sm_count(arr):
     if _tune["sm_count"] is not None:
         return int(_tune["sm_count"])
-    return _device_sm_count(arr.device)
+    return sm_count(arr.device)
 
 
 def _round_warp(v):

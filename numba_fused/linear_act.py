@@ -64,12 +64,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import cuda, types
 
-from interop.dlpack import KernelArray, empty_like_lib, stream_handle
+from interop.dlpack import KernelArray, c_strides, empty_like_lib, stream_handle
 
 from . import checks, dtypes
 from .activations import ACTIVATIONS, act_grad_ref, act_ref, check_activation, device_act
 from .intrinsics import f32_as_u32, u32_as_f32
-from .launch import SIMULATOR, Kernel, cdiv
+from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .tensor_core import (
     ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_wait, ld_global_v4,
     ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16, mma_f16, pack_bf16x2, pack_f16x2,
@@ -814,20 +814,13 @@ def make_act_grad_kernel(dtype, vec, threads=ACT_GRAD_THREADS):
 # ---------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count():
-    if SIMULATOR:
-        return 1
-    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-
-
 def _pick_config(Mg, Ng):
     """Tensor-core tiling for an ``Mg x Ng`` output: the large tiles when they fill
     every SM at least twice, else the small ones; the simulator's tiny ones there."""
     if SIMULATOR:
         return TC_SIM
     tiles = cdiv(Mg, TC_LARGE.bm) * cdiv(Ng, TC_LARGE.bn)
-    return TC_LARGE if tiles >= 2 * _sm_count() else TC_SMALL
+    return TC_LARGE if tiles >= 2 * sm_count() else TC_SMALL
 
 
 def _address(arr):
@@ -872,14 +865,6 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
                    ldc, act, flags], shared=shared)
 
 
-def _c_strides(shape):
-    strides, acc = [], 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= d
-    return tuple(reversed(strides))
-
-
 def _check_flag(value, name):
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
@@ -890,7 +875,7 @@ def _matrix(arr, name, ndim=None):
     if arr.size == 0:
         # KernelArray.is_contiguous rejects some zero-size arrays (torch gives (3, 0)
         # strides (1, 1)); any zero-size array is trivially row-major.
-        arr = KernelArray(arr.owner, arr.lib, arr.dtype, arr.shape, _c_strides(arr.shape),
+        arr = KernelArray(arr.owner, arr.lib, arr.dtype, arr.shape, c_strides(arr.shape),
                           arr.ptr, arr.host, arr.device)
     checks.require_contiguous(arr, name)
     if ndim is not None and arr.ndim != ndim:
