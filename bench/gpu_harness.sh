@@ -1,45 +1,68 @@
 #!/usr/bin/env bash
 # GPU harness for the lent GPU (its image as is; nothing is installed). From the
-# repository root:   bash bench/gpu_harness.sh OUTDIR [--quick] [pytest args...]
-# 1. the test-suite for real (tests/, GPU mode)          -> OUTDIR/pytest.log
-# 2. every op's kernels under compute-sanitizer memcheck  -> OUTDIR/memcheck.log
-#    and racecheck                                        -> OUTDIR/racecheck.log
-# 3. the benchmarks (python -m bench)                     -> OUTDIR/bench.log, OUTDIR/results/
-# then OUTDIR/summary.md with one line per step.
+# repository root:
+#   bash bench/gpu_harness.sh OUTDIR [--quick] [--stages tests,sanitize,bench] [--workers N] [pytest args...]
+# Stages (all by default, in this order):
+#   tests     the test-suite for real (tests/, GPU mode)            -> OUTDIR/pytest.log
+#   sanitize  every op's kernels under compute-sanitizer memcheck   -> OUTDIR/memcheck.log
+#             and racecheck                                         -> OUTDIR/racecheck.log
+#   bench     the benchmarks and examples (python -m bench)         -> OUTDIR/bench.log, OUTDIR/results/
+# Each stage appends its line to OUTDIR/summary.md, so a lease whose calls are shorter
+# than the whole run (10 minutes on the lent GPU; the tests alone take 5-9) can run
+# the stages in separate calls into one folder. --workers N runs the tests on N
+# pytest-xdist processes (compiles dominate: use the machine's cores; default 8 when
+# pytest-xdist is installed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUTDIR=${1:?usage: bash bench/gpu_harness.sh OUTDIR [--quick] [pytest args]}
+OUTDIR=${1:?usage: bash bench/gpu_harness.sh OUTDIR [--quick] [--stages LIST] [--workers N] [pytest args]}
 shift
 QUICK=""
-if [ "${1:-}" = "--quick" ]; then QUICK="--quick"; shift; fi
+STAGES="tests,sanitize,bench"
+WORKERS=8
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK="--quick"; shift ;;
+    --stages) STAGES="$2"; shift 2 ;;
+    --workers) WORKERS="$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
 mkdir -p "$OUTDIR"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY=${PY:-python3}
+SUMMARY="$OUTDIR/summary.md"
+[ -f "$SUMMARY" ] || printf '# GPU harness summary\n\n' > "$SUMMARY"
+has_stage() { case ",$STAGES," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+OK=0
 
 {
+  date -u +%FT%TZ
   nvidia-smi -L
   "$PY" -c "import sys, numpy, numba, torch; import numba_cuda; print(sys.version); print('numpy', numpy.__version__, 'numba', numba.__version__, 'torch', torch.__version__)"
-  "$PY" -m pip list 2>/dev/null | grep -i -E "^(numba|numba-cuda|cupy|cuda-core|cuda-bindings|torch|triton) "
+  "$PY" -m pip list 2>/dev/null | grep -i -E "^(numba|numba-cuda|cupy|cupy-cuda13x|cuda-core|cuda-bindings|torch|triton|pytest-xdist) "
 } > "$OUTDIR/env.txt" 2>&1
+echo "- $(date -u +%FT%TZ) env: $(sed -n 2p "$OUTDIR/env.txt")" >> "$SUMMARY"
 
-"$PY" -m pytest -q -rs -p no:cacheprovider tests "$@" > "$OUTDIR/pytest.log" 2>&1
-TESTS_RC=$?
-SAN=${SANITIZER:-compute-sanitizer}
-$SAN --tool memcheck --report-api-errors no --error-exitcode 9 "$PY" bench/sanitize.py > "$OUTDIR/memcheck.log" 2>&1
-MEM_RC=$?
-$SAN --tool racecheck --error-exitcode 9 "$PY" bench/sanitize.py > "$OUTDIR/racecheck.log" 2>&1
-RACE_RC=$?
-"$PY" -m bench $QUICK --out "$OUTDIR/results" > "$OUTDIR/bench.log" 2>&1
-BENCH_RC=$?
-
-{
-  echo "# GPU harness summary"
-  echo
-  echo "- env: $(head -1 "$OUTDIR/env.txt")"
-  echo "- tests (rc $TESTS_RC): $(tail -1 "$OUTDIR/pytest.log")"
-  echo "- memcheck (rc $MEM_RC): $(grep -h 'ERROR SUMMARY' "$OUTDIR/memcheck.log" | tail -1)"
-  echo "- racecheck (rc $RACE_RC): $(grep -h 'RACECHECK SUMMARY' "$OUTDIR/racecheck.log" | tail -1)"
-  echo "- bench (rc $BENCH_RC): see bench.log and results/"
-} > "$OUTDIR/summary.md"
-cat "$OUTDIR/summary.md"
-[ $TESTS_RC -eq 0 ] && [ $MEM_RC -eq 0 ] && [ $RACE_RC -eq 0 ] && [ $BENCH_RC -eq 0 ]
+if has_stage tests; then
+  XDIST=()
+  if [ "$WORKERS" -gt 1 ] && "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-n "$WORKERS"); fi
+  "$PY" -m pytest -q -rs -p no:cacheprovider "${XDIST[@]}" tests "$@" > "$OUTDIR/pytest.log" 2>&1
+  RC=$?; [ $RC -eq 0 ] || OK=1
+  echo "- tests (rc $RC, ${#XDIST[@]} xdist args): $(tail -1 "$OUTDIR/pytest.log")" >> "$SUMMARY"
+fi
+if has_stage sanitize; then
+  SAN=${SANITIZER:-compute-sanitizer}
+  $SAN --tool memcheck --report-api-errors no --error-exitcode 9 "$PY" bench/sanitize.py > "$OUTDIR/memcheck.log" 2>&1
+  RC=$?; [ $RC -eq 0 ] || OK=1
+  echo "- memcheck (rc $RC): $(grep -h 'ERROR SUMMARY' "$OUTDIR/memcheck.log" | tail -1)" >> "$SUMMARY"
+  $SAN --tool racecheck --error-exitcode 9 "$PY" bench/sanitize.py > "$OUTDIR/racecheck.log" 2>&1
+  RC=$?; [ $RC -eq 0 ] || OK=1
+  echo "- racecheck (rc $RC): $(grep -h 'RACECHECK SUMMARY' "$OUTDIR/racecheck.log" | tail -1)" >> "$SUMMARY"
+fi
+if has_stage bench; then
+  "$PY" -m bench $QUICK --out "$OUTDIR/results" > "$OUTDIR/bench.log" 2>&1
+  RC=$?; [ $RC -eq 0 ] || OK=1
+  echo "- bench (rc $RC): see bench.log and results/" >> "$SUMMARY"
+fi
+cat "$SUMMARY"
+exit $OK

@@ -86,37 +86,66 @@ def measure(calls=2000):
         ("  piece: Kernel.launch, views prebuilt", host_overhead_us(
             lambda: k.launch(1, 256, 0, [X, Y, O, 2.0, n]), calls)),
     ]
+    prepared = k.prepare(1, 256, 0, [X, Y, O, 2.0, n])
+    ptrs = (x.data_ptr(), y.data_ptr(), o.data_ptr())
+    raw = stream_handle(X)
+    rows += [
+        ("  piece: PreparedLaunch.launch (numba_fused.launch)", host_overhead_us(
+            lambda: prepared.launch(raw, ptrs), calls)),
+        ("  piece: torch.empty(4x64)", host_overhead_us(
+            lambda: torch.empty((4, 64), dtype=torch.float16, device=x.device), calls)),
+    ]
     rows.extend(_op_rows(calls))
     return [{"what": w, "us_per_call": round(us, 2)} for w, us in rows]
 
 
 def _op_rows(calls):
+    """Each public op beside the native torch call a user would otherwise make, on tiny
+    inputs: torch's own, ours through ``interop.torch`` (per-signature plans after the
+    first call), ours at array level (validation, views and planning on every call)."""
     import importlib
 
     import torch
+    import torch.nn.functional as F
 
     from bench.common import host_overhead_us
 
     nf = importlib.import_module("numba_fused")
-    x = torch.randn(4, 64, device="cuda", dtype=torch.float16)
-    w = torch.randn(64, device="cuda", dtype=torch.float16)
+    nt = importlib.import_module("interop.torch")
+    h = torch.float16
+    x = torch.randn(4, 64, device="cuda", dtype=h)
+    w = torch.randn(64, device="cuda", dtype=h)
+    W = torch.randn(64, 64, device="cuda", dtype=h)
+    q = torch.randn(1, 2, 16, 64, device="cuda", dtype=h)
     cases = [
-        ("dropout_bias_act_forward (4x64 fp16, p=0.1)",
-         "dropout_bias_act_forward", lambda f: f(x, w, p=0.1, seed=1, offset=0)),
-        ("layer_norm_forward (4x64 fp16)", "layer_norm_forward", lambda f: f(x, w, w)),
+        ("torch F.layer_norm", lambda: F.layer_norm(x, (64,), w, w)),
+        ("ours interop.torch.layer_norm", lambda: nt.layer_norm(x, (64,), w, w)),
+        ("ours numba_fused.layer_norm_forward", lambda: nf.layer_norm_forward(x, w, w)),
+        ("torch F.rms_norm", lambda: F.rms_norm(x, (64,), w)),
+        ("ours interop.torch.rms_norm", lambda: nt.rms_norm(x, (64,), w)),
+        ("torch F.dropout(x + b, 0.1)", lambda: F.dropout(x + w, 0.1)),
+        ("ours interop.torch.dropout_bias_act(p=0.1)", lambda: nt.dropout_bias_act(x, w, 0.1)),
+        ("ours numba_fused.dropout_bias_act_forward",
+         lambda: nf.dropout_bias_act_forward(x, w, p=0.1, seed=1, offset=0)),
+        ("torch F.gelu(F.linear(x, W, b), 'tanh')",
+         lambda: F.gelu(F.linear(x, W, w), approximate="tanh")),
+        ("torch F.linear(x, W, b)", lambda: F.linear(x, W, w)),
+        ("ours interop.torch.linear_act(gelu_tanh)", lambda: nt.linear_act(x, W, w, "gelu_tanh")),
+        ("ours numba_fused.linear_act_forward(gelu_tanh)",
+         lambda: nf.linear_act_forward(x, W, w, "gelu_tanh")),
+        ("torch F.scaled_dot_product_attention", lambda: F.scaled_dot_product_attention(q, q, q)),
+        ("ours interop.torch.scaled_dot_product_attention",
+         lambda: nt.scaled_dot_product_attention(q, q, q)),
     ]
     rows = []
-    for label, name, call in cases:
-        try:
-            f = getattr(nf, name)
-        except (AttributeError, ImportError):
-            continue
-        try:
-            call(f)
-        except Exception as exc:  # an op under development must not hide the rest
-            rows.append((f"{label}: failed ({type(exc).__name__})", float("nan")))
-            continue
-        rows.append((label, host_overhead_us(lambda: call(f), calls)))
+    with torch.no_grad():
+        for label, call in cases:
+            try:
+                call()
+            except Exception as exc:  # an op under development must not hide the rest
+                rows.append((f"{label}: failed ({type(exc).__name__})", float("nan")))
+                continue
+            rows.append((label + " (no grad)", host_overhead_us(call, calls)))
     return rows
 
 

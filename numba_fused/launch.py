@@ -28,7 +28,7 @@ from numba import config, cuda, types
 
 from . import _compat
 
-__all__ = ["Kernel", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv", "sm_count"]
+__all__ = ["Kernel", "PreparedLaunch", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv", "sm_count"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
@@ -311,6 +311,17 @@ class Kernel:
         if err:
             raise _driver_error(lib, err)
 
+    def prepare(self, grid, block, shared, args, dynamic=()):
+        """A :class:`PreparedLaunch` of this kernel: geometry and every argument fixed
+        as in ``args`` (as :meth:`launch` takes them) except the arrays' data pointers
+        and the scalar arguments at the indices in ``dynamic``, which each call
+        supplies. For hot paths that already validated their inputs (the torch front
+        ends' per-signature plans): a call costs one driver launch plus a few slot
+        writes. GPU only."""
+        if SIMULATOR:
+            raise RuntimeError("prepared launches need a GPU (the simulator has no driver)")
+        return PreparedLaunch(self, grid, block, shared, args, dynamic)
+
     def _raise_smem_limit(self, nbytes):
         """Allow ``nbytes`` of dynamic shared memory (the driver's default cap is 48 KiB;
         numba has no API for this) and prefer the whole L1/shared carveout as shared."""
@@ -338,3 +349,75 @@ class Kernel:
         vals = [a.to_numba() if t is None else a for a, t in zip(args, self._convert)]
         nb_stream = cuda.external_stream(stream) if stream else 0
         self.dispatcher[grid, block, nb_stream, shared](*vals)
+
+
+class PreparedLaunch:
+    """One kernel launch with its geometry and fixed arguments baked into a parameter
+    block; ``launch(stream, ptrs, values)`` writes the data pointers of the array
+    arguments (``ptrs``, in argument order) and the dynamic scalars (``values``, in
+    the order of ``dynamic``), then calls ``cuLaunchKernel``.
+
+    The arrays' other ABI fields (sizes, shapes, strides) are those of the template
+    arrays given to :meth:`Kernel.prepare`: a caller must only pass pointers to
+    arrays of those shapes and strides, so plans are cached by shape.
+    """
+
+    __slots__ = ("kernel", "dims", "shared", "_template", "_ptr_slots", "_val_slots", "_tls",
+                 "_lib", "_handle")
+
+    def __init__(self, kernel, grid, block, shared, args, dynamic=()):
+        kernel.compile()
+        if shared > kernel._smem_limit:
+            kernel._raise_smem_limit(shared)
+        self.kernel = kernel
+        self.dims = _dim3(grid) + _dim3(block)
+        self.shared = int(shared)
+        template = (ctypes.c_int64 * kernel._nslots)()
+        views = {k: (c * (kernel._nslots * m)).from_buffer(template)
+                 for k, (c, m) in _SLOT_VIEWS.items()}
+        ptr_slots = []
+        val_slots = {}
+        for i, (a, (first, n, kind, mult)) in enumerate(zip(args, kernel._plan)):
+            if kind is None:
+                if i in dynamic:
+                    raise ValueError(f"argument {i} is an array: its pointer is always dynamic")
+                template[first:first + n] = a.abi_args
+                ptr_slots.append(first + 4)  # meminfo, parent, nitems, itemsize, data
+            else:
+                views[kind][first * mult] = a
+                val_slots[i] = (kind, first * mult)
+        self._template = bytes(template)
+        self._ptr_slots = tuple(ptr_slots)
+        self._val_slots = tuple(val_slots[i] for i in dynamic)
+        self._tls = threading.local()
+        self._lib = _libcuda()
+        if self._lib is None:
+            raise RuntimeError("libcuda.so.1 not found: prepared launches need the CUDA driver")
+        self._handle = kernel._compiled[2]
+
+    def _buffer(self):
+        buf = _ParamBuffer(len(self._template) // 8)
+        ctypes.memmove(buf.slots, self._template, len(self._template))
+        cur = ctypes.c_void_p()
+        self._lib.cuCtxGetCurrent(ctypes.byref(cur))
+        if not cur.value:
+            cuda.current_context()
+        self._tls.buf = buf
+        return buf
+
+    def launch(self, stream, ptrs, values=()):
+        """Launch on stream handle ``stream`` (int) with the arrays at ``ptrs`` and the
+        dynamic scalars ``values``."""
+        buf = getattr(self._tls, "buf", None) or self._buffer()
+        slots = buf.slots
+        for i, p in zip(self._ptr_slots, ptrs):
+            slots[i] = p
+        if values:
+            views = buf.views
+            for (kind, idx), v in zip(self._val_slots, values):
+                views[kind][idx] = v
+        gx, gy, gz, bx, by, bz = self.dims
+        err = self._lib.cuLaunchKernel(self._handle, gx, gy, gz, bx, by, bz,
+                                       self.shared, stream or None, buf.ptrs, None)
+        if err:
+            raise _driver_error(self._lib, err)

@@ -838,31 +838,83 @@ def _flat(arr):
     return arr.reshape((arr.size,))
 
 
-def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, flags, stream):
-    """Launch one GEMM (arguments as the kernels take them; arrays as KernelArrays);
-    the tiling is ``_pick_config``'s (tests and benchmarks patch it)."""
-    if dtype != "float32" and ldc % 8 == 0:
-        vec_out = [out]
-        if role == "fwd" and flags & F_PREACT or role == "dgrad" and act != 0:
-            vec_out.append(aux)
-        if role == "fwd" and flags & F_BIAS:
-            vec_out.append(bias)
-        if all(_address(t) % 16 == 0 for t in vec_out):
-            flags |= F_VEC
+def _gemm_setup(role, dtype, Mg, Ng, vec_ab):
+    """(kernel, grid, block, shared bytes) of one GEMM; the tiling is ``_pick_config``'s
+    (tests and benchmarks patch it)."""
     if dtype == "float32":
         cfg = SIMT_SIM if SIMULATOR else SIMT_DEFAULT
         kernel = make_simt_kernel(role, cfg)
         shared = 0
     else:
         cfg = _pick_config(Mg, Ng)
-        vec = _aligned(a, lda, 16) and _aligned(b, ldb, 16)
-        kernel = make_tc_kernel(role, dtype, vec, cfg)
+        kernel = make_tc_kernel(role, dtype, vec_ab, cfg)
         shared = cfg.smem_bytes
-        kernel.compile()
-    grid = cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn)
-    kernel.launch((grid,), (cfg.threads,), stream,
-                  [_flat(a), _flat(b), _flat(bias), _flat(aux), _flat(out), Mg, Ng, Kg, lda, ldb,
-                   ldc, act, flags], shared=shared)
+    return kernel, (cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn),), (cfg.threads,), shared
+
+
+def _template(dtype, size):
+    """A flat array argument of ``size`` elements with no memory yet (a prepared
+    launch's template: every ABI field but the data pointer)."""
+    return KernelArray(None, None, dtype, (size,), (1,), 0)
+
+
+@functools.lru_cache(maxsize=512)
+def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes):
+    """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM; ``sizes``:
+    element counts of the five array arguments (a, b, bias, aux, out)."""
+    kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab)
+    args = [_template(dtype, n) for n in sizes] + [Mg, Ng, Kg, lda, ldb, ldc, act, flags]
+    return kernel.prepare(grid, block, shared, args)
+
+
+def _vec_flags(role, dtype, ldc, act, flags, aligned):
+    """``flags`` plus F_VEC when the epilogue's rows (out, and aux / bias where the
+    role writes or reads them) are 16-byte aligned; ``aligned(name)`` says whether
+    that array's start is."""
+    if dtype == "float32" or ldc % 8:
+        return flags
+    names = ["out"]
+    if role == "fwd" and flags & F_PREACT or role == "dgrad" and act != 0:
+        names.append("aux")
+    if role == "fwd" and flags & F_BIAS:
+        names.append("bias")
+    return flags | F_VEC if all(aligned(n) for n in names) else flags
+
+
+def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, flags, stream):
+    """Launch one GEMM (arguments as the kernels take them; arrays as KernelArrays)."""
+    arrays = {"a": a, "b": b, "bias": bias, "aux": aux, "out": out}
+    flags = _vec_flags(role, dtype, ldc, act, flags, lambda n: _address(arrays[n]) % 16 == 0)
+    vec_ab = dtype != "float32" and _aligned(a, lda, 16) and _aligned(b, ldb, 16)
+    flat = [_flat(a), _flat(b), _flat(bias), _flat(aux), _flat(out)]
+    if SIMULATOR:
+        kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab)
+        kernel.launch(grid, block, stream, flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags],
+                      shared=shared)
+        return
+    plan = _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab,
+                          tuple(t.size for t in flat))
+    plan.launch(stream, [t.ptr for t in flat])
+
+
+def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w_aligned):
+    """A launcher for :func:`linear_act_forward` on already-validated inputs: returns
+    ``launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, preact_ptr)`` for contiguous x
+    ``[M, K]``, weight ``[N, K]``, bias ``[N]`` (pointer ignored unless ``has_bias``),
+    fresh 16-byte aligned outputs y and preact ``[M, N]`` (preact ignored unless
+    ``save_preact``); ``x_aligned`` / ``w_aligned``: whether x / weight start 16-byte
+    aligned. The torch front end caches one per input signature (host cost)."""
+    act = ACT_CODES[activation]
+    flags = (F_BIAS if has_bias else 0) | (F_PREACT if save_preact else 0)
+    flags = _vec_flags("fwd", dtype, N, act, flags, lambda n: True)
+    vec_ab = dtype != "float32" and x_aligned and w_aligned and K % 8 == 0
+    plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
+                          (M * K, N * K, N if has_bias else M * N, M * N, M * N))
+
+    def launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, pre_ptr):
+        plan.launch(stream, (x_ptr, w_ptr, bias_ptr if has_bias else y_ptr,
+                             pre_ptr if save_preact else y_ptr, y_ptr))
+    return launch
 
 
 def _check_flag(value, name):

@@ -20,6 +20,8 @@ import torch
 from numba_fused import linear_act as _la
 from numba_fused.activations import ACTIVATIONS, check_activation
 
+from ._fast import ENABLED, PlanCache, aligned16, raw_stream
+
 __all__ = ["linear_act", "FusedLinearAct", "FusedMLP", "ACTIVATIONS"]
 
 
@@ -27,12 +29,40 @@ def _contig(t):
     return None if t is None else t.contiguous()
 
 
+_FWD_PLANS = PlanCache()
+
+
+def _forward(x, weight, bias, activation, save):
+    """``linear_act_forward`` on contiguous tensors, through a cached per-signature
+    plan after the first call (see ``interop.torch._fast``)."""
+    key = (x.shape, x.dtype, x.device, weight.shape, weight.dtype, weight.device,
+           None if bias is None else (bias.shape, bias.dtype, bias.device),
+           activation, save, aligned16(x), aligned16(weight))
+    launch = _FWD_PLANS.get(key)
+    if launch is None:
+        res = _la.linear_act_forward(x, weight, bias, activation, save_preact=save)
+        if ENABLED[0] and x.numel() and weight.numel():
+            N, K = weight.shape
+            _FWD_PLANS.put(key, _la.forward_plan(x.numel() // K, N, K, _DTYPES[x.dtype],
+                                                 bias is not None, save, activation,
+                                                 key[-2], key[-1]))
+        return res if save else (res, None)
+    y = torch.empty(x.shape[:-1] + weight.shape[:1], dtype=x.dtype, device=x.device)
+    pre = torch.empty_like(y) if save else None
+    launch(raw_stream(x.device), x.data_ptr(), weight.data_ptr(),
+           0 if bias is None else bias.data_ptr(), y.data_ptr(),
+           0 if pre is None else pre.data_ptr())
+    return y, pre
+
+
+_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
 class _LinearActFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, activation):
         save = activation != "none"
-        res = _la.linear_act_forward(x, weight, bias, activation, save_preact=save)
-        y, pre = res if save else (res, None)
+        y, pre = _forward(x, weight, bias, activation, save)
         ctx.activation = activation
         ctx.save_for_backward(x, weight, pre)
         return y
@@ -68,11 +98,8 @@ def linear_act(input, weight, bias=None, activation="none"):
 class _MLPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w1, b1, w2, b2, activation):
-        if activation != "none":
-            h, z1 = _la.linear_act_forward(x, w1, b1, activation, save_preact=True)
-        else:
-            h, z1 = _la.linear_act_forward(x, w1, b1, "none"), None
-        y = _la.linear_act_forward(h, w2, b2, "none")
+        h, z1 = _forward(x, w1, b1, activation, activation != "none")
+        y, _ = _forward(h, w2, b2, "none", False)
         ctx.activation = activation
         ctx.save_for_backward(x, w1, w2, h, z1)
         return y

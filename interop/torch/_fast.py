@@ -1,0 +1,54 @@
+"""Per-signature launch plans: the host-cost fast path of the torch front ends.
+
+An op's array-level function validates its inputs, views them, picks a kernel and a
+grid, allocates its outputs and launches: 40-80 us of Python per call (bench/NOTES.md,
+"Host launch cost"). For a given *signature* (shapes, dtypes, devices, flags and the
+16-byte alignment of each input) every one of those decisions comes out the same, so
+the front ends run the array-level function once per signature, which validates and
+raises as usual, and then cache a plan from the op module (e.g.
+:func:`numba_fused.linear_act.forward_plan`, built on
+:class:`numba_fused.launch.PreparedLaunch`). A later call with the same signature
+allocates its outputs with ``torch.empty`` and launches the plan with the tensors'
+data pointers on torch's current stream.
+
+A signature that fails validation is never cached, so it raises again on every
+call; the simulator (CPU tensors, no driver) always takes the array-level path.
+"""
+
+import torch
+
+from numba_fused.launch import SIMULATOR
+
+__all__ = ["PlanCache", "raw_stream", "aligned16", "ENABLED"]
+
+# The fast path can be switched off (tests compare both; a debugging aid).
+ENABLED = [not SIMULATOR]
+
+_raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def raw_stream(device):
+    """Handle of torch's current stream on ``device`` (a torch.device)."""
+    if _raw is not None:
+        return _raw(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+def aligned16(t):
+    """Whether tensor ``t`` (or None) starts 16-byte aligned (None counts as aligned)."""
+    return t is None or t.data_ptr() % 16 == 0
+
+
+class PlanCache(dict):
+    """signature -> plan, bounded: a model sees few signatures, a shape sweep many,
+    and plans hold compiled-kernel references, so the oldest half goes when full."""
+
+    def __init__(self, limit=256):
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key, plan):
+        if len(self) >= self.limit:
+            for k in list(self)[: self.limit // 2]:
+                del self[k]
+        self[key] = plan
