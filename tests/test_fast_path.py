@@ -91,3 +91,22 @@ def test_prepared_launch_patches_pointers_and_dynamic_scalars():
         torch.testing.assert_close(out, a * x2 + y2, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError):
         k.prepare(1, 256, 0, [X, Y, O, 2.0, n], dynamic=(0,))
+
+
+def test_linear_act_without_grad_skips_autograd_same_values():
+    from interop.torch import FusedMLP, linear_act
+
+    x = torch.randn(5, 48, device="cuda", dtype=torch.float16, requires_grad=True)
+    w = torch.randn(40, 48, device="cuda", dtype=torch.float16)
+    b = torch.randn(40, device="cuda", dtype=torch.float16)
+    y1 = linear_act(x, w, b, "gelu")
+    with torch.no_grad():
+        y2 = linear_act(x, w, b, "gelu")
+    assert y1.grad_fn is not None and y2.grad_fn is None
+    assert torch.equal(y1.detach(), y2)
+    mlp = FusedMLP(48, 64, 24, "gelu_tanh", device="cuda", dtype=torch.float16)
+    z1 = mlp(x)
+    with torch.no_grad():
+        z2 = mlp(x)
+    assert z1.grad_fn is not None and z2.grad_fn is None
+    assert torch.equal(z1.detach(), z2)

@@ -58,6 +58,10 @@ def _forward(x, weight, bias, activation, save):
 _DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
+def _needs_grad(*tensors):
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
 class _LinearActFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, activation):
@@ -91,8 +95,11 @@ def linear_act(input, weight, bias=None, activation="none"):
     for t, name in ((input, "input"), (weight, "weight"), (bias, "bias")):
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    return _LinearActFunction.apply(input.contiguous(), weight.contiguous(), _contig(bias),
-                                    activation)
+    x, w, b = input.contiguous(), weight.contiguous(), _contig(bias)
+    if _needs_grad(x, w, b):
+        return _LinearActFunction.apply(x, w, b, activation)
+    # No autograd node to record: skip Function.apply's host cost (bench/NOTES.md).
+    return _forward(x, w, b, activation, False)[0]
 
 
 class _MLPFunction(torch.autograd.Function):
@@ -170,9 +177,12 @@ class FusedMLP(torch.nn.Module):
     def forward(self, x):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-        return _MLPFunction.apply(x.contiguous(), self.fc1.weight.contiguous(),
-                                  _contig(self.fc1.bias), self.fc2.weight.contiguous(),
-                                  _contig(self.fc2.bias), self.activation)
+        args = (x.contiguous(), self.fc1.weight.contiguous(), _contig(self.fc1.bias),
+                self.fc2.weight.contiguous(), _contig(self.fc2.bias))
+        if _needs_grad(*args):
+            return _MLPFunction.apply(*args, self.activation)
+        h, _ = _forward(args[0], args[1], args[2], self.activation, False)
+        return _forward(h, args[3], args[4], "none", False)[0]
 
     def extra_repr(self):
         return f"activation={self.activation!r}"
