@@ -373,9 +373,8 @@ class PreparedLaunch:
         self.kernel = kernel
         self.dims = _dim3(grid) + _dim3(block)
         self.shared = int(shared)
-        template = (ctypes.c_int64 * kernel._nslots)()
-        views = {k: (c * (kernel._nslots * m)).from_buffer(template)
-                 for k, (c, m) in _SLOT_VIEWS.items()}
+        tmpl = _ParamBuffer(kernel._nslots)
+        template, views = tmpl.slots, tmpl.views
         ptr_slots = []
         val_slots = {}
         for i, (a, (first, n, kind, mult)) in enumerate(zip(args, kernel._plan)):

@@ -829,11 +829,6 @@ def _address(arr):
     return int(arr.host.__array_interface__["data"][0])
 
 
-def _aligned(arr, ld, nbytes):
-    """Rows of ``arr`` (leading dimension ``ld`` elements) start ``nbytes``-aligned."""
-    return _address(arr) % nbytes == 0 and (ld * arr.itemsize) % nbytes == 0
-
-
 def _flat(arr):
     return arr.reshape((arr.size,))
 
@@ -867,26 +862,31 @@ def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, s
     return kernel.prepare(grid, block, shared, args)
 
 
-def _vec_flags(role, dtype, ldc, act, flags, aligned):
+def _vec_flags(role, dtype, ldc, act, flags, out_ok, aux_ok, bias_ok):
     """``flags`` plus F_VEC when the epilogue's rows (out, and aux / bias where the
-    role writes or reads them) are 16-byte aligned; ``aligned(name)`` says whether
-    that array's start is."""
-    if dtype == "float32" or ldc % 8:
+    role writes or reads them) are 16-byte aligned; ``*_ok``: whether each array's
+    start is."""
+    if dtype == "float32" or ldc % 8 or not out_ok:
         return flags
-    names = ["out"]
-    if role == "fwd" and flags & F_PREACT or role == "dgrad" and act != 0:
-        names.append("aux")
-    if role == "fwd" and flags & F_BIAS:
-        names.append("bias")
-    return flags | F_VEC if all(aligned(n) for n in names) else flags
+    if (role == "fwd" and flags & F_PREACT or role == "dgrad" and act != 0) and not aux_ok:
+        return flags
+    if role == "fwd" and flags & F_BIAS and not bias_ok:
+        return flags
+    return flags | F_VEC
+
+
+def _vec_ab(dtype, a_ok, b_ok, lda, ldb):
+    """Whether the A and B tiles can be loaded with 16-byte cp.async: every row of
+    both starts 16-byte aligned (``*_ok``: the arrays' starts are)."""
+    return dtype != "float32" and a_ok and b_ok and (lda * 2) % 16 == 0 and (ldb * 2) % 16 == 0
 
 
 def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, flags, stream):
     """Launch one GEMM (arguments as the kernels take them; arrays as KernelArrays)."""
-    arrays = {"a": a, "b": b, "bias": bias, "aux": aux, "out": out}
-    flags = _vec_flags(role, dtype, ldc, act, flags, lambda n: _address(arrays[n]) % 16 == 0)
-    vec_ab = dtype != "float32" and _aligned(a, lda, 16) and _aligned(b, ldb, 16)
     flat = [_flat(a), _flat(b), _flat(bias), _flat(aux), _flat(out)]
+    ok = [_address(t) % 16 == 0 for t in flat]
+    flags = _vec_flags(role, dtype, ldc, act, flags, ok[4], ok[3], ok[2])
+    vec_ab = _vec_ab(dtype, ok[0], ok[1], lda, ldb)
     if SIMULATOR:
         kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab)
         kernel.launch(grid, block, stream, flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags],
@@ -906,9 +906,9 @@ def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w
     aligned. The torch front end caches one per input signature (host cost)."""
     act = ACT_CODES[activation]
     flags = (F_BIAS if has_bias else 0) | (F_PREACT if save_preact else 0)
-    flags = _vec_flags("fwd", dtype, N, act, flags, lambda n: True)
-    vec_ab = dtype != "float32" and x_aligned and w_aligned and K % 8 == 0
-    plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
+    flags = _vec_flags("fwd", dtype, N, act, flags, True, True, True)
+    plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags,
+                          _vec_ab(dtype, x_aligned, w_aligned, K, K),
                           (M * K, N * K, N if has_bias else M * N, M * N, M * N))
 
     def launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, pre_ptr):

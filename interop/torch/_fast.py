@@ -15,23 +15,20 @@ A signature that fails validation is never cached, so it raises again on every
 call; the simulator (CPU tensors, no driver) always takes the array-level path.
 """
 
-import torch
-
+from interop.dlpack import _torch_dtype_name, _torch_raw_stream
 from numba_fused.launch import SIMULATOR
 
-__all__ = ["PlanCache", "raw_stream", "aligned16", "ENABLED"]
+__all__ = ["PlanCache", "raw_stream", "dtype_name", "aligned16", "ENABLED"]
 
 # The fast path can be switched off (tests compare both; a debugging aid).
 ENABLED = [not SIMULATOR]
 
-_raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+dtype_name = _torch_dtype_name
 
 
 def raw_stream(device):
     """Handle of torch's current stream on ``device`` (a torch.device)."""
-    if _raw is not None:
-        return _raw(device.index)
-    return torch.cuda.current_stream(device).cuda_stream
+    return _torch_raw_stream()(device.index)
 
 
 def aligned16(t):

@@ -20,7 +20,7 @@ import torch
 from numba_fused import linear_act as _la
 from numba_fused.activations import ACTIVATIONS, check_activation
 
-from ._fast import ENABLED, PlanCache, aligned16, raw_stream
+from ._fast import ENABLED, PlanCache, aligned16, dtype_name, raw_stream
 
 __all__ = ["linear_act", "FusedLinearAct", "FusedMLP", "ACTIVATIONS"]
 
@@ -35,17 +35,18 @@ _FWD_PLANS = PlanCache()
 def _forward(x, weight, bias, activation, save):
     """``linear_act_forward`` on contiguous tensors, through a cached per-signature
     plan after the first call (see ``interop.torch._fast``)."""
+    x_ok, w_ok = aligned16(x), aligned16(weight)
     key = (x.shape, x.dtype, x.device, weight.shape, weight.dtype, weight.device,
            None if bias is None else (bias.shape, bias.dtype, bias.device),
-           activation, save, aligned16(x), aligned16(weight))
+           activation, save, x_ok, w_ok)
     launch = _FWD_PLANS.get(key)
     if launch is None:
         res = _la.linear_act_forward(x, weight, bias, activation, save_preact=save)
         if ENABLED[0] and x.numel() and weight.numel():
             N, K = weight.shape
-            _FWD_PLANS.put(key, _la.forward_plan(x.numel() // K, N, K, _DTYPES[x.dtype],
+            _FWD_PLANS.put(key, _la.forward_plan(x.numel() // K, N, K, dtype_name(x.dtype),
                                                  bias is not None, save, activation,
-                                                 key[-2], key[-1]))
+                                                 x_ok, w_ok))
         return res if save else (res, None)
     y = torch.empty(x.shape[:-1] + weight.shape[:1], dtype=x.dtype, device=x.device)
     pre = torch.empty_like(y) if save else None
@@ -53,9 +54,6 @@ def _forward(x, weight, bias, activation, save):
            0 if bias is None else bias.data_ptr(), y.data_ptr(),
            0 if pre is None else pre.data_ptr())
     return y, pre
-
-
-_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
 def _needs_grad(*tensors):
