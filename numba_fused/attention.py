@@ -33,17 +33,29 @@ Checks (as the seed's ``check_supported``): q, k, v, out, grad_out need a unit s
 along head_dim and no negative strides; head dims 1..128 (q/k and v may differ);
 matching batch / heads / lengths; a window only with a causal mask; no bias with
 varlen; dropout_p in [0, 1]; int32, non-decreasing cu_seqlens within the packed
-lengths. There is no pointer-alignment requirement: these kernels load element by
-element.
+lengths. There is no pointer-alignment requirement: the CUDA-core kernels load element
+by element; the tensor-core kernels copy tiles by 16-byte ``cp.async`` when every row
+of q, k, v (and grad_out) starts 16-byte aligned, else element by element.
 
-Keyword extras: ``block`` (tile shape: an int 8/16/32/64 or ``(blk, rows_per_thread,
-chunk)``; tests use small ones), and for the backward ``num_splits`` (key splits, the
-seed's ``num_splits_key``; default fills the GPU) and ``need_bias_grad`` (False skips
-dBias).
+Kernels. float16 / bfloat16 inputs run on tensor cores (:mod:`numba_fused.attention_tc`:
+``mma.sync`` with float32 accumulation; P and dS rounded to the input dtype before
+they feed a matmul, as flash-attention). float32 inputs run on the CUDA-core kernels
+(:mod:`numba_fused.attention_fwd`, :mod:`numba_fused.attention_bwd`: float32 FMA), which
+keep float32 accuracy. ``tensor_cores=False`` (or ``NUMBA_FUSED_ATTN_TC=0`` in the
+environment, read per call) runs float16 / bfloat16 on the CUDA-core kernels too, for
+comparison; ``tensor_cores=True`` insists on the tensor-core kernels (float16 /
+bfloat16 only).
+
+Keyword extras: ``tensor_cores`` (above); ``block`` (tile shape: on tensor cores an int
+16/32/64 or ``(blk, query_subtile)``, on CUDA cores an int 8/16/32/64 or
+``(blk, rows_per_thread, chunk)``; tests use small ones), and for the backward
+``num_splits`` (key splits, the seed's ``num_splits_key``; default fills the GPU) and
+``need_bias_grad`` (False skips dBias).
 """
 
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -54,6 +66,8 @@ from .attention_bwd import (make_attention_bwd_kernel, make_attention_bwd_prep_k
                             make_bias_grad_reduce_kernel)
 from .attention_fwd import (D_MAXES, MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT, TileConfig,
                             make_attention_fwd_kernel)
+from .attention_tc import (TC_D_MAXES, TcConfig, bwd_smem_bytes, fwd_smem_bytes,
+                           make_attention_bwd_tc_kernel, make_attention_fwd_tc_kernel, tc_d_max)
 from .dtypes import DTYPES
 from .launch import SIMULATOR, cdiv, sm_count
 from .philox import philox4x32_np, split_u64, uniform_from_bits_np
@@ -69,6 +83,74 @@ GPU_TILE = TileConfig(64, 4, 16)
 SIM_TILE = TileConfig(16, 4, 8)
 _PRESETS = {8: TileConfig(8, 2, 8), 16: TileConfig(16, 4, 8), 32: TileConfig(32, 4, 8),
             64: GPU_TILE}
+
+
+# Tensor-core tiles: 64 queries (forward) / keys (backward) per block, 4 warps. The
+# backward's query sub-tile qn sets its score registers (qn / 2 for S, as many for
+# dP) beside dK and dV (d_max / 2 each): the largest with which ptxas (sm_90) fits
+# every variant in 255 registers without spilling, with some margin: 64 up to
+# head_dim 32, 32 at 64 (64 spilled 12 bytes), 16 at 128 (32 spilled with dropout).
+TC_BLK = 64
+TC_ENV = "NUMBA_FUSED_ATTN_TC"
+
+
+def _tc_qn(d_max):
+    """Backward query sub-tile for padded head dim ``d_max``."""
+    return {16: 64, 32: 64, 64: 32, 128: 16}[d_max]
+
+
+def _tc_tiles():
+    """(d_max, dropout, TcConfig) of every tensor-core backward the launchers pick on
+    the GPU by default."""
+    return [(d, drop, TcConfig(TC_BLK, _tc_qn(d))) for d in TC_D_MAXES
+            for drop in (False, True)]
+
+
+def _use_tensor_cores(dtype, tensor_cores):
+    """Whether inputs of ``dtype`` take the tensor-core kernels."""
+    if tensor_cores is None:
+        env = os.environ.get(TC_ENV, "1").strip().lower()
+        if env not in ("0", "1", "false", "true", "off", "on", ""):
+            raise ValueError(f"${TC_ENV} must be 0 or 1, got {env!r}")
+        return dtype != "float32" and env not in ("0", "false", "off")
+    if not isinstance(tensor_cores, (bool, np.bool_)):
+        raise TypeError(f"tensor_cores must be None or a bool, got {type(tensor_cores).__name__}")
+    if tensor_cores and dtype == "float32":
+        raise ValueError("tensor_cores=True needs float16 or bfloat16 inputs (float32 runs on "
+                         "the CUDA-core kernels), got float32")
+    return bool(tensor_cores)
+
+
+def _tc_tile(block, d_max):
+    if block is None:
+        # Simulator: one warp of 32 threads.
+        block = 16 if SIMULATOR else TC_BLK
+    try:
+        if isinstance(block, numbers.Integral) and not isinstance(block, bool):
+            blk = int(block)
+            return TcConfig(blk, min(blk, _tc_qn(d_max))).validate()
+        return TcConfig(*(int(x) for x in block)).validate()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"block must be 16, 32, 64 or a valid (blk, query_subtile) pair for the "
+                         f"tensor-core kernels (float16 / bfloat16; tensor_cores=False runs the "
+                         f"CUDA-core tiles), got {block!r}") from exc
+
+
+def _address(arr):
+    if arr.ptr is not None:
+        return int(arr.ptr)
+    return int(arr.host.__array_interface__["data"][0])
+
+
+def _rows_aligned(*arrs):
+    """Every [B, S, H, D] row of each array starts 16-byte aligned (16-bit elements):
+    the tensor-core kernels then copy tiles by 16-byte cp.async."""
+    for arr in arrs:
+        if _address(arr) % 16:
+            return False
+        if any(st % 8 for n, st in zip(arr.shape[:3], arr.strides[:3]) if n > 1):
+            return False
+    return True
 
 
 def _tile(block):
@@ -136,9 +218,8 @@ class _Args:
 
 
 def _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
-             cu_seqlens_q, cu_seqlens_k, block):
+             cu_seqlens_q, cu_seqlens_k, block, tensor_cores):
     a = _Args()
-    a.cfg = _tile(block)
     Q = checks.floating_array(q, "q")
     K = checks.floating_array(k, "k")
     V = checks.floating_array(v, "v")
@@ -162,9 +243,15 @@ def _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
     for arr, name in ((Q, "q"), (K, "k"), (V, "v")):
         _check_last_dim(arr, name)
         _check_strides(arr, name)
-    a.d_max = a.cfg.d_max_for(max(D, Dv))
-    if a.d_max is None:
-        raise ValueError(f"head_dim {max(D, Dv)} has no kernel for block {tuple(a.cfg)}")
+    a.tc = _use_tensor_cores(Q.dtype, tensor_cores)
+    if a.tc:
+        a.d_max = tc_d_max(max(D, Dv))
+        a.cfg = _tc_tile(block, a.d_max)
+    else:
+        a.cfg = _tile(block)
+        a.d_max = a.cfg.d_max_for(max(D, Dv))
+        if a.d_max is None:
+            raise ValueError(f"head_dim {max(D, Dv)} has no kernel for block {tuple(a.cfg)}")
 
     if causal not in _MASKS:
         raise ValueError(f"causal must be None, 'top_left' or 'bottom_right', got {causal!r}")
@@ -261,11 +348,12 @@ def _int32_dummy(like):
 
 
 def attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, seed=0,
-                      offset=0, scale=None, cu_seqlens_q=None, cu_seqlens_k=None, *, block=None):
+                      offset=0, scale=None, cu_seqlens_q=None, cu_seqlens_k=None, *, block=None,
+                      tensor_cores=None):
     """Attention forward: ``(out [B, Sq, H, Dv], lse [B, H, Sq] float32)``; see the module
     docstring for the math and the options."""
     a = _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
-                 cu_seqlens_q, cu_seqlens_k, block)
+                 cu_seqlens_q, cu_seqlens_k, block, tensor_cores)
     B, Sq, H, D, Sk, Dv = a.dims
     out = empty_like_lib(a.Q, (B, Sq, H, Dv), a.dtype)
     lse = empty_like_lib(a.Q, (a.nb, H, a.rows), "float32")
@@ -273,13 +361,22 @@ def attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, 
         return out.owner, lse.owner
     cu_q = a.cu_q if a.varlen else _int32_dummy(a.Q)
     cu_k = a.cu_k if a.varlen else cu_q
-    kernel = make_attention_fwd_kernel(a.dtype, a.d_max, a.dropout, a.cfg)
     grid = (cdiv(a.rows, a.cfg.blk), H, a.nb)
     bias_arr = a.B if a.B is not None else a.Q
-    kernel.launch(grid, a.cfg.nt, stream_handle(a.Q), [
+    args = [
         _flat(a.Q), _flat(a.K), _flat(a.V), _flat(bias_arr), _flat(out), _flat(lse), cu_q, cu_k,
         *_bsh(a.Q), *_bsh(a.K), *_bsh(a.V), *_bsh(out), *a.bias_strides, *lse.strides,
-        Sq, Sk, D, Dv, a.rows, *a.scalars])
+        Sq, Sk, D, Dv, a.rows, *a.scalars]
+    if a.tc:
+        # The forward has no query sub-tile.
+        kernel = make_attention_fwd_tc_kernel(a.dtype, a.d_max, a.dropout,
+                                              TcConfig(a.cfg.blk, a.cfg.blk))
+        kernel.launch(grid, a.cfg.nt, stream_handle(a.Q), args + [
+            int(_rows_aligned(a.Q, a.K, a.V))],
+            shared=fwd_smem_bytes(a.cfg, a.d_max, a.B is not None))
+    else:
+        kernel = make_attention_fwd_kernel(a.dtype, a.d_max, a.dropout, a.cfg)
+        kernel.launch(grid, a.cfg.nt, stream_handle(a.Q), args)
     return out.owner, lse.owner
 
 
@@ -289,13 +386,13 @@ def attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, 
 def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, window=0,
                        dropout_p=0.0, seed=0, offset=0, scale=None, cu_seqlens_q=None,
                        cu_seqlens_k=None, deterministic=False, *, need_bias_grad=True,
-                       num_splits=None, block=None):
+                       num_splits=None, block=None, tensor_cores=None):
     """Attention backward: ``(grad_q, grad_k, grad_v, grad_bias_or_None)`` for the
     forward with the same options; ``out`` and ``lse`` are what the forward returned.
     ``deterministic=True`` makes dQ bit-identical run to run (per-split workspace
     slices summed in split order instead of the lock's arrival order)."""
     a = _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
-                 cu_seqlens_q, cu_seqlens_k, block)
+                 cu_seqlens_q, cu_seqlens_k, block, tensor_cores)
     B, Sq, H, D, Sk, Dv = a.dims
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
@@ -322,7 +419,7 @@ def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, wind
     blk = cfg.blk
     nkb = cdiv(a.kcols, blk)
     if num_splits is None:
-        nsplit = max(1, min(nkb, sm_count(a.Q.device) // max(1, a.nb * H)))
+        nsplit = _default_splits(a, nkb, H, bool(deterministic))
     else:
         nsplit = checks.check_int(num_splits, "num_splits", 1, 2**15)
         if nsplit > max(1, nkb):
@@ -361,19 +458,28 @@ def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, wind
     gb_strides = list(gb_arr.strides[:3]) if gb is not None else [0, 0, 0]
     sizes = [Sq, Sk, D, Dv, a.rows, nqb * blk]
     if nqb:
-        prep = make_attention_bwd_prep_kernel(a.dtype, cfg)
-        prep.launch((nqb, H, a.nb), cfg.nt, stream, [
+        # The prep kernel needs only the main kernel's query-block length.
+        prep_cfg = _PRESETS[blk] if a.tc else cfg
+        prep = make_attention_bwd_prep_kernel(a.dtype, prep_cfg)
+        prep.launch((nqb, H, a.nb), prep_cfg.nt, stream, [
             _flat(O), _flat(GO), delta, _flat(ws), locks, _flat(gq), _flat(gb_arr), cu_q, cu_k,
             *_bsh(O), *_bsh(GO), *_bsh(gq), *gb_strides, *sizes, slices, nsplit,
             a.mask_kind, a.window, int(a.varlen), int(want_gb)])
     if nkb:
-        main = make_attention_bwd_kernel(a.dtype, a.d_max, a.dropout, cfg)
-        main.launch((nsplit, H, a.nb), cfg.nt, stream, [
+        args = [
             _flat(a.Q), _flat(a.K), _flat(a.V), _flat(GO), _flat(bias_arr), _flat(L), delta,
             _flat(gq), _flat(gk), _flat(gv), _flat(gb_arr), _flat(ws), locks, cu_q, cu_k,
             *_bsh(a.Q), *_bsh(a.K), *_bsh(a.V), *_bsh(GO), *_bsh(gq), *_bsh(gk), *_bsh(gv),
             *a.bias_strides, *L.strides, *gb_strides, *sizes, *a.scalars,
-            int(want_gb), int(bool(deterministic))])
+            int(want_gb), int(bool(deterministic))]
+        if a.tc:
+            main = make_attention_bwd_tc_kernel(a.dtype, a.d_max, a.dropout, cfg)
+            main.launch((nsplit, H, a.nb), cfg.nt, stream, args + [
+                int(_rows_aligned(a.Q, a.K, a.V, GO))],
+                shared=bwd_smem_bytes(cfg, a.d_max, a.B is not None))
+        else:
+            main = make_attention_bwd_kernel(a.dtype, a.d_max, a.dropout, cfg)
+            main.launch((nsplit, H, a.nb), cfg.nt, stream, args)
     if want_gb and reduce_dims and red.size:
         kern = make_bias_grad_reduce_kernel(a.dtype)
         threads = 32 if SIMULATOR else 256
@@ -381,6 +487,24 @@ def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, wind
         flags = [int(i in reduce_dims) for i in range(4)]
         kern.launch(grid, threads, stream, [gb, red, *flags])
     return result()
+
+
+def _default_splits(a, nkb, H, deterministic):
+    """Key splits of the backward when the caller gives none.
+
+    CUDA-core kernels: one 256-thread block per SM. Tensor-core kernels: one key block
+    per split (as flash-attention's backward: the most blocks, the finest balance;
+    the seed's query-start rotation keeps splits off each other's dQ locks), except
+    that deterministic mode keeps a workspace slice per split, so there the splits
+    are capped to about 4 blocks per SM and at most 8 slices. Splits divide the key
+    blocks as evenly as the count allows."""
+    heads = max(1, a.nb * H)
+    if not a.tc:
+        return max(1, min(nkb, sm_count(a.Q.device) // heads))
+    if not deterministic:
+        return max(1, nkb)
+    target = max(1, min(8, nkb, cdiv(4 * sm_count(a.Q.device), heads)))
+    return cdiv(nkb, cdiv(nkb, target))
 
 
 # ---------------------------------------------------------------- references
@@ -509,7 +633,9 @@ def attention_ref(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, seed
 
 
 def shipped_kernels():
-    """Every kernel the launchers pick on the GPU (GPU tile, each dtype, width, dropout)."""
+    """Every kernel the launchers pick on the GPU (GPU tiles, each dtype, width, dropout;
+    for float16 / bfloat16 the tensor-core kernels and the CUDA-core ones that
+    ``tensor_cores=False`` selects)."""
     for dt in DTYPES:
         for d_max in D_MAXES:
             if d_max % GPU_TILE.tx:
@@ -517,5 +643,9 @@ def shipped_kernels():
             for drop in (False, True):
                 yield make_attention_fwd_kernel(dt, d_max, drop, GPU_TILE)
                 yield make_attention_bwd_kernel(dt, d_max, drop, GPU_TILE)
+        if dt != "float32":
+            for d_max, drop, cfg in _tc_tiles():
+                yield make_attention_fwd_tc_kernel(dt, d_max, drop, TcConfig(TC_BLK, TC_BLK))
+                yield make_attention_bwd_tc_kernel(dt, d_max, drop, cfg)
         yield make_attention_bwd_prep_kernel(dt, GPU_TILE)
         yield make_bias_grad_reduce_kernel(dt)

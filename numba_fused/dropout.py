@@ -16,48 +16,58 @@ for infinite inputs); dropped elements are exact zeros.
 
 Philox keying (the contract other ops and tests rely on)
 ---------------------------------------------------------
-Element ``e`` of the flattened ``[M, N]`` array belongs to group ``g = e // 4``::
+Element ``e`` of the flattened ``[M, N]`` array belongs to group ``g = e // 8``; each
+of the four 32-bit Philox words gives two 16-bit draws (v2; v1 used one 32-bit word,
+24 bits of it, per element and groups of 4)::
 
     (w0, w1, w2, w3) = Philox4x32-10(counter=(g_lo, g_hi, offset_lo, offset_hi),
                                      key=(seed_lo, seed_hi))
-    word     = w[e % 4]
-    u(e)     = uniform_from_bits(word) = (word >> 8) * 2**-24      (exact float32)
-    keep[e]  = u(e) >= float32(p)
+    h(e)     = low 16 bits of w[(e % 8) // 2] if e is even, else its high 16 bits
+    u(e)     = (h(e) + 1/2) / 2**16                 (the midpoint of its 2^-16 cell)
+    keep[e]  = u(e) >= float32(p)   <=>   h(e) >= t16 = ceil(2**16 float32(p) - 1/2)
 
 where ``x_lo``/``x_hi`` are the low/high 32-bit halves of the 64-bit integers ``g``,
 ``seed`` and ``offset``. The mask depends only on ``(seed, offset, e, p)``, never on
-the launch configuration. The kernels evaluate ``u(e) >= float32(p)`` exactly as the
-integer test ``(word >> 8) >= ceil(float32(p) * 2**24)`` (:func:`keep_threshold`);
+the launch configuration. The keep probability is ``1 - t16 / 2**16``, within 2^-17
+(7.7e-6) of ``1 - p`` (p is in effect rounded to a multiple of 2^-16: p < 2^-17 keeps
+everything, p > 1 - 2^-17 nothing). :func:`keep_threshold` gives ``t16``;
 :func:`dropout_keep_mask` is the host twin.
 
-Design
-------
-The kernels are bound by instruction issue about as much as by memory: one Philox
-call (ten rounds of two 32x32->64 multiplies) serves four elements. Philox is
-emitted as 32-bit LLVM IR (:func:`philox_ir`; numba would widen it to 64-bit) with
-its 20 round keys passed as kernel parameters (uniform registers); gelu and
-gelu_tanh use branch-free forms (see "Activations" below); 16-bit data are unpacked
-and packed two at a time (cvt.f32.f16 on both halves, cvt.rn.{f16x2,bf16x2}.f32).
+Design (v2)
+-----------
+Instruction issue and memory both bound these kernels. One Philox call (ten rounds
+of two 32x32->64 multiplies and two 3-input xors, ~40 instructions) serves eight
+elements. Philox is emitted as 32-bit LLVM IR (:func:`philox_ir`; numba would widen
+it to 64-bit) with its 20 round keys passed as kernel parameters; gelu and gelu_tanh
+use branch-free forms (see "Activations" below); 16-bit data are unpacked and packed
+two at a time (cvt.f32.f16 on both halves, cvt.rn.{f16x2,bf16x2}.f32). Flags that
+would otherwise keep per-element keep flags alive across a branch are compile-time
+(the forward's uint8-mask output) or select whole per-branch bodies (p = 0, the
+backward's mask source).
 
-A block is ``(block_x, block_y)`` threads over a strip of ``4 * block_x`` columns
-and a range of ``rows_per_block`` rows. Each thread owns 4 consecutive columns
-(one Philox call gives their 4 uniforms when ``N % 4 == 0``) and walks its rows
-with stride ``block_y``, keeping ``unroll`` rows' loads in flight. On the vector
-path (``N % 4 == 0``, 8-byte aligned data) the 4 elements travel as one uint64
-(16-bit dtypes) or two (float32) and the uint8 mask as one uint32; otherwise a
-scalar path loads element by element and draws the (at most two) Philox groups a
-row-straddling chunk touches.
+A block is ``(block_x, block_y)`` threads over a strip of ``8 * block_x`` columns
+and a range of ``rows_per_block`` rows. Each thread owns 8 consecutive columns (one
+Philox group when ``N % 8 == 0``) and walks its rows with stride ``block_y``,
+``unroll`` rows per batch, the next batch's loads issued before the current batch is
+computed (register double buffering). On the vector path (``N % 8 == 0``, 16-byte
+aligned data) a row's 8 elements travel as one 16-byte access (16-bit dtypes) or two
+(float32) and the uint8 mask as one uint64; otherwise a scalar path loads element by
+element and draws the (at most two) Philox groups a row-straddling chunk touches.
 
 The backward pass sums each thread's grad_x per column over its rows, then the
-block reduces them the way LightSeq does: a padded shared tile ``[block_y][4 *
+block reduces them the way LightSeq does: a padded shared tile ``[block_y][8 *
 block_x + pad]`` (pad chosen against bank conflicts of both its writes and reads),
 per-column sums by ``shfl_down`` over the lanes holding one column, and one float32
-partial row per row-block (xformers' ``N_BLOCKS_M`` partials), which a second small
-kernel reduces into grad_bias.
+partial row per row-block (xformers' ``N_BLOCKS_M`` partials). The partial rows are
+reduced in the same kernel: each block then increments an arrival counter of its
+column strip (after a fence), and the last block to arrive sums the strip's partial
+rows in a fixed order (deterministic) into grad_bias and resets the counter (v1
+launched a second kernel for this). No block waits for another.
 """
 
 import functools
 import math
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -68,7 +78,7 @@ from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_
 from . import activations, checks, dtypes
 from .intrinsics import f32_as_u32, u32_as_f32
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
-from .philox import philox4x32, philox4x32_np, split_u64, uniform_from_bits_np
+from .philox import philox4x32, philox4x32_np, split_u64
 from .reductions import FULL_MASK
 
 __all__ = [
@@ -218,19 +228,20 @@ else:
 
 _F0 = np.float32(0.0)
 _U0 = np.uint64(0)
-_U1 = np.uint64(1)
-_M16 = np.uint64(0xFFFF)
-_M32 = np.uint64(0xFFFFFFFF)
-_S16 = np.uint64(16)
 _S32 = np.uint64(32)
-_S48 = np.uint64(48)
-_BYTE = np.uint32(0xFF)
+_BYTE64 = np.uint64(0xFF)
+_LO16 = np.uint32(0xFFFF)
+_HI16 = np.uint32(0xFFFF0000)
 
 MODE_NONE, MODE_PHILOX, MODE_MASK = 0, 1, 2
 # Aim for about this many resident-block waves: enough blocks that the last wave's
-# imbalance is small, few enough that the bias-grad partials stay ~1% of traffic.
-_WAVES = 4
+# imbalance is small, few enough that the last block of each column strip (which sums
+# the strip's partial rows, one per row block) finishes quickly: 2 waves give 128 row
+# blocks at 16384 x 4096 fp16 (v1 used 4).
+_WAVES = 2
 _MAX_GRID_Y = 65535
+# Partial rows per step of the last block's bias-grad sum (1, 2 or 4).
+_FINAL_STEP = 2
 
 
 # ---------------------------------------------------------------------------
@@ -239,8 +250,9 @@ _MAX_GRID_Y = 65535
 # tanhf similar): these branch-free forms need about half the instructions.
 #   gelu:      Phi(z) = 1 - q (z >= 0) or q (z < 0), q = erfc(|z|/sqrt 2) / 2, with
 #              erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a/2) (Numerical Recipes'
-#              erfcc form): relative error of gelu below 3e-6 for every z, where the
-#              textbook z/2 (1 + erf(z/sqrt 2)) cancels for z < 0;
+#              erfcc form; a shorter fit for 16-bit outputs): relative error of gelu
+#              below 3e-6 (float32) / 1.1e-5 (16-bit) for every z, where the textbook
+#              z/2 (1 + erf(z/sqrt 2)) cancels for z < 0;
 #              gelu'(z) = Phi(z) + z phi(z), phi(z) = exp(-z^2/2) / sqrt(2 pi).
 #   gelu_tanh: z (1 + tanh u) / 2 = z sigmoid(2u), u = sqrt(2/pi) (z + 0.044715 z^3).
 # exp and 1/x are single ex2.approx.ftz / rcp.approx.ftz instructions (relative error
@@ -250,15 +262,18 @@ _F1 = np.float32(1.0)
 _SQRT1_2 = np.float32(1.0 / math.sqrt(2.0))
 _INV_SQRT_2PI = np.float32(1.0 / math.sqrt(2.0 * math.pi))
 # P(t) coefficients, constant term first. Float32 outputs: Numerical Recipes' erfcc
-# (degree 9, erfc relative error < 1.2e-7). 16-bit outputs, whose rounding step is
-# 2^-12 .. 2^-9: a degree-7 fit of log(erfc(a) / t) + a^2 on a in [0, 9.5] (erfc
-# relative error < 6.3e-7, gelu relative error < 2.5e-6), two FMAs fewer per element.
+# (degree 9, erfc relative error < 1.2e-7).
 _ERFCC_F32 = tuple(np.float32(c) for c in (
     -1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
     -1.13520398, 1.48851587, -0.82215223, 0.17087277))
-_ERFCC_16 = tuple(np.float32(c) for c in (
-    -1.2655423879623413, 0.9996035695075989, 0.38762950897216797, -0.019121306017041206,
-    0.3119036853313446, -0.9608943462371826, 0.7289305329322815, -0.1825098991394043))
+# 16-bit outputs, whose rounding step is 2^-12 .. 2^-9: R(t') = log2(q / t') + log2(e)
+# z^2 / 2 fitted directly in the folded form below (degree 5, near-minimax by Lawson's
+# iteration on t' = 1 / (2 + |z| / sqrt 2), |z| <= 14): relative error of gelu below
+# 1.1e-5 for z in [-6, 10], |gelu' error| < 3.8e-6 (v1 used a degree-7 fit: 2 FMAs
+# more per element for errors below the outputs' rounding either way).
+_GELU16_FOLDED = tuple(np.float32(c) for c in (
+    -1.8272148370742798, 2.9370667934417725, 1.4700390100479126, 5.4720916748046875,
+    -16.365564346313477, 10.56059455871582))
 _TANH_C0 = np.float32(2.0 * math.sqrt(2.0 / math.pi))
 _TANH_C1 = np.float32(2.0 * math.sqrt(2.0 / math.pi) * 0.044715)
 _TANH_C1X3 = np.float32(3.0 * 2.0 * math.sqrt(2.0 / math.pi) * 0.044715)
@@ -305,15 +320,19 @@ def _fast_exp(x):
     return _ex2(x * _LOG2E)
 
 
-@functools.lru_cache(maxsize=None)
-def _make_gelu(coeffs):
-    """(gelu, gelu') device functions from P's coefficients (constant term first).
+def _fold_erfcc(coeffs):
+    """P's coefficients (constant term first) in the folded form :func:`_make_gelu` takes."""
+    return tuple(np.float32(c * 2.0 ** i / math.log(2.0)) for i, c in enumerate(coeffs))
 
-    With t' = t / 2 = 1 / (2 + a) and P'(t') = log2(e) P(2 t') (coefficients folded
-    here), erfc(a) / 2 = t' 2^(P'(t') - log2(e) z^2 / 2): one FMA gives the
-    denominator, no multiply is left around the exponential.
+
+@functools.lru_cache(maxsize=None)
+def _make_gelu(folded):
+    """(gelu, gelu') device functions from the folded coefficients (constant term first).
+
+    With t' = t / 2 = 1 / (2 + a) and P'(t') = log2(e) P(2 t') (:func:`_fold_erfcc`),
+    erfc(a) / 2 = t' 2^(P'(t') - log2(e) z^2 / 2): one FMA gives the denominator, no
+    multiply is left around the exponential.
     """
-    folded = tuple(np.float32(c * 2.0 ** i / math.log(2.0)) for i, c in enumerate(coeffs))
     top, rest = folded[-1], tuple(reversed(folded[:-1]))
 
     @cuda.jit(device=True, inline=True)
@@ -360,21 +379,30 @@ def _gelu_tanh_fast_grad(z):
     return s + z * s * (_F1 - s) * (_TANH_C0 + _TANH_C1X3 * zz)
 
 
+def _gelu_coeffs(dtype):
+    return _fold_erfcc(_ERFCC_F32) if dtype == "float32" else _GELU16_FOLDED
+
+
 def kernel_act(activation, dtype):
     """``(act, act_grad)`` device functions the dropout kernels use for storage
     ``dtype``: the branch-free forms above for gelu / gelu_tanh,
     :func:`activations.device_act` otherwise."""
     activations.check_activation(activation)
     if activation == "gelu":
-        return _make_gelu(_ERFCC_F32 if dtype == "float32" else _ERFCC_16)
+        return _make_gelu(_gelu_coeffs(dtype))
     if activation == "gelu_tanh":
         return _gelu_tanh_fast, _gelu_tanh_fast_grad
     return activations.device_act(activation)
 
 
+
 # ---------------------------------------------------------------------------
 # Device helpers shared by every kernel
 # ---------------------------------------------------------------------------
+
+# Elements per Philox call: each of the four 32-bit words gives two 16-bit draws.
+GROUP = 8
+
 
 @cuda.jit(device=True, inline=True)
 def _philox_group(g, keys, off_lo, off_hi):
@@ -383,18 +411,32 @@ def _philox_group(g, keys, off_lo, off_hi):
 
 
 @cuda.jit(device=True, inline=True)
-def _philox_at(g_base, gl, keys, off_lo, off_hi):
-    """Philox words of element group ``g_base + gl`` (uint64 base, uint32 local index)."""
-    g = g_base + gl
+def _philox_u64(g, keys, off_lo, off_hi):
+    """:func:`_philox_group` of a uint64 group index."""
     return _philox_words(g, g >> _S32, off_lo, off_hi, keys)
 
 
 @cuda.jit(device=True, inline=True)
-def _kept(word, thr):
-    """keep iff uniform_from_bits(word) >= float32(p), i.e. (word >> 8) >= t with
-    t = ceil(float32(p) * 2^24) >= 1, i.e. word > thr with thr = 256 t - 1 (p = 1:
-    thr = 2^32 - 1, nothing kept). Only called when p > 0."""
+def _hi_kept(word, thr):
+    """keep flag of the draw in the upper half of ``word``: h >= t16 iff word > thr with
+    thr = 65536 t16 - 1 (:func:`keep_threshold`; t16 >= 1 whenever draws are made,
+    t16 = 65536 for p = 1: thr = 2^32 - 1, nothing kept)."""
     return np.uint32(word) > thr
+
+
+@cuda.jit(device=True, inline=True)
+def _lo_kept(word, thr):
+    """keep flag of the draw in the lower half of ``word`` (the same test on it shifted up)."""
+    return np.uint32((np.uint32(word) & _LO16) << np.uint32(16)) > thr
+
+
+@cuda.jit(device=True, inline=True)
+def _keep8(g, keys, off_lo, off_hi, thr):
+    """Keep flags of the 8 elements of group ``g`` (uint64): element 2i draws the low
+    half of Philox word i, element 2i + 1 its high half."""
+    w0, w1, w2, w3 = _philox_u64(g, keys, off_lo, off_hi)
+    return (_lo_kept(w0, thr), _hi_kept(w0, thr), _lo_kept(w1, thr), _hi_kept(w1, thr),
+            _lo_kept(w2, thr), _hi_kept(w2, thr), _lo_kept(w3, thr), _hi_kept(w3, thr))
 
 
 @cuda.jit(device=True, inline=True)
@@ -409,108 +451,223 @@ def _pick4(i, r0, r1, r2, r3):
 
 
 @cuda.jit(device=True, inline=True)
-def _pick8(i, a, b):
-    if i < 4:
-        return _pick4(i, a[0], a[1], a[2], a[3])
-    return _pick4(i - 4, b[0], b[1], b[2], b[3])
+def _flag_at(k, a, b, thr):
+    """Keep flag of draw ``k`` (0..15) of the 16 draws held by word tuples a, b."""
+    if k < 8:
+        w = _pick4(k >> 1, a[0], a[1], a[2], a[3])
+    else:
+        w = _pick4((k - 8) >> 1, b[0], b[1], b[2], b[3])
+    if k & 1:
+        return _hi_kept(w, thr)
+    return _lo_kept(w, thr)
 
 
 @cuda.jit(device=True, inline=True)
-def _straddling_words(e0, keys, off_lo, off_hi):
-    """Philox words of elements e0 .. e0+3 when e0 need not be a multiple of 4: the
-    chunk then spans groups e0 // 4 and e0 // 4 + 1."""
-    s = e0 & 3
-    g = e0 >> 2
-    a = _philox_group(g, keys, off_lo, off_hi)
-    if s == 0:
-        return a
-    b = _philox_group(g + 1, keys, off_lo, off_hi)
-    return _pick8(s, a, b), _pick8(s + 1, a, b), _pick8(s + 2, a, b), _pick8(s + 3, a, b)
-
-
-@cuda.jit(device=True, inline=True)
-def _mask_word(k0, k1, k2, k3):
-    """Four keep flags as the little-endian bytes of a uint32 (byte i = element i)."""
-    return (np.uint32(k0) | (np.uint32(k1) << np.uint32(8)) | (np.uint32(k2) << np.uint32(16))
-            | (np.uint32(k3) << np.uint32(24)))
+def _mask_word8(k0, k1, k2, k3, k4, k5, k6, k7):
+    """Eight keep flags as the little-endian bytes of a uint64 (byte i = element i)."""
+    lo = (np.uint32(k0) | (np.uint32(k1) << np.uint32(8)) | (np.uint32(k2) << np.uint32(16))
+          | (np.uint32(k3) << np.uint32(24)))
+    hi = (np.uint32(k4) | (np.uint32(k5) << np.uint32(8)) | (np.uint32(k6) << np.uint32(16))
+          | (np.uint32(k7) << np.uint32(24)))
+    return np.uint64(lo) | (np.uint64(hi) << _S32)
 
 
 @cuda.jit(device=True, inline=True)
 def _mask_byte(w, i):
-    return ((np.uint32(w) >> np.uint32(8 * i)) & _BYTE) != np.uint32(0)
+    return ((np.uint64(w) >> np.uint64(8 * i)) & _BYTE64) != _U0
 
 
-# Vector-path word access: a chunk of 4 elements is one uint64 (16-bit dtypes) or two
-# (float32). ``g`` is a uint32 chunk index: an unsigned index skips numba's negative-
-# index wrap-around, and a 32-bit one makes each address a single IMAD.WIDE.U32.
+# ---------------------------------------------------------------------------
+# Vector path: a chunk is 8 consecutive elements of one row (one Philox group),
+# 16 bytes of a 16-bit dtype (one 16-byte access) or 32 bytes of float32 (two).
+# Data arrays are uint32 words; ``q`` is a uint32 chunk index (an unsigned 32-bit
+# index skips numba's negative-index wrap-around and makes each address a single
+# IMAD.WIDE.U32). ``ld16``/``st16`` are plain LLVM <4 x i32> accesses with 16-byte
+# alignment (ld.global.v4.u32 / st.global.v4.u32), free for LLVM and ptxas to schedule.
+# ---------------------------------------------------------------------------
+
+if SIMULATOR:
+    from .tensor_core import ld_global_v4 as _ld16
+    from .tensor_core import st_global_v4 as _st16
+
+    def _ld_cg4(arr, idx):
+        i = int(idx)
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
+    def _ld_cg1(arr, idx):
+        return arr[int(idx)]
+
+else:
+    _V4I32 = ir.VectorType(ir.IntType(32), 4)
+
+    def _global_vec_ptr(context, builder, arrty, arr, idxty, idx):
+        ary = context.make_array(arrty)(context, builder, value=arr)
+        i = context.cast(builder, idx, idxty, types.intp)
+        ptr = builder.gep(ary.data, [i])
+        gptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 1))
+        return builder.bitcast(gptr, ir.PointerType(_V4I32, 1))
+
+    def _check_words(arr, idx):
+        return (isinstance(arr, types.Array) and arr.dtype == types.uint32 and arr.layout == "C"
+                and isinstance(idx, types.Integer))
+
+    @intrinsic
+    def _ld16(typingctx, arr, idx):
+        if not _check_words(arr, idx):
+            return None
+        sig = types.UniTuple(types.uint32, 4)(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            vp = _global_vec_ptr(context, builder, signature.args[0], args[0],
+                                 signature.args[1], args[1])
+            vec = builder.load(vp, align=16)
+            vals = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i))
+                    for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return sig, codegen
+
+    @intrinsic
+    def _st16(typingctx, arr, idx, v0, v1, v2, v3):
+        if not _check_words(arr, idx):
+            return None
+        if not all(isinstance(v, types.Integer) for v in (v0, v1, v2, v3)):
+            return None
+        sig = types.void(arr, idx, v0, v1, v2, v3)
+
+        def codegen(context, builder, signature, args):
+            vp = _global_vec_ptr(context, builder, signature.args[0], args[0],
+                                 signature.args[1], args[1])
+            vec = ir.Constant(_V4I32, ir.Undefined)
+            for i, v in enumerate(args[2:]):
+                vec = builder.insert_element(vec, _to_i32(builder, v),
+                                             ir.Constant(ir.IntType(32), i))
+            builder.store(vec, vp, align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _cg_load(n):
+        # ld.global.cg: through L2 only (the last block of a column strip reads partial
+        # sums other SMs wrote in this launch; their L1s are not coherent with ours).
+        # Volatile with a memory clobber: never moved above the fence and atomic.
+        regs = ",".join(f"${i}" for i in range(n))
+        text = (f"ld.global.cg.v{n}.f32 {{{regs}}}, [${n}];" if n > 1
+                else "ld.global.cg.f32 $0, [$1];")
+        cons = ",".join(["=f"] * n) + ",l,~{memory}"
+
+        @intrinsic
+        def op(typingctx, arr, idx):
+            if not (isinstance(arr, types.Array) and arr.dtype == types.float32
+                    and isinstance(idx, types.Integer)):
+                return None
+            ret = types.UniTuple(types.float32, n) if n > 1 else types.float32
+
+            def codegen(context, builder, signature, args):
+                ary = context.make_array(signature.args[0])(context, builder, value=args[0])
+                i = context.cast(builder, args[1], signature.args[1], types.intp)
+                ptr = builder.gep(ary.data, [i])
+                gptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 1))
+                addr = builder.ptrtoint(gptr, ir.IntType(64))
+                rty = ir.LiteralStructType([ir.FloatType()] * n) if n > 1 else ir.FloatType()
+                fnty = ir.FunctionType(rty, [ir.IntType(64)])
+                res = builder.call(ir.InlineAsm(fnty, text, cons, side_effect=True), [addr])
+                if n == 1:
+                    return res
+                vals = [builder.extract_value(res, k) for k in range(n)]
+                return context.make_tuple(builder, ret, vals)
+
+            return ret(arr, idx), codegen
+
+        return op
+
+    _ld_cg4 = _cg_load(4)
+    _ld_cg1 = _cg_load(1)
+
+
+_Z4 = (np.uint32(0), np.uint32(0), np.uint32(0), np.uint32(0))
+_Z8 = _Z4 + _Z4
+
 
 @cuda.jit(device=True, inline=True)
-def _load_w1(a, g):
-    return a[g], _U0
+def _ld_h(a, q):
+    return _ld16(a, np.uint32(q << np.uint32(2)))
 
 
 @cuda.jit(device=True, inline=True)
-def _load_w2(a, g):
-    i = g + g
-    return a[i], a[i + _U1]
+def _st_h(a, q, w):
+    _st16(a, np.uint32(q << np.uint32(2)), w[0], w[1], w[2], w[3])
 
 
 @cuda.jit(device=True, inline=True)
-def _store_w1(a, g, w0, w1):
-    a[g] = w0
+def _ld_f(a, q):
+    i = np.uint32(q << np.uint32(3))
+    w0, w1, w2, w3 = _ld16(a, i)
+    w4, w5, w6, w7 = _ld16(a, np.uint32(i + np.uint32(4)))
+    return w0, w1, w2, w3, w4, w5, w6, w7
 
 
 @cuda.jit(device=True, inline=True)
-def _store_w2(a, g, w0, w1):
-    i = g + g
-    a[i] = w0
-    a[i + _U1] = w1
+def _st_f(a, q, w):
+    i = np.uint32(q << np.uint32(3))
+    _st16(a, i, w[0], w[1], w[2], w[3])
+    _st16(a, np.uint32(i + np.uint32(4)), w[4], w[5], w[6], w[7])
 
 
 @cuda.jit(device=True, inline=True)
-def _unpack_f32(w0, w1):
-    return (u32_as_f32(w0 & _M32), u32_as_f32(w0 >> _S32),
-            u32_as_f32(w1 & _M32), u32_as_f32(w1 >> _S32))
+def _unpack_f16_8(w):
+    v0, v1 = _unpack_h2(w[0])
+    v2, v3 = _unpack_h2(w[1])
+    v4, v5 = _unpack_h2(w[2])
+    v6, v7 = _unpack_h2(w[3])
+    return v0, v1, v2, v3, v4, v5, v6, v7
 
 
 @cuda.jit(device=True, inline=True)
-def _pack_f32(v0, v1, v2, v3):
-    return (np.uint64(f32_as_u32(v0)) | (np.uint64(f32_as_u32(v1)) << _S32),
-            np.uint64(f32_as_u32(v2)) | (np.uint64(f32_as_u32(v3)) << _S32))
+def _pack_f16_8(v):
+    return (_pack_h2(v[0], v[1]), _pack_h2(v[2], v[3]), _pack_h2(v[4], v[5]),
+            _pack_h2(v[6], v[7]))
 
 
 @cuda.jit(device=True, inline=True)
-def _unpack_f16(w0, w1):
-    v0, v1 = _unpack_h2(w0 & _M32)
-    v2, v3 = _unpack_h2(w0 >> _S32)
-    return v0, v1, v2, v3
+def _bf_lo(w):
+    return u32_as_f32(np.uint32((np.uint32(w) & _LO16) << np.uint32(16)))
 
 
 @cuda.jit(device=True, inline=True)
-def _pack_f16(v0, v1, v2, v3):
-    return np.uint64(_pack_h2(v0, v1)) | (np.uint64(_pack_h2(v2, v3)) << _S32), _U0
+def _bf_hi(w):
+    return u32_as_f32(np.uint32(w) & _HI16)
 
 
 @cuda.jit(device=True, inline=True)
-def _b2f(bits):
-    return dtypes.bf16_bits_to_f32(bits & _M16)
+def _unpack_bf16_8(w):
+    return (_bf_lo(w[0]), _bf_hi(w[0]), _bf_lo(w[1]), _bf_hi(w[1]),
+            _bf_lo(w[2]), _bf_hi(w[2]), _bf_lo(w[3]), _bf_hi(w[3]))
 
 
 @cuda.jit(device=True, inline=True)
-def _unpack_bf16(w0, w1):
-    return _b2f(w0), _b2f(w0 >> _S16), _b2f(w0 >> _S32), _b2f(w0 >> _S48)
+def _pack_bf16_8(v):
+    return (_pack_bf2(v[0], v[1]), _pack_bf2(v[2], v[3]), _pack_bf2(v[4], v[5]),
+            _pack_bf2(v[6], v[7]))
 
 
 @cuda.jit(device=True, inline=True)
-def _pack_bf16(v0, v1, v2, v3):
-    return np.uint64(_pack_bf2(v0, v1)) | (np.uint64(_pack_bf2(v2, v3)) << _S32), _U0
+def _unpack_f32_8(w):
+    return (u32_as_f32(w[0]), u32_as_f32(w[1]), u32_as_f32(w[2]), u32_as_f32(w[3]),
+            u32_as_f32(w[4]), u32_as_f32(w[5]), u32_as_f32(w[6]), u32_as_f32(w[7]))
 
 
-# dtype -> (load, store, unpack, pack) of one 4-element chunk
+@cuda.jit(device=True, inline=True)
+def _pack_f32_8(v):
+    return (f32_as_u32(v[0]), f32_as_u32(v[1]), f32_as_u32(v[2]), f32_as_u32(v[3]),
+            f32_as_u32(v[4]), f32_as_u32(v[5]), f32_as_u32(v[6]), f32_as_u32(v[7]))
+
+
+# dtype -> (load chunk words, store chunk words, unpack to 8 float32, pack, zero words)
 _VEC = {
-    "float32": (_load_w2, _store_w2, _unpack_f32, _pack_f32),
-    "float16": (_load_w1, _store_w1, _unpack_f16, _pack_f16),
-    "bfloat16": (_load_w1, _store_w1, _unpack_bf16, _pack_bf16),
+    "float32": (_ld_f, _st_f, _unpack_f32_8, _pack_f32_8, _Z8),
+    "float16": (_ld_h, _st_h, _unpack_f16_8, _pack_f16_8, _Z4),
+    "bfloat16": (_ld_h, _st_h, _unpack_bf16_8, _pack_bf16_8, _Z4),
 }
 
 
@@ -566,6 +723,157 @@ def _tile_reducer(store):
     return reduce
 
 
+@functools.lru_cache(maxsize=None)
+def _bias_epilogue(dtype, vec):
+    """Device function ``epilogue(tile, stride, acc, partial, part_row, n_cols,
+    counters, n_parts, final, grad_bias, flag)`` ending the backward kernel.
+
+    acc: the thread's 8 per-column float32 sums (columns 8 tx .. 8 tx + 7 of the block's
+    strip of 8 blockDim.x columns). The block reduces them over threadIdx.y through the
+    padded tile (LightSeq) into partial row ``part_row`` (float32, one per row block:
+    xformers' N_BLOCKS_M partials). With ``final``, the block then counts itself in
+    ``counters[blockIdx.x]`` (fence first); the last of the ``gridDim.y`` blocks of the
+    strip to arrive sums partial rows 0 .. n_parts - 1 of the strip in a fixed order
+    (thread rows ty, ty + blockDim.y, ..., then the tile and shuffles again), writes
+    grad_bias (in ``dtype``) and resets the counter to 0 for the next launch. No block
+    waits for another (the simulator runs blocks one after another). The result does
+    not depend on which block is last: deterministic.
+    """
+    to_partial = _tile_reducer(dtypes.storer("float32"))
+    to_bias = _tile_reducer(dtypes.storer(dtype))
+    f2, f4 = _FINAL_STEP >= 2, _FINAL_STEP >= 4
+
+    @cuda.jit(device=True, inline=True)
+    def to_tile(tile, stride, a0, a1, a2, a3, a4, a5, a6, a7):
+        # Position k * blockDim.x + tx holds column 8 tx + k: each write is 32
+        # consecutive floats of one tile row for a full-width warp.
+        bx = cuda.blockDim.x
+        base = cuda.threadIdx.y * stride + cuda.threadIdx.x
+        tile[base] = a0
+        tile[base + bx] = a1
+        tile[base + 2 * bx] = a2
+        tile[base + 3 * bx] = a3
+        tile[base + 4 * bx] = a4
+        tile[base + 5 * bx] = a5
+        tile[base + 6 * bx] = a6
+        tile[base + 7 * bx] = a7
+
+    @cuda.jit(device=True, inline=True)
+    def col_sums(partial, n_parts, n_cols, c):
+        # Column sums of partial rows ty, ty + blockDim.y, ... for columns c .. c + 7.
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = _F0
+        if vec:
+            # _FINAL_STEP rows per step: 2 per row of independent 16-byte loads in flight
+            # per thread (this runs once per strip, at the end of the kernel: its latency
+            # is the tail; its registers may set the kernel's count).
+            i = cuda.threadIdx.y
+            by = cuda.blockDim.y
+            while i < n_parts:
+                e = i * n_cols + c
+                p0, p1, p2, p3 = _ld_cg4(partial, e)
+                p4, p5, p6, p7 = _ld_cg4(partial, e + 4)
+                r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = _F0
+                u0 = u1 = u2 = u3 = u4 = u5 = u6 = u7 = _F0
+                v0 = v1 = v2 = v3 = v4 = v5 = v6 = v7 = _F0
+                if f2 and i + by < n_parts:
+                    e1 = e + by * n_cols
+                    r0, r1, r2, r3 = _ld_cg4(partial, e1)
+                    r4, r5, r6, r7 = _ld_cg4(partial, e1 + 4)
+                if f4 and i + 2 * by < n_parts:
+                    e2 = e + 2 * by * n_cols
+                    u0, u1, u2, u3 = _ld_cg4(partial, e2)
+                    u4, u5, u6, u7 = _ld_cg4(partial, e2 + 4)
+                if f4 and i + 3 * by < n_parts:
+                    e3 = e + 3 * by * n_cols
+                    v0, v1, v2, v3 = _ld_cg4(partial, e3)
+                    v4, v5, v6, v7 = _ld_cg4(partial, e3 + 4)
+                # Rows in order i, i + by, i + 2 by, i + 3 by (absent rows add 0).
+                s0 += p0
+                s1 += p1
+                s2 += p2
+                s3 += p3
+                s4 += p4
+                s5 += p5
+                s6 += p6
+                s7 += p7
+                s0 += r0
+                s1 += r1
+                s2 += r2
+                s3 += r3
+                s4 += r4
+                s5 += r5
+                s6 += r6
+                s7 += r7
+                s0 += u0
+                s1 += u1
+                s2 += u2
+                s3 += u3
+                s4 += u4
+                s5 += u5
+                s6 += u6
+                s7 += u7
+                s0 += v0
+                s1 += v1
+                s2 += v2
+                s3 += v3
+                s4 += v4
+                s5 += v5
+                s6 += v6
+                s7 += v7
+                i += _FINAL_STEP * by
+        else:
+            nv = min(8, n_cols - c)
+            i = cuda.threadIdx.y
+            while i < n_parts:
+                e = i * n_cols + c
+                s0 += _ld_cg1(partial, e)
+                if nv > 1:
+                    s1 += _ld_cg1(partial, e + 1)
+                if nv > 2:
+                    s2 += _ld_cg1(partial, e + 2)
+                if nv > 3:
+                    s3 += _ld_cg1(partial, e + 3)
+                if nv > 4:
+                    s4 += _ld_cg1(partial, e + 4)
+                if nv > 5:
+                    s5 += _ld_cg1(partial, e + 5)
+                if nv > 6:
+                    s6 += _ld_cg1(partial, e + 6)
+                if nv > 7:
+                    s7 += _ld_cg1(partial, e + 7)
+                i += cuda.blockDim.y
+        return s0, s1, s2, s3, s4, s5, s6, s7
+
+    @cuda.jit(device=True, inline=True)
+    def epilogue(tile, stride, acc, partial, part_row, n_cols, counters, n_parts, final,
+                 grad_bias, flag):
+        col0 = cuda.blockIdx.x * cuda.blockDim.x * GROUP
+        to_tile(tile, stride, acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7])
+        cuda.syncthreads()
+        to_partial(tile, stride, GROUP, partial, part_row * n_cols, col0, n_cols)
+        if final:
+            # Publish this block's partial row, then count the block in.
+            cuda.threadfence()
+            cuda.syncthreads()
+            if cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0:
+                old = cuda.atomic.add(counters, cuda.blockIdx.x, np.uint32(1))
+                flag[0] = np.int32(old == np.uint32(cuda.gridDim.y - 1))
+            cuda.syncthreads()
+            if flag[0] != 0:
+                cuda.threadfence()
+                c = col0 + GROUP * cuda.threadIdx.x
+                s = (_F0, _F0, _F0, _F0, _F0, _F0, _F0, _F0)
+                if c < n_cols:
+                    s = col_sums(partial, n_parts, n_cols, c)
+                to_tile(tile, stride, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
+                cuda.syncthreads()
+                to_bias(tile, stride, GROUP, grad_bias, 0, col0, n_cols)
+                if cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0:
+                    counters[cuda.blockIdx.x] = np.uint32(0)
+
+    return epilogue
+
+
 # ---------------------------------------------------------------------------
 # Host-side geometry
 # ---------------------------------------------------------------------------
@@ -615,11 +923,12 @@ def _tile_floats(threads, per):
 
 
 def _default_unroll(dtype, backward, need_x):
-    """Rows in flight per thread on the vector path: about 32 bytes of loads per
-    thread (4 x 8-byte words for 16-bit data, fewer rows for float32 or when the
-    backward pass also reads x)."""
-    row_bytes = (16 if dtype == "float32" else 8) * (2 if backward and need_x else 1)
-    return max(1, 32 // row_bytes)
+    """Rows per batch of the vector path: 1. The next row's loads are issued before a row
+    is computed (16-32 bytes per thread and array in flight through the computation),
+    and one row keeps the 16-bit forward kernels at 32 registers (full occupancy);
+    2 rows took 62-69 registers and 0.5 more instructions per element (buffer moves).
+    Measure others with LaunchConfig.unroll (bench/tune_dropout.py)."""
+    return 1
 
 
 def _check_threads(threads):
@@ -631,17 +940,17 @@ def _check_threads(threads):
 # Kernel factories
 # ---------------------------------------------------------------------------
 
-def _array(dtype_name, vec):
-    if vec:
-        return types.Array(types.uint64, 1, "C")
-    return types.Array(dtypes.numba_storage_type(dtype_name), 1, "C")
-
-
-_MASK_VEC = types.Array(types.uint32, 1, "C")
+_WORDS = types.Array(types.uint32, 1, "C")
+_MASK_VEC = types.Array(types.uint64, 1, "C")
 _MASK_SCALAR = types.Array(types.uint8, 1, "C")
 _F32_ARRAY = types.Array(types.float32, 1, "C")
+_U32_ARRAY = types.Array(types.uint32, 1, "C")
 # 20 round keys, offset_lo, offset_hi, keep threshold.
 _RNG_ARGS = (types.uint32,) * 23
+
+
+def _storage(dtype_name):
+    return types.Array(dtypes.numba_storage_type(dtype_name), 1, "C")
 
 
 def _check_unroll(unroll):
@@ -651,14 +960,109 @@ def _check_unroll(unroll):
 
 
 @functools.lru_cache(maxsize=None)
-def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None):
+def _bias_loader(dtype):
+    """Device function ``bias8(bias, c, n_cols, has_bias)``: bias[c .. c + 7] as float32
+    (0 past n_cols or without bias)."""
+    load = dtypes.loader(dtype)
+
+    @cuda.jit(device=True, inline=True)
+    def bias8(bias, c, n_cols, has_bias):
+        b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = _F0
+        if has_bias:
+            nv = min(8, n_cols - c)
+            b0 = load(bias, c)
+            b1 = load(bias, c + 1) if nv > 1 else _F0
+            b2 = load(bias, c + 2) if nv > 2 else _F0
+            b3 = load(bias, c + 3) if nv > 3 else _F0
+            b4 = load(bias, c + 4) if nv > 4 else _F0
+            b5 = load(bias, c + 5) if nv > 5 else _F0
+            b6 = load(bias, c + 6) if nv > 6 else _F0
+            b7 = load(bias, c + 7) if nv > 7 else _F0
+        return b0, b1, b2, b3, b4, b5, b6, b7
+
+    return bias8
+
+
+_ALL_KEPT = (True, True, True, True, True, True, True, True)
+_ALL_KEPT_WORD = np.uint64(0x0101010101010101)
+
+
+@cuda.jit(device=True, inline=True)
+def _scalar_flags(e0, nv, keys, off_lo, off_hi, thr):
+    """Keep flags of elements e0 .. e0 + 7 (any e0, int64): groups e0 // 8 and, when the
+    chunk straddles it, e0 // 8 + 1."""
+    s = e0 & 7
+    g = e0 >> 3
+    a = _philox_group(g, keys, off_lo, off_hi)
+    if s == 0:
+        return (_lo_kept(a[0], thr), _hi_kept(a[0], thr), _lo_kept(a[1], thr),
+                _hi_kept(a[1], thr), _lo_kept(a[2], thr), _hi_kept(a[2], thr),
+                _lo_kept(a[3], thr), _hi_kept(a[3], thr))
+    b = a
+    if s + nv > 8:
+        b = _philox_group(g + 1, keys, off_lo, off_hi)
+    return (_flag_at(s, a, b, thr), _flag_at(s + 1, a, b, thr), _flag_at(s + 2, a, b, thr),
+            _flag_at(s + 3, a, b, thr), _flag_at(s + 4, a, b, thr), _flag_at(s + 5, a, b, thr),
+            _flag_at(s + 6, a, b, thr), _flag_at(s + 7, a, b, thr))
+
+
+@cuda.jit(device=True, inline=True)
+def _scalar_mask_flags(mask, e0, nv):
+    return (mask[e0] != 0, mask[e0 + 1] != 0 if nv > 1 else False,
+            mask[e0 + 2] != 0 if nv > 2 else False, mask[e0 + 3] != 0 if nv > 3 else False,
+            mask[e0 + 4] != 0 if nv > 4 else False, mask[e0 + 5] != 0 if nv > 5 else False,
+            mask[e0 + 6] != 0 if nv > 6 else False, mask[e0 + 7] != 0 if nv > 7 else False)
+
+
+def _scalar_io(dtype):
+    """(load8, store8) of the scalar path: elements e0 .. e0 + nv - 1 (nv <= 8)."""
+    load = dtypes.loader(dtype)
+    store = dtypes.storer(dtype)
+
+    @cuda.jit(device=True, inline=True)
+    def load8(a, e0, nv):
+        return (load(a, e0), load(a, e0 + 1) if nv > 1 else _F0,
+                load(a, e0 + 2) if nv > 2 else _F0, load(a, e0 + 3) if nv > 3 else _F0,
+                load(a, e0 + 4) if nv > 4 else _F0, load(a, e0 + 5) if nv > 5 else _F0,
+                load(a, e0 + 6) if nv > 6 else _F0, load(a, e0 + 7) if nv > 7 else _F0)
+
+    @cuda.jit(device=True, inline=True)
+    def store8(a, e0, nv, v):
+        store(a, e0, v[0])
+        if nv > 1:
+            store(a, e0 + 1, v[1])
+        if nv > 2:
+            store(a, e0 + 2, v[2])
+        if nv > 3:
+            store(a, e0 + 3, v[3])
+        if nv > 4:
+            store(a, e0 + 4, v[4])
+        if nv > 5:
+            store(a, e0 + 5, v[5])
+        if nv > 6:
+            store(a, e0 + 6, v[6])
+        if nv > 7:
+            store(a, e0 + 7, v[7])
+
+    return load8, store8
+
+
+@functools.lru_cache(maxsize=None)
+def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_mask=False,
+                        fixed_dropout=-1):
     """Forward kernel: ``y = dropout(act(x + bias), p)`` (and optionally the uint8 mask).
 
     dtype: 'float32' | 'float16' | 'bfloat16'; activation: one of ``ACTIVATIONS``;
-    vec: vector path (``N % 4 == 0``, 8-byte aligned arrays viewed as uint64 words, the
-    mask as uint32 words) or scalar path; threads: block size the kernel is compiled
-    for; unroll: rows in flight per thread on the vector path (1, 2 or 4; None: the
-    default for the dtype). The scalar path always uses 1.
+    vec: vector path (``N % 8 == 0``, data arrays 16-byte aligned and viewed as uint32
+    words, the mask as uint64 words) or scalar path; threads: block size the kernel is
+    compiled for; unroll: rows per batch on the vector path (1, 2 or 4; None: the
+    default for the dtype; the next batch's loads are in flight while a batch is
+    computed). The scalar path always uses 1. write_mask: also write the uint8 keep mask
+    (a compile-time flag: the flags would otherwise be saved across a branch per chunk).
+    fixed_dropout: 0 or 1 compiles the ``dropout`` argument in as that constant (-1:
+    read at run time). The launchers compile it in on the vector path: the run-time
+    switch cost 4-5 registers (36 against 31 at fp16, ptxas 13.0), i.e. 6 instead of 8
+    resident blocks; the scalar path reads it.
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -666,189 +1070,194 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None):
     if not vec:
         unroll = 1
     act, _ = kernel_act(activation, dtype)
+    bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
 
     @cuda.jit(device=True, inline=True)
-    def math4(v0, v1, v2, v3, b0, b1, b2, b3, k0, k1, k2, k3, scale):
+    def math8(v, b, k, scale):
         # A select, not a multiply by a 0/1 mask: dropped elements are exact zeros
         # even where act(x + b) is inf or NaN. The activation is computed for every
         # element first: branching around it per element costs more than it saves.
-        a0 = act(v0 + b0) * scale
-        a1 = act(v1 + b1) * scale
-        a2 = act(v2 + b2) * scale
-        a3 = act(v3 + b3) * scale
-        return (a0 if k0 else _F0), (a1 if k1 else _F0), (a2 if k2 else _F0), (a3 if k3 else _F0)
+        a0 = act(v[0] + b[0]) * scale
+        a1 = act(v[1] + b[1]) * scale
+        a2 = act(v[2] + b[2]) * scale
+        a3 = act(v[3] + b[3]) * scale
+        a4 = act(v[4] + b[4]) * scale
+        a5 = act(v[5] + b[5]) * scale
+        a6 = act(v[6] + b[6]) * scale
+        a7 = act(v[7] + b[7]) * scale
+        return ((a0 if k[0] else _F0), (a1 if k[1] else _F0), (a2 if k[2] else _F0),
+                (a3 if k[3] else _F0), (a4 if k[4] else _F0), (a5 if k[5] else _F0),
+                (a6 if k[6] else _F0), (a7 if k[7] else _F0))
 
     if vec:
-        load_w, store_w, unpack, pack = _VEC[dtype]
+        ldc, stc, unpack, pack, zero = _VEC[dtype]
 
         @cuda.jit(device=True, inline=True)
-        def chunk(y, mask, g_base, g, xw0, xw1, b0, b1, b2, b3, keys, off_lo, off_hi, thr,
-                  scale, dropout, write_mask):
-            v0, v1, v2, v3 = unpack(xw0, xw1)
-            k0 = k1 = k2 = k3 = True
-            if dropout:
-                w0, w1, w2, w3 = _philox_at(g_base, g, keys, off_lo, off_hi)
-                k0 = _kept(w0, thr)
-                k1 = _kept(w1, thr)
-                k2 = _kept(w2, thr)
-                k3 = _kept(w3, thr)
-            a0, a1, a2, a3 = math4(v0, v1, v2, v3, b0, b1, b2, b3, k0, k1, k2, k3, scale)
-            o0, o1 = pack(a0, a1, a2, a3)
-            store_w(y, g, o0, o1)
-            if write_mask:
-                mask[g] = _mask_word(k0, k1, k2, k3)
+        def ld_if(x, q, ok):
+            if ok:
+                return ldc(x, q)
+            return zero
+
+        @cuda.jit(device=True, inline=True)
+        def chunk(y, mask, g_base, q, words, b, keys, off_lo, off_hi, thr, scale, dropout):
+            # Whole bodies per branch: no keep flag lives across a branch.
+            v = unpack(words)
+            if (dropout if fixed_dropout < 0 else fixed_dropout > 0):
+                k = _keep8(g_base + np.uint64(q), keys, off_lo, off_hi, thr)
+                stc(y, q, pack(math8(v, b, k, scale)))
+                if write_mask:
+                    mask[q] = _mask_word8(k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7])
+            else:
+                stc(y, q, pack(math8(v, b, _ALL_KEPT, scale)))
+                if write_mask:
+                    mask[q] = _ALL_KEPT_WORD
 
         def kernel(x, bias, y, mask, n_rows, n_cols, rows_per_block, g_base,
                    k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                    k10, k11, k12, k13, k14, k15, k16, k17, k18, k19,
-                   off_lo, off_hi, thr, scale, has_bias, dropout, write_mask):
+                   off_lo, off_hi, thr, scale, has_bias, dropout):
             """Vector-path forward of rows [by * rows_per_block, ...) of a column strip.
 
-            x, y: [M * N * itemsize / 8] uint64 words of the flattened input / output;
-            bias: [N * itemsize / 8] uint64 words (read iff has_bias); mask: [M * N / 4]
-            uint32 words, byte i of word g = keep flag of element 4 g + i (written iff
-            write_mask); n_rows: rows of this launch, n_cols = N (N % 4 == 0); g_base:
-            element group of the launch's first element (row pieces of tensors with 2^31
-            or more groups, see _pieces); k0..k19: Philox round keys (round_keys(seed));
-            off_lo, off_hi: counter words 2-3; thr = 256 t - 1 with t = keep_threshold(p),
-            an element is kept iff its Philox word > thr; scale = 1 / (1 - p); dropout:
-            draw Philox (False: p = 0, every element kept).
+            x, y: [M * N * itemsize / 4] uint32 words of the flattened input / output;
+            bias: [N] (storage dtype; read iff has_bias); mask: [M * N / 8] uint64
+            words, byte i of word q = keep flag of element 8 q + i (written iff the
+            kernel is made with write_mask); n_rows: rows of this launch, n_cols = N
+            (N % 8 == 0); g_base: element group (8 elements) of the launch's first
+            element (row pieces, see _pieces); k0..k19: Philox round keys
+            (round_keys(seed)); off_lo, off_hi: counter words 2-3; thr = 65536 t16 - 1
+            (keep_threshold): element kept iff its 16-bit draw, moved to the top half of
+            a word, is > thr; scale = 1 / (1 - p); dropout: draw Philox (False: every
+            element kept).
             Thread (tx, ty) of block (bx, by) owns chunk j = bx * blockDim.x + tx, i.e.
-            columns 4 j .. 4 j + 3, of rows by * rows_per_block + ty + i * blockDim.y;
-            the chunk of row r is element group g_base + r * N / 4 + j.
+            columns 8 j .. 8 j + 7, of rows by * rows_per_block + ty + i * blockDim.y;
+            the chunk of row r is element group g_base + r * N / 8 + j.
             """
             keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                     k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
             # Every index of one launch is below 2^31: 32-bit arithmetic throughout.
-            chunks = np.uint32(n_cols >> 2)
+            chunks = np.uint32(n_cols >> 3)
             j = np.uint32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
             if j >= chunks:
                 return
-            b0 = b1 = b2 = b3 = _F0
-            if has_bias:
-                bw0, bw1 = load_w(bias, j)
-                b0, b1, b2, b3 = unpack(bw0, bw1)
+            b = bias8(bias, GROUP * j, n_cols, has_bias)
             step = np.uint32(cuda.blockDim.y)
             gstep = np.uint32(step * chunks)
             row0 = np.uint32(cuda.blockIdx.y * rows_per_block)
             row_end = np.uint32(min(n_rows, row0 + rows_per_block))
             r = np.uint32(row0 + cuda.threadIdx.y)
-            ga = np.uint32(r * chunks + j)
+            q = np.uint32(r * chunks + j)
+            # Batch of rows r, r + step, ...: loaded one batch ahead.
+            wa = ld_if(x, q, r < row_end)
+            wb = wc = wd = zero
+            if u2:
+                wb = ld_if(x, np.uint32(q + gstep), np.uint32(r + step) < row_end)
+            if u4:
+                wc = ld_if(x, np.uint32(q + 2 * gstep), np.uint32(r + 2 * step) < row_end)
+                wd = ld_if(x, np.uint32(q + 3 * gstep), np.uint32(r + 3 * step) < row_end)
             while r < row_end:
-                # All loads of the batch first: `unroll` loads in flight per thread.
-                xa0, xa1 = load_w(x, ga)
-                gb = gc = gd = ga
-                lb = lc = ld = False
-                xb0 = xb1 = xc0 = xc1 = xd0 = xd1 = _U0
+                rn = np.uint32(r + unroll * step)
+                qn = np.uint32(q + unroll * gstep)
+                na = ld_if(x, qn, rn < row_end)
+                nb = nc = nd = zero
                 if u2:
-                    lb = np.uint32(r + step) < row_end
-                    gb = np.uint32(ga + gstep)
-                    if lb:
-                        xb0, xb1 = load_w(x, gb)
+                    nb = ld_if(x, np.uint32(qn + gstep), np.uint32(rn + step) < row_end)
                 if u4:
-                    lc = np.uint32(r + 2 * step) < row_end
-                    ld = np.uint32(r + 3 * step) < row_end
-                    gc = np.uint32(gb + gstep)
-                    gd = np.uint32(gc + gstep)
-                    if lc:
-                        xc0, xc1 = load_w(x, gc)
-                    if ld:
-                        xd0, xd1 = load_w(x, gd)
-                chunk(y, mask, g_base, ga, xa0, xa1, b0, b1, b2, b3, keys, off_lo, off_hi, thr,
-                      scale, dropout, write_mask)
-                if lb:
-                    chunk(y, mask, g_base, gb, xb0, xb1, b0, b1, b2, b3, keys, off_lo, off_hi,
-                          thr, scale, dropout, write_mask)
-                if lc:
-                    chunk(y, mask, g_base, gc, xc0, xc1, b0, b1, b2, b3, keys, off_lo, off_hi,
-                          thr, scale, dropout, write_mask)
-                if ld:
-                    chunk(y, mask, g_base, gd, xd0, xd1, b0, b1, b2, b3, keys, off_lo, off_hi,
-                          thr, scale, dropout, write_mask)
-                r = np.uint32(r + unroll * step)
-                ga = np.uint32(ga + unroll * gstep)
+                    nc = ld_if(x, np.uint32(qn + 2 * gstep), np.uint32(rn + 2 * step) < row_end)
+                    nd = ld_if(x, np.uint32(qn + 3 * gstep), np.uint32(rn + 3 * step) < row_end)
+                chunk(y, mask, g_base, q, wa, b, keys, off_lo, off_hi, thr, scale, dropout)
+                if u2:
+                    if np.uint32(r + step) < row_end:
+                        chunk(y, mask, g_base, np.uint32(q + gstep), wb, b, keys, off_lo,
+                              off_hi, thr, scale, dropout)
+                if u4:
+                    if np.uint32(r + 2 * step) < row_end:
+                        chunk(y, mask, g_base, np.uint32(q + 2 * gstep), wc, b, keys, off_lo,
+                              off_hi, thr, scale, dropout)
+                    if np.uint32(r + 3 * step) < row_end:
+                        chunk(y, mask, g_base, np.uint32(q + 3 * gstep), wd, b, keys, off_lo,
+                              off_hi, thr, scale, dropout)
+                r = rn
+                q = qn
+                wa = na
+                wb = nb
+                wc = nc
+                wd = nd
 
         mask_t = _MASK_VEC
+        data = _WORDS
     else:
-        load = dtypes.loader(dtype)
-        store = dtypes.storer(dtype)
+        load8, store8 = _scalar_io(dtype)
 
         def kernel(x, bias, y, mask, n_rows, n_cols, rows_per_block,
                    k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                    k10, k11, k12, k13, k14, k15, k16, k17, k18, k19,
-                   off_lo, off_hi, thr, scale, has_bias, dropout, write_mask):
+                   off_lo, off_hi, thr, scale, has_bias, dropout):
             """Scalar-path forward (any N, any alignment).
 
             x, y: [M * N] elements; bias: [N] (read iff has_bias); mask: [M * N] uint8,
-            1 = kept (written iff write_mask); other arguments as the vector path. Thread
-            (tx, ty) owns columns c = 4 j .. 4 j + 3 (those < N) of its rows; the chunk
-            e0 = r * N + 4 j .. e0 + 3 may straddle two Philox groups.
+            1 = kept (written iff made with write_mask); other arguments as the vector path. Thread
+            (tx, ty) owns columns c = 8 j .. 8 j + 7 (those < N) of its rows; the chunk
+            e0 = r * N + 8 j .. e0 + 7 may straddle two Philox groups.
             """
             keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                     k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
-            chunks = (n_cols + 3) >> 2
+            chunks = (n_cols + 7) >> 3
             j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
             if j >= chunks:
                 return
-            c = 4 * j
-            nv = min(4, n_cols - c)
-            b0 = b1 = b2 = b3 = _F0
-            if has_bias:
-                b0 = load(bias, c)
-                b1 = load(bias, c + 1) if nv > 1 else _F0
-                b2 = load(bias, c + 2) if nv > 2 else _F0
-                b3 = load(bias, c + 3) if nv > 3 else _F0
+            c = GROUP * j
+            nv = min(8, n_cols - c)
+            b = bias8(bias, c, n_cols, has_bias)
             row0 = cuda.blockIdx.y * rows_per_block
             row_end = min(n_rows, row0 + rows_per_block)
             r = row0 + cuda.threadIdx.y
             while r < row_end:
                 e0 = r * n_cols + c
-                v0 = load(x, e0)
-                v1 = load(x, e0 + 1) if nv > 1 else _F0
-                v2 = load(x, e0 + 2) if nv > 2 else _F0
-                v3 = load(x, e0 + 3) if nv > 3 else _F0
-                m0 = m1 = m2 = m3 = True
+                v = load8(x, e0, nv)
+                k = _ALL_KEPT
                 if dropout:
-                    w0, w1, w2, w3 = _straddling_words(e0, keys, off_lo, off_hi)
-                    m0 = _kept(w0, thr)
-                    m1 = _kept(w1, thr)
-                    m2 = _kept(w2, thr)
-                    m3 = _kept(w3, thr)
-                a0, a1, a2, a3 = math4(v0, v1, v2, v3, b0, b1, b2, b3, m0, m1, m2, m3, scale)
-                store(y, e0, a0)
-                if nv > 1:
-                    store(y, e0 + 1, a1)
-                if nv > 2:
-                    store(y, e0 + 2, a2)
-                if nv > 3:
-                    store(y, e0 + 3, a3)
+                    k = _scalar_flags(e0, nv, keys, off_lo, off_hi, thr)
+                store8(y, e0, nv, math8(v, b, k, scale))
                 if write_mask:
-                    mask[e0] = np.uint8(m0)
+                    mask[e0] = np.uint8(k[0])
                     if nv > 1:
-                        mask[e0 + 1] = np.uint8(m1)
+                        mask[e0 + 1] = np.uint8(k[1])
                     if nv > 2:
-                        mask[e0 + 2] = np.uint8(m2)
+                        mask[e0 + 2] = np.uint8(k[2])
                     if nv > 3:
-                        mask[e0 + 3] = np.uint8(m3)
+                        mask[e0 + 3] = np.uint8(k[3])
+                    if nv > 4:
+                        mask[e0 + 4] = np.uint8(k[4])
+                    if nv > 5:
+                        mask[e0 + 5] = np.uint8(k[5])
+                    if nv > 6:
+                        mask[e0 + 6] = np.uint8(k[6])
+                    if nv > 7:
+                        mask[e0 + 7] = np.uint8(k[7])
                 r += cuda.blockDim.y
 
         mask_t = _MASK_SCALAR
+        data = _storage(dtype)
 
-    data = _array(dtype, vec)
     base = (types.uint64,) if vec else ()
-    argtypes = (data, data, data, mask_t, types.int64, types.int64, types.int64, *base,
-                *_RNG_ARGS, types.float32, types.boolean, types.boolean, types.boolean)
-    path = f"vec{unroll}" if vec else "scalar"
-    return Kernel(f"dropout_fwd_{dtype}_{activation}_{path}_t{threads}", kernel, argtypes)
+    argtypes = (data, _storage(dtype), data, mask_t, types.int64, types.int64, types.int64,
+                *base, *_RNG_ARGS, types.float32, types.boolean, types.boolean)
+    path = f"v16u{unroll}" if vec else "scalar"
+    tag = ("_mask" if write_mask else "") + {-1: "_rt", 0: "_p0", 1: ""}[fixed_dropout]
+    return Kernel(f"dropout_fwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes)
 
 
 @functools.lru_cache(maxsize=None)
-def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None):
-    """Backward kernel: grad_x and per-row-block float32 partial sums of grad_x per column.
+def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed_mode=-1):
+    """Backward kernel: grad_x, and (bias_grad) grad_bias through per-row-block float32
+    partial sums reduced by the last block of each column strip (:func:`_bias_epilogue`).
 
     Arguments as :func:`make_forward_kernel`. For activation 'none' the kernel never
-    reads x (nor bias: act' = 1).
+    reads x (nor bias: act' = 1). fixed_mode: 0, 1 or 2 compiles the ``mode`` argument
+    in as that constant (-1: read at run time). The launchers compile it in on the
+    vector path (the run-time switch cost 13 registers at fp16: 52 against 39, 4 instead
+    of 6 resident blocks); the scalar path reads it.
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -857,248 +1266,221 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None):
     if not vec:
         unroll = 1
     _, act_grad = kernel_act(activation, dtype)
+    bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
-    tile_n = _tile_floats(threads, 4)
-    reduce = _tile_reducer(dtypes.storer("float32"))
+    tile_n = _tile_floats(threads, GROUP)
+    epilogue = _bias_epilogue(dtype, vec)
 
     @cuda.jit(device=True, inline=True)
     def grad1(go, v, b, keep, scale):
-        # Computed, then selected (see the forward's math4).
+        # Computed, then selected (see the forward's math8).
         g = go * scale
         if need_x:
             g = g * act_grad(v + b)
         return g if keep else _F0
 
     @cuda.jit(device=True, inline=True)
-    def bias_partials(tile, stride, acc0, acc1, acc2, acc3, partial, n_cols):
-        # Position k * blockDim.x + tx holds column 4 tx + k: each of the four writes
-        # is then 32 consecutive floats of one tile row for a full-width warp.
-        bx = cuda.blockDim.x
-        base = cuda.threadIdx.y * stride + cuda.threadIdx.x
-        tile[base] = acc0
-        tile[base + bx] = acc1
-        tile[base + 2 * bx] = acc2
-        tile[base + 3 * bx] = acc3
-        cuda.syncthreads()
-        reduce(tile, stride, 4, partial, cuda.blockIdx.y * n_cols, cuda.blockIdx.x * 4 * bx,
-               n_cols)
+    def grad8(d, v, b, k, scale):
+        return (grad1(d[0], v[0], b[0], k[0], scale), grad1(d[1], v[1], b[1], k[1], scale),
+                grad1(d[2], v[2], b[2], k[2], scale), grad1(d[3], v[3], b[3], k[3], scale),
+                grad1(d[4], v[4], b[4], k[4], scale), grad1(d[5], v[5], b[5], k[5], scale),
+                grad1(d[6], v[6], b[6], k[6], scale), grad1(d[7], v[7], b[7], k[7], scale))
+
+    @cuda.jit(device=True, inline=True)
+    def add8(acc, a):
+        return (acc[0] + a[0], acc[1] + a[1], acc[2] + a[2], acc[3] + a[3],
+                acc[4] + a[4], acc[5] + a[5], acc[6] + a[6], acc[7] + a[7])
+
+    _ACC0 = (_F0, _F0, _F0, _F0, _F0, _F0, _F0, _F0)
 
     if vec:
-        load_w, store_w, unpack, pack = _VEC[dtype]
+        ldc, stc, unpack, pack, zero = _VEC[dtype]
 
         @cuda.jit(device=True, inline=True)
-        def load_row(grad, x, mask, g, mode):
-            gw0, gw1 = load_w(grad, g)
-            xw0 = xw1 = _U0
-            if need_x:
-                xw0, xw1 = load_w(x, g)
-            mw = np.uint32(0)
-            if mode == MODE_MASK:
-                mw = mask[g]
-            return gw0, gw1, xw0, xw1, mw
+        def ld_if(grad, x, mask, q, ok, mode):
+            if fixed_mode >= 0:
+                mode = fixed_mode
+            gw = xw = zero
+            mw = _U0
+            if ok:
+                gw = ldc(grad, q)
+                if need_x:
+                    xw = ldc(x, q)
+                if mode == MODE_MASK:
+                    mw = mask[q]
+            return gw, xw, mw
 
         @cuda.jit(device=True, inline=True)
-        def chunk(grad_x, g_base, g, words, b0, b1, b2, b3, keys, off_lo, off_hi, thr, scale,
-                  mode):
-            gw0, gw1, xw0, xw1, mw = words
-            d0, d1, d2, d3 = unpack(gw0, gw1)
-            v0 = v1 = v2 = v3 = _F0
+        def chunk(grad_x, g_base, q, words, b, keys, off_lo, off_hi, thr, scale, mode):
+            if fixed_mode >= 0:
+                mode = fixed_mode
+            gw, xw, mw = words
+            d = unpack(gw)
+            v = d
             if need_x:
-                v0, v1, v2, v3 = unpack(xw0, xw1)
-            k0 = k1 = k2 = k3 = True
+                v = unpack(xw)
+            # Whole bodies per mode: no keep flag lives across a branch.
             if mode == MODE_PHILOX:
-                w0, w1, w2, w3 = _philox_at(g_base, g, keys, off_lo, off_hi)
-                k0 = _kept(w0, thr)
-                k1 = _kept(w1, thr)
-                k2 = _kept(w2, thr)
-                k3 = _kept(w3, thr)
+                a = grad8(d, v, b, _keep8(g_base + np.uint64(q), keys, off_lo, off_hi, thr),
+                          scale)
             elif mode == MODE_MASK:
-                k0 = _mask_byte(mw, 0)
-                k1 = _mask_byte(mw, 1)
-                k2 = _mask_byte(mw, 2)
-                k3 = _mask_byte(mw, 3)
-            a0 = grad1(d0, v0, b0, k0, scale)
-            a1 = grad1(d1, v1, b1, k1, scale)
-            a2 = grad1(d2, v2, b2, k2, scale)
-            a3 = grad1(d3, v3, b3, k3, scale)
-            o0, o1 = pack(a0, a1, a2, a3)
-            store_w(grad_x, g, o0, o1)
-            return a0, a1, a2, a3
+                a = grad8(d, v, b, (_mask_byte(mw, 0), _mask_byte(mw, 1), _mask_byte(mw, 2),
+                                    _mask_byte(mw, 3), _mask_byte(mw, 4), _mask_byte(mw, 5),
+                                    _mask_byte(mw, 6), _mask_byte(mw, 7)), scale)
+            else:
+                a = grad8(d, v, b, _ALL_KEPT, scale)
+            stc(grad_x, q, pack(a))
+            return a
 
-        def kernel(grad, x, bias, grad_x, mask, partial, n_rows, n_cols, rows_per_block,
-                   tile_stride, g_base, k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
+        def kernel(grad, x, bias, grad_x, mask, partial, counters, grad_bias, n_rows, n_cols,
+                   rows_per_block, tile_stride, g_base, part0, n_parts,
+                   k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                    k10, k11, k12, k13, k14, k15, k16, k17, k18, k19,
-                   off_lo, off_hi, thr, scale, has_bias, mode, bias_grad):
+                   off_lo, off_hi, thr, scale, has_bias, mode, bias_grad, final):
             """Vector-path backward of rows [by * rows_per_block, ...) of a column strip.
 
-            grad, x, grad_x: [M * N * itemsize / 8] uint64 words of grad_out, x (read iff
-            the activation is not 'none') and grad_x; bias: [N * itemsize / 8] words (read
-            iff has_bias and the activation is not 'none'); mask: [M * N / 4] uint32 words
-            (read iff mode == 2); partial: [gridDim.y * N] float32, row by of it receives
-            the sum over this block's rows of grad_x (written iff bias_grad); tile_stride:
-            tile_stride(blockDim.x, blockDim.y, 4); mode: 0 keep all (p = 0), 1 Philox
-            mask, 2 stored mask; other arguments as the forward kernel.
+            grad, x, grad_x: [M * N * itemsize / 4] uint32 words of grad_out, x (read iff
+            the activation is not 'none') and grad_x; bias: [N] (read iff has_bias and
+            the activation is not 'none'); mask: [M * N / 8] uint64 words (read iff mode
+            == 2); with bias_grad: partial: [n_parts * N] float32, row part0 + by of it
+            receives the sum over this block's rows of grad_x; counters: [>= gridDim.x]
+            uint32 arrival counters, zero on entry and on exit; grad_bias: [N] (written,
+            with final, by the last block of each strip from partial rows 0 .. n_parts -
+            1); final: this launch ends the tensor (the earlier row pieces' partial rows
+            are written). tile_stride: tile_stride(blockDim.x, blockDim.y, 8); mode: 0
+            keep all, 1 Philox mask, 2 stored mask; other arguments as the forward kernel.
             """
             tile = cuda.shared.array(tile_n, np.float32)
+            flag = cuda.shared.array(1, np.int32)
             keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                     k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
-            chunks = np.uint32(n_cols >> 2)
+            chunks = np.uint32(n_cols >> 3)
             j = np.uint32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
-            acc0 = acc1 = acc2 = acc3 = _F0
+            acc = _ACC0
             if j < chunks:
-                b0 = b1 = b2 = b3 = _F0
-                if need_x and has_bias:
-                    bw0, bw1 = load_w(bias, j)
-                    b0, b1, b2, b3 = unpack(bw0, bw1)
+                b = bias8(bias, GROUP * j, n_cols, need_x and has_bias)
                 step = np.uint32(cuda.blockDim.y)
                 gstep = np.uint32(step * chunks)
                 row0 = np.uint32(cuda.blockIdx.y * rows_per_block)
                 row_end = np.uint32(min(n_rows, row0 + rows_per_block))
                 r = np.uint32(row0 + cuda.threadIdx.y)
-                ga = np.uint32(r * chunks + j)
+                q = np.uint32(r * chunks + j)
+                wa = ld_if(grad, x, mask, q, r < row_end, mode)
+                wb = wc = wd = wa
+                if u2:
+                    wb = ld_if(grad, x, mask, np.uint32(q + gstep), np.uint32(r + step) < row_end,
+                               mode)
+                if u4:
+                    wc = ld_if(grad, x, mask, np.uint32(q + 2 * gstep),
+                               np.uint32(r + 2 * step) < row_end, mode)
+                    wd = ld_if(grad, x, mask, np.uint32(q + 3 * gstep),
+                               np.uint32(r + 3 * step) < row_end, mode)
                 while r < row_end:
-                    wa = load_row(grad, x, mask, ga, mode)
-                    gb = gc = gd = ga
-                    lb = lc = ld = False
-                    wb = wc = wd = wa
+                    rn = np.uint32(r + unroll * step)
+                    qn = np.uint32(q + unroll * gstep)
+                    na = ld_if(grad, x, mask, qn, rn < row_end, mode)
+                    nb = nc = nd = na
                     if u2:
-                        lb = np.uint32(r + step) < row_end
-                        gb = np.uint32(ga + gstep)
-                        if lb:
-                            wb = load_row(grad, x, mask, gb, mode)
+                        nb = ld_if(grad, x, mask, np.uint32(qn + gstep),
+                                   np.uint32(rn + step) < row_end, mode)
                     if u4:
-                        lc = np.uint32(r + 2 * step) < row_end
-                        ld = np.uint32(r + 3 * step) < row_end
-                        gc = np.uint32(gb + gstep)
-                        gd = np.uint32(gc + gstep)
-                        if lc:
-                            wc = load_row(grad, x, mask, gc, mode)
-                        if ld:
-                            wd = load_row(grad, x, mask, gd, mode)
-                    a0, a1, a2, a3 = chunk(grad_x, g_base, ga, wa, b0, b1, b2, b3, keys, off_lo,
-                                           off_hi, thr, scale, mode)
-                    acc0 += a0
-                    acc1 += a1
-                    acc2 += a2
-                    acc3 += a3
-                    if lb:
-                        a0, a1, a2, a3 = chunk(grad_x, g_base, gb, wb, b0, b1, b2, b3, keys,
-                                               off_lo, off_hi, thr, scale, mode)
-                        acc0 += a0
-                        acc1 += a1
-                        acc2 += a2
-                        acc3 += a3
-                    if lc:
-                        a0, a1, a2, a3 = chunk(grad_x, g_base, gc, wc, b0, b1, b2, b3, keys,
-                                               off_lo, off_hi, thr, scale, mode)
-                        acc0 += a0
-                        acc1 += a1
-                        acc2 += a2
-                        acc3 += a3
-                    if ld:
-                        a0, a1, a2, a3 = chunk(grad_x, g_base, gd, wd, b0, b1, b2, b3, keys,
-                                               off_lo, off_hi, thr, scale, mode)
-                        acc0 += a0
-                        acc1 += a1
-                        acc2 += a2
-                        acc3 += a3
-                    r = np.uint32(r + unroll * step)
-                    ga = np.uint32(ga + unroll * gstep)
+                        nc = ld_if(grad, x, mask, np.uint32(qn + 2 * gstep),
+                                   np.uint32(rn + 2 * step) < row_end, mode)
+                        nd = ld_if(grad, x, mask, np.uint32(qn + 3 * gstep),
+                                   np.uint32(rn + 3 * step) < row_end, mode)
+                    acc = add8(acc, chunk(grad_x, g_base, q, wa, b, keys, off_lo, off_hi, thr,
+                                          scale, mode))
+                    if u2:
+                        if np.uint32(r + step) < row_end:
+                            acc = add8(acc, chunk(grad_x, g_base, np.uint32(q + gstep), wb, b,
+                                                  keys, off_lo, off_hi, thr, scale, mode))
+                    if u4:
+                        if np.uint32(r + 2 * step) < row_end:
+                            acc = add8(acc, chunk(grad_x, g_base, np.uint32(q + 2 * gstep), wc,
+                                                  b, keys, off_lo, off_hi, thr, scale, mode))
+                        if np.uint32(r + 3 * step) < row_end:
+                            acc = add8(acc, chunk(grad_x, g_base, np.uint32(q + 3 * gstep), wd,
+                                                  b, keys, off_lo, off_hi, thr, scale, mode))
+                    r = rn
+                    q = qn
+                    wa = na
+                    wb = nb
+                    wc = nc
+                    wd = nd
             if bias_grad:
-                bias_partials(tile, tile_stride, acc0, acc1, acc2, acc3, partial, n_cols)
+                epilogue(tile, tile_stride, acc, partial, part0 + cuda.blockIdx.y, n_cols,
+                         counters, n_parts, final, grad_bias, flag)
 
         mask_t = _MASK_VEC
+        data = _WORDS
     else:
-        load = dtypes.loader(dtype)
-        store = dtypes.storer(dtype)
+        load8, store8 = _scalar_io(dtype)
 
-        def kernel(grad, x, bias, grad_x, mask, partial, n_rows, n_cols, rows_per_block,
-                   tile_stride, k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
+        def kernel(grad, x, bias, grad_x, mask, partial, counters, grad_bias, n_rows, n_cols,
+                   rows_per_block, tile_stride, part0, n_parts,
+                   k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                    k10, k11, k12, k13, k14, k15, k16, k17, k18, k19,
-                   off_lo, off_hi, thr, scale, has_bias, mode, bias_grad):
+                   off_lo, off_hi, thr, scale, has_bias, mode, bias_grad, final):
             """Scalar-path backward (any N, any alignment).
 
             grad, x, grad_x: [M * N] elements; bias: [N]; mask: [M * N] uint8 (read iff
             mode == 2); other arguments as the vector path. Thread (tx, ty) owns columns
-            4 j .. 4 j + 3 (those < N) of its rows.
+            8 j .. 8 j + 7 (those < N) of its rows.
             """
             tile = cuda.shared.array(tile_n, np.float32)
+            flag = cuda.shared.array(1, np.int32)
             keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                     k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
-            chunks = (n_cols + 3) >> 2
+            chunks = (n_cols + 7) >> 3
             j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-            acc0 = acc1 = acc2 = acc3 = _F0
+            acc = _ACC0
             if j < chunks:
-                c = 4 * j
-                nv = min(4, n_cols - c)
-                b0 = b1 = b2 = b3 = _F0
-                if need_x and has_bias:
-                    b0 = load(bias, c)
-                    b1 = load(bias, c + 1) if nv > 1 else _F0
-                    b2 = load(bias, c + 2) if nv > 2 else _F0
-                    b3 = load(bias, c + 3) if nv > 3 else _F0
+                c = GROUP * j
+                nv = min(8, n_cols - c)
+                b = bias8(bias, c, n_cols, need_x and has_bias)
                 row0 = cuda.blockIdx.y * rows_per_block
                 row_end = min(n_rows, row0 + rows_per_block)
                 r = row0 + cuda.threadIdx.y
                 while r < row_end:
                     e0 = r * n_cols + c
-                    d0 = load(grad, e0)
-                    d1 = load(grad, e0 + 1) if nv > 1 else _F0
-                    d2 = load(grad, e0 + 2) if nv > 2 else _F0
-                    d3 = load(grad, e0 + 3) if nv > 3 else _F0
-                    v0 = v1 = v2 = v3 = _F0
+                    d = load8(grad, e0, nv)
+                    v = d
                     if need_x:
-                        v0 = load(x, e0)
-                        v1 = load(x, e0 + 1) if nv > 1 else _F0
-                        v2 = load(x, e0 + 2) if nv > 2 else _F0
-                        v3 = load(x, e0 + 3) if nv > 3 else _F0
-                    m0 = m1 = m2 = m3 = True
+                        v = load8(x, e0, nv)
+                    k = _ALL_KEPT
                     if mode == MODE_PHILOX:
-                        w0, w1, w2, w3 = _straddling_words(e0, keys, off_lo, off_hi)
-                        m0 = _kept(w0, thr)
-                        m1 = _kept(w1, thr)
-                        m2 = _kept(w2, thr)
-                        m3 = _kept(w3, thr)
+                        k = _scalar_flags(e0, nv, keys, off_lo, off_hi, thr)
                     elif mode == MODE_MASK:
-                        m0 = mask[e0] != 0
-                        m1 = mask[e0 + 1] != 0 if nv > 1 else False
-                        m2 = mask[e0 + 2] != 0 if nv > 2 else False
-                        m3 = mask[e0 + 3] != 0 if nv > 3 else False
-                    a0 = grad1(d0, v0, b0, m0, scale)
-                    a1 = grad1(d1, v1, b1, m1, scale)
-                    a2 = grad1(d2, v2, b2, m2, scale)
-                    a3 = grad1(d3, v3, b3, m3, scale)
-                    store(grad_x, e0, a0)
-                    acc0 += a0
-                    if nv > 1:
-                        store(grad_x, e0 + 1, a1)
-                        acc1 += a1
-                    if nv > 2:
-                        store(grad_x, e0 + 2, a2)
-                        acc2 += a2
-                    if nv > 3:
-                        store(grad_x, e0 + 3, a3)
-                        acc3 += a3
+                        k = _scalar_mask_flags(mask, e0, nv)
+                    a = grad8(d, v, b, k, scale)
+                    store8(grad_x, e0, nv, a)
+                    # Columns past N hold exact zeros (loaded as 0, selected or scaled).
+                    acc = add8(acc, a)
                     r += cuda.blockDim.y
             if bias_grad:
-                bias_partials(tile, tile_stride, acc0, acc1, acc2, acc3, partial, n_cols)
+                epilogue(tile, tile_stride, acc, partial, part0 + cuda.blockIdx.y, n_cols,
+                         counters, n_parts, final, grad_bias, flag)
 
         mask_t = _MASK_SCALAR
+        data = _storage(dtype)
 
-    data = _array(dtype, vec)
     base = (types.uint64,) if vec else ()
-    argtypes = (data, data, data, data, mask_t, _F32_ARRAY, types.int64, types.int64,
-                types.int64, types.int64, *base, *_RNG_ARGS, types.float32, types.boolean,
-                types.int32, types.boolean)
-    path = f"vec{unroll}" if vec else "scalar"
-    return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}", kernel, argtypes)
+    argtypes = (data, data, _storage(dtype), data, mask_t, _F32_ARRAY, _U32_ARRAY,
+                _storage(dtype), types.int64, types.int64, types.int64, types.int64, *base,
+                types.int64, types.int64, *_RNG_ARGS, types.float32, types.boolean,
+                types.int32, types.boolean, types.boolean)
+    path = f"v16u{unroll}" if vec else "scalar"
+    tag = {-1: "_rt", 0: "_p0", 1: "", 2: "_mask"}[fixed_mode]
+    return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes)
 
 
 @functools.lru_cache(maxsize=None)
 def make_bias_grad_kernel(dtype, threads=256):
-    """Reduction of the backward kernel's partials: ``grad_bias[c] = sum_i partial[i, c]``.
+    """Reduction ``grad_bias[c] = sum_i partial[i, c]`` as a kernel of its own.
 
-    Launched with blocks of (32, threads // 32); block bx covers columns 32 bx .. 32 bx + 31.
+    The backward kernel reduces its partials itself (last block per strip); this kernel
+    remains for grad_bias of an empty grad_out (n_parts = 0 writes zeros). Launched with
+    blocks of (32, threads // 32); block bx covers columns 32 bx .. 32 bx + 31.
     """
     _check_threads(threads)
     store = dtypes.storer(dtype)
@@ -1128,14 +1510,29 @@ def make_bias_grad_kernel(dtype, threads=256):
     return Kernel(f"dropout_bias_grad_{dtype}_t{threads}", kernel, argtypes)
 
 
+def _zero_kernel_fn(a, n):
+    i = cuda.grid(1)
+    if i < n:
+        a[i] = np.uint32(0)
+
+
+_ZERO_U32 = Kernel("dropout_zero_counters", _zero_kernel_fn, (_U32_ARRAY, types.int64))
+
+
 def shipped_kernels():
     """Every kernel the launchers pick with the default configuration."""
     for dt in dtypes.DTYPES:
         for act in activations.ACTIVATIONS:
-            for vec in (True, False):
-                yield make_forward_kernel(dt, act, vec)
-                yield make_backward_kernel(dt, act, vec)
+            for write_mask in (False, True):
+                for draw in (1, 0):
+                    yield make_forward_kernel(dt, act, True, write_mask=write_mask,
+                                              fixed_dropout=draw)
+                yield make_forward_kernel(dt, act, False, write_mask=write_mask)
+            for mode in (MODE_PHILOX, MODE_NONE, MODE_MASK):
+                yield make_backward_kernel(dt, act, True, fixed_mode=mode)
+            yield make_backward_kernel(dt, act, False)
         yield make_bias_grad_kernel(dt)
+    yield _ZERO_U32
 
 
 # ---------------------------------------------------------------------------
@@ -1143,10 +1540,12 @@ def shipped_kernels():
 # ---------------------------------------------------------------------------
 
 def keep_threshold(p):
-    """``ceil(float32(p) * 2**24)``: an element is kept iff ``(word >> 8) >= threshold``,
-    which is exactly ``uniform_from_bits(word) >= float32(p)``. 2**24 for p = 1 (none kept)."""
+    """``t16 = ceil(2**16 float32(p) - 1/2)`` (float32(p) rounded to a multiple of 2^-16):
+    an element is kept iff its 16-bit draw ``h >= t16``, i.e. iff its uniform ``(h + 1/2)
+    / 2**16 >= float32(p)``. 0 keeps everything (p < 2^-17, no draws needed), 65536 (p = 1)
+    nothing. The keep rate ``1 - t16 / 2**16`` is within 2^-17 (7.7e-6) of ``1 - p``."""
     p32 = float(np.float32(p))
-    return int(math.ceil(p32 * (1 << 24)))
+    return int(math.ceil(p32 * 65536.0 - 0.5))
 
 
 def _dropout_scale(p):
@@ -1158,9 +1557,10 @@ def dropout_keep_mask(shape, p, seed=0, offset=0):
     the element index is the C-order linear index), True where kept."""
     shape = tuple(int(s) for s in np.atleast_1d(shape)) if not isinstance(shape, tuple) else shape
     numel = int(np.prod(shape, dtype=np.int64))
-    if p <= 0.0:
+    t16 = keep_threshold(p)
+    if p <= 0.0 or t16 == 0:
         return np.ones(shape, dtype=bool)
-    n_groups = cdiv(numel, 4)
+    n_groups = cdiv(numel, GROUP)
     g = np.arange(n_groups, dtype=np.uint64)
     seed_lo, seed_hi = split_u64(seed)
     off_lo, off_hi = split_u64(offset)
@@ -1169,9 +1569,11 @@ def dropout_keep_mask(shape, p, seed=0, offset=0):
     counter[:, 1] = (g >> np.uint64(32)).astype(np.uint32)
     counter[:, 2] = off_lo
     counter[:, 3] = off_hi
-    words = philox4x32_np(counter, (seed_lo, seed_hi)).reshape(-1)[:numel]
-    u = uniform_from_bits_np(words)
-    return (u >= np.float32(p)).reshape(shape)
+    words = philox4x32_np(counter, (seed_lo, seed_hi))
+    # Element 8 g + 2 i draws the low half of word i, 8 g + 2 i + 1 its high half.
+    halves = np.stack([words & np.uint32(0xFFFF), words >> np.uint32(16)], axis=-1)
+    h = halves.reshape(-1)[:numel]
+    return (h >= t16).reshape(shape)
 
 
 def _host64(a, name):
@@ -1235,9 +1637,10 @@ class LaunchConfig(NamedTuple):
     """Launch geometry (None = heuristic). For tuning and tests; results do not depend on it.
 
     threads: threads per block (power of two, 32..1024); block_x: threads along a row,
-    each owning 4 columns (power of two <= min(32, threads)); rows_per_block: rows of
+    each owning 8 columns (power of two <= min(32, threads)); rows_per_block: rows of
     one block (the backward pass writes one bias-grad partial row per row-block);
-    unroll: rows in flight per thread on the vector path (1, 2 or 4).
+    unroll: rows per batch on the vector path (1, 2 or 4; the next batch's loads are
+    issued before a batch is computed).
     """
 
     threads: int = 256
@@ -1259,7 +1662,7 @@ class _Plan(NamedTuple):
 
 def _plan(n_rows, n_cols, vec, unroll, cfg, device):
     threads = cfg.threads
-    chunks = cdiv(n_cols, 4)
+    chunks = cdiv(n_cols, GROUP)
     if cfg.block_x is None:
         bx = min(32, threads, _pow2_ceil(chunks))
     else:
@@ -1325,49 +1728,55 @@ def _placeholder(like, dtype):
     return KernelArray(like.owner, like.lib, dtype, (0,), (1,), like.ptr, host, like.device)
 
 
-# Four-element groups per vector-path launch: below 2^31, every index a kernel forms
-# (words of float32 data are 2 per group) fits 32-bit arithmetic. Larger tensors are
-# launched in row pieces.
-_MAX_GROUPS = 2 ** 31
+# Eight-element groups per vector-path launch: below 2^28, every index a kernel forms
+# (uint32 words: 8 per group for float32) stays below 2^31 in 32-bit arithmetic.
+# Larger tensors are launched in row pieces.
+_MAX_GROUPS = 2 ** 28
 
 
 def _pieces(n_rows, n_cols, vec):
     """(first row, rows) of each launch."""
     if not vec:
         return [(0, n_rows)]
-    per = (_MAX_GROUPS - 1) // (n_cols // 4)
+    per = (_MAX_GROUPS - 1) // (n_cols // GROUP)
     if per < 1:
-        raise ValueError(f"the last dimension must be below {4 * (_MAX_GROUPS - 1)}, got {n_cols}")
+        raise ValueError(
+            f"the last dimension must be below {GROUP * (_MAX_GROUPS - 1)}, got {n_cols}")
     return [(r, min(per, n_rows - r)) for r in range(0, n_rows, per)]
 
 
 def _rows_arg(arr, dtype, vec, like, row0, rows, n_cols):
     """Kernel argument for rows [row0, row0 + rows) of a [M, N] data array (None ->
-    placeholder): uint64 words on the vector path, the whole flat array otherwise."""
+    placeholder): uint32 words on the vector path, the whole flat array otherwise."""
     if vec:
         if arr is None:
-            return _placeholder(like, "uint64")
-        per_row = n_cols * arr.itemsize // 8
-        return _words(arr, "uint64", rows * per_row, row0 * per_row)
+            return _placeholder(like, "uint32")
+        per_row = n_cols * arr.itemsize // 4
+        return _words(arr, "uint32", rows * per_row, row0 * per_row)
     if arr is None:
         return _placeholder(like, dtypes.STORAGE[dtype].name)
     return _flat(arr)
 
 
-def _bias_arg(b, dtype, vec, like):
+def _bias_arg(b, dtype, like):
     if b is None:
-        return _placeholder(like, "uint64" if vec else dtypes.STORAGE[dtype].name)
-    if vec:
-        return _words(b, "uint64", b.size * b.itemsize // 8)
+        return _placeholder(like, dtypes.STORAGE[dtype].name)
     return _flat(b)
 
 
 def _mask_rows(arr, vec, like, row0, rows, n_cols):
     if vec:
         if arr is None:
-            return _placeholder(like, "uint32")
-        return _words(arr, "uint32", rows * n_cols // 4, row0 * n_cols // 4)
+            return _placeholder(like, "uint64")
+        return _words(arr, "uint64", rows * n_cols // GROUP, row0 * n_cols // GROUP)
     return _placeholder(like, "uint8") if arr is None else _words(arr, "uint8", arr.size)
+
+
+def _vec_ok(n_cols, data, mask):
+    """The vector path: whole 8-element groups per row, 16-byte aligned data (the mask,
+    8 bytes per group, 8-byte aligned)."""
+    return (n_cols % GROUP == 0 and all(_aligned(a, 16) for a in data)
+            and _aligned(mask, 8))
 
 
 def _check_devices(ref, ref_name, *others):
@@ -1410,9 +1819,35 @@ def _check_common(x_name, x_obj, p, seed, offset, activation):
 
 
 def _rng_args(seed, offset, p):
+    """(draws needed, [20 round keys, offset_lo, offset_hi, thr]): the kernels keep an
+    element iff its 16-bit draw h, moved to the top half of a word, is > thr = 65536 t16 - 1
+    (t16 = keep_threshold(p) >= 1 whenever draws are made)."""
     off_lo, off_hi = split_u64(offset)
-    # The kernels keep an element iff word > 256 t - 1 (t >= 1 whenever p > 0; unused at p = 0).
-    return [*round_keys(seed), off_lo, off_hi, max(0, 256 * keep_threshold(p) - 1)]
+    t16 = keep_threshold(p)
+    draw = p > 0.0 and t16 > 0
+    return draw, [*round_keys(seed), off_lo, off_hi, (65536 * t16 - 1) if draw else 0]
+
+
+# Arrival counters of the backward kernels' last-block bias-grad reduction, one array
+# per (device, stream): zero between launches (the last block of each strip resets its
+# counter), and launches on one stream never overlap.
+_COUNTERS = {}
+_COUNTERS_LOCK = threading.Lock()
+
+
+def _counters(like, stream, n):
+    """A uint32 array of at least ``n`` zeros for launches on ``stream``."""
+    key = (like.lib, like.device, stream)
+    with _COUNTERS_LOCK:
+        have = _COUNTERS.get(key)
+        if have is not None and have.size >= n:
+            return have
+        size = max(n, 1024 if have is None else 2 * have.size)
+        # Allocated as int32 (torch has few uint32 CUDA ops), used as uint32 words.
+        arr = _words(empty_like_lib(like, (size,), "int32"), "uint32", size)
+        _ZERO_U32.launch((cdiv(size, 256),), (256,), stream, [arr, size])
+        _COUNTERS[key] = arr
+        return arr
 
 
 # ---------------------------------------------------------------------------
@@ -1444,20 +1879,21 @@ def dropout_bias_act_forward(x, bias=None, p=0.0, seed=0, offset=0, activation="
         return (y.owner, mask.owner) if return_mask else y.owner
     n_cols = x.shape[-1]
     n_rows = x.size // n_cols
-    vec = (n_cols % 4 == 0 and _aligned(x, 8) and _aligned(y, 8) and _aligned(b, 8)
-           and _aligned(mask, 4))
+    vec = _vec_ok(n_cols, (x, y), mask)
     unroll = (cfg.unroll or _default_unroll(x.dtype, False, False)) if vec else 1
-    kernel = make_forward_kernel(x.dtype, activation, vec, cfg.threads, unroll)
+    draw, rng = _rng_args(seed, offset, p)
+    kernel = make_forward_kernel(x.dtype, activation, vec, cfg.threads, unroll,
+                                 bool(return_mask), int(draw) if vec else -1)
     stream = stream_handle(x)
-    tail = [*_rng_args(seed, offset, p), _dropout_scale(p), b is not None, p > 0.0, return_mask]
-    bias_arg = _bias_arg(b, x.dtype, vec, x)
+    tail = [*rng, _dropout_scale(p), b is not None, draw]
+    bias_arg = _bias_arg(b, x.dtype, x)
     for row0, rows in _pieces(n_rows, n_cols, vec):
         plan = _plan(rows, n_cols, vec, unroll, cfg, x.device)
         args = [_rows_arg(x, x.dtype, vec, x, row0, rows, n_cols), bias_arg,
                 _rows_arg(y, x.dtype, vec, x, row0, rows, n_cols),
                 _mask_rows(mask, vec, x, row0, rows, n_cols), rows, n_cols, plan.rows_per_block]
         if vec:
-            args.append(row0 * (n_cols // 4))
+            args.append(row0 * (n_cols // GROUP))
         kernel.launch(plan.grid, plan.block, stream, args + tail)
     return (y.owner, mask.owner) if return_mask else y.owner
 
@@ -1512,36 +1948,37 @@ def dropout_bias_act_backward(grad_out, x, bias=None, p=0.0, seed=0, offset=0, a
         return grad_x.owner, (grad_bias.owner if bias_grad else None)
     x_used = xa if need_x else None
     b_used = b if need_x else None
-    vec = (n_cols % 4 == 0 and _aligned(g, 8) and _aligned(grad_x, 8) and _aligned(x_used, 8)
-           and _aligned(b_used, 8) and _aligned(m, 4))
+    vec = _vec_ok(n_cols, [a for a in (g, grad_x, x_used) if a is not None], m)
     unroll = (cfg.unroll or _default_unroll(g.dtype, True, need_x)) if vec else 1
-    kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll)
+    draw, rng = _rng_args(seed, offset, p)
+    mode = MODE_MASK if m is not None else (MODE_PHILOX if draw else MODE_NONE)
+    kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
+                                  mode if vec else -1)
     pieces = _pieces(n_rows, n_cols, vec)
     plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device) for _, rows in pieces]
     n_parts = sum(plan.n_row_blocks for plan in plans)
-    partial = None
+    stream = stream_handle(g)
+    partial = _placeholder(g, "float32")
+    counters = _placeholder(g, "uint32")
+    gb_arg = _placeholder(g, dtypes.STORAGE[g.dtype].name)
     if bias_grad:
         partial = _flat(empty_like_lib(g, (n_parts, n_cols), "float32"))
-    mode = MODE_MASK if m is not None else (MODE_PHILOX if p > 0.0 else MODE_NONE)
-    tail = [*_rng_args(seed, offset, p), _dropout_scale(p), b_used is not None, mode, bias_grad]
-    bias_arg = _bias_arg(b_used, g.dtype, vec, g)
-    stream = stream_handle(g)
+        counters = _counters(g, stream, max(plan.grid[0] for plan in plans))
+        gb_arg = grad_bias
+    bias_arg = _bias_arg(b_used, g.dtype, g)
     part0 = 0
-    for (row0, rows), plan in zip(pieces, plans):
-        part = _placeholder(g, "float32")
-        if bias_grad:
-            part = _words(partial, "float32", plan.n_row_blocks * n_cols, part0 * n_cols)
+    for i, ((row0, rows), plan) in enumerate(zip(pieces, plans)):
         args = [_rows_arg(g, g.dtype, vec, g, row0, rows, n_cols),
                 _rows_arg(x_used, g.dtype, vec, g, row0, rows, n_cols), bias_arg,
                 _rows_arg(grad_x, g.dtype, vec, g, row0, rows, n_cols),
-                _mask_rows(m, vec, g, row0, rows, n_cols), part, rows, n_cols,
-                plan.rows_per_block, tile_stride(plan.block[0], plan.block[1], 4)]
+                _mask_rows(m, vec, g, row0, rows, n_cols), partial, counters, gb_arg, rows,
+                n_cols, plan.rows_per_block, tile_stride(plan.block[0], plan.block[1], GROUP)]
         if vec:
-            args.append(row0 * (n_cols // 4))
-        kernel.launch(plan.grid, plan.block, stream, args + tail)
+            args.append(row0 * (n_cols // GROUP))
+        args += [part0, n_parts, *rng, _dropout_scale(p), b_used is not None, mode, bias_grad,
+                 i == len(pieces) - 1]
+        kernel.launch(plan.grid, plan.block, stream, args)
         part0 += plan.n_row_blocks
-    if bias_grad:
-        _launch_bias_grad(partial, grad_bias, n_parts, n_cols, g, cfg)
     return grad_x.owner, (grad_bias.owner if bias_grad else None)
 
 

@@ -89,6 +89,17 @@ _MAX_BLOCK = 1024
 # 1 block per SM: with the block size alone ptxas sometimes aims at 32 and spills). The
 # simulator's cuda.jit takes no launch_bounds.
 _JIT = {} if SIMULATOR else {"launch_bounds": (_MAX_BLOCK, 1)}
+
+
+def _jit_for(max_block):
+    """jit options for a kernel never launched with more than ``max_block`` threads
+    (ptxas may then use up to 65536 / max_block registers)."""
+    return {} if SIMULATOR else {"launch_bounds": (int(max_block), 1)}
+
+
+# Row kernels holding more than 16 (forward) / 8 (backward) values per thread need
+# 90-128 registers: compiled for blocks of at most 512 threads (see _row_layout).
+_FAT_BLOCK = 512
 _U32_16 = np.uint32(16)
 _LO16 = np.uint32(0xFFFF)
 _HI16 = np.uint32(0xFFFF0000)
@@ -125,6 +136,37 @@ if SIMULATOR:
     def _f2h(x):
         """fp16 bits (round to nearest even) of float32 ``x``, zero-extended to uint32."""
         return np.uint32(np.float16(np.float32(x)).view(np.uint16))
+
+    def _unpack2(w, bf16):
+        """(float32 of the low half, float32 of the high half) of 32-bit word ``w``
+        holding two fp16 (``bf16`` False) or bf16 values (one opaque inline-PTX block
+        on the GPU)."""
+        w = int(w)
+        if bf16:
+            return (np.uint32((w & 0xFFFF) << 16).view(np.float32),
+                    np.uint32(w & 0xFFFF0000).view(np.float32))
+        return _h2f(w & 0xFFFF), _h2f(w >> 16)
+
+    def _ld16r(a, base, off):
+        """Group ``base + off`` (16-byte units) of ``a``: ``base`` a uint64 row offset,
+        ``off`` a uint32 offset within the row (on the GPU: one 64-bit row pointer
+        per row, then one 32-bit multiply-add per access)."""
+        return _ld16(a, int(base) + int(off))
+
+    def _st16r(a, base, off, v0, v1, v2, v3):
+        """Store group ``base + off`` of ``a`` (see :func:`_ld16r`)."""
+        _st16(a, int(base) + int(off), v0, v1, v2, v3)
+
+    def _bf2(lo, hi):
+        """bfloat16 bits of float32 ``lo`` | those of ``hi`` << 16 (round to nearest
+        even; one ``cvt.rn.bf16x2.f32`` on the GPU)."""
+        return (np.uint32(dtypes.f32_to_bf16_bits(np.float32(lo)))
+                | (np.uint32(dtypes.f32_to_bf16_bits(np.float32(hi))) << np.uint32(16)))
+
+    def _rsqrt(v):
+        """1 / sqrt(v) (``rsqrt.approx.f32`` on the GPU: <= 2 ulp)."""
+        return np.float32(1.0 / math.sqrt(float(v))) if v > 0 else np.float32(
+            math.inf if v == 0 else math.nan)
 
 else:
     from llvmlite import ir
@@ -223,6 +265,122 @@ else:
             if v.type.width > 16:
                 v = builder.trunc(v, ir.IntType(16))
             return builder.fpext(builder.bitcast(v, ir.HalfType()), ir.FloatType())
+
+        return sig, codegen
+
+    @intrinsic
+    def _unpack2(typingctx, w, bf16):
+        # Inline PTX on purpose: with plain LLVM conversions, LLVM re-derives the
+        # floats (and x - mu) from the raw words in later blocks instead of keeping
+        # them, which costs a conversion and a subtraction per value per row.
+        if not (isinstance(w, types.Integer) and isinstance(bf16, types.BooleanLiteral)):
+            return None
+        sig = types.UniTuple(types.float32, 2)(w, bf16)
+        if bf16.literal_value:
+            text = "shl.b32 $0, $2, 16; and.b32 $1, $2, 0xffff0000;"
+        else:
+            text = "{ .reg .b16 l, h; mov.b32 {l, h}, $2; cvt.f32.f16 $0, l; cvt.f32.f16 $1, h; }"
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            v = context.cast(builder, args[0], signature.args[0], types.uint32)
+            fnty = ir.FunctionType(ir.LiteralStructType([f32, f32]), [ir.IntType(32)])
+            res = builder.call(ir.InlineAsm(fnty, text, "=f,=f,r"), [v])
+            vals = [builder.extract_value(res, k) for k in range(2)]
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return sig, codegen
+
+    def _row_addr(context, builder, aty, bty, a, base):
+        """Integer address of 16-byte group ``base`` (uint64) of 1-D 4-byte array ``a``."""
+        ary = context.make_array(aty)(context, builder, a)
+        i64 = ir.IntType(64)
+        b64 = context.cast(builder, base, bty, types.uint64)
+        return builder.add(builder.ptrtoint(ary.data, i64), builder.shl(b64, ir.Constant(i64, 4)))
+
+    def _asm_sfx(aty):
+        return ("f32", "f") if aty.dtype == types.float32 else ("u32", "r")
+
+    # Row-relative 16-byte accesses in inline PTX: ``mad.wide.u32`` of the 32-bit
+    # offset onto the row address (one instruction per access; LLVM would fold the
+    # two into one 64-bit index and redo the 64-bit shift and add for every access).
+    # The load is pure (x and dy are never written by these kernels): LLVM may move
+    # it, never speculate it; the store has side effects.
+
+    @intrinsic
+    def _ld16r(typingctx, arr, base, off):
+        if not (_vec_arg_ok(arr) and isinstance(base, types.Integer)
+                and isinstance(off, types.Integer)):
+            return None
+        sig = types.UniTuple(arr.dtype, 4)(arr, base, off)
+
+        def codegen(context, builder, signature, args):
+            aty, bty, oty = signature.args
+            addr = _row_addr(context, builder, aty, bty, args[0], args[1])
+            o32 = context.cast(builder, args[2], oty, types.uint32)
+            sfx, con = _asm_sfx(aty)
+            ety = context.get_value_type(aty.dtype)
+            fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4), [ir.IntType(64), ir.IntType(32)])
+            asm = ir.InlineAsm(
+                fnty, "{ .reg .b64 a; mad.wide.u32 a, $5, 16, $4; "
+                      f"ld.global.v4.{sfx} {{$0,$1,$2,$3}}, [a]; }}",
+                f"={con},={con},={con},={con},l,r")
+            res = builder.call(asm, [addr, o32])
+            vals = [builder.extract_value(res, k) for k in range(4)]
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return sig, codegen
+
+    @intrinsic
+    def _st16r(typingctx, arr, base, off, v0, v1, v2, v3):
+        if not (_vec_arg_ok(arr) and isinstance(base, types.Integer)
+                and isinstance(off, types.Integer)):
+            return None
+        sig = types.void(arr, base, off, v0, v1, v2, v3)
+
+        def codegen(context, builder, signature, args):
+            aty, bty, oty = signature.args[:3]
+            addr = _row_addr(context, builder, aty, bty, args[0], args[1])
+            o32 = context.cast(builder, args[2], oty, types.uint32)
+            sfx, con = _asm_sfx(aty)
+            ety = context.get_value_type(aty.dtype)
+            vals = [context.cast(builder, args[3 + k], signature.args[3 + k], aty.dtype)
+                    for k in range(4)]
+            fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(64), ir.IntType(32)] + [ety] * 4)
+            asm = ir.InlineAsm(
+                fnty, "{ .reg .b64 a; mad.wide.u32 a, $1, 16, $0; "
+                      f"st.global.v4.{sfx} [a], {{$2,$3,$4,$5}}; }}",
+                f"l,r,{con},{con},{con},{con},~{{memory}}", side_effect=True)
+            builder.call(asm, [addr, o32] + vals)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def _bf2(typingctx, lo, hi):
+        if lo != types.float32 or hi != types.float32:
+            return None
+        sig = types.uint32(lo, hi)
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            fnty = ir.FunctionType(ir.IntType(32), [f32, f32])
+            # d = {hi, lo}: the first source goes to the upper half.
+            asm = ir.InlineAsm(fnty, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f")
+            return builder.call(asm, [args[1], args[0]])
+
+        return sig, codegen
+
+    @intrinsic
+    def _rsqrt(typingctx, v):
+        if v != types.float32:
+            return None
+        sig = types.float32(v)
+
+        def codegen(context, builder, signature, args):
+            f32 = ir.FloatType()
+            asm = ir.InlineAsm(ir.FunctionType(f32, [f32]), "rsqrt.approx.f32 $0, $1;", "=f,f")
+            return builder.call(asm, [args[0]])
 
         return sig, codegen
 
@@ -373,6 +531,59 @@ def _raw_io(dtype):
 
 
 @functools.lru_cache(maxsize=None)
+def _raw_codec(dtype):
+    """Vector mode, raw 16-byte groups: (unpack(r, ro, xs, xo): xs[xo:xo+VEC] = the
+    float32 values of the group whose four words are r[ro:ro+4]; pack(xs, xo) -> the
+    four words of xs[xo:xo+VEC] rounded to ``dtype``). fp16: one HADD2.F32 per value
+    in, one F2FP.PACK_AB per pair out; bf16: a shift or mask in, one
+    ``cvt.rn.bf16x2.f32`` per pair out."""
+    if dtype == "float32":
+
+        @cuda.jit(device=True, inline="always")
+        def unpack(r, ro, xs, xo):
+            for i in range(4):
+                xs[xo + i] = r[ro + i]
+
+        @cuda.jit(device=True, inline="always")
+        def pack(xs, xo):
+            return xs[xo], xs[xo + 1], xs[xo + 2], xs[xo + 3]
+
+    elif dtype == "float16":
+
+        @cuda.jit(device=True, inline="always")
+        def unpack(r, ro, xs, xo):
+            for i in range(4):
+                lo, hi = _unpack2(r[ro + i], False)
+                xs[xo + 2 * i] = lo
+                xs[xo + 2 * i + 1] = hi
+
+        @cuda.jit(device=True, inline="always")
+        def pair(a, b):
+            return _f2h(a) | (_f2h(b) << _U32_16)
+
+        @cuda.jit(device=True, inline="always")
+        def pack(xs, xo):
+            return (pair(xs[xo], xs[xo + 1]), pair(xs[xo + 2], xs[xo + 3]),
+                    pair(xs[xo + 4], xs[xo + 5]), pair(xs[xo + 6], xs[xo + 7]))
+
+    else:
+
+        @cuda.jit(device=True, inline="always")
+        def unpack(r, ro, xs, xo):
+            for i in range(4):
+                lo, hi = _unpack2(r[ro + i], True)
+                xs[xo + 2 * i] = lo
+                xs[xo + 2 * i + 1] = hi
+
+        @cuda.jit(device=True, inline="always")
+        def pack(xs, xo):
+            return (_bf2(xs[xo], xs[xo + 1]), _bf2(xs[xo + 2], xs[xo + 3]),
+                    _bf2(xs[xo + 4], xs[xo + 5]), _bf2(xs[xo + 6], xs[xo + 7]))
+
+    return unpack, pack
+
+
+@functools.lru_cache(maxsize=None)
 def _partial_io(vec, vector):
     """Device functions moving ``vec`` float32 values between ``buf[off:]`` and a
     float32 partial-sum array at element ``e`` (a multiple of 4 in vector mode):
@@ -482,6 +693,55 @@ def _row_sum2(a, b, red, buf):
 
 
 @cuda.jit(device=True, inline="always")
+def _row_sum_v2(v, red, buf):
+    """Sum of ``v`` over the row's threads (block ``(tpr, rows)``), to all of them.
+    Warp xor-shuffles; with ``tpr > 32`` one partial per warp goes through ``red[buf,
+    0, :]`` (float32 shared ``(2, 2, 32)``) and one ``syncthreads``, then lane ``l``
+    reads partial ``l`` (zero past the row's warps) and a second warp sum finishes
+    (fixed order: deterministic). Five unconditional steps beat log2(warps)
+    predicated ones. Every thread of the block calls it; consecutive calls
+    alternate ``buf``."""
+    v = warp_sum(v)
+    tpr = cuda.blockDim.x
+    if tpr > WARP:
+        t = cuda.threadIdx.x
+        nw = tpr // WARP
+        first = cuda.threadIdx.y * nw
+        lane = t % WARP
+        if lane == 0:
+            red[buf, 0, first + t // WARP] = v
+        cuda.syncthreads()
+        s = red[buf, 0, first + lane] if lane < nw else np.float32(0.0)
+        v = warp_sum(s)
+    return v
+
+
+@cuda.jit(device=True, inline="always")
+def _row_sum2_v2(a, b, red, buf):
+    """Two row sums at once (one barrier); as :func:`_row_sum_v2`."""
+    a = warp_sum(a)
+    b = warp_sum(b)
+    tpr = cuda.blockDim.x
+    if tpr > WARP:
+        t = cuda.threadIdx.x
+        nw = tpr // WARP
+        first = cuda.threadIdx.y * nw
+        lane = t % WARP
+        if lane == 0:
+            red[buf, 0, first + t // WARP] = a
+            red[buf, 1, first + t // WARP] = b
+        cuda.syncthreads()
+        sa = np.float32(0.0)
+        sb = np.float32(0.0)
+        if lane < nw:
+            sa = red[buf, 0, first + lane]
+            sb = red[buf, 1, first + lane]
+        a = warp_sum(sa)
+        b = warp_sum(sb)
+    return a, b
+
+
+@cuda.jit(device=True, inline="always")
 def _acquire(locks, lid, ngroups, flag):
     """Take spin lock ``locks[lid]`` for the whole block (thread (0, 0) spins, the
     others wait at the barrier); True if this is the first writer of buffer ``lid``
@@ -517,7 +777,13 @@ _I32_1D = types.Array(types.int32, 1, "C")
 # Register-resident groups per thread the launchers may pick, by direction and VEC.
 # Forward keeps one row slice (<= 16 floats); backward keeps xhat, w*dy and the dw/db
 # accumulators (4 x <= 8 floats) within the 64 registers 1024-thread blocks allow.
-_WORDS = {("fwd", 8): (1, 2), ("fwd", 4): (1, 2, 4), ("bwd", 8): (1,), ("bwd", 4): (1, 2)}
+_WORDS = {("fwd", 8): (1, 2, 3, 4), ("fwd", 4): (1, 2, 4), ("bwd", 8): (1, 2),
+          ("bwd", 4): (1, 2)}
+# Register load (see _fat) above which a row kernel is "fat": compiled for <=
+# _FAT_BLOCK threads per block (up to 128 registers) instead of 1024 (64). From
+# ptxas: fp16 forward with 2 groups (load 24) fits 64 registers, 3 groups (36) take
+# 95; fp16 backward with 1 group (40) fits 64, fp32 backward with 2 (48) spills.
+_FAT_LOAD = {"fwd": 24, "bwd": 40}
 # Groups per thread per iteration in the streaming kernels (8 elements in flight).
 _UNROLL = {8: 1, 4: 2, 1: 8}
 
@@ -530,14 +796,47 @@ def _layout_name(vector, words):
     return ("vec" if vector else "scalar") + (f"_rows{words}" if words else "_stream")
 
 
+
 @functools.lru_cache(maxsize=None)
-def make_forward_kernel(dtype, rms, has_w, has_b, vector, words):
+def _group_guards(full):
+    """(valid(k, tpr, t, ng), clamp(k, tpr, t, glast)) for group ``k * tpr + t`` of a
+    row kernel: whether it lies in the row, and its index clamped into the row (for
+    unconditional loads). ``full`` (the launcher knows ``tpr * words == ng``): every
+    group is valid; no checks are compiled."""
+    if full:
+
+        @cuda.jit(device=True, inline="always")
+        def valid(k, tpr, t, ng):
+            return True
+
+        @cuda.jit(device=True, inline="always")
+        def clamp(k, tpr, t, glast):
+            return np.uint32(k * tpr + t)
+
+    else:
+
+        @cuda.jit(device=True, inline="always")
+        def valid(k, tpr, t, ng):
+            return np.uint32(k * tpr + t) < ng
+
+        @cuda.jit(device=True, inline="always")
+        def clamp(k, tpr, t, glast):
+            return min(np.uint32(k * tpr + t), glast)
+
+    return valid, clamp
+
+
+@functools.lru_cache(maxsize=None)
+def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
     has_w / has_b: multiply by ``w`` / add ``b``.
     vector: 16-byte groups (needs N % VEC == 0 and aligned pointers).
     words: groups per thread kept in registers (row kernel); 0 = streaming kernel.
+    prefetch: row kernels load the next row before reducing the current one.
+    full: row kernels for ``tpr * words * VEC == n`` exactly (no idle lanes): compiled
+    without per-group bounds checks.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -545,102 +844,179 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words):
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
     argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
-    name = f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
+    name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
+            + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else ""))
 
     if words:
         elems = words * vec
+        nraw = 4 * words
+        quads = vec // 4
+        raw_t = _kernel_storage(dtype, True)
+        unpack, pack = _raw_codec(dtype)
+        load_group = _group_io(dtype, True)[0]
+        _gvalid, _gclamp = _group_guards(full)
+        # Shared float32 copies of w and b, in 16-byte quads: quad q of thread t at
+        # q * tpr + t (conflict-free 16-byte loads); w's quads first, then b's.
+        wq = words * quads
 
         def norm_fwd_rows(x, w, b, y, mean_out, rstd_out, m, n, eps):
-            """Row kernel: y[r, :] = (x[r, :] - mu) * rstd * w + b for the rows r of an
-            ``[m, n]`` array (RMSNorm: mu = 0, rstd from the mean square, no b).
+            """Row kernel (persistent): y[r, :] = (x[r, :] - mu) * rstd * w + b for
+            the rows r of an ``[m, n]`` array (RMSNorm: mu = 0, rstd from the mean
+            square, no b).
 
             Block ``(tpr, rpb)``: row slot ``threadIdx.y`` takes rows
             ``blockIdx.x * rpb + threadIdx.y``, then + ``gridDim.x * rpb`` ...; its
             ``tpr`` threads (a multiple of 32, ``tpr * words * VEC >= n``) each hold
-            groups ``k * tpr + threadIdx.x`` (k < words) in ``xs``.
-            x, y: the ``[m, n]`` input / output as 1-D views (vector mode: ``m * n /
-            VEC`` 16-byte groups). w, b: ``[n]`` views (unused when has_w / has_b is
-            off: pass any array of the same type). mean_out, rstd_out: float32
-            ``[m]`` (mean_out unused for RMSNorm). eps: added to the variance (mean
-            square) before the square root.
+            groups ``k * tpr + threadIdx.x`` (k < words) as float32 in ``xs``, and
+            load the next row's groups (raw, ``pre``) before reducing this one.
+            w and b are converted once per block into dynamic shared memory (float32,
+            ``(has_w + has_b) * words * VEC * tpr`` floats).
+            x, y: the ``[m, n]`` input / output as 1-D views of 16-byte groups. w, b:
+            ``[n]`` views (unused when has_w / has_b is off: pass any array of the
+            same type). mean_out, rstd_out: float32 ``[m]`` (mean_out unused for
+            RMSNorm). eps: added to the variance (mean square) before the square root.
+            Statistics: mu = sum(x) / n, then d = x - mu, dmu = sum(d) / n (mu's
+            rounding), var = (sum(d^2) - sum(d) * dmu) / n; y = (d * rstd - dmu *
+            rstd) * w + b; the mean saved is mu + dmu.
             """
-            red = cuda.shared.array((2, 32), np.float32)
-            red2 = cuda.shared.array((2, 2, 32), np.float32)
+            red = cuda.shared.array((2, 2, 32), np.float32)
+            wb = cuda.shared.array(0, types.float32)
+            pre = cuda.local.array(nraw, raw_t)
             xs = cuda.local.array(elems, np.float32)
-            ws = cuda.local.array(vec, np.float32)
-            bs = cuda.local.array(vec, np.float32)
+            tmp = cuda.local.array(vec, np.float32)
             t = cuda.threadIdx.x
             tpr = cuda.blockDim.x
+            slot = cuda.threadIdx.y
             rpb = cuda.blockDim.y
-            ng = n // vec
+            ng = np.uint32(n // vec)
+            ngw = np.uint64(ng)
             nf = np.float32(n)
-            phase = 0
-            row = cuda.blockIdx.x * rpb + cuda.threadIdx.y
-            row_end = m + cuda.threadIdx.y
-            stride = cuda.gridDim.x * rpb
-            # Every row slot loops the same number of times: the reductions hold
-            # block barriers. Slots past the last row compute on zeros.
-            while row < row_end:
-                active = row < m
-                base = row * ng
-                for k in range(words):
-                    gi = k * tpr + t
-                    if active and gi < ng:
-                        load_group(x, base + gi, xs, k * vec)
-                    else:
-                        for j in range(vec):
-                            xs[k * vec + j] = np.float32(0.0)
-                mu = np.float32(0.0)
-                if not rms:
-                    s = np.float32(0.0)
-                    for j in range(elems):
-                        s += xs[j]
-                    mu = _row_sum(s, red, phase) / nf
-                    phase ^= 1
-                sd = np.float32(0.0)
-                ss = np.float32(0.0)
-                for k in range(words):
-                    if k * tpr + t < ng:
-                        for j in range(vec):
-                            d = xs[k * vec + j] - mu
-                            sd += d
-                            ss += d * d
-                dmu = np.float32(0.0)
-                if rms:
-                    var = _row_sum(ss, red, phase) / nf
-                else:
-                    # Corrected two-pass: sd / n = (true mean - mu) corrects the
-                    # rounding error of mu in the variance, and as dmu in y: mu + dmu
-                    # in one float32 could be off by half an ulp of the mean, a large
-                    # error when |mean| >> std.
-                    sd, ss = _row_sum2(sd, ss, red2, phase)
-                    dmu = sd / nf
-                    var = max((ss - sd * dmu) / nf, np.float32(0.0))
-                phase ^= 1
-                r = np.float32(1.0) / math.sqrt(var + eps)
-                if active:
+            inv_n = np.float32(1.0) / nf
+            tq = np.uint32(t)
+            tpq = np.uint32(tpr)
+            if has_w or has_b:
+                if slot == 0:
                     for k in range(words):
-                        gi = k * tpr + t
-                        if gi < ng:
-                            if has_w:
-                                load_group(w, gi, ws, 0)
-                            if has_b:
-                                load_group(b, gi, bs, 0)
+                        gi = np.uint32(k) * tpq + tq
+                        for par in range(2):
+                            if (par == 0 and has_w) or (par == 1 and has_b):
+                                if gi < ng:
+                                    if par == 0:
+                                        load_group(w, gi, tmp, 0)
+                                    else:
+                                        load_group(b, gi, tmp, 0)
+                                else:
+                                    for j in range(vec):
+                                        tmp[j] = np.float32(0.0)
+                                q0 = (wq if (par == 1 and has_w) else 0) + k * quads
+                                for h in range(quads):
+                                    _st16(wb, np.uint32(q0 + h) * tpq + tq, tmp[4 * h],
+                                          tmp[4 * h + 1], tmp[4 * h + 2], tmp[4 * h + 3])
+                cuda.syncthreads()
+            bq = wq if has_w else 0
+            row = np.int32(cuda.blockIdx.x * rpb + slot)
+            stride = np.int32(cuda.gridDim.x * rpb)
+            # With several warps per row the reductions hold block barriers: every
+            # row slot then loops the same number of times (slots past the last row
+            # compute on whatever they hold, and store nothing).
+            m32 = np.int32(m)
+            row_end = np.int32(m32 + slot) if tpr > WARP else m32
+            # Loads are unconditional: past the last row they re-read row m - 1,
+            # past the row's end group ng - 1 (values never used). No branches, and
+            # no register copies to keep values a skipped load would have left.
+            mlast = np.int32(m32 - 1)
+            glast = ng - np.uint32(1)
+            if prefetch:
+                rb = np.uint64(np.uint32(min(row, mlast))) * ngw
+                for k in range(words):
+                    q = _ld16r(x, rb, _gclamp(k, tpr, t, glast))
+                    for i in range(4):
+                        pre[4 * k + i] = q[i]
+            phase = 0
+            while row < row_end:
+                active = row < m32
+                rb = np.uint64(np.uint32(row)) * ngw
+                nxt = np.int32(row + stride)
+                if not prefetch:
+                    lb = np.uint64(np.uint32(min(row, mlast))) * ngw
+                    for k in range(words):
+                        q = _ld16r(x, lb, _gclamp(k, tpr, t, glast))
+                        for i in range(4):
+                            pre[4 * k + i] = q[i]
+                for k in range(words):
+                    unpack(pre, 4 * k, xs, k * vec)
+                # The first pass over xs comes before the next row's loads: the raw
+                # words are dead by then (no copies kept across the loads).
+                s = np.float32(0.0)
+                for k in range(words):
+                    if _gvalid(k, tpr, t, ng):
+                        for j in range(vec):
+                            v = xs[k * vec + j]
+                            s += v * v if rms else v
+                if prefetch:
+                    nb = np.uint64(np.uint32(min(nxt, mlast))) * ngw
+                    for k in range(words):
+                        q = _ld16r(x, nb, _gclamp(k, tpr, t, glast))
+                        for i in range(4):
+                            pre[4 * k + i] = q[i]
+                dmu = np.float32(0.0)
+                mu = np.float32(0.0)
+                if rms:
+                    var = _row_sum_v2(s, red, phase) * inv_n
+                else:
+                    # An IEEE division (once per row): mu is then exact when the row
+                    # sum is (constant rows give d = 0 exactly).
+                    mu = _row_sum_v2(s, red, phase) / nf
+                    phase ^= 1
+                    sd = np.float32(0.0)
+                    ss = np.float32(0.0)
+                    for k in range(words):
+                        if _gvalid(k, tpr, t, ng):
                             for j in range(vec):
-                                v = ((xs[k * vec + j] - mu) - dmu) * r
-                                if has_w:
-                                    v = v * ws[j]
-                                if has_b:
-                                    v = v + bs[j]
-                                xs[k * vec + j] = v
-                            store_group(y, base + gi, xs, k * vec)
+                                d = xs[k * vec + j] - mu
+                                xs[k * vec + j] = d
+                                sd += d
+                                ss += d * d
+                    # Corrected two-pass: sd / n = (true mean - mu) corrects the
+                    # rounding error of mu in the variance, and in y: mu + dmu in one
+                    # float32 could be off by half an ulp of the mean, a large error
+                    # when |mean| >> std.
+                    sd, ss = _row_sum2_v2(sd, ss, red, phase)
+                    dmu = sd * inv_n
+                    var = max((ss - sd * dmu) * inv_n, np.float32(0.0))
+                phase ^= 1
+                r = _rsqrt(var + eps)
+                nd = -(dmu * r)
+                # Computed by every slot (no branch around it: LLVM would otherwise
+                # re-derive d from the raw words inside the branch), stored by
+                # active ones.
+                for k in range(words):
+                    gi = np.uint32(k * tpr + t)
+                    for h in range(quads):
+                        o = k * vec + 4 * h
+                        if has_w:
+                            wv = _ld16(wb, np.uint32((k * quads + h) * tpr + t))
+                        if has_b:
+                            bv = _ld16(wb, np.uint32((bq + k * quads + h) * tpr + t))
+                        for e in range(4):
+                            v = xs[o + e] * r + nd
+                            if has_w:
+                                v = v * wv[e]
+                            if has_b:
+                                v = v + bv[e]
+                            xs[o + e] = v
+                    p = pack(xs, k * vec)
+                    if active and _gvalid(k, tpr, t, ng):
+                        _st16r(y, rb, gi, p[0], p[1], p[2], p[3])
+                if active:
                     if t == 0:
                         if not rms:
                             mean_out[np.uint64(row)] = mu + dmu
                         rstd_out[np.uint64(row)] = r
-                row += stride
+                row = nxt
 
-        return Kernel(name, norm_fwd_rows, argtypes, **_JIT)
+        return Kernel(name, norm_fwd_rows, argtypes,
+                      **_jit_for(_FAT_BLOCK if _fat("fwd", vec, words) else _MAX_BLOCK))
 
     unroll = _UNROLL[vec]
     chunk = unroll * vec
@@ -738,7 +1114,8 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words):
 
 
 @functools.lru_cache(maxsize=None)
-def make_backward_kernel(dtype, rms, has_w, has_b, vector, words):
+def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
+                         full=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted)."""
@@ -751,47 +1128,54 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words):
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
     argtypes = (st, st, st, _F32_1D, _F32_1D, st, _F32_1D, _F32_1D, _I32_1D,
                 types.int64, types.int64, types.int64, types.int32)
-    name = f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
+    name = (f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
+            + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else ""))
 
     if words:
         elems = words * vec
         acc_w = elems if has_w else 1
         acc_b = elems if has_b else 1
-        comb_size = vec * _MAX_BLOCK if affine else 1
         nraw = 4 * words
+        quads = vec // 4
+        nq = words * quads
         raw_t = _kernel_storage(dtype, True)
-        load_raw, elem = _raw_io(dtype)
+        unpack, pack = _raw_codec(dtype)
+        _gvalid, _gclamp = _group_guards(full)
 
         @cuda.jit(device=True, inline="always")
-        def fold(acc, comb, k):
-            """acc[k*vec : (k+1)*vec] of row slot 0 = the sum over the block's row
-            slots of theirs, added in slot order through ``comb`` (shared, vec *
-            threads floats). Every thread of the block calls it."""
-            t = cuda.threadIdx.x
-            tpr = cuda.blockDim.x
-            nt = tpr * cuda.blockDim.y
-            tid = cuda.threadIdx.y * tpr + t
-            for j in range(vec):
-                comb[j * nt + tid] = acc[k * vec + j]
-            cuda.syncthreads()
-            if cuda.threadIdx.y == 0:
-                for j in range(vec):
-                    a = np.float32(0.0)
-                    for gg in range(cuda.blockDim.y):
-                        a += comb[j * nt + gg * tpr + t]
-                    acc[k * vec + j] = a
-            cuda.syncthreads()
+        def fold(acc, sm):
+            """acc of row slot 0 += those of slots 1, 2, ... (in slot order) through
+            ``sm`` (shared, ``elems * tpr`` floats, quad q of thread t at q * tpr +
+            t). Every thread of the block calls it."""
+            t = np.uint32(cuda.threadIdx.x)
+            tpq = np.uint32(cuda.blockDim.x)
+            slot = cuda.threadIdx.y
+            for sl in range(1, cuda.blockDim.y):
+                if slot == sl:
+                    for q in range(nq):
+                        _st16(sm, np.uint32(q) * tpq + t, acc[4 * q], acc[4 * q + 1],
+                              acc[4 * q + 2], acc[4 * q + 3])
+                cuda.syncthreads()
+                if slot == 0:
+                    for q in range(nq):
+                        v = _ld16(sm, np.uint32(q) * tpq + t)
+                        for e in range(4):
+                            acc[4 * q + e] += v[e]
+                cuda.syncthreads()
 
         def norm_bwd_rows(dy, x, w, mean, rstd, dx, pw, pb, locks, m, n, ngroups, use_lock):
-            """Row kernel: dx[r, :] = (wdy - (xhat * c1 + c2)) * rstd[r] with xhat =
-            (x - mean[r]) * rstd[r], wdy = w * dy, c1 = sum(xhat * wdy) / n, c2 =
-            sum(wdy) / n (RMSNorm: mean = 0, c2 = 0); the block's share of dw =
-            sum_r dy * xhat and db = sum_r dy goes out as one float32 partial row.
+            """Row kernel (persistent): dx[r, :] = (wdy - (xhat * c1 + c2)) * rstd[r]
+            with xhat = (x - mean[r]) * rstd[r], wdy = w * dy, c1 = sum(xhat * wdy) /
+            n, c2 = sum(wdy) / n (RMSNorm: mean = 0, c2 = 0); the block's share of
+            dw = sum_r dy * xhat and db = sum_r dy goes out as one float32 partial row.
 
-            Block ``(tpr, rpb)`` and rows as in the forward row kernel. A thread keeps
-            its groups of x and dy as raw words (rx, rd) between the reduction and dx,
-            and its dw/db accumulators (aw, ab) over all its rows; the row slots'
-            accumulators are folded into slot 0 at the end.
+            Block ``(tpr, rpb)`` and rows as in the forward row kernel. A thread loads
+            the next row's x, dy (raw 16-byte groups) and mean, rstd before reducing
+            the current row, keeps xhat and w*dy as float32 between the reduction and
+            dx, and its dw/db accumulators (aw, ab) over all its rows; the row slots'
+            accumulators are folded into slot 0 at the end. w is converted once per
+            block into dynamic shared memory (float32, ``words * VEC * tpr`` floats,
+            also the fold's scratch).
             dy, x, dx: ``[m, n]`` as 1-D views of 16-byte groups.
             w: ``[n]`` view (unused without has_w). mean, rstd: float32 ``[m]`` saved
             by the forward (mean unused for RMSNorm).
@@ -803,89 +1187,152 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words):
             """
             red = cuda.shared.array((2, 2, 32), np.float32)
             flag = cuda.shared.array(1, np.int32)
-            comb = cuda.shared.array(comb_size, np.float32)
-            rx = cuda.local.array(nraw, raw_t)
-            rd = cuda.local.array(nraw, raw_t)
-            rw = cuda.local.array(4, raw_t)
-            ob = cuda.local.array(vec, np.float32)
+            sm = cuda.shared.array(0, types.float32)
+            px = cuda.local.array(nraw, raw_t)
+            pd = cuda.local.array(nraw, raw_t)
+            xs = cuda.local.array(elems, np.float32)
+            gs = cuda.local.array(elems, np.float32)
             aw = cuda.local.array(acc_w, np.float32)
             ab = cuda.local.array(acc_b, np.float32)
+            tmp = cuda.local.array(vec, np.float32)
             t = cuda.threadIdx.x
             tpr = cuda.blockDim.x
+            slot = cuda.threadIdx.y
             rpb = cuda.blockDim.y
-            ng = n // vec
+            ng = np.uint32(n // vec)
+            ngw = np.uint64(ng)
             nf = np.float32(n)
+            inv_n = np.float32(1.0) / nf
+            tq = np.uint32(t)
+            tpq = np.uint32(tpr)
             for j in range(acc_w):
                 aw[j] = np.float32(0.0)
             for j in range(acc_b):
                 ab[j] = np.float32(0.0)
+            if has_w:
+                if slot == 0:
+                    for k in range(words):
+                        gi = np.uint32(k) * tpq + tq
+                        if gi < ng:
+                            load_group(w, gi, tmp, 0)
+                        else:
+                            for j in range(vec):
+                                tmp[j] = np.float32(0.0)
+                        for h in range(quads):
+                            _st16(sm, np.uint32(k * quads + h) * tpq + tq, tmp[4 * h],
+                                  tmp[4 * h + 1], tmp[4 * h + 2], tmp[4 * h + 3])
+                cuda.syncthreads()
+            row = np.int32(cuda.blockIdx.x * rpb + slot)
+            stride = np.int32(cuda.gridDim.x * rpb)
+            m32 = np.int32(m)
+            row_end = np.int32(m32 + slot) if tpr > WARP else m32
+            # Unconditional loads, clamped to row m - 1 and group ng - 1 (see the
+            # forward row kernel).
+            mlast = np.int32(m32 - 1)
+            glast = ng - np.uint32(1)
+            pmu = np.float32(0.0)
+            prs = np.float32(0.0)
+            if prefetch:
+                lr = np.uint64(np.uint32(min(row, mlast)))
+                if not rms:
+                    pmu = mean[lr]
+                prs = rstd[lr]
+                rb = lr * ngw
+                for k in range(words):
+                    gi = _gclamp(k, tpr, t, glast)
+                    q = _ld16r(x, rb, gi)
+                    gq = _ld16r(dy, rb, gi)
+                    for i in range(4):
+                        px[4 * k + i] = q[i]
+                        pd[4 * k + i] = gq[i]
             phase = 0
-            row = cuda.blockIdx.x * rpb + cuda.threadIdx.y
-            row_end = m + cuda.threadIdx.y
-            stride = cuda.gridDim.x * rpb
             while row < row_end:
-                active = row < m
-                base = row * ng
-                mu = np.float32(0.0)
-                rs = np.float32(0.0)
-                if active:
+                active = row < m32
+                rb = np.uint64(np.uint32(row)) * ngw
+                nxt = np.int32(row + stride)
+                if not prefetch:
+                    lr = np.uint64(np.uint32(min(row, mlast)))
                     if not rms:
-                        mu = mean[np.uint64(row)]
-                    rs = rstd[np.uint64(row)]
+                        pmu = mean[lr]
+                    prs = rstd[lr]
+                    lb = lr * ngw
+                    for k in range(words):
+                        gi = _gclamp(k, tpr, t, glast)
+                        q = _ld16r(x, lb, gi)
+                        gq = _ld16r(dy, lb, gi)
+                        for i in range(4):
+                            px[4 * k + i] = q[i]
+                            pd[4 * k + i] = gq[i]
+                # Slots past the last row (they hold row m - 1's data, see above)
+                # run the same code with rstd = 0 and weight 0 for db: they add
+                # nothing. No branch around the first pass (LLVM and ptxas then keep
+                # xhat and w*dy in registers instead of moving copies around).
+                mu = pmu
+                rs = prs if active else np.float32(0.0)
+                act = np.float32(1.0) if active else np.float32(0.0)
+                for k in range(words):
+                    unpack(px, 4 * k, xs, k * vec)
+                    unpack(pd, 4 * k, gs, k * vec)
                 s1 = np.float32(0.0)
                 s2 = np.float32(0.0)
                 for k in range(words):
-                    gi = k * tpr + t
-                    if active and gi < ng:
-                        load_raw(x, base + gi, rx, 4 * k)
-                        load_raw(dy, base + gi, rd, 4 * k)
-                        if has_w:
-                            load_raw(w, gi, rw, 0)
-                        for j in range(vec):
-                            o = k * vec + j
-                            h = (elem(rx, 4 * k, j) - mu) * rs
-                            dj = elem(rd, 4 * k, j)
-                            d = dj
+                    if _gvalid(k, tpr, t, ng):
+                        for h in range(quads):
+                            o = k * vec + 4 * h
                             if has_w:
-                                aw[o] += dj * h
-                                d = dj * elem(rw, 0, j)
-                            if has_b:
-                                ab[o] += dj
-                            s1 += h * d
-                            s2 += d
-                    else:
-                        for i in range(4):
-                            rx[4 * k + i] = raw_t(0)
-                            rd[4 * k + i] = raw_t(0)
-                s1, s2 = _row_sum2(s1, s2, red, phase)
-                phase ^= 1
-                c1 = s1 / nf
-                c2 = np.float32(0.0) if rms else s2 / nf
-                if active:
-                    for k in range(words):
-                        gi = k * tpr + t
-                        if gi < ng:
-                            if has_w:
-                                load_raw(w, gi, rw, 0)
-                            for j in range(vec):
-                                h = (elem(rx, 4 * k, j) - mu) * rs
-                                d = elem(rd, 4 * k, j)
+                                wv = _ld16(sm, np.uint32((k * quads + h) * tpr + t))
+                            for e in range(4):
+                                hx = (xs[o + e] - mu) * rs
+                                g = gs[o + e]
+                                wd = g
                                 if has_w:
-                                    d = d * elem(rw, 0, j)
-                                ob[j] = (d - (h * c1 + c2)) * rs
-                            store_group(dx, base + gi, ob, 0)
-                row += stride
+                                    aw[o + e] += g * hx
+                                    wd = g * wv[e]
+                                if has_b:
+                                    ab[o + e] += g * act
+                                s1 += hx * wd
+                                s2 += wd
+                                xs[o + e] = hx
+                                gs[o + e] = wd
+                # Next row's loads after the first pass (its raw words are dead).
+                if prefetch:
+                    lr = np.uint64(np.uint32(min(nxt, mlast)))
+                    if not rms:
+                        pmu = mean[lr]
+                    prs = rstd[lr]
+                    nb = lr * ngw
+                    for k in range(words):
+                        gi = _gclamp(k, tpr, t, glast)
+                        q = _ld16r(x, nb, gi)
+                        gq = _ld16r(dy, nb, gi)
+                        for i in range(4):
+                            px[4 * k + i] = q[i]
+                            pd[4 * k + i] = gq[i]
+                s1, s2 = _row_sum2_v2(s1, s2, red, phase)
+                phase ^= 1
+                a1 = s1 * inv_n * rs
+                a2 = np.float32(0.0) if rms else s2 * inv_n * rs
+                for k in range(words):
+                    gi = np.uint32(k * tpr + t)
+                    for j in range(vec):
+                        # (wdy - (xhat * c1 + c2)) * rstd with c1, c2 scaled by rstd
+                        # up front: two FFMAs.
+                        xs[k * vec + j] = gs[k * vec + j] * rs - (xs[k * vec + j] * a1 + a2)
+                    p = pack(xs, k * vec)
+                    if active and _gvalid(k, tpr, t, ng):
+                        _st16r(dx, rb, gi, p[0], p[1], p[2], p[3])
+                row = nxt
             if affine:
                 if rpb > 1:
-                    for k in range(words):
-                        if has_w:
-                            fold(aw, comb, k)
-                        if has_b:
-                            fold(ab, comb, k)
+                    cuda.syncthreads()
+                    if has_w:
+                        fold(aw, sm)
+                    if has_b:
+                        fold(ab, sm)
                 if use_lock:
                     prow = cuda.blockIdx.x % ngroups
                     first = _acquire(locks, prow, ngroups, flag)
-                    if cuda.threadIdx.y == 0:
+                    if slot == 0:
                         for k in range(words):
                             gi = k * tpr + t
                             if gi < ng:
@@ -899,7 +1346,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words):
                                         part_add_cg(pb, e, ab, k * vec)
                                     part_store(pb, e, ab, k * vec)
                     _release(locks, prow)
-                elif cuda.threadIdx.y == 0:
+                elif slot == 0:
                     prow = cuda.blockIdx.x
                     for k in range(words):
                         gi = k * tpr + t
@@ -910,7 +1357,9 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words):
                             if has_b:
                                 part_store(pb, e, ab, k * vec)
 
-        return Kernel(name, norm_bwd_rows, argtypes, **_JIT)
+        # Every backward row kernel is compiled for <= _FAT_BLOCK threads: with 1
+        # group per thread, w and b, 64 registers spilled 8-12 bytes (ptxas).
+        return Kernel(name, norm_bwd_rows, argtypes, **_jit_for(_FAT_BLOCK))
 
     unroll = _UNROLL[vec]
     chunk = unroll * vec
@@ -1091,13 +1540,18 @@ def _variants():
 
 
 def shipped_kernels():
-    """Every kernel specialisation the launchers can pick."""
+    """Every kernel specialisation the launchers can pick: row kernels for every
+    ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
+    the streaming and scalar kernels; the dW/dB reduction."""
     for dtype in dtypes.DTYPES:
+        vec = _vec_of(dtype, True)
         for rms, has_w, has_b in _variants():
             for direction, factory in (("fwd", make_forward_kernel), ("bwd", make_backward_kernel)):
-                vec = _vec_of(dtype, True)
-                for words in _WORDS[(direction, vec)] + (0,):
-                    yield factory(dtype, rms, has_w, has_b, True, words)
+                for words in _WORDS[(direction, vec)]:
+                    yield factory(dtype, rms, has_w, has_b, True, words, True, True)
+                    if not _fat(direction, vec, words):
+                        yield factory(dtype, rms, has_w, has_b, True, words, True, False)
+                yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
         yield make_dwdb_kernel(dtype)
     yield _zero_kernel()
@@ -1113,14 +1567,22 @@ _TUNING_DEFAULTS = {
     # Forward row kernels: rows per block = fwd_block // tpr (at least 1).
     "fwd_block": 256,
     # Backward row kernels: rows per block = bwd_block // tpr (at least 1).
-    "bwd_block": 512,
+    "bwd_block": 256,
     # Backward persistent grid: SMs x (bwd_threads_per_sm // block) blocks. More
     # resident threads would not fit the registers (~56 per thread) and would add
     # partial rows for _dwdb to read.
     "bwd_threads_per_sm": 1024,
     # _dwdb block (columns, row slices), each at most 32.
     "reduce_block": (32, 32),
-    # Tests and benchmarks: force the backward grid / the lock scheme's buffer count.
+    # Row kernels: load the next row before reducing the current one.
+    "prefetch": True,
+    # Row kernels are persistent: grid = SMs x resident blocks per SM (the driver's
+    # occupancy for the kernel, block and shared memory), capped by these (None: no cap).
+    "fwd_blocks_per_sm": None,
+    "bwd_blocks_per_sm": None,
+    # Tests and benchmarks: force the forward (row kernels) / backward grid, the lock
+    # scheme's buffer count.
+    "fwd_grid": None,
     "bwd_grid": None,
     "group_size": None,
     # None: ask the device.
@@ -1172,7 +1634,35 @@ def group_size_m(n):
 
 
 @functools.lru_cache(maxsize=None)
+def _resident_blocks(kernel, threads, shared):
+    """Blocks of ``kernel`` (``threads`` threads, ``shared`` bytes of dynamic shared
+    memory) one SM holds at once, from the driver's occupancy calculator (the
+    kernel's dynamic shared memory limit raised and its carveout set to all-shared
+    first). 1 under the simulator."""
+    if SIMULATOR:
+        return 1
+    from numba.cuda.cudadrv.driver import driver
+
+    kernel._raise_smem_limit(max(int(shared), kernel._smem_limit))
+    cufunc = kernel._compiled[0]._codelibrary.get_cufunc()
+    return max(1, int(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+        cufunc.handle, int(threads), int(shared))))
+
+
+def _persistent_grid(kernel, arr, threads, shared, units, force, cap):
+    """Grid of a persistent row kernel: ``units`` (row blocks) at most, else SMs x
+    resident blocks per SM (at most ``cap`` per SM); ``force`` overrides."""
+    if force is not None:
+        return max(1, min(units, int(force)))
+    per_sm = _resident_blocks(kernel, threads, shared)
+    if cap is not None:
+        per_sm = min(per_sm, int(cap))
+    return max(1, min(units, _sm_count(arr) * per_sm))
+
+
 def _sm_count(arr):
+    # Not cached here (launch.sm_count is, per device): v1 cached on the array object,
+    # which kept every grad_out it saw alive and ignored later tuning(sm_count=...).
     if _tune["sm_count"] is not None:
         return int(_tune["sm_count"])
     return sm_count(arr.device)
@@ -1182,29 +1672,51 @@ def _round_warp(v):
     return cdiv(v, WARP) * WARP
 
 
-# Elements per thread the layouts aim for: the forward holds one row slice (16 floats,
-# 32-64 bytes of loads in flight per thread), the backward x, dy and two accumulators.
-_TARGET_ELEMS = {"fwd": 16, "bwd": 8}
+def _fat(direction, vec, words):
+    """Whether the row kernel holds so many values per thread that it is compiled for
+    blocks of at most _FAT_BLOCK threads (more registers per thread). The load is
+    counted in 32-bit registers: raw 16-byte groups in flight (x; bwd: x and dy)
+    plus float32 values (x; bwd: xhat, w*dy, and the dw, db accumulators)."""
+    elems = words * vec
+    if direction == "fwd":
+        load = 4 * words + elems
+    else:
+        load = 8 * words + 4 * elems
+    return load > _FAT_LOAD[direction]
 
 
-def _row_layout(n, vec, direction):
+def _row_layout(n, vec, direction, m=1):
     """(words, tpr): register groups per thread (0 = streaming kernel) and threads
-    per row. Prefers no idle lanes, then _TARGET_ELEMS elements per thread."""
+    per row. Prefers no idle lanes, then the most values per thread (the per-row
+    reductions and bookkeeping are spread over more values). Layouts that would need
+    more threads than their kernel allows are skipped; rows too long for any layout,
+    and more than 2**30 rows (row indices are 32-bit), stream."""
     ng = n // vec
     max_tpr = _tune["max_tpr"]
-    target = _TARGET_ELEMS[direction]
     best = None
-    if vec > 1:
+    if vec > 1 and m < 2**30:
         for words in _WORDS[(direction, vec)]:
             tpr = _round_warp(cdiv(ng, words))
-            if tpr > max_tpr:
+            fat = _fat(direction, vec, words)
+            if tpr > (min(max_tpr, _FAT_BLOCK) if fat or direction == "bwd" else max_tpr):
                 continue
-            key = (tpr * words - ng, abs(words * vec - target), -words)
+            if fat and tpr * words != ng:
+                continue  # fat kernels are shipped for exact layouts only
+            key = (tpr * words - ng, -words)
             if best is None or key < best[0]:
                 best = (key, words, tpr)
     if best is not None:
         return best[1], best[2]
     return 0, min(max_tpr, _round_warp(cdiv(ng, _UNROLL[vec])))
+
+
+def _rows_per_block(key, tpr, m, direction, vec, words):
+    """Row slots per block: ``_tune[key] // tpr`` (at least 1, at most m), within
+    _FAT_BLOCK threads for fat kernels."""
+    rpb = max(1, min(_tune[key] // tpr, m))
+    if _fat(direction, vec, words) or direction == "bwd":
+        rpb = max(1, min(rpb, _FAT_BLOCK // tpr))
+    return rpb
 
 
 # ---------------------------------------------------------------------------------
@@ -1312,17 +1824,27 @@ def _forward(x, weight, bias, eps, rms):
     mean = None if rms else empty_like_lib(xa, lead, "float32")
     rstd = empty_like_lib(xa, lead, "float32")
     vector = _can_vectorize(n, dtype, (xa, wa, ba, y))
-    words, tpr = _row_layout(n, _vec_of(dtype, vector), "fwd")
-    rpb = max(1, min(_tune["fwd_block"] // tpr, m)) if words else 1
-    grid = min(cdiv(m, rpb), 2**31 - 1)
-    kernel = make_forward_kernel(dtype, rms, wa is not None, ba is not None, vector, words)
+    vec = _vec_of(dtype, vector)
+    words, tpr = _row_layout(n, vec, "fwd", m)
+    has_w, has_b = wa is not None, ba is not None
+    kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
+                                 bool(_tune["prefetch"]) if words else True,
+                                 bool(words) and tpr * words * vec == n)
+    if words:
+        rpb = _rows_per_block("fwd_block", tpr, m, "fwd", vec, words)
+        shared = (has_w + has_b) * words * vec * tpr * 4
+        grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
+                                _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
+    else:
+        rpb, shared = 1, 0
+        grid = min(m, 2**31 - 1)
     vdt = _view_dtype(dtype, vector)
     xv = _view(xa, vdt)
     rv = _view(rstd, "float32")
     kernel.launch((grid,), (tpr, rpb), stream_handle(xa), [
         xv, xv if wa is None else _view(wa, vdt), xv if ba is None else _view(ba, vdt),
         _view(y, vdt), _unused(rv, "float32") if mean is None else _view(mean, "float32"), rv,
-        m, n, eps])
+        m, n, eps], shared=shared)
     return y, mean, rstd
 
 
@@ -1359,15 +1881,23 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms):
     gx = empty_like_lib(ga, ga.shape, dtype)
     stream = stream_handle(ga)
     vector = _can_vectorize(n, dtype, (ga, xa, wa, gx))
-    words, tpr = _row_layout(n, _vec_of(dtype, vector), "bwd")
-    rpb = max(1, min(_tune["bwd_block"] // tpr, m)) if words else 1
+    vec = _vec_of(dtype, vector)
+    words, tpr = _row_layout(n, vec, "bwd", m)
+    rpb = _rows_per_block("bwd_block", tpr, m, "bwd", vec, words) if words else 1
     block = rpb * tpr
     rows = cdiv(m, rpb)
-    if _tune["bwd_grid"] is not None:
+    affine = has_w or has_b
+    kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words,
+                                  bool(_tune["prefetch"]) if words else True,
+                                  bool(words) and tpr * words * vec == n)
+    shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
+    if words:
+        grid = _persistent_grid(kernel, ga, block, shared, rows, _tune["bwd_grid"],
+                                _tune["bwd_blocks_per_sm"])
+    elif _tune["bwd_grid"] is not None:
         grid = min(rows, int(_tune["bwd_grid"]))
     else:
         grid = min(rows, _sm_count(ga) * max(1, _tune["bwd_threads_per_sm"] // block))
-    affine = has_w or has_b
     use_lock = affine and not deterministic
     if use_lock:
         ngroups = min(int(_tune["group_size"] or group_size_m(n)), grid)
@@ -1385,12 +1915,11 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms):
         locks = _view(rstda, "int32")
     vdt = _view_dtype(dtype, vector)
     gv = _view(ga, vdt)
-    kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words)
     kernel.launch((grid,), (tpr, rpb), stream, [
         gv, _view(xa, vdt), gv if wa is None else _view(wa, vdt),
         rv if meana is None else _view(meana, "float32"), rv, _view(gx, vdt),
         rv if pw is None else pw, rv if pb is None else pb, locks,
-        m, n, ngroups, 1 if use_lock else 0])
+        m, n, ngroups, 1 if use_lock else 0], shared=shared)
     gw = gb = None
     if affine:
         gw = empty_like_lib(ga, wa.shape, dtype) if has_w else None

@@ -2,9 +2,9 @@
 dropout, from the same regenerated mask), every mask kind x bias x dropout x varlen,
 split keys (lock path and deterministic path), argument checks, the torch front end;
 larger shapes and cross-checks against torch's SDPA on the GPU; PTX of every shipped
-kernel."""
-
-import math
+kernel. float16 / bfloat16 run on the tensor-core kernels (the default); the same
+cases on tensor cores have their own tests, and ``tensor_cores=False`` runs the
+CUDA-core kernels for those dtypes."""
 
 import numpy as np
 import pytest
@@ -21,6 +21,11 @@ from tests.util import DTYPES, SIMULATOR, TOL, assert_close, device, rel_err, to
 # query and key blocks. GPU: the shipped 64-row tiles.
 BLOCK = 8 if SIMULATOR else None
 _KEY_BLOCK = 8 if SIMULATOR else 64  # key-block length of BLOCK (64: the GPU default)
+# Tensor-core kernels (float16 / bfloat16): 16-row tiles (one warp) under the
+# simulator, valid for the CUDA-core kernels too (NUMBA_FUSED_ATTN_TC=0).
+TC_BLOCK = 16 if SIMULATOR else None
+_TC_KEY_BLOCK = 16 if SIMULATOR else 64
+HALF = ["float16", "bfloat16"]
 # lse is float32 math on the (rounded) inputs whatever the dtype.
 LSE_TOL = 1e-5
 
@@ -71,20 +76,28 @@ def _varlen(dtype, lens_q, lens_k, H, D, Dv=None, seed=0):
     return q, k, v, go, cu(lens_q), cu(lens_k)
 
 
+def _block_for(dtype):
+    return BLOCK if dtype == "float32" else TC_BLOCK
+
+
+_LAUNCH_ONLY = ("deterministic", "num_splits", "block", "tensor_cores")
+
+
 def _run_and_check(dtype, q, k, v, go, bias=None, grads=True, tol_scale=1.0, **opts):
     """Forward (and backward) of ours against attention_ref; returns our results."""
+    opts.setdefault("block", _block_for(dtype))
     with poison_outputs():
-        out, lse = attention_forward(q, k, v, bias=bias, block=BLOCK, **{
+        out, lse = attention_forward(q, k, v, bias=bias, **{
             kk: vv for kk, vv in opts.items() if kk not in ("deterministic", "num_splits")})
     ref = attention_ref(q, k, v, bias=bias, grad_out=go if grads else None, **{
-        kk: vv for kk, vv in opts.items() if kk not in ("deterministic", "num_splits")})
+        kk: vv for kk, vv in opts.items() if kk not in _LAUNCH_ONLY})
     tol = TOL[dtype] * tol_scale
     assert_close(out, ref[0], dtype, "out", tol)
     assert_close(lse, ref[1], dtype, "lse", LSE_TOL)
     if not grads:
         return out, lse
     with poison_outputs():
-        gq, gk, gv, gb = attention_backward(go, q, k, v, out, lse, bias=bias, block=BLOCK, **opts)
+        gq, gk, gv, gb = attention_backward(go, q, k, v, out, lse, bias=bias, **opts)
     assert_close(gq, ref[2], dtype, "grad_q", tol)
     assert_close(gk, ref[3], dtype, "grad_k", tol)
     assert_close(gv, ref[4], dtype, "grad_v", tol)
@@ -256,6 +269,113 @@ def test_lock_path_many_splits_matches_one_split():
     many = attention_backward(go, q, k, v, out, lse, num_splits=7, block=BLOCK)
     for a, b in zip(one[:3], many[:3]):
         assert rel_err(b, a) < 1e-6
+
+
+# ---------------------------------------------------------------- tensor cores (float16 / bfloat16)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("causal,window", MASKS)
+@pytest.mark.parametrize("bias,p", [(None, 0.0), ("full", 0.3)])
+def test_tc_masks_bias_dropout(dtype, causal, window, bias, p):
+    # Two query and two key blocks of the simulator's 16-row tile, both ragged.
+    q, k, v, go, b = _make(dtype, 2, 21, 27, 2, 16, bias=bias, seed=31)
+    _run_and_check(dtype, q, k, v, go, bias=b, causal=causal, window=window, dropout_p=p,
+                   seed=7, offset=4)
+
+
+@pytest.mark.parametrize("causal,window,p", [(None, 0, 0.3), ("top_left", 3, 0.0),
+                                             ("bottom_right", 5, 0.3)])
+def test_tc_varlen(causal, window, p):
+    q, k, v, go, cq, ck = _varlen("float16", [5, 0, 1, 19, 3], [7, 4, 2, 21, 0], 2, 16, seed=32)
+    _run_and_check("float16", q, k, v, go, causal=causal, window=window, dropout_p=p, seed=3,
+                   offset=12, cu_seqlens_q=cq, cu_seqlens_k=ck)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("sq,sk,d,dv,layout", [
+    (1, 1, 8, 8, "bshd"), (1, 17, 12, 5, "bshd"), (17, 1, 3, 16, "bshd"),
+    (29, 13, 40, 24, "bhsd"), (13, 29, 64, 64, "bhsd"), (9, 11, 128, 96, "bshd"),
+    (37, 33, 104, 128, "bhsd")])
+def test_tc_head_dims_and_alignment(dtype, sq, sk, d, dv, layout):
+    # Head dims 3, 5, 12 leave rows unaligned (element copies); 40 / 24 / 64 / 96 / 104
+    # / 128 take 16-byte cp.async with zero-filled tails; every padded width 16 .. 128
+    # (128: the backward's single Q / dO buffer, over several query blocks).
+    q, k, v, go, _ = _make(dtype, 1, sq, sk, 2, d, Dv=dv, layout=layout, seed=sq * 100 + sk + d)
+    _run_and_check(dtype, q, k, v, go, causal="bottom_right" if sq > sk else None)
+
+
+@pytest.mark.parametrize("block", [32, 64, (32, 16)])
+def test_tc_multi_warp_blocks(block):
+    q, k, v, go, b = _make("float16", 1, 70, 75, 1, 16, bias="full", seed=34)
+    _run_and_check("float16", q, k, v, go, bias=b, causal="bottom_right", window=50,
+                   dropout_p=0.2, seed=5, block=block)
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_tc_fully_masked_rows_and_broadcast_bias(dtype):
+    q, k, v, go, b = _make(dtype, 1, 20, 7, 2, 16, bias="full", seed=35)
+    b[:, :, 17] = float("-inf")
+    out, lse, gq, gk, gv, gb = _run_and_check(dtype, q, k, v, go, bias=b, causal="bottom_right")
+    assert torch.all(out[:, :13] == 0) and torch.all(out[:, 17] == 0)
+    assert torch.all(lse[:, :, :13] == float("-inf")) and torch.all(lse[:, :, 17] == float("-inf"))
+    assert torch.all(gq[:, :13] == 0) and torch.all(gb[:, :, 17] == 0)
+    for t in (out, gq, gk, gv, gb):
+        assert not torch.isnan(t).any()
+    q, k, v, go, b = _make(dtype, 2, 19, 20, 2, 16, bias="bcast", seed=36)
+    res = _run_and_check(dtype, q, k, v, go, bias=b, causal="top_left")
+    assert tuple(res[5].shape) == (1, 1, 19, 20)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("num_splits", [2, 5])
+def test_tc_split_keys(deterministic, num_splits):
+    q, k, v, go, _ = _make("float16", 1, 37, 5 * _TC_KEY_BLOCK, 2, 16, seed=37)
+    _run_and_check("float16", q, k, v, go, causal="bottom_right", window=2 * _TC_KEY_BLOCK + 3,
+                   dropout_p=0.2, seed=1, num_splits=num_splits, deterministic=deterministic)
+
+
+def test_tc_deterministic_is_bit_identical_run_to_run():
+    n = 40 if SIMULATOR else 2048
+    q, k, v, go, _ = _make("float16", 1, n, n, 2, 16 if SIMULATOR else 64, seed=38)
+    out, lse = attention_forward(q, k, v, block=TC_BLOCK)
+    splits = 3 if SIMULATOR else 8
+    first = attention_backward(go, q, k, v, out, lse, deterministic=True, num_splits=splits,
+                               block=TC_BLOCK)
+    for _ in range(1 if SIMULATOR else 5):
+        again = attention_backward(go, q, k, v, out, lse, deterministic=True,
+                                   num_splits=splits, block=TC_BLOCK)
+        for a, b in zip(first[:3], again[:3]):
+            assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_tc_and_cuda_core_kernels_agree(dtype):
+    q, k, v, go, b = _make(dtype, 1, 23, 19, 2, 16, bias="full", seed=39)
+    opts = dict(bias=b, causal="top_left", dropout_p=0.25, seed=2)
+    tc = _run_and_check(dtype, q, k, v, go, tensor_cores=True, **opts)
+    cc = _run_and_check(dtype, q, k, v, go, tensor_cores=False, **opts)
+    for a, c, what in zip(tc, cc, ("out", "lse", "grad_q", "grad_k", "grad_v", "grad_bias")):
+        assert_close(a, c, dtype, what, LSE_TOL if what == "lse" else None)
+
+
+def test_tc_switches(monkeypatch):
+    q, k, v, go, _ = _make("float16", 1, 9, 10, 1, 8, seed=40)
+    q32 = q.float()
+    with pytest.raises(ValueError, match="tensor_cores=True needs float16 or bfloat16"):
+        attention_forward(q32, q32, q32, tensor_cores=True, block=BLOCK)
+    with pytest.raises(TypeError, match="tensor_cores must be None or a bool"):
+        attention_forward(q, k, v, tensor_cores="yes", block=TC_BLOCK)
+    with pytest.raises(ValueError, match="block must be 16, 32, 64"):
+        attention_forward(q, k, v, block=8)
+    with pytest.raises(ValueError, match="block must be 16, 32, 64"):
+        attention_forward(q, k, v, block=(16, 4, 8))
+    cc = attention_forward(q, k, v, tensor_cores=False, block=8)[0]
+    monkeypatch.setenv("NUMBA_FUSED_ATTN_TC", "0")
+    assert torch.equal(attention_forward(q, k, v, block=8)[0], cc)
+    monkeypatch.setenv("NUMBA_FUSED_ATTN_TC", "maybe")
+    with pytest.raises(ValueError, match="NUMBA_FUSED_ATTN_TC"):
+        attention_forward(q, k, v, block=TC_BLOCK)
 
 
 # ---------------------------------------------------------------- empty and bad inputs
@@ -498,6 +618,30 @@ def test_gpu_bias_grad_and_dropout_larger():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("s,d", [(1000, 64), (777, 128), (2048, 32)])
+@pytest.mark.parametrize("causal", [None, "top_left"])
+def test_gpu_tc_against_cuda_core_kernels(dtype, s, d, causal):
+    q, k, v, go, _ = _make(dtype, 2, s, s, 4, d, layout="bhsd", seed=s + 3 * d)
+    tc = _run_and_check(dtype, q, k, v, go, causal=causal)
+    cc = _run_and_check(dtype, q, k, v, go, causal=causal, tensor_cores=False)
+    for a, c, what in zip(tc, cc, ("out", "lse", "grad_q", "grad_k", "grad_v")):
+        assert_close(a, c, dtype, what, LSE_TOL if what == "lse" else None)
+
+
+@pytest.mark.gpu
+def test_gpu_tc_lock_path_and_unaligned_rows():
+    # The default split count is one per key block: 32 splits share every dQ lock.
+    q, k, v, go, _ = _make("bfloat16", 1, 777, 2048, 2, 64, seed=25)
+    _run_and_check("bfloat16", q, k, v, go)
+    _run_and_check("bfloat16", q, k, v, go, causal="bottom_right", num_splits=32,
+                   deterministic=True)
+    # head_dim 36: rows not 16-byte aligned, element copies.
+    q, k, v, go, b = _make("float16", 2, 300, 333, 4, 36, bias="full", seed=26)
+    _run_and_check("float16", q, k, v, go, bias=b, dropout_p=0.1, seed=4)
+
+
+@pytest.mark.gpu
 def test_gpu_lock_path_under_many_splits():
     q, k, v, go, _ = _make("float32", 1, 777, 2048, 2, 64, seed=24)
     _run_and_check("float32", q, k, v, go, num_splits=32)
@@ -516,6 +660,8 @@ def test_attention_kernels_compile_to_ptx(kernel):
     with offline_compile():
         ptx = kernel.ptx()
     assert ".target sm_90" in ptx
+    if "_tc_" in kernel.name:
+        assert "mma.sync.aligned.m16n8k16.row.col.f32" in ptx and "ldmatrix.sync" in ptx
     rep = ptxas_report(ptx)
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
     assert rep["stack"] == 0, rep

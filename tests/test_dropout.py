@@ -16,13 +16,13 @@ from interop.dlpack import as_kernel_array, poison_outputs, stream_handle
 from numba_fused import dropout as D
 from numba_fused.activations import ACTIVATIONS
 from numba_fused.launch import Kernel
-from numba_fused.philox import philox4x32_np, uniform_from_bits_np
+from numba_fused.philox import philox4x32_np
 from tests.util import DTYPES, SIMULATOR, TOL, assert_close, device, rel_err, torch_dtype
 
 # The simulator runs every thread as a Python thread: small blocks there.
 CFG = D.LaunchConfig(threads=64) if SIMULATOR else D.LaunchConfig()
-# Vector path (N % 4 == 0) and scalar path (N odd: chunks straddle Philox groups and rows).
-SHAPES = [(4, 12), (3, 13)] if SIMULATOR else [(4, 12), (3, 13), (513, 4096), (97, 4100)]
+# Vector path (N % 8 == 0) and scalar path (N odd: chunks straddle Philox groups and rows).
+SHAPES = [(4, 16), (3, 13)] if SIMULATOR else [(4, 16), (4, 12), (3, 13), (513, 4096), (97, 4100)]
 GPU_LARGE = [(4096, 4096), (33, 65536), (1000, 1000), (2, 3, 65537)]
 
 
@@ -44,15 +44,19 @@ def _run(x, b, go, p, seed, offset, activation, config=CFG):
 
 
 def _mask_from_formula(numel, p, seed, offset):
-    """The module docstring's keying, written out element by element."""
+    """The module docstring's keying, written out element by element: element e draws
+    16-bit half e % 2 (0 = low) of word (e % 8) // 2 of Philox(counter = (e // 8, offset),
+    key = seed); u = (h + 1/2) / 2^16; kept iff u >= float32(p)."""
     e = np.arange(numel, dtype=np.uint64)
-    g = e // np.uint64(4)
+    g = e // np.uint64(8)
     counter = np.stack([g & np.uint64(0xFFFFFFFF), g >> np.uint64(32),
                         np.full_like(g, offset & 0xFFFFFFFF),
                         np.full_like(g, offset >> 32)], axis=-1).astype(np.uint32)
     words = philox4x32_np(counter, (seed & 0xFFFFFFFF, seed >> 32))
-    word = words[np.arange(numel), (e % np.uint64(4)).astype(np.int64)]
-    return uniform_from_bits_np(word) >= np.float32(p)
+    word = words[np.arange(numel), ((e % np.uint64(8)) // np.uint64(2)).astype(np.int64)]
+    h = np.where(e % np.uint64(2) == 0, word & np.uint32(0xFFFF), word >> np.uint32(16))
+    u = (h.astype(np.float64) + 0.5) / 65536.0
+    return u >= float(np.float32(p))
 
 
 # ---------------------------------------------------------------------------
@@ -242,6 +246,37 @@ def test_keep_rate_within_statistical_bounds(p):
     assert abs(host.sum() - host.size * (1 - p)) <= 5 * math.sqrt(host.size * p * (1 - p))
 
 
+@pytest.mark.parametrize("p", [0.0, 1e-6, 2.0**-17, 0.1, 0.25, 1 / 3, 0.5, 0.9, 1 - 1e-6, 1.0])
+def test_keep_threshold_is_16_bit_and_keep_rate_within_2_to_minus_17(p):
+    t16 = D.keep_threshold(p)
+    assert 0 <= t16 <= 65536
+    # Kept iff (h + 1/2) / 2^16 >= float32(p) for the 16-bit draw h: exactly h >= t16.
+    p32 = float(np.float32(p))
+    h = np.arange(65536, dtype=np.float64)
+    np.testing.assert_array_equal(h >= t16, (h + 0.5) / 65536 >= p32)
+    assert abs((1 - t16 / 65536) - (1 - p)) <= 2.0**-17 < 8e-6
+    draw, rng = D._rng_args(1, 2, p)
+    assert draw == (t16 > 0 and p > 0)
+    if draw:
+        assert rng[-1] == 65536 * t16 - 1
+
+
+@pytest.mark.parametrize("p,kept", [(1e-6, True), (1 - 1e-6, False)])
+def test_extreme_p_without_draws_or_keeps(p, kept):
+    """p below 2^-17 rounds to t16 = 0 (all kept, scaled, no Philox work); p above
+    1 - 2^-17 to t16 = 65536 (none kept)."""
+    x, b, go = _inputs((3, 16), "float32", seed=14)
+    y, gx, gb = _run(x, b, go, p, 3, 4, "relu")
+    y_ref, gx_ref, gb_ref = D.dropout_bias_act_ref(x, b, p, 3, 4, "relu", grad_out=go)
+    assert bool((y != 0).any()) == kept
+    assert_close(y, y_ref, "float32", "y")
+    assert_close(gx, gx_ref, "float32", "grad_x")
+    if kept:
+        assert_close(gb, gb_ref, "float32", "grad_bias")
+    else:
+        assert bool((gb == 0).all())
+
+
 def test_masks_differ_across_seeds_and_offsets():
     shape = (8, 64) if SIMULATOR else (512, 1024)
     p = 0.5
@@ -301,8 +336,9 @@ def test_results_identical_across_launch_configurations(dt, shape):
 
 @pytest.mark.parametrize("dt", ["float32", "float16"])
 def test_row_pieces_match_one_launch(dt, monkeypatch):
-    """Tensors of 2^31 or more 4-element groups go in row pieces (32-bit indices in
-    the kernels): with the limit lowered to 10 groups, (7, 16) takes 4 pieces."""
+    """Tensors of 2^28 or more 8-element groups go in row pieces (32-bit indices in
+    the kernels): with the limit lowered to 5 groups, (7, 16) takes 4 pieces; grad_bias
+    is reduced by the last piece's launch from every piece's partial rows."""
     shape = (7, 16)
     x, b, go = _inputs(shape, dt, seed=13)
     p, seed, offset, act = 0.3, 2**35 + 3, 1, "gelu"
@@ -310,7 +346,7 @@ def test_row_pieces_match_one_launch(dt, monkeypatch):
     with poison_outputs():
         _, mask_whole = D.dropout_bias_act_forward(x, b, p, seed, offset, act, return_mask=True,
                                                    config=CFG)
-    monkeypatch.setattr(D, "_MAX_GROUPS", 10)
+    monkeypatch.setattr(D, "_MAX_GROUPS", 5)
     assert len(D._pieces(7, 16, True)) == 4
     pieces = _run(x, b, go, p, seed, offset, act)
     with poison_outputs():
@@ -324,6 +360,34 @@ def test_row_pieces_match_one_launch(dt, monkeypatch):
     _, _, gb_ref = D.dropout_bias_act_ref(x, b, p, seed, offset, act, grad_out=go)
     assert_close(pieces[2], gb_ref, dt, "grad_bias")
     assert_close(gb_m, gb_ref, dt, "grad_bias (mask)")
+
+
+@pytest.mark.parametrize("dt", ["float16", "float32"])
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+def test_bias_grad_last_block_reduction(dt, activation):
+    """grad_bias from many row blocks (rows_per_block=1: 37 partial rows, more than the
+    _FINAL_STEP x blockDim.y = 32 rows the last block sums per step) on the vector and
+    scalar paths: against float64, bit-identical run to run (fixed summation order
+    whichever block arrives last), the arrival counters back at zero after each launch."""
+    cfg = D.LaunchConfig(threads=32, block_x=2, rows_per_block=1)
+    for shape in [(37, 16), (37, 14)]:
+        x, b, go = _inputs(shape, dt, seed=15)
+        p, seed, offset = 0.2, 9, 1
+        outs = []
+        for _ in range(2):
+            with poison_outputs():
+                outs.append(D.dropout_bias_act_backward(go, x, b, p, seed, offset, activation,
+                                                        config=cfg))
+            for counters in D._COUNTERS.values():
+                owner = counters.owner
+                host = (counters.host if counters.host is not None
+                        else owner.get() if hasattr(owner, "get") else owner.cpu().numpy())
+                assert not np.asarray(host).any()
+        _, gx_ref, gb_ref = D.dropout_bias_act_ref(x, b, p, seed, offset, activation,
+                                                    grad_out=go)
+        assert torch.equal(outs[0][1], outs[1][1]) and torch.equal(outs[0][0], outs[1][0])
+        assert_close(outs[0][0], gx_ref, dt, "grad_x")
+        assert_close(outs[0][1], gb_ref, dt, "grad_bias")
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -627,6 +691,12 @@ def test_kernels_compile_to_ptx_without_spills(kernel):
     rep = ptxas_report(ptx)
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
     assert rep["stack"] == 0, rep
-    if kernel.name.startswith(("dropout_fwd", "dropout_bwd", "test_dropout_philox")):
+    draws = kernel.name.startswith(("dropout_fwd", "dropout_bwd", "test_dropout_philox")) and not (
+        kernel.name.endswith("_p0") or kernel.name.startswith("dropout_bwd")
+        and kernel.name.endswith("_mask"))  # p = 0 and stored-mask variants draw nothing
+    if draws:
         # The Philox rounds are 32x32->64 multiplies, not emulated 64-bit ones.
         assert ptx.count("mul.wide.u32") >= 19, kernel.name
+    if kernel.name.startswith(("dropout_fwd", "dropout_bwd")) and "_v16" in kernel.name:
+        # The vector path moves its data in 16-byte accesses.
+        assert "ld.global.v4.u32" in ptx and "st.global.v4.u32" in ptx, kernel.name
