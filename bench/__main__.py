@@ -2,12 +2,18 @@
 
 With a GPU: measures the device copy bandwidth, runs each op's benchmark
 (``bench/<op>.py``: ours through torch and CuPy beside torch eager, torch.compile
-and the other baselines installed), measures the host launch cost, then writes a
-markdown table to stdout and ``results.md``, ``results.json`` (GPU name, package
-versions, every row) and one PNG plot per op under ``--out``.
+and the other baselines installed; every provider's output checked against float64
+before it is timed), measures the host launch cost, then runs the two end-to-end
+examples (``bench/example_cupy_mlp.py``: a CuPy MLP block, gradient check and timing;
+``bench/example_torch_train.py``: our torch modules vs torch's in a 200-step training
+run; ``--no-examples`` skips them), and writes a markdown report to stdout and
+``results.md``, ``results.json`` (GPU name, package versions, every row, the
+examples' results) and PNG plots (one per op, the training loss curves) under
+``--out``. Exit status 1 if a provider's check or an example's check failed.
 
 Without a GPU: says so and runs the simulator correctness demo (``bench/demo.py``,
-every op on tiny inputs under numba's CUDA simulator; no timings).
+every op on tiny inputs under numba's CUDA simulator, and example 1's gradient check
+at a tiny size unless ``--no-examples``; no timings).
 """
 
 import argparse
@@ -35,7 +41,7 @@ def _gpu_available():
 
 def _versions():
     out = {"python": sys.version.split()[0]}
-    for mod in ("numpy", "numba", "numba_cuda", "torch", "cupy", "triton"):
+    for mod in ("numpy", "numba", "numba_cuda", "torch", "cupy", "triton", "liger_kernel"):
         try:
             m = importlib.import_module(mod)
             out[mod] = getattr(m, "__version__", "?")
@@ -68,13 +74,37 @@ def _fmt(v, nd=3):
     return str(v)
 
 
+TABLE_COLUMNS = ["op", "case", "dtype", "pass", "provider", "median_ms", "p20_ms", "p80_ms",
+                 "GB/s", "TFLOP/s", "%copy", "speedup", "peak_MB", "check", "note"]
+
+
 def markdown_table(rows):
-    cols = ["op", "case", "dtype", "pass", "provider", "median_ms", "p20_ms", "p80_ms",
-            "GB/s", "TFLOP/s", "%copy", "speedup", "peak_MB"]
+    """The timed rows (those with a ``median_ms``) as one markdown table."""
+    cols = TABLE_COLUMNS
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
+        if r.get("median_ms") is None:
+            continue
         lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
     return "\n".join(lines)
+
+
+def notes(rows, errors):
+    """Lines for the report's "Not run" section: ops that failed, providers that were
+    not run (each reason once per op and provider), and checks that failed."""
+    out = [f"- {op}: {msg}" for op, msg in errors.items()]
+    seen = set()
+    for r in rows:
+        if r.get("median_ms") is None and r.get("note"):
+            key = (r.get("op"), r.get("provider"), r["note"])
+            if key not in seen:
+                seen.add(key)
+                out.append(f"- {r.get('op')} / {r.get('provider')}: {r['note']}")
+    for r in rows:
+        if str(r.get("check", "")).startswith("FAIL"):
+            out.append(f"- check failed: {r.get('op')} {r.get('case')} {r.get('dtype')} "
+                       f"{r.get('pass')} {r.get('provider')}: {r['check']}")
+    return out
 
 
 def _plot(rows, out_dir):
@@ -86,8 +116,8 @@ def _plot(rows, out_dir):
     except ImportError:
         return []
     paths = []
-    for op in sorted({r["op"] for r in rows}):
-        sub = [r for r in rows if r["op"] == op and r.get("median_ms")]
+    for op in sorted({r["op"] for r in rows if r.get("median_ms") is not None}):
+        sub = [r for r in rows if r["op"] == op and r.get("median_ms") is not None]
         if not sub:
             continue
         labels = sorted({f"{r['case']} {r['dtype']} {r['pass']}" for r in sub})
@@ -115,6 +145,50 @@ def _plot(rows, out_dir):
     return paths
 
 
+def _save_partial(out_dir, rows, errors):
+    """The rows so far, in case the run is cut short (removed when the report is written)."""
+    with open(os.path.join(out_dir, "partial.json"), "w") as f:
+        json.dump({"rows": rows, "errors": errors}, f, indent=1, default=str)
+
+
+def run_examples(args):
+    """Run both end-to-end examples in this process (their kernels are compiled once
+    for the op tables and the examples); returns ``{name: result}`` and markdown."""
+    results, md = {}, []
+    from bench import example_cupy_mlp as ex1
+
+    from bench.common import cupy_or_none
+
+    _, note = cupy_or_none()
+    if note:
+        results["cupy_mlp"] = {"ok": None, "skipped": note}
+        md.append(f"### Example 1: CuPy MLP block\n\nskipped: {note}")
+    else:
+        print("[examples] 1/2: CuPy MLP block (gradient check, timing)", file=sys.stderr,
+              flush=True)
+        try:
+            r1 = ex1.run(ex1.parse_args(["--reps", "10" if args.quick else "30"]))
+            results["cupy_mlp"] = r1
+            md.append("### Example 1: CuPy MLP block (`bench/example_cupy_mlp.py`)\n\n"
+                      + ex1.markdown(r1))
+        except Exception as exc:  # report it, run the other example
+            results["cupy_mlp"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            md.append(f"### Example 1: CuPy MLP block\n\nfailed: {type(exc).__name__}: {exc}")
+    from bench import example_torch_train as ex2
+
+    print("[examples] 2/2: training our torch modules vs torch's", file=sys.stderr, flush=True)
+    try:
+        r2 = ex2.run(ex2.parse_args(["--out", args.out]))
+        results["torch_train"] = r2
+        md.append("### Example 2: training our torch modules vs torch's "
+                  "(`bench/example_torch_train.py`)\n\n" + ex2.markdown(r2)
+                  + ("\n\n![loss curves](train_loss.png)" if r2.get("png") else ""))
+    except Exception as exc:  # report it
+        results["torch_train"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        md.append(f"### Example 2: training\n\nfailed: {type(exc).__name__}: {exc}")
+    return results, "\n\n".join(md)
+
+
 def run_gpu(args):
     import torch
 
@@ -140,30 +214,51 @@ def run_gpu(args):
         for r in op_rows:
             r.setdefault("op", op)
         rows.extend(op_rows)
+        _save_partial(args.out, rows, errors)
+        print(f"\n## {op}\n\n{markdown_table(op_rows)}\n", flush=True)
         torch.cuda.empty_cache()
     from bench import launch_cost
 
-    launch = launch_cost.measure(calls=1000 if args.quick else 3000)
+    try:
+        launch = launch_cost.measure(calls=1000 if args.quick else 3000)
+    except Exception as exc:  # the tables above still count
+        launch = []
+        errors["launch_cost"] = f"{type(exc).__name__}: {exc}"
+    examples, examples_md = {}, ""
+    if not args.no_examples:
+        torch.cuda.empty_cache()
+        examples, examples_md = run_examples(args)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "gpu": info, "versions": _versions(), "copy_gbps": bw,
-        "rows": rows, "launch_cost_us": launch, "errors": errors,
+        "rows": rows, "launch_cost_us": launch, "errors": errors, "examples": examples,
     }
     table = markdown_table(rows)
     launch_md = "| call | host us / call |\n|---|---|\n" + "\n".join(
         f"| {r['what']} | {r['us_per_call']:.1f} |" for r in launch)
-    err_md = "\n".join(f"- {op}: {msg}" for op, msg in errors.items())
+    not_run = notes(rows, errors)
     md = (f"# numba-fused benchmark results\n\n{report['date']} — {info['name']} "
           f"({info['sm_count']} SMs), copy bandwidth {bw:.0f} GB/s\n\n"
           f"Versions: {report['versions']}\n\n{table}\n\n## Host launch cost\n\n{launch_md}\n")
-    if err_md:
-        md += f"\n## Not run\n\n{err_md}\n"
+    if not_run:
+        md += "\n## Not run, and failed checks\n\n" + "\n".join(not_run) + "\n"
+    if examples_md:
+        md += f"\n## End-to-end examples\n\n{examples_md}\n"
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(report, f, indent=1)
+        json.dump(report, f, indent=1, default=str)
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(md)
+    partial = os.path.join(args.out, "partial.json")
+    if os.path.exists(partial):
+        os.remove(partial)
     _plot(rows, args.out)
     print(md)
+    failed_checks = [r for r in rows if str(r.get("check", "")).startswith("FAIL")]
+    failed_examples = [k for k, v in examples.items() if v.get("ok") is False]
+    if failed_checks or failed_examples:
+        print(f"FAILED: {len(failed_checks)} provider checks, examples {failed_examples}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -173,12 +268,15 @@ def main(argv=None):
     ap.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--out", default=os.path.join("results", datetime.date.today().isoformat()))
+    ap.add_argument("--no-examples", action="store_true",
+                    help="skip the end-to-end examples (bench/example_*.py)")
     args = ap.parse_args(argv)
     if not _gpu_available():
         print("No CUDA GPU found: no timings. Running the correctness demo of every op "
               "under numba's CUDA simulator instead.", flush=True)
         env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-        return subprocess.call([sys.executable, "-m", "bench.demo", *args.ops], env=env)
+        extra = [] if args.no_examples else ["--example"]
+        return subprocess.call([sys.executable, "-m", "bench.demo", *extra, *args.ops], env=env)
     return run_gpu(args)
 
 

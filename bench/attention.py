@@ -4,6 +4,9 @@ Providers:
   numba        numba_fused.attention_forward / attention_backward on [B, S, H, D] views of
                torch's [B, H, S, D] tensors (the backward alone, from saved out / lse)
   numba_torch  interop.torch.scaled_dot_product_attention through autograd
+  numba_cupy   interop.cupy.attention_forward / attention_backward on CuPy arrays made from
+               the same tensors by DLPack (no copy; [B, S, H, D] views), on torch's stream
+               (no bfloat16 in CuPy; a note where CuPy is not importable)
   flash        torch SDPA, FLASH_ATTENTION backend
   efficient    torch SDPA, EFFICIENT_ATTENTION backend (the seed kernel)
   math         torch SDPA, MATH backend
@@ -16,13 +19,16 @@ alone: torch providers replay ``autograd.grad(..., retain_graph=True)`` on a gra
 once per input set. TFLOP/s counts the matmul work of the visible part of the score
 matrix: forward 4 * B * H * pairs * D, backward 2.5x that (5 matmuls against 2),
 pairs = Sq * Sk (causal: the pairs the mask lets through). peak_MB: memory allocated
-during one forward + backward beyond the inputs.
+during one forward + backward beyond the inputs. Before timing, every provider's
+output (fwd) or dq, dk, dv (bwd) is compared with float64 math on the GPU: ``check`` is
+ok or FAIL with the relative errors (a failing provider is still timed).
 
   python bench/attention.py --shapes 4x16x2048x64,2x16x4096x128 --dtypes float16 \\
       --causal both --passes fwd,bwd --providers numba,flash,efficient,math
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -31,10 +37,14 @@ import sys
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import gpu_info, host_overhead_us, rotations, time_cuda  # noqa: E402
+from bench import common  # noqa: E402
+from bench.common import (  # noqa: E402
+    check_status, cupy_on_torch_stream, cupy_or_none, cupy_torch_allocator, gpu_info,
+    host_overhead_us, note_row, rel_err, rotations, time_cuda, to_cupy, to_torch)
 
-PROVIDERS = ("numba", "numba_torch", "flash", "efficient", "math", "eager", "compile")
-DEFAULT_PROVIDERS = ("numba", "flash", "efficient", "math", "eager", "compile")
+PROVIDERS = ("numba", "numba_torch", "numba_cupy", "flash", "efficient", "math", "eager",
+             "compile")
+DEFAULT_PROVIDERS = ("numba", "numba_cupy", "flash", "efficient", "math", "eager", "compile")
 DEFAULT_SHAPES = "4x16x2048x64,2x16x4096x128"
 QUICK_SHAPES = "4x16x2048x64"
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -61,6 +71,7 @@ def parser():
                     help="extra numba tile shapes to time, ';'-separated 'blk,rows_per_thread,chunk' "
                          "(e.g. '64,4,32;32,4,16'); the default shape is always timed")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
+    ap.add_argument("--no-check", action="store_true", help="skip the correctness check")
     ap.add_argument("--no-host-overhead", action="store_true",
                     help="skip the host launch-overhead measurement")
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
@@ -130,12 +141,13 @@ def _make_sets(shape, dtype, count):
 
     b, h, sq, sk, d = shape
     tdt = getattr(torch, dtype)
+    dev = common.DEVICE
     sets = []
     for _ in range(count):
-        q = torch.randn(b, h, sq, d, device="cuda", dtype=tdt)
-        k = torch.randn(b, h, sk, d, device="cuda", dtype=tdt)
-        v = torch.randn(b, h, sk, d, device="cuda", dtype=tdt)
-        go = torch.randn(b, h, sq, d, device="cuda", dtype=tdt)
+        q = torch.randn(b, h, sq, d, device=dev, dtype=tdt)
+        k = torch.randn(b, h, sk, d, device=dev, dtype=tdt)
+        v = torch.randn(b, h, sk, d, device=dev, dtype=tdt)
+        go = torch.randn(b, h, sq, d, device=dev, dtype=tdt)
         sets.append((q, k, v, go))
     return sets
 
@@ -178,64 +190,123 @@ def _numba_opts(causal):
     return dict(causal="top_left" if causal else None)
 
 
-def _time_numba(direction, causal, sets, args, block=None):
-    from numba_fused.attention import attention_backward, attention_forward
+def _numba_views(provider, sets):
+    """Our kernels' inputs: [B, S, H, D] views of torch's [B, H, S, D] tensors (CuPy
+    arrays over them for numba_cupy)."""
+    if provider == "numba_cupy":
+        return [tuple(to_cupy(t.transpose(1, 2)) for t in s) for s in sets]
+    return [tuple(t.transpose(1, 2) for t in s) for s in sets]
 
-    opts = dict(_numba_opts(causal), block=block)
-    views = [tuple(t.transpose(1, 2) for t in s) for s in sets]
+
+def _numba_case(provider, direction, causal, views, args, block=None):
+    """``(fn, arg_sets)``: fn returns (out, lse) (fwd) or (dq, dk, dv, dbias) (bwd)."""
+    if provider == "numba_cupy":
+        import interop.cupy as api
+
+        fwd_opts, bwd_opts = {}, dict(deterministic=args.deterministic)
+    else:
+        import numba_fused.attention as api
+
+        fwd_opts = dict(block=block)
+        bwd_opts = dict(num_splits=args.num_splits, deterministic=args.deterministic, block=block)
+    opts = _numba_opts(causal)
     if direction == "fwd":
-        return time_cuda(lambda q, k, v, go: attention_forward(q, k, v, **opts), views,
-                         args.reps, args.warmup)
+        return (lambda q, k, v, go: api.attention_forward(q, k, v, **opts, **fwd_opts)), views
     prepared = []
     for q, k, v, go in views:
-        out, lse = attention_forward(q, k, v, **opts)
+        out, lse = api.attention_forward(q, k, v, **opts, **fwd_opts)
         prepared.append((go, q, k, v, out, lse))
 
     def bwd(go, q, k, v, out, lse):
-        attention_backward(go, q, k, v, out, lse, num_splits=args.num_splits,
-                           deterministic=args.deterministic, **opts)
-    return time_cuda(bwd, prepared, args.reps, args.warmup)
+        return api.attention_backward(go, q, k, v, out, lse, **opts, **bwd_opts)
+    return bwd, prepared
 
 
-def _time_torch(provider, direction, causal, sets, args):
+def _torch_case(provider, direction, causal, sets):
+    """``(fn, arg_sets)``: fn returns out (fwd) or (dq, dk, dv) (bwd), [B, H, S, D]."""
     import torch
 
     fn = _torch_fn(provider, causal)
     if direction == "fwd":
-        with torch.no_grad():
-            return time_cuda(lambda q, k, v, go: fn(q, k, v), sets, args.reps, args.warmup)
+        def fwd(q, k, v, go):
+            with torch.no_grad():
+                return fn(q, k, v)
+        return fwd, sets
     graphs = []
     for q, k, v, go in sets:
         leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
         graphs.append((fn(*leaves), leaves, go))
 
     def bwd(out, leaves, go):
-        torch.autograd.grad(out, leaves, go, retain_graph=True)
-    return time_cuda(bwd, graphs, args.reps, args.warmup)
+        return torch.autograd.grad(out, leaves, go, retain_graph=True)
+    return bwd, graphs
+
+
+def _reference(causal, q, k, v, go):
+    """float64 {'out', 'dq', 'dk', 'dv'} ([B, H, S, D]) of softmax(q k^T / sqrt(D)) v."""
+    import torch
+
+    leaves = [t.detach().double().requires_grad_(True) for t in (q, k, v)]
+    with torch.enable_grad():
+        out = _eager(*leaves, causal)
+        grads = torch.autograd.grad(out, leaves, go.double())
+    return dict(zip(("out", "dq", "dk", "dv"), (out.detach(), *grads)))
+
+
+def _errors(provider, direction, outputs, ref):
+    """Relative errors of one call's outputs (ours come in [B, S, H, D])."""
+    ours = provider in ("numba", "numba_cupy")
+
+    def bhsd(t):
+        t = to_torch(t)
+        return t.transpose(1, 2) if ours else t
+    if direction == "fwd":
+        return {"out": rel_err(bhsd(outputs[0] if ours else outputs), ref["out"])}
+    return {k: rel_err(bhsd(g), ref[k]) for k, g in zip(("dq", "dk", "dv"), outputs)}
+
+
+def _time_provider(provider, direction, causal, sets, args, ref, dtype, block=None):
+    """Check then time one provider; returns the Timing plus 'check' / 'rel_err'."""
+    if provider in ("numba", "numba_cupy"):
+        fn, arg_sets = _numba_case(provider, direction, causal, _numba_views(provider, sets),
+                                   args, block)
+    else:
+        fn, arg_sets = _torch_case(provider, direction, causal, sets)
+    extra = {}
+    if ref is not None:
+        extra["rel_err"] = _errors(provider, direction, fn(*arg_sets[0]), ref)
+        extra["check"] = check_status(extra["rel_err"], dtype)
+    t = time_cuda(fn, arg_sets, args.reps, args.warmup)
+    t.update(extra)
+    return t
 
 
 def _peak_mb(provider, causal, inputs, args):
-    """MB allocated during one forward + backward beyond what was allocated before."""
+    """MB allocated during one forward + backward beyond what was allocated before
+    (CuPy's allocations routed through torch's allocator for numba_cupy)."""
+    import contextlib
+
     import torch
 
     q, k, v, go = inputs
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()
-    if provider == "numba":
-        from numba_fused.attention import attention_backward, attention_forward
-
-        opts = _numba_opts(causal)
-        qs, ks, vs, gos = (t.transpose(1, 2) for t in inputs)
-        out, lse = attention_forward(qs, ks, vs, **opts)
-        grads = attention_backward(gos, qs, ks, vs, out, lse, num_splits=args.num_splits,
-                                   deterministic=args.deterministic, **opts)
-        del out, lse, grads
-    else:
-        leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
-        out = _torch_fn(provider, causal)(*leaves)
-        grads = torch.autograd.grad(out, leaves, go)
-        del out, grads, leaves
+    if provider in ("numba", "numba_cupy"):
+        with cupy_torch_allocator() if provider == "numba_cupy" else contextlib.nullcontext():
+            (qs, ks, vs, gos), = _numba_views(provider, [inputs])
+            fwd, _ = _numba_case(provider, "fwd", causal, [], args)
+            out, lse = fwd(qs, ks, vs, gos)
+            bwd, _ = _numba_case(provider, "bwd", causal, [], args)
+            grads = bwd(gos, qs, ks, vs, out, lse)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated()
+            del out, lse, grads
+        return (peak - base) / 2**20
+    leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+    out = _torch_fn(provider, causal)(*leaves)
+    grads = torch.autograd.grad(out, leaves, go)
+    del out, grads, leaves
     torch.cuda.synchronize()
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
@@ -255,13 +326,22 @@ def _host_overheads(dtype):
 
 
 def run(args):
-    """Time every (shape, dtype, causal, pass, provider); returns result dicts."""
+    """Check and time every (shape, dtype, causal, pass, provider); returns result
+    dicts (``kind`` 'timing'; rows of providers that could not run carry a ``note``
+    and no timing)."""
     import torch
 
     if not torch.cuda.is_available():
         raise RuntimeError("bench/attention.py needs a CUDA GPU")
     info = gpu_info()
     results = []
+    providers = list(args.providers)
+    cp = None
+    if "numba_cupy" in providers:
+        cp, note = cupy_or_none()
+        if note:
+            providers.remove("numba_cupy")
+            results.append(note_row("attention", "numba_cupy", note, kind="timing"))
     for shape in args.shapes:
         b, h, sq, sk, d = shape
         for dtype in args.dtypes:
@@ -270,10 +350,11 @@ def run(args):
             for causal in args.causal_modes:
                 case = f"B{b} H{h} S{sq}" + (f"x{sk}" if sk != sq else "") + f" D{d}" + \
                     (" causal" if causal else "")
+                ref = None if args.no_check else _reference(causal, *sets[0])
                 for direction in args.passes:
                     timed = []
-                    runs = [(p, None) for p in args.providers]
-                    if "numba" in args.providers:
+                    runs = [(p, None) for p in providers]
+                    if "numba" in providers:
                         runs += [("numba", blk) for blk in args.blocks]
                     for provider, block in runs:
                         if provider == "flash" and dtype == "float32":
@@ -281,25 +362,36 @@ def run(args):
                         name = provider if block is None else f"numba{list(block)}"
                         row = {"kind": "timing", "op": "attention", "case": case, "dtype": dtype,
                                "pass": direction, "provider": name, "gpu": info["name"]}
+                        if provider == "numba_cupy" and dtype == "bfloat16":
+                            row["note"] = "CuPy has no bfloat16"
+                            timed.append(row)
+                            continue
+                        stream = cupy_on_torch_stream() if provider == "numba_cupy" else \
+                            contextlib.nullcontext()
                         try:
-                            if provider == "numba":
-                                t = _time_numba(direction, causal, sets, args, block)
-                            else:
-                                t = _time_torch(provider, direction, causal, sets, args)
-                        except (RuntimeError, torch.OutOfMemoryError) as exc:
-                            row["note"] = str(exc).splitlines()[0][:100]
+                            with stream:
+                                t = _time_provider(provider, direction, causal, sets, args, ref,
+                                                   dtype, block)
+                                fl = flops(shape, causal, direction)
+                                row.update(t)
+                                row["TFLOP/s"] = fl / (t["median_ms"] * 1e-3) / 1e12
+                                if (not args.no_memory and direction == args.passes[-1]
+                                        and block is None):
+                                    row["peak_MB"] = _peak_mb(provider, causal, sets[0], args)
+                        except Exception as exc:  # a provider that cannot run here
+                            first = (str(exc).splitlines() or [""])[0]
+                            row["note"] = (first if isinstance(exc, RuntimeError) else
+                                           f"failed: {type(exc).__name__}: {first}")[:100]
                             timed.append(row)
                             torch.cuda.empty_cache()
                             continue
-                        fl = flops(shape, causal, direction)
-                        row.update(t)
-                        row["TFLOP/s"] = fl / (t["median_ms"] * 1e-3) / 1e12
-                        if not args.no_memory and direction == args.passes[-1] and block is None:
-                            row["peak_MB"] = _peak_mb(provider, causal, sets[0], args)
                         timed.append(row)
+                        if cp is not None:
+                            cp.get_default_memory_pool().free_all_blocks()
                         torch.cuda.synchronize()
                     _speedups(timed)
                     results.extend(timed)
+                del ref
             del sets
             torch.cuda.empty_cache()
     if not args.no_host_overhead:
@@ -323,15 +415,16 @@ def markdown(results):
     rows = [r for r in results if r["kind"] == "timing"]
     lines = []
     if rows:
-        lines.append(f"GPU: {rows[0]['gpu']}")
+        lines.append(f"GPU: {next((r['gpu'] for r in rows if 'gpu' in r), '?')}")
         lines.append("")
         lines.append("| case | dtype | pass | provider | median ms | p20-p80 ms | TFLOP/s | "
-                     "x math | x efficient | x flash | peak MB | note |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+                     "x math | x efficient | x flash | peak MB | check | note |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             if "median_ms" not in r:
-                lines.append(f"| {r['case']} | {r['dtype']} | {r['pass']} | {r['provider']} | - | - "
-                             f"| - | - | - | - | - | {r.get('note', '')} |")
+                lines.append(f"| {r.get('case', '-')} | {r.get('dtype', '-')} | "
+                             f"{r.get('pass', '-')} | {r['provider']} | - | - | - | - | - | - | - "
+                             f"| - | {r.get('note', '')} |")
                 continue
             sp = [f"{r[k]:.2f}" if k in r else "-"
                   for k in ("speedup_vs_math", "speedup_vs_efficient", "speedup_vs_flash")]
@@ -339,7 +432,8 @@ def markdown(results):
             lines.append(
                 f"| {r['case']} | {r['dtype']} | {r['pass']} | {r['provider']} | "
                 f"{r['median_ms']:.3f} | {r['p20_ms']:.3f}-{r['p80_ms']:.3f} | "
-                f"{r['TFLOP/s']:.1f} | {sp[0]} | {sp[1]} | {sp[2]} | {peak} | {r.get('note', '')} |")
+                f"{r['TFLOP/s']:.1f} | {sp[0]} | {sp[1]} | {sp[2]} | {peak} | "
+                f"{r.get('check', '-')} | {r.get('note', '')} |")
     host = [r for r in results if r["kind"] == "host_overhead"]
     if host:
         lines.append("")
@@ -351,19 +445,24 @@ def markdown(results):
 
 
 def cli_rows(quick=False, copy_gbps=None):
-    """Rows for ``python -m bench`` (its column names)."""
+    """Rows for ``python -m bench`` (its column names); providers that could not run
+    come back as rows with a ``note`` and no timing."""
     ap = parser()
     argv = ["--shapes", QUICK_SHAPES, "--reps", "20"] if quick else []
     args = _finish(ap, ap.parse_args(argv))
     args.no_host_overhead = True
     out = []
     for r in run(args):
-        if r["kind"] != "timing" or "median_ms" not in r:
+        if r["kind"] != "timing":
+            continue
+        if "median_ms" not in r:
+            out.append({"op": "attention", "case": r.get("case"), "dtype": r.get("dtype"),
+                        "pass": r.get("pass"), "provider": r["provider"], "note": r.get("note")})
             continue
         out.append({"op": "attention", "case": r["case"], "dtype": r["dtype"], "pass": r["pass"],
                     "provider": r["provider"], "median_ms": r["median_ms"], "p20_ms": r["p20_ms"],
                     "p80_ms": r["p80_ms"], "TFLOP/s": r["TFLOP/s"], "speedup": r.get("speedup"),
-                    "peak_MB": r.get("peak_MB")})
+                    "peak_MB": r.get("peak_MB"), "check": r.get("check")})
     return out
 
 

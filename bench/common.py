@@ -7,15 +7,37 @@
 - random data, never zeros;
 - the device copy bandwidth measured in the same process, to express memory-bound
   ops as a fraction of what the card really moves;
-- host launch cost: wall time per call of a tiny problem, no synchronisation.
+- host launch cost: wall time per call of a tiny problem, no synchronisation;
+- a correctness check of every provider's output before it is timed
+  (:func:`rel_err`, :func:`check_status`; float64 references computed with torch on
+  the GPU);
+- peak memory of one call (:func:`peak_mb`);
+- CuPy as a provider (:func:`cupy_or_none`, :func:`cupy_on_torch_stream`,
+  :func:`to_cupy`): CuPy arrays made from the same torch tensors by DLPack (zero
+  copy), CuPy's current stream set to torch's so torch's CUDA events time its work.
 """
 
+import contextlib
 import statistics
 import time
 
-__all__ = ["Timing", "time_cuda", "copy_bandwidth", "host_overhead_us", "rotations", "gpu_info"]
+__all__ = ["Timing", "time_cuda", "copy_bandwidth", "host_overhead_us", "rotations", "gpu_info",
+           "CHECK_TOL", "rel_err", "check_status", "peak_mb", "cupy_or_none",
+           "cupy_on_torch_stream", "cupy_torch_allocator", "to_cupy", "to_torch", "liger_or_none",
+           "note_row"]
+
+# Correctness check before timing: ||out - ref|| / ||ref|| against float64. Looser
+# than SPEC's test tolerances (fp32 1e-5, fp16 2e-3, bf16 1e-2) by 5-10x: the check is
+# there to catch a provider computing something else (a wrong mask, garbage, NaN: errors
+# of order 1), not to rank accuracy, and baselines round intermediates that our kernels
+# keep in float32 (flash attention's P in fp16, an activation applied to a rounded
+# GEMM output). The error itself is recorded in the row.
+CHECK_TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 5e-2}
 
 L2_BYTES = 60 * 2**20
+# Where the benchmark scripts put their tensors (a test runs them on the CPU under the
+# CUDA simulator with the timing stubbed out).
+DEVICE = "cuda"
 
 
 class Timing(dict):
@@ -59,7 +81,6 @@ def copy_bandwidth(nbytes=2 * 2**30, reps=20):
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
     dst = torch.empty_like(src)
     t = time_cuda(lambda: dst.copy_(src), [()], reps=reps, warmup=3)
-    del src, dst
     return 2 * nbytes / (t["median_ms"] * 1e-3) / 1e9
 
 
@@ -85,3 +106,129 @@ def gpu_info():
     p = torch.cuda.get_device_properties(0)
     return {"name": p.name, "sm_count": p.multi_processor_count,
             "memory_gb": round(p.total_memory / 2**30, 1)}
+
+
+def to_torch(a):
+    """A torch view of ``a`` (a torch tensor as is; a CuPy array through DLPack)."""
+    import torch
+
+    return a if isinstance(a, torch.Tensor) else torch.from_dlpack(a)
+
+
+def rel_err(out, ref):
+    """``||out - ref|| / ||ref||`` in float64 on ``ref``'s device (``ref`` a float64
+    torch tensor, ``out`` a torch tensor or CuPy array); inf if ``out`` has a
+    non-finite value, ``||out||`` if ``ref`` is all zeros."""
+    import torch
+
+    out = to_torch(out).detach().to(ref.device, torch.float64).reshape(ref.shape)
+    if not bool(torch.isfinite(out).all()):
+        return float("inf")
+    num = float(torch.linalg.vector_norm(out - ref))
+    den = float(torch.linalg.vector_norm(ref))
+    return num / den if den else num
+
+
+def check_status(errors, dtype, tol=None):
+    """'ok' if every relative error in ``errors`` ({name: err}) is below the dtype's
+    tolerance, else 'FAIL (name err, ...)' naming the ones that are not."""
+    tol = CHECK_TOL[dtype] if tol is None else tol
+    bad = [f"{k} {v:.1e}" for k, v in errors.items() if not v < tol]
+    return "ok" if not bad else f"FAIL ({', '.join(bad)} >= {tol:.0e})"
+
+
+def peak_mb(fn, args, cupy_alloc=False):
+    """MB allocated during one ``fn(*args)`` beyond what was allocated before it (so
+    inputs and anything prepared beforehand, e.g. a saved autograd graph, are not
+    counted; outputs are). ``cupy_alloc``: route CuPy's allocations through torch's
+    allocator for the call so that they are counted too."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    with cupy_torch_allocator() if cupy_alloc else contextlib.nullcontext():
+        out = fn(*args)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        del out
+    return (peak - base) / 2**20
+
+
+def _optional(name):
+    import importlib
+
+    try:
+        return importlib.import_module(name), None
+    except ImportError as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def cupy_or_none():
+    """(cupy, None) if CuPy and ``interop.cupy`` import, else (None, note)."""
+    cupy, err = _optional("cupy")
+    if cupy is None:
+        return None, f"CuPy not importable ({err})"
+    _, err = _optional("interop.cupy")
+    if err:
+        return None, f"interop.cupy not importable ({err})"
+    return cupy, None
+
+
+def liger_or_none():
+    """(liger_kernel, None) if importable, else (None, note)."""
+    liger, _ = _optional("liger_kernel")
+    return (liger, None) if liger is not None else (None, "liger_kernel not installed")
+
+
+@contextlib.contextmanager
+def cupy_on_torch_stream():
+    """CuPy's current stream is torch's current stream inside the block, so CuPy work
+    (and ours launched through ``interop.cupy``, which takes CuPy's current stream) is
+    ordered with torch's and timed by torch's CUDA events."""
+    import cupy
+    import torch
+
+    ts = torch.cuda.current_stream()
+    try:
+        stream = cupy.cuda.Stream.from_external(ts)
+    except (AttributeError, TypeError):
+        stream = cupy.cuda.ExternalStream(ts.cuda_stream, ts.device.index)
+    with stream:
+        yield stream
+
+
+@contextlib.contextmanager
+def cupy_torch_allocator():
+    """CuPy allocates through torch's caching allocator inside the block (so
+    ``torch.cuda.max_memory_allocated`` sees it); CuPy's own allocator is put back
+    after. Memory allocated inside is returned to torch when CuPy frees it."""
+    import cupy
+    import torch
+
+    stream = torch.cuda.current_stream()
+
+    def malloc(size, device):
+        return torch.cuda.caching_allocator_alloc(max(int(size), 1), device, stream)
+
+    def free(ptr, device):
+        torch.cuda.caching_allocator_delete(ptr)
+
+    old = cupy.cuda.get_allocator()
+    cupy.cuda.set_allocator(cupy.cuda.memory.PythonFunctionAllocator(malloc, free).malloc)
+    try:
+        yield
+    finally:
+        cupy.cuda.set_allocator(old)
+
+
+def to_cupy(t):
+    """The CuPy array over torch tensor ``t``'s memory (DLPack, no copy)."""
+    import cupy
+
+    return cupy.from_dlpack(t)
+
+
+def note_row(op, provider, note, **fields):
+    """A row for a provider that was not timed (not installed, unsupported, failed)."""
+    return {"op": op, "provider": provider, "note": note, **fields}

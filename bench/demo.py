@@ -3,7 +3,11 @@
 Run by ``python -m bench`` when no GPU is found (it sets NUMBA_ENABLE_CUDASIM=1):
 each op's forward and backward run through the real kernels under numba's CUDA
 simulator and are compared with the op's float64 reference by relative error
-(SPEC tolerances). No timings. Usage: python -m bench.demo [op ...]
+(SPEC tolerances). No timings. With ``--example``, also end-to-end example 1's
+gradient check (``bench/example_cupy_mlp.py``: the MLP block's backward chained by
+hand, against finite differences) at a tiny size, on NumPy arrays.
+
+Usage: python -m bench.demo [--example] [op ...]
 """
 
 import os
@@ -87,6 +91,20 @@ DEMOS = {"dropout": _dropout, "layer_norm": _layer_norm, "attention": _attention
          "linear_act": _linear_act}
 
 
+EXAMPLE_SIZE = "4x16x32"
+
+
+def example_check():
+    """Example 1's gradient check (dropout on, fixed mask) at EXAMPLE_SIZE; the
+    number of failed rows, after printing them."""
+    from bench import example_cupy_mlp as ex
+
+    args = ex.parse_args(["--check-only", "--check-size", EXAMPLE_SIZE, "--check-p", "0.1"])
+    result = ex.run(args)
+    print(ex.markdown(result), flush=True)
+    return sum(not r["ok"] for r in result["checks"])
+
+
 def main(argv):
     import importlib
 
@@ -94,7 +112,9 @@ def main(argv):
 
     import numba_fused as nf
 
-    ops = argv or list(DEMOS)
+    argv = list(argv)
+    with_example = "--example" in argv
+    ops = [a for a in argv if a != "--example"] or list(DEMOS)
     failures = 0
     print("| op | dtype | output | rel. error vs float64 | tolerance | ok |")
     print("|---|---|---|---|---|---|")
@@ -119,6 +139,13 @@ def main(argv):
                 print(f"| {op} | {name} | {what} | {err:.2e} | {TOL[name]:.0e} | "
                       f"{'yes' if ok else 'NO'} |", flush=True)
             print(f"<!-- {op} {name}: {time.perf_counter() - t0:.1f} s -->", flush=True)
+    if with_example:
+        print("\nEnd-to-end example 1 (CuPy MLP block), gradient check:\n")
+        try:
+            failures += example_check()
+        except Exception as exc:
+            failures += 1
+            print(f"example 1 raised {type(exc).__name__}: {exc}")
     print(f"\n{'all checks passed' if not failures else f'{failures} checks FAILED'}")
     return 1 if failures else 0
 

@@ -4,6 +4,9 @@ Providers:
   numba        numba_fused.dropout_bias_act_forward / _backward (Philox mask regenerated)
   numba_mask   the uint8-mask variant (forward writes the mask, backward reads it)
   numba_torch  interop.torch.dropout_bias_act through autograd (seed drawn from torch)
+  numba_cupy   interop.cupy.dropout_bias_act_forward / _backward on CuPy arrays made from
+               the same tensors by DLPack (no copy), on torch's stream (no bfloat16 in CuPy;
+               a note row where CuPy is not importable)
   eager        torch: F.dropout(act(x + b), p) and its autograd backward
   compile      the same function under torch.compile
 
@@ -15,6 +18,12 @@ graph cannot be replayed; the row says so). GB/s counts the bytes a fused kernel
 move (fwd: x in, y out [+ mask out]; bwd: grad in [+ x in unless activation is
 'none'] [+ mask in], grad_x out; bias and the bias-grad partials are ignored), the same
 for every provider.
+
+Before timing, each provider's outputs are checked against float64 (``check_outputs``:
+the mask read off the outputs, kept values against ``act(x + b) / (1 - p)``, the kept
+fraction against ``1 - p``); the row's ``check`` says ok or FAIL with the errors, and
+a failing provider is still timed. ``peak_MB``: memory one call allocates beyond its
+inputs (for bwd: beyond the saved forward).
 
   python bench/dropout.py --shapes 16384x4096 --dtypes float16 --activations none,gelu
 """
@@ -28,11 +37,13 @@ import sys
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import common  # noqa: E402
 from bench.common import (  # noqa: E402
-    copy_bandwidth, gpu_info, host_overhead_us, rotations, time_cuda)
+    check_status, copy_bandwidth, cupy_on_torch_stream, cupy_or_none, gpu_info, host_overhead_us,
+    note_row, peak_mb, rel_err, rotations, time_cuda, to_cupy, to_torch)
 
-PROVIDERS = ("numba", "numba_mask", "numba_torch", "eager", "compile")
-DEFAULT_PROVIDERS = ("numba", "numba_mask", "eager", "compile")
+PROVIDERS = ("numba", "numba_mask", "numba_torch", "numba_cupy", "eager", "compile")
+DEFAULT_PROVIDERS = ("numba", "numba_mask", "numba_cupy", "eager", "compile")
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
@@ -56,7 +67,9 @@ def parse_args(argv=None):
     ap.add_argument("--json", default=None, help="write the results to this JSON file")
     ap.add_argument("--no-host-overhead", action="store_true",
                     help="skip the host launch-overhead measurement")
+    ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
     args = ap.parse_args(argv)
+    args.copy_gbps = None
     args.shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
     for s in args.shapes:
         if len(s) != 2 or min(s) <= 0:
@@ -125,35 +138,14 @@ def _make_sets(m, n, dtype, count):
     import torch
 
     tdt = getattr(torch, dtype)
+    dev = common.DEVICE
     sets = []
     for _ in range(count):
-        x = torch.randn(m, n, device="cuda", dtype=tdt)
-        b = torch.randn(n, device="cuda", dtype=tdt)
-        g = torch.randn(m, n, device="cuda", dtype=tdt)
+        x = torch.randn(m, n, device=dev, dtype=tdt)
+        b = torch.randn(n, device=dev, dtype=tdt)
+        g = torch.randn(m, n, device=dev, dtype=tdt)
         sets.append((x, b, g))
     return sets
-
-
-def _time_numba(direction, activation, p, sets, mask, config, reps, warmup):
-    from numba_fused.dropout import dropout_bias_act_backward, dropout_bias_act_forward
-
-    seed, offset = 1234, 0
-    if direction == "fwd":
-        def fn(x, b, g):
-            dropout_bias_act_forward(x, b, p, seed, offset, activation, return_mask=mask,
-                                     config=config)
-        return time_cuda(fn, sets, reps, warmup), None
-    prepared = []
-    for x, b, g in sets:
-        m = None
-        if mask:
-            _, m = dropout_bias_act_forward(x, b, p, seed, offset, activation, return_mask=True,
-                                            config=config)
-        prepared.append((g, x, b, m))
-
-    def bwd(g, x, b, m):
-        dropout_bias_act_backward(g, x, b, p, seed, offset, activation, mask=m, config=config)
-    return time_cuda(bwd, prepared, reps, warmup), None
 
 
 def _torch_fn(provider, activation, p):
@@ -172,45 +164,6 @@ def _torch_fn(provider, activation, p):
         torch._dynamo.reset()
         return torch.compile(f, dynamic=False)
     return f
-
-
-def _time_torch(provider, direction, activation, p, sets, reps, warmup):
-    import torch
-
-    fn = _torch_fn(provider, activation, p)
-    if direction == "fwd":
-        with torch.no_grad():
-            return time_cuda(lambda x, b, g: fn(x, b), sets, reps, warmup), None
-    graphs = []
-    for x, b, g in sets:
-        xr = x.detach().requires_grad_(True)
-        br = b.detach().requires_grad_(True)
-        graphs.append((fn(xr, br), xr, br, g))
-
-    def bwd(y, xr, br, g):
-        torch.autograd.grad(y, (xr, br), g, retain_graph=True)
-    try:
-        return time_cuda(bwd, graphs, reps, warmup), None
-    except RuntimeError as exc:
-        # A graph that frees its buffers after one backward: time fwd+bwd, minus fwd.
-        del graphs
-        note = f"fwd+bwd minus fwd ({str(exc).splitlines()[0][:60]})"
-
-    def fwd_bwd(x, b, g):
-        xr = x.detach().requires_grad_(True)
-        br = b.detach().requires_grad_(True)
-        torch.autograd.grad(fn(xr, br), (xr, br), g)
-
-    def fwd_only(x, b, g):
-        xr = x.detach().requires_grad_(True)
-        br = b.detach().requires_grad_(True)
-        fn(xr, br)
-    both = time_cuda(fwd_bwd, sets, reps, warmup)
-    only = time_cuda(fwd_only, sets, reps, warmup)
-    both["median_ms"] -= only["median_ms"]
-    both["p20_ms"] -= only["p20_ms"]
-    both["p80_ms"] -= only["p80_ms"]
-    return both, note
 
 
 def _host_overheads(dtype, activation, p):
@@ -233,15 +186,171 @@ def _host_overheads(dtype, activation, p):
     return out
 
 
+SEED, OFFSET = 1234, 0
+
+
+def _case(provider, direction, activation, p, sets, config, cupy_sets):
+    """``(fn, arg_sets, y0)`` for one provider and direction: ``fn(*args)`` returns the
+    outputs (fwd: y, or (y, mask); bwd: (grad_x, grad_bias)); ``y0`` is, for bwd, the
+    forward output that goes with ``arg_sets[0]`` (same mask), for the check."""
+    if provider in ("numba", "numba_mask"):
+        from numba_fused.dropout import dropout_bias_act_backward, dropout_bias_act_forward
+
+        mask = provider == "numba_mask"
+
+        def fwd(x, b, g):
+            return dropout_bias_act_forward(x, b, p, SEED, OFFSET, activation, return_mask=mask,
+                                            config=config)
+        if direction == "fwd":
+            return fwd, sets, None
+        prepared, y0 = [], None
+        for x, b, g in sets:
+            out = fwd(x, b, g)
+            y, m = out if mask else (out, None)
+            y0 = y if y0 is None else y0
+            prepared.append((g, x, b, m))
+
+        def bwd(g, x, b, m):
+            return dropout_bias_act_backward(g, x, b, p, SEED, OFFSET, activation, mask=m,
+                                             config=config)
+        return bwd, prepared, y0
+    if provider == "numba_cupy":
+        import interop.cupy as cf
+
+        def cfwd(x, b, g):
+            return cf.dropout_bias_act_forward(x, b, p, SEED, OFFSET, activation)
+        if direction == "fwd":
+            return cfwd, cupy_sets, None
+
+        def cbwd(g, x, b):
+            return cf.dropout_bias_act_backward(g, x, b, p, SEED, OFFSET, activation)
+        return cbwd, [(g, x, b) for x, b, g in cupy_sets], cfwd(*cupy_sets[0])
+    import torch
+
+    fn = _torch_fn(provider, activation, p)
+    if direction == "fwd":
+        return (lambda x, b, g: fn(x, b)), sets, None
+    graphs = []
+    for x, b, g in sets:
+        xr = x.detach().requires_grad_(True)
+        br = b.detach().requires_grad_(True)
+        graphs.append((fn(xr, br), xr, br, g))
+
+    def bwd_t(y, xr, br, g):
+        return torch.autograd.grad(y, (xr, br), g, retain_graph=True)
+    return bwd_t, graphs, graphs[0][0]
+
+
+def _fwd_bwd_minus_fwd(provider, activation, p, sets, reps, warmup, exc):
+    """Backward time of a graph that frees its buffers after one backward: fwd+bwd
+    minus fwd."""
+    fn = _torch_fn(provider, activation, p)
+    note = f"fwd+bwd minus fwd ({str(exc).splitlines()[0][:60]})"
+
+    def fwd_bwd(x, b, g):
+        import torch
+
+        xr = x.detach().requires_grad_(True)
+        br = b.detach().requires_grad_(True)
+        torch.autograd.grad(fn(xr, br), (xr, br), g)
+
+    def fwd_only(x, b, g):
+        xr = x.detach().requires_grad_(True)
+        br = b.detach().requires_grad_(True)
+        fn(xr, br)
+    both = time_cuda(fwd_bwd, sets, reps, warmup)
+    only = time_cuda(fwd_only, sets, reps, warmup)
+    for k in ("median_ms", "p20_ms", "p80_ms"):
+        both[k] -= only[k]
+    return both, note
+
+
+def check_outputs(activation, p, dtype, x, b, g, y, grads=None):
+    """Check one provider's outputs against float64 (torch on the GPU).
+
+    Providers draw different masks, so the mask is read off the outputs: an element
+    is kept iff y or grad_x is nonzero there (a dropped element gives exact zeros).
+    Then y must equal ``act(x + b) / (1 - p)`` on kept elements and 0 elsewhere,
+    grad_x ``g * act'(x + b) / (1 - p)`` likewise, grad_bias the column sums of that
+    (relative errors, ``common.CHECK_TOL``), and the kept fraction of the elements
+    where ``|act(x + b)| > 1e-3`` must be within 5 sigma of ``1 - p``.
+    Returns ``(status, errors, keep_rate)``."""
+    import torch
+
+    act = _torch_act(activation)
+    z = (x.double() + b.double()).requires_grad_(grads is not None)
+    with torch.enable_grad():
+        a = act(z)
+        da = torch.autograd.grad(a, z, g.double())[0] if grads is not None else None
+    a = a.detach()
+    y = to_torch(y[0] if isinstance(y, tuple) else y)
+    keep = y != 0
+    gx = None
+    if grads is not None:
+        gx = to_torch(grads[0])
+        keep = keep | (gx != 0)
+    scale = 1.0 / (1.0 - p) if p < 1.0 else 0.0
+    keep64 = keep.double() * scale
+    errors = {"y": rel_err(y, a * keep64)}
+    if grads is not None:
+        ref_gx = da * keep64
+        errors["grad_x"] = rel_err(gx, ref_gx)
+        if grads[1] is not None:
+            errors["grad_bias"] = rel_err(grads[1], ref_gx.reshape(-1, ref_gx.shape[-1]).sum(0))
+    status = check_status(errors, dtype)
+    informative = a.abs() > 1e-3
+    n = int(informative.sum())
+    rate = float(keep[informative].double().mean()) if n else None
+    if n and abs(rate - (1.0 - p)) > 5.0 * math.sqrt(p * (1.0 - p) / n) + 1e-6:
+        bad = f"keep rate {rate:.5f} vs {1.0 - p:.5f}"
+        status = f"FAIL ({bad})" if status == "ok" else f"{status[:-1]}, {bad})"
+    return status, errors, rate
+
+
+def _provider_row(provider, direction, activation, args, sets, config, cupy_sets, dtype):
+    """Check, time and measure one provider: the row's fields (or a note)."""
+    import contextlib
+
+    import torch
+
+    fn, arg_sets, y0 = _case(provider, direction, activation, args.p, sets, config, cupy_sets)
+    grad_ctx = torch.no_grad() if direction == "fwd" else contextlib.nullcontext()
+    with grad_ctx:
+        out = fn(*arg_sets[0])
+        if direction == "fwd":
+            status, errors, rate = check_outputs(activation, args.p, dtype, *sets[0], out)
+        else:
+            status, errors, rate = check_outputs(activation, args.p, dtype, *sets[0], y0, out)
+        del out
+        note = None
+        try:
+            t = time_cuda(fn, arg_sets, args.reps, args.warmup)
+        except RuntimeError as exc:
+            if direction != "bwd" or provider not in ("eager", "compile", "numba_torch"):
+                raise
+            fn = arg_sets = y0 = None  # frees the graphs before timing again
+            t, note = _fwd_bwd_minus_fwd(provider, activation, args.p, sets, args.reps,
+                                         args.warmup, exc)
+        peak = None
+        if fn is not None and not args.no_memory:
+            peak = peak_mb(fn, arg_sets[0], cupy_alloc=provider == "numba_cupy")
+    return {**t, "check": status, "errors": errors, "keep_rate": rate, "peak_MB": peak,
+            "note": note}
+
+
 def run(args):
-    """Time every (shape, dtype, activation, direction, provider); returns result dicts."""
+    """Check and time every (shape, dtype, activation, direction, provider); returns
+    result dicts (``kind`` 'timing', 'note' for providers not run, 'host_overhead')."""
     import torch
 
     if not torch.cuda.is_available():
         raise RuntimeError("bench/dropout.py needs a CUDA GPU")
     info = gpu_info()
-    bw = copy_bandwidth()
+    bw = args.copy_gbps or copy_bandwidth()
+    cp, cupy_note = cupy_or_none() if "numba_cupy" in args.providers else (None, None)
     results = []
+    if cupy_note:
+        results.append(note_row("dropout", "numba_cupy", cupy_note, kind="note"))
     for (m, n) in args.shapes:
         for dtype in args.dtypes:
             per_set = 2 * m * n * ITEMSIZE[dtype] + n * ITEMSIZE[dtype]
@@ -256,19 +365,33 @@ def run(args):
                     runs += [("numba", cfg) for cfg in args.configs]
                     timed = []
                     for provider, cfg in runs:
-                        mask = provider == "numba_mask"
-                        if provider in ("numba", "numba_mask"):
-                            t, note = _time_numba(direction, activation, args.p, sets, mask, cfg,
-                                                  args.reps, args.warmup)
-                        else:
-                            t, note = _time_torch(provider, direction, activation, args.p, sets,
-                                                  args.reps, args.warmup)
-                        nbytes = _model_bytes(m, n, dtype, direction, activation, mask)
-                        gbps = nbytes / (t["median_ms"] * 1e-3) / 1e9
                         name = provider if cfg is None else f"numba[{_cfg_label(cfg)}]"
-                        timed.append({**row_base, "provider": name, **t, "bytes": nbytes,
-                                      "gbps": gbps, "pct_copy_bw": 100.0 * gbps / bw,
-                                      "note": note})
+                        if provider == "numba_cupy" and (cp is None or dtype == "bfloat16"):
+                            if cp is not None:
+                                results.append({**row_base, "kind": "note", "provider": name,
+                                                "note": "CuPy has no bfloat16"})
+                            continue
+                        try:
+                            if provider == "numba_cupy":
+                                with cupy_on_torch_stream():
+                                    cupy_sets = [tuple(to_cupy(t) for t in s) for s in sets]
+                                    fields = _provider_row(provider, direction, activation, args,
+                                                           sets, cfg, cupy_sets, dtype)
+                                    del cupy_sets
+                                cp.get_default_memory_pool().free_all_blocks()
+                            else:
+                                fields = _provider_row(provider, direction, activation, args,
+                                                       sets, cfg, None, dtype)
+                        except Exception as exc:  # a provider that cannot run here
+                            results.append({**row_base, "kind": "note", "provider": name,
+                                            "note": f"failed: {type(exc).__name__}: {exc}"[:300]})
+                            torch.cuda.empty_cache()
+                            continue
+                        mask = provider == "numba_mask"
+                        nbytes = _model_bytes(m, n, dtype, direction, activation, mask)
+                        gbps = nbytes / (fields["median_ms"] * 1e-3) / 1e9
+                        timed.append({**row_base, "provider": name, **fields, "bytes": nbytes,
+                                      "gbps": gbps, "pct_copy_bw": 100.0 * gbps / bw})
                         torch.cuda.synchronize()
                     _speedups(timed)
                     results.extend(timed)
@@ -284,20 +407,26 @@ def run(args):
 def cli_rows(quick=False, copy_gbps=None):
     """Rows for ``python -m bench`` (its column names): fp16 16384x4096, p = 0.1,
     dropout(x+b) and dropout(gelu(x+b)), forward and backward; fp32 and bf16 too
-    unless quick."""
+    unless quick. Providers not run come back as rows with a ``note`` only."""
     argv = ["--dtypes", "float16" if quick else "float16,bfloat16,float32",
-            "--activations", "none,gelu"]
+            "--activations", "none,gelu", "--no-host-overhead"]
     if quick:
         argv += ["--reps", "50"]
+    args = parse_args(argv)
+    args.copy_gbps = copy_gbps
     out = []
-    for r in run(parse_args(argv)):
-        if r["kind"] != "timing":
-            continue
-        out.append({"op": "dropout", "case": f"{r['op']} {r['shape']} p={r['p']}",
-                    "dtype": r["dtype"], "pass": r["direction"], "provider": r["provider"],
-                    "median_ms": r["median_ms"], "p20_ms": r["p20_ms"], "p80_ms": r["p80_ms"],
-                    "GB/s": r["gbps"], "%copy": r["pct_copy_bw"],
-                    "speedup": r.get("speedup_vs_eager")})
+    for r in run(args):
+        case = f"{r['op']} {r['shape']} p={r['p']}" if "shape" in r else None
+        if r["kind"] == "note":
+            out.append({"op": "dropout", "case": case, "dtype": r.get("dtype"),
+                        "pass": r.get("direction"), "provider": r["provider"], "note": r["note"]})
+        elif r["kind"] == "timing":
+            out.append({"op": "dropout", "case": case, "dtype": r["dtype"],
+                        "pass": r["direction"], "provider": r["provider"],
+                        "median_ms": r["median_ms"], "p20_ms": r["p20_ms"], "p80_ms": r["p80_ms"],
+                        "GB/s": r["gbps"], "%copy": r["pct_copy_bw"],
+                        "speedup": r.get("speedup_vs_eager"), "peak_MB": r["peak_MB"],
+                        "check": r["check"], "note": r["note"]})
     return out
 
 
@@ -322,15 +451,22 @@ def markdown(results):
                      f"p = {rows[0]['p']}")
         lines.append("")
         lines.append("| op | shape | dtype | dir | provider | median ms | p20-p80 ms | GB/s | "
-                     "% copy BW | x eager | x compile | note |")
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+                     "% copy BW | x eager | x compile | peak MB | check | note |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             sp = [f"{r[k]:.2f}" if k in r else "-"
                   for k in ("speedup_vs_eager", "speedup_vs_compile")]
+            peak = "-" if r.get("peak_MB") is None else f"{r['peak_MB']:.0f}"
             lines.append(
                 f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['direction']} | {r['provider']} | "
                 f"{r['median_ms']:.4f} | {r['p20_ms']:.4f}-{r['p80_ms']:.4f} | {r['gbps']:.0f} | "
-                f"{r['pct_copy_bw']:.1f} | {sp[0]} | {sp[1]} | {r.get('note') or ''} |")
+                f"{r['pct_copy_bw']:.1f} | {sp[0]} | {sp[1]} | {peak} | {r['check']} | "
+                f"{r.get('note') or ''} |")
+    notes = [r for r in results if r["kind"] == "note"]
+    if notes:
+        lines.append("")
+        lines.extend(f"- not run: {r['provider']} {r.get('op', '')} {r.get('dtype', '')} "
+                     f"{r.get('direction', '')}: {r['note']}" for r in notes)
     host = [r for r in results if r["kind"] == "host_overhead"]
     if host:
         lines.append("")

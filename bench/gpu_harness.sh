@@ -3,7 +3,7 @@
 # repository root:
 #   bash bench/gpu_harness.sh OUTDIR [--quick] [--stages tests,sanitize,bench] [--workers N] [pytest args...]
 # Stages (all by default, in this order):
-#   tests     the test-suite for real (tests/, GPU mode)            -> OUTDIR/pytest.log
+#   tests     the test-suite for real (GPU mode; $TESTS, default tests/) -> OUTDIR/pytest.log
 #   sanitize  every op's kernels under compute-sanitizer memcheck   -> OUTDIR/memcheck.log
 #             and racecheck                                         -> OUTDIR/racecheck.log
 #   bench     the benchmarks and examples (python -m bench)         -> OUTDIR/bench.log, OUTDIR/results/
@@ -46,9 +46,12 @@ echo "- $(date -u +%FT%TZ) env: $(sed -n 2p "$OUTDIR/env.txt")" >> "$SUMMARY"
 if has_stage tests; then
   XDIST=()
   if [ "$WORKERS" -gt 1 ] && "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-n "$WORKERS"); fi
-  "$PY" -m pytest -q -rs -p no:cacheprovider "${XDIST[@]}" tests "$@" > "$OUTDIR/pytest.log" 2>&1
+  # PTX-compile tests are CPU CI's job (the GPU compiles every kernel it runs anyway);
+  # one BLAS/OpenMP thread per worker keeps the float64 references from oversubscribing.
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+    "$PY" -m pytest -q -rs -p no:cacheprovider --durations=30 -m "not ptx" "${XDIST[@]}" ${TESTS:-tests} "$@" > "$OUTDIR/pytest.log" 2>&1
   RC=$?; [ $RC -eq 0 ] || OK=1
-  echo "- tests (rc $RC, ${#XDIST[@]} xdist args): $(tail -1 "$OUTDIR/pytest.log")" >> "$SUMMARY"
+  echo "- tests ${TESTS:-tests} (rc $RC, ${#XDIST[@]} xdist args): $(tail -1 "$OUTDIR/pytest.log")" >> "$SUMMARY"
 fi
 if has_stage sanitize; then
   SAN=${SANITIZER:-compute-sanitizer}

@@ -1,10 +1,14 @@
 """Benchmark: fused linear + activation (numba_fused.linear_act) against torch.
 
     python bench/linear_act.py [--shapes 8192x4096x16384] [--dtypes float16,bfloat16]
-        [--activation gelu_tanh] [--passes fwd,bwd] [--providers numba_fused,torch,torch.compile]
+        [--activation gelu_tanh] [--passes fwd,bwd]
+        [--providers numba_fused,numba_cupy,torch,torch.compile]
         [--tc-config BM,BN,BK,WM,WN,STAGES,GROUP_M ...] [--reps 50] [--json FILE]
 
-Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``.
+Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``. Providers:
+``numba_fused`` (ours, torch tensors), ``numba_cupy`` (ours through ``interop.cupy`` on
+CuPy arrays made from the same tensors by DLPack, on torch's stream; no bfloat16 in
+CuPy; a note row where CuPy is not importable), ``torch``, ``torch.compile``.
 
 - fwd: ours ``linear_act_forward(x, w, b, act, save_preact=True)`` (the training
   forward: y and the saved pre-activation); torch ``act(F.linear(x, w, b))`` (cuBLAS
@@ -16,7 +20,11 @@ Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``.
 FLOPs counted: 2MNK forward, 4MNK backward. ``--tc-config`` (repeatable) times our
 kernels under other tilings; each row records the tiling, registers per thread and
 dynamic shared memory. Method (bench/common.py): CUDA events, warm-up, median of
-``--reps`` runs, input sets rotated past the L2, random data.
+``--reps`` runs, input sets rotated past the L2, random data. Before timing, each
+provider's y (fwd) or grad_x, grad_weight, grad_bias (bwd) is compared with float64
+(torch on the GPU): ``check`` is ok or FAIL with the relative errors (a failing
+provider is still timed). ``peak_MB``: memory one call allocates beyond its inputs
+(for bwd: beyond the saved forward).
 """
 
 import argparse
@@ -28,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 DEFAULT_SHAPES = ("8192x4096x16384",)
 QUICK_SHAPES = ("4096x4096x4096",)
-PROVIDERS = ("numba_fused", "torch", "torch.compile")
+PROVIDERS = ("numba_fused", "numba_cupy", "torch", "torch.compile")
 
 
 def _shape(text):
@@ -57,11 +65,14 @@ def parser():
     p.add_argument("--dtypes", default="float16,bfloat16", help="comma-separated")
     p.add_argument("--activation", default="gelu_tanh")
     p.add_argument("--passes", default="fwd,bwd", help="fwd, bwd or both")
-    p.add_argument("--providers", default=",".join(PROVIDERS), help="comma-separated")
+    p.add_argument("--providers", type=_provider_list, default=",".join(PROVIDERS),
+                   help=f"comma-separated from {','.join(PROVIDERS)}")
     p.add_argument("--tc-config", type=_tc_config, action="append", default=None,
                    help="tensor-core tiling to time (repeatable); default: the launcher's")
     p.add_argument("--reps", type=int, default=50)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--no-check", action="store_true", help="skip the correctness check")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
     p.add_argument("--json", default=None, help="write the rows here")
     return p
 
@@ -86,12 +97,45 @@ def _kernel_info(la, cfg, dtype, M, N, K):
             "smem_KB": round(cfg.smem_bytes / 1024, 1)}
 
 
+def _provider_list(text):
+    """--providers: comma-separated names from PROVIDERS (returned as given)."""
+    bad = [p for p in text.split(",") if p and p not in PROVIDERS]
+    if bad or not text.strip(","):
+        raise argparse.ArgumentTypeError(f"providers must be from {PROVIDERS}, got {text!r}")
+    return text
+
+
+def _reference(act_t, x, w, b, g):
+    """float64 {'y', 'gx', 'gw', 'gb'} of ``act(x @ w^T + b)`` (torch, on x's device)."""
+    import torch
+
+    leaves = [t.detach().double().requires_grad_(True) for t in (x, w, b)]
+    with torch.enable_grad():
+        y = act_t(torch.nn.functional.linear(*leaves))
+        grads = torch.autograd.grad(y, leaves, g.double())
+    return dict(zip(("y", "gx", "gw", "gb"), (y.detach(), *grads)))
+
+
+def _errors(pas, outputs, ref):
+    """Relative errors of one call's outputs (fwd: y or (y, preact); bwd: grads)."""
+    from bench.common import rel_err
+
+    if pas == "fwd":
+        return {"y": rel_err(outputs[0] if isinstance(outputs, tuple) else outputs, ref["y"])}
+    return {k: rel_err(o, ref[k]) for k, o in zip(("gx", "gw", "gb"), outputs)}
+
+
 def run(args):
-    """Time every (shape, dtype, pass, provider[, tiling]); returns a list of row dicts."""
+    """Check and time every (shape, dtype, pass, provider[, tiling]); returns a list of
+    row dicts (rows of providers that could not run carry a ``note`` and no timing)."""
+    import contextlib
+
     import torch
 
     import numba_fused as nf
-    from bench.common import rotations, time_cuda
+    from bench import common
+    from bench.common import (check_status, cupy_on_torch_stream, cupy_or_none, peak_mb,
+                              rotations, time_cuda, to_cupy)
     from numba_fused import linear_act as la
 
     F = torch.nn.functional
@@ -101,47 +145,86 @@ def run(args):
     passes = [p for p in args.passes.split(",") if p]
     configs = args.tc_config or [None]
     rows = []
+    cp = None
+    if "numba_cupy" in providers:
+        cp, note = cupy_or_none()
+        if note:
+            providers.remove("numba_cupy")
+            rows.append({"provider": "numba_cupy", "activation": act, "note": note})
     for M, K, N in args.shapes:
         for dtype in [d for d in args.dtypes.split(",") if d]:
             tdt = getattr(torch, dtype)
             per_set = (M * K + N * K + N + 3 * M * N) * torch.finfo(tdt).bits // 8
             n_sets = rotations(per_set)
-            gen = torch.Generator(device="cuda").manual_seed(0)
+            gen = torch.Generator(device=common.DEVICE).manual_seed(0)
             sets = []
             for _ in range(n_sets):
-                x = torch.randn(M, K, device="cuda", dtype=tdt, generator=gen)
-                w = torch.randn(N, K, device="cuda", dtype=tdt, generator=gen) / K**0.5
-                b = torch.randn(N, device="cuda", dtype=tdt, generator=gen)
-                g = torch.randn(M, N, device="cuda", dtype=tdt, generator=gen)
+                x = torch.randn(M, K, device=common.DEVICE, dtype=tdt, generator=gen)
+                w = torch.randn(N, K, device=common.DEVICE, dtype=tdt, generator=gen) / K**0.5
+                b = torch.randn(N, device=common.DEVICE, dtype=tdt, generator=gen)
+                g = torch.randn(M, N, device=common.DEVICE, dtype=tdt, generator=gen)
                 sets.append((x, w, b, g))
+            ref = None if args.no_check else _reference(act_t, *sets[0])
             base = {"shape": f"{M}x{K}x{N}", "M": M, "K": K, "N": N, "dtype": dtype,
                     "activation": act}
             for pas in passes:
                 flops = (2 if pas == "fwd" else 4) * M * N * K
                 for prov in providers:
                     for cfg in (configs if prov == "numba_fused" else [None]):
-                        fn, arg_sets = _case(torch, nf, la, F, act, act_t, prov, pas, sets,
-                                             dtype, cfg)
-                        if fn is None:
+                        row = dict(base, **{"pass": pas, "provider": prov})
+                        if prov == "numba_cupy" and dtype == "bfloat16":
+                            rows.append(dict(row, note="CuPy has no bfloat16"))
                             continue
-                        t = time_cuda(fn, arg_sets, reps=args.reps, warmup=args.warmup)
-                        row = dict(base, **{"pass": pas, "provider": prov, **t,
-                                            "TFLOP/s": flops / (t["median_ms"] * 1e-3) / 1e12})
+                        cupy = prov == "numba_cupy"
+                        try:
+                            with cupy_on_torch_stream() if cupy else contextlib.nullcontext():
+                                src = [tuple(to_cupy(t) for t in s) for s in sets] if cupy \
+                                    else sets
+                                fn, arg_sets = _case(torch, nf, la, F, act, act_t, prov, pas, src,
+                                                     dtype, cfg)
+                                if ref is not None:
+                                    row["rel_err"] = _errors(pas, fn(*arg_sets[0]), ref)
+                                    row["check"] = check_status(row["rel_err"], dtype)
+                                t = time_cuda(fn, arg_sets, reps=args.reps, warmup=args.warmup)
+                                if not args.no_memory:
+                                    row["peak_MB"] = peak_mb(fn, arg_sets[0], cupy_alloc=cupy)
+                                del fn, arg_sets, src
+                        except Exception as exc:  # a provider that cannot run here
+                            msg = f"failed: {type(exc).__name__}: {exc}"[:300]
+                            rows.append(dict(row, note=msg))
+                            torch.cuda.empty_cache()
+                            continue
+                        row.update(t)
+                        row["TFLOP/s"] = flops / (t["median_ms"] * 1e-3) / 1e12
                         if prov == "numba_fused" and dtype != "float32":
                             row.update(_kernel_info(la, cfg, dtype, M, N, K))
                         rows.append(row)
-                        del fn, arg_sets
+                        if cp is not None:
+                            cp.get_default_memory_pool().free_all_blocks()
                         torch.cuda.empty_cache()
+            del sets, ref
     for r in rows:
-        ref = [q for q in rows if q["provider"] == "torch" and q["shape"] == r["shape"]
-               and q["dtype"] == r["dtype"] and q["pass"] == r["pass"]]
-        if ref:
-            r["speedup"] = ref[0]["median_ms"] / r["median_ms"]
+        if "median_ms" not in r:
+            continue
+        ref_row = [q for q in rows if q["provider"] == "torch" and q.get("shape") == r["shape"]
+                   and q["dtype"] == r["dtype"] and q["pass"] == r["pass"] and "median_ms" in q]
+        if ref_row:
+            r["speedup"] = ref_row[0]["median_ms"] / r["median_ms"]
     return rows
 
 
 def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
-    """(callable, argument sets) timing one provider and pass, or (None, None)."""
+    """(callable, argument sets) timing one provider and pass; the callable returns
+    the outputs (fwd: y or (y, preact); bwd: (grad_x, grad_weight, grad_bias))."""
+    if prov == "numba_cupy":
+        import interop.cupy as cla
+
+        if pas == "fwd":
+            return (lambda x, w, b: cla.linear_act_forward(x, w, b, act, act != "none")), \
+                [s[:3] for s in sets]
+        prepared = [(g, x, w, cla.linear_act_forward(x, w, b, act, True)[1])
+                    for x, w, b, g in sets]
+        return (lambda g, x, w, pre: cla.linear_act_backward(g, x, w, pre, act)), prepared
     if prov == "numba_fused":
         pick = (lambda Mg, Ng: cfg) if cfg is not None else la._pick_config
 
@@ -188,29 +271,41 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
 
 def markdown(rows):
     cols = ["shape", "dtype", "pass", "provider", "tiling", "regs", "smem_KB", "median_ms",
-            "TFLOP/s", "speedup"]
+            "TFLOP/s", "speedup", "peak_MB", "check"]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    notes = []
     for r in rows:
+        if "median_ms" not in r:
+            notes.append(f"- not run: {r['provider']} {r.get('shape', '')} {r.get('dtype', '')} "
+                         f"{r.get('pass', '')}: {r['note']}")
+            continue
         cells = []
         for c in cols:
             v = r.get(c)
             cells.append("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v))
         out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out)
+    return "\n".join(out + ([""] + notes if notes else []))
 
 
 def cli_rows(quick=False, copy_gbps=None):
-    """Rows for ``python -m bench`` (its column names)."""
+    """Rows for ``python -m bench`` (its column names); providers that could not run
+    come back as rows with a ``note`` and no timing."""
     args = parser().parse_args([])
     if quick:
         args.shapes = [_shape(s) for s in QUICK_SHAPES]
         args.reps = 20
     out = []
     for r in run(args):
-        out.append({"op": "linear_act", "case": f"{r['shape']} {r['activation']}",
+        case = f"{r['shape']} {r['activation']}" if "shape" in r else None
+        if "median_ms" not in r:
+            out.append({"op": "linear_act", "case": case, "dtype": r.get("dtype"),
+                        "pass": r.get("pass"), "provider": r["provider"], "note": r["note"]})
+            continue
+        out.append({"op": "linear_act", "case": case,
                     "dtype": r["dtype"], "pass": r["pass"], "provider": r["provider"],
                     "median_ms": r["median_ms"], "p20_ms": r["p20_ms"], "p80_ms": r["p80_ms"],
-                    "TFLOP/s": r["TFLOP/s"], "speedup": r.get("speedup")})
+                    "TFLOP/s": r["TFLOP/s"], "speedup": r.get("speedup"),
+                    "peak_MB": r.get("peak_MB"), "check": r.get("check")})
     return out
 
 

@@ -30,6 +30,10 @@ def _dropout(nf, torch, dt):
             nf.dropout_bias_act_backward(g, x, b, p=p, seed=3, offset=8, activation=act)
     nf.dropout_bias_act_forward(x, None, p=0.5, seed=1)
     nf.dropout_bias_act_backward(g, x, None, p=0.5, seed=1)
+    # The mask variant: uint8 mask written by the forward, read by the backward.
+    y, mask = nf.dropout_bias_act_forward(x, b, p=0.3, seed=3, activation="gelu",
+                                          return_mask=True)
+    nf.dropout_bias_act_backward(g, x, b, p=0.3, seed=3, activation="gelu", mask=mask)
 
 
 def _layer_norm(nf, torch, dt):
@@ -58,6 +62,20 @@ def _attention(nf, torch, dt):
             kw = dict(bias=bb, causal=causal, window=window, dropout_p=p, seed=5, offset=0)
             out, lse = nf.attention_forward(q, k, v, **kw)
             nf.attention_backward(torch.randn_like(out), q, k, v, out, lse, **kw)
+    # Many key splits on the lock path and on the deterministic path, and varlen.
+    q = torch.randn(1, 130, 2, 64, device="cuda", dtype=dt)
+    k = torch.randn(1, 300, 2, 64, device="cuda", dtype=dt)
+    v = torch.randn(1, 300, 2, 64, device="cuda", dtype=dt)
+    out, lse = nf.attention_forward(q, k, v, causal="bottom_right")
+    g = torch.randn_like(out)
+    for det in (False, True):
+        nf.attention_backward(g, q, k, v, out, lse, causal="bottom_right", deterministic=det,
+                              num_splits=5)
+    cu_q = torch.tensor([0, 40, 41, 130], device="cuda", dtype=torch.int32)
+    cu_k = torch.tensor([0, 100, 117, 300], device="cuda", dtype=torch.int32)
+    kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, dropout_p=0.1, seed=2)
+    out, lse = nf.attention_forward(q, k, v, **kw)
+    nf.attention_backward(torch.randn_like(out), q, k, v, out, lse, **kw)
 
 
 def _linear_act(nf, torch, dt):

@@ -1,0 +1,258 @@
+"""GPU sweep of the dropout kernels' launch configurations (issue #3's targets).
+
+    python3 bench/tune_dropout.py --out DIR [--reps 50] [--shape 16384x4096]
+
+For fp16 ``[M, N]`` (default 16384 x 4096), p = 0.1, activations none and gelu, it times
+
+  fwd            dropout_bias_act_forward(x, b, p, ...)
+  bwd            dropout_bias_act_backward(g, x, b, p, ...)           (with grad_bias)
+  bwd nobias     the same with need_bias_grad=False
+  fwd p0, bwd p0 the shipped configuration at p = 0 (no Philox work: the streaming floor)
+
+for the shipped configuration and a few ``LaunchConfig`` variants. Each row has two times:
+
+  call  bench/common.time_cuda as the benchmarks use it (CUDA events around each call,
+        calls back to back): includes host time whenever the host is slower than the
+        GPU (the launchers' Python);
+  gpu   the same events with the stream first held by a ~20 ms ``torch.cuda._sleep`` so
+        that every call is queued before its predecessor ends: GPU time (kernels and
+        the gaps between them) without host time.
+
+Before timing, each (case, configuration) is checked against the float64 reference
+(``dropout_bias_act_ref``) on the first 64 rows (the mask is keyed by the linear
+element index, so the leading rows need no offset), and grad_bias against the float64
+column sums of the returned grad_x; the kept fraction of y against 1 - p. The script
+also prints registers per kernel, host microseconds per call (tiny inputs) and the
+device copy bandwidth, and writes ``DIR/tune_dropout.json`` and ``DIR/tune_dropout.md``.
+Inputs: 3 rotated sets of random normal x, bias, grad (about 800 MB, beyond the L2).
+Runs in under 3 minutes on an H200 including compiles.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench import common  # noqa: E402
+
+P = 0.1
+SEED, OFFSET = 1234, 56
+CHECK_ROWS = 64
+TOL = 1e-2  # bench/common.CHECK_TOL["float16"]: catches a wrong mask, not rounding
+
+# (label, LaunchConfig kwargs); the first is the shipped default.
+CONFIGS = [
+    ("shipped", {}),
+    ("unroll=2", {"unroll": 2}),
+    ("threads=128", {"threads": 128}),
+    ("threads=512", {"threads": 512}),
+    ("rows=256", {"rows_per_block": 256}),
+    ("rows=64", {"rows_per_block": 64}),
+]
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="directory for tune_dropout.json / .md")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--shape", default="16384x4096")
+    ap.add_argument("--configs", default=None,
+                    help="comma-separated labels to run (default: all of "
+                         + ", ".join(label for label, _ in CONFIGS) + ")")
+    return ap.parse_args(argv)
+
+
+class _Backlogged:
+    """fn wrapper for time_cuda: the first timed call (after ``warmup`` calls) first
+    queues a ~20 ms sleep on the stream, so the host gets ahead and every later event
+    pair measures GPU time only (that first sample is an outlier the median ignores)."""
+
+    def __init__(self, fn, warmup):
+        self.fn, self.warmup, self.calls = fn, warmup, 0
+
+    def __call__(self, *args):
+        import torch
+
+        if self.calls == self.warmup and common.DEVICE == "cuda":
+            torch.cuda._sleep(40_000_000)
+        self.calls += 1
+        return self.fn(*args)
+
+
+def _rel(out, ref):
+    import torch
+
+    out = out.detach().double().cpu()
+    ref = torch.as_tensor(ref, dtype=torch.float64)
+    if not bool(torch.isfinite(out).all()):
+        return float("inf")
+    den = float(torch.linalg.vector_norm(ref))
+    return float(torch.linalg.vector_norm(out - ref)) / (den or 1.0)
+
+
+def _sync():
+    import torch
+
+    if common.DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def _check(D, direction, act, cfg, x, b, g, need_bias_grad=True):
+    """Max relative error against float64 (first CHECK_ROWS rows; grad_bias against the
+    column sums of the returned grad_x) and the kept fraction; raises on failure."""
+    xs, gs = x[:CHECK_ROWS], g[:CHECK_ROWS]
+    if direction == "fwd":
+        y = D.dropout_bias_act_forward(x, b, P, SEED, OFFSET, act, config=cfg)
+        _sync()
+        ref = D.dropout_bias_act_ref(xs.cpu(), b.cpu(), P, SEED, OFFSET, act)
+        errs = {"y": _rel(y[:CHECK_ROWS], ref)}
+        kept = float((y[:CHECK_ROWS] != 0).float().mean())
+    else:
+        gx, gb = D.dropout_bias_act_backward(g, x, b, P, SEED, OFFSET, act,
+                                             need_bias_grad=need_bias_grad, config=cfg)
+        _sync()
+        _, gx_ref, _ = D.dropout_bias_act_ref(xs.cpu(), b.cpu(), P, SEED, OFFSET, act,
+                                              grad_out=gs.cpu())
+        errs = {"grad_x": _rel(gx[:CHECK_ROWS], gx_ref)}
+        if need_bias_grad:
+            errs["grad_bias"] = _rel(gb, gx.double().sum(0).cpu())
+        elif gb is not None:
+            raise AssertionError("need_bias_grad=False returned a grad_bias")
+        kept = float((gx[:CHECK_ROWS] != 0).float().mean())
+    bad = {k: v for k, v in errs.items() if not v < TOL}
+    if bad or abs(kept - (1 - P)) > 0.02:
+        raise AssertionError(f"{direction} {act} {cfg}: errors {errs}, kept {kept:.4f}")
+    return max(errs.values()), kept
+
+
+def _time(fn, sets, reps, warmup):
+    call = common.time_cuda(fn, sets, reps, warmup)["median_ms"] * 1e3
+    gpu = common.time_cuda(_Backlogged(fn, warmup), sets, reps, warmup)["median_ms"] * 1e3
+    return call, gpu
+
+
+def _regs(D, dtype, act, cfg):
+    """Registers of the kernels the p > 0 rows launch (vector path, Philox compiled in)."""
+    out = {}
+    for direction in ("fwd", "bwd"):
+        unroll = cfg.unroll or D._default_unroll(dtype, direction == "bwd", act != "none")
+        if direction == "fwd":
+            k = D.make_forward_kernel(dtype, act, True, cfg.threads, unroll, False, 1)
+        else:
+            k = D.make_backward_kernel(dtype, act, True, cfg.threads, unroll, D.MODE_PHILOX)
+        try:
+            out[direction] = k.regs_per_thread
+        except Exception as exc:  # noqa: BLE001 (reported, not fatal)
+            out[direction] = f"? ({type(exc).__name__})"
+    return out
+
+
+def run(args):
+    import torch
+
+    from numba_fused import dropout as D
+
+    m, n = (int(v) for v in args.shape.lower().split("x"))
+    dtype = "float16"
+    t0 = time.perf_counter()
+    dev = common.DEVICE
+    gen = torch.Generator(device=dev).manual_seed(0)
+    sets = []
+    for _ in range(3):
+        x = torch.randn((m, n), device=dev, generator=gen).half()
+        b = torch.randn((n,), device=dev, generator=gen).half()
+        g = torch.randn((m, n), device=dev, generator=gen).half()
+        sets.append((x, b, g))
+    copy = common.copy_bandwidth()  # GB/s, read + write
+    # Bytes that must move (fp16): fwd x in, y out; bwd grad in, grad_x out (+ x in for gelu).
+    floor_us = {"fwd": 4 * m * n / copy / 1e3, "bwd none": 4 * m * n / copy / 1e3,
+                "bwd gelu": 6 * m * n / copy / 1e3}
+    labels = [c.strip() for c in args.configs.split(",")] if args.configs else None
+    configs = [(label, kw) for label, kw in CONFIGS if labels is None or label in labels]
+    rows = []
+    regs = {}
+    for label, kw in configs:
+        cfg = D.LaunchConfig(**kw)
+        for act in ("none", "gelu"):
+            regs[f"{label} {act}"] = _regs(D, dtype, act, cfg)
+            cases = [("fwd", True, P), ("bwd", True, P), ("bwd", False, P)]
+            if label == "shipped":
+                cases += [("fwd", True, 0.0), ("bwd", True, 0.0)]
+            for direction, nbg, p in cases:
+                x, b, g = sets[0]
+                err, kept = _check(D, direction, act, cfg, x, b, g, nbg) if p else (0.0, 1.0)
+                if direction == "fwd":
+                    def fn(x, b, g, act=act, cfg=cfg, p=p):
+                        return D.dropout_bias_act_forward(x, b, p, SEED, OFFSET, act, config=cfg)
+                else:
+                    def fn(x, b, g, act=act, cfg=cfg, p=p, nbg=nbg):
+                        return D.dropout_bias_act_backward(g, x, b, p, SEED, OFFSET, act,
+                                                           need_bias_grad=nbg, config=cfg)
+                call, gpu = _time(fn, sets, args.reps, args.warmup)
+                case = direction if direction == "fwd" else ("bwd" if nbg else "bwd nobias")
+                if p == 0.0:
+                    case += " p0"
+                floor = floor_us["fwd" if direction == "fwd" else
+                                 ("bwd gelu" if act == "gelu" else "bwd none")]
+                rows.append({"config": label, "activation": act, "case": case,
+                             "call_us": round(call, 1), "gpu_us": round(gpu, 1),
+                             "floor_us": round(floor, 1),
+                             "pct_copy_gpu": round(100 * floor / gpu, 1),
+                             "max_rel_err": float(f"{err:.2e}"), "kept": round(kept, 4)})
+                print(f"{label:12s} {act:5s} {case:14s} call {call:7.1f} us  gpu {gpu:7.1f} us"
+                      f"  ({100 * floor / gpu:5.1f}% of copy)  err {err:.1e}", flush=True)
+    # Host cost per call (tiny inputs, launches queued without synchronisation).
+    xt = torch.randn((8, 64), device=dev).half()
+    bt = torch.randn((64,), device=dev).half()
+    host = {
+        "fwd": common.host_overhead_us(
+            lambda: D.dropout_bias_act_forward(xt, bt, P, 1, 0, "gelu"), 1000),
+        "bwd": common.host_overhead_us(
+            lambda: D.dropout_bias_act_backward(xt, xt, bt, P, 1, 0, "gelu"), 1000),
+        "bwd nobias": common.host_overhead_us(lambda: D.dropout_bias_act_backward(
+            xt, xt, bt, P, 1, 0, "gelu", need_bias_grad=False), 1000),
+    }
+    result = {"shape": [m, n], "dtype": dtype, "p": P, "copy_gbps": round(copy, 1),
+              "device": torch.cuda.get_device_name() if dev == "cuda" else dev,
+              "rows": rows, "registers": regs,
+              "host_us_per_call": {k: round(v, 1) for k, v in host.items()},
+              "seconds": round(time.perf_counter() - t0, 1)}
+    return result
+
+
+def markdown(res):
+    lines = [f"dropout sweep, {res['dtype']} {res['shape'][0]}x{res['shape'][1]}, p={res['p']}, "
+             f"{res['device']}, copy {res['copy_gbps']} GB/s",
+             "",
+             "| config | act | case | call us | gpu us | % of copy (gpu) | max rel err |",
+             "|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        lines.append(f"| {r['config']} | {r['activation']} | {r['case']} | {r['call_us']} | "
+                     f"{r['gpu_us']} | {r['pct_copy_gpu']} | {r['max_rel_err']:.1e} |")
+    lines += ["", "registers (fwd / bwd): " + "; ".join(
+        f"{k} {v['fwd']}/{v['bwd']}" for k, v in res["registers"].items()),
+        "host us per call (tiny inputs): " + ", ".join(
+            f"{k} {v}" for k, v in res["host_us_per_call"].items()),
+        f"total {res['seconds']} s"]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    res = run(args)
+    md = markdown(res)
+    print(md)
+    with open(os.path.join(args.out, "tune_dropout.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    with open(os.path.join(args.out, "tune_dropout.md"), "w") as f:
+        f.write(md + "\n")
+
+
+if __name__ == "__main__":
+    main()

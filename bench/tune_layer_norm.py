@@ -1,0 +1,245 @@
+"""LayerNorm tuning sweep on the GPU (issue 4): numba-fused forward and backward (lock
+and deterministic dW/dB) against torch eager, fp16, M x N = 16384 x 4096 elements
+for N in {768, 1024, 4096, 8192, 16384}, plus a few launch knobs at 16384 x 4096.
+
+    python3 bench/tune_layer_norm.py --out DIR [--reps 50] [--quick]
+
+Method (SPEC): every output is first checked against float64 (y, mean, rstd, dx on a
+slice of rows through ``layer_norm_ref``; dw, db over all rows in float64 on the GPU);
+then CUDA events around each call, a GPU sleep queued before every timed call (so the
+host's launch work never shows as GPU idle time), median of ``--reps`` calls over 3
+rotated input sets larger than L2. Writes DIR/tune_layer_norm.json and .md and prints
+the table. Registers per kernel and resident blocks per SM are reported too.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import numba_fused  # noqa: E402,F401
+from numba_fused import layer_norm as ln  # noqa: E402
+
+TOTAL = 16384 * 4096
+NS = (768, 1024, 4096, 8192, 16384)
+TOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
+SLICE_ROWS = 48
+
+
+def _sleep_cycles():
+    """GPU cycles for ~200 us (enough for the host to queue one op's launches)."""
+    clock_khz = torch.cuda.get_device_properties(0).clock_rate if hasattr(
+        torch.cuda.get_device_properties(0), "clock_rate") else 1_980_000
+    return int(clock_khz * 1e3 * 200e-6)
+
+
+def time_fn(fn, sets, reps, sleep):
+    """Median GPU milliseconds of fn(*set) over reps calls cycling through sets."""
+    for s in sets:  # warm-up: compiles, caches, allocator
+        fn(*s)
+        fn(*s)
+    torch.cuda.synchronize()
+    times = []
+    for i in range(reps):
+        s = sets[i % len(sets)]
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(sleep)
+        start.record()
+        fn(*s)
+        end.record()
+        times.append((start, end))
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in times)
+
+
+def copy_tbps():
+    a = torch.empty(2**29, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(10):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        b.copy_(a)
+        e.record()
+        ts.append((s, e))
+    torch.cuda.synchronize()
+    ms = statistics.median(s.elapsed_time(e) for s, e in ts)
+    return 2 * a.numel() / (ms * 1e-3) / 1e12
+
+
+def make_sets(m, n, dtype, count=3, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    out = []
+    for i in range(count):
+        x = torch.randn((m, n), generator=g, device="cuda", dtype=torch.float32)
+        x = (x * 2.0 + 0.5).to(dtype)
+        w = (torch.randn(n, generator=g, device="cuda") * 0.5 + 1.0).to(dtype)
+        b = torch.randn(n, generator=g, device="cuda").to(dtype)
+        dy = torch.randn((m, n), generator=g, device="cuda").to(dtype)
+        out.append((x, w, b, dy))
+    return out
+
+
+def rel(out, ref):
+    out = out.detach().double().cpu().numpy() if torch.is_tensor(out) else np.asarray(out, np.float64)
+    ref = ref.detach().double().cpu().numpy() if torch.is_tensor(ref) else np.asarray(ref, np.float64)
+    if not np.all(np.isfinite(out)):
+        return float("inf")
+    den = np.linalg.norm(ref)
+    return float(np.linalg.norm(out - ref) / (den if den else 1.0))
+
+
+def check(x, w, b, dy, dtype_name):
+    """Max relative error of our outputs against float64 (lock and deterministic)."""
+    y, mean, rstd = ln.layer_norm_forward(x, w, b)
+    errs = {}
+    sl = slice(0, SLICE_ROWS)
+    yr, mr, rr, dxr, _, _ = ln.layer_norm_ref(x[sl], w, b, grad_out=dy[sl])
+    errs["y"] = rel(y[sl], yr)
+    errs["mean"] = rel(mean[sl], mr)
+    errs["rstd"] = rel(rstd[sl], rr)
+    x64 = x.double()
+    mu = x64.mean(-1, keepdim=True)
+    xhat = (x64 - mu) * torch.rsqrt(((x64 - mu) ** 2).mean(-1, keepdim=True) + 1e-5)
+    dwr = (dy.double() * xhat).sum(0)
+    dbr = dy.double().sum(0)
+    del x64, xhat
+    for det in (False, True):
+        gx, gw, gb = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=det)
+        tag = "det" if det else "lock"
+        errs[f"dx_{tag}"] = rel(gx[sl], dxr)
+        errs[f"dw_{tag}"] = rel(gw, dwr)
+        errs[f"db_{tag}"] = rel(gb, dbr)
+    worst = max(errs.values())
+    return worst, errs, worst < TOL[dtype_name]
+
+
+def kernel_info(m, n, dtype_name, det):
+    """(forward kernel name, regs, blocks/SM), (backward ...) the launchers pick."""
+    info = {}
+    vec = ln._vec_of(dtype_name, True)
+    for direction, factory, key in (("fwd", ln.make_forward_kernel, "fwd_block"),
+                                    ("bwd", ln.make_backward_kernel, "bwd_block")):
+        words, tpr = ln._row_layout(n, vec, direction, m)
+        full = bool(words) and tpr * words * vec == n
+        k = factory(dtype_name, False, True, True, True, words,
+                    bool(ln._tune["prefetch"]) if words else True, full)
+        if words:
+            rpb = ln._rows_per_block(key, tpr, m, direction, vec, words)
+            shared = (2 if direction == "fwd" else 1) * words * vec * tpr * 4
+            per_sm = ln._resident_blocks(k, tpr * rpb, shared)
+        else:
+            rpb, per_sm = 1, None
+        info[direction] = {"kernel": k.name, "regs": k.regs_per_thread, "words": words,
+                           "tpr": tpr, "rows_per_block": rpb, "blocks_per_sm": per_sm}
+    return info
+
+
+def run_case(m, n, dtype, reps, sleep, tune=None, torch_too=True):
+    dname = str(dtype).replace("torch.", "")
+    sets = make_sets(m, n, dtype)
+    res = {"m": m, "n": n, "dtype": dname, "tune": tune or {}}
+    with ln.tuning(**(tune or {})):
+        worst, errs, ok = check(*sets[0], dname)
+        res.update(check_ok=ok, worst_err=worst, errors=errs)
+        res["kernels"] = kernel_info(m, n, dname, False)
+        fsets = [(x, w, b) for x, w, b, dy in sets]
+        res["fwd_ms"] = time_fn(lambda x, w, b: ln.layer_norm_forward(x, w, b), fsets, reps, sleep)
+        bsets = []
+        for x, w, b, dy in sets:
+            y, mean, rstd = ln.layer_norm_forward(x, w, b)
+            bsets.append((dy, x, w, b, mean, rstd))
+        for det in (False, True):
+            res[f"bwd_{'det' if det else 'lock'}_ms"] = time_fn(
+                lambda dy, x, w, b, mean, rstd, det=det: ln.layer_norm_backward(
+                    dy, x, w, b, mean, rstd, deterministic=det), bsets, reps, sleep)
+    if torch_too:
+        res["torch_fwd_ms"] = time_fn(lambda x, w, b: F.layer_norm(x, (n,), w, b, 1e-5),
+                                      fsets, reps, sleep)
+        tsets = []
+        for x, w, b, dy in sets:
+            _, tm, tr = torch.ops.aten.native_layer_norm(x, (n,), w, b, 1e-5)
+            tsets.append((dy, x, tm, tr, w, b))
+        res["torch_bwd_ms"] = time_fn(
+            lambda dy, x, tm, tr, w, b: torch.ops.aten.native_layer_norm_backward(
+                dy, x, (n,), tm, tr, w, b, [True, True, True]), tsets, reps, sleep)
+    del sets, fsets, bsets
+    torch.cuda.empty_cache()
+    return res
+
+
+def fmt_us(ms):
+    return f"{ms * 1e3:7.1f}" if ms is not None else "      -"
+
+
+def table(rows, copy):
+    lines = ["| M x N | fwd us (torch) | bwd lock us | bwd det us (torch) | fwd/bwd % of copy | "
+             "worst err | fwd kernel regs/blk/SM | bwd kernel regs/blk/SM | tune |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        el = r["m"] * r["n"] * 2
+        fwd_pct = 2 * el / (r["fwd_ms"] * 1e-3) / (copy * 1e12) * 100
+        bwd = min(r["bwd_lock_ms"], r["bwd_det_ms"])
+        bwd_pct = 3 * el / (bwd * 1e-3) / (copy * 1e12) * 100
+        kf, kb = r["kernels"]["fwd"], r["kernels"]["bwd"]
+        lines.append(
+            f"| {r['m']}x{r['n']} | {fmt_us(r['fwd_ms'])} ({fmt_us(r.get('torch_fwd_ms'))}) | "
+            f"{fmt_us(r['bwd_lock_ms'])} | {fmt_us(r['bwd_det_ms'])} ({fmt_us(r.get('torch_bwd_ms'))}) | "
+            f"{fwd_pct:4.0f} / {bwd_pct:4.0f} | {r['worst_err']:.1e}{'' if r['check_ok'] else ' FAIL'} | "
+            f"w{kf['words']}x{kf['tpr']} {kf['regs']}/{kf['rows_per_block']}r/{kf['blocks_per_sm']} | "
+            f"w{kb['words']}x{kb['tpr']} {kb['regs']}/{kb['rows_per_block']}r/{kb['blocks_per_sm']} | "
+            f"{r['tune'] or ''} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--quick", action="store_true", help="N = 4096 only, no knob sweep")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    t0 = time.time()
+    dev = torch.cuda.get_device_name(0)
+    copy = copy_tbps()
+    sleep = _sleep_cycles()
+    print(f"{dev}: copy {copy:.2f} TB/s (read + write)", flush=True)
+    rows = []
+    for n in ((4096,) if args.quick else NS):
+        rows.append(run_case(TOTAL // n, n, torch.float16, args.reps, sleep))
+        print(table(rows[-1:], copy).splitlines()[-1], f"[{time.time() - t0:.0f} s]", flush=True)
+    if not args.quick:
+        m, n = 16384, 4096
+        for tune in ({"prefetch": False}, {"fwd_blocks_per_sm": 2, "bwd_blocks_per_sm": 1},
+                     {"fwd_block": 128, "bwd_block": 512}):
+            rows.append(run_case(m, n, torch.float16, args.reps, sleep, tune, torch_too=False))
+            print(table(rows[-1:], copy).splitlines()[-1], f"[{time.time() - t0:.0f} s]", flush=True)
+        for dt in (torch.bfloat16, torch.float32):
+            rows.append(run_case(m, n, dt, args.reps, sleep))
+            print(table(rows[-1:], copy).splitlines()[-1], f"[{time.time() - t0:.0f} s]", flush=True)
+    md = f"{dev}, copy {copy:.2f} TB/s, numba-fused LayerNorm (w, b), median of {args.reps}\n\n"
+    md += table(rows, copy) + "\n"
+    print("\n" + md)
+    with open(os.path.join(args.out, "tune_layer_norm.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(args.out, "tune_layer_norm.json"), "w") as f:
+        json.dump({"device": dev, "copy_tbps": copy, "rows": rows}, f, indent=1, default=str)
+    print(f"total {time.time() - t0:.0f} s")
+    return 0 if all(r["check_ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
