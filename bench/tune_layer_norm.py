@@ -140,7 +140,7 @@ def kernel_info(m, n, dtype_name, det):
         if words:
             rpb = ln._rows_per_block(key, tpr, m, direction, vec, words)
             shared = (2 if direction == "fwd" else 1) * words * vec * tpr * 4
-            per_sm = ln._resident_blocks(k, tpr * rpb, shared)
+            per_sm = k.resident_blocks(tpr * rpb, shared, None)
         else:
             rpb, per_sm = 1, None
         info[direction] = {"kernel": k.name, "regs": k.regs_per_thread, "words": words,

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 from numba_fused.dtypes import STORAGE, canonical_dtype
-from numba_fused.launch import SIMULATOR
+from numba_fused.launch import SIMULATOR, pointer_device
 
 __all__ = [
     "KernelArray", "as_kernel_array", "empty_like_lib", "stream_handle",
@@ -230,10 +230,14 @@ def _from_cai(obj, name, lib):
         if any(s % dt.itemsize for s in strides):
             raise ValueError(f"{name}: strides {strides} are not a multiple of the item size")
         el = tuple(int(s) // dt.itemsize for s in strides)
-    device = None
+    ptr = int(cai["data"][0])
     if lib == "cupy":
         device = obj.device.id
-    return KernelArray(obj, lib, dtype, shape, el, ptr=int(cai["data"][0]), device=device)
+    else:
+        # The CUDA Array Interface does not name the device: ask the driver, so
+        # kernels launch where the memory is (issue #21).
+        device = pointer_device(ptr)
+    return KernelArray(obj, lib, dtype, shape, el, ptr=ptr, device=device)
 
 
 def as_kernel_array(obj, name):
@@ -323,11 +327,14 @@ def empty_like_lib(like, shape, dtype):
         return KernelArray(a, "numpy", dtype, shape, c_strides(shape), host=a)
     from numba import cuda
 
-    if poison:
-        fill = np.nan if storage.kind == "f" else np.iinfo(storage).max
-        a = cuda.to_device(np.full(shape, fill, dtype=storage))
-    else:
-        a = cuda.device_array(shape, dtype=storage)
+    with contextlib.ExitStack() as on_device:
+        if like.device is not None:
+            on_device.enter_context(cuda.gpus[like.device])
+        if poison:
+            fill = np.nan if storage.kind == "f" else np.iinfo(storage).max
+            a = cuda.to_device(np.full(shape, fill, dtype=storage))
+        else:
+            a = cuda.device_array(shape, dtype=storage)
     k = _from_cai(a, "output", "numba")
     k.dtype = dtype
     return k
@@ -365,5 +372,8 @@ def stream_handle(arr):
     if arr.lib == "cupy":
         import cupy
 
-        return cupy.cuda.get_current_stream().ptr
+        if arr.device is None or arr.device == cupy.cuda.runtime.getDevice():
+            return cupy.cuda.get_current_stream().ptr
+        with cupy.cuda.Device(arr.device):
+            return cupy.cuda.get_current_stream().ptr
     return 0

@@ -28,7 +28,8 @@ from numba import config, cuda, types
 
 from . import _compat
 
-__all__ = ["Kernel", "PreparedLaunch", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv", "sm_count"]
+__all__ = ["Kernel", "PreparedLaunch", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv", "sm_count",
+           "pointer_device"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
@@ -90,7 +91,74 @@ def _libcuda():
     lib.cuLaunchKernel.restype = ctypes.c_int
     lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
     lib.cuCtxGetCurrent.restype = ctypes.c_int
+    lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
+    lib.cuCtxSetCurrent.restype = ctypes.c_int
+    lib.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
+    lib.cuPointerGetAttribute.restype = ctypes.c_int
     return lib
+
+
+_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+
+
+def pointer_device(ptr):
+    """CUDA device ordinal that owns device pointer ``ptr``, or None (host memory, a null
+    pointer, the simulator, or no driver). For arrays that do not say where they live
+    (numba device arrays, CUDA Array Interface producers)."""
+    if SIMULATOR or not ptr:
+        return None
+    lib = _libcuda()
+    if lib is None:
+        return None
+    dev = ctypes.c_int(-1)
+    if lib.cuPointerGetAttribute(ctypes.byref(dev), _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr):
+        return None
+    return dev.value
+
+
+@functools.lru_cache(maxsize=None)
+def _primary_context(device):
+    """Raw handle of device ``device``'s primary context: numba's context for it, and
+    the one torch and CuPy use, so memory they allocate there is valid in it."""
+    with cuda.gpus[device]:
+        return int(cuda.current_context().handle)
+
+
+class _ContextTLS(threading.local):
+    def __init__(self):
+        self.cur = ctypes.c_void_p()
+
+
+_CTX = _ContextTLS()
+
+
+def _enter(lib, device):
+    """Make ``device``'s primary context current for a launch; returns the context to
+    restore afterwards (None: nothing to restore). ``device`` None (arrays that could
+    not say where they live) keeps the caller's context, or numba's where a thread
+    has none yet (e.g. one of autograd's worker threads)."""
+    cur = _CTX.cur
+    lib.cuCtxGetCurrent(ctypes.byref(cur))
+    prev = cur.value
+    if device is None:
+        if not prev:
+            cuda.current_context()
+        return None
+    want = _primary_context(device)
+    if prev == want:
+        return None
+    lib.cuCtxSetCurrent(want)
+    # A thread with no context keeps the one it was given (as torch leaves it).
+    return prev or None
+
+
+def _device_of(args, array_idx):
+    """Device ordinal of the first array argument that knows its device, else None."""
+    for i in array_idx:
+        dev = args[i].device
+        if dev is not None:
+            return dev
+    return None
 
 
 def _driver_error(lib, code):
@@ -198,7 +266,10 @@ class Kernel:
                 plan.append((slot, 1, kind, _SLOT_VIEWS[kind][1]))
                 slot += 1
         self._plan = tuple(plan)
-        self._smem_limit = _DEFAULT_DYNAMIC_SMEM
+        self._array_idx = tuple(i for i, t in enumerate(self.argtypes) if isinstance(t, types.Array))
+        self._smem_limit = {}  # device -> dynamic shared memory bytes allowed there
+        self._on_device = {}  # device -> (numba function, raw kernel handle)
+        self._occupancy = {}  # (device, threads, shared) -> resident blocks per SM
         self._nslots = slot
         self._tls = threading.local()
 
@@ -222,6 +293,41 @@ class Kernel:
         kernel = disp.overloads[self.argtypes]
         cufunc = kernel._codelibrary.get_cufunc()
         return kernel, cufunc.kernel, int(cufunc.handle)
+
+    def function(self, device):
+        """(numba function object, raw handle) of the kernel loaded for CUDA device
+        ``device`` (an ordinal; None: the current one). The module is loaded into each
+        device's context on first use there."""
+        hit = self._on_device.get(device)
+        if hit is None:
+            kernel = self._compiled[0]
+            if device is None:
+                cufunc = kernel._codelibrary.get_cufunc()
+            else:
+                with cuda.gpus[device]:
+                    cufunc = kernel._codelibrary.get_cufunc()
+            hit = self._on_device[device] = (cufunc, int(cufunc.handle))
+        return hit
+
+    def resident_blocks(self, threads, shared, device):
+        """Blocks of ``threads`` threads with ``shared`` bytes of dynamic shared memory
+        one SM of ``device`` holds at once (the driver's occupancy calculator, after
+        raising the kernel's shared-memory limit and carveout there). Cached: launch
+        heuristics ask on every call. 1 under the simulator."""
+        if SIMULATOR:
+            return 1
+        key = (device, int(threads), int(shared))
+        n = self._occupancy.get(key)
+        if n is None:
+            from numba.cuda.cudadrv.driver import driver
+
+            self._ensure_smem(int(shared), device)
+            cufunc = self.function(device)[0]
+            with cuda.gpus[cufunc.device.id]:
+                n = max(1, int(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    cufunc.handle, int(threads), int(shared))))
+            self._occupancy[key] = n
+        return n
 
     def compile(self):
         """Compile now (GPU) or prepare the simulated dispatcher; returns self."""
@@ -259,8 +365,8 @@ class Kernel:
             host = [FakeCUDAArray(a.host) if t is None else a for a, t in zip(args, self._convert)]
             self.dispatcher[grid, block, 0, shared](*host)
             return
-        if shared > self._smem_limit:
-            self._raise_smem_limit(shared)
+        if shared > _DEFAULT_DYNAMIC_SMEM:
+            self._ensure_smem(shared, _device_of(args, self._array_idx))
         mode = _MODE[0] or launch_mode()
         if mode == "direct":
             lib = _libcuda()
@@ -268,8 +374,13 @@ class Kernel:
                 self._launch_direct(lib, grid, block, stream, args, shared)
                 return
             mode = "core"
+        device = _device_of(args, self._array_idx)
         if mode == "dispatcher":
-            self._launch_dispatcher(grid, block, stream, args, shared)
+            if device is None:
+                self._launch_dispatcher(grid, block, stream, args, shared)
+            else:
+                with cuda.gpus[device]:
+                    self._launch_dispatcher(grid, block, stream, args, shared)
             return
         from cuda.core import launch
 
@@ -279,19 +390,19 @@ class Kernel:
                 flat.extend(a.abi_args)
             else:
                 flat.append(conv(a))
-        launch(_core_stream(stream), self._config(grid, block, shared), self._compiled[1], *flat)
+        if device is None:
+            launch(_core_stream(stream), self._config(grid, block, shared), self._compiled[1], *flat)
+            return
+        with cuda.gpus[device]:
+            launch(_core_stream(stream), self._config(grid, block, shared),
+                   self.function(device)[0].kernel, *flat)
 
     def _launch_direct(self, lib, grid, block, stream, args, shared):
-        handle = self._compiled[2]
+        device = _device_of(args, self._array_idx)
+        handle = self.function(device)[1]
         buf = getattr(self._tls, "buf", None)
         if buf is None:
             buf = self._tls.buf = _ParamBuffer(self._nslots)
-            # A thread that has never touched CUDA (e.g. one of autograd's worker
-            # threads) may have no current context: make numba's (the primary) current.
-            cur = ctypes.c_void_p()
-            lib.cuCtxGetCurrent(ctypes.byref(cur))
-            if not cur.value:
-                cuda.current_context()
         slots = buf.slots
         views = buf.views
         for a, (first, n, kind, mult) in zip(args, self._plan):
@@ -307,35 +418,46 @@ class Kernel:
             bx, by, bz = block, 1, 1
         else:
             bx, by, bz = _dim3(block)
+        # The launch runs in the context of the arrays' device, whatever device the
+        # caller has current (issue #21: another device's pointers are garbage in the
+        # current one's context); the caller's context is put back afterwards.
+        prev = _enter(lib, device)
         err = lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream or None,
                                  buf.ptrs, None)
+        if prev is not None:
+            lib.cuCtxSetCurrent(prev)
         if err:
             raise _driver_error(lib, err)
 
-    def prepare(self, grid, block, shared, args, dynamic=()):
+    def prepare(self, grid, block, shared, args, dynamic=(), device=None):
         """A :class:`PreparedLaunch` of this kernel: geometry and every argument fixed
         as in ``args`` (as :meth:`launch` takes them) except the arrays' data pointers
         and the scalar arguments at the indices in ``dynamic``, which each call
         supplies. For hot paths that already validated their inputs (the torch front
         ends' per-signature plans): a call costs one driver launch plus a few slot
-        writes. GPU only."""
+        writes. ``device``: the CUDA device it launches on (None: the first template
+        array's, else the caller's current context). GPU only."""
         if SIMULATOR:
             raise RuntimeError("prepared launches need a GPU (the simulator has no driver)")
-        return PreparedLaunch(self, grid, block, shared, args, dynamic)
+        return PreparedLaunch(self, grid, block, shared, args, dynamic, device)
 
-    def _raise_smem_limit(self, nbytes):
-        """Allow ``nbytes`` of dynamic shared memory (the driver's default cap is 48 KiB;
-        numba has no API for this) and prefer the whole L1/shared carveout as shared."""
+    def _ensure_smem(self, nbytes, device):
+        """Allow at least ``nbytes`` of dynamic shared memory on ``device`` (the
+        driver's default cap is 48 KiB; numba has no API for this) and prefer the whole
+        L1/shared carveout as shared. The attributes are per device."""
+        if nbytes <= self._smem_limit.get(device, 0):
+            return
         from numba.cuda.cudadrv.driver import binding, driver
 
-        cufunc = self._compiled[0]._codelibrary.get_cufunc()
+        cufunc = self.function(device)[0]
         attrs = binding.CUfunction_attribute
         dev = cufunc.device.id
+        nbytes = max(nbytes, _DEFAULT_DYNAMIC_SMEM)
         driver.cuKernelSetAttribute(attrs.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     nbytes, cufunc.handle, dev)
         driver.cuKernelSetAttribute(attrs.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                     100, cufunc.handle, dev)
-        self._smem_limit = nbytes
+        self._smem_limit[device] = nbytes
 
     def _config(self, grid, block, shared):
         key = (grid, block, shared)
@@ -363,13 +485,16 @@ class PreparedLaunch:
     arrays of those shapes and strides, so plans are cached by shape.
     """
 
-    __slots__ = ("kernel", "dims", "shared", "_template", "_ptr_slots", "_val_slots", "_tls",
-                 "_lib", "_handle", "_bind")
+    __slots__ = ("kernel", "dims", "shared", "device", "_template", "_ptr_slots", "_val_slots",
+                 "_tls", "_lib", "_handle", "_bind")
 
-    def __init__(self, kernel, grid, block, shared, args, dynamic=()):
+    def __init__(self, kernel, grid, block, shared, args, dynamic=(), device=None):
         kernel.compile()
-        if shared > kernel._smem_limit:
-            kernel._raise_smem_limit(shared)
+        if device is None:
+            device = _device_of(args, kernel._array_idx)
+        self.device = device
+        if shared > _DEFAULT_DYNAMIC_SMEM:
+            kernel._ensure_smem(shared, device)
         self.kernel = kernel
         self.dims = _dim3(grid) + _dim3(block)
         self.shared = int(shared)
@@ -393,16 +518,12 @@ class PreparedLaunch:
         self._lib = _libcuda()
         if self._lib is None:
             raise RuntimeError("libcuda.so.1 not found: prepared launches need the CUDA driver")
-        self._handle = kernel._compiled[2]
-        self._bind = _bindings_launch(kernel._compiled[1])
+        func, self._handle = kernel.function(device)
+        self._bind = _bindings_launch(func.kernel)
 
     def _buffer(self):
         buf = _ParamBuffer(len(self._template) // 8)
         ctypes.memmove(buf.slots, self._template, len(self._template))
-        cur = ctypes.c_void_p()
-        self._lib.cuCtxGetCurrent(ctypes.byref(cur))
-        if not cur.value:
-            cuda.current_context()
         self._tls.buf = buf
         return buf
 
@@ -418,6 +539,7 @@ class PreparedLaunch:
             for (kind, idx), v in zip(self._val_slots, values):
                 views[kind][idx] = v
         gx, gy, gz, bx, by, bz = self.dims
+        prev = _enter(self._lib, self.device)
         if self._bind is not None:
             launch, kern, streams = self._bind
             hs = streams.get(stream)
@@ -427,6 +549,8 @@ class PreparedLaunch:
         else:
             err = self._lib.cuLaunchKernel(self._handle, gx, gy, gz, bx, by, bz,
                                            self.shared, stream or None, buf.ptrs, None)
+        if prev is not None:
+            self._lib.cuCtxSetCurrent(prev)
         if err:
             raise _driver_error(self._lib, int(err))
 

@@ -76,6 +76,7 @@ from numba_fused.dtypes import STORAGE
 from . import checks, dtypes
 from .intrinsics import u32_as_f32
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
+from .plan import NOW, Recorder
 from .reductions import WARP, warp_sum
 
 __all__ = [
@@ -1634,27 +1635,12 @@ def group_size_m(n):
 
 
 @functools.lru_cache(maxsize=None)
-def _resident_blocks(kernel, threads, shared):
-    """Blocks of ``kernel`` (``threads`` threads, ``shared`` bytes of dynamic shared
-    memory) one SM holds at once, from the driver's occupancy calculator (the
-    kernel's dynamic shared memory limit raised and its carveout set to all-shared
-    first). 1 under the simulator."""
-    if SIMULATOR:
-        return 1
-    from numba.cuda.cudadrv.driver import driver
-
-    kernel._raise_smem_limit(max(int(shared), kernel._smem_limit))
-    cufunc = kernel._compiled[0]._codelibrary.get_cufunc()
-    return max(1, int(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-        cufunc.handle, int(threads), int(shared))))
-
-
 def _persistent_grid(kernel, arr, threads, shared, units, force, cap):
     """Grid of a persistent row kernel: ``units`` (row blocks) at most, else SMs x
     resident blocks per SM (at most ``cap`` per SM); ``force`` overrides."""
     if force is not None:
         return max(1, min(units, int(force)))
-    per_sm = _resident_blocks(kernel, threads, shared)
+    per_sm = kernel.resident_blocks(threads, shared, arr.device)
     if cap is not None:
         per_sm = min(per_sm, int(cap))
     return max(1, min(units, _sm_count(arr) * per_sm))
@@ -1805,7 +1791,7 @@ def _zero(a):
                               [_view(a, "uint8"), nbytes])
 
 
-def _forward(x, weight, bias, eps, rms):
+def _forward(x, weight, bias, eps, rms, ex=NOW):
     xa = _check_input(x, "x")
     n = xa.shape[-1]
     lead = xa.shape[:-1]
@@ -1819,10 +1805,12 @@ def _forward(x, weight, bias, eps, rms):
         return y, mean, empty_like_lib(xa, lead, "float32")
     if n == 0:
         raise ValueError(f"x's last dimension (the normalized one) must be >= 1, got shape {xa.shape}")
+    if ex.recording:
+        xa, wa, ba = ex.inputs
     dtype = xa.dtype
-    y = empty_like_lib(xa, xa.shape, dtype)
-    mean = None if rms else empty_like_lib(xa, lead, "float32")
-    rstd = empty_like_lib(xa, lead, "float32")
+    y = ex.alloc(xa, xa.shape, dtype)
+    mean = None if rms else ex.alloc(xa, lead, "float32")
+    rstd = ex.alloc(xa, lead, "float32")
     vector = _can_vectorize(n, dtype, (xa, wa, ba, y))
     vec = _vec_of(dtype, vector)
     words, tpr = _row_layout(n, vec, "fwd", m)
@@ -1841,14 +1829,14 @@ def _forward(x, weight, bias, eps, rms):
     vdt = _view_dtype(dtype, vector)
     xv = _view(xa, vdt)
     rv = _view(rstd, "float32")
-    kernel.launch((grid,), (tpr, rpb), stream_handle(xa), [
+    ex.launch(kernel, (grid,), (tpr, rpb), stream_handle(xa), [
         xv, xv if wa is None else _view(wa, vdt), xv if ba is None else _view(ba, vdt),
         _view(y, vdt), _unused(rv, "float32") if mean is None else _view(mean, "float32"), rv,
         m, n, eps], shared=shared)
     return y, mean, rstd
 
 
-def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms):
+def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW):
     ga = _check_input(grad_out, "grad_out")
     xa = _check_input(x, "x")
     checks.check_same_dtype(ga, "grad_out", (xa, "x"))
@@ -1878,7 +1866,9 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms):
         return gx, outs[0], outs[1]
     if n == 0:
         raise ValueError(f"x's last dimension (the normalized one) must be >= 1, got shape {xa.shape}")
-    gx = empty_like_lib(ga, ga.shape, dtype)
+    if ex.recording:
+        ga, xa, wa, ba, meana, rstda = ex.inputs
+    gx = ex.alloc(ga, ga.shape, dtype)
     stream = stream_handle(ga)
     vector = _can_vectorize(n, dtype, (ga, xa, wa, gx))
     vec = _vec_of(dtype, vector)
@@ -1905,31 +1895,30 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms):
     else:
         ngroups = 1
         nparts = grid
-    pw = empty_like_lib(ga, (nparts * n,), "float32") if has_w else None
-    pb = empty_like_lib(ga, (nparts * n,), "float32") if has_b else None
+    pw = ex.alloc(ga, (nparts * n,), "float32") if has_w else None
+    pb = ex.alloc(ga, (nparts * n,), "float32") if has_b else None
     rv = _view(rstda, "float32")
     if use_lock:
-        locks = empty_like_lib(ga, (2 * ngroups,), "int32")
-        _zero(locks)
+        locks = ex.alloc(ga, (2 * ngroups,), "int32", zero=_zero)
     else:
         locks = _view(rstda, "int32")
     vdt = _view_dtype(dtype, vector)
     gv = _view(ga, vdt)
-    kernel.launch((grid,), (tpr, rpb), stream, [
+    ex.launch(kernel, (grid,), (tpr, rpb), stream, [
         gv, _view(xa, vdt), gv if wa is None else _view(wa, vdt),
         rv if meana is None else _view(meana, "float32"), rv, _view(gx, vdt),
         rv if pw is None else pw, rv if pb is None else pb, locks,
         m, n, ngroups, 1 if use_lock else 0], shared=shared)
     gw = gb = None
     if affine:
-        gw = empty_like_lib(ga, wa.shape, dtype) if has_w else None
-        gb = empty_like_lib(ga, ba.shape, dtype) if has_b else None
+        gw = ex.alloc(ga, wa.shape, dtype) if has_w else None
+        gb = ex.alloc(ga, ba.shape, dtype) if has_b else None
         pairs = [(p, o) for p, o in ((pw, gw), (pb, gb)) if p is not None]
         (p0, o0), (p1, o1) = pairs[0], pairs[-1]
         bx, by = _tune["reduce_block"]
         o0 = _view(o0, dtype)
         o1 = _view(o1, dtype) if len(pairs) == 2 else _unused(o0, dtype)
-        make_dwdb_kernel(dtype).launch((cdiv(n, bx), len(pairs)), (bx, by), stream, [
+        ex.launch(make_dwdb_kernel(dtype), (cdiv(n, bx), len(pairs)), (bx, by), stream, [
             p0, p1, o0, o1, nparts, n])
     return gx, gw, gb
 
@@ -1983,6 +1972,35 @@ def rms_norm_backward(grad_out, x, weight, rstd, deterministic=False):
     Returns ``(grad_x, grad_weight or None)``."""
     gx, gw, _ = _backward(grad_out, x, weight, None, None, rstd, deterministic, rms=True)
     return gx.owner, _owner(gw)
+
+
+def forward_plan(x, weight, bias, eps, rms=False):
+    """A :class:`~numba_fused.plan.Plan` of :func:`layer_norm_forward` (``rms``:
+    :func:`rms_norm_forward`) for inputs of the signature of ``x``, ``weight``,
+    ``bias`` (arrays as the public functions take them; validated here as there).
+    Its inputs are ``(x, weight, bias)`` (bias ignored with ``rms``), its outputs
+    ``(y, mean or None, rstd)``. GPU only; x must not be empty."""
+    arrays = _plan_inputs(x, weight, None if rms else bias)
+    rec = Recorder(arrays)
+    return rec.plan(_forward(x, weight, None if rms else bias, eps, rms, ex=rec))
+
+
+def backward_plan(grad_out, x, weight, bias, mean, rstd, deterministic=False, rms=False):
+    """A :class:`~numba_fused.plan.Plan` of :func:`layer_norm_backward` (``rms``:
+    :func:`rms_norm_backward`, mean None) for inputs of this signature. Its inputs are
+    ``(grad_out, x, weight, bias, mean, rstd)``, its outputs ``(grad_x, grad_weight or
+    None, grad_bias or None)``. GPU only; x must not be empty."""
+    bias = None if rms else bias
+    mean = None if rms else mean
+    arrays = _plan_inputs(grad_out, x, weight, bias, mean, rstd)
+    rec = Recorder(arrays)
+    return rec.plan(_backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=rec))
+
+
+def _plan_inputs(*objs):
+    from interop.dlpack import as_kernel_array
+
+    return [None if o is None else as_kernel_array(o, "input") for o in objs]
 
 
 # ---------------------------------------------------------------------------------

@@ -814,13 +814,14 @@ def make_act_grad_kernel(dtype, vec, threads=ACT_GRAD_THREADS):
 # ---------------------------------------------------------------------------
 
 
-def _pick_config(Mg, Ng):
+def _pick_config(Mg, Ng, device=None):
     """Tensor-core tiling for an ``Mg x Ng`` output: the large tiles when they fill
-    every SM at least twice, else the small ones; the simulator's tiny ones there."""
+    every SM of ``device`` (None: the current one) at least twice, else the small
+    ones; the simulator's tiny ones there."""
     if SIMULATOR:
         return TC_SIM
     tiles = cdiv(Mg, TC_LARGE.bm) * cdiv(Ng, TC_LARGE.bn)
-    return TC_LARGE if tiles >= 2 * sm_count() else TC_SMALL
+    return TC_LARGE if tiles >= 2 * sm_count(device) else TC_SMALL
 
 
 def _address(arr):
@@ -833,7 +834,7 @@ def _flat(arr):
     return arr.reshape((arr.size,))
 
 
-def _gemm_setup(role, dtype, Mg, Ng, vec_ab):
+def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None):
     """(kernel, grid, block, shared bytes) of one GEMM; the tiling is ``_pick_config``'s
     (tests and benchmarks patch it)."""
     if dtype == "float32":
@@ -841,7 +842,7 @@ def _gemm_setup(role, dtype, Mg, Ng, vec_ab):
         kernel = make_simt_kernel(role, cfg)
         shared = 0
     else:
-        cfg = _pick_config(Mg, Ng)
+        cfg = _pick_config(Mg, Ng, device)
         kernel = make_tc_kernel(role, dtype, vec_ab, cfg)
         shared = cfg.smem_bytes
     return kernel, (cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn),), (cfg.threads,), shared
@@ -854,12 +855,13 @@ def _template(dtype, size):
 
 
 @functools.lru_cache(maxsize=512)
-def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes):
-    """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM; ``sizes``:
-    element counts of the five array arguments (a, b, bias, aux, out)."""
-    kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab)
+def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes, device):
+    """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM on CUDA device
+    ``device``; ``sizes``: element counts of the five array arguments (a, b, bias,
+    aux, out)."""
+    kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device)
     args = [_template(dtype, n) for n in sizes] + [Mg, Ng, Kg, lda, ldb, ldc, act, flags]
-    return kernel.prepare(grid, block, shared, args)
+    return kernel.prepare(grid, block, shared, args, device=device)
 
 
 def _vec_flags(role, dtype, ldc, act, flags, out_ok, aux_ok, bias_ok):
@@ -893,23 +895,25 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
                       shared=shared)
         return
     plan = _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab,
-                          tuple(t.size for t in flat))
+                          tuple(t.size for t in flat), out.device)
     plan.launch(stream, [t.ptr for t in flat])
 
 
-def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w_aligned):
+def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w_aligned,
+                 device=None):
     """A launcher for :func:`linear_act_forward` on already-validated inputs: returns
     ``launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, preact_ptr)`` for contiguous x
     ``[M, K]``, weight ``[N, K]``, bias ``[N]`` (pointer ignored unless ``has_bias``),
     fresh 16-byte aligned outputs y and preact ``[M, N]`` (preact ignored unless
     ``save_preact``); ``x_aligned`` / ``w_aligned``: whether x / weight start 16-byte
-    aligned. The torch front end caches one per input signature (host cost)."""
+    aligned; ``device``: the CUDA device ordinal the tensors live on. The torch front
+    end caches one per input signature (host cost)."""
     act = ACT_CODES[activation]
     flags = (F_BIAS if has_bias else 0) | (F_PREACT if save_preact else 0)
     flags = _vec_flags("fwd", dtype, N, act, flags, True, True, True)
     plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags,
                           _vec_ab(dtype, x_aligned, w_aligned, K, K),
-                          (M * K, N * K, N if has_bias else M * N, M * N, M * N))
+                          (M * K, N * K, N if has_bias else M * N, M * N, M * N), device)
 
     def launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, pre_ptr):
         plan.launch(stream, (x_ptr, w_ptr, bias_ptr if has_bias else y_ptr,

@@ -46,7 +46,7 @@ def _forward(x, weight, bias, activation, save):
             N, K = weight.shape
             _FWD_PLANS.put(key, _la.forward_plan(x.numel() // K, N, K, dtype_name(x.dtype),
                                                  bias is not None, save, activation,
-                                                 x_ok, w_ok))
+                                                 x_ok, w_ok, x.device.index))
         return res if save else (res, None)
     y = torch.empty(x.shape[:-1] + weight.shape[:1], dtype=x.dtype, device=x.device)
     pre = torch.empty_like(y) if save else None
