@@ -226,7 +226,7 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
                     for x, w, b, g in sets]
         return (lambda g, x, w, pre: cla.linear_act_backward(g, x, w, pre, act)), prepared
     if prov == "numba_fused":
-        pick = (lambda Mg, Ng: cfg) if cfg is not None else la._pick_config
+        pick = (lambda Mg, Ng, device=None: cfg) if cfg is not None else la._pick_config
 
         def with_cfg(f):
             def call(*a):

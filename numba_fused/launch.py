@@ -29,7 +29,7 @@ from numba import config, cuda, types
 from . import _compat
 
 __all__ = ["Kernel", "PreparedLaunch", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv", "sm_count",
-           "pointer_device"]
+           "pointer_device", "memset_zero"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
@@ -95,7 +95,25 @@ def _libcuda():
     lib.cuCtxSetCurrent.restype = ctypes.c_int
     lib.cuPointerGetAttribute.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
     lib.cuPointerGetAttribute.restype = ctypes.c_int
+    lib.cuMemsetD8Async.argtypes = [ctypes.c_uint64, ctypes.c_ubyte, ctypes.c_size_t, ctypes.c_void_p]
+    lib.cuMemsetD8Async.restype = ctypes.c_int
+    lib.cuKernelGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+    lib.cuKernelGetFunction.restype = ctypes.c_int
     return lib
+
+
+def _context_function(kernel_handle):
+    """The current context's CUfunction of library kernel ``kernel_handle`` (a
+    CUkernel), or the CUkernel itself where that lookup fails. Launching a CUkernel
+    makes the driver resolve it for the current context on every launch; the
+    resolved CUfunction skips that."""
+    lib = _libcuda()
+    if lib is None:
+        return kernel_handle
+    func = ctypes.c_void_p()
+    if lib.cuKernelGetFunction(ctypes.byref(func), kernel_handle) or not func.value:
+        return kernel_handle
+    return func.value
 
 
 _CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
@@ -152,6 +170,18 @@ def _enter(lib, device):
     return prev or None
 
 
+def memset_zero(ptr, nbytes, stream, device):
+    """Enqueue zero-filling ``nbytes`` bytes at device pointer ``ptr`` on stream handle
+    ``stream`` of CUDA device ``device`` (a driver memset: no kernel, no allocation)."""
+    lib = _libcuda()
+    prev = _enter(lib, device)
+    err = lib.cuMemsetD8Async(ptr, 0, nbytes, stream or None)
+    if prev is not None:
+        lib.cuCtxSetCurrent(prev)
+    if err:
+        raise _driver_error(lib, err)
+
+
 def _device_of(args, array_idx):
     """Device ordinal of the first array argument that knows its device, else None."""
     for i in array_idx:
@@ -165,7 +195,7 @@ def _driver_error(lib, code):
     msg = ctypes.c_char_p()
     lib.cuGetErrorString(code, ctypes.byref(msg))
     text = msg.value.decode() if msg.value else "unknown error"
-    return RuntimeError(f"cuLaunchKernel failed: CUDA error {code} ({text})")
+    return RuntimeError(f"CUDA driver call failed: CUDA error {code} ({text})")
 
 
 # Per flat parameter: (ctypes view name, element index multiplier). Every
@@ -295,18 +325,20 @@ class Kernel:
         return kernel, cufunc.kernel, int(cufunc.handle)
 
     def function(self, device):
-        """(numba function object, raw handle) of the kernel loaded for CUDA device
-        ``device`` (an ordinal; None: the current one). The module is loaded into each
-        device's context on first use there."""
+        """(numba function object, raw CUfunction handle in that device's context) of
+        the kernel loaded for CUDA device ``device`` (an ordinal; None: the current
+        one). The module is loaded into each device's context on first use there."""
         hit = self._on_device.get(device)
         if hit is None:
             kernel = self._compiled[0]
             if device is None:
                 cufunc = kernel._codelibrary.get_cufunc()
+                handle = _context_function(int(cufunc.handle))
             else:
                 with cuda.gpus[device]:
                     cufunc = kernel._codelibrary.get_cufunc()
-            hit = self._on_device[device] = (cufunc, int(cufunc.handle))
+                    handle = _context_function(int(cufunc.handle))
+            hit = self._on_device[device] = (cufunc, handle)
         return hit
 
     def resident_blocks(self, threads, shared, device):
@@ -518,8 +550,8 @@ class PreparedLaunch:
         self._lib = _libcuda()
         if self._lib is None:
             raise RuntimeError("libcuda.so.1 not found: prepared launches need the CUDA driver")
-        func, self._handle = kernel.function(device)
-        self._bind = _bindings_launch(func.kernel)
+        self._handle = kernel.function(device)[1]
+        self._bind = _bindings_launch(self._handle)
 
     def _buffer(self):
         buf = _ParamBuffer(len(self._template) // 8)
@@ -561,12 +593,12 @@ def _cu_stream(handle):
     return driver.CUstream(int(handle or 0))
 
 
-def _bindings_launch(core_kernel):
-    """(cuLaunchKernel, CUkernel, stream cache) through ``cuda.bindings`` (its Cython
-    wrapper converts arguments faster than ctypes: 4.1 against 5.4 us per launch on
-    the lent H200's host), or None where it is missing."""
+def _bindings_launch(handle):
+    """(cuLaunchKernel, CUfunction of raw ``handle``, stream cache) through
+    ``cuda.bindings`` (its Cython wrapper converts arguments faster than ctypes: 4.1
+    against 5.4 us per launch on the lent H200's host), or None where it is missing."""
     try:
         from cuda.bindings import driver
     except ImportError:
         return None
-    return driver.cuLaunchKernel, core_kernel.handle, {}
+    return driver.cuLaunchKernel, driver.CUfunction(handle), {}

@@ -148,7 +148,7 @@ def test_forward_unaligned_views_take_the_element_path(dtype):
 def test_other_tilings(dtype, cfg, monkeypatch):
     """Other block / warp tiles, pipeline depths and group sizes (the launcher's
     choice is patched): all roles, including the fused bias gradient."""
-    monkeypatch.setattr(la, "_pick_config", lambda Mg, Ng: cfg)
+    monkeypatch.setattr(la, "_pick_config", lambda Mg, Ng, device=None: cfg)
     lead, K, N = (37,), 40, 33
     x, w, b = _inputs(lead, K, N, dtype, seed=11)
     y, pre = nf.linear_act_forward(x, w, b, "squared_relu", save_preact=True)

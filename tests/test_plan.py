@@ -1,17 +1,18 @@
 """numba_fused.plan's bookkeeping, with a stand-in kernel (runs everywhere): which
-buffer feeds each array argument, alignment seen by the launcher, outputs, zeroed
-workspaces. The real replay is checked on the GPU by tests/test_fast_path.py."""
+buffer feeds each array argument, alignment seen by the launcher, outputs, the
+merged workspace and its zeroed parts. The real replay is checked on the GPU by
+tests/test_fast_path.py."""
 
 from numba import types
 
 from interop.dlpack import KernelArray
+from numba_fused import plan as plan_mod
 from numba_fused.plan import Recorder
 
 
 class _Prepared:
-    def __init__(self, log, args):
+    def __init__(self, log):
         self.log = log
-        self.args = args
 
     def launch(self, stream, ptrs):
         self.log.append((stream, tuple(ptrs)))
@@ -25,14 +26,14 @@ class _FakeKernel:
         self.log = []
 
     def prepare(self, grid, block, shared, args):
-        return _Prepared(self.log, args)
+        return _Prepared(self.log)
 
 
 def _arr(ptr, n=8, dtype="float32"):
     return KernelArray(None, "torch", dtype, (n,), (1,), ptr=ptr, device=0)
 
 
-def test_recorder_maps_buffers_and_replays():
+def test_recorder_maps_buffers_and_replays(monkeypatch):
     k = _FakeKernel()
     x, w = _arr(0x7000_0004), _arr(0x9000_0000)
     rec = Recorder([x, None, w])
@@ -40,20 +41,25 @@ def test_recorder_maps_buffers_and_replays():
     assert none is None
     # The launcher sees each input's alignment, not its address.
     assert sx.ptr % 16 == 4 and sw.ptr % 16 == 0 and sx.ptr != x.ptr
+    part = rec.alloc(sx, (100,), "float32")  # workspace: 400 bytes -> 512
     out = rec.alloc(sx, (8,), "float32")
-    ws = rec.alloc(sx, (3,), "int32", zero=lambda a: None)
+    locks = rec.alloc(sx, (3,), "int32", zero=lambda a: None)  # workspace, zeroed
     assert out.ptr % 16 == 0 and out.device == 0 and out.shape == (8,)
-    rec.launch(k, 1, 32, 0, [sx, 5, out])
-    rec.launch(k, 1, 32, 0, [ws, 6, sw])
-    plan = rec.plan((out, None))
-    assert plan.allocs == (((8,), "float32", False), ((3,), "int32", True))
-    made = []
+    rec.launch(k, 1, 32, 0, [sx, 5, part])
+    rec.launch(k, 1, 32, 0, [locks, 6, out])
+    rec.launch(k, 1, 32, 0, [sw, 7, sw])
+    p = rec.plan((out, None))
+    assert p.allocs == (((8,), "float32", False),)
+    assert p.ws_bytes == 512 + 256 and p.ws_zero == ((512, 12),)
+    made, zeroed = [], []
+    monkeypatch.setattr(plan_mod, "memset_zero", lambda *a: zeroed.append(a))
 
     def new(shape, dtype, zero):
         made.append((shape, dtype, zero))
         return f"array{len(made)}", 1000 * len(made)
 
-    res = plan.run(77, (11, 0, 33), new)
+    res = p.run(77, (11, 0, 33), new, 0)
     assert res == ("array1", None)
-    assert k.log == [(77, (11, 1000)), (77, (2000, 33))]
-    assert made == [((8,), "float32", False), ((3,), "int32", True)]
+    assert made == [((8,), "float32", False), ((768,), "uint8", False)]
+    assert zeroed == [(2000 + 512, 12, 77, 0)]
+    assert k.log == [(77, (11, 2000)), (77, (2512, 1000)), (77, (33, 33))]

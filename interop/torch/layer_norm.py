@@ -58,7 +58,7 @@ def _norm_forward(x, weight, bias, eps, rms):
     plan = _FWD_PLANS.get(key)
     if plan is not None:
         return plan.run(raw_stream(x.device), (x.data_ptr(), _ptr(weight), _ptr(bias)),
-                        _allocator(x.device))
+                        _allocator(x.device), x.device.index)
     if rms:
         y, rstd = rms_norm_forward(x, weight, eps)
         out = (y, None, rstd)
@@ -77,7 +77,7 @@ def _norm_backward(g, x, weight, bias, mean, rstd, deterministic, rms):
     if plan is not None:
         return plan.run(raw_stream(g.device), (g.data_ptr(), x.data_ptr(), _ptr(weight),
                                                _ptr(bias), _ptr(mean), rstd.data_ptr()),
-                        _allocator(g.device))
+                        _allocator(g.device), g.device.index)
     if rms:
         gx, gw = rms_norm_backward(g, x, weight, rstd, deterministic=deterministic)
         out = (gx, gw, None)
