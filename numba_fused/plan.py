@@ -19,7 +19,9 @@ signature.
 driver (GPU only); the simulator always runs the launcher.
 """
 
-from interop.dlpack import KernelArray, c_strides, empty_like_lib
+import numpy as np
+
+from interop.dlpack import _ITEMSIZE, KernelArray, c_strides, empty_like_lib
 
 from .launch import memset_zero
 
@@ -31,8 +33,6 @@ _SHIFT = 40
 _ALIGN = 16
 # Workspace parts start on this boundary (as an allocator's blocks would).
 _WS_ALIGN = 256
-_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "uint8": 1,
-             "int64": 8, "uint64": 8, "float64": 8, "int16": 2, "uint16": 2, "int8": 1}
 
 
 class Executor:
@@ -107,7 +107,7 @@ class Recorder(Executor):
         for i, (shape, dtype, z) in enumerate(self._allocs):
             if i in kept:
                 continue
-            size = _ITEMSIZE[dtype]
+            size = _ITEMSIZE.get(dtype) or np.dtype(dtype).itemsize
             for d in shape:
                 size *= d
             ws_parts[n_in + i] = nbytes
