@@ -19,6 +19,7 @@ numba's dispatcher (for comparison and as fallbacks). Under the simulator, kerne
 are called through numba's simulated dispatcher with host (NumPy) arrays.
 """
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -318,11 +319,9 @@ class Kernel:
 
     @functools.cached_property
     def _compiled(self):
-        """(numba _Kernel, cuda.core Kernel, raw driver handle) of the loaded kernel."""
-        disp = self.dispatcher
-        kernel = disp.overloads[self.argtypes]
-        cufunc = kernel._codelibrary.get_cufunc()
-        return kernel, cufunc.kernel, int(cufunc.handle)
+        """numba's compiled kernel for the signature (loaded per device by
+        :meth:`function`)."""
+        return self.dispatcher.overloads[self.argtypes]
 
     def function(self, device):
         """(numba function object, raw CUfunction handle in that device's context) of
@@ -330,7 +329,7 @@ class Kernel:
         one). The module is loaded into each device's context on first use there."""
         hit = self._on_device.get(device)
         if hit is None:
-            kernel = self._compiled[0]
+            kernel = self._compiled
             if device is None:
                 cufunc = kernel._codelibrary.get_cufunc()
                 handle = _context_function(int(cufunc.handle))
@@ -379,7 +378,7 @@ class Kernel:
 
     @property
     def regs_per_thread(self):
-        return self._compiled[0].regs_per_thread
+        return self._compiled.regs_per_thread
 
     def launch(self, grid, block, stream, args, shared=0):
         """Launch on ``grid`` x ``block`` on stream handle ``stream`` (int, 0 = default).
@@ -422,10 +421,9 @@ class Kernel:
                 flat.extend(a.abi_args)
             else:
                 flat.append(conv(a))
-        if device is None:
-            launch(_core_stream(stream), self._config(grid, block, shared), self._compiled[1], *flat)
-            return
-        with cuda.gpus[device]:
+        with contextlib.ExitStack() as on_device:
+            if device is not None:
+                on_device.enter_context(cuda.gpus[device])
             launch(_core_stream(stream), self._config(grid, block, shared),
                    self.function(device)[0].kernel, *flat)
 

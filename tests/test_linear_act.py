@@ -448,7 +448,7 @@ def _sass(kernel, tmp_path):
         tool = "/usr/local/cuda/bin/cuobjdump"
     if tool is None:
         pytest.skip("no nvdisasm or cuobjdump here")
-    cubin = kernel._compiled[0]._codelibrary.get_cubin()
+    cubin = kernel._compiled._codelibrary.get_cubin()
     path = tmp_path / "k.cubin"
     path.write_bytes(cubin.code)
     return subprocess.run([tool, "-sass", str(path)], check=True, capture_output=True,
