@@ -7,10 +7,14 @@ For each op (our torch front end beside torch's own), forward + backward in a lo
 - host time per call while that sleep holds the GPU (a call that waits on the device
   shows up here as the sleep's length);
 - a cProfile of the back-to-back loop (top functions by own time);
-- the CUDA runtime/driver calls torch's profiler sees.
+- the CUDA runtime/driver calls torch's profiler sees;
+- with ``--pieces``: host microseconds of each piece of our LayerNorm's path (key,
+  allocations, launches, plan replay, the autograd wrapper) beside the floors of an
+  empty ``autograd.Function`` and an empty ``torch.library.custom_op`` (no profiler:
+  perf_counter over many calls, best of three).
 
 Usage: python bench/host_profile.py [--shape 8192,1024] [--dtype bfloat16] [--iters 200]
-       [--out DIR]
+       [--out DIR] [--pieces]
 """
 
 import argparse
@@ -75,6 +79,240 @@ def _busy(fn, iters):
     return start.elapsed_time(end) * 1e3 / iters, host
 
 
+def _per_call(fn, iters, repeats=3):
+    """Best-of-``repeats`` host microseconds per call of ``fn`` over ``iters`` calls."""
+    import torch
+
+    for _ in range(10):
+        fn()
+    best = float("inf")
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        for _ in range(iters):
+            fn()
+        best = min(best, (time.perf_counter_ns() - t0) / iters / 1e3)
+    torch.cuda.synchronize()
+    return best
+
+
+def _floor_ops():
+    """(autograd.Function, custom_op) that only allocate: the wrappers' own cost."""
+    import torch
+
+    class Empty(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return torch.empty_like(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return torch.empty_like(g)
+
+    @torch.library.custom_op("numba_fused_host_profile::empty", mutates_args=())
+    def empty_op(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    @empty_op.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+    def bwd(ctx, g):
+        return torch.empty_like(g)
+
+    empty_op.register_autograd(bwd)
+    return Empty.apply, empty_op
+
+
+def _pieces(shape, dtype, iters):
+    """Lines: host us per call of each piece of FusedLayerNorm's path."""
+    import importlib
+
+    import torch
+
+    from interop.torch import FusedLayerNorm
+    from interop.torch._fast import raw_stream
+    from numba_fused import launch
+
+    tln = importlib.import_module("interop.torch.layer_norm")
+    n = shape[-1]
+    x = torch.randn(*shape, device="cuda", dtype=dtype, requires_grad=True)
+    g = torch.randn_like(x)
+    xd = x.detach()
+    ours = FusedLayerNorm(n, device="cuda", dtype=dtype)
+    ref = torch.nn.LayerNorm(n, device="cuda", dtype=dtype)
+    w, b = ours.weight.detach(), ours.bias.detach()
+    y = ours(x)
+    y.backward(g)
+    fplan = next(iter(tln._FWD_PLANS.values()))
+    bplan = next(iter(tln._BWD_PLANS.values()))
+    _, mean, rstd = tln._norm_forward(xd, w, b, ours.eps, False)
+    dev = x.device
+    alloc = tln._allocator(dev)
+    stream = raw_stream(dev)
+    lib = launch._libcuda()
+    step, srcs = fplan.steps[0]
+    fptrs = (xd.data_ptr(), w.data_ptr(), b.data_ptr())
+    ws = torch.empty(1 << 20, dtype=torch.uint8, device=dev)
+    empty_fn, empty_op = _floor_ops()
+
+    def enter():
+        prev = launch._enter(lib, 0)
+        if prev is not None:
+            lib.cuCtxSetCurrent(prev)
+
+    def fwd_key():
+        key = (xd.shape, xd.dtype, xd.device, False, False, 1e-5, False,
+               tln.aligned16(xd), tln.aligned16(w), tln.aligned16(b))
+        return tln._FWD_PLANS.get(key)
+
+    def fwd_bwd(fn):
+        def run():
+            fn(x).backward(g)
+        return run
+
+    def fwd_only(fn):
+        def run():
+            fn(x)
+        return run
+
+    cases = [
+        ("python call floor", lambda: None),
+        ("x.shape / x.device / x.data_ptr()", lambda: (xd.shape, xd.device, xd.data_ptr())),
+        ("torch.empty [M, N]", lambda: torch.empty(shape, dtype=dtype, device=dev)),
+        ("torch.empty [M] float32", lambda: torch.empty(shape[0], dtype=torch.float32,
+                                                        device=dev)),
+        ("plan allocator [M, N]", lambda: alloc(tuple(shape), "bfloat16", False)),
+        ("raw_stream(device)", lambda: raw_stream(dev)),
+        ("fwd plan key + lookup", fwd_key),
+        ("_enter + restore", enter),
+        ("PreparedLaunch.launch (fwd kernel)", lambda: step.launch(stream, fptrs)),
+        ("memset_zero 4 KiB", lambda: launch.memset_zero(ws.data_ptr(), 4096, stream, 0)),
+        ("fwd Plan.run", lambda: fplan.run(stream, fptrs, alloc, 0)),
+        ("bwd Plan.run", lambda: bplan.run(stream, (g.data_ptr(), xd.data_ptr(), w.data_ptr(),
+                                                    b.data_ptr(), mean.data_ptr(),
+                                                    rstd.data_ptr()), alloc, 0)),
+        ("_norm_forward", lambda: tln._norm_forward(xd, w, b, 1e-5, False)),
+        ("_norm_backward", lambda: tln._norm_backward(g, xd, w, b, mean, rstd, False, False)),
+        ("layer_norm() fwd, no grad", lambda: tln.layer_norm(xd, (n,), w, b)),
+        ("FusedLayerNorm fwd (graph built)", fwd_only(ours)),
+        ("torch LayerNorm fwd (graph built)", fwd_only(ref)),
+        ("empty autograd.Function fwd (graph built)", fwd_only(empty_fn)),
+        ("empty custom_op fwd (graph built)", fwd_only(empty_op)),
+        ("empty autograd.Function fwd+bwd", fwd_bwd(empty_fn)),
+        ("empty custom_op fwd+bwd", fwd_bwd(empty_op)),
+        ("FusedLayerNorm fwd+bwd", fwd_bwd(ours)),
+        ("torch LayerNorm fwd+bwd", fwd_bwd(ref)),
+    ]
+    lines = [f"## host us per call, {shape} {dtype}, best of 3 x {iters} calls (no profiler)",
+             "| piece | us |", "|---|---|"]
+    for name, fn in cases:
+        lines.append(f"| {name} | {_per_call(fn, iters):.1f} |")
+    return lines
+
+
+def _detail(shape, dtype, iters):
+    """Lines: where FusedLayerNorm's backward time goes, measured inside autograd's
+    device thread (cProfile on the main thread does not see it), and a cProfile of
+    the forward wrapper."""
+    import importlib
+
+    import torch
+
+    from interop.torch import FusedLayerNorm
+    from interop.torch import layer_norm as ln_fn
+
+    tln = importlib.import_module("interop.torch.layer_norm")
+    n = shape[-1]
+    x = torch.randn(*shape, device="cuda", dtype=dtype, requires_grad=True)
+    g = torch.randn_like(x)
+    ours = FusedLayerNorm(n, device="cuda", dtype=dtype)
+    ref = torch.nn.LayerNorm(n, device="cuda", dtype=dtype)
+    lines = []
+    prof = cProfile.Profile()
+    marks = {}
+    orig = tln._LayerNormFunction.__dict__["backward"]
+
+    def wrapped(ctx, grad_y):
+        marks["in"] = time.perf_counter_ns()
+        prof.enable()
+        try:
+            return orig.__func__(ctx, grad_y)
+        finally:
+            prof.disable()
+            marks["out"] = time.perf_counter_ns()
+
+    def split(make_y, label):
+        handoff = body = back = 0
+        for i in range(iters + 10):
+            y = make_y()
+            t0 = time.perf_counter_ns()
+            y.backward(g)
+            t1 = time.perf_counter_ns()
+            if i >= 10:
+                handoff += marks["in"] - t0
+                body += marks["out"] - marks["in"]
+                back += t1 - marks["out"]
+        torch.cuda.synchronize()
+        lines.append(f"| {label} | {handoff / iters / 1e3:.1f} | {body / iters / 1e3:.1f} | "
+                     f"{back / iters / 1e3:.1f} |")
+
+    class Marked(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return torch.empty_like(t)
+
+        @staticmethod
+        def backward(ctx, grad):
+            marks["in"] = time.perf_counter_ns()
+            out = torch.empty_like(grad)
+            marks["out"] = time.perf_counter_ns()
+            return out
+
+    lines += [f"## backward of one call split at the Python backward's edges, {shape} {dtype}, "
+              f"{iters} calls (us)", "| case | y.backward() to backward body | body | "
+              "body end to y.backward() return |", "|---|---|---|---|"]
+    split(lambda: Marked.apply(x), "empty autograd.Function")
+    tln._LayerNormFunction.backward = staticmethod(wrapped)
+    try:
+        split(lambda: ours(x), "FusedLayerNorm (body under cProfile)")
+
+        def plain(ctx, grad_y):
+            marks["in"] = time.perf_counter_ns()
+            try:
+                return orig.__func__(ctx, grad_y)
+            finally:
+                marks["out"] = time.perf_counter_ns()
+
+        tln._LayerNormFunction.backward = staticmethod(plain)
+        split(lambda: ours(x), "FusedLayerNorm")
+    finally:
+        tln._LayerNormFunction.backward = orig
+    total = 0
+    for i in range(iters + 10):
+        y = ref(x)
+        t0 = time.perf_counter_ns()
+        y.backward(g)
+        total += (time.perf_counter_ns() - t0) if i >= 10 else 0
+    torch.cuda.synchronize()
+    lines.append(f"| torch LayerNorm (y.backward() in all) | {total / iters / 1e3:.1f} | | |")
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
+    lines.append(f"## cProfile inside the backward body (device thread), {iters} calls\n"
+                 f"{s.getvalue()}")
+    xd, w, b = x.detach(), ours.weight.detach(), ours.bias.detach()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(iters):
+        ln_fn(xd, (n,), w, b)
+    torch.cuda.synchronize()
+    prof.disable()
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
+    lines.append(f"## cProfile of layer_norm() forward, no grad, {iters} calls\n{s.getvalue()}")
+    return lines
+
+
 def main(argv=None):
     import torch
 
@@ -83,10 +321,19 @@ def main(argv=None):
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--out", default=None, help="folder for profile.txt")
+    ap.add_argument("--pieces", action="store_true",
+                    help="only the per-piece host table (no profiles)")
+    ap.add_argument("--detail", action="store_true",
+                    help="only the backward split and the wrapper profiles")
     args = ap.parse_args(argv)
     shape = tuple(int(s) for s in args.shape.split(","))
     dtype = getattr(torch, args.dtype)
     lines = [f"# host profile, {torch.cuda.get_device_name()}, shape {shape}, {args.dtype}"]
+    if args.pieces or args.detail:
+        lines += _pieces(shape, dtype, args.iters) if args.pieces else []
+        lines += _detail(shape, dtype, args.iters) if args.detail else []
+        _write(lines, args.out)
+        return
     cases = _cases(shape, dtype)
     for name, fn in cases.items():
         wall = _wall(fn, args.iters)
@@ -116,10 +363,14 @@ def main(argv=None):
             torch.cuda.synchronize()
         lines.append(f"## torch.profiler {name}, 20 iterations\n"
                      + p.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
+    _write(lines, args.out)
+
+
+def _write(lines, out):
     text = "\n".join(lines)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "host_profile.txt"), "w") as f:
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "host_profile.txt"), "w") as f:
             f.write(text)
     sys.stdout.write(text + "\n")
 
