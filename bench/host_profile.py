@@ -156,6 +156,17 @@ def _pieces(shape, dtype, iters):
     ws = torch.empty(1 << 20, dtype=torch.uint8, device=dev)
     empty_fn, empty_op = _floor_ops()
 
+    bind_launch, bind_kernel, _ = step._bind
+    bind_buf = step._buffer()
+    for i, p in zip(step._ptr_slots, fptrs):
+        bind_buf.slots[i] = p
+    bind_stream = launch._cu_stream(stream)
+
+    def launch_only():
+        gx, gy, gz, bx, by, bz = step.dims
+        bind_launch(bind_kernel, gx, gy, gz, bx, by, bz, step.shared, bind_stream,
+                    bind_buf.address, 0)
+
     def enter():
         prev = launch._enter(lib, 0)
         if prev is not None:
@@ -183,6 +194,11 @@ def _pieces(shape, dtype, iters):
         ("torch.empty [M] float32", lambda: torch.empty(shape[0], dtype=torch.float32,
                                                         device=dev)),
         ("plan allocator [M, N]", lambda: alloc(tuple(shape), "bfloat16", False)),
+        ("torch.empty_like(x)", lambda: torch.empty_like(xd)),
+        ("x.new_empty([M, N])", lambda: xd.new_empty(shape)),
+        ("torch.empty [M, N], device index", lambda: torch.empty(shape, dtype=dtype,
+                                                                  device=dev.index)),
+        ("cuLaunchKernel alone (cuda.bindings)", launch_only),
         ("raw_stream(device)", lambda: raw_stream(dev)),
         ("fwd plan key + lookup", fwd_key),
         ("_enter + restore", enter),

@@ -489,6 +489,39 @@ def test_torch_weight_of_other_dtype_is_cast():
     assert_close(y, yr, "bfloat16", "y")
 
 
+@pytest.mark.parametrize("fn", ["layer_norm", "rms_norm"])
+def test_torch_graph_is_one_node(fn):
+    """Issue #20: each view or cast made outside the autograd.Function is one more
+    backward node, and each node costs host time; the op must be a single node whose
+    inputs are the caller's leaves, as torch's own layer_norm is."""
+    tln = importlib.import_module("interop.torch.layer_norm")
+    x = _randn((2, 3, 16), "float32", 1).requires_grad_()
+    w = _randn((16,), "float32", 2).requires_grad_()
+    b = _randn((16,), "float32", 3).requires_grad_()
+    y = tln.layer_norm(x, (16,), w, b) if fn == "layer_norm" else tln.rms_norm(x, (16,), w)
+    nodes = [type(f).__name__ for f, _ in y.grad_fn.next_functions if f is not None]
+    assert nodes == ["AccumulateGrad"] * (3 if fn == "layer_norm" else 2)
+
+
+def test_torch_non_contiguous_input_and_multi_dim_params():
+    from interop.torch.layer_norm import layer_norm
+
+    base = _randn((4, 6, 5), "float32", 1)
+    x = base.transpose(0, 2).requires_grad_()  # [5, 6, 4], not contiguous
+    w = _randn((6, 4), "float32", 2, 0.5, 1.0).requires_grad_()
+    b = _randn((6, 4), "float32", 3).requires_grad_()
+    dy = _randn((5, 6, 4), "float32", 4)
+    y = layer_norm(x, (6, 4), w, b)
+    y.backward(dy)
+    yr, dxr, (dwr, dbr) = _torch_ref(
+        lambda x_, w_, b_: torch.nn.functional.layer_norm(x_, (6, 4), w_, b_), x, w, b, grad=dy)
+    assert y.shape == x.shape and x.grad.shape == x.shape and w.grad.shape == w.shape
+    assert_close(y, yr, "float32", "y")
+    assert_close(x.grad, dxr, "float32", "dx")
+    assert_close(w.grad, dwr, "float32", "dw")
+    assert_close(b.grad, dbr, "float32", "db")
+
+
 def test_torch_bad_normalized_shape():
     from interop.torch.layer_norm import layer_norm
 

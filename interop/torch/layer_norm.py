@@ -51,9 +51,16 @@ def _ptr(t):
     return 0 if t is None else t.data_ptr()
 
 
+def _dev(t):
+    return -2 if t is None else t.get_device()
+
+
 def _norm_forward(x, weight, bias, eps, rms):
-    """(y, mean or None, rstd) of contiguous ``[M, N]`` x through a cached plan."""
-    key = (x.shape, x.dtype, x.device, weight is None, bias is None, eps, rms,
+    """(y, mean or None, rstd) of contiguous ``[..., N]`` x through a cached plan.
+
+    The key holds the parameters' devices, so parameters on another device than x
+    miss the cache and reach the array-level check, which raises."""
+    key = (x.shape, x.dtype, x.device, _dev(weight), _dev(bias), eps, rms,
            aligned16(x), aligned16(weight), aligned16(bias))
     plan = _FWD_PLANS.get(key)
     if plan is not None:
@@ -89,48 +96,128 @@ def _norm_backward(g, x, weight, bias, mean, rstd, deterministic, rms):
     return out
 
 
+# The Functions take the caller's tensors as they are and do every reshape, copy and
+# cast inside forward/backward, where autograd records nothing: each view or cast
+# made outside would be one more graph node, and each node costs the backward pass
+# host time (issue #20: four such nodes per call cost more than the kernels).
+
+def _rows(t, n):
+    """Contiguous ``t`` as ``[..., n]`` (itself when it already is)."""
+    t = t.contiguous()
+    return t if t.shape[-1] == n else t.view(-1, n)
+
+
+def _vector(p, n, dtype):
+    """Parameter ``p`` (any shape of n elements) as a contiguous ``[n]`` of ``dtype``."""
+    if p is None:
+        return None
+    if p.dtype != dtype:
+        p = p.to(dtype)
+    p = p.contiguous()
+    return p if p.dim() == 1 else p.view(n)
+
+
+def _meta(p, v):
+    """None where parameter ``p`` went to the kernel as is (``v is p``), else the shape
+    and dtype its gradient must be given back in."""
+    return None if v is p else (p.shape, p.dtype)
+
+
+def _param_grad(grad, meta):
+    """grad_weight / grad_bias (of the kernels' ``[n]``) in the parameter's shape and
+    dtype (``meta`` from :func:`_meta`)."""
+    if grad is None or meta is None:
+        return grad
+    shape, dtype = meta
+    if grad.dtype != dtype:
+        grad = grad.to(dtype)
+    return grad.view(shape)
+
+
+def _grad_input(gx, input_shape):
+    return gx if gx.shape == input_shape else gx.view(input_shape)
+
+
 class _LayerNormFunction(torch.autograd.Function):
-    """y = layer_norm(x, weight, bias) over the last dim of a contiguous ``[M, N]`` x."""
+    """y = layer_norm(input, weight, bias) over input's trailing n elements.
+
+    input: tensor ``[..., *normalized_shape]`` (any strides); weight, bias: tensors
+    of normalized_shape (any float dtype; cast to input's) or None; n: the product
+    of normalized_shape."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, eps, deterministic):
-        y, mean, rstd = _norm_forward(x, weight, bias, eps, False)
-        ctx.save_for_backward(x, weight, bias, mean, rstd)
+    def forward(ctx, input, weight, bias, n, eps, deterministic):
+        x = _rows(input, n)
+        w = _vector(weight, n, x.dtype)
+        b = _vector(bias, n, x.dtype)
+        y, mean, rstd = _norm_forward(x, w, b, eps, False)
+        ctx.save_for_backward(x, w, b, mean, rstd)
         ctx.deterministic = deterministic
-        return y
+        ctx.shapes = (input.shape, _meta(weight, w), _meta(bias, b))
+        return _grad_input(y, input.shape)
 
     @staticmethod
     def backward(ctx, grad_y):
-        x, weight, bias, mean, rstd = ctx.saved_tensors
+        x, w, b, mean, rstd = ctx.saved_tensors
+        input_shape, w_meta, b_meta = ctx.shapes
         # A bias that needs no gradient costs nothing: without it no dB is reduced.
-        bias = bias if ctx.needs_input_grad[2] else None
-        gx, gw, gb = _norm_backward(grad_y.contiguous(), x, weight, bias, mean, rstd,
-                                    ctx.deterministic, False)
-        return gx, gw, gb, None, None
+        b = b if ctx.needs_input_grad[2] else None
+        g = grad_y.contiguous()
+        if g.shape != x.shape:
+            g = g.view(x.shape)
+        gx, gw, gb = _norm_backward(g, x, w, b, mean, rstd, ctx.deterministic, False)
+        return (_grad_input(gx, input_shape), _param_grad(gw, w_meta), _param_grad(gb, b_meta),
+                None, None, None)
 
 
 class _RMSNormFunction(torch.autograd.Function):
-    """y = rms_norm(x, weight) over the last dim of a contiguous ``[M, N]`` x."""
+    """y = rms_norm(input, weight) over input's trailing n elements (arguments as
+    :class:`_LayerNormFunction`)."""
 
     @staticmethod
-    def forward(ctx, x, weight, eps, deterministic):
-        y, _, rstd = _norm_forward(x, weight, None, eps, True)
-        ctx.save_for_backward(x, weight, rstd)
+    def forward(ctx, input, weight, n, eps, deterministic):
+        x = _rows(input, n)
+        w = _vector(weight, n, x.dtype)
+        y, _, rstd = _norm_forward(x, w, None, eps, True)
+        ctx.save_for_backward(x, w, rstd)
         ctx.deterministic = deterministic
-        return y
+        ctx.shapes = (input.shape, _meta(weight, w))
+        return _grad_input(y, input.shape)
 
     @staticmethod
     def backward(ctx, grad_y):
-        x, weight, rstd = ctx.saved_tensors
-        gx, gw, _ = _norm_backward(grad_y.contiguous(), x, weight, None, None, rstd,
-                                   ctx.deterministic, True)
-        return gx, gw, None, None
+        x, w, rstd = ctx.saved_tensors
+        input_shape, w_meta = ctx.shapes
+        g = grad_y.contiguous()
+        if g.shape != x.shape:
+            g = g.view(x.shape)
+        gx, gw, _ = _norm_backward(g, x, w, None, None, rstd, ctx.deterministic, True)
+        return _grad_input(gx, input_shape), _param_grad(gw, w_meta), None, None, None
+
+
+# normalized_shape -> (shape tuple, N): the module passes the same tuple every call.
+_SHAPES = {}
 
 
 def _normalized(input, normalized_shape):
     """(shape tuple, N = its product); checks input ends with it, as torch does."""
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"input must be a torch.Tensor, got {type(input).__name__}")
+    try:
+        shape, n = _SHAPES[normalized_shape]
+    except (KeyError, TypeError):
+        shape, n = _parse_shape(normalized_shape)
+        if isinstance(normalized_shape, (tuple, numbers.Integral)) and len(_SHAPES) < 256:
+            _SHAPES[normalized_shape] = (shape, n)
+    k = len(shape)
+    if input.dim() < k or input.shape[input.dim() - k:] != shape:
+        raise ValueError(f"Given normalized_shape={list(shape)}, expected input with shape "
+                         f"[*, {', '.join(map(str, shape))}], but got input of size "
+                         f"{list(input.shape)}")
+    return shape, n
+
+
+def _parse_shape(normalized_shape):
     if isinstance(normalized_shape, numbers.Integral):
         shape = (int(normalized_shape),)
     elif isinstance(normalized_shape, (str, bytes)):
@@ -144,25 +231,17 @@ def _normalized(input, normalized_shape):
                             f"{type(normalized_shape).__name__}") from None
     if not shape:
         raise ValueError("normalized_shape must have at least one dimension")
-    if input.dim() < len(shape) or tuple(input.shape[input.dim() - len(shape):]) != shape:
-        raise ValueError(f"Given normalized_shape={list(shape)}, expected input with shape "
-                         f"[*, {', '.join(map(str, shape))}], but got input of size "
-                         f"{list(input.shape)}")
     return shape, math.prod(shape)
 
 
-def _param(p, name, shape, n, dtype):
+def _check_param(p, name, shape):
     if p is None:
-        return None
+        return
     if not isinstance(p, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor or None, got {type(p).__name__}")
-    if tuple(p.shape) != shape:
+    if p.shape != shape:
         raise ValueError(f"{name} must have shape {list(shape)} (normalized_shape), got "
                          f"{list(p.shape)}")
-    p = p.reshape(n)
-    if p.dtype != dtype:
-        p = p.to(dtype)
-    return p.contiguous()
 
 
 def _deterministic(flag):
@@ -181,14 +260,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, *, det
     deterministic: dW/dB scheme of the backward (see module docstring).
     """
     shape, n = _normalized(input, normalized_shape)
+    _check_param(weight, "weight", shape)
+    _check_param(bias, "bias", shape)
     det = _deterministic(deterministic)
     if input.numel() == 0:
         return torch.nn.functional.layer_norm(input, shape, weight, bias, eps)
-    x = input.contiguous().reshape(-1, n)
-    w = _param(weight, "weight", shape, n, input.dtype)
-    b = _param(bias, "bias", shape, n, input.dtype)
-    y = _LayerNormFunction.apply(x, w, b, eps, det)
-    return y.reshape(input.shape)
+    return _LayerNormFunction.apply(input, weight, bias, n, eps, det)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=1e-6, *, deterministic=None):
@@ -198,6 +275,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=1e-6, *, deterministic=No
     torch's rms_norm does. Other arguments as :func:`layer_norm`.
     """
     shape, n = _normalized(input, normalized_shape)
+    _check_param(weight, "weight", shape)
     det = _deterministic(deterministic)
     if eps is None:
         eps = torch.finfo(input.dtype).eps
@@ -205,10 +283,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=1e-6, *, deterministic=No
         if hasattr(torch.nn.functional, "rms_norm"):
             return torch.nn.functional.rms_norm(input, shape, weight, eps)
         return input.clone()
-    x = input.contiguous().reshape(-1, n)
-    w = _param(weight, "weight", shape, n, input.dtype)
-    y = _RMSNormFunction.apply(x, w, eps, det)
-    return y.reshape(input.shape)
+    return _RMSNormFunction.apply(input, weight, n, eps, det)
 
 
 class FusedLayerNorm(torch.nn.LayerNorm):
