@@ -6,7 +6,8 @@ and the other baselines installed; every provider's output checked against float
 before it is timed), measures the host launch cost, then runs the two end-to-end
 examples (``bench/example_cupy_mlp.py``: a CuPy MLP block, gradient check and timing;
 ``bench/example_torch_train.py``: our torch modules vs torch's in a 200-step training
-run; ``--no-examples`` skips them), and writes a markdown report to stdout and
+run; ``bench/model_step.py``: a Hugging Face GPT-2 training step, stock vs our modules,
+where transformers is installed; ``--no-examples`` skips them), and writes a markdown report to stdout and
 ``results.md``, ``results.json`` (GPU name, package versions, every row, the
 examples' results) and PNG plots (one per op, the training loss curves) under
 ``--out``. Exit status 1 if a provider's check or an example's check failed.
@@ -152,7 +153,7 @@ def _save_partial(out_dir, rows, errors):
 
 
 def run_examples(args):
-    """Run both end-to-end examples in this process (their kernels are compiled once
+    """Run the end-to-end examples in this process (their kernels are compiled once
     for the op tables and the examples); returns ``{name: result}`` and markdown."""
     results, md = {}, []
     from bench import example_cupy_mlp as ex1
@@ -164,7 +165,7 @@ def run_examples(args):
         results["cupy_mlp"] = {"ok": None, "skipped": note}
         md.append(f"### Example 1: CuPy MLP block\n\nskipped: {note}")
     else:
-        print("[examples] 1/2: CuPy MLP block (gradient check, timing)", file=sys.stderr,
+        print("[examples] 1/3: CuPy MLP block (gradient check, timing)", file=sys.stderr,
               flush=True)
         try:
             r1 = ex1.run(ex1.parse_args(["--reps", "10" if args.quick else "30"]))
@@ -176,7 +177,7 @@ def run_examples(args):
             md.append(f"### Example 1: CuPy MLP block\n\nfailed: {type(exc).__name__}: {exc}")
     from bench import example_torch_train as ex2
 
-    print("[examples] 2/2: training our torch modules vs torch's", file=sys.stderr, flush=True)
+    print("[examples] 2/3: training our torch modules vs torch's", file=sys.stderr, flush=True)
     try:
         r2 = ex2.run(ex2.parse_args(["--out", args.out]))
         results["torch_train"] = r2
@@ -186,6 +187,23 @@ def run_examples(args):
     except Exception as exc:  # report it
         results["torch_train"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         md.append(f"### Example 2: training\n\nfailed: {type(exc).__name__}: {exc}")
+    from bench import model_step as ex3
+
+    print("[examples] 3/3: GPT-2 training step, stock vs our modules", file=sys.stderr,
+          flush=True)
+    try:
+        r3 = ex3.run(ex3.parse_args(["--out", args.out] + (["--config", "gpt2-512"]
+                                                           if args.quick else [])))
+        if r3[0].get("skipped"):
+            results["model_step"] = {"ok": None, "skipped": r3[0]["skipped"]}
+            md.append(f"### Model step (GPT-2)\n\nskipped: {r3[0]['skipped']}")
+        else:
+            results["model_step"] = {"ok": all(r["ok"] for r in r3), "configs": r3}
+            md.append("### Model step: GPT-2, stock vs our modules (`bench/model_step.py`)"
+                      "\n\n" + ex3.markdown(r3))
+    except Exception as exc:  # report it
+        results["model_step"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        md.append(f"### Model step (GPT-2)\n\nfailed: {type(exc).__name__}: {exc}")
     return results, "\n\n".join(md)
 
 

@@ -156,10 +156,21 @@ def _pieces(shape, dtype, iters):
     ws = torch.empty(1 << 20, dtype=torch.uint8, device=dev)
     empty_fn, empty_op = _floor_ops()
 
+    # Every array argument of the step (inputs, outputs, workspace) gets a real
+    # pointer, as Plan.run would give it: the template's stand-ins are not addresses.
+    bufs = list(fptrs)
+    keep = []
+    for a_shape, a_dtype, a_zero in fplan.allocs:
+        arr, ptr = alloc(a_shape, a_dtype, a_zero)
+        keep.append(arr)
+        bufs.append(ptr)
+    if fplan.ws_bytes:
+        keep.append(torch.zeros(fplan.ws_bytes, dtype=torch.uint8, device=dev))
+        bufs.append(keep[-1].data_ptr())
+    step_ptrs = [bufs[i] + off for i, off in srcs]
+    step.launch(stream, step_ptrs)
     bind_launch, bind_kernel, _ = step._bind
-    bind_buf = step._buffer()
-    for i, p in zip(step._ptr_slots, fptrs):
-        bind_buf.slots[i] = p
+    bind_buf = step._tls.buf
     bind_stream = launch._cu_stream(stream)
 
     def launch_only():
@@ -202,7 +213,7 @@ def _pieces(shape, dtype, iters):
         ("raw_stream(device)", lambda: raw_stream(dev)),
         ("fwd plan key + lookup", fwd_key),
         ("_enter + restore", enter),
-        ("PreparedLaunch.launch (fwd kernel)", lambda: step.launch(stream, fptrs)),
+        ("PreparedLaunch.launch (fwd kernel)", lambda: step.launch(stream, step_ptrs)),
         ("memset_zero 4 KiB", lambda: launch.memset_zero(ws.data_ptr(), 4096, stream, 0)),
         ("fwd Plan.run", lambda: fplan.run(stream, fptrs, alloc, 0)),
         ("bwd Plan.run", lambda: bplan.run(stream, (g.data_ptr(), xd.data_ptr(), w.data_ptr(),
@@ -258,20 +269,34 @@ def _detail(shape, dtype, iters):
             prof.disable()
             marks["out"] = time.perf_counter_ns()
 
-    def split(make_y, label):
-        handoff = body = back = 0
+    def split(make_y, label, pause=0.0):
+        fwd = handoff = body = back = paused = 0
+        marks["in"] = marks["out"] = 0
         for i in range(iters + 10):
-            y = make_y()
+            if pause:
+                p0 = time.perf_counter_ns()
+                time.sleep(pause)
+                paused += time.perf_counter_ns() - p0
+            if i == 10:
+                torch.cuda.synchronize()
+                start = time.perf_counter_ns()
             t0 = time.perf_counter_ns()
-            y.backward(g)
+            y = make_y()
             t1 = time.perf_counter_ns()
+            y.backward(g)
+            t2 = time.perf_counter_ns()
             if i >= 10:
-                handoff += marks["in"] - t0
-                body += marks["out"] - marks["in"]
-                back += t1 - marks["out"]
+                fwd += t1 - t0
+                if marks["in"]:
+                    handoff += marks["in"] - t1
+                    body += marks["out"] - marks["in"]
+                    back += t2 - marks["out"]
+                else:
+                    handoff += t2 - t1
+        total = time.perf_counter_ns() - start - paused * iters // (iters + 10)
         torch.cuda.synchronize()
-        lines.append(f"| {label} | {handoff / iters / 1e3:.1f} | {body / iters / 1e3:.1f} | "
-                     f"{back / iters / 1e3:.1f} |")
+        lines.append("| " + " | ".join([label] + [f"{v / iters / 1e3:.1f}" for v in
+                                                    (total, fwd, handoff, body, back)]) + " |")
 
     class Marked(torch.autograd.Function):
         @staticmethod
@@ -285,9 +310,11 @@ def _detail(shape, dtype, iters):
             marks["out"] = time.perf_counter_ns()
             return out
 
-    lines += [f"## backward of one call split at the Python backward's edges, {shape} {dtype}, "
-              f"{iters} calls (us)", "| case | y.backward() to backward body | body | "
-              "body end to y.backward() return |", "|---|---|---|---|"]
+    lines += [f"## one fwd+bwd iteration split at the Python backward's edges, {shape} {dtype}, "
+              f"{iters} iterations back to back (us per iteration)",
+              "| case | loop total | forward | y.backward() to backward body (all of "
+              "y.backward() where no Python body) | body | body end to y.backward() return |",
+              "|---|---|---|---|---|---|"]
     split(lambda: Marked.apply(x), "empty autograd.Function")
     tln._LayerNormFunction.backward = staticmethod(wrapped)
     try:
@@ -302,16 +329,31 @@ def _detail(shape, dtype, iters):
 
         tln._LayerNormFunction.backward = staticmethod(plain)
         split(lambda: ours(x), "FusedLayerNorm")
+        split(lambda: ours(x), "FusedLayerNorm, 0.5 ms sleep before each forward (not counted)",
+              pause=5e-4)
+        fmarks = []
+        orig_fwd = tln._LayerNormFunction.__dict__["forward"]
+
+        def fwd_marked(ctx, *args):
+            t0 = time.perf_counter_ns()
+            out = orig_fwd.__func__(ctx, *args)
+            fmarks.append(time.perf_counter_ns() - t0)
+            return out
+
+        tln._LayerNormFunction.forward = staticmethod(fwd_marked)
+        try:
+            split(lambda: ours(x), "FusedLayerNorm (forward body timed)")
+        finally:
+            tln._LayerNormFunction.forward = orig_fwd
+        fb = sorted(fmarks[10:])
+        lines.append(f"| (forward body alone in that loop: median {fb[len(fb) // 2] / 1e3:.1f}, "
+                     f"mean {sum(fb) / len(fb) / 1e3:.1f}) | | | | | |")
     finally:
         tln._LayerNormFunction.backward = orig
-    total = 0
-    for i in range(iters + 10):
-        y = ref(x)
-        t0 = time.perf_counter_ns()
-        y.backward(g)
-        total += (time.perf_counter_ns() - t0) if i >= 10 else 0
-    torch.cuda.synchronize()
-    lines.append(f"| torch LayerNorm (y.backward() in all) | {total / iters / 1e3:.1f} | | |")
+    marks["in"] = 0
+    split(lambda: ref(x), "torch LayerNorm")
+    split(lambda: ref(x), "torch LayerNorm, 0.5 ms sleep before each forward (not counted)",
+          pause=5e-4)
     s = io.StringIO()
     pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
     lines.append(f"## cProfile inside the backward body (device thread), {iters} calls\n"

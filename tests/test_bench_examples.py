@@ -297,3 +297,21 @@ def test_cli_report_assembly(cpu_bench, monkeypatch, tmp_path):
     report = json.loads((tmp_path / "results.json").read_text())
     assert report["examples"] == {"torch_train": {"ok": True}}
     assert len(report["rows"]) == 4
+
+
+def test_model_step_swaps_every_layer_norm():
+    """bench/model_step.py's swap replaces each nn.LayerNorm, nested too, by a
+    FusedLayerNorm sharing its parameters, and leaves other modules alone."""
+    import torch
+
+    from bench import model_step
+
+    model = torch.nn.Sequential(torch.nn.LayerNorm(8),
+                                torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)))
+    weight = model[0].weight
+    assert model_step.swap_modules(model, ("layer_norm",)) == 2
+    assert type(model[0]).__name__ == "FusedLayerNorm" and model[0].weight is weight
+    assert type(model[1][1]).__name__ == "FusedLayerNorm"
+    assert type(model[1][0]) is torch.nn.Linear
+    with pytest.raises(SystemExit):
+        model_step.parse_args(["--swap", "attention_typo"])
