@@ -566,6 +566,30 @@ def test_torch_window_and_3d_inputs():
         scaled_dot_product_attention(q, k, v, attn_mask=torch.zeros(3, 3, device=dev))
 
 
+@pytest.mark.parametrize("dims", [3, 4])
+def test_torch_graph_is_one_node_and_grads_match(dims):
+    """Issue #20: the layout transposes happen inside the autograd.Function, so the call
+    is one backward node whose inputs are the caller's leaves; gradients (3-D and 4-D)
+    against float64 torch."""
+    from interop.torch.attention import scaled_dot_product_attention
+
+    g = torch.Generator().manual_seed(23)
+    shape = (2, 9, 8) if dims == 3 else (2, 3, 9, 8)
+    q, k, v = (torch.randn(*shape, generator=g).to(device()).requires_grad_() for _ in range(3))
+    go = torch.randn(*shape, generator=g).to(device())
+    out = scaled_dot_product_attention(q, k, v, is_causal=True)
+    nodes = [type(f).__name__ for f, _ in out.grad_fn.next_functions if f is not None]
+    assert nodes == ["AccumulateGrad"] * 3
+    out.backward(go)
+    ref, (*leaves64, _) = _torch_sdpa_ref64(q, k, v, is_causal=True)
+    ref.backward(go.cpu().double())
+    assert out.shape == shape
+    assert_close(out, ref, "float32", "out")
+    for name, t, t64 in zip("qkv", (q, k, v), leaves64):
+        assert t.grad.shape == shape
+        assert_close(t.grad, t64.grad, "float32", f"d{name}")
+
+
 # ---------------------------------------------------------------- GPU: sizes, torch
 
 

@@ -22,6 +22,30 @@ from ._rng import next_seed_offset
 __all__ = ["scaled_dot_product_attention", "FusedAttention", "AttentionFunction"]
 
 
+def _attention_forward(ctx, q, k, v, bias, causal, window, dropout_p, seed, offset, scale):
+    bias4 = None if bias is None else _expand_bias(bias, q, k)
+    out, lse = attention_forward(q, k, v, bias=bias4, causal=causal, window=window,
+                                 dropout_p=dropout_p, seed=seed, offset=offset, scale=scale)
+    ctx.save_for_backward(q, k, v, bias, out, lse)
+    ctx.options = dict(causal=causal, window=window, dropout_p=dropout_p, seed=seed,
+                       offset=offset, scale=scale)
+    return out
+
+
+def _attention_backward(ctx, grad_out):
+    """(grad_q, grad_k, grad_v, grad_bias or None) in the ``[B, S, H, D]`` layout."""
+    q, k, v, bias, out, lse = ctx.saved_tensors
+    if grad_out.stride(-1) != 1:
+        grad_out = grad_out.contiguous()
+    bias4 = None if bias is None else _expand_bias(bias, q, k)
+    need_bias = bias is not None and ctx.needs_input_grad[3]
+    gq, gk, gv, gb = attention_backward(grad_out, q, k, v, out, lse, bias=bias4,
+                                        need_bias_grad=need_bias, **ctx.options)
+    if gb is not None:
+        gb = gb.reshape(bias.shape)
+    return gq, gk, gv, gb
+
+
 class AttentionFunction(torch.autograd.Function):
     """Autograd over ``numba_fused.attention_forward`` / ``attention_backward``.
 
@@ -34,26 +58,40 @@ class AttentionFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, bias, causal, window, dropout_p, seed, offset, scale):
-        bias4 = None if bias is None else _expand_bias(bias, q, k)
-        out, lse = attention_forward(q, k, v, bias=bias4, causal=causal, window=window,
-                                     dropout_p=dropout_p, seed=seed, offset=offset, scale=scale)
-        ctx.save_for_backward(q, k, v, bias, out, lse)
-        ctx.options = dict(causal=causal, window=window, dropout_p=dropout_p, seed=seed,
-                           offset=offset, scale=scale)
-        return out
+        return _attention_forward(ctx, q, k, v, bias, causal, window, dropout_p, seed, offset,
+                                  scale)
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, k, v, bias, out, lse = ctx.saved_tensors
-        if grad_out.stride(-1) != 1:
-            grad_out = grad_out.contiguous()
-        bias4 = None if bias is None else _expand_bias(bias, q, k)
-        need_bias = bias is not None and ctx.needs_input_grad[3]
-        gq, gk, gv, gb = attention_backward(grad_out, q, k, v, out, lse, bias=bias4,
-                                            need_bias_grad=need_bias, **ctx.options)
-        if gb is not None:
-            gb = gb.reshape(bias.shape)
-        return gq, gk, gv, gb, None, None, None, None, None, None
+        return (*_attention_backward(ctx, grad_out), None, None, None, None, None, None)
+
+
+class _HeadsFirstAttention(torch.autograd.Function):
+    """:class:`AttentionFunction` for torch's layout: query, key, value ``[B, H, S, D]``
+    (or ``[B, S, D]``), out likewise. The transposes (and the 3-D case's unsqueeze) are
+    made inside forward/backward, where autograd records nothing: made outside, each is
+    one more graph node for the backward pass to run (issue #20)."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, bias, causal, window, dropout_p, seed, offset, scale):
+        three_d = query.dim() == 3
+        if three_d:
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        ctx.three_d = three_d
+        out = _attention_forward(ctx, query.transpose(1, 2), key.transpose(1, 2),
+                                 value.transpose(1, 2), bias, causal, window, dropout_p, seed,
+                                 offset, scale).transpose(1, 2)
+        return out.squeeze(1) if three_d else out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        if ctx.three_d:
+            grad_out = grad_out.unsqueeze(1)
+        gq, gk, gv, gb = _attention_backward(ctx, grad_out.transpose(1, 2))
+        grads = [g.transpose(1, 2) for g in (gq, gk, gv)]
+        if ctx.three_d:
+            grads = [g.squeeze(1) for g in grads]
+        return (*grads, gb, None, None, None, None, None, None)
 
 
 def _expand_bias(bias, q, k):
@@ -103,12 +141,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if query.dim() not in (3, 4) or key.dim() != query.dim() or value.dim() != query.dim():
         raise ValueError(f"query, key, value must all be 3-D [B, S, D] or 4-D [B, H, S, D], got "
                          f"shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-    three_d = query.dim() == 3
-    if three_d:
-        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
-    q, k, v = (t.transpose(1, 2) for t in (query, key, value))
-    B, Sq, H, _ = q.shape
-    Sk = k.shape[1]
+    if query.dim() == 3:
+        (B, Sq, _), H, Sk = query.shape, 1, key.shape[1]
+    else:
+        B, H, Sq, _ = query.shape
+        Sk = key.shape[2]
     if window and not is_causal:
         raise ValueError("window > 0 needs is_causal=True")
     bias = None
@@ -117,10 +154,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     seed = offset = 0
     if dropout_p > 0.0:
         seed, offset = next_seed_offset(query.device, B * H * Sq * math.ceil(Sk / 4))
-    out = AttentionFunction.apply(q, k, v, bias, "top_left" if is_causal else None,
-                                  window, dropout_p, seed, offset, scale)
-    out = out.transpose(1, 2)
-    return out.squeeze(1) if three_d else out
+    return _HeadsFirstAttention.apply(query, key, value, bias, "top_left" if is_causal else None,
+                                      window, dropout_p, seed, offset, scale)
 
 
 class FusedAttention(torch.nn.Module):
