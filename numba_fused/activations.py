@@ -17,7 +17,8 @@ benchmarks use. Derivatives at kinks follow torch (relu'(0) = 0, leaky'(0) = slo
 import math
 
 import numpy as np
-from numba import cuda
+
+from .jit import inline_device
 
 __all__ = ["ACTIVATIONS", "check_activation", "device_act", "act_ref", "act_grad_ref",
            "LEAKY_SLOPE"]
@@ -44,65 +45,65 @@ def check_activation(activation):
     return activation
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _none(z):
     return z
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _none_grad(z):
     return _F1
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _relu(z):
     return z if z > _F0 else _F0
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _relu_grad(z):
     return _F1 if z > _F0 else _F0
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _gelu(z):
     return _HALF * z * (_F1 + math.erf(z * _INV_SQRT2))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _gelu_grad(z):
     return _HALF * (_F1 + math.erf(z * _INV_SQRT2)) + z * math.exp(-_HALF * z * z) * _INV_SQRT_2PI
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _gelu_tanh(z):
     t = math.tanh(_SQRT_2_OVER_PI * (z + _K * z * z * z))
     return _HALF * z * (_F1 + t)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _gelu_tanh_grad(z):
     t = math.tanh(_SQRT_2_OVER_PI * (z + _K * z * z * z))
     return _HALF * (_F1 + t) + _HALF * z * (_F1 - t * t) * _SQRT_2_OVER_PI * (_F1 + _K3 * z * z)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _squared_relu(z):
     r = z if z > _F0 else _F0
     return r * r
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _squared_relu_grad(z):
     return _TWO * z if z > _F0 else _F0
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _leaky_relu(z):
     return z if z > _F0 else _SLOPE * z
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _leaky_relu_grad(z):
     return _F1 if z > _F0 else _SLOPE
 

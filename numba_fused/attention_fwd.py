@@ -51,6 +51,7 @@ import numpy as np
 from numba import cuda, types
 
 from . import dtypes, philox
+from .jit import inline_device
 from .launch import SIMULATOR, Kernel
 
 __all__ = ["TileConfig", "tile_helpers", "make_attention_fwd_kernel", "D_MAXES", "FWD_PARAMS",
@@ -68,13 +69,8 @@ _NEG_INF = np.float32(-np.inf)
 _LO32 = 0xFFFFFFFF
 
 
-def _device(fn):
-    # forceinline keeps the register tiles of the helpers in the caller's
-    # registers (a call would pass local arrays through memory). The simulator's
-    # jit has no such option.
-    if SIMULATOR:
-        return cuda.jit(device=True)(fn)
-    return cuda.jit(device=True, forceinline=True)(fn)
+# Helpers hold register tiles: always inlined (a call would pass them through memory).
+_device = inline_device
 
 
 class TileConfig(namedtuple("TileConfig", "blk rm kc")):

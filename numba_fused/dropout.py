@@ -77,6 +77,7 @@ from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_
 
 from . import activations, checks, dtypes
 from .intrinsics import f32_as_u32, u32_as_f32
+from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .philox import philox4x32, philox4x32_np, split_u64
 from .reductions import FULL_MASK
@@ -315,7 +316,7 @@ else:
     _fast_rcp = _approx_f32("rcp.approx.ftz.f32")
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _fast_exp(x):
     return _ex2(x * _LOG2E)
 
@@ -335,7 +336,7 @@ def _make_gelu(folded):
     """
     top, rest = folded[-1], tuple(reversed(folded[:-1]))
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def t_poly(z):
         t = _fast_rcp(abs(z) * _SQRT1_2 + _TWO)
         p = top
@@ -343,13 +344,13 @@ def _make_gelu(folded):
             p = c + t * p
         return t, p
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def gelu(z):
         t, p = t_poly(z)
         q = t * _ex2(p - z * z * _HALF_LOG2E)
         return z * (_F1 - q) if z >= _F0 else z * q
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def gelu_grad(z):
         t, p = t_poly(z)
         e = _ex2(-(z * z) * _HALF_LOG2E)
@@ -360,19 +361,19 @@ def _make_gelu(folded):
     return gelu, gelu_grad
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _sigmoid_2u(z, zz):
     # exp(-w) may overflow to inf: rcp(inf) = 0 is then the right sigmoid.
     w = z * (_TANH_C0 + _TANH_C1 * zz)
     return _fast_rcp(_F1 + _fast_exp(-w))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _gelu_tanh_fast(z):
     return z * _sigmoid_2u(z, z * z)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _gelu_tanh_fast_grad(z):
     zz = z * z
     s = _sigmoid_2u(z, zz)
@@ -404,19 +405,19 @@ def kernel_act(activation, dtype):
 GROUP = 8
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _philox_group(g, keys, off_lo, off_hi):
     """Philox words of element group ``g`` (int64): counter (g_lo, g_hi, off_lo, off_hi)."""
     return _philox_words(g, g >> 32, off_lo, off_hi, keys)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _philox_u64(g, keys, off_lo, off_hi):
     """:func:`_philox_group` of a uint64 group index."""
     return _philox_words(g, g >> _S32, off_lo, off_hi, keys)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _hi_kept(word, thr):
     """keep flag of the draw in the upper half of ``word``: h >= t16 iff word > thr with
     thr = 65536 t16 - 1 (:func:`keep_threshold`; t16 >= 1 whenever draws are made,
@@ -424,13 +425,13 @@ def _hi_kept(word, thr):
     return np.uint32(word) > thr
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _lo_kept(word, thr):
     """keep flag of the draw in the lower half of ``word`` (the same test on it shifted up)."""
     return np.uint32((np.uint32(word) & _LO16) << np.uint32(16)) > thr
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _keep8(g, keys, off_lo, off_hi, thr):
     """Keep flags of the 8 elements of group ``g`` (uint64): element 2i draws the low
     half of Philox word i, element 2i + 1 its high half."""
@@ -439,7 +440,7 @@ def _keep8(g, keys, off_lo, off_hi, thr):
             _lo_kept(w2, thr), _hi_kept(w2, thr), _lo_kept(w3, thr), _hi_kept(w3, thr))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _pick4(i, r0, r1, r2, r3):
     if i == 0:
         return r0
@@ -450,7 +451,7 @@ def _pick4(i, r0, r1, r2, r3):
     return r3
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _flag_at(k, a, b, thr):
     """Keep flag of draw ``k`` (0..15) of the 16 draws held by word tuples a, b."""
     if k < 8:
@@ -462,7 +463,7 @@ def _flag_at(k, a, b, thr):
     return _lo_kept(w, thr)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _mask_word8(k0, k1, k2, k3, k4, k5, k6, k7):
     """Eight keep flags as the little-endian bytes of a uint64 (byte i = element i)."""
     lo = (np.uint32(k0) | (np.uint32(k1) << np.uint32(8)) | (np.uint32(k2) << np.uint32(16))
@@ -472,7 +473,7 @@ def _mask_word8(k0, k1, k2, k3, k4, k5, k6, k7):
     return np.uint64(lo) | (np.uint64(hi) << _S32)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _mask_byte(w, i):
     return ((np.uint64(w) >> np.uint64(8 * i)) & _BYTE64) != _U0
 
@@ -589,17 +590,17 @@ _Z4 = (np.uint32(0), np.uint32(0), np.uint32(0), np.uint32(0))
 _Z8 = _Z4 + _Z4
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _ld_h(a, q):
     return _ld16(a, np.uint32(q << np.uint32(2)))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _st_h(a, q, w):
     _st16(a, np.uint32(q << np.uint32(2)), w[0], w[1], w[2], w[3])
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _ld_f(a, q):
     i = np.uint32(q << np.uint32(3))
     w0, w1, w2, w3 = _ld16(a, i)
@@ -607,14 +608,14 @@ def _ld_f(a, q):
     return w0, w1, w2, w3, w4, w5, w6, w7
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _st_f(a, q, w):
     i = np.uint32(q << np.uint32(3))
     _st16(a, i, w[0], w[1], w[2], w[3])
     _st16(a, np.uint32(i + np.uint32(4)), w[4], w[5], w[6], w[7])
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _unpack_f16_8(w):
     v0, v1 = _unpack_h2(w[0])
     v2, v3 = _unpack_h2(w[1])
@@ -623,41 +624,41 @@ def _unpack_f16_8(w):
     return v0, v1, v2, v3, v4, v5, v6, v7
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _pack_f16_8(v):
     return (_pack_h2(v[0], v[1]), _pack_h2(v[2], v[3]), _pack_h2(v[4], v[5]),
             _pack_h2(v[6], v[7]))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _bf_lo(w):
     return u32_as_f32(np.uint32((np.uint32(w) & _LO16) << np.uint32(16)))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _bf_hi(w):
     return u32_as_f32(np.uint32(w) & _HI16)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _unpack_bf16_8(w):
     return (_bf_lo(w[0]), _bf_hi(w[0]), _bf_lo(w[1]), _bf_hi(w[1]),
             _bf_lo(w[2]), _bf_hi(w[2]), _bf_lo(w[3]), _bf_hi(w[3]))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _pack_bf16_8(v):
     return (_pack_bf2(v[0], v[1]), _pack_bf2(v[2], v[3]), _pack_bf2(v[4], v[5]),
             _pack_bf2(v[6], v[7]))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _unpack_f32_8(w):
     return (u32_as_f32(w[0]), u32_as_f32(w[1]), u32_as_f32(w[2]), u32_as_f32(w[3]),
             u32_as_f32(w[4]), u32_as_f32(w[5]), u32_as_f32(w[6]), u32_as_f32(w[7]))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _pack_f32_8(v):
     return (f32_as_u32(v[0]), f32_as_u32(v[1]), f32_as_u32(v[2]), f32_as_u32(v[3]),
             f32_as_u32(v[4]), f32_as_u32(v[5]), f32_as_u32(v[6]), f32_as_u32(v[7]))
@@ -685,7 +686,7 @@ def _tile_reducer(store):
     of the block must call it (it contains warp shuffles).
     """
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def reduce(tile, stride, per, out, out_base, col0, n_cols):
         # Block dimensions are powers of two: shifts and masks instead of the 64-bit
         # divisions numba would emit for // and %.
@@ -743,7 +744,7 @@ def _bias_epilogue(dtype, vec):
     to_bias = _tile_reducer(dtypes.storer(dtype))
     f2, f4 = _FINAL_STEP >= 2, _FINAL_STEP >= 4
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def to_tile(tile, stride, a0, a1, a2, a3, a4, a5, a6, a7):
         # Position k * blockDim.x + tx holds column 8 tx + k: each write is 32
         # consecutive floats of one tile row for a full-width warp.
@@ -758,7 +759,7 @@ def _bias_epilogue(dtype, vec):
         tile[base + 6 * bx] = a6
         tile[base + 7 * bx] = a7
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def col_sums(partial, n_parts, n_cols, c):
         # Column sums of partial rows ty, ty + blockDim.y, ... for columns c .. c + 7.
         s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = _F0
@@ -844,7 +845,7 @@ def _bias_epilogue(dtype, vec):
                 i += cuda.blockDim.y
         return s0, s1, s2, s3, s4, s5, s6, s7
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def epilogue(tile, stride, acc, partial, part_row, n_cols, counters, n_parts, final,
                  grad_bias, flag):
         col0 = cuda.blockIdx.x * cuda.blockDim.x * GROUP
@@ -965,7 +966,7 @@ def _bias_loader(dtype):
     (0 past n_cols or without bias)."""
     load = dtypes.loader(dtype)
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def bias8(bias, c, n_cols, has_bias):
         b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = _F0
         if has_bias:
@@ -987,7 +988,7 @@ _ALL_KEPT = (True, True, True, True, True, True, True, True)
 _ALL_KEPT_WORD = np.uint64(0x0101010101010101)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _scalar_flags(e0, nv, keys, off_lo, off_hi, thr):
     """Keep flags of elements e0 .. e0 + 7 (any e0, int64): groups e0 // 8 and, when the
     chunk straddles it, e0 // 8 + 1."""
@@ -1006,7 +1007,7 @@ def _scalar_flags(e0, nv, keys, off_lo, off_hi, thr):
             _flag_at(s + 6, a, b, thr), _flag_at(s + 7, a, b, thr))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _scalar_mask_flags(mask, e0, nv):
     return (mask[e0] != 0, mask[e0 + 1] != 0 if nv > 1 else False,
             mask[e0 + 2] != 0 if nv > 2 else False, mask[e0 + 3] != 0 if nv > 3 else False,
@@ -1019,14 +1020,14 @@ def _scalar_io(dtype):
     load = dtypes.loader(dtype)
     store = dtypes.storer(dtype)
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def load8(a, e0, nv):
         return (load(a, e0), load(a, e0 + 1) if nv > 1 else _F0,
                 load(a, e0 + 2) if nv > 2 else _F0, load(a, e0 + 3) if nv > 3 else _F0,
                 load(a, e0 + 4) if nv > 4 else _F0, load(a, e0 + 5) if nv > 5 else _F0,
                 load(a, e0 + 6) if nv > 6 else _F0, load(a, e0 + 7) if nv > 7 else _F0)
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def store8(a, e0, nv, v):
         store(a, e0, v[0])
         if nv > 1:
@@ -1073,7 +1074,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def math8(v, b, k, scale):
         # A select, not a multiply by a 0/1 mask: dropped elements are exact zeros
         # even where act(x + b) is inf or NaN. The activation is computed for every
@@ -1093,13 +1094,13 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     if vec:
         ldc, stc, unpack, pack, zero = _VEC[dtype]
 
-        @cuda.jit(device=True, inline=True)
+        @inline_device
         def ld_if(x, q, ok):
             if ok:
                 return ldc(x, q)
             return zero
 
-        @cuda.jit(device=True, inline=True)
+        @inline_device
         def chunk(y, mask, g_base, q, words, b, keys, off_lo, off_hi, thr, scale, dropout):
             # Whole bodies per branch: no keep flag lives across a branch.
             v = unpack(words)
@@ -1271,7 +1272,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     tile_n = _tile_floats(threads, GROUP)
     epilogue = _bias_epilogue(dtype, vec)
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def grad1(go, v, b, keep, scale):
         # Computed, then selected (see the forward's math8).
         g = go * scale
@@ -1279,14 +1280,14 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
             g = g * act_grad(v + b)
         return g if keep else _F0
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def grad8(d, v, b, k, scale):
         return (grad1(d[0], v[0], b[0], k[0], scale), grad1(d[1], v[1], b[1], k[1], scale),
                 grad1(d[2], v[2], b[2], k[2], scale), grad1(d[3], v[3], b[3], k[3], scale),
                 grad1(d[4], v[4], b[4], k[4], scale), grad1(d[5], v[5], b[5], k[5], scale),
                 grad1(d[6], v[6], b[6], k[6], scale), grad1(d[7], v[7], b[7], k[7], scale))
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def add8(acc, a):
         return (acc[0] + a[0], acc[1] + a[1], acc[2] + a[2], acc[3] + a[3],
                 acc[4] + a[4], acc[5] + a[5], acc[6] + a[6], acc[7] + a[7])
@@ -1296,7 +1297,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     if vec:
         ldc, stc, unpack, pack, zero = _VEC[dtype]
 
-        @cuda.jit(device=True, inline=True)
+        @inline_device
         def ld_if(grad, x, mask, q, ok, mode):
             if fixed_mode >= 0:
                 mode = fixed_mode
@@ -1310,7 +1311,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
                     mw = mask[q]
             return gw, xw, mw
 
-        @cuda.jit(device=True, inline=True)
+        @inline_device
         def chunk(grad_x, g_base, q, words, b, keys, off_lo, off_hi, thr, scale, mode):
             if fixed_mode >= 0:
                 mode = fixed_mode

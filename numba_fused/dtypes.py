@@ -12,9 +12,9 @@ nothing at run time.
 """
 
 import numpy as np
-from numba import cuda
 
 from .intrinsics import f32_as_u32, u32_as_f32
+from .jit import inline_device
 
 __all__ = [
     "DTYPES", "STORAGE", "canonical_dtype", "loader", "storer",
@@ -59,13 +59,13 @@ _ONE = np.uint32(1)
 _QNAN_BF16 = np.uint16(0x7FC0)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def bf16_bits_to_f32(bits):
     """float32 value of bfloat16 raw ``bits`` (exact)."""
     return u32_as_f32(np.uint32(bits) << np.uint32(16))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def f32_to_bf16_bits(x):
     """bfloat16 raw bits of float32 ``x``, rounded to nearest even; NaN stays NaN."""
     if x != x:
@@ -75,32 +75,32 @@ def f32_to_bf16_bits(x):
     return np.uint16(u >> np.uint32(16))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _load_f32(a, idx):
     return a[idx]
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _load_f16(a, idx):
     return np.float32(a[idx])
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _load_bf16(a, idx):
     return bf16_bits_to_f32(a[idx])
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _store_f32(a, idx, v):
     a[idx] = v
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _store_f16(a, idx, v):
     a[idx] = np.float16(v)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _store_bf16(a, idx, v):
     a[idx] = f32_to_bf16_bits(v)
 

@@ -75,6 +75,7 @@ from numba_fused.dtypes import STORAGE
 
 from . import checks, dtypes
 from .intrinsics import u32_as_f32
+from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .plan import NOW, Recorder
 from .reductions import WARP, warp_sum
@@ -429,11 +430,11 @@ def _group_io(dtype, vector):
         load = dtypes.loader(dtype)
         store = dtypes.storer(dtype)
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def load_group(a, gi, buf, off):
             buf[off] = load(a, gi)
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def store_group(a, gi, buf, off):
             store(a, gi, buf[off])
 
@@ -441,7 +442,7 @@ def _group_io(dtype, vector):
 
     if dtype == "float32":
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def load_group(a, gi, buf, off):
             q = _ld16(a, gi)
             buf[off] = q[0]
@@ -449,7 +450,7 @@ def _group_io(dtype, vector):
             buf[off + 2] = q[2]
             buf[off + 3] = q[3]
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def store_group(a, gi, buf, off):
             _st16(a, gi, buf[off], buf[off + 1], buf[off + 2], buf[off + 3])
 
@@ -457,29 +458,29 @@ def _group_io(dtype, vector):
 
     if dtype == "float16":
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def unpack(w, buf, o):
             buf[o] = _h2f(w & _LO16)
             buf[o + 1] = _h2f(w >> _U32_16)
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def pack(buf, o):
             return _f2h(buf[o]) | (_f2h(buf[o + 1]) << _U32_16)
 
     else:
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def unpack(w, buf, o):
             buf[o] = u32_as_f32(w << _U32_16)
             buf[o + 1] = u32_as_f32(w & _HI16)
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def pack(buf, o):
             lo = np.uint32(dtypes.f32_to_bf16_bits(buf[o]))
             hi = np.uint32(dtypes.f32_to_bf16_bits(buf[o + 1]))
             return lo | (hi << _U32_16)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def load_group(a, gi, buf, off):
         q = _ld16(a, gi)
         unpack(q[0], buf, off)
@@ -487,7 +488,7 @@ def _group_io(dtype, vector):
         unpack(q[2], buf, off + 4)
         unpack(q[3], buf, off + 6)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def store_group(a, gi, buf, off):
         _st16(a, gi, pack(buf, off), pack(buf, off + 2), pack(buf, off + 4), pack(buf, off + 6))
 
@@ -502,25 +503,25 @@ def _raw_io(dtype):
     the registers a 16-bit row slice takes; ``j`` is a constant after unrolling."""
     if dtype == "float32":
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def elem(r, off, j):
             return r[off + j]
 
     elif dtype == "float16":
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def elem(r, off, j):
             w = r[off + j // 2]
             return _h2f(w >> _U32_16) if j % 2 else _h2f(w & _LO16)
 
     else:
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def elem(r, off, j):
             w = r[off + j // 2]
             return u32_as_f32(w & _HI16) if j % 2 else u32_as_f32(w << _U32_16)
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def load_raw(a, gi, r, off):
         q = _ld16(a, gi)
         r[off] = q[0]
@@ -540,43 +541,43 @@ def _raw_codec(dtype):
     ``cvt.rn.bf16x2.f32`` per pair out."""
     if dtype == "float32":
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def unpack(r, ro, xs, xo):
             for i in range(4):
                 xs[xo + i] = r[ro + i]
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def pack(xs, xo):
             return xs[xo], xs[xo + 1], xs[xo + 2], xs[xo + 3]
 
     elif dtype == "float16":
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def unpack(r, ro, xs, xo):
             for i in range(4):
                 lo, hi = _unpack2(r[ro + i], False)
                 xs[xo + 2 * i] = lo
                 xs[xo + 2 * i + 1] = hi
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def pair(a, b):
             return _f2h(a) | (_f2h(b) << _U32_16)
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def pack(xs, xo):
             return (pair(xs[xo], xs[xo + 1]), pair(xs[xo + 2], xs[xo + 3]),
                     pair(xs[xo + 4], xs[xo + 5]), pair(xs[xo + 6], xs[xo + 7]))
 
     else:
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def unpack(r, ro, xs, xo):
             for i in range(4):
                 lo, hi = _unpack2(r[ro + i], True)
                 xs[xo + 2 * i] = lo
                 xs[xo + 2 * i + 1] = hi
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def pack(xs, xo):
             return (_bf2(xs[xo], xs[xo + 1]), _bf2(xs[xo + 2], xs[xo + 3]),
                     _bf2(xs[xo + 4], xs[xo + 5]), _bf2(xs[xo + 6], xs[xo + 7]))
@@ -592,15 +593,15 @@ def _partial_io(vec, vector):
     load), add_into_cg(...): the same reading from L2)."""
     if not vector:
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def store(p, e, buf, off):
             p[e] = buf[off]
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def add_into(p, e, buf, off):
             buf[off] += p[e]
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def add_into_cg(p, e, buf, off):
             buf[off] += _ldcg(p, e)
 
@@ -608,14 +609,14 @@ def _partial_io(vec, vector):
 
     quads = vec // 4
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def store(p, e, buf, off):
         e4 = e // 4
         for h in range(quads):
             o = off + 4 * h
             _st16(p, e4 + h, buf[o], buf[o + 1], buf[o + 2], buf[o + 3])
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def add_into(p, e, buf, off):
         e4 = e // 4
         for h in range(quads):
@@ -626,7 +627,7 @@ def _partial_io(vec, vector):
             buf[o + 2] += q[2]
             buf[o + 3] += q[3]
 
-    @cuda.jit(device=True, inline="always")
+    @inline_device
     def add_into_cg(p, e, buf, off):
         e4 = e // 4
         for h in range(quads):
@@ -644,7 +645,7 @@ def _partial_io(vec, vector):
 # Reductions over the tpr threads of a row, and the spin lock.
 # ---------------------------------------------------------------------------------
 
-@cuda.jit(device=True, inline="always")
+@inline_device
 def _row_sum(v, red, buf):
     """Sum of ``v`` over the row's threads, returned to all of them. A block is
     ``(tpr, rows)`` threads: row ``threadIdx.y`` is reduced by its ``tpr`` threads
@@ -667,7 +668,7 @@ def _row_sum(v, red, buf):
     return v
 
 
-@cuda.jit(device=True, inline="always")
+@inline_device
 def _row_sum2(a, b, red, buf):
     """Two row sums at once (one barrier); ``red`` float32 shared ``(2, 2, 32)``.
     Same calling rules as :func:`_row_sum`."""
@@ -693,7 +694,7 @@ def _row_sum2(a, b, red, buf):
     return a, b
 
 
-@cuda.jit(device=True, inline="always")
+@inline_device
 def _row_sum_v2(v, red, buf):
     """Sum of ``v`` over the row's threads (block ``(tpr, rows)``), to all of them.
     Warp xor-shuffles; with ``tpr > 32`` one partial per warp goes through ``red[buf,
@@ -717,7 +718,7 @@ def _row_sum_v2(v, red, buf):
     return v
 
 
-@cuda.jit(device=True, inline="always")
+@inline_device
 def _row_sum2_v2(a, b, red, buf):
     """Two row sums at once (one barrier); as :func:`_row_sum_v2`."""
     a = warp_sum(a)
@@ -742,7 +743,7 @@ def _row_sum2_v2(a, b, red, buf):
     return a, b
 
 
-@cuda.jit(device=True, inline="always")
+@inline_device
 def _acquire(locks, lid, ngroups, flag):
     """Take spin lock ``locks[lid]`` for the whole block (thread (0, 0) spins, the
     others wait at the barrier); True if this is the first writer of buffer ``lid``
@@ -758,7 +759,7 @@ def _acquire(locks, lid, ngroups, flag):
     return flag[0] == 0
 
 
-@cuda.jit(device=True, inline="always")
+@inline_device
 def _release(locks, lid):
     """Release ``locks[lid]`` after every thread's buffer stores are visible GPU-wide
     (each thread fences, the block synchronises, then one thread unlocks)."""
@@ -806,21 +807,21 @@ def _group_guards(full):
     group is valid; no checks are compiled."""
     if full:
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def valid(k, tpr, t, ng):
             return True
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def clamp(k, tpr, t, glast):
             return np.uint32(k * tpr + t)
 
     else:
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def valid(k, tpr, t, ng):
             return np.uint32(k * tpr + t) < ng
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def clamp(k, tpr, t, glast):
             return min(np.uint32(k * tpr + t), glast)
 
@@ -1143,7 +1144,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         unpack, pack = _raw_codec(dtype)
         _gvalid, _gclamp = _group_guards(full)
 
-        @cuda.jit(device=True, inline="always")
+        @inline_device
         def fold(acc, sm):
             """acc of row slot 0 += those of slots 1, 2, ... (in slot order) through
             ``sm`` (shared, ``elems * tpr`` floats, quad q of thread t at q * tpr +

@@ -69,6 +69,7 @@ from interop.dlpack import KernelArray, c_strides, empty_like_lib, stream_handle
 from . import checks, dtypes
 from .activations import ACTIVATIONS, act_grad_ref, act_ref, check_activation, device_act
 from .intrinsics import f32_as_u32, u32_as_f32
+from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .tensor_core import (
     ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_wait, ld_global_v4,
@@ -244,7 +245,7 @@ def _tile_loader(rows, length, nthreads, vec, kmajor):
     # Rows advance in multiples of 8, so a thread's chunks share one swizzle.
     dstep = rstep * length
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def load(smem, base, g, ld, k0, fixed0, k_lim, fixed_lim, tid, full):
         r0 = tid >> cshift
         ch = tid & (chunks - 1)
@@ -310,7 +311,7 @@ def _chunk_epilogue(role, dtype):
         pack = pack_f16x2 if dtype == "float16" else pack_bf16x2
         unpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
 
-        @cuda.jit(device=True, inline=True)
+        @inline_device
         def fin_word(v0, v1, bw, pw, act, flags):
             """(output word, preact word) of the column pair (v0, v1)."""
             if fwd:
@@ -326,12 +327,12 @@ def _chunk_epilogue(role, dtype):
                     v1 *= act_grad_by_code(act, z[1])
             return pack(v0, v1), pw
     else:
-        @cuda.jit(device=True, inline=True)
+        @inline_device
         def fin_word(v0, v1, bw, pw, act, flags):
             """Never called: float32 chunks take the element path."""
             return pw, pw
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def fin_one(v, col, o, bias, aux, out, act, flags):
         if fwd:
             if flags & F_BIAS:
@@ -345,7 +346,7 @@ def _chunk_epilogue(role, dtype):
                     v *= act_grad_by_code(act, load(aux, o))
             store(out, o, v)
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
         o = row * ldc + col
         if half and (flags & F_VEC) != 0 and col + 8 <= N:
@@ -373,7 +374,7 @@ def _chunk_epilogue(role, dtype):
     return chunk
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _block_tile(pid, M, N, bm, bn, group_m):
     """(m0, n0) of block ``pid``: row-tiles taken ``group_m`` at a time, column-major
     inside a group (the seed's GROUP_M order), so neighbouring blocks share tiles."""
@@ -447,7 +448,7 @@ def make_tc_kernel(role, dtype, vec, cfg):
     CSHIFT = _log2(CCH)
     EPI_ITERS = BM * CCH // NT
 
-    @cuda.jit(device=True, inline=True)
+    @inline_device
     def load_stage(smem, s, k0, a, b, M, N, K, lda, ldb, m0, n0, tid, inside):
         full = inside and k0 + BK <= K
         load_a(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full)
@@ -775,14 +776,14 @@ def make_act_grad_kernel(dtype, vec, threads=ACT_GRAD_THREADS):
     store = dtypes.storer(dtype)
     per = 4 if dtype == "float32" else 8
     if dtype == "float32":
-        @cuda.jit(device=True, inline=True)
+        @inline_device
         def word(gw, pw, act):
             return f32_as_u32(u32_as_f32(gw) * act_grad_by_code(act, u32_as_f32(pw)))
     else:
         pack = pack_f16x2 if dtype == "float16" else pack_bf16x2
         unpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
 
-        @cuda.jit(device=True, inline=True)
+        @inline_device
         def word(gw, pw, act):
             g2 = unpack(gw)
             z2 = unpack(pw)

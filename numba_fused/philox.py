@@ -13,6 +13,8 @@ vectorised in NumPy for tests and host references.
 import numpy as np
 from numba import cuda
 
+from .jit import inline_device
+
 __all__ = [
     "philox4x32", "philox4x32_np", "uniform_from_bits", "uniform_from_bits_np",
     "split_u64", "PHILOX_ROUNDS",
@@ -27,7 +29,7 @@ _LO32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def _round(c0, c1, c2, c3, k0, k1):
     # 32x32->64 products; NVVM lowers these to mul.wide.u32 / mul.hi.u32.
     p0 = _M0 * np.uint64(c0)
@@ -64,7 +66,7 @@ def philox4x32(c0, c1, c2, c3, k0, k1):
 _INV24 = np.float32(1.0 / (1 << 24))
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def uniform_from_bits(r):
     """Uniform float32 in [0, 1) from uint32 ``r``: its top 24 bits times 2^-24 (exact)."""
     return np.float32(np.uint32(r) >> np.uint32(8)) * _INV24

@@ -11,13 +11,15 @@ import math
 import numpy as np
 from numba import cuda
 
+from .jit import inline_device
+
 __all__ = ["FULL_MASK", "warp_sum", "warp_max", "block_sum", "block_max", "WARP"]
 
 FULL_MASK = 0xFFFFFFFF
 WARP = 32
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def warp_sum(v):
     """Sum of float32 ``v`` over the 32 lanes of the warp, returned to every lane."""
     for k in range(5):
@@ -25,7 +27,7 @@ def warp_sum(v):
     return v
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def warp_max(v):
     """Maximum of float32 ``v`` over the 32 lanes of the warp, returned to every lane."""
     for k in range(5):
@@ -33,7 +35,7 @@ def warp_max(v):
     return v
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def block_sum(v, scratch):
     """Sum of ``v`` over a 1-D block, returned to every thread.
 
@@ -54,7 +56,7 @@ def block_sum(v, scratch):
     return t
 
 
-@cuda.jit(device=True, inline=True)
+@inline_device
 def block_max(v, scratch):
     """Maximum of ``v`` over a 1-D block (block size a multiple of 32), to every thread."""
     lane = cuda.threadIdx.x % WARP
