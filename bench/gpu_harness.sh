@@ -6,6 +6,7 @@
 #   tests     the test-suite for real (GPU mode; $TESTS, default tests/) -> OUTDIR/pytest.log
 #   sanitize  every op's kernels under compute-sanitizer memcheck   -> OUTDIR/memcheck.log
 #             and racecheck                                         -> OUTDIR/racecheck.log
+#             (one process per tool and op, concurrently; $SAN_OPS, $SAN_TIMEOUT)
 #   bench     the benchmarks and examples (python -m bench)         -> OUTDIR/bench.log, OUTDIR/results/
 # Each stage appends its line to OUTDIR/summary.md, so a lease whose calls are shorter
 # than the whole run (10 minutes on the lent GPU; the tests alone take 5-9) can run
@@ -54,13 +55,36 @@ if has_stage tests; then
   echo "- tests ${TESTS:-tests} (rc $RC, ${#XDIST[@]} xdist args): $(tail -1 "$OUTDIR/pytest.log")" >> "$SUMMARY"
 fi
 if has_stage sanitize; then
+  # One process per (tool, op), all at once: the instrumented runs are slow, a lease's
+  # call is 10 minutes, and a sanitizer left running would skew later timings, so
+  # each has a hard limit ($SAN_TIMEOUT s, then KILL) and all are reaped here.
   SAN=${SANITIZER:-compute-sanitizer}
-  $SAN --tool memcheck --report-api-errors no --error-exitcode 9 "$PY" bench/sanitize.py > "$OUTDIR/memcheck.log" 2>&1
-  RC=$?; [ $RC -eq 0 ] || OK=1
-  echo "- memcheck (rc $RC): $(grep -h 'ERROR SUMMARY' "$OUTDIR/memcheck.log" | tail -1)" >> "$SUMMARY"
-  $SAN --tool racecheck --error-exitcode 9 "$PY" bench/sanitize.py > "$OUTDIR/racecheck.log" 2>&1
-  RC=$?; [ $RC -eq 0 ] || OK=1
-  echo "- racecheck (rc $RC): $(grep -h 'RACECHECK SUMMARY' "$OUTDIR/racecheck.log" | tail -1)" >> "$SUMMARY"
+  SAN_TIMEOUT=${SAN_TIMEOUT:-420}
+  SAN_OPS=${SAN_OPS:-dropout layer_norm attention linear_act}
+  SANDIR="$OUTDIR/.sanitize"; mkdir -p "$SANDIR"
+  for tool in memcheck racecheck; do
+    for op in $SAN_OPS; do
+      args=(--tool "$tool" --error-exitcode 9)
+      [ "$tool" = memcheck ] && args+=(--report-api-errors no)
+      ( timeout -k 10 "$SAN_TIMEOUT" $SAN "${args[@]}" "$PY" bench/sanitize.py "$op" \
+          > "$SANDIR/${tool}_$op.log" 2>&1; echo $? > "$SANDIR/${tool}_$op.rc" ) &
+    done
+  done
+  wait
+  for tool in memcheck racecheck; do
+    line=""
+    : > "$OUTDIR/$tool.log"
+    for op in $SAN_OPS; do
+      RC=$(cat "$SANDIR/${tool}_$op.rc" 2>/dev/null || echo missing)
+      { echo "===== $tool $op (rc $RC)"; cat "$SANDIR/${tool}_$op.log"; } >> "$OUTDIR/$tool.log"
+      [ "$RC" = 0 ] || OK=1
+      case "$RC" in 124|137) what="timed out after ${SAN_TIMEOUT}s" ;;
+        *) what=$(grep -h -E '(ERROR|RACECHECK) SUMMARY' "$SANDIR/${tool}_$op.log" | tail -1) ;; esac
+      line="$line $op rc $RC: ${what:-no summary};"
+    done
+    echo "- $tool:$line" >> "$SUMMARY"
+  done
+  rm -rf "$SANDIR"
 fi
 if has_stage bench; then
   "$PY" -m bench $QUICK --out "$OUTDIR/results" > "$OUTDIR/bench.log" 2>&1
