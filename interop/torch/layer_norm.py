@@ -13,11 +13,22 @@ Differences from torch, by design:
   kernels take one dtype; the cast is differentiable, so the parameters' gradients
   come back in their own dtype).
 - autocast does not change the dtype the kernels run in.
+
+Two routes to the same kernels and launch plans:
+- eager calls go through ``torch.autograd.Function`` (one graph node per call);
+- under ``torch.compile`` (``torch.compiler.is_compiling()``) the functions call the
+  custom ops ``torch.ops.numba_fused.layer_norm_fwd`` / ``layer_norm_bwd`` /
+  ``rms_norm_fwd`` / ``rms_norm_bwd`` (``torch.library.custom_op`` with fake
+  implementations and ``register_autograd``), which Dynamo and AOTAutograd trace
+  without a graph break. Eager keeps the Function because an empty custom op costs
+  more host time per forward + backward than an empty Function (137-160 against
+  98-113 us on the lent H100's host, bench/NOTES.md, issue #20).
 """
 
 import functools
 import math
 import numbers
+from typing import List, Optional
 
 import torch
 
@@ -195,6 +206,115 @@ class _RMSNormFunction(torch.autograd.Function):
         return _grad_input(gx, input_shape), _param_grad(gw, w_meta), None, None, None
 
 
+# ---------------------------------------------------------------------------
+# Custom ops: the torch.compile route
+# ---------------------------------------------------------------------------
+# Inputs are what the Functions hand the kernels: x a contiguous [M, N], parameters
+# contiguous [N] of x's dtype. Backward ops return a list: grad_x, then grad_weight
+# if weight is given, then grad_bias if bias is given (a schema cannot return None).
+
+@torch.library.custom_op("numba_fused::layer_norm_fwd", mutates_args=())
+def _layer_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor],
+                    bias: Optional[torch.Tensor], eps: float,
+                    deterministic: bool) -> List[torch.Tensor]:
+    """[y, mean, rstd] of x [M, N]; ``deterministic`` is kept for the backward."""
+    return list(_norm_forward(x, weight, bias, eps, False))
+
+
+@_layer_norm_fwd.register_fake
+def _(x, weight, bias, eps, deterministic):
+    stats = x.new_empty(x.shape[:-1], dtype=torch.float32)
+    return [torch.empty_like(x), stats, torch.empty_like(stats)]
+
+
+@torch.library.custom_op("numba_fused::layer_norm_bwd", mutates_args=())
+def _layer_norm_bwd(grad_y: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
+                    bias: Optional[torch.Tensor], mean: torch.Tensor, rstd: torch.Tensor,
+                    deterministic: bool) -> List[torch.Tensor]:
+    gx, gw, gb = _norm_backward(grad_y, x, weight, bias, mean, rstd, deterministic, False)
+    return [t for t in (gx, gw, gb) if t is not None]
+
+
+@_layer_norm_bwd.register_fake
+def _(grad_y, x, weight, bias, mean, rstd, deterministic):
+    return [torch.empty_like(x)] + [torch.empty_like(p) for p in (weight, bias) if p is not None]
+
+
+def _layer_norm_setup(ctx, inputs, output):
+    x, weight, bias, _, deterministic = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x, weight, bias, mean, rstd)
+    ctx.deterministic = deterministic
+
+
+def _layer_norm_grad(ctx, grads):
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    # A bias that needs no gradient costs nothing: without it no dB is reduced.
+    bias = bias if ctx.needs_input_grad[2] else None
+    out = iter(_layer_norm_bwd(grads[0].contiguous(), x, weight, bias, mean, rstd,
+                               ctx.deterministic))
+    gx = next(out)
+    gw = next(out) if weight is not None else None
+    gb = next(out) if bias is not None else None
+    return gx, gw, gb, None, None
+
+
+_layer_norm_fwd.register_autograd(_layer_norm_grad, setup_context=_layer_norm_setup)
+
+
+@torch.library.custom_op("numba_fused::rms_norm_fwd", mutates_args=())
+def _rms_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float,
+                  deterministic: bool) -> List[torch.Tensor]:
+    """[y, rstd] of x [M, N]; ``deterministic`` is kept for the backward."""
+    y, _, rstd = _norm_forward(x, weight, None, eps, True)
+    return [y, rstd]
+
+
+@_rms_norm_fwd.register_fake
+def _(x, weight, eps, deterministic):
+    return [torch.empty_like(x), x.new_empty(x.shape[:-1], dtype=torch.float32)]
+
+
+@torch.library.custom_op("numba_fused::rms_norm_bwd", mutates_args=())
+def _rms_norm_bwd(grad_y: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
+                  rstd: torch.Tensor, deterministic: bool) -> List[torch.Tensor]:
+    gx, gw, _ = _norm_backward(grad_y, x, weight, None, None, rstd, deterministic, True)
+    return [gx] if gw is None else [gx, gw]
+
+
+@_rms_norm_bwd.register_fake
+def _(grad_y, x, weight, rstd, deterministic):
+    return [torch.empty_like(x)] + ([] if weight is None else [torch.empty_like(weight)])
+
+
+def _rms_norm_setup(ctx, inputs, output):
+    x, weight, _, deterministic = inputs
+    ctx.save_for_backward(x, weight, output[1])
+    ctx.deterministic = deterministic
+
+
+def _rms_norm_grad(ctx, grads):
+    x, weight, rstd = ctx.saved_tensors
+    out = _rms_norm_bwd(grads[0].contiguous(), x, weight, rstd, ctx.deterministic)
+    return out[0], (out[1] if weight is not None else None), None, None
+
+
+_rms_norm_fwd.register_autograd(_rms_norm_grad, setup_context=_rms_norm_setup)
+
+
+def _compiled_norm(input, weight, bias, n, eps, deterministic, rms):
+    """The custom-op route of :func:`layer_norm` / :func:`rms_norm` (under
+    torch.compile): the same reshapes and casts as the Functions, as traced ops."""
+    x = input.contiguous().view(-1, n)
+    w = None if weight is None else weight.to(x.dtype).contiguous().view(n)
+    if rms:
+        y = _rms_norm_fwd(x, w, eps, deterministic)[0]
+    else:
+        b = None if bias is None else bias.to(x.dtype).contiguous().view(n)
+        y = _layer_norm_fwd(x, w, b, eps, deterministic)[0]
+    return y.view(input.shape)
+
+
 # normalized_shape -> (shape tuple, N): the module passes the same tuple every call.
 _SHAPES = {}
 
@@ -265,6 +385,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, *, det
     det = _deterministic(deterministic)
     if input.numel() == 0:
         return torch.nn.functional.layer_norm(input, shape, weight, bias, eps)
+    if torch.compiler.is_compiling():
+        return _compiled_norm(input, weight, bias, n, eps, det, False)
     return _LayerNormFunction.apply(input, weight, bias, n, eps, det)
 
 
@@ -283,6 +405,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=1e-6, *, deterministic=No
         if hasattr(torch.nn.functional, "rms_norm"):
             return torch.nn.functional.rms_norm(input, shape, weight, eps)
         return input.clone()
+    if torch.compiler.is_compiling():
+        return _compiled_norm(input, weight, None, n, eps, det, True)
     return _RMSNormFunction.apply(input, weight, n, eps, det)
 
 
