@@ -1,7 +1,8 @@
 """Timing method shared by the benchmark scripts (SPEC "Benchmarks").
 
 - CUDA events around the timed call, warm-up first, median (and p20/p80) of
-  ``reps`` runs;
+  ``reps`` runs, queued behind a GPU sleep so that the events time device work, not
+  the host's enqueue rate (:func:`time_cuda`);
 - inputs rotated among enough copies that together they exceed the L2 (so a run
   does not read what the previous one left in cache);
 - random data, never zeros;
@@ -54,8 +55,35 @@ def _quantile(sorted_vals, q):
     return sorted_vals[idx]
 
 
-def time_cuda(fn, arg_sets, reps=100, warmup=10):
-    """Median time of ``fn(*args)`` over ``reps`` runs, cycling through ``arg_sets``."""
+_SLEEP_CYCLES_PER_MS = []
+
+
+def _sleep_cycles_per_ms():
+    """GPU clock cycles of ``torch.cuda._sleep`` per millisecond (measured once)."""
+    import torch
+
+    if not _SLEEP_CYCLES_PER_MS:
+        cycles = 10_000_000
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(cycles // 10)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _SLEEP_CYCLES_PER_MS.append(cycles / max(start.elapsed_time(end), 1e-3))
+    return _SLEEP_CYCLES_PER_MS[0]
+
+
+def time_cuda(fn, arg_sets, reps=100, warmup=10, hold=True):
+    """Median time of ``fn(*args)`` over ``reps`` runs, cycling through ``arg_sets``.
+
+    hold: queue a GPU sleep before the timed runs, long enough (twice the host time
+    the runs take to enqueue) that the GPU is still busy when the last one is queued.
+    The events then time the device work only: without it an op whose Python costs
+    more than its kernels is timed at its host cost (what ``host_overhead_us``
+    reports separately), and the host's speed, which varies 1.5x run to run on the
+    lent machines, shows up as kernel time.
+    """
     import torch
 
     for i in range(warmup):
@@ -63,6 +91,14 @@ def time_cuda(fn, arg_sets, reps=100, warmup=10):
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    if hold:
+        probe = min(reps, 5)
+        t0 = time.perf_counter()
+        for i in range(probe):
+            fn(*arg_sets[i % len(arg_sets)])
+        host_ms = (time.perf_counter() - t0) * 1e3 / probe
+        torch.cuda.synchronize()
+        torch.cuda._sleep(int(2 * host_ms * reps * _sleep_cycles_per_ms()))
     for i in range(reps):
         args = arg_sets[i % len(arg_sets)]
         starts[i].record()

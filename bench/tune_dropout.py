@@ -11,9 +11,9 @@ For fp16 ``[M, N]`` (default 16384 x 4096), p = 0.1, activations none and gelu, 
 
 for the shipped configuration and a few ``LaunchConfig`` variants. Each row has two times:
 
-  call  bench/common.time_cuda as the benchmarks use it (CUDA events around each call,
-        calls back to back): includes host time whenever the host is slower than the
-        GPU (the launchers' Python);
+  call  bench/common.time_cuda with hold=False (CUDA events around each call, calls
+        back to back): includes host time whenever the host is slower than the GPU
+        (the launchers' Python);
   gpu   the same events with the stream first held by a ~20 ms ``torch.cuda._sleep`` so
         that every call is queued before its predecessor ends: GPU time (kernels and
         the gaps between them) without host time.
@@ -131,8 +131,9 @@ def _check(D, direction, act, cfg, x, b, g, need_bias_grad=True):
 
 
 def _time(fn, sets, reps, warmup):
-    call = common.time_cuda(fn, sets, reps, warmup)["median_ms"] * 1e3
-    gpu = common.time_cuda(_Backlogged(fn, warmup), sets, reps, warmup)["median_ms"] * 1e3
+    call = common.time_cuda(fn, sets, reps, warmup, hold=False)["median_ms"] * 1e3
+    gpu = common.time_cuda(_Backlogged(fn, warmup), sets, reps, warmup,
+                           hold=False)["median_ms"] * 1e3
     return call, gpu
 
 
