@@ -54,7 +54,8 @@ __all__ = ["install", "WarpDivergenceError", "TIMEOUT_S", "SWITCH_INTERVAL_S"]
 # Backstop only: the common divergences are detected without waiting. Long enough
 # that a slow lane among ~1000 GIL-sharing threads is not mistaken for a lost one.
 TIMEOUT_S = 5.0
-# How long a lane must sit in syncthreads before a warp call calls it diverged.
+# How long the block's set of threads flagged in syncthreads must stay unchanged before
+# a warp call calls a flagged lane diverged (see _Block.barrier_stalled).
 SYNC_GRACE_S = 1.0
 # How often waiting lanes look for lanes stuck in syncthreads or aborted kernels:
 # the simulator signals neither to us.
@@ -141,6 +142,28 @@ class _Block:
         # raised and exited) repeat it, so whichever thread's error the simulator
         # reports names the cause.
         self.failure = None
+        self._flagged = None  # threads flagged in syncthreads when last looked at
+        self._flagged_since = time.monotonic()
+
+    def barrier_stalled(self):
+        """Whether no thread of the block has entered or left syncthreads for
+        SYNC_GRACE_S seconds.
+
+        The simulator opens a barrier by clearing its threads' flags one at a time, so
+        a lane released a moment ago can still see a warp-mate flagged, and on a loaded
+        machine (CI's 2 cores, several workers, hundreds of GIL-sharing threads) that
+        release can take seconds. It makes progress all along, though, while a lane
+        stuck at a barrier that cannot open leaves the flagged set fixed: so the set's
+        last change is timed, not any one lane's wait.
+        """
+        flagged = frozenset(tid for tid, t in list(self.threads.items())
+                            if t.syncthreads_blocked)
+        now = time.monotonic()
+        with self.lock:
+            if flagged != self._flagged:
+                self._flagged, self._flagged_since = flagged, now
+                return False
+            return now - self._flagged_since > SYNC_GRACE_S
 
     def warp(self, w):
         with self.lock:
@@ -191,7 +214,6 @@ class _Warp:
         self.cond = threading.Condition()
         self.pending = {}  # mask -> _Call still collecting lanes
         self.waiting = {}  # lane -> _Call it waits in
-        self.sync_seen = {}  # thread id -> when it was first seen blocked in syncthreads
         self.gathering = {}  # source line -> activemask() _Call collecting lanes
 
     def __str__(self):
@@ -235,14 +257,7 @@ class _Warp:
             error = getattr(thread, "exception", None)
             return f"exited the kernel by raising {error[0]!r}" if error else "exited the kernel"
         if thread is not None and thread.syncthreads_blocked:
-            # The simulator clears this flag one thread at a time when a barrier
-            # opens, so a lane released a moment ago can still see a warp-mate
-            # flagged: only a lane flagged for SYNC_GRACE_S in a row is stuck there.
-            first = self.sync_seen.setdefault(tid, time.monotonic())
-            if time.monotonic() - first > SYNC_GRACE_S:
-                return "waits in syncthreads"
-            return None
-        self.sync_seen.pop(tid, None)
+            return "waits in syncthreads" if self.block.barrier_stalled() else None
         other = self.waiting.get(lane)
         if other is not None and not other.done and other not in live and other.site is None:
             return f"waits in {other.op}(mask={other.mask:#010x}), which cannot complete"
