@@ -17,7 +17,8 @@ from numba_fused import dropout as D
 from numba_fused.activations import ACTIVATIONS
 from numba_fused.launch import Kernel
 from numba_fused.philox import philox4x32_np
-from tests.util import DTYPES, SIMULATOR, TOL, assert_close, device, rel_err, torch_dtype
+from tests.util import (DTYPES, SIMULATOR, TOL, assert_close, compile_backend, compiled_targets,
+                        device, rel_err, torch_dtype)
 
 # The simulator runs every thread as a Python thread: small blocks there.
 CFG = D.LaunchConfig(threads=64) if SIMULATOR else D.LaunchConfig()
@@ -650,6 +651,92 @@ def test_torch_module():
     assert none.bias is None
     with pytest.raises(ValueError, match="p must be"):
         FusedDropoutBiasAct(p=1.1)
+
+
+# The torch.compile route: custom ops (issue #15).
+
+@pytest.mark.parametrize("store_mask", [False, True])
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+@pytest.mark.parametrize("has_bias", [True, False])
+def test_custom_ops_opcheck(has_bias, activation, store_mask):
+    """torch.library.opcheck of the forward op (with its autograd) and the backward op."""
+    from interop.torch import dropout as tdrop
+
+    x0, b0, go = _inputs((3, 20), "float32", seed=31)
+    x = x0.clone().requires_grad_()
+    b = b0.clone().requires_grad_() if has_bias else None
+    so = torch.tensor([5, 8], dtype=torch.int64)
+    torch.library.opcheck(tdrop._dropout_fwd, (x, b, so, 0.3, activation, store_mask))
+    with torch.no_grad():
+        out = tdrop._dropout_fwd(x, b, so, 0.3, activation, store_mask)
+    mask = out[2] if store_mask else None
+    bd = None if b is None else b.detach()
+    torch.library.opcheck(tdrop._dropout_bwd, (go, x0, bd, mask, so, 0.3, activation, True))
+
+
+def test_custom_op_matches_reference_with_the_seed_it_used():
+    """Compiled, the seed is drawn inside the graph; the op's second output is the pair
+    it used, and forward and backward match the float64 reference keyed by it."""
+    from interop.torch import dropout as tdrop
+    from interop.torch._compiled import compiled_seed
+
+    x0, b0, go = _inputs((4, 24), "float32", seed=32)
+    b = b0.clone().requires_grad_()
+
+    def f(x):
+        y, used = tdrop._dropout_fwd(x, b, compiled_seed(True), 0.4, "gelu_tanh", False)
+        return y * 1.0, used
+
+    x = x0.clone().requires_grad_()
+    y, used = torch.compile(f, backend=compile_backend(), fullgraph=True)(x)
+    y.backward(go)
+    seed, offset = used.tolist()
+    y_ref, gx_ref, gb_ref = D.dropout_bias_act_ref(x0, b0, 0.4, seed, offset, "gelu_tanh",
+                                                    grad_out=go)
+    assert_close(y, y_ref, "float32", "y")
+    assert_close(x.grad, gx_ref, "float32", "grad_x")
+    assert_close(b.grad, gb_ref, "float32", "grad_bias")
+
+
+@pytest.mark.parametrize("store_mask", [False, True])
+def test_torch_compile_fullgraph(store_mask):
+    """torch.compile(fullgraph=True) of the module: one graph, our op in it; two calls
+    in one graph draw two masks (no CSE); torch.manual_seed reproduces a compiled run;
+    the mask backward applies is the one forward drew."""
+    import torch._dynamo
+
+    _, FusedDropoutBiasAct = _torch_fn()
+    torch._dynamo.reset()
+    p = 0.3
+    mod = FusedDropoutBiasAct(p=p, bias_shape=24, store_mask=store_mask, device=device())
+    with torch.no_grad():
+        mod.bias.copy_(torch.randn(24))
+    x0 = torch.randn(2, 7, 24, device=device())
+    go = torch.randn(2, 7, 24, device=device())
+
+    def f(x):
+        return mod(x), mod(x)
+
+    assert "numba_fused.dropout_bias_act_fwd.default" in compiled_targets(f, x0)
+    cf = torch.compile(f, backend=compile_backend(), fullgraph=True)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(11)
+        x = x0.clone().requires_grad_()
+        mod.zero_grad(set_to_none=True)
+        y1, y2 = cf(x)
+        y1.backward(go)
+        runs.append((y1.detach(), y2.detach(), x.grad, mod.bias.grad))
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+    y1, y2, gx, gb = runs[0]
+    assert not torch.equal(y1 != 0, y2 != 0), "two dropouts in one graph drew one mask"
+    kept = y1 != 0
+    assert 0.15 < 1.0 - kept.float().mean().item() < 0.45
+    z = (x0 + mod.bias.detach()) / (1 - p)
+    assert_close(y1, torch.where(kept, z, torch.zeros_like(z)), "float32", "y")
+    assert_close(gx, torch.where(kept, go / (1 - p), torch.zeros_like(go)), "float32", "grad_x")
+    assert_close(gb, gx.sum((0, 1)), "float32", "grad_bias")
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,8 @@ import torch
 import numba_fused  # noqa: F401  (installs the simulator primitives / numpy shim)
 from interop.dlpack import poison_outputs
 from numba_fused import layer_norm as ln
-from tests.util import DTYPES, SIMULATOR, TOL, assert_close, device, rel_err, torch_dtype
+from tests.util import (DTYPES, SIMULATOR, TOL, assert_close, compile_backend, device, rel_err,
+                        torch_dtype)
 
 # (rms, has_w, has_b)
 VARIANTS = [(False, True, True), (False, True, False), (False, False, True),
@@ -530,12 +531,6 @@ def test_custom_ops_opcheck(rms, affine):
                                      for a in bargs))
 
 
-def _compile_backend():
-    # Under the simulator the kernels take CPU tensors, which inductor would compile
-    # C++ around; aot_eager traces the same graphs (Dynamo, fake tensors, AOTAutograd).
-    return "aot_eager" if SIMULATOR else "inductor"
-
-
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("rms", [False, True])
 def test_torch_compile_fullgraph_matches_eager(rms, dtype):
@@ -571,7 +566,7 @@ def test_torch_compile_fullgraph_matches_eager(rms, dtype):
     assert any(op in targets for targets in seen), seen
 
     results = []
-    for run in (f, torch.compile(f, backend=_compile_backend(), fullgraph=True)):
+    for run in (f, torch.compile(f, backend=compile_backend(), fullgraph=True)):
         xi = x.clone().requires_grad_()
         mod.zero_grad(set_to_none=True)
         y = run(xi)

@@ -1,7 +1,7 @@
 """Fused linear + activation: forward, dgrad, backward, the torch front end.
 
 Compared with float64 references (``numba_fused.linear_act.*_ref``) by relative
-error within SPEC's tolerances, and with torch in the same dtype: our error must be
+error within docs/API.md's tolerances, and with torch in the same dtype: our error must be
 within 2x of torch's own (or within one unit roundoff of the dtype, the least any
 implementation can promise for a single rounded output, when torch happens to be
 nearly exact on a tiny problem). Under the simulator shapes are tiny and ragged
@@ -23,7 +23,8 @@ import numba_fused as nf
 from interop.dlpack import poison_outputs
 from numba_fused import linear_act as la
 from numba_fused.activations import ACTIVATIONS, LEAKY_SLOPE
-from tests.util import DTYPES, SIMULATOR, assert_close, device, rel_err, torch_dtype
+from tests.util import (DTYPES, SIMULATOR, assert_close, compile_backend, compiled_targets, device,
+                        rel_err, torch_dtype)
 
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
@@ -394,6 +395,67 @@ def test_torch_linear_act_and_module(dtype):
     assert w.grad is not None and w.grad.shape == w.shape
     with pytest.raises(ValueError, match="activation"):
         linear_act(x, w, None, "tanh")
+
+
+# ---- the torch.compile route: custom ops (issue #15) ----------------------------------
+
+
+@pytest.mark.parametrize("activation", ["gelu_tanh", "none"])
+@pytest.mark.parametrize("needs", ["all", "x_only", "no_x"])
+def test_custom_ops_opcheck(needs, activation):
+    """torch.library.opcheck of linear_act_fwd/bwd and mlp_fwd/bwd (forward ops with
+    their autograd), the backward ops over the gradients asked for."""
+    tla = importlib.import_module("interop.torch.linear_act")
+
+    g = torch.Generator().manual_seed(93)
+    x, w1, b1, w2, b2 = (_rand(s, "float32", g) for s in ((2, 3, 12), (16, 12), (16,),
+                                                            (9, 16), (9,)))
+    want = {"all": (True,) * 5, "x_only": (True, False, False, False, False),
+            "no_x": (False, True, True, True, True)}[needs]
+    leaves = [t.clone().requires_grad_(r) for t, r in zip((x, w1, b1, w2, b2), want)]
+    torch.library.opcheck(tla._linear_act_fwd, (*leaves[:3], activation))
+    torch.library.opcheck(tla._mlp_fwd, (*leaves, activation))
+    with torch.no_grad():
+        pre = tla._linear_act_fwd(x, w1, b1, activation)[-1]
+        _, h, *z1 = tla._mlp_fwd(x, w1, b1, w2, b2, activation)
+    z1 = z1[0] if z1 else None
+    gy1, gy2 = _rand((2, 3, 16), "float32", g), _rand((2, 3, 9), "float32", g)
+    torch.library.opcheck(tla._linear_act_bwd, (gy1, x, w1, pre if activation != "none"
+                                                else None, activation, *want[:3]))
+    torch.library.opcheck(tla._mlp_bwd, (gy2, x, w1, w2, h, z1, activation, *want))
+
+
+def test_torch_compile_fullgraph_matches_eager():
+    """torch.compile(fullgraph=True) of FusedLinearAct and FusedMLP: one graph holding
+    our ops; output and every gradient equal the eager route's (same kernels, same
+    plans)."""
+    import torch._dynamo
+
+    from interop.torch.linear_act import FusedLinearAct, FusedMLP
+
+    torch._dynamo.reset()
+    torch.manual_seed(94)
+    lin = FusedLinearAct(12, 16, activation="squared_relu").to(device())
+    mlp = FusedMLP(16, 24, 12, activation="gelu").to(device())
+    x = _rand((2, 5, 12), "float32", torch.Generator().manual_seed(95))
+    gy = _rand((2, 5, 12), "float32", torch.Generator().manual_seed(96))
+
+    def f(x):
+        return mlp(lin(x)) * 2.0
+
+    targets = compiled_targets(f, x)
+    assert {"numba_fused.linear_act_fwd.default", "numba_fused.mlp_fwd.default"} <= targets
+    params = list(lin.parameters()) + list(mlp.parameters())
+    runs = []
+    for run in (f, torch.compile(f, backend=compile_backend(), fullgraph=True)):
+        for p in params:
+            p.grad = None
+        xs = x.clone().requires_grad_()
+        y = run(xs)
+        y.backward(gy)
+        runs.append([y.detach(), xs.grad] + [p.grad for p in params])
+    for i, (a, b) in enumerate(zip(*runs)):
+        assert torch.equal(a, b), i
 
 
 @pytest.mark.gpu

@@ -5,7 +5,7 @@ from numba import config
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
-# SPEC "Numerics": ||out - ref|| / ||ref|| against float64.
+# docs/API.md, "Conventions": ||out - ref|| / ||ref|| against float64.
 TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -54,3 +54,30 @@ def assert_close(out, ref, dtype, what="", tol=None):
     err = rel_err(out, ref)
     assert err < tol, f"{what}: relative error {err:.3e} >= {tol:.1e} ({dtype})"
     return err
+
+
+def compile_backend():
+    """torch.compile backend for the custom-op tests: inductor on a GPU; under the
+    simulator (CPU tensors, which inductor would compile C++ around) aot_eager, which
+    traces the same graphs (Dynamo, fake tensors, AOTAutograd)."""
+    return "aot_eager" if SIMULATOR else "inductor"
+
+
+def compiled_targets(fn, *args):
+    """Check that ``fn(*args)`` compiles to one graph with no break, and return the
+    call targets of that graph (strings such as 'numba_fused.layer_norm_fwd.default')."""
+    import torch
+    import torch._dynamo
+
+    explain = torch._dynamo.explain(fn)(*args)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1, explain.break_reasons
+    seen = set()
+
+    def backend(gm, example_inputs):
+        seen.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    torch._dynamo.reset()
+    return seen

@@ -1,8 +1,11 @@
 """PyTorch front end: ``torch.nn.functional``-style functions with autograd, and
 ``nn.Module`` classes, built on the array-level kernels of ``numba_fused``.
 
-Each function is a ``torch.autograd.Function`` underneath; dropout seeds come from
-torch's generators, so ``torch.manual_seed`` reproduces runs.
+Eager calls run ``torch.autograd.Function``s (the cheaper route on the host); under
+``torch.compile`` the same functions call ``torch.library.custom_op``s of the namespace
+``numba_fused`` (forward and backward ops with fake implementations), so
+``fullgraph=True`` compiles with no graph break. Dropout seeds come from torch's
+generators, so ``torch.manual_seed`` reproduces runs. The reference: docs/API.md.
 """
 
 from .attention import AttentionFunction, FusedAttention, scaled_dot_product_attention

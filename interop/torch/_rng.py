@@ -4,6 +4,10 @@ For a CUDA generator we take its seed and reserve a range of its Philox offset,
 as torch's own fused dropout does (``philox_cuda_state``): the next call gets a
 fresh offset, and resetting the seed resets the sequence. For a CPU generator
 (the simulator's tests) two words are drawn from it.
+
+Not under CUDA-graph capture: the pair is fixed when the call is captured, so every
+replay would drop the same elements; such a capture raises instead of training with
+one mask (capture dropout layers in eval mode or with p = 0).
 """
 
 import torch
@@ -22,6 +26,11 @@ def next_seed_offset(device, increment, generator=None):
         else:
             generator = torch.default_generator
     if generator.device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "dropout with p > 0 cannot be captured in a CUDA graph: its seed would be "
+                "fixed at capture and every replay would drop the same elements (capture "
+                "with p = 0 or the module in eval mode)")
         seed = generator.initial_seed()
         offset = generator.get_offset()
         # Torch keeps its offsets multiples of 4; keep to that.

@@ -9,14 +9,20 @@ additive 0 / -inf bias; a float mask is added to the scores, and gets a gradient
 it requires one. Rows that see no key give 0 (torch gives NaN there). Dropout seeds
 come from torch's generator (``torch.manual_seed`` reproduces a run) and the backward
 regenerates the same mask. ``FusedAttention`` is the module form.
+
+Under ``torch.compile`` the function takes the custom ops ``numba_fused::attention_fwd``
+/ ``attention_bwd`` (on the ``[B, S, H, D]`` views; dropout seeds as
+:mod:`interop.torch._compiled` says).
 """
 
 import math
+from typing import List, Optional
 
 import torch
 
 from numba_fused.attention import attention_backward, attention_forward
 
+from ._compiled import compiled_seed, seed_pair
 from ._rng import next_seed_offset
 
 __all__ = ["scaled_dot_product_attention", "FusedAttention", "AttentionFunction"]
@@ -151,11 +157,100 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     bias = None
     if attn_mask is not None:
         bias = _mask_to_bias(attn_mask, query, B, H, Sq, Sk)
+    causal = "top_left" if is_causal else None
+    if torch.compiler.is_compiling():
+        return _compiled_attention(query, key, value, bias, causal, window, dropout_p, scale)
     seed = offset = 0
     if dropout_p > 0.0:
         seed, offset = next_seed_offset(query.device, B * H * Sq * math.ceil(Sk / 4))
     return _HeadsFirstAttention.apply(query, key, value, bias, "top_left" if is_causal else None,
                                       window, dropout_p, seed, offset, scale)
+
+
+# ---------------------------------------------------------------------------
+# Custom ops: the torch.compile route
+# ---------------------------------------------------------------------------
+# q, k, v in the kernels' [B, S, H, D] layout (any strides with a unit last one);
+# bias None or broadcastable to [B, H, Sq, Sk]; seed_offset a CPU int64 [seed, offset]
+# (interop.torch._compiled). Forward returns [out [B, Sq, H, Dv], lse [B, H, Sq],
+# the seed_offset it used]; backward [grad_q, grad_k, grad_v] plus grad_bias (in
+# bias's shape) when need_bias_grad.
+
+@torch.library.custom_op("numba_fused::attention_fwd", mutates_args=())
+def _attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   bias: Optional[torch.Tensor], seed_offset: torch.Tensor,
+                   causal: Optional[str], window: int, dropout_p: float,
+                   scale: Optional[float]) -> List[torch.Tensor]:
+    seed, offset = seed_pair(seed_offset)
+    bias4 = None if bias is None else _expand_bias(bias, q, k)
+    out, lse = attention_forward(q, k, v, bias=bias4, causal=causal, window=window,
+                                 dropout_p=dropout_p, seed=seed, offset=offset, scale=scale)
+    return [out, lse, seed_offset.clone()]
+
+
+@_attention_fwd.register_fake
+def _(q, k, v, bias, seed_offset, causal, window, dropout_p, scale):
+    B, Sq, H, _ = q.shape
+    out = q.new_empty((B, Sq, H, v.shape[-1]))
+    return [out, q.new_empty((B, H, Sq), dtype=torch.float32), torch.empty(2, dtype=torch.int64)]
+
+
+@torch.library.custom_op("numba_fused::attention_bwd", mutates_args=())
+def _attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   out: torch.Tensor, lse: torch.Tensor, bias: Optional[torch.Tensor],
+                   seed_offset: torch.Tensor, causal: Optional[str], window: int,
+                   dropout_p: float, scale: Optional[float],
+                   need_bias_grad: bool) -> List[torch.Tensor]:
+    seed, offset = seed_pair(seed_offset)
+    bias4 = None if bias is None else _expand_bias(bias, q, k)
+    need_bias = bias is not None and need_bias_grad
+    gq, gk, gv, gb = attention_backward(
+        grad_out, q, k, v, out, lse, bias=bias4, causal=causal, window=window,
+        dropout_p=dropout_p, seed=seed, offset=offset, scale=scale, need_bias_grad=need_bias)
+    return [gq, gk, gv] + ([gb.reshape(bias.shape)] if need_bias else [])
+
+
+@_attention_bwd.register_fake
+def _(grad_out, q, k, v, out, lse, bias, seed_offset, causal, window, dropout_p, scale,
+      need_bias_grad):
+    grads = [q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape)]
+    if bias is not None and need_bias_grad:
+        grads.append(q.new_empty(bias.shape))
+    return grads
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, bias, _, causal, window, dropout_p, scale = inputs
+    out, lse, used = output
+    ctx.save_for_backward(q, k, v, bias, out, lse, used)
+    ctx.options = (causal, window, dropout_p, scale)
+
+
+def _attention_grad(ctx, grads):
+    q, k, v, bias, out, lse, used = ctx.saved_tensors
+    need_bias = bias is not None and ctx.needs_input_grad[3]
+    grad_out = grads[0]
+    if grad_out.stride(-1) != 1:
+        grad_out = grad_out.contiguous()
+    res = _attention_bwd(grad_out, q, k, v, out, lse, bias, used, *ctx.options, need_bias)
+    return (res[0], res[1], res[2], res[3] if need_bias else None,
+            None, None, None, None, None)
+
+
+_attention_fwd.register_autograd(_attention_grad, setup_context=_attention_setup)
+
+
+def _compiled_attention(query, key, value, bias, causal, window, dropout_p, scale):
+    """The custom-op route of :func:`scaled_dot_product_attention` (under torch.compile):
+    the same views as ``_HeadsFirstAttention``, as traced ops."""
+    three_d = query.dim() == 3
+    if three_d:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+    seed_offset = compiled_seed(dropout_p > 0.0)
+    out = _attention_fwd(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                         bias, seed_offset, causal, window, float(dropout_p), scale)[0]
+    out = out.transpose(1, 2)
+    return out.squeeze(1) if three_d else out
 
 
 class FusedAttention(torch.nn.Module):

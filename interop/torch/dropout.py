@@ -5,11 +5,18 @@ The dropout mask is keyed by a (seed, offset) pair taken from torch's generator
 (:func:`interop.torch._rng.next_seed_offset`), so ``torch.manual_seed`` reproduces
 runs; backward regenerates the same mask from the pair saved in the context (or, with
 ``store_mask=True``, reads the uint8 mask the forward saved).
+
+Under ``torch.compile`` the function takes the custom ops ``numba_fused::
+dropout_bias_act_fwd`` / ``dropout_bias_act_bwd`` instead (:mod:`interop.torch._compiled`
+says how seeds are drawn there).
 """
+
+from typing import List, Optional
 
 import torch
 from torch.autograd.function import once_differentiable
 
+from interop.torch._compiled import compiled_seed, seed_pair
 from interop.torch._rng import next_seed_offset
 from numba_fused import activations, checks
 from numba_fused.dropout import dropout_bias_act_backward, dropout_bias_act_forward
@@ -64,12 +71,88 @@ def dropout_bias_act(input, bias=None, p=0.5, activation="none", training=True, 
     activations.check_activation(activation)
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"input must be a torch.Tensor, got {type(input).__name__}")
+    if torch.compiler.is_compiling():
+        return _compiled_dropout(input, bias, p if training else 0.0, activation,
+                                 bool(store_mask), generator)
     if not training or p == 0.0:
         p, seed, offset = 0.0, 0, 0
     else:
         seed, offset = next_seed_offset(input.device, (input.numel() + 3) // 4, generator)
     return DropoutBiasActFunction.apply(input, bias, p, activation, seed, offset,
                                         bool(store_mask))
+
+
+# ---------------------------------------------------------------------------
+# Custom ops: the torch.compile route
+# ---------------------------------------------------------------------------
+# seed_offset: a CPU int64 tensor [seed, offset] (interop.torch._compiled); forward
+# returns [y, the seed_offset it used, mask if store_mask]; backward [grad_x] or
+# [grad_x, grad_bias].
+
+@torch.library.custom_op("numba_fused::dropout_bias_act_fwd", mutates_args=())
+def _dropout_fwd(x: torch.Tensor, bias: Optional[torch.Tensor], seed_offset: torch.Tensor,
+                 p: float, activation: str, store_mask: bool) -> List[torch.Tensor]:
+    seed, offset = seed_pair(seed_offset)
+    used = seed_offset.clone()
+    if store_mask:
+        y, mask = dropout_bias_act_forward(x, bias, p, seed, offset, activation,
+                                           return_mask=True)
+        return [y, used, mask]
+    return [dropout_bias_act_forward(x, bias, p, seed, offset, activation), used]
+
+
+@_dropout_fwd.register_fake
+def _(x, bias, seed_offset, p, activation, store_mask):
+    out = [torch.empty(x.shape, dtype=x.dtype, device=x.device),
+           torch.empty(2, dtype=torch.int64)]
+    if store_mask:
+        out.append(torch.empty(x.shape, dtype=torch.uint8, device=x.device))
+    return out
+
+
+@torch.library.custom_op("numba_fused::dropout_bias_act_bwd", mutates_args=())
+def _dropout_bwd(grad_out: torch.Tensor, x: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+                 mask: Optional[torch.Tensor], seed_offset: torch.Tensor, p: float,
+                 activation: str, need_bias_grad: bool) -> List[torch.Tensor]:
+    seed, offset = seed_pair(seed_offset)
+    gx, gb = dropout_bias_act_backward(grad_out, x, bias, p, seed, offset, activation,
+                                       need_bias_grad=need_bias_grad and bias is not None,
+                                       mask=mask)
+    return [gx] if gb is None else [gx, gb]
+
+
+@_dropout_bwd.register_fake
+def _(grad_out, x, bias, mask, seed_offset, p, activation, need_bias_grad):
+    gx = torch.empty(grad_out.shape, dtype=grad_out.dtype, device=grad_out.device)
+    if bias is None or not need_bias_grad:
+        return [gx]
+    return [gx, torch.empty(bias.shape, dtype=bias.dtype, device=bias.device)]
+
+
+def _dropout_setup(ctx, inputs, output):
+    x, bias, seed_offset, p, activation, store_mask = inputs
+    ctx.save_for_backward(x if activation != "none" else None, bias,
+                          output[2] if store_mask else None, output[1])
+    ctx.p, ctx.activation = p, activation
+
+
+def _dropout_grad(ctx, grads):
+    x, bias, mask, seed_offset = ctx.saved_tensors
+    need_gb = bias is not None and ctx.needs_input_grad[1]
+    out = _dropout_bwd(grads[0].contiguous(), x, bias, mask, seed_offset, ctx.p,
+                       ctx.activation, need_gb)
+    return out[0], (out[1] if need_gb else None), None, None, None, None
+
+
+_dropout_fwd.register_autograd(_dropout_grad, setup_context=_dropout_setup)
+
+
+def _compiled_dropout(input, bias, p, activation, store_mask, generator):
+    """The custom-op route of :func:`dropout_bias_act` (under torch.compile)."""
+    seed_offset = compiled_seed(p > 0.0, generator)
+    x = input.contiguous()
+    b = None if bias is None else bias.contiguous()
+    return _dropout_fwd(x, b, seed_offset, p, activation, store_mask)[0]
 
 
 class FusedDropoutBiasAct(torch.nn.Module):

@@ -11,9 +11,14 @@
 Forward saves the pre-activation (in the input dtype) when the activation needs it
 for backward. Inputs are made contiguous; float32, float16 and bfloat16 CUDA tensors
 are accepted (float16 / bfloat16 run on tensor cores, float32 on CUDA cores).
+
+Under ``torch.compile`` both take the custom ops ``numba_fused::linear_act_fwd`` /
+``linear_act_bwd`` and ``numba_fused::mlp_fwd`` / ``mlp_bwd`` (same kernels, same
+plans); eager calls keep the autograd Functions, whose host cost is lower.
 """
 
 import math
+from typing import List, Optional
 
 import torch
 
@@ -94,6 +99,8 @@ def linear_act(input, weight, bias=None, activation="none"):
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     x, w, b = input.contiguous(), weight.contiguous(), _contig(bias)
+    if torch.compiler.is_compiling():
+        return _linear_act_fwd(x, w, b, activation)[0]
     if _needs_grad(x, w, b):
         return _LinearActFunction.apply(x, w, b, activation)
     # No autograd node to record: skip Function.apply's host cost (bench/NOTES.md).
@@ -125,6 +132,134 @@ class _MLPFunction(torch.autograd.Function):
             if need_w1 or need_b1:
                 gw1, gb1 = _la.linear_weight_grad(gz1, x, need_bias_grad=bool(need_b1))
         return (gx, gw1 if need_w1 else None, gb1, gw2 if need_w2 else None, gb2, None)
+
+
+# ---------------------------------------------------------------------------
+# Custom ops: the torch.compile route
+# ---------------------------------------------------------------------------
+# Inputs contiguous, as the Functions hand them to the kernels. Forward ops return
+# what backward needs beside the inputs (the pre-activation when the activation has a
+# derivative to apply); backward ops take need flags (one per differentiable input) and
+# return only the gradients asked for, in input order (a schema cannot return None).
+
+def _wanted(grads, needs):
+    """The backward op's list spread back over the inputs, None where not needed."""
+    it = iter(grads)
+    return [next(it) if need else None for need in needs]
+
+
+def _linear_backward(gz, x, weight, need_x, need_w, need_b):
+    """[grad_x, grad_w, grad_b] (each present if needed) from grad_z = d loss / d preact."""
+    out = []
+    if need_x:
+        out.append(_la.linear_act_dgrad(gz, weight, "none"))
+    if need_w or need_b:
+        gw, gb = _la.linear_weight_grad(gz, x, need_bias_grad=need_b)
+        out += ([gw] if need_w else []) + ([gb] if need_b else [])
+    return out
+
+
+@torch.library.custom_op("numba_fused::linear_act_fwd", mutates_args=())
+def _linear_act_fwd(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                    activation: str) -> List[torch.Tensor]:
+    """[y] or, when the activation needs it for backward, [y, preact]."""
+    save = activation != "none"
+    y, pre = _forward(x, weight, bias, activation, save)
+    return [y, pre] if save else [y]
+
+
+@_linear_act_fwd.register_fake
+def _(x, weight, bias, activation):
+    y = x.new_empty(x.shape[:-1] + weight.shape[:1])
+    return [y, torch.empty_like(y)] if activation != "none" else [y]
+
+
+@torch.library.custom_op("numba_fused::linear_act_bwd", mutates_args=())
+def _linear_act_bwd(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
+                    preact: Optional[torch.Tensor], activation: str, need_x: bool,
+                    need_w: bool, need_b: bool) -> List[torch.Tensor]:
+    gz = grad_y
+    if activation != "none":
+        gz = _la.activation_backward(gz, preact, activation)
+    return _linear_backward(gz, x, weight, need_x, need_w, need_b)
+
+
+@_linear_act_bwd.register_fake
+def _(grad_y, x, weight, preact, activation, need_x, need_w, need_b):
+    return ([x.new_empty(x.shape)] if need_x else []) + \
+        ([weight.new_empty(weight.shape)] if need_w else []) + \
+        ([x.new_empty(weight.shape[:1])] if need_b else [])
+
+
+def _linear_act_setup(ctx, inputs, output):
+    x, weight, _, activation = inputs
+    ctx.save_for_backward(x, weight, output[1] if activation != "none" else None)
+    ctx.activation = activation
+
+
+def _linear_act_grad(ctx, grads):
+    x, weight, pre = ctx.saved_tensors
+    needs = [bool(n) for n in ctx.needs_input_grad[:3]]
+    res = _linear_act_bwd(grads[0].contiguous(), x, weight, pre, ctx.activation, *needs)
+    return (*_wanted(res, needs), None)
+
+
+_linear_act_fwd.register_autograd(_linear_act_grad, setup_context=_linear_act_setup)
+
+
+@torch.library.custom_op("numba_fused::mlp_fwd", mutates_args=())
+def _mlp_fwd(x: torch.Tensor, w1: torch.Tensor, b1: Optional[torch.Tensor], w2: torch.Tensor,
+             b2: Optional[torch.Tensor], activation: str) -> List[torch.Tensor]:
+    """[y, h = act(z1)] or, when the activation needs it for backward, [y, h, z1]."""
+    save = activation != "none"
+    h, z1 = _forward(x, w1, b1, activation, save)
+    y, _ = _forward(h, w2, b2, "none", False)
+    return [y, h, z1] if save else [y, h]
+
+
+@_mlp_fwd.register_fake
+def _(x, w1, b1, w2, b2, activation):
+    h = x.new_empty(x.shape[:-1] + w1.shape[:1])
+    y = x.new_empty(x.shape[:-1] + w2.shape[:1])
+    return [y, h, torch.empty_like(h)] if activation != "none" else [y, h]
+
+
+@torch.library.custom_op("numba_fused::mlp_bwd", mutates_args=())
+def _mlp_bwd(grad_y: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
+             h: torch.Tensor, z1: Optional[torch.Tensor], activation: str, need_x: bool,
+             need_w1: bool, need_b1: bool, need_w2: bool, need_b2: bool) -> List[torch.Tensor]:
+    out = []
+    if need_w2 or need_b2:
+        gw2, gb2 = _la.linear_weight_grad(grad_y, h, need_bias_grad=need_b2)
+        out += ([gw2] if need_w2 else []) + ([gb2] if need_b2 else [])
+    if need_x or need_w1 or need_b1:
+        # d loss / d z1 in one GEMM: (grad_y @ W2) * act'(z1).
+        gz1 = _la.linear_act_dgrad(grad_y, w2, activation, z1)
+        out = _linear_backward(gz1, x, w1, need_x, need_w1, need_b1) + out
+    return out
+
+
+@_mlp_bwd.register_fake
+def _(grad_y, x, w1, w2, h, z1, activation, need_x, need_w1, need_b1, need_w2, need_b2):
+    shapes = [(need_x, x.shape), (need_w1, w1.shape), (need_b1, w1.shape[:1]),
+              (need_w2, w2.shape), (need_b2, w2.shape[:1])]
+    return [x.new_empty(shape) for need, shape in shapes if need]
+
+
+def _mlp_setup(ctx, inputs, output):
+    x, w1, _, w2, _, activation = inputs
+    ctx.save_for_backward(x, w1, w2, output[1], output[2] if activation != "none" else None)
+    ctx.activation = activation
+
+
+def _mlp_grad(ctx, grads):
+    x, w1, w2, h, z1 = ctx.saved_tensors
+    needs = [bool(n) for n in ctx.needs_input_grad[:5]]
+    res = _mlp_bwd(grads[0].contiguous(), x, w1, w2, h, z1, ctx.activation, *needs)
+    return (*_wanted(res, needs), None)
+
+
+_mlp_fwd.register_autograd(_mlp_grad, setup_context=_mlp_setup)
 
 
 class FusedLinearAct(torch.nn.Module):
@@ -177,6 +312,8 @@ class FusedMLP(torch.nn.Module):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         args = (x.contiguous(), self.fc1.weight.contiguous(), _contig(self.fc1.bias),
                 self.fc2.weight.contiguous(), _contig(self.fc2.bias))
+        if torch.compiler.is_compiling():
+            return _mlp_fwd(*args, self.activation)[0]
         if _needs_grad(*args):
             return _MLPFunction.apply(*args, self.activation)
         h, _ = _forward(args[0], args[1], args[2], self.activation, False)
