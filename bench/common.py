@@ -1,4 +1,4 @@
-"""Timing method shared by the benchmark scripts (SPEC "Benchmarks").
+"""Timing method shared by the benchmark scripts.
 
 - CUDA events around the timed call, warm-up first, median (and p20/p80) of
   ``reps`` runs, queued behind a GPU sleep so that the events time device work, not
@@ -28,7 +28,7 @@ __all__ = ["Timing", "time_cuda", "copy_bandwidth", "host_overhead_us", "rotatio
            "note_row"]
 
 # Correctness check before timing: ||out - ref|| / ||ref|| against float64. Looser
-# than SPEC's test tolerances (fp32 1e-5, fp16 2e-3, bf16 1e-2) by 5-10x: the check is
+# than the tests' tolerances (fp32 1e-5, fp16 2e-3, bf16 1e-2) by 5-10x: the check is
 # there to catch a provider computing something else (a wrong mask, garbage, NaN: errors
 # of order 1), not to rank accuracy, and baselines round intermediates that our kernels
 # keep in float32 (flash attention's P in fp16, an activation applied to a rounded

@@ -3,7 +3,7 @@
 Run by ``python -m bench`` when no GPU is found (it sets NUMBA_ENABLE_CUDASIM=1):
 each op's forward and backward run through the real kernels under numba's CUDA
 simulator and are compared with the op's float64 reference by relative error
-(SPEC tolerances). No timings. With ``--example``, also end-to-end example 1's
+(docs/API.md's tolerances). No timings. With ``--example``, also end-to-end example 1's
 gradient check (``bench/example_cupy_mlp.py``: the MLP block's backward chained by
 hand, against finite differences) at a tiny size, on NumPy arrays.
 

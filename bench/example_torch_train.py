@@ -23,12 +23,12 @@ random streams.
 
 Check: for every step, ``|loss_ours - loss_torch| / loss_torch <= --tol`` (default
 1e-4). Justification: in float32 the two blocks differ only by rounding (other
-summation orders in the matmuls, reductions and attention; SPEC bounds our float32
+summation orders in the matmuls, reductions and attention; docs/API.md bounds our float32
 error at 1e-5 relative per op). Measured with torch alone on the CPU at the default
 size over 200 steps: multiplying every module's output by ``1 + 1e-5 * N(0, 1)`` moves
 the loss by at most 9e-7 relative (``1e-4 * N(0, 1)``: 6e-6), while a wrong activation
 (gelu's tanh approximation in place of erf's) moves it by 2.8e-4 and a missing
-LayerNorm weight gradient by 3.4e-3. 1e-4 is 100x above rounding at SPEC's bound and
+LayerNorm weight gradient by 3.4e-3. 1e-4 is 100x above rounding at that bound and
 below both bugs. (A gradient off by a constant factor does not show: AdamW divides it
 out.) Exit status 1 if the curves diverge beyond the tolerance.
 

@@ -1,5 +1,5 @@
 """Benchmark LayerNorm / RMSNorm forward and backward against torch eager and
-torch.compile (SPEC "Benchmarks": CUDA events, warm-up, median of >= 50 runs,
+torch.compile (bench/common.py: CUDA events, warm-up, median of >= 50 runs,
 inputs rotated beyond L2, random data).
 
     python bench/layer_norm.py                       # the default sweep

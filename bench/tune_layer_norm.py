@@ -4,7 +4,7 @@ for N in {768, 1024, 4096, 8192, 16384}, plus a few launch knobs at 16384 x 4096
 
     python3 bench/tune_layer_norm.py --out DIR [--reps 50] [--quick]
 
-Method (SPEC): every output is first checked against float64 (y, mean, rstd, dx on a
+Method (bench/common.py): every output is first checked against float64 (y, mean, rstd, dx on a
 slice of rows through ``layer_norm_ref``; dw, db over all rows in float64 on the GPU);
 then CUDA events around each call, a GPU sleep queued before every timed call (so the
 host's launch work never shows as GPU idle time), median of ``--reps`` calls over 3

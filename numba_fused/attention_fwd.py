@@ -187,7 +187,7 @@ def tile_helpers(dtype, d_max, cfg):
 
     def visible(i, j, sq, sk, mask_kind, shift, window):
         """Query i sees key j: both in range, and for a causal mask j <= i + shift and,
-        with window > 0, j > i + shift - window (SPEC's masks)."""
+        with window > 0, j > i + shift - window (docs/API.md's masks)."""
         if i >= sq or j >= sk:
             return False
         if mask_kind != MASK_NONE:

@@ -310,7 +310,7 @@ def _helpers(dtype, d_max, cfg):
                 sm[off + r * bpad + c] = 0
 
     def row_keys(i, sq, sk, mask_kind, shift, window):
-        """(first, last) key that query i sees (SPEC's masks); first > last if none."""
+        """(first, last) key that query i sees (docs/API.md's masks); first > last if none."""
         if i >= sq:
             return np.int64(1), np.int64(0)
         lo = np.int64(0)

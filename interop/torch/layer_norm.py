@@ -393,7 +393,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, *, det
 def rms_norm(input, normalized_shape, weight=None, eps=1e-6, *, deterministic=None):
     """``torch.nn.functional.rms_norm`` on the numba kernels (autograd included).
 
-    eps: as SPEC's default 1e-6; None means ``torch.finfo(input.dtype).eps``, as
+    eps: default 1e-6 (docs/API.md); None means ``torch.finfo(input.dtype).eps``, as
     torch's rms_norm does. Other arguments as :func:`layer_norm`.
     """
     shape, n = _normalized(input, normalized_shape)
