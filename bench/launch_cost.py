@@ -1,5 +1,5 @@
-"""Host-side cost of one call, in microseconds (SPEC: numba's default path with torch
-tensors costs ~35 us; a native torch op ~10 us).
+"""Host-side cost of one call, in microseconds (first seen on the lent H200: numba's
+default path with torch tensors ~35 us; a native torch op ~10 us).
 
 Rows, each timed on tiny tensors with no synchronisation inside the loop:
 - torch: ``torch.add(x, y, out=o)``, the native yardstick;
@@ -9,7 +9,9 @@ Rows, each timed on tiny tensors with no synchronisation inside the loop:
   inputs, allocate the output through torch, fetch torch's current stream, launch
   through cuda.core with flattened arguments);
 - numba_fused dispatcher path: the same entry with NUMBA_FUSED_LAUNCH=dispatcher;
-- each public op present, called on a tiny input.
+- each public op present, called on a tiny input: forward under no_grad, then
+  forward + backward (inputs requiring grad, ``y.backward(g)``), each beside the torch
+  call a user would otherwise make.
 
 Usage: python bench/launch_cost.py [--calls N] [--json FILE]
 """
@@ -96,6 +98,7 @@ def measure(calls=2000):
             lambda: torch.empty((4, 64), dtype=torch.float16, device=x.device), calls)),
     ]
     rows.extend(_op_rows(calls))
+    rows.extend(_train_rows(max(1, calls // 4)))
     return [{"what": w, "us_per_call": round(us, 2)} for w, us in rows]
 
 
@@ -146,6 +149,54 @@ def _op_rows(calls):
                 rows.append((f"{label}: failed ({type(exc).__name__})", float("nan")))
                 continue
             rows.append((label + " (no grad)", host_overhead_us(call, calls)))
+    return rows
+
+
+def _train_rows(calls):
+    """Forward + backward per call (host cost of the autograd round trip), torch's own
+    beside ours through ``interop.torch``; tiny fp16 inputs requiring grad."""
+    import importlib
+
+    import torch
+    import torch.nn.functional as F
+
+    from bench.common import host_overhead_us
+
+    nt = importlib.import_module("interop.torch")
+    h = torch.float16
+
+    def leaf(*shape):
+        return torch.randn(*shape, device="cuda", dtype=h).requires_grad_()
+
+    x, w, b, W = leaf(4, 64), leaf(64), leaf(64), leaf(64, 64)
+    q, k, v = leaf(1, 2, 16, 64), leaf(1, 2, 16, 64), leaf(1, 2, 16, 64)
+    g = torch.randn(4, 64, device="cuda", dtype=h)
+    gq = torch.randn(1, 2, 16, 64, device="cuda", dtype=h)
+    cases = [
+        ("torch F.layer_norm", lambda: F.layer_norm(x, (64,), w, b).backward(g)),
+        ("ours interop.torch.layer_norm", lambda: nt.layer_norm(x, (64,), w, b).backward(g)),
+        ("torch F.rms_norm", lambda: F.rms_norm(x, (64,), w).backward(g)),
+        ("ours interop.torch.rms_norm", lambda: nt.rms_norm(x, (64,), w).backward(g)),
+        ("torch F.dropout(x + b, 0.1)", lambda: F.dropout(x + b, 0.1).backward(g)),
+        ("ours interop.torch.dropout_bias_act(p=0.1)",
+         lambda: nt.dropout_bias_act(x, b, 0.1).backward(g)),
+        ("torch F.gelu(F.linear(x, W, b), 'tanh')",
+         lambda: F.gelu(F.linear(x, W, b), approximate="tanh").backward(g)),
+        ("ours interop.torch.linear_act(gelu_tanh)",
+         lambda: nt.linear_act(x, W, b, "gelu_tanh").backward(g)),
+        ("torch F.scaled_dot_product_attention",
+         lambda: F.scaled_dot_product_attention(q, k, v).backward(gq)),
+        ("ours interop.torch.scaled_dot_product_attention",
+         lambda: nt.scaled_dot_product_attention(q, k, v).backward(gq)),
+    ]
+    rows = []
+    for label, call in cases:
+        try:
+            call()
+        except Exception as exc:  # an op under development must not hide the rest
+            rows.append((f"{label} fwd+bwd: failed ({type(exc).__name__})", float("nan")))
+            continue
+        rows.append((label + " fwd+bwd", host_overhead_us(call, calls)))
     return rows
 
 
