@@ -4,9 +4,9 @@
 #   bash bench/gpu_harness.sh OUTDIR [--quick] [--stages tests,sanitize,bench] [--workers N] [pytest args...]
 # Stages (all by default, in this order):
 #   tests     the test-suite for real (GPU mode; $TESTS, default tests/) -> OUTDIR/pytest.log
-#   sanitize  every op's kernels under compute-sanitizer memcheck   -> OUTDIR/memcheck.log
-#             and racecheck                                         -> OUTDIR/racecheck.log
-#             (one process per tool and op, concurrently; $SAN_OPS, $SAN_TIMEOUT)
+#   sanitize  every op's kernels under compute-sanitizer's tools    -> OUTDIR/<tool>.log
+#             (memcheck, racecheck, synccheck, initcheck; one process per tool and op,
+#             concurrently; $SAN_TOOLS, $SAN_OPS, $SAN_TIMEOUT)
 #   bench     the benchmarks and examples (python -m bench)         -> OUTDIR/bench.log, OUTDIR/results/
 # Each stage appends its line to OUTDIR/summary.md, so a lease whose calls are shorter
 # than the whole run (10 minutes on the lent GPU; the tests alone take 5-9) can run
@@ -61,17 +61,18 @@ if has_stage sanitize; then
   SAN=${SANITIZER:-compute-sanitizer}
   SAN_TIMEOUT=${SAN_TIMEOUT:-420}
   SAN_OPS=${SAN_OPS:-dropout layer_norm attention linear_act}
+  SAN_TOOLS=${SAN_TOOLS:-memcheck racecheck synccheck initcheck}
   SANDIR="$OUTDIR/.sanitize"; mkdir -p "$SANDIR"
-  for tool in memcheck racecheck; do
+  for tool in $SAN_TOOLS; do
     for op in $SAN_OPS; do
       args=(--tool "$tool" --error-exitcode 9)
-      [ "$tool" = memcheck ] && args+=(--report-api-errors no)
+      args+=(--report-api-errors no)
       ( timeout -k 10 "$SAN_TIMEOUT" $SAN "${args[@]}" "$PY" bench/sanitize.py "$op" \
           > "$SANDIR/${tool}_$op.log" 2>&1; echo $? > "$SANDIR/${tool}_$op.rc" ) &
     done
   done
   wait
-  for tool in memcheck racecheck; do
+  for tool in $SAN_TOOLS; do
     line=""
     : > "$OUTDIR/$tool.log"
     for op in $SAN_OPS; do
