@@ -49,7 +49,7 @@ import time
 
 import numpy as np
 
-__all__ = ["install", "WarpDivergenceError", "TIMEOUT_S", "SWITCH_INTERVAL_S"]
+__all__ = ["install", "WarpDivergenceError", "TIMEOUT_S", "SWITCH_INTERVAL_S", "exited_threads"]
 
 # Backstop only: the common divergences are detected without waiting. Long enough
 # that a slow lane among ~1000 GIL-sharing threads is not mistaken for a lost one.
@@ -178,6 +178,14 @@ class _Block:
         if warp is not None:  # lanes waiting for this one should find out now
             with warp.cond:
                 warp.cond.notify_all()
+
+
+def exited_threads(thread):
+    """Thread ids of ``thread``'s block that have left the kernel (returned or raised).
+
+    Not the same as ``not t.is_alive()``: a thread the simulator has started but that
+    has not begun to run yet is not alive either (on a loaded machine, for a while)."""
+    return _block_of(thread).exited
 
 
 def _block_of(thread):

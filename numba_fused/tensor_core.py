@@ -242,6 +242,8 @@ if SIMULATOR:
     from numba.cuda.simulator.cudadrv.devicearray import (
         FakeCUDAArray, FakeWithinKernelCUDAArray)
 
+    from .sim_support import exited_threads
+
 
     def _ndarray(arr, what):
         if isinstance(arr, FakeWithinKernelCUDAArray):
@@ -288,10 +290,6 @@ if SIMULATOR:
             self.count = [0] * 32
             self.records = {}
 
-    def _lane_threads(manager, w):
-        return {t.thread_id % 32: t for t in threading.enumerate()
-                if getattr(t, "_manager", None) is manager and t.thread_id // 32 == w}
-
     def _warp_exchange(op, value):
         """Deposit this lane's ``value``; when all 32 lanes of the warp have made their
         matching call, return (values by lane, own lane)."""
@@ -328,8 +326,8 @@ if SIMULATOR:
                 if thread.abort:
                     raise RuntimeError(f"{op}: the launch was aborted by another thread")
                 missing = [i for i in range(32) if rec["values"][i] is None]
-                lanes = _lane_threads(manager, w)
-                gone = [i for i in missing if i in lanes and not lanes[i].is_alive()]
+                exited = exited_threads(thread)
+                gone = [i for i in missing if 32 * w + i in exited]
                 if gone or time.monotonic() - start > _BACKSTOP_S:
                     why = "exited" if gone else f"did not arrive within {_BACKSTOP_S:.0f} s"
                     raise RuntimeError(f"{op} (collective #{k}) in warp {w}: lanes "
