@@ -111,8 +111,6 @@ def _op_rows(calls):
     import torch
     import torch.nn.functional as F
 
-    from bench.common import host_overhead_us
-
     nf = importlib.import_module("numba_fused")
     nt = importlib.import_module("interop.torch")
     h = torch.float16
@@ -140,15 +138,23 @@ def _op_rows(calls):
         ("ours interop.torch.scaled_dot_product_attention",
          lambda: nt.scaled_dot_product_attention(q, q, q)),
     ]
-    rows = []
     with torch.no_grad():
-        for label, call in cases:
-            try:
-                call()
-            except Exception as exc:  # an op under development must not hide the rest
-                rows.append((f"{label}: failed ({type(exc).__name__})", float("nan")))
-                continue
-            rows.append((label + " (no grad)", host_overhead_us(call, calls)))
+        return _time_cases(cases, calls, " (no grad)")
+
+
+def _time_cases(cases, calls, suffix):
+    """(label + suffix, host us per call) of each (label, call); a call that raises gets
+    a 'failed' row (an op under development must not hide the rest)."""
+    from bench.common import host_overhead_us
+
+    rows = []
+    for label, call in cases:
+        try:
+            call()
+        except Exception as exc:
+            rows.append((f"{label}{suffix}: failed ({type(exc).__name__})", float("nan")))
+            continue
+        rows.append((label + suffix, host_overhead_us(call, calls)))
     return rows
 
 
@@ -159,8 +165,6 @@ def _train_rows(calls):
 
     import torch
     import torch.nn.functional as F
-
-    from bench.common import host_overhead_us
 
     nt = importlib.import_module("interop.torch")
     h = torch.float16
@@ -189,15 +193,7 @@ def _train_rows(calls):
         ("ours interop.torch.scaled_dot_product_attention",
          lambda: nt.scaled_dot_product_attention(q, k, v).backward(gq)),
     ]
-    rows = []
-    for label, call in cases:
-        try:
-            call()
-        except Exception as exc:  # an op under development must not hide the rest
-            rows.append((f"{label} fwd+bwd: failed ({type(exc).__name__})", float("nan")))
-            continue
-        rows.append((label + " fwd+bwd", host_overhead_us(call, calls)))
-    return rows
+    return _time_cases(cases, calls, " fwd+bwd")
 
 
 def main(argv=None):

@@ -28,28 +28,38 @@ from ._rng import next_seed_offset
 __all__ = ["scaled_dot_product_attention", "FusedAttention", "AttentionFunction"]
 
 
-def _attention_forward(ctx, q, k, v, bias, causal, window, dropout_p, seed, offset, scale):
+def _run_forward(q, k, v, bias, **options):
+    """(out, lse) of ``attention_forward`` with ``bias`` in any broadcastable shape."""
     bias4 = None if bias is None else _expand_bias(bias, q, k)
-    out, lse = attention_forward(q, k, v, bias=bias4, causal=causal, window=window,
-                                 dropout_p=dropout_p, seed=seed, offset=offset, scale=scale)
-    ctx.save_for_backward(q, k, v, bias, out, lse)
+    return attention_forward(q, k, v, bias=bias4, **options)
+
+
+def _run_backward(grad_out, q, k, v, out, lse, bias, need_bias, **options):
+    """(grad_q, grad_k, grad_v, grad_bias in bias's shape or None) in the ``[B, S, H, D]``
+    layout; ``options``: the forward's (causal, window, dropout_p, seed, offset, scale)."""
+    if grad_out.stride(-1) != 1:
+        grad_out = grad_out.contiguous()
+    bias4 = None if bias is None else _expand_bias(bias, q, k)
+    gq, gk, gv, gb = attention_backward(grad_out, q, k, v, out, lse, bias=bias4,
+                                        need_bias_grad=need_bias, **options)
+    if gb is not None:
+        gb = gb.reshape(bias.shape)
+    return gq, gk, gv, gb
+
+
+def _attention_forward(ctx, q, k, v, bias, causal, window, dropout_p, seed, offset, scale):
     ctx.options = dict(causal=causal, window=window, dropout_p=dropout_p, seed=seed,
                        offset=offset, scale=scale)
+    out, lse = _run_forward(q, k, v, bias, **ctx.options)
+    ctx.save_for_backward(q, k, v, bias, out, lse)
     return out
 
 
 def _attention_backward(ctx, grad_out):
     """(grad_q, grad_k, grad_v, grad_bias or None) in the ``[B, S, H, D]`` layout."""
     q, k, v, bias, out, lse = ctx.saved_tensors
-    if grad_out.stride(-1) != 1:
-        grad_out = grad_out.contiguous()
-    bias4 = None if bias is None else _expand_bias(bias, q, k)
     need_bias = bias is not None and ctx.needs_input_grad[3]
-    gq, gk, gv, gb = attention_backward(grad_out, q, k, v, out, lse, bias=bias4,
-                                        need_bias_grad=need_bias, **ctx.options)
-    if gb is not None:
-        gb = gb.reshape(bias.shape)
-    return gq, gk, gv, gb
+    return _run_backward(grad_out, q, k, v, out, lse, bias, need_bias, **ctx.options)
 
 
 class AttentionFunction(torch.autograd.Function):
@@ -182,9 +192,8 @@ def _attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                    causal: Optional[str], window: int, dropout_p: float,
                    scale: Optional[float]) -> List[torch.Tensor]:
     seed, offset = seed_pair(seed_offset)
-    bias4 = None if bias is None else _expand_bias(bias, q, k)
-    out, lse = attention_forward(q, k, v, bias=bias4, causal=causal, window=window,
-                                 dropout_p=dropout_p, seed=seed, offset=offset, scale=scale)
+    out, lse = _run_forward(q, k, v, bias, causal=causal, window=window, dropout_p=dropout_p,
+                            seed=seed, offset=offset, scale=scale)
     return [out, lse, seed_offset.clone()]
 
 
@@ -202,12 +211,11 @@ def _attention_bwd(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: 
                    dropout_p: float, scale: Optional[float],
                    need_bias_grad: bool) -> List[torch.Tensor]:
     seed, offset = seed_pair(seed_offset)
-    bias4 = None if bias is None else _expand_bias(bias, q, k)
-    need_bias = bias is not None and need_bias_grad
-    gq, gk, gv, gb = attention_backward(
-        grad_out, q, k, v, out, lse, bias=bias4, causal=causal, window=window,
-        dropout_p=dropout_p, seed=seed, offset=offset, scale=scale, need_bias_grad=need_bias)
-    return [gq, gk, gv] + ([gb.reshape(bias.shape)] if need_bias else [])
+    gq, gk, gv, gb = _run_backward(grad_out, q, k, v, out, lse, bias,
+                                   bias is not None and need_bias_grad, causal=causal,
+                                   window=window, dropout_p=dropout_p, seed=seed,
+                                   offset=offset, scale=scale)
+    return [gq, gk, gv] + ([] if gb is None else [gb])
 
 
 @_attention_bwd.register_fake
@@ -229,10 +237,7 @@ def _attention_setup(ctx, inputs, output):
 def _attention_grad(ctx, grads):
     q, k, v, bias, out, lse, used = ctx.saved_tensors
     need_bias = bias is not None and ctx.needs_input_grad[3]
-    grad_out = grads[0]
-    if grad_out.stride(-1) != 1:
-        grad_out = grad_out.contiguous()
-    res = _attention_bwd(grad_out, q, k, v, out, lse, bias, used, *ctx.options, need_bias)
+    res = _attention_bwd(grads[0], q, k, v, out, lse, bias, used, *ctx.options, need_bias)
     return (res[0], res[1], res[2], res[3] if need_bias else None,
             None, None, None, None, None)
 

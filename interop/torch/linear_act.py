@@ -65,6 +65,45 @@ def _needs_grad(*tensors):
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
+def _wanted(grads, needs):
+    """The backward op's list spread back over the inputs, None where not needed."""
+    it = iter(grads)
+    return [next(it) if need else None for need in needs]
+
+
+def _linear_backward(gz, x, weight, need_x, need_w, need_b):
+    """[grad_x, grad_w, grad_b] (each present if needed) from grad_z = d loss / d preact."""
+    out = []
+    if need_x:
+        out.append(_la.linear_act_dgrad(gz, weight, "none"))
+    if need_w or need_b:
+        gw, gb = _la.linear_weight_grad(gz, x, need_bias_grad=need_b)
+        out += ([gw] if need_w else []) + ([gb] if need_b else [])
+    return out
+
+
+def _linear_act_grads(grad_y, x, weight, preact, activation, need_x, need_w, need_b):
+    """Gradients of ``act(x @ weight^T + bias)`` asked for, in input order."""
+    gz = grad_y
+    if activation != "none":
+        gz = _la.activation_backward(gz, preact, activation)
+    return _linear_backward(gz, x, weight, need_x, need_w, need_b)
+
+
+def _mlp_grads(grad_y, x, w1, w2, h, z1, activation, need_x, need_w1, need_b1, need_w2,
+               need_b2):
+    """Gradients of ``fc2(act(fc1(x)))`` asked for, in input order (x, w1, b1, w2, b2)."""
+    out = []
+    if need_w2 or need_b2:
+        gw2, gb2 = _la.linear_weight_grad(grad_y, h, need_bias_grad=need_b2)
+        out += ([gw2] if need_w2 else []) + ([gb2] if need_b2 else [])
+    if need_x or need_w1 or need_b1:
+        # d loss / d z1 in one GEMM: (grad_y @ W2) * act'(z1).
+        gz1 = _la.linear_act_dgrad(grad_y, w2, activation, z1)
+        out = _linear_backward(gz1, x, w1, need_x, need_w1, need_b1) + out
+    return out
+
+
 class _LinearActFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, activation):
@@ -77,15 +116,9 @@ class _LinearActFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_y):
         x, weight, pre = ctx.saved_tensors
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        gz = grad_y.contiguous()
-        if ctx.activation != "none":
-            gz = _la.activation_backward(gz, pre, ctx.activation)
-        grad_x = _la.linear_act_dgrad(gz, weight, "none") if need_x else None
-        grad_w = grad_b = None
-        if need_w or need_b:
-            grad_w, grad_b = _la.linear_weight_grad(gz, x, need_bias_grad=bool(need_b))
-        return grad_x, (grad_w if need_w else None), grad_b, None
+        needs = [bool(n) for n in ctx.needs_input_grad[:3]]
+        grads = _linear_act_grads(grad_y.contiguous(), x, weight, pre, ctx.activation, *needs)
+        return (*_wanted(grads, needs), None)
 
 
 def linear_act(input, weight, bias=None, activation="none"):
@@ -119,19 +152,9 @@ class _MLPFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_y):
         x, w1, w2, h, z1 = ctx.saved_tensors
-        need_x, need_w1, need_b1, need_w2, need_b2 = ctx.needs_input_grad[:5]
-        gy = grad_y.contiguous()
-        gw2 = gb2 = gx = gw1 = gb1 = None
-        if need_w2 or need_b2:
-            gw2, gb2 = _la.linear_weight_grad(gy, h, need_bias_grad=bool(need_b2))
-        if need_x or need_w1 or need_b1:
-            # d loss / d z1 in one GEMM: (grad_y @ W2) * act'(z1).
-            gz1 = _la.linear_act_dgrad(gy, w2, ctx.activation, z1)
-            if need_x:
-                gx = _la.linear_act_dgrad(gz1, w1, "none")
-            if need_w1 or need_b1:
-                gw1, gb1 = _la.linear_weight_grad(gz1, x, need_bias_grad=bool(need_b1))
-        return (gx, gw1 if need_w1 else None, gb1, gw2 if need_w2 else None, gb2, None)
+        needs = [bool(n) for n in ctx.needs_input_grad[:5]]
+        grads = _mlp_grads(grad_y.contiguous(), x, w1, w2, h, z1, ctx.activation, *needs)
+        return (*_wanted(grads, needs), None)
 
 
 # ---------------------------------------------------------------------------
@@ -141,23 +164,6 @@ class _MLPFunction(torch.autograd.Function):
 # what backward needs beside the inputs (the pre-activation when the activation has a
 # derivative to apply); backward ops take need flags (one per differentiable input) and
 # return only the gradients asked for, in input order (a schema cannot return None).
-
-def _wanted(grads, needs):
-    """The backward op's list spread back over the inputs, None where not needed."""
-    it = iter(grads)
-    return [next(it) if need else None for need in needs]
-
-
-def _linear_backward(gz, x, weight, need_x, need_w, need_b):
-    """[grad_x, grad_w, grad_b] (each present if needed) from grad_z = d loss / d preact."""
-    out = []
-    if need_x:
-        out.append(_la.linear_act_dgrad(gz, weight, "none"))
-    if need_w or need_b:
-        gw, gb = _la.linear_weight_grad(gz, x, need_bias_grad=need_b)
-        out += ([gw] if need_w else []) + ([gb] if need_b else [])
-    return out
-
 
 @torch.library.custom_op("numba_fused::linear_act_fwd", mutates_args=())
 def _linear_act_fwd(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
@@ -178,10 +184,7 @@ def _(x, weight, bias, activation):
 def _linear_act_bwd(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                     preact: Optional[torch.Tensor], activation: str, need_x: bool,
                     need_w: bool, need_b: bool) -> List[torch.Tensor]:
-    gz = grad_y
-    if activation != "none":
-        gz = _la.activation_backward(gz, preact, activation)
-    return _linear_backward(gz, x, weight, need_x, need_w, need_b)
+    return _linear_act_grads(grad_y, x, weight, preact, activation, need_x, need_w, need_b)
 
 
 @_linear_act_bwd.register_fake
@@ -228,15 +231,8 @@ def _(x, w1, b1, w2, b2, activation):
 def _mlp_bwd(grad_y: torch.Tensor, x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor,
              h: torch.Tensor, z1: Optional[torch.Tensor], activation: str, need_x: bool,
              need_w1: bool, need_b1: bool, need_w2: bool, need_b2: bool) -> List[torch.Tensor]:
-    out = []
-    if need_w2 or need_b2:
-        gw2, gb2 = _la.linear_weight_grad(grad_y, h, need_bias_grad=need_b2)
-        out += ([gw2] if need_w2 else []) + ([gb2] if need_b2 else [])
-    if need_x or need_w1 or need_b1:
-        # d loss / d z1 in one GEMM: (grad_y @ W2) * act'(z1).
-        gz1 = _la.linear_act_dgrad(grad_y, w2, activation, z1)
-        out = _linear_backward(gz1, x, w1, need_x, need_w1, need_b1) + out
-    return out
+    return _mlp_grads(grad_y, x, w1, w2, h, z1, activation, need_x, need_w1, need_b1, need_w2,
+                      need_b2)
 
 
 @_mlp_bwd.register_fake
