@@ -71,9 +71,10 @@ from .attention_tc import (TC_D_MAXES, TcConfig, bwd_smem_bytes, fwd_smem_bytes,
 from .dtypes import DTYPES
 from .launch import SIMULATOR, cdiv, sm_count
 from .philox import philox4x32_np, split_u64, uniform_from_bits_np
+from .plan import NOW, Recorder
 
 __all__ = ["attention_forward", "attention_backward", "attention_ref", "dropout_keep_ref",
-           "shipped_kernels", "MAX_HEAD_DIM"]
+           "shipped_kernels", "forward_plan", "backward_plan", "rng_values", "MAX_HEAD_DIM"]
 
 MAX_HEAD_DIM = 128
 _MASKS = {None: MASK_NONE, "top_left": MASK_TOP_LEFT, "bottom_right": MASK_BOTTOM_RIGHT}
@@ -354,12 +355,49 @@ def attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, 
     docstring for the math and the options."""
     a = _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
                  cu_seqlens_q, cu_seqlens_k, block, tensor_cores)
+    out, lse = _forward(a)
+    return out.owner, lse.owner
+
+
+# The index of the seed's low word in _Args.scalars: it and the next three (seed high,
+# offset low, offset high) change call to call; a plan takes them from rng_values().
+_SEED_AT = 7
+
+
+def rng_values(seed, offset):
+    """The per-call scalars of an attention plan with dropout (:func:`forward_plan`,
+    :func:`backward_plan`): ``seed``'s and ``offset``'s 32-bit words."""
+    return split_u64(seed) + split_u64(offset)
+
+
+def _dynamic(a, args, after):
+    """Indices of the seed and offset words in kernel ``args`` whose scalars
+    (``a.scalars``) are followed by ``after`` more arguments; none without dropout."""
+    if not a.dropout:
+        return ()
+    first = len(args) - after - len(a.scalars) + _SEED_AT
+    return range(first, first + 4)
+
+
+def _no_cu(a, ex):
+    """The cu_seqlens argument of a launch without them (never read by the kernels)."""
+    if ex.recording:
+        # q's stand-in, as an int32 pair: a plan must only name its own buffers.
+        Q = a.Q
+        return KernelArray(None, Q.lib, "int32", (2,), (1,), Q.ptr, None, Q.device)
+    return _int32_dummy(a.Q)
+
+
+def _forward(a, ex=NOW):
     B, Sq, H, D, Sk, Dv = a.dims
-    out = empty_like_lib(a.Q, (B, Sq, H, Dv), a.dtype)
-    lse = empty_like_lib(a.Q, (a.nb, H, a.rows), "float32")
     if a.nb == 0 or H == 0 or a.rows == 0:
-        return out.owner, lse.owner
-    cu_q = a.cu_q if a.varlen else _int32_dummy(a.Q)
+        return (empty_like_lib(a.Q, (B, Sq, H, Dv), a.dtype),
+                empty_like_lib(a.Q, (a.nb, H, a.rows), "float32"))
+    if ex.recording:
+        a.Q, a.K, a.V, a.B = ex.inputs
+    out = ex.alloc(a.Q, (B, Sq, H, Dv), a.dtype)
+    lse = ex.alloc(a.Q, (a.nb, H, a.rows), "float32")
+    cu_q = a.cu_q if a.varlen else _no_cu(a, ex)
     cu_k = a.cu_k if a.varlen else cu_q
     grid = (cdiv(a.rows, a.cfg.blk), H, a.nb)
     bias_arr = a.B if a.B is not None else a.Q
@@ -371,13 +409,15 @@ def attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, 
         # The forward has no query sub-tile.
         kernel = make_attention_fwd_tc_kernel(a.dtype, a.d_max, a.dropout,
                                               TcConfig(a.cfg.blk, a.cfg.blk))
-        kernel.launch(grid, a.cfg.nt, stream_handle(a.Q), args + [
+        ex.launch(kernel, grid, a.cfg.nt, stream_handle(a.Q), args + [
             int(_rows_aligned(a.Q, a.K, a.V))],
-            shared=fwd_smem_bytes(a.cfg, a.d_max, a.B is not None))
+            shared=fwd_smem_bytes(a.cfg, a.d_max, a.B is not None),
+            dynamic=_dynamic(a, args, 0))
     else:
         kernel = make_attention_fwd_kernel(a.dtype, a.d_max, a.dropout, a.cfg)
-        kernel.launch(grid, a.cfg.nt, stream_handle(a.Q), args)
-    return out.owner, lse.owner
+        ex.launch(kernel, grid, a.cfg.nt, stream_handle(a.Q), args,
+                  dynamic=_dynamic(a, args, 0))
+    return out, lse
 
 
 # ---------------------------------------------------------------- backward
@@ -393,6 +433,11 @@ def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, wind
     slices summed in split order instead of the lock's arrival order)."""
     a = _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
                  cu_seqlens_q, cu_seqlens_k, block, tensor_cores)
+    gq, gk, gv, red = _backward(a, grad_out, out, lse, deterministic, need_bias_grad, num_splits)
+    return gq.owner, gk.owner, gv.owner, (red.owner if red is not None else None)
+
+
+def _backward(a, grad_out, out, lse, deterministic, need_bias_grad, num_splits, ex=NOW):
     B, Sq, H, D, Sk, Dv = a.dims
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
@@ -426,30 +471,33 @@ def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, wind
             raise ValueError(f"num_splits={nsplit} is too large for seq_k={a.kcols} "
                              f"({nkb} key blocks of {blk})")
     want_gb = a.B is not None and bool(need_bias_grad)
-
-    gq = empty_like_lib(a.Q, (B, Sq, H, D), a.dtype)
-    gk = empty_like_lib(a.Q, (B, Sk, H, D), a.dtype)
-    gv = empty_like_lib(a.Q, (B, Sk, H, Dv), a.dtype)
-    gb = red = None
     reduce_dims = ()
+    red_shape = None
     if want_gb:
         reduce_dims = tuple(i for i in range(4) if a.B.strides[i] == 0 and a.B.shape[i] > 1)
         red_shape = tuple(1 if i in reduce_dims else s for i, s in enumerate(a.B.shape))
-        red = empty_like_lib(a.Q, red_shape, a.dtype)
-        gb = red if not reduce_dims else empty_like_lib(a.Q, a.B.shape, a.dtype)
-
-    def result():
-        return gq.owner, gk.owner, gv.owner, (red.owner if red is not None else None)
 
     if a.nb == 0 or H == 0 or (a.rows == 0 and a.kcols == 0):
-        return result()
+        gb = None if red_shape is None else empty_like_lib(a.Q, red_shape, a.dtype)
+        return (empty_like_lib(a.Q, (B, Sq, H, D), a.dtype),
+                empty_like_lib(a.Q, (B, Sk, H, D), a.dtype),
+                empty_like_lib(a.Q, (B, Sk, H, Dv), a.dtype), gb)
+    if ex.recording:
+        a.Q, a.K, a.V, a.B, GO, O, L = ex.inputs
+    gq = ex.alloc(a.Q, (B, Sq, H, D), a.dtype)
+    gk = ex.alloc(a.Q, (B, Sk, H, D), a.dtype)
+    gv = ex.alloc(a.Q, (B, Sk, H, Dv), a.dtype)
+    gb = red = None
+    if want_gb:
+        red = ex.alloc(a.Q, red_shape, a.dtype)
+        gb = red if not reduce_dims else ex.alloc(a.Q, a.B.shape, a.dtype)
 
     nqb = cdiv(a.rows, blk)
     slices = nsplit if deterministic else 1
-    delta = empty_like_lib(a.Q, (a.nb * H * a.rows,), "float32")
-    ws = empty_like_lib(a.Q, (slices * a.nb * H, nqb * blk, D), "float32")
-    locks = empty_like_lib(a.Q, (max(2, a.nb * H * nqb * 2),), "int32")
-    cu_q = a.cu_q if a.varlen else _int32_dummy(a.Q)
+    delta = ex.alloc(a.Q, (a.nb * H * a.rows,), "float32")
+    ws = ex.alloc(a.Q, (slices * a.nb * H, nqb * blk, D), "float32")
+    locks = ex.alloc(a.Q, (max(2, a.nb * H * nqb * 2),), "int32")
+    cu_q = a.cu_q if a.varlen else _no_cu(a, ex)
     cu_k = a.cu_k if a.varlen else cu_q
     bias_arr = a.B if a.B is not None else a.Q
     gb_arr = gb if gb is not None else a.Q
@@ -461,7 +509,7 @@ def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, wind
         # The prep kernel needs only the main kernel's query-block length.
         prep_cfg = _PRESETS[blk] if a.tc else cfg
         prep = make_attention_bwd_prep_kernel(a.dtype, prep_cfg)
-        prep.launch((nqb, H, a.nb), prep_cfg.nt, stream, [
+        ex.launch(prep, (nqb, H, a.nb), prep_cfg.nt, stream, [
             _flat(O), _flat(GO), delta, _flat(ws), locks, _flat(gq), _flat(gb_arr), cu_q, cu_k,
             *_bsh(O), *_bsh(GO), *_bsh(gq), *gb_strides, *sizes, slices, nsplit,
             a.mask_kind, a.window, int(a.varlen), int(want_gb)])
@@ -472,21 +520,47 @@ def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, wind
             *_bsh(a.Q), *_bsh(a.K), *_bsh(a.V), *_bsh(GO), *_bsh(gq), *_bsh(gk), *_bsh(gv),
             *a.bias_strides, *L.strides, *gb_strides, *sizes, *a.scalars,
             int(want_gb), int(bool(deterministic))]
+        dynamic = _dynamic(a, args, 2)
         if a.tc:
             main = make_attention_bwd_tc_kernel(a.dtype, a.d_max, a.dropout, cfg)
-            main.launch((nsplit, H, a.nb), cfg.nt, stream, args + [
+            ex.launch(main, (nsplit, H, a.nb), cfg.nt, stream, args + [
                 int(_rows_aligned(a.Q, a.K, a.V, GO))],
-                shared=bwd_smem_bytes(cfg, a.d_max, a.B is not None))
+                shared=bwd_smem_bytes(cfg, a.d_max, a.B is not None), dynamic=dynamic)
         else:
             main = make_attention_bwd_kernel(a.dtype, a.d_max, a.dropout, cfg)
-            main.launch((nsplit, H, a.nb), cfg.nt, stream, args)
+            ex.launch(main, (nsplit, H, a.nb), cfg.nt, stream, args, dynamic=dynamic)
     if want_gb and reduce_dims and red.size:
         kern = make_bias_grad_reduce_kernel(a.dtype)
         threads = 32 if SIMULATOR else 256
         grid = max(1, min(cdiv(red.size, threads), 8 * 1024))
         flags = [int(i in reduce_dims) for i in range(4)]
-        kern.launch(grid, threads, stream, [gb, red, *flags])
-    return result()
+        ex.launch(kern, grid, threads, stream, [gb, red, *flags])
+    return gq, gk, gv, red
+
+
+def forward_plan(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, scale=None):
+    """A :class:`~numba_fused.plan.Plan` of :func:`attention_forward` (no cu_seqlens,
+    default block and kernels) for inputs of the signature of ``q``, ``k``, ``v``,
+    ``bias`` (shapes, strides, 16-byte alignment; validated here as there): inputs
+    ``(q, k, v, bias)``, outputs ``(out, lse)``, per-call values :func:`rng_values`
+    ``(seed, offset)`` when ``dropout_p > 0``. GPU only; no empty dimension."""
+    a = _prepare(q, k, v, bias, causal, window, dropout_p, 0, 0, scale, None, None, None, None)
+    rec = Recorder([a.Q, a.K, a.V, a.B])
+    return rec.plan(_forward(a, ex=rec))
+
+
+def backward_plan(grad_out, q, k, v, out, lse, bias=None, causal=None, window=0,
+                  dropout_p=0.0, scale=None, deterministic=False, need_bias_grad=True):
+    """A :class:`~numba_fused.plan.Plan` of :func:`attention_backward` (no cu_seqlens,
+    default splits, block and kernels) for inputs of this signature: inputs
+    ``(q, k, v, bias, grad_out, out, lse)``, outputs ``(grad_q, grad_k, grad_v,
+    grad_bias or None)``, per-call values as :func:`forward_plan`'s."""
+    a = _prepare(q, k, v, bias, causal, window, dropout_p, 0, 0, scale, None, None, None, None)
+    arrays = [as_kernel_array(t, name) for t, name in
+              ((grad_out, "grad_out"), (out, "out"), (lse, "lse"))]
+    rec = Recorder([a.Q, a.K, a.V, a.B] + arrays)
+    return rec.plan(_backward(a, grad_out, out, lse, deterministic, need_bias_grad, None,
+                              ex=rec))
 
 
 def _default_splits(a, nkb, H, deterministic):

@@ -80,6 +80,7 @@ from .intrinsics import f32_as_u32, u32_as_f32
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .philox import philox4x32, philox4x32_np, split_u64
+from .plan import NOW, Recorder
 from .reductions import FULL_MASK
 
 __all__ = [
@@ -1819,6 +1820,22 @@ def _check_common(x_name, x_obj, p, seed, offset, activation):
     return x, p, seed, offset
 
 
+# The rng arguments' leading _N_DYNAMIC values (round keys, offset words) change call
+# to call; a plan takes them from rng_values().
+_N_DYNAMIC = 22
+
+
+@functools.lru_cache(maxsize=64)
+def _round_keys(seed):
+    return tuple(round_keys(seed))
+
+
+def rng_values(seed, offset):
+    """The per-call scalars of a dropout plan (:func:`forward_plan`,
+    :func:`backward_plan`): the 20 round keys of ``seed`` and ``offset``'s two words."""
+    return _round_keys(seed) + split_u64(offset)
+
+
 def _rng_args(seed, offset, p):
     """(draws needed, [20 round keys, offset_lo, offset_hi, thr]): the kernels keep an
     element iff its 16-bit draw h, moved to the top half of a word, is > thr = 65536 t16 - 1
@@ -1826,7 +1843,7 @@ def _rng_args(seed, offset, p):
     off_lo, off_hi = split_u64(offset)
     t16 = keep_threshold(p)
     draw = p > 0.0 and t16 > 0
-    return draw, [*round_keys(seed), off_lo, off_hi, (65536 * t16 - 1) if draw else 0]
+    return draw, [*_round_keys(seed), off_lo, off_hi, (65536 * t16 - 1) if draw else 0]
 
 
 # Arrival counters of the backward kernels' last-block bias-grad reduction, one array
@@ -1837,7 +1854,8 @@ _COUNTERS_LOCK = threading.Lock()
 
 
 def _counters(like, stream, n):
-    """A uint32 array of at least ``n`` zeros for launches on ``stream``."""
+    """A uint32 array of at least ``n`` zeros for launches on ``stream`` (in the
+    library and on the device of KernelArray ``like``)."""
     key = (like.lib, like.device, stream)
     with _COUNTERS_LOCK:
         have = _COUNTERS.get(key)
@@ -1870,14 +1888,22 @@ def dropout_bias_act_forward(x, bias=None, p=0.0, seed=0, offset=0, activation="
 
     Returns y (same shape, dtype and library as x), or ``(y, mask)``.
     """
+    y, mask = _forward(x, bias, p, seed, offset, activation, return_mask, config)
+    return (y.owner, mask.owner) if return_mask else y.owner
+
+
+def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     x, p, seed, offset = _check_common("x", x, p, seed, offset, activation)
     b = _check_bias(bias, x)
     _check_devices(x, "x", (b, "bias"))
     cfg = _config(config)
-    y = empty_like_lib(x, x.shape, x.dtype)
-    mask = empty_like_lib(x, x.shape, "uint8") if return_mask else None
     if x.size == 0:
-        return (y.owner, mask.owner) if return_mask else y.owner
+        y = empty_like_lib(x, x.shape, x.dtype)
+        return y, (empty_like_lib(x, x.shape, "uint8") if return_mask else None)
+    if ex.recording:
+        x, b = ex.inputs
+    y = ex.alloc(x, x.shape, x.dtype)
+    mask = ex.alloc(x, x.shape, "uint8") if return_mask else None
     n_cols = x.shape[-1]
     n_rows = x.size // n_cols
     vec = _vec_ok(n_cols, (x, y), mask)
@@ -1895,8 +1921,9 @@ def dropout_bias_act_forward(x, bias=None, p=0.0, seed=0, offset=0, activation="
                 _mask_rows(mask, vec, x, row0, rows, n_cols), rows, n_cols, plan.rows_per_block]
         if vec:
             args.append(row0 * (n_cols // GROUP))
-        kernel.launch(plan.grid, plan.block, stream, args + tail)
-    return (y.owner, mask.owner) if return_mask else y.owner
+        dynamic = range(len(args), len(args) + _N_DYNAMIC) if draw else ()
+        ex.launch(kernel, plan.grid, plan.block, stream, args + tail, dynamic=dynamic)
+    return y, mask
 
 
 def dropout_bias_act_backward(grad_out, x, bias=None, p=0.0, seed=0, offset=0, activation="none",
@@ -1912,6 +1939,13 @@ def dropout_bias_act_backward(grad_out, x, bias=None, p=0.0, seed=0, offset=0, a
     dtype) is computed iff bias is given and need_bias_grad.
     config: optional :class:`LaunchConfig`.
     """
+    grad_x, grad_bias = _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad,
+                                  mask, config)
+    return grad_x.owner, (None if grad_bias is None else grad_bias.owner)
+
+
+def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, mask, config,
+              ex=NOW):
     g, p, seed, offset = _check_common("grad_out", grad_out, p, seed, offset, activation)
     need_x = activation != "none"
     if x is None:
@@ -1940,13 +1974,19 @@ def dropout_bias_act_backward(grad_out, x, bias=None, p=0.0, seed=0, offset=0, a
     bias_grad = b is not None and bool(need_bias_grad)
     n_cols = g.shape[-1]
     n_rows = g.size // n_cols if n_cols else 0
-    grad_x = empty_like_lib(g, g.shape, g.dtype)
-    grad_bias = empty_like_lib(g, (n_cols,), g.dtype) if bias_grad else None
     if g.size == 0:
+        grad_x = empty_like_lib(g, g.shape, g.dtype)
+        grad_bias = empty_like_lib(g, (n_cols,), g.dtype) if bias_grad else None
         if bias_grad and n_cols:
             # Sum over zero rows: the reduction kernel writes the zeros.
             _launch_bias_grad(None, grad_bias, 0, n_cols, g, cfg)
-        return grad_x.owner, (grad_bias.owner if bias_grad else None)
+        return grad_x, grad_bias
+    # The counters' factory must not keep the caller's tensor alive in a plan.
+    anchor = g if not ex.recording else empty_like_lib(g, (1,), "int32")
+    if ex.recording:
+        g, xa, b, m = ex.inputs
+    grad_x = ex.alloc(g, g.shape, g.dtype)
+    grad_bias = ex.alloc(g, (n_cols,), g.dtype) if bias_grad else None
     x_used = xa if need_x else None
     b_used = b if need_x else None
     vec = _vec_ok(n_cols, [a for a in (g, grad_x, x_used) if a is not None], m)
@@ -1963,8 +2003,9 @@ def dropout_bias_act_backward(grad_out, x, bias=None, p=0.0, seed=0, offset=0, a
     counters = _placeholder(g, "uint32")
     gb_arg = _placeholder(g, dtypes.STORAGE[g.dtype].name)
     if bias_grad:
-        partial = _flat(empty_like_lib(g, (n_parts, n_cols), "float32"))
-        counters = _counters(g, stream, max(plan.grid[0] for plan in plans))
+        partial = ex.alloc(g, (n_parts * n_cols,), "float32")
+        counters = ex.stream_buffer(
+            functools.partial(_counters, anchor, n=max(plan.grid[0] for plan in plans)), stream)
         gb_arg = grad_bias
     bias_arg = _bias_arg(b_used, g.dtype, g)
     part0 = 0
@@ -1976,11 +2017,36 @@ def dropout_bias_act_backward(grad_out, x, bias=None, p=0.0, seed=0, offset=0, a
                 n_cols, plan.rows_per_block, tile_stride(plan.block[0], plan.block[1], GROUP)]
         if vec:
             args.append(row0 * (n_cols // GROUP))
-        args += [part0, n_parts, *rng, _dropout_scale(p), b_used is not None, mode, bias_grad,
+        args += [part0, n_parts]
+        dynamic = range(len(args), len(args) + _N_DYNAMIC) if mode == MODE_PHILOX else ()
+        args += [*rng, _dropout_scale(p), b_used is not None, mode, bias_grad,
                  i == len(pieces) - 1]
-        kernel.launch(plan.grid, plan.block, stream, args)
+        ex.launch(kernel, plan.grid, plan.block, stream, args, dynamic=dynamic)
         part0 += plan.n_row_blocks
-    return grad_x.owner, (grad_bias.owner if bias_grad else None)
+    return grad_x, grad_bias
+
+
+def forward_plan(x, bias, p, activation, return_mask=False):
+    """A :class:`~numba_fused.plan.Plan` of :func:`dropout_bias_act_forward` for inputs
+    of the signature of ``x`` / ``bias`` (validated here as there) at drop probability
+    ``p``: inputs ``(x, bias)``, outputs ``(y, mask or None)``, per-call values
+    :func:`rng_values` ``(seed, offset)``. GPU only; x must not be empty."""
+    rec = Recorder(_plan_inputs(x, bias))
+    return rec.plan(_forward(x, bias, p, 0, 0, activation, return_mask, None, ex=rec))
+
+
+def backward_plan(grad_out, x, bias, p, activation, need_bias_grad, mask=None):
+    """A :class:`~numba_fused.plan.Plan` of :func:`dropout_bias_act_backward` for inputs
+    of this signature: inputs ``(grad_out, x, bias, mask)`` (None where absent),
+    outputs ``(grad_x, grad_bias or None)``, per-call values :func:`rng_values`
+    ``(seed, offset)`` (unused with a mask). GPU only; grad_out must not be empty."""
+    rec = Recorder(_plan_inputs(grad_out, x, bias, mask))
+    return rec.plan(_backward(grad_out, x, bias, p, 0, 0, activation, need_bias_grad, mask,
+                              None, ex=rec))
+
+
+def _plan_inputs(*objs):
+    return [None if o is None else as_kernel_array(o, "input") for o in objs]
 
 
 def _launch_bias_grad(partial, grad_bias, n_parts, n_cols, like, cfg):

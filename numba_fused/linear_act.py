@@ -71,6 +71,7 @@ from .activations import ACTIVATIONS, act_grad_ref, act_ref, check_activation, d
 from .intrinsics import f32_as_u32, u32_as_f32
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
+from .plan import NOW, Recorder
 from .tensor_core import (
     ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_wait, ld_global_v4,
     ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16, mma_f16, pack_bf16x2, pack_f16x2,
@@ -884,16 +885,18 @@ def _vec_ab(dtype, a_ok, b_ok, lda, ldb):
     return dtype != "float32" and a_ok and b_ok and (lda * 2) % 16 == 0 and (ldb * 2) % 16 == 0
 
 
-def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, flags, stream):
+def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, flags, stream,
+          ex=NOW):
     """Launch one GEMM (arguments as the kernels take them; arrays as KernelArrays)."""
     flat = [_flat(a), _flat(b), _flat(bias), _flat(aux), _flat(out)]
     ok = [_address(t) % 16 == 0 for t in flat]
     flags = _vec_flags(role, dtype, ldc, act, flags, ok[4], ok[3], ok[2])
     vec_ab = _vec_ab(dtype, ok[0], ok[1], lda, ldb)
-    if SIMULATOR:
-        kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab)
-        kernel.launch(grid, block, stream, flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags],
-                      shared=shared)
+    if SIMULATOR or ex.recording:
+        kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab,
+                                                  None if SIMULATOR else out.device)
+        ex.launch(kernel, grid, block, stream, flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags],
+                  shared=shared)
         return
     plan = _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab,
                           tuple(t.size for t in flat), out.device)
@@ -1018,28 +1021,101 @@ def linear_act_dgrad(grad_out, weight, activation="none", preact=None):
     return out.owner
 
 
-def _act_grad_mul(ga, pa, code):
+def _act_grad_mul(ga, pa, code, ex=NOW):
     """New array ``ga * act'(pa)`` for activation code ``code`` (KernelArrays, same shape)."""
-    out = empty_like_lib(ga, ga.shape, ga.dtype)
+    out = ex.alloc(ga, ga.shape, ga.dtype)
     n = ga.size
     if n:
         per = 4 if ga.dtype == "float32" else 8
         vec = all(_address(t) % 16 == 0 for t in (ga, pa, out))
         kernel = make_act_grad_kernel(ga.dtype, vec)
         work = n // per + 1 if vec else n
-        kernel.launch((cdiv(work, ACT_GRAD_THREADS),), (ACT_GRAD_THREADS,), stream_handle(ga),
-                      [_flat(ga), _flat(pa), _flat(out), n, code])
+        ex.launch(kernel, (cdiv(work, ACT_GRAD_THREADS),), (ACT_GRAD_THREADS,),
+                  stream_handle(ga), [_flat(ga), _flat(pa), _flat(out), n, code])
     return out
 
 
-def _wgrad(gz2, x2, M, N, K, need_bias, stream):
+def _wgrad(gz2, x2, M, N, K, need_bias, stream, ex=NOW):
     """(grad_weight [N, K], grad_bias [N] or None) from grad_z [M, N] and x [M, K]."""
-    gw = empty_like_lib(gz2, (N, K), gz2.dtype)
-    gb = empty_like_lib(gz2, (N,), gz2.dtype) if need_bias else None
+    gw = ex.alloc(gz2, (N, K), gz2.dtype)
+    gb = ex.alloc(gz2, (N,), gz2.dtype) if need_bias else None
     if N and (K or need_bias):
         _gemm("wgrad", gz2.dtype, gz2, x2, gb if gb is not None else gw, gw, gw, N, K, M, N, K,
-              K, 0, F_BIAS if need_bias else 0, stream)
+              K, 0, F_BIAS if need_bias else 0, stream, ex)
     return gw, gb
+
+
+def _grads(ga, xa, wa, pa, activation, need_x, need_w, need_b, ex=NOW):
+    """(grad_x, grad_weight, grad_bias), None where not asked, of ``act(x W^T + b)``
+    from grad_out ``ga`` ``[..., N]``, x ``xa`` ``[..., K]``, weight ``wa`` ``[N, K]``
+    and preact ``pa`` (``[..., N]``, None for 'none'): validated, non-empty
+    KernelArrays (a plan's launcher; the public functions check)."""
+    N, K = wa.shape
+    M = ga.size // N
+    dtype = ga.dtype
+    stream = stream_handle(ga)
+    gz2 = ga.reshape((M, N))
+    if activation != "none":
+        gz2 = _act_grad_mul(gz2, pa.reshape((M, N)), ACT_CODES[activation], ex)
+    gx = None
+    if need_x:
+        gx = ex.alloc(ga, xa.shape, dtype)
+        gx2 = gx.reshape((M, K))
+        _gemm("dgrad", dtype, gz2, wa, gx2, gx2, gx2, M, K, N, N, K, K, 0, 0, stream, ex)
+    gw = gb = None
+    if need_w or need_b:
+        gw, gb = _wgrad(gz2, xa.reshape((M, K)), M, N, K, need_b, stream, ex)
+    return gx, (gw if need_w else None), gb
+
+
+def _mlp_grads(gy, xa, w1, w2, h, z1, activation, needs, ex=NOW):
+    """(grad_x, grad_w1, grad_b1, grad_w2, grad_b2), None where not asked (``needs``:
+    five flags), of ``fc2(act(fc1(x)))`` from grad_y ``gy`` ``[..., N2]``, x ``[..., K]``,
+    w1 ``[H, K]``, w2 ``[N2, H]``, the hidden activations h ``[..., H]`` and the
+    pre-activation z1 ``[..., H]`` (None for 'none'): as :func:`_grads`."""
+    need_x, need_w1, need_b1, need_w2, need_b2 = needs
+    N2, hid = w2.shape
+    M = gy.size // N2
+    stream = stream_handle(gy)
+    gy2 = gy.reshape((M, N2))
+    gw2, gb2 = None, None
+    if need_w2 or need_b2:
+        gw2, gb2 = _wgrad(gy2, h.reshape((M, hid)), M, N2, hid, need_b2, stream, ex)
+    gx = gw1 = gb1 = None
+    if need_x or need_w1 or need_b1:
+        # d loss / d z1 in one GEMM: (grad_y @ W2) * act'(z1).
+        gz1 = ex.alloc(gy, (M, hid), gy.dtype)
+        aux = z1.reshape((M, hid)) if activation != "none" else gz1
+        _gemm("dgrad", gy.dtype, gy2, w2, gz1, aux, gz1, M, hid, N2, N2, hid, hid,
+              ACT_CODES[activation], 0, stream, ex)
+        gx, gw1, gb1 = _grads(gz1, xa, w1, None, "none", need_x, need_w1, need_b1, ex)
+    return gx, gw1, gb1, (gw2 if need_w2 else None), gb2
+
+
+def _plan_inputs(*objs):
+    from interop.dlpack import as_kernel_array
+
+    return [None if o is None else as_kernel_array(o, "input") for o in objs]
+
+
+def backward_plan(grad_out, x, weight, preact, activation, need_x, need_w, need_b):
+    """A :class:`~numba_fused.plan.Plan` of linear_act's backward (as
+    :func:`linear_act_backward`, only the gradients asked for) for inputs of this
+    signature, already validated by the array-level functions (contiguous, one dtype
+    and device, non-empty): inputs ``(grad_out, x, weight, preact or None)``, outputs
+    ``(grad_x, grad_weight, grad_bias)`` with None where not asked. GPU only."""
+    rec = Recorder(_plan_inputs(grad_out, x, weight, preact))
+    return rec.plan(_grads(*rec.inputs, activation, need_x, need_w, need_b, ex=rec))
+
+
+def mlp_backward_plan(grad_y, x, w1, w2, h, z1, activation, needs):
+    """A :class:`~numba_fused.plan.Plan` of the two-layer MLP's backward
+    (``fc2(act(fc1(x)))``; ``needs``: flags for x, w1, b1, w2, b2) for inputs of this
+    signature, validated as :func:`backward_plan`'s: inputs ``(grad_y, x, w1, w2, h,
+    z1 or None)``, outputs ``(grad_x, grad_w1, grad_b1, grad_w2, grad_b2)``, None where
+    not asked. GPU only."""
+    rec = Recorder(_plan_inputs(grad_y, x, w1, w2, h, z1))
+    return rec.plan(_mlp_grads(*rec.inputs, activation, tuple(needs), ex=rec))
 
 
 def linear_weight_grad(grad_z, x, need_bias_grad=True):

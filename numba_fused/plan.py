@@ -12,8 +12,13 @@ input, or the n-th allocation), and instead of launching it prepares each launch
 argument. The resulting :class:`Plan` replays the call: allocate the outputs
 (through the caller's library) and one workspace holding every allocation that is
 not an output (zero-filled parts cleared by a driver memset), patch their pointers
-and the inputs' into the prepared launches, launch. Scalars are fixed by the
-signature.
+and the inputs' into the prepared launches, launch.
+
+Scalars are fixed by the signature, except those a launcher names ``dynamic`` (a
+dropout's seed and offset): every call supplies them (``Plan.run``'s ``values``).
+Buffers that outlive a call and belong to the launch stream (dropout's self-resetting
+arrival counters) come from :meth:`Executor.stream_buffer`: a plan looks them up for
+the stream of each replay.
 
 :data:`NOW` is the executor that simply runs (the array-level API). Plans need the
 driver (GPU only); the simulator always runs the launcher.
@@ -48,7 +53,14 @@ class Executor:
             zero(a)
         return a
 
-    def launch(self, kernel, grid, block, stream, args, shared=0):
+    def stream_buffer(self, factory, stream):
+        """A buffer tied to launch stream ``stream``: ``factory(stream)`` -> KernelArray
+        (the factory caches it; a plan calls it again for each replay's stream)."""
+        return factory(stream)
+
+    def launch(self, kernel, grid, block, stream, args, shared=0, dynamic=()):
+        """Launch ``kernel``; ``dynamic``: indices of the scalar arguments that differ
+        call to call (a plan takes them from each call, in this order)."""
         kernel.launch(grid, block, stream, args, shared=shared)
 
 
@@ -60,15 +72,18 @@ class Recorder(Executor):
 
     ``inputs``: the call's KernelArrays (None for absent ones); :attr:`inputs` holds
     their stand-ins, to pass to the launcher in their place. Allocations are taken
-    to be 16-byte aligned (torch's and CuPy's allocators give far more).
+    to be 16-byte aligned (torch's and CuPy's allocators give far more). Array
+    arguments may be views into a buffer at any byte offset.
     """
 
     recording = True
 
     def __init__(self, inputs):
-        self._allocs = []  # (shape, dtype name, zero-filled)
-        self._steps = []  # (PreparedLaunch, buffer index per array argument)
+        self._allocs = []  # (shape, dtype name, zero-filled), or a stream buffer's factory
+        self._steps = []  # (PreparedLaunch, (buffer index, byte offset) per array, dynamic?)
         self._n_inputs = len(inputs)
+        self._residue = {i: (a.ptr or 0) % _ALIGN
+                         for i, a in enumerate(inputs) if a is not None}
         self.inputs = [None if a is None else
                        KernelArray(None, a.lib, a.dtype, a.shape, a.strides,
                                    ptr=self._pointer(i, a.ptr), device=a.device)
@@ -78,17 +93,36 @@ class Recorder(Executor):
     def _pointer(index, real=0):
         return ((index + 1) << _SHIFT) | ((real or 0) % _ALIGN)
 
+    def _source(self, ptr):
+        """(buffer index, byte offset) of stand-in pointer ``ptr``."""
+        index = (ptr >> _SHIFT) - 1
+        if index not in self._residue:
+            raise ValueError("a launch argument is neither an input, an allocation nor a "
+                             "stream buffer of this recording")
+        return index, (ptr & ((1 << _SHIFT) - 1)) - self._residue[index]
+
+    def _new_buffer(self, entry):
+        index = self._n_inputs + len(self._allocs)
+        self._allocs.append(entry)
+        self._residue[index] = 0
+        return index
+
     def alloc(self, like, shape, dtype, zero=None):
         shape = tuple(int(s) for s in shape)
-        index = self._n_inputs + len(self._allocs)
-        self._allocs.append((shape, dtype, zero is not None))
+        index = self._new_buffer((shape, dtype, zero is not None))
         return KernelArray(None, like.lib, dtype, shape, c_strides(shape),
                            ptr=self._pointer(index), device=like.device)
 
-    def launch(self, kernel, grid, block, stream, args, shared=0):
-        prepared = kernel.prepare(grid, block, shared, args)
-        srcs = tuple((args[i].ptr >> _SHIFT) - 1 for i in kernel._array_idx)
-        self._steps.append((prepared, srcs))
+    def stream_buffer(self, factory, stream):
+        real = factory(stream)
+        index = self._new_buffer(factory)
+        return KernelArray(None, real.lib, real.dtype, real.shape, real.strides,
+                           ptr=self._pointer(index), device=real.device)
+
+    def launch(self, kernel, grid, block, stream, args, shared=0, dynamic=()):
+        prepared = kernel.prepare(grid, block, shared, args, dynamic=tuple(dynamic))
+        srcs = tuple(self._source(args[i].ptr) for i in kernel._array_idx)
+        self._steps.append((prepared, srcs, bool(dynamic)))
 
     def plan(self, outputs):
         """The :class:`Plan` of what was recorded; ``outputs``: the launcher's results
@@ -96,17 +130,20 @@ class Recorder(Executor):
         n_in = self._n_inputs
         out_idx = [None if o is None else (o.ptr >> _SHIFT) - 1 - n_in for o in outputs]
         kept = sorted({i for i in out_idx if i is not None})
-        # Buffer numbering at replay: inputs, outputs (in allocation order), workspace.
+        streamed = [i for i, a in enumerate(self._allocs) if callable(a)]
+        # Buffer numbering at replay: inputs, outputs (in allocation order), stream
+        # buffers, workspace.
         number = {}
-        for j, i in enumerate(kept):
+        for j, i in enumerate(kept + streamed):
             number[n_in + i] = n_in + j
-        ws_buffer = n_in + len(kept)
+        ws_buffer = n_in + len(kept) + len(streamed)
         ws_parts = {}  # buffer index -> byte offset in the workspace
         zero = []
         nbytes = 0
-        for i, (shape, dtype, z) in enumerate(self._allocs):
-            if i in kept:
+        for i, entry in enumerate(self._allocs):
+            if i in kept or callable(entry):
                 continue
+            shape, dtype, z = entry
             size = _ITEMSIZE.get(dtype) or np.dtype(dtype).itemsize
             for d in shape:
                 size *= d
@@ -115,47 +152,54 @@ class Recorder(Executor):
                 zero.append((nbytes, size))
             nbytes += -(-size // _WS_ALIGN) * _WS_ALIGN
         steps = []
-        for prepared, srcs in self._steps:
+        for prepared, srcs, dynamic in self._steps:
             steps.append((prepared, tuple(
-                (s, 0) if s < n_in else (number[s], 0) if s in number else (ws_buffer, ws_parts[s])
-                for s in srcs)))
+                (s, off) if s < n_in else (number[s], off) if s in number
+                else (ws_buffer, ws_parts[s] + off)
+                for s, off in srcs), dynamic))
         allocs = tuple(self._allocs[i] for i in kept)
+        factories = tuple(self._allocs[i] for i in streamed)
         return Plan(n_in, allocs, nbytes, tuple(zero), tuple(steps),
-                    tuple(None if i is None else kept.index(i) for i in out_idx))
+                    tuple(None if i is None else kept.index(i) for i in out_idx), factories)
 
 
 class Plan:
-    """A recorded call: ``run(stream, input_ptrs, new, device)`` allocates each output
-    with ``new(shape, dtype_name, zero) -> (array, pointer)`` and the workspace with
-    ``new((nbytes,), "uint8", False)``, zero-fills the workspace's zeroed parts,
-    launches every step on stream handle ``stream`` of CUDA device ``device`` and
-    returns the outputs (None where the launcher returned None). ``input_ptrs``: the
-    inputs' data pointers in recording order (0 for absent ones). The workspace lives
-    as long as the caller's allocator keeps it: stream-ordered allocators (torch's,
-    CuPy's) make its reuse safe once ``run`` returns."""
+    """A recorded call: ``run(stream, input_ptrs, new, device, values)`` allocates each
+    output with ``new(shape, dtype_name, zero) -> (array, pointer)`` and the workspace
+    with ``new((nbytes,), "uint8", False)``, zero-fills the workspace's zeroed parts,
+    launches every step on stream handle ``stream`` of CUDA device ``device`` (the
+    steps recorded with dynamic scalars take ``values``) and returns the outputs (None
+    where the launcher returned None). ``input_ptrs``: the inputs' data pointers in
+    recording order (0 for absent ones). The workspace lives as long as the caller's
+    allocator keeps it: stream-ordered allocators (torch's, CuPy's) make its reuse
+    safe once ``run`` returns."""
 
-    __slots__ = ("n_inputs", "allocs", "ws_bytes", "ws_zero", "steps", "outputs")
+    __slots__ = ("n_inputs", "allocs", "ws_bytes", "ws_zero", "steps", "outputs", "streamed")
 
-    def __init__(self, n_inputs, allocs, ws_bytes, ws_zero, steps, outputs):
+    def __init__(self, n_inputs, allocs, ws_bytes, ws_zero, steps, outputs, streamed=()):
         self.n_inputs = n_inputs
         self.allocs = allocs
         self.ws_bytes = ws_bytes
         self.ws_zero = ws_zero
         self.steps = steps
         self.outputs = outputs
+        self.streamed = streamed
 
-    def run(self, stream, input_ptrs, new, device):
+    def run(self, stream, input_ptrs, new, device, values=()):
         ptrs = list(input_ptrs)
         arrays = []
         for shape, dtype, zero in self.allocs:
             arr, ptr = new(shape, dtype, zero)
             arrays.append(arr)
             ptrs.append(ptr)
+        for factory in self.streamed:
+            ptrs.append(factory(stream).ptr)
         if self.ws_bytes:
             _, ws = new((self.ws_bytes,), "uint8", False)
             ptrs.append(ws)
             for off, n in self.ws_zero:
                 memset_zero(ws + off, n, stream, device)
-        for prepared, srcs in self.steps:
-            prepared.launch(stream, [ptrs[i] + off for i, off in srcs])
+        for prepared, srcs, dynamic in self.steps:
+            prepared.launch(stream, [ptrs[i] + off for i, off in srcs],
+                            values if dynamic else ())
         return tuple(None if i is None else arrays[i] for i in self.outputs)

@@ -3,6 +3,7 @@ buffer feeds each array argument, alignment seen by the launcher, outputs, the
 merged workspace and its zeroed parts. The real replay is checked on the GPU by
 tests/test_fast_path.py."""
 
+import pytest
 from numba import types
 
 from interop.dlpack import KernelArray
@@ -14,8 +15,8 @@ class _Prepared:
     def __init__(self, log):
         self.log = log
 
-    def launch(self, stream, ptrs):
-        self.log.append((stream, tuple(ptrs)))
+    def launch(self, stream, ptrs, values=()):
+        self.log.append((stream, tuple(ptrs)) + ((tuple(values),) if values else ()))
 
 
 class _FakeKernel:
@@ -25,7 +26,8 @@ class _FakeKernel:
     def __init__(self):
         self.log = []
 
-    def prepare(self, grid, block, shared, args):
+    def prepare(self, grid, block, shared, args, dynamic=()):
+        self.dynamic = dynamic
         return _Prepared(self.log)
 
 
@@ -63,3 +65,48 @@ def test_recorder_maps_buffers_and_replays(monkeypatch):
     assert made == [((8,), "float32", False), ((768,), "uint8", False)]
     assert zeroed == [(2000 + 512, 12, 77, 0)]
     assert k.log == [(77, (11, 2000)), (77, (2512, 1000)), (77, (33, 33))]
+
+
+def _view_at(a, nbytes, n=4):
+    return KernelArray(None, a.lib, a.dtype, (n,), (1,), ptr=a.ptr + nbytes, device=a.device)
+
+
+def test_recorder_keeps_view_offsets_dynamic_scalars_and_stream_buffers(monkeypatch):
+    k = _FakeKernel()
+    x = _arr(0x7000_0008, n=64)
+    made_for = []
+
+    def counters(stream):
+        made_for.append(stream)
+        return KernelArray(None, "torch", "uint32", (16,), (1,), ptr=0x5000_0000 + stream, device=0)
+
+    rec = Recorder([x])
+    (sx,) = rec.inputs
+    ws = rec.alloc(sx, (64,), "float32")
+    cnt = rec.stream_buffer(counters, 3)
+    assert made_for == [3] and cnt.shape == (16,) and cnt.dtype == "uint32"
+    out = rec.alloc(sx, (64,), "float32")
+    # Views 40 bytes into the input, 16 into the workspace, 8 into the output.
+    rec.launch(k, 1, 32, 3, [_view_at(sx, 40), 1, _view_at(ws, 16)], dynamic=(1,))
+    assert k.dynamic == (1,)
+    rec.launch(k, 1, 32, 3, [cnt, 2, _view_at(out, 8)])
+    p = rec.plan((out,))
+    assert p.allocs == (((64,), "float32", False),) and p.ws_bytes == 256
+    monkeypatch.setattr(plan_mod, "memset_zero", lambda *a: None)
+
+    def new(shape, dtype, zero):
+        return "out" if dtype == "float32" else "ws", 1000 if dtype == "float32" else 5000
+
+    assert p.run(9, (100,), new, 0, values=(7, 8)) == ("out",)
+    # The input's real pointer + 40, the workspace + 16; the stream buffer is looked
+    # up for the replay's stream; only the dynamic step gets the values.
+    assert made_for == [3, 9]
+    assert k.log == [(9, (140, 5016), (7, 8)), (9, (0x5000_0000 + 9, 1008))]
+
+
+def test_recorder_rejects_foreign_arrays():
+    k = _FakeKernel()
+    rec = Recorder([_arr(0x7000_0000)])
+    (sx,) = rec.inputs
+    with pytest.raises(ValueError, match="neither an input"):
+        rec.launch(k, 1, 32, 0, [sx, 1, _arr(0x7000_0000)])

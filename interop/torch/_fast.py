@@ -15,10 +15,15 @@ A signature that fails validation is never cached, so it raises again on every
 call; the simulator (CPU tensors, no driver) always takes the array-level path.
 """
 
-from interop.dlpack import _torch_dtype_name, _torch_raw_stream
+import functools
+
+import torch
+
+from interop.dlpack import _torch_dtype, _torch_dtype_name, _torch_raw_stream
 from numba_fused.launch import SIMULATOR
 
-__all__ = ["PlanCache", "raw_stream", "dtype_name", "aligned16", "ENABLED"]
+__all__ = ["PlanCache", "raw_stream", "dtype_name", "aligned16", "residue16", "allocator",
+           "data_ptr", "tensor_sig", "ENABLED"]
 
 # The fast path can be switched off (tests compare both; a debugging aid).
 ENABLED = [not SIMULATOR]
@@ -34,6 +39,32 @@ def raw_stream(device):
 def aligned16(t):
     """Whether tensor ``t`` (or None) starts 16-byte aligned (None counts as aligned)."""
     return t is None or t.data_ptr() % 16 == 0
+
+
+def residue16(t):
+    """``t``'s data pointer modulo 16 (None: -1): a plan key part for launchers whose
+    choices depend on finer alignment than 16 bytes (dropout's 8-byte masks)."""
+    return -1 if t is None else t.data_ptr() % 16
+
+
+def data_ptr(t):
+    """Data pointer of tensor ``t``, 0 for None."""
+    return 0 if t is None else t.data_ptr()
+
+
+def tensor_sig(t):
+    """(shape, dtype, device) of an optional tensor, for plan keys."""
+    return None if t is None else (t.shape, t.dtype, t.device)
+
+
+@functools.lru_cache(maxsize=None)
+def allocator(device):
+    """``new(shape, dtype name, zero) -> (tensor, pointer)`` on ``device``: how
+    :meth:`numba_fused.plan.Plan.run` allocates through torch's caching allocator."""
+    def new(shape, dtype, zero):
+        t = (torch.zeros if zero else torch.empty)(shape, dtype=_torch_dtype(dtype), device=device)
+        return t, t.data_ptr()
+    return new
 
 
 class PlanCache(dict):

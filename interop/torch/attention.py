@@ -16,22 +16,58 @@ Under ``torch.compile`` the function takes the custom ops ``numba_fused::attenti
 """
 
 import math
+import os
 from typing import List, Optional
 
 import torch
 
+from numba_fused import attention as _at
 from numba_fused.attention import attention_backward, attention_forward
 
 from ._compiled import compiled_seed, seed_pair
+from ._fast import ENABLED, PlanCache, allocator, raw_stream
 from ._rng import next_seed_offset
 
 __all__ = ["scaled_dot_product_attention", "FusedAttention", "AttentionFunction"]
 
 
+# Per-signature launch plans (interop.torch._fast, numba_fused.plan): the first call of
+# a signature runs the array-level function, which validates and raises; later calls
+# replay its allocations and launches with the call's dropout seed and offset. Keys
+# hold every tensor's shape, strides and address modulo 16 (the kernels bake strides
+# in and pick their copy path by alignment) and the kernel-choice switch.
+_FWD_PLANS = PlanCache()
+_BWD_PLANS = PlanCache()
+
+
+def _sig(t):
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
+
+
+def _ptrs(*tensors):
+    return tuple(0 if t is None else t.data_ptr() for t in tensors)
+
+
+def _plannable(*tensors):
+    return ENABLED[0] and all(t.numel() for t in tensors)
+
+
 def _run_forward(q, k, v, bias, **options):
-    """(out, lse) of ``attention_forward`` with ``bias`` in any broadcastable shape."""
+    """(out, lse) of ``attention_forward`` with ``bias`` in any broadcastable shape;
+    ``options``: causal, window, dropout_p, seed, offset, scale."""
     bias4 = None if bias is None else _expand_bias(bias, q, k)
-    return attention_forward(q, k, v, bias=bias4, **options)
+    o = options
+    key = (_sig(q), _sig(k), _sig(v), _sig(bias4), o["causal"], o["window"], o["dropout_p"],
+           o["scale"], os.environ.get(_at.TC_ENV))
+    plan = _FWD_PLANS.get(key)
+    if plan is not None:
+        return plan.run(raw_stream(q.device), _ptrs(q, k, v, bias4), allocator(q.device),
+                        q.device.index, _at.rng_values(o["seed"], o["offset"]))
+    res = attention_forward(q, k, v, bias=bias4, **options)
+    if _plannable(q, k, v):
+        _FWD_PLANS.put(key, _at.forward_plan(q, k, v, bias4, o["causal"], o["window"],
+                                             o["dropout_p"], o["scale"]))
+    return res
 
 
 def _run_backward(grad_out, q, k, v, out, lse, bias, need_bias, **options):
@@ -40,8 +76,22 @@ def _run_backward(grad_out, q, k, v, out, lse, bias, need_bias, **options):
     if grad_out.stride(-1) != 1:
         grad_out = grad_out.contiguous()
     bias4 = None if bias is None else _expand_bias(bias, q, k)
-    gq, gk, gv, gb = attention_backward(grad_out, q, k, v, out, lse, bias=bias4,
-                                        need_bias_grad=need_bias, **options)
+    o = options
+    key = (_sig(q), _sig(k), _sig(v), _sig(bias4), _sig(grad_out), _sig(out), _sig(lse),
+           need_bias, o["causal"], o["window"], o["dropout_p"], o["scale"],
+           os.environ.get(_at.TC_ENV))
+    plan = _BWD_PLANS.get(key)
+    if plan is not None:
+        gq, gk, gv, gb = plan.run(raw_stream(q.device), _ptrs(q, k, v, bias4, grad_out, out, lse),
+                                  allocator(q.device), q.device.index,
+                                  _at.rng_values(o["seed"], o["offset"]))
+    else:
+        gq, gk, gv, gb = attention_backward(grad_out, q, k, v, out, lse, bias=bias4,
+                                            need_bias_grad=need_bias, **options)
+        if _plannable(q, k, v):
+            _BWD_PLANS.put(key, _at.backward_plan(
+                grad_out, q, k, v, out, lse, bias4, o["causal"], o["window"], o["dropout_p"],
+                o["scale"], need_bias_grad=need_bias))
     if gb is not None:
         gb = gb.reshape(bias.shape)
     return gq, gk, gv, gb
@@ -173,8 +223,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     seed = offset = 0
     if dropout_p > 0.0:
         seed, offset = next_seed_offset(query.device, B * H * Sq * math.ceil(Sk / 4))
-    return _HeadsFirstAttention.apply(query, key, value, bias, "top_left" if is_causal else None,
-                                      window, dropout_p, seed, offset, scale)
+    if not (torch.is_grad_enabled()
+            and any(t is not None and t.requires_grad for t in (query, key, value, bias))):
+        # Nothing to differentiate: skip the autograd Function's host cost.
+        q, k, v = (t.unsqueeze(1) if t.dim() == 3 else t for t in (query, key, value))
+        out, _ = _run_forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), bias,
+                              causal=causal, window=window, dropout_p=dropout_p, seed=seed,
+                              offset=offset, scale=scale)
+        out = out.transpose(1, 2)
+        return out.squeeze(1) if query.dim() == 3 else out
+    return _HeadsFirstAttention.apply(query, key, value, bias, causal, window, dropout_p, seed,
+                                      offset, scale)
 
 
 # ---------------------------------------------------------------------------

@@ -19,9 +19,56 @@ from torch.autograd.function import once_differentiable
 from interop.torch._compiled import compiled_seed, seed_pair
 from interop.torch._rng import next_seed_offset
 from numba_fused import activations, checks
+from numba_fused import dropout as _dr
 from numba_fused.dropout import dropout_bias_act_backward, dropout_bias_act_forward
 
+from ._fast import ENABLED, PlanCache, allocator, data_ptr, raw_stream, residue16, tensor_sig
+
 __all__ = ["DropoutBiasActFunction", "dropout_bias_act", "FusedDropoutBiasAct"]
+
+
+# Per-signature launch plans (interop.torch._fast, numba_fused.plan): the first call of
+# a signature runs the array-level function, which validates and raises; later calls
+# replay its allocations and launches with the call's seed and offset. The keys hold
+# each input's address modulo 16: the launcher picks its vector path by 16-byte
+# (data) and 8-byte (mask) alignment.
+_FWD_PLANS = PlanCache()
+_BWD_PLANS = PlanCache()
+
+
+def _forward(x, bias, p, seed, offset, activation, store_mask):
+    """(y, mask or None) of contiguous x / bias through a cached plan."""
+    key = (x.shape, x.dtype, x.device, tensor_sig(bias), p, activation, store_mask,
+           residue16(x), residue16(bias))
+    plan = _FWD_PLANS.get(key)
+    if plan is not None:
+        return plan.run(raw_stream(x.device), (x.data_ptr(), data_ptr(bias)),
+                        allocator(x.device), x.device.index, _dr.rng_values(seed, offset))
+    if store_mask:
+        y, mask = dropout_bias_act_forward(x, bias, p, seed, offset, activation,
+                                           return_mask=True)
+    else:
+        y, mask = dropout_bias_act_forward(x, bias, p, seed, offset, activation), None
+    if ENABLED[0] and x.numel():
+        _FWD_PLANS.put(key, _dr.forward_plan(x, bias, p, activation, store_mask))
+    return y, mask
+
+
+def _backward(g, x, bias, mask, p, seed, offset, activation, need_bias_grad):
+    """(grad_x, grad_bias or None) of contiguous tensors through a cached plan."""
+    key = (g.shape, g.dtype, g.device, tensor_sig(x), tensor_sig(bias), tensor_sig(mask), p,
+           activation, need_bias_grad, residue16(g), residue16(x), residue16(bias),
+           residue16(mask))
+    plan = _BWD_PLANS.get(key)
+    if plan is not None:
+        return plan.run(raw_stream(g.device), (g.data_ptr(), data_ptr(x), data_ptr(bias),
+                                               data_ptr(mask)),
+                        allocator(g.device), g.device.index, _dr.rng_values(seed, offset))
+    out = dropout_bias_act_backward(g, x, bias, p, seed, offset, activation,
+                                    need_bias_grad=need_bias_grad, mask=mask)
+    if ENABLED[0] and g.numel():
+        _BWD_PLANS.put(key, _dr.backward_plan(g, x, bias, p, activation, need_bias_grad, mask))
+    return out
 
 
 class DropoutBiasActFunction(torch.autograd.Function):
@@ -35,12 +82,7 @@ class DropoutBiasActFunction(torch.autograd.Function):
     def forward(ctx, input, bias, p, activation, seed, offset, store_mask):
         x = input.contiguous()
         bias = None if bias is None else bias.contiguous()
-        mask = None
-        if store_mask:
-            y, mask = dropout_bias_act_forward(x, bias, p, seed, offset, activation,
-                                               return_mask=True)
-        else:
-            y = dropout_bias_act_forward(x, bias, p, seed, offset, activation)
+        y, mask = _forward(x, bias, p, seed, offset, activation, store_mask)
         # act' needs x; for activation 'none' nothing of x is kept alive.
         ctx.save_for_backward(x if activation != "none" else None, bias, mask)
         ctx.p, ctx.activation, ctx.seed, ctx.offset = p, activation, seed, offset
@@ -50,9 +92,9 @@ class DropoutBiasActFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_out):
         x, bias, mask = ctx.saved_tensors
-        grad_x, grad_bias = dropout_bias_act_backward(
-            grad_out.contiguous(), x, bias, ctx.p, ctx.seed, ctx.offset, ctx.activation,
-            need_bias_grad=bias is not None and ctx.needs_input_grad[1], mask=mask)
+        grad_x, grad_bias = _backward(grad_out.contiguous(), x, bias, mask, ctx.p, ctx.seed,
+                                      ctx.offset, ctx.activation,
+                                      bias is not None and ctx.needs_input_grad[1])
         return grad_x, grad_bias, None, None, None, None, None
 
 
@@ -78,6 +120,11 @@ def dropout_bias_act(input, bias=None, p=0.5, activation="none", training=True, 
         p, seed, offset = 0.0, 0, 0
     else:
         seed, offset = next_seed_offset(input.device, (input.numel() + 3) // 4, generator)
+    if not (torch.is_grad_enabled()
+            and (input.requires_grad or (bias is not None and bias.requires_grad))):
+        # Nothing to differentiate: skip the autograd Function's host cost.
+        return _forward(input.contiguous(), None if bias is None else bias.contiguous(), p,
+                        seed, offset, activation, False)[0]
     return DropoutBiasActFunction.apply(input, bias, p, activation, seed, offset,
                                         bool(store_mask))
 
@@ -93,12 +140,8 @@ def dropout_bias_act(input, bias=None, p=0.5, activation="none", training=True, 
 def _dropout_fwd(x: torch.Tensor, bias: Optional[torch.Tensor], seed_offset: torch.Tensor,
                  p: float, activation: str, store_mask: bool) -> List[torch.Tensor]:
     seed, offset = seed_pair(seed_offset)
-    used = seed_offset.clone()
-    if store_mask:
-        y, mask = dropout_bias_act_forward(x, bias, p, seed, offset, activation,
-                                           return_mask=True)
-        return [y, used, mask]
-    return [dropout_bias_act_forward(x, bias, p, seed, offset, activation), used]
+    y, mask = _forward(x, bias, p, seed, offset, activation, store_mask)
+    return [y, seed_offset.clone()] + ([mask] if store_mask else [])
 
 
 @_dropout_fwd.register_fake
@@ -115,9 +158,8 @@ def _dropout_bwd(grad_out: torch.Tensor, x: Optional[torch.Tensor], bias: Option
                  mask: Optional[torch.Tensor], seed_offset: torch.Tensor, p: float,
                  activation: str, need_bias_grad: bool) -> List[torch.Tensor]:
     seed, offset = seed_pair(seed_offset)
-    gx, gb = dropout_bias_act_backward(grad_out, x, bias, p, seed, offset, activation,
-                                       need_bias_grad=need_bias_grad and bias is not None,
-                                       mask=mask)
+    gx, gb = _backward(grad_out, x, bias, mask, p, seed, offset, activation,
+                       need_bias_grad and bias is not None)
     return [gx] if gb is None else [gx, gb]
 
 

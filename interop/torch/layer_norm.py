@@ -25,19 +25,17 @@ Two routes to the same kernels and launch plans:
   98-113 us on the lent H100's host, bench/NOTES.md, issue #20).
 """
 
-import functools
 import math
 import numbers
 from typing import List, Optional
 
 import torch
 
-from interop.dlpack import _torch_dtype
 from numba_fused import layer_norm as _ln
 from numba_fused.layer_norm import (layer_norm_backward, layer_norm_forward, rms_norm_backward,
                                     rms_norm_forward)
 
-from ._fast import ENABLED, PlanCache, aligned16, raw_stream
+from ._fast import ENABLED, PlanCache, aligned16, allocator, data_ptr, raw_stream
 
 __all__ = ["layer_norm", "rms_norm", "FusedLayerNorm", "FusedRMSNorm"]
 
@@ -47,19 +45,6 @@ __all__ = ["layer_norm", "rms_norm", "FusedLayerNorm", "FusedRMSNorm"]
 # ones replay its allocations and launches.
 _FWD_PLANS = PlanCache()
 _BWD_PLANS = PlanCache()
-
-
-@functools.lru_cache(maxsize=None)
-def _allocator(device):
-    """``new(shape, dtype name, zero) -> (tensor, pointer)`` on ``device`` for plans."""
-    def new(shape, dtype, zero):
-        t = (torch.zeros if zero else torch.empty)(shape, dtype=_torch_dtype(dtype), device=device)
-        return t, t.data_ptr()
-    return new
-
-
-def _ptr(t):
-    return 0 if t is None else t.data_ptr()
 
 
 def _dev(t):
@@ -75,8 +60,8 @@ def _norm_forward(x, weight, bias, eps, rms):
            aligned16(x), aligned16(weight), aligned16(bias))
     plan = _FWD_PLANS.get(key)
     if plan is not None:
-        return plan.run(raw_stream(x.device), (x.data_ptr(), _ptr(weight), _ptr(bias)),
-                        _allocator(x.device), x.device.index)
+        return plan.run(raw_stream(x.device), (x.data_ptr(), data_ptr(weight), data_ptr(bias)),
+                        allocator(x.device), x.device.index)
     if rms:
         y, rstd = rms_norm_forward(x, weight, eps)
         out = (y, None, rstd)
@@ -93,9 +78,9 @@ def _norm_backward(g, x, weight, bias, mean, rstd, deterministic, rms):
            aligned16(g), aligned16(x), aligned16(weight))
     plan = _BWD_PLANS.get(key)
     if plan is not None:
-        return plan.run(raw_stream(g.device), (g.data_ptr(), x.data_ptr(), _ptr(weight),
-                                               _ptr(bias), _ptr(mean), rstd.data_ptr()),
-                        _allocator(g.device), g.device.index)
+        return plan.run(raw_stream(g.device), (g.data_ptr(), x.data_ptr(), data_ptr(weight),
+                                               data_ptr(bias), data_ptr(mean), rstd.data_ptr()),
+                        allocator(g.device), g.device.index)
     if rms:
         gx, gw = rms_norm_backward(g, x, weight, rstd, deterministic=deterministic)
         out = (gx, gw, None)

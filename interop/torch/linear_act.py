@@ -25,7 +25,7 @@ import torch
 from numba_fused import linear_act as _la
 from numba_fused.activations import ACTIVATIONS, check_activation
 
-from ._fast import ENABLED, PlanCache, aligned16, dtype_name, raw_stream
+from ._fast import ENABLED, PlanCache, aligned16, allocator, dtype_name, raw_stream
 
 __all__ = ["linear_act", "FusedLinearAct", "FusedMLP", "ACTIVATIONS"]
 
@@ -82,17 +82,61 @@ def _linear_backward(gz, x, weight, need_x, need_w, need_b):
     return out
 
 
+_BWD_PLANS = PlanCache()
+
+
+def _bwd_key(activation, needs, *tensors):
+    return (activation, needs) + tuple(
+        None if t is None else (t.shape, t.dtype, t.device, t.data_ptr() % 16 == 0)
+        for t in tensors)
+
+
+def _replay(key, tensors):
+    """The gradients asked for (a list, input order) from a cached plan, or None."""
+    plan = _BWD_PLANS.get(key)
+    if plan is None:
+        return None
+    t0 = tensors[0]
+    grads = plan.run(raw_stream(t0.device), tuple(0 if t is None else t.data_ptr()
+                                                  for t in tensors),
+                     allocator(t0.device), t0.device.index)
+    return [g for g in grads if g is not None]
+
+
 def _linear_act_grads(grad_y, x, weight, preact, activation, need_x, need_w, need_b):
-    """Gradients of ``act(x @ weight^T + bias)`` asked for, in input order."""
+    """Gradients of ``act(x @ weight^T + bias)`` asked for, in input order (contiguous
+    tensors; a cached plan after a signature's first call)."""
+    tensors = (grad_y, x, weight, preact if activation != "none" else None)
+    key = _bwd_key(activation, (need_x, need_w, need_b), *tensors)
+    out = _replay(key, tensors)
+    if out is not None:
+        return out
     gz = grad_y
     if activation != "none":
         gz = _la.activation_backward(gz, preact, activation)
-    return _linear_backward(gz, x, weight, need_x, need_w, need_b)
+    out = _linear_backward(gz, x, weight, need_x, need_w, need_b)
+    if ENABLED[0] and grad_y.numel() and x.numel():
+        _BWD_PLANS.put(key, _la.backward_plan(*tensors, activation, need_x, need_w, need_b))
+    return out
 
 
 def _mlp_grads(grad_y, x, w1, w2, h, z1, activation, need_x, need_w1, need_b1, need_w2,
                need_b2):
     """Gradients of ``fc2(act(fc1(x)))`` asked for, in input order (x, w1, b1, w2, b2)."""
+    needs = (need_x, need_w1, need_b1, need_w2, need_b2)
+    tensors = (grad_y, x, w1, w2, h, z1 if activation != "none" else None)
+    key = _bwd_key(activation, needs, *tensors)
+    out = _replay(key, tensors)
+    if out is not None:
+        return out
+    out = _mlp_grads_array(grad_y, x, w1, w2, h, z1, activation, *needs)
+    if ENABLED[0] and grad_y.numel() and x.numel() and h.numel():
+        _BWD_PLANS.put(key, _la.mlp_backward_plan(*tensors, activation, needs))
+    return out
+
+
+def _mlp_grads_array(grad_y, x, w1, w2, h, z1, activation, need_x, need_w1, need_b1, need_w2,
+                     need_b2):
     out = []
     if need_w2 or need_b2:
         gw2, gb2 = _la.linear_weight_grad(grad_y, h, need_bias_grad=need_b2)
