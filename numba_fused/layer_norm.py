@@ -74,7 +74,7 @@ from interop.dlpack import KernelArray, empty_like_lib, stream_handle
 from numba_fused.dtypes import STORAGE
 
 from . import checks, dtypes
-from .intrinsics import u32_as_f32
+from .intrinsics import mul_rn, u32_as_f32
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .plan import NOW, Recorder
@@ -1409,7 +1409,11 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                         for j in range(vec):
                             o = u * vec + j
                             h = (xs[o] - mu) * rs
-                            d = ds[o] * ws[o] if has_w else ds[o]
+                            # w * dy rounded as in the second pass (mul_rn: not
+                            # fused there into d - c2, which would leave the
+                            # product's rounding error: a one-element row's dx
+                            # would not be 0).
+                            d = mul_rn(ds[o], ws[o]) if has_w else ds[o]
                             s1 += h * d
                             s2 += d
                 c += step
@@ -1437,7 +1441,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                         for j in range(vec):
                             o = u * vec + j
                             h = (xs[o] - mu) * rs
-                            d = ds[o] * ws[o] if has_w else ds[o]
+                            d = mul_rn(ds[o], ws[o]) if has_w else ds[o]
                             xs[o] = (d - (h * c1 + c2)) * rs
                             ws[o] = ds[o] * h
                         store_group(dx, base + gi, xs, u * vec)

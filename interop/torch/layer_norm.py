@@ -349,6 +349,10 @@ def _check_param(p, name, shape):
                          f"{list(p.shape)}")
 
 
+def _needs_grad(*tensors):
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
 def _deterministic(flag):
     if flag is None:
         return torch.are_deterministic_algorithms_enabled()
@@ -372,6 +376,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, *, det
         return torch.nn.functional.layer_norm(input, shape, weight, bias, eps)
     if torch.compiler.is_compiling():
         return _compiled_norm(input, weight, bias, n, eps, det, False)
+    if not _needs_grad(input, weight, bias):
+        # Nothing to differentiate: skip the autograd Function's host cost.
+        x = _rows(input, n)
+        y, _, _ = _norm_forward(x, _vector(weight, n, x.dtype), _vector(bias, n, x.dtype), eps,
+                                False)
+        return _grad_input(y, input.shape)
     return _LayerNormFunction.apply(input, weight, bias, n, eps, det)
 
 
@@ -392,6 +402,10 @@ def rms_norm(input, normalized_shape, weight=None, eps=1e-6, *, deterministic=No
         return input.clone()
     if torch.compiler.is_compiling():
         return _compiled_norm(input, weight, None, n, eps, det, True)
+    if not _needs_grad(input, weight, None):
+        x = _rows(input, n)
+        y, _, _ = _norm_forward(x, _vector(weight, n, x.dtype), None, eps, True)
+        return _grad_input(y, input.shape)
     return _RMSNormFunction.apply(input, weight, n, eps, det)
 
 
