@@ -29,6 +29,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 OPS = ("dropout", "layer_norm", "attention", "linear_act")
 
+# Which way in each provider measures (the report prints it above the tables).
+PROVIDER_LEGEND = """Providers: **ours** — `numba`, `numba_fused`, `numba_det`, `numba_mask`,
+`numba_seed`: the array-level functions (`numba_fused.*`, validation and planning on
+every call); `numba_torch`: `interop.torch` through autograd, the path PyTorch users
+call (per-signature plans; forward timed under `no_grad`, backward as
+`torch.autograd.grad`); `numba_cupy`: `interop.cupy` on CuPy arrays. **Baselines** —
+`torch` / `eager`: torch's own ops; `compile`, `torch.compile`: inductor; `flash`,
+`efficient`, `math`: torch SDPA backends; `liger`: Liger-Kernel. GPU times come from
+CUDA events with the GPU held busy first, so they measure device work; host cost per
+call is the separate launch-cost table."""
+
 
 def _gpu_available():
     from numba import config
@@ -257,7 +268,7 @@ def run_gpu(args):
     not_run = notes(rows, errors)
     md = (f"# numba-fused benchmark results\n\n{report['date']} — {info['name']} "
           f"({info['sm_count']} SMs), copy bandwidth {bw:.0f} GB/s\n\n"
-          f"Versions: {report['versions']}\n\n{table}\n\n## Host launch cost\n\n{launch_md}\n")
+          f"Versions: {report['versions']}\n\n{PROVIDER_LEGEND}\n\n{table}\n\n## Host launch cost\n\n{launch_md}\n")
     if not_run:
         md += "\n## Not run, and failed checks\n\n" + "\n".join(not_run) + "\n"
     if examples_md:

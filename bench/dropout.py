@@ -43,7 +43,7 @@ from bench.common import (  # noqa: E402
     note_row, peak_mb, rel_err, rotations, time_cuda, to_cupy, to_torch)
 
 PROVIDERS = ("numba", "numba_mask", "numba_torch", "numba_cupy", "eager", "compile")
-DEFAULT_PROVIDERS = ("numba", "numba_mask", "numba_cupy", "eager", "compile")
+DEFAULT_PROVIDERS = ("numba", "numba_mask", "numba_torch", "numba_cupy", "eager", "compile")
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 

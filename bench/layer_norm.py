@@ -41,7 +41,7 @@ from bench.common import (  # noqa: E402
 DEFAULT_SHAPES = ["16384x768", "16384x1024", "16384x4096", "8192x8192", "4096x16384"]
 PROVIDERS = ("numba", "numba_det", "numba_seed", "numba_torch", "numba_cupy", "torch", "compile",
              "liger")
-DEFAULT_PROVIDERS = ["numba", "numba_det", "numba_cupy", "torch", "compile", "liger"]
+DEFAULT_PROVIDERS = ["numba", "numba_det", "numba_torch", "numba_cupy", "torch", "compile", "liger"]
 DTYPES = ("float16", "bfloat16", "float32")
 
 

@@ -2,11 +2,12 @@
 
     python bench/linear_act.py [--shapes 8192x4096x16384] [--dtypes float16,bfloat16]
         [--activation gelu_tanh] [--passes fwd,bwd]
-        [--providers numba_fused,numba_cupy,torch,torch.compile]
+        [--providers numba_fused,numba_torch,numba_cupy,torch,torch.compile]
         [--tc-config BM,BN,BK,WM,WN,STAGES,GROUP_M ...] [--reps 50] [--json FILE]
 
 Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``. Providers:
-``numba_fused`` (ours, torch tensors), ``numba_cupy`` (ours through ``interop.cupy`` on
+``numba_fused`` (ours at array level, torch tensors), ``numba_torch`` (ours through
+``interop.torch.linear_act`` and autograd: what PyTorch users call), ``numba_cupy`` (ours through ``interop.cupy`` on
 CuPy arrays made from the same tensors by DLPack, on torch's stream; no bfloat16 in
 CuPy; a note row where CuPy is not importable), ``torch``, ``torch.compile``.
 
@@ -36,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 DEFAULT_SHAPES = ("8192x4096x16384",)
 QUICK_SHAPES = ("4096x4096x4096",)
-PROVIDERS = ("numba_fused", "numba_cupy", "torch", "torch.compile")
+PROVIDERS = ("numba_fused", "numba_torch", "numba_cupy", "torch", "torch.compile")
 
 
 def _shape(text):
@@ -246,11 +247,17 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
             pre = nf.linear_act_forward(x, w, b, act, save_preact=True)[1]
             prepared.append((g, x, w, pre))
         return with_cfg(lambda g, x, w, pre: nf.linear_act_backward(g, x, w, pre, act)), prepared
-    if prov not in ("torch", "torch.compile"):
+    if prov not in ("torch", "torch.compile", "numba_torch"):
         raise ValueError(f"unknown provider {prov!r}")
 
-    def model(x, w, b):
-        return act_t(F.linear(x, w, b))
+    if prov == "numba_torch":
+        from interop.torch import linear_act
+
+        def model(x, w, b):
+            return linear_act(x, w, b, act)
+    else:
+        def model(x, w, b):
+            return act_t(F.linear(x, w, b))
 
     if prov == "torch.compile":
         model = torch.compile(model)
