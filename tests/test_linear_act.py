@@ -545,3 +545,22 @@ def test_shipped_kernels_compile_without_spills(kernel):
             assert "st.global.v4.u32" in ptx
     rep = ptxas_report(ptx)
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+
+
+def test_weight_grad_shape_when_rows_equal_out_features():
+    """x [2, 4, 8] through an 8 -> 8 layer: grad_z flattened to [M, N] = [8, 8] has the
+    weight's shape. The allocator once took torch's empty_like of grad_z's owner there
+    ([2, 4, 8]) and autograd rejected the gradient (found by tests/test_ddp.py)."""
+    from interop.torch import linear_act
+
+    gen = torch.Generator().manual_seed(3)
+    x = _rand((2, 4, 8), "float32", gen).requires_grad_()
+    w = _rand((8, 8), "float32", gen).requires_grad_()
+    gz = _rand((2, 4, 8), "float32", gen)
+    gw, gb = nf.linear_weight_grad(gz, x.detach())
+    assert tuple(gw.shape) == (8, 8) and tuple(gb.shape) == (8,)
+    ref = gz.reshape(8, 8).T.double() @ x.detach().reshape(8, 8).double()
+    assert_close(gw, ref, "float32", "grad_weight")
+    linear_act(x, w, None, "none").backward(gz)
+    assert tuple(w.grad.shape) == (8, 8)
+    assert_close(w.grad, ref, "float32", "grad_weight via autograd")
