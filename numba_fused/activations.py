@@ -5,6 +5,9 @@
 pre-activation ``z``. Kernel factories pick the pair once and close over it.
 ``act_ref`` / ``act_grad_ref`` are the float64 NumPy references the tests and
 benchmarks use. Derivatives at kinks follow torch (relu'(0) = 0, leaky'(0) = slope).
+NaN passes through every activation as through torch's (relu(NaN) = NaN), and
+act'(NaN) is what torch's backward gives (its relu backward zeroes only where z <= 0:
+relu'(NaN) = 1, squared_relu'(NaN) = NaN, leaky_relu'(NaN) = slope).
 
     gelu(z)         = z/2 (1 + erf(z / sqrt 2))
     gelu'(z)        = (1 + erf(z / sqrt 2)) / 2 + z exp(-z^2 / 2) / sqrt(2 pi)
@@ -57,12 +60,14 @@ def _none_grad(z):
 
 @inline_device
 def _relu(z):
-    return z if z > _F0 else _F0
+    # Compared as z <= 0 so that NaN passes through, as torch's relu does (a
+    # `z > 0` select maps NaN to 0).
+    return _F0 if z <= _F0 else z
 
 
 @inline_device
 def _relu_grad(z):
-    return _F1 if z > _F0 else _F0
+    return _F0 if z <= _F0 else _F1
 
 
 @inline_device
@@ -89,13 +94,13 @@ def _gelu_tanh_grad(z):
 
 @inline_device
 def _squared_relu(z):
-    r = z if z > _F0 else _F0
+    r = _F0 if z <= _F0 else z
     return r * r
 
 
 @inline_device
 def _squared_relu_grad(z):
-    return _TWO * z if z > _F0 else _F0
+    return _F0 if z <= _F0 else _TWO * z
 
 
 @inline_device
@@ -151,7 +156,7 @@ def act_grad_ref(activation, z):
     if activation == "none":
         return np.ones_like(z)
     if activation == "relu":
-        return (z > 0).astype(np.float64)
+        return np.where(z <= 0, 0.0, 1.0)
     if activation == "gelu":
         return 0.5 * (1.0 + _erf64(z / math.sqrt(2.0))) + z * np.exp(-0.5 * z * z) / math.sqrt(
             2.0 * math.pi)
