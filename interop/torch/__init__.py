@@ -12,10 +12,12 @@ from .attention import AttentionFunction, FusedAttention, scaled_dot_product_att
 from .dropout import DropoutBiasActFunction, FusedDropoutBiasAct, dropout_bias_act
 from .layer_norm import FusedLayerNorm, FusedRMSNorm, layer_norm, rms_norm
 from .linear_act import FusedLinearAct, FusedMLP, linear_act
+from .patch import PatchReport, patch
 
 __all__ = [
     "scaled_dot_product_attention", "FusedAttention", "AttentionFunction",
     "dropout_bias_act", "FusedDropoutBiasAct", "DropoutBiasActFunction",
     "layer_norm", "rms_norm", "FusedLayerNorm", "FusedRMSNorm",
     "linear_act", "FusedLinearAct", "FusedMLP",
+    "patch", "PatchReport",
 ]
