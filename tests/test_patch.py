@@ -1,6 +1,7 @@
 """``interop.torch.patch`` on Hugging Face models built from small configs with random
-weights (issue #19): the patched model's logits, loss and gradients match the stock
-model's (same weights); the state_dict is unchanged (keys and the very tensors);
+weights (issue #19): the patched model (our norms, our attention through
+transformers' attention registry) gives the stock model's logits, loss and gradients
+(same weights, with and without a padding mask); the state_dict is unchanged (keys and the very tensors);
 variants we do not implement are left alone and reported. Under the simulator a
 one-layer, tiny-width config (float32); on the GPU larger ones in float32 and bfloat16
 and a short training run."""
@@ -48,13 +49,13 @@ EXPECTED = {"gpt2": ("LayerNorm", "FusedLayerNorm"), "bert": ("LayerNorm", "Fuse
             "llama": ("LlamaRMSNorm", "FusedRMSNorm")}
 
 
-def _step(model, ids):
-    out = model(input_ids=ids, labels=ids)
+def _step(model, ids, mask=None):
+    out = model(input_ids=ids, attention_mask=mask, labels=ids)
     out.loss.backward()
     return out.logits.detach().float(), float(out.loss.detach())
 
 
-def _check_parity(kind, size, dtype, tol):
+def _check_parity(kind, size, dtype, tol, padded=False):
     from interop.torch import patch
 
     stock = _model(kind, size, dtype)
@@ -63,8 +64,15 @@ def _check_parity(kind, size, dtype, tol):
     report = patch(ours)
     old, new = EXPECTED[kind]
     n_norms = sum(type(m).__name__ == old for m in stock.modules())
-    assert n_norms > 0 and len(report.replaced) == n_norms and not report.skipped, str(report)
-    assert all(r[1:] == (old, new) for r in report.replaced)
+    norms = [r for r in report.replaced if r[0]]
+    assert n_norms > 0 and len(norms) == n_norms and not report.skipped, str(report)
+    assert all(r[1:] == (old, new) for r in norms)
+    assert [r for r in report.replaced if not r[0]] == [("", "attention eager",
+                                                        "attention numba_fused")]
+    assert ours.config._attn_implementation == "numba_fused"
+    from interop.torch.patch import hf_attention
+
+    fallbacks = hf_attention.fallbacks
     assert sum(type(m).__name__ == new for m in ours.modules()) == n_norms
     after = ours.state_dict()
     assert list(after) == list(before)
@@ -73,8 +81,13 @@ def _check_parity(kind, size, dtype, tol):
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, size["vocab"], (size["batch"], size["seq"]), generator=gen)
     ids = ids.to(device())
-    logits_s, loss_s = _step(stock, ids)
-    logits_o, loss_o = _step(ours, ids)
+    mask = None
+    if padded:  # the last 3 tokens of the second sequence are padding: a real mask
+        mask = torch.ones_like(ids)
+        mask[1, -3:] = 0
+    logits_s, loss_s = _step(stock, ids, mask)
+    logits_o, loss_o = _step(ours, ids, mask)
+    assert hf_attention.fallbacks == fallbacks, "every attention call took our kernels"
     rel = float((logits_o - logits_s).norm() / logits_s.norm())
     assert rel < tol, f"logits differ by {rel:.2e}"
     assert abs(loss_o - loss_s) <= tol * abs(loss_s)
@@ -91,15 +104,17 @@ def _check_parity(kind, size, dtype, tol):
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "bert", "llama"])
-def test_patch_tiny_models_match_stock(kind):
-    _check_parity(kind, TINY, torch.float32, 1e-4)
+@pytest.mark.parametrize("padded", [False, True])
+def test_patch_tiny_models_match_stock(kind, padded):
+    _check_parity(kind, TINY, torch.float32, 1e-4, padded)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["gpt2", "bert", "llama"])
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.bfloat16, 2e-2)])
-def test_patch_small_models_match_stock(kind, dtype, tol):
-    _check_parity(kind, SMALL, dtype, tol)
+@pytest.mark.parametrize("padded", [False, True])
+def test_patch_small_models_match_stock(kind, dtype, tol, padded):
+    _check_parity(kind, SMALL, dtype, tol, padded)
 
 
 @pytest.mark.gpu
@@ -133,7 +148,8 @@ def test_patched_training_follows_stock(kind):
 
 
 def test_patch_leaves_unknown_variants_and_reports_them():
-    """Gemma's RMSNorm multiplies by (1 + weight): not ours; left as is and reported."""
+    """Gemma's RMSNorm multiplies by (1 + weight): not ours; left as is and reported
+    (attention left to the other tests)."""
     from interop.torch import patch
 
     cfg = transformers.GemmaConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1,
@@ -141,7 +157,7 @@ def test_patch_leaves_unknown_variants_and_reports_them():
                                    intermediate_size=32, max_position_embeddings=8)
     torch.manual_seed(0)
     model = transformers.GemmaForCausalLM(cfg).to(device())
-    report = patch(model)
+    report = patch(model, attention=False)
     assert not report.replaced
     names = {type(m).__name__ for m in model.modules()}
     assert "GemmaRMSNorm" in names and "FusedRMSNorm" not in names

@@ -1,4 +1,4 @@
-"""Swap a model's normalisation layers for ours, in place, with one call (issue #19).
+"""Put a model on our kernels, in place, with one call (issue #19).
 
 ``patch(model)`` walks ``model.named_modules()`` and replaces:
 
@@ -6,6 +6,15 @@
 - every ``torch.nn.RMSNorm`` and every Llama-style RMSNorm of Hugging Face
   transformers (``y = weight * x / sqrt(mean(x^2) + eps)``: the classes named in
   ``LLAMA_STYLE_RMSNORMS``) by :class:`FusedRMSNorm`.
+
+and, for Hugging Face models that run attention through transformers' attention
+registry (``_supports_attention_backend``), registers :func:`hf_attention` as the
+attention implementation ``"numba_fused"`` and switches the model to it: every
+attention layer then calls our ``scaled_dot_product_attention`` with the model's
+causal / padding mask (as an additive bias or ``is_causal``), dropout and scale.
+Calls our kernels cannot serve (head dim above 128, ``softcap``, T5-style
+``position_bias``, ``output_attentions``) go to transformers' own SDPA path, so they
+stay correct; ``hf_attention.fallbacks`` counts them.
 
 The new modules share the old ones' parameter tensors and keep their names, so the
 ``state_dict`` (keys, tensors) and an optimizer built before the call are unchanged.
@@ -25,7 +34,9 @@ import torch
 
 from .layer_norm import FusedLayerNorm, FusedRMSNorm
 
-__all__ = ["patch", "PatchReport", "LLAMA_STYLE_RMSNORMS"]
+__all__ = ["patch", "PatchReport", "LLAMA_STYLE_RMSNORMS", "hf_attention", "ATTN_NAME"]
+
+ATTN_NAME = "numba_fused"
 
 # Hugging Face RMSNorm classes computing weight * x * rsqrt(mean(x^2) + eps), with the
 # weight in ``.weight`` and eps in ``.variance_epsilon`` (or ``.eps``).
@@ -85,11 +96,66 @@ def _replacement(module):
     return None, None
 
 
-def patch(model, *, layer_norm=True, rms_norm=True):
-    """Replace ``model``'s LayerNorm / RMSNorm modules by ours, in place (module
-    docstring). ``layer_norm`` / ``rms_norm``: which kinds to replace. Returns a
-    :class:`PatchReport`; ``str(report)`` lists every change and every module left
-    alone with its reason."""
+def hf_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                 is_causal=None, **kwargs):
+    """A transformers attention function (the registry's signature) on our kernels.
+
+    query ``[B, H, Sq, D]``, key / value ``[B, Hkv, Sk, D]`` (grouped-query heads are
+    repeated), attention_mask None or ``[B, 1 or H, Sq, Sk]`` (bool: True attends;
+    float: added to the scores). Returns ``(out [B, Sq, H, Dv], None)`` as
+    transformers' SDPA path does."""
+    from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+
+    from .attention import scaled_dot_product_attention
+
+    if (kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None
+            or kwargs.get("output_attentions") or query.shape[-1] > 128
+            or value.shape[-1] > 128):
+        hf_attention.fallbacks += 1
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, is_causal=is_causal, **kwargs)
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups > 1:
+        key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+    q_len, kv_len = query.shape[2], key.shape[2]
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    causal = bool(q_len > 1 and attention_mask is None and causal)
+    if causal and kv_len > q_len:
+        # An empty cache's prefill: the keys past q_len are masked for every query.
+        key, value = key[:, :, :q_len], value[:, :, :q_len]
+    out = scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
+                                       dropout_p=dropout, is_causal=causal, scale=scaling)
+    return out.transpose(1, 2).contiguous(), None
+
+
+hf_attention.fallbacks = 0
+
+
+def _use_hf_attention(model, report):
+    """Switch a transformers model to :func:`hf_attention`; notes it in ``report``."""
+    if not hasattr(model, "config") or not hasattr(model, "set_attn_implementation"):
+        return
+    name = type(model).__name__
+    if not getattr(model, "_supports_attention_backend", False):
+        report.skipped.append(("", name, "its attention does not go through transformers' "
+                                         "attention registry"))
+        return
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    AttentionInterface.register(ATTN_NAME, hf_attention)
+    # The masks transformers builds for SDPA (None where is_causal suffices).
+    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
+    old = getattr(model.config, "_attn_implementation", None)
+    model.set_attn_implementation(ATTN_NAME)
+    report.replaced.append(("", f"attention {old}", f"attention {ATTN_NAME}"))
+
+
+def patch(model, *, layer_norm=True, rms_norm=True, attention=True):
+    """Replace ``model``'s LayerNorm / RMSNorm modules by ours and (Hugging Face models)
+    route its attention to our kernels, in place (module docstring). ``layer_norm`` /
+    ``rms_norm`` / ``attention``: which to do. Returns a :class:`PatchReport`;
+    ``str(report)`` lists every change and everything left alone with its reason."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     report = PatchReport()
@@ -112,4 +178,6 @@ def patch(model, *, layer_norm=True, rms_norm=True):
             raise ValueError("patch() replaces submodules; the model itself is a norm layer")
         setattr(parent, attr, new)
         report.replaced.append((name, type(old).__name__, type(new).__name__))
+    if attention:
+        _use_hf_attention(model, report)
     return report
