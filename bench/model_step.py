@@ -4,7 +4,9 @@ Issue #20's setting: a GPT-2 built from a config (no download), bf16 parameters,
 dropout 0, AdamW, random token batches (the same ones, in the same order, for both
 models), labels = inputs. The stock model is built first with a fixed seed; ours is
 a deep copy of it (same initial weights) with the modules named by ``--swap``
-replaced (``layer_norm``: every ``nn.LayerNorm`` by ``FusedLayerNorm.from_torch``).
+replaced (``layer_norm``: every ``nn.LayerNorm`` by ``FusedLayerNorm.from_torch``;
+``attention``: transformers' attention routed to our kernels by
+``interop.torch.patch``, against stock's SDPA).
 
 Per model: ``--warmup`` untimed steps, then ``--steps`` timed ones, each step
 (forward with loss, backward, ``AdamW.step``, ``zero_grad``) timed by CUDA events;
@@ -16,7 +18,7 @@ units in the last place, 2^-8 = 3.9e-3: every op of both models runs in bf16, so
 two curves may differ by rounding from the first step on; a wrong normalisation moves
 the loss by far more). Exit status 1 if the check fails.
 
-  python -m bench.model_step [--config gpt2-1024|gpt2-512|all] [--swap layer_norm]
+  python -m bench.model_step [--config gpt2-1024|gpt2-512|all] [--swap layer_norm[,attention]]
       [--steps 30] [--warmup 5] [--out DIR]
 
 Needs a GPU and transformers (skipped with a note otherwise).
@@ -37,7 +39,7 @@ CONFIGS = {
     "gpt2-1024": (1024, 12, 16, 1024, 8),
     "gpt2-512": (512, 6, 8, 512, 8),
 }
-SWAPS = ("layer_norm",)
+SWAPS = ("layer_norm", "attention")
 
 
 def parse_args(argv=None):
@@ -86,6 +88,12 @@ def swap_modules(model, swaps):
             if "layer_norm" in swaps and type(child) is torch.nn.LayerNorm:
                 setattr(parent, name, FusedLayerNorm.from_torch(child))
                 count += 1
+    if "attention" in swaps:
+        from interop.torch import patch
+
+        report = patch(model, layer_norm=False, rms_norm=False, attention=True)
+        count += sum(1 for m in model.modules() if hasattr(m, "is_causal")) \
+            if any(not r[0] for r in report.replaced) else 0
     return count
 
 
