@@ -47,6 +47,8 @@ def _model(kind, size, dtype):
 
 EXPECTED = {"gpt2": ("LayerNorm", "FusedLayerNorm"), "bert": ("LayerNorm", "FusedLayerNorm"),
             "llama": ("LlamaRMSNorm", "FusedRMSNorm")}
+EXPECTED_MLP = {"gpt2": ("GPT2MLP", "ConvMLP"), "bert": ("BertIntermediate", "LinearActIntermediate"),
+                "llama": ("LlamaMLP", None)}
 
 
 def _step(model, ids, mask=None):
@@ -64,9 +66,18 @@ def _check_parity(kind, size, dtype, tol, padded=False):
     report = patch(ours)
     old, new = EXPECTED[kind]
     n_norms = sum(type(m).__name__ == old for m in stock.modules())
-    norms = [r for r in report.replaced if r[0]]
-    assert n_norms > 0 and len(norms) == n_norms and not report.skipped, str(report)
+    norms = [r for r in report.replaced if r[2] == new]
+    assert n_norms > 0 and len(norms) == n_norms, str(report)
     assert all(r[1:] == (old, new) for r in norms)
+    mlp_old, mlp_new = EXPECTED_MLP[kind]
+    n_mlps = sum(type(m).__name__ == mlp_old for m in stock.modules())
+    mlps = [r for r in report.replaced if r[1] == mlp_old]
+    assert n_mlps > 0
+    if mlp_new is None:  # Llama's SwiGLU: left alone, and reported
+        assert not mlps and [r[1] for r in report.skipped] == [mlp_old] * n_mlps, str(report)
+    else:
+        assert len(mlps) == n_mlps and all(r[2] == mlp_new for r in mlps), str(report)
+        assert not report.skipped, str(report)
     assert [r for r in report.replaced if not r[0]] == [("", "attention eager",
                                                         "attention numba_fused")]
     assert ours.config._attn_implementation == "numba_fused"
@@ -157,7 +168,7 @@ def test_patch_leaves_unknown_variants_and_reports_them():
                                    intermediate_size=32, max_position_embeddings=8)
     torch.manual_seed(0)
     model = transformers.GemmaForCausalLM(cfg).to(device())
-    report = patch(model, attention=False)
+    report = patch(model, attention=False, mlp=False)
     assert not report.replaced
     names = {type(m).__name__ for m in model.modules()}
     assert "GemmaRMSNorm" in names and "FusedRMSNorm" not in names

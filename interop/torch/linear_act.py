@@ -334,6 +334,20 @@ class FusedLinearAct(torch.nn.Module):
                 f"bias={self.bias is not None}, activation={self.activation!r}")
 
 
+def _mlp(x, w1, b1, w2, b2, activation):
+    """``fc2(act(fc1(x)))`` with weights ``[out, in]`` (any strides: made contiguous,
+    differentiably); the two-GEMM MLP of :class:`FusedMLP`."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    args = (x.contiguous(), w1.contiguous(), _contig(b1), w2.contiguous(), _contig(b2))
+    if torch.compiler.is_compiling():
+        return _mlp_fwd(*args, activation)[0]
+    if _needs_grad(*args):
+        return _MLPFunction.apply(*args, activation)
+    h, _ = _forward(args[0], args[1], args[2], activation, False)
+    return _forward(h, args[3], args[4], "none", False)[0]
+
+
 class FusedMLP(torch.nn.Module):
     """``fc2(act(fc1(x)))`` with ``fc1: in -> hidden``, ``fc2: hidden -> out``
     (parameters ``fc1.weight``, ``fc1.bias``, ``fc2.weight``, ``fc2.bias`` as in a torch
@@ -348,16 +362,8 @@ class FusedMLP(torch.nn.Module):
         self.fc2 = FusedLinearAct(hidden_features, out_features, bias2, "none", device, dtype)
 
     def forward(self, x):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-        args = (x.contiguous(), self.fc1.weight.contiguous(), _contig(self.fc1.bias),
-                self.fc2.weight.contiguous(), _contig(self.fc2.bias))
-        if torch.compiler.is_compiling():
-            return _mlp_fwd(*args, self.activation)[0]
-        if _needs_grad(*args):
-            return _MLPFunction.apply(*args, self.activation)
-        h, _ = _forward(args[0], args[1], args[2], self.activation, False)
-        return _forward(h, args[3], args[4], "none", False)[0]
+        return _mlp(x, self.fc1.weight, self.fc1.bias, self.fc2.weight, self.fc2.bias,
+                    self.activation)
 
     def extra_repr(self):
         return f"activation={self.activation!r}"

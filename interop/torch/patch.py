@@ -7,6 +7,12 @@
   transformers (``y = weight * x / sqrt(mean(x^2) + eps)``: the classes named in
   ``LLAMA_STYLE_RMSNORMS``) by :class:`FusedRMSNorm`.
 
+- GPT-2-style MLPs (``c_fc`` / ``act`` / ``c_proj`` Conv1D layers) by :class:`ConvMLP`
+  and BERT-style ``*Intermediate`` modules (``act(dense(x))``) by
+  :class:`LinearActIntermediate`, where the activation is one of ours (gelu,
+  gelu_tanh, relu, squared_relu, leaky_relu 0.01); the GEMMs then run on
+  ``linear_act`` (its speed: bench/NOTES.md; about half of cuBLAS today);
+
 and, for Hugging Face models that run attention through transformers' attention
 registry (``_supports_attention_backend``), registers :func:`hf_attention` as the
 attention implementation ``"numba_fused"`` and switches the model to it: every
@@ -33,8 +39,10 @@ from typing import List, Tuple
 import torch
 
 from .layer_norm import FusedLayerNorm, FusedRMSNorm
+from .linear_act import _mlp, linear_act
 
-__all__ = ["patch", "PatchReport", "LLAMA_STYLE_RMSNORMS", "hf_attention", "ATTN_NAME"]
+__all__ = ["patch", "PatchReport", "LLAMA_STYLE_RMSNORMS", "hf_attention", "ATTN_NAME",
+           "ConvMLP", "LinearActIntermediate"]
 
 ATTN_NAME = "numba_fused"
 
@@ -78,6 +86,86 @@ def _rms_from_hf(module):
     new.register_parameter("weight", weight)
     new.deterministic = None
     return new, None
+
+
+def _activation_name(act):
+    """Our activation name for a transformers / torch activation module, or None."""
+    name = type(act).__name__
+    if name == "GELUActivation":
+        return "gelu"
+    if name in ("NewGELUActivation", "GELUTanh", "PytorchGELUTanh"):
+        return "gelu_tanh"
+    if name == "ReLUSquaredActivation":
+        return "squared_relu"
+    if type(act) is torch.nn.ReLU:
+        return "relu"
+    if type(act) is torch.nn.GELU:
+        return "gelu_tanh" if act.approximate == "tanh" else "gelu"
+    if type(act) is torch.nn.LeakyReLU and act.negative_slope == 0.01:
+        return "leaky_relu"
+    return None
+
+
+class ConvMLP(torch.nn.Module):
+    """GPT-2's MLP (``dropout(c_proj(act(c_fc(x))))``, Conv1D weights ``[in, out]``) on
+    our fused linear + activation GEMMs; the old module's children, so the same
+    state_dict. The weights go to the kernels transposed (a copy per call)."""
+
+    def __init__(self, old, activation):
+        super().__init__()
+        self.c_fc, self.c_proj, self.dropout = old.c_fc, old.c_proj, old.dropout
+        self.activation = activation
+
+    def forward(self, x):
+        y = _mlp(x, self.c_fc.weight.t(), self.c_fc.bias, self.c_proj.weight.t(),
+                 self.c_proj.bias, self.activation)
+        return self.dropout(y)
+
+    def extra_repr(self):
+        return f"activation={self.activation!r}"
+
+
+class LinearActIntermediate(torch.nn.Module):
+    """BERT-style ``act(dense(x))`` (an ``*Intermediate`` module) as one fused
+    linear + activation GEMM; keeps ``dense``, so the same state_dict."""
+
+    def __init__(self, old, activation):
+        super().__init__()
+        self.dense = old.dense
+        self.activation = activation
+
+    def forward(self, x):
+        return linear_act(x, self.dense.weight, self.dense.bias, self.activation)
+
+    def extra_repr(self):
+        return f"activation={self.activation!r}"
+
+
+def _mlp_replacement(module):
+    """(new module or None, reason when None and the module is an MLP we know)."""
+    name = type(module).__name__
+    children = dict(module.named_children())
+    if {"c_fc", "c_proj", "act"} <= children.keys() and \
+            type(children["c_fc"]).__name__ == "Conv1D" == type(children["c_proj"]).__name__:
+        act = _activation_name(children["act"])
+        if act is None:
+            return None, f"activation {type(children['act']).__name__} is not one of ours"
+        if set(children) - {"c_fc", "c_proj", "act", "dropout"}:
+            return None, "an MLP with more parts than c_fc, act, c_proj, dropout"
+        if "dropout" not in children:
+            return None, "no dropout child"
+        return ConvMLP(module, act), None
+    if {"gate_proj", "up_proj", "down_proj"} <= children.keys():
+        return None, "a gated MLP (SwiGLU / GeGLU): not implemented yet"
+    if name.endswith("Intermediate") and isinstance(children.get("dense"), torch.nn.Linear) \
+            and hasattr(module, "intermediate_act_fn") and set(children) <= {
+                "dense", "intermediate_act_fn"}:
+        act = _activation_name(module.intermediate_act_fn)
+        if act is None:
+            return None, (f"activation {type(module.intermediate_act_fn).__name__} is not "
+                          "one of ours")
+        return LinearActIntermediate(module, act), None
+    return None, None
 
 
 def _replacement(module):
@@ -151,10 +239,10 @@ def _use_hf_attention(model, report):
     report.replaced.append(("", f"attention {old}", f"attention {ATTN_NAME}"))
 
 
-def patch(model, *, layer_norm=True, rms_norm=True, attention=True):
-    """Replace ``model``'s LayerNorm / RMSNorm modules by ours and (Hugging Face models)
-    route its attention to our kernels, in place (module docstring). ``layer_norm`` /
-    ``rms_norm`` / ``attention``: which to do. Returns a :class:`PatchReport`;
+def patch(model, *, layer_norm=True, rms_norm=True, attention=True, mlp=True):
+    """Replace ``model``'s LayerNorm / RMSNorm / MLP modules by ours and (Hugging Face
+    models) route its attention to our kernels, in place (module docstring).
+    ``layer_norm`` / ``rms_norm`` / ``attention`` / ``mlp``: which to do. Returns a :class:`PatchReport`;
     ``str(report)`` lists every change and everything left alone with its reason."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -163,11 +251,13 @@ def patch(model, *, layer_norm=True, rms_norm=True, attention=True):
     todo = []
     for name, module in model.named_modules():
         new, reason = _replacement(module)
+        if new is None and reason is None and mlp:
+            new, reason = _mlp_replacement(module)
         if new is None:
             if reason is not None:
                 report.skipped.append((name, type(module).__name__, reason))
             continue
-        kind_ok = layer_norm if isinstance(new, FusedLayerNorm) else rms_norm
+        kind_ok = {FusedLayerNorm: layer_norm, FusedRMSNorm: rms_norm}.get(type(new), mlp)
         if kind_ok:
             todo.append((name, module, new))
     for name, old, new in todo:
