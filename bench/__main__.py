@@ -101,6 +101,34 @@ def markdown_table(rows):
     return "\n".join(lines)
 
 
+def _is_ours(provider):
+    return str(provider).startswith("numba")
+
+
+def speedup_table(rows):
+    """Per (op, case, dtype, pass): ours through the front door (``numba_torch``; the
+    array-level row where there is none) against every baseline timed beside it, as
+    baseline time / our time (> 1: ours is faster)."""
+    groups = {}
+    for r in rows:
+        if r.get("median_ms") is not None:
+            key = (r.get("op"), r.get("case"), r.get("dtype"), r.get("pass"))
+            groups.setdefault(key, []).append(r)
+    lines = ["| op | case | dtype | pass | ours (provider) ms | speedup over each baseline |",
+             "|---|---|---|---|---|---|"]
+    for (op, case, dtype, pas), group in groups.items():
+        ours = [r for r in group if r["provider"] == "numba_torch"] or \
+            [r for r in group if r["provider"] in ("numba", "numba_fused")]
+        bases = [r for r in group if not _is_ours(r["provider"])]
+        if not ours or not bases:
+            continue
+        o = ours[0]
+        cells = ", ".join(f"{b['provider']} {b['median_ms'] / o['median_ms']:.2f}x" for b in bases)
+        lines.append(f"| {op} | {case} | {dtype} | {pas} | {o['median_ms']:.3f} "
+                     f"({o['provider']}) | {cells} |")
+    return "\n".join(lines)
+
+
 def notes(rows, errors):
     """Lines for the report's "Not run" section: ops that failed, providers that were
     not run (each reason once per op and provider), and checks that failed."""
@@ -268,7 +296,8 @@ def run_gpu(args):
     not_run = notes(rows, errors)
     md = (f"# numba-fused benchmark results\n\n{report['date']} — {info['name']} "
           f"({info['sm_count']} SMs), copy bandwidth {bw:.0f} GB/s\n\n"
-          f"Versions: {report['versions']}\n\n{PROVIDER_LEGEND}\n\n{table}\n\n## Host launch cost\n\n{launch_md}\n")
+          f"Versions: {report['versions']}\n\n{PROVIDER_LEGEND}\n\n{table}\n\n"
+          f"## Speedup over each baseline\n\n{speedup_table(rows)}\n\n## Host launch cost\n\n{launch_md}\n")
     if not_run:
         md += "\n## Not run, and failed checks\n\n" + "\n".join(not_run) + "\n"
     if examples_md:

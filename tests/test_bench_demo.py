@@ -40,3 +40,18 @@ def test_cli_without_gpu_runs_demo(monkeypatch):
     assert cli.main(["--ops", "dropout", "--no-examples"]) == 0
     assert seen[0][-3:] == ["bench.demo", "--example", "dropout"]
     assert seen[1][-2:] == ["bench.demo", "dropout"]
+
+
+def test_speedup_table_compares_the_front_door_with_every_baseline():
+    from bench.__main__ import speedup_table
+
+    def row(provider, ms, case="c"):
+        return {"op": "op", "case": case, "dtype": "float16", "pass": "fwd",
+                "provider": provider, "median_ms": ms}
+
+    rows = [row("numba", 1.0), row("numba_torch", 2.0), row("eager", 4.0), row("compile", 1.0),
+            row("numba", 1.0, "d"), row("torch", 3.0, "d"), row("numba_cupy", 9.0, "e")]
+    lines = speedup_table(rows).splitlines()
+    assert len(lines) == 4  # header, rule, cases c and d (e has no baseline)
+    assert "2.000 (numba_torch) | eager 2.00x, compile 0.50x" in lines[2]
+    assert "1.000 (numba) | torch 3.00x" in lines[3]
