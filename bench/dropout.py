@@ -54,7 +54,7 @@ def parse_args(argv=None):
                     help="comma-separated MxN (x is [M, N], bias [N]), e.g. 16384x4096,4096x1000")
     ap.add_argument("--dtypes", default="float16", help="comma-separated: float32,float16,bfloat16")
     ap.add_argument("--activations", default="none,gelu",
-                    help="comma-separated: none,relu,gelu,gelu_tanh,squared_relu,leaky_relu")
+                    help="comma-separated: none,relu,gelu,gelu_tanh,squared_relu,leaky_relu,silu")
     ap.add_argument("--directions", default="fwd,bwd", help="fwd, bwd or both")
     ap.add_argument("--providers", default=",".join(DEFAULT_PROVIDERS),
                     help=f"comma-separated from {','.join(PROVIDERS)}")
@@ -120,6 +120,7 @@ def _torch_act(activation):
         "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
         "squared_relu": lambda z: torch.square(F.relu(z)),
         "leaky_relu": lambda z: F.leaky_relu(z, LEAKY_SLOPE),
+        "silu": F.silu,
     }[activation]
 
 

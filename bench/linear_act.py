@@ -87,6 +87,7 @@ def _torch_act(torch, name):
         "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
         "squared_relu": lambda z: F.relu(z) ** 2,
         "leaky_relu": lambda z: F.leaky_relu(z, 0.01),
+        "silu": F.silu,
     }[name]
 
 

@@ -24,7 +24,7 @@ def _dropout(nf, torch, dt):
     x = torch.randn(37, 263, device="cuda", dtype=dt)
     b = torch.randn(263, device="cuda", dtype=dt)
     g = torch.randn_like(x)
-    for act in ("none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu"):
+    for act in ("none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu", "silu"):
         for p in (0.0, 0.3):
             nf.dropout_bias_act_forward(x, b, p=p, seed=3, offset=8, activation=act)
             nf.dropout_bias_act_backward(g, x, b, p=p, seed=3, offset=8, activation=act)

@@ -15,6 +15,8 @@ relu'(NaN) = 1, squared_relu'(NaN) = NaN, leaky_relu'(NaN) = slope).
     gelu_tanh'(z)   = (1 + t)/2 + z/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 z^2),  t = tanh(u)
     squared_relu(z) = max(z, 0)^2,   squared_relu'(z) = 2 max(z, 0)
     leaky_relu(z)   = z if z > 0 else 0.01 z
+    silu(z)         = z / (1 + exp(-z)) = z s,  s = sigmoid(z)
+    silu'(z)        = s (1 + z (1 - s))
 """
 
 import math
@@ -26,7 +28,7 @@ from .jit import inline_device
 __all__ = ["ACTIVATIONS", "check_activation", "device_act", "act_ref", "act_grad_ref",
            "LEAKY_SLOPE"]
 
-ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu")
+ACTIVATIONS = ("none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu", "silu")
 LEAKY_SLOPE = 0.01
 
 _F0 = np.float32(0.0)
@@ -113,6 +115,18 @@ def _leaky_relu_grad(z):
     return _F1 if z > _F0 else _SLOPE
 
 
+@inline_device
+def _silu(z):
+    # torch's form (x / (1 + exp(-x))): the same NaN / inf results (silu(-inf) = NaN).
+    return z / (_F1 + math.exp(-z))
+
+
+@inline_device
+def _silu_grad(z):
+    s = _F1 / (_F1 + math.exp(-z))
+    return s * (_F1 + z * (_F1 - s))
+
+
 _DEVICE = {
     "none": (_none, _none_grad),
     "relu": (_relu, _relu_grad),
@@ -120,6 +134,7 @@ _DEVICE = {
     "gelu_tanh": (_gelu_tanh, _gelu_tanh_grad),
     "squared_relu": (_squared_relu, _squared_relu_grad),
     "leaky_relu": (_leaky_relu, _leaky_relu_grad),
+    "silu": (_silu, _silu_grad),
 }
 
 
@@ -147,6 +162,9 @@ def act_ref(activation, z):
         return np.maximum(z, 0.0) ** 2
     if activation == "leaky_relu":
         return np.where(z > 0, z, LEAKY_SLOPE * z)
+    if activation == "silu":
+        with np.errstate(over="ignore", invalid="ignore"):
+            return z / (1.0 + np.exp(-z))
     raise ValueError(check_activation(activation))
 
 
@@ -168,4 +186,8 @@ def act_grad_ref(activation, z):
         return 2.0 * np.maximum(z, 0.0)
     if activation == "leaky_relu":
         return np.where(z > 0, 1.0, LEAKY_SLOPE)
+    if activation == "silu":
+        with np.errstate(over="ignore", invalid="ignore"):
+            sig = 1.0 / (1.0 + np.exp(-z))
+            return sig * (1.0 + z * (1.0 - sig))
     raise ValueError(check_activation(activation))

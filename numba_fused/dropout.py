@@ -1880,7 +1880,7 @@ def dropout_bias_act_forward(x, bias=None, p=0.0, seed=0, offset=0, activation="
     x: [..., N] float32 / float16 / bfloat16, C-contiguous, on the GPU; bias: [N] of the
     same dtype or None; p: drop probability in [0, 1]; seed, offset: integers in
     [0, 2**64) keying the Philox mask (module docstring); activation: 'none', 'relu',
-    'gelu', 'gelu_tanh', 'squared_relu' or 'leaky_relu'.
+    'gelu', 'gelu_tanh', 'squared_relu', 'leaky_relu' or 'silu'.
     return_mask: also return the uint8 keep mask (1 = kept, shape of x) for
     :func:`dropout_bias_act_backward`'s ``mask=`` (LightSeq's variant: memory instead
     of recomputation; the mask is the same one the Philox path regenerates).

@@ -170,8 +170,9 @@ _gelu, _gelu_g = device_act("gelu")
 _gtanh, _gtanh_g = device_act("gelu_tanh")
 _sqrelu, _sqrelu_g = device_act("squared_relu")
 _leaky, _leaky_g = device_act("leaky_relu")
+_silu, _silu_g = device_act("silu")
 _F1 = np.float32(1.0)
-assert ACTIVATIONS == ("none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu")
+assert ACTIVATIONS == ("none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu", "silu")
 
 
 # Not inline=True: numba-level inlining re-types the six-way switch at every epilogue
@@ -189,6 +190,8 @@ def act_by_code(code, z):
         return _sqrelu(z)
     if code == 5:
         return _leaky(z)
+    if code == 6:
+        return _silu(z)
     return z
 
 
@@ -205,6 +208,8 @@ def act_grad_by_code(code, z):
         return _sqrelu_g(z)
     if code == 5:
         return _leaky_g(z)
+    if code == 6:
+        return _silu_g(z)
     return _F1
 
 

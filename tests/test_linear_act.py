@@ -58,6 +58,8 @@ def _torch_act(name, z):
         return F.gelu(z, approximate="tanh")
     if name == "squared_relu":
         return F.relu(z) ** 2
+    if name == "silu":
+        return F.silu(z)
     return F.leaky_relu(z, LEAKY_SLOPE)
 
 

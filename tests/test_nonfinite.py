@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from tests.util import DTYPES, SIMULATOR, device, torch_dtype  # noqa: E402
 
 BAD = [float("nan"), float("inf"), float("-inf")]
-ACTS = ["none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu"]
+ACTS = ["none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu", "silu"]
 # Under the simulator float32 only (the patterns do not depend on the storage dtype's
 # code paths there, and it keeps CI short).
 CASE_DTYPES = ["float32"] if SIMULATOR else list(DTYPES)
@@ -86,7 +86,7 @@ def _torch_act(activation):
     return {"none": lambda z: z, "relu": F.relu, "gelu": F.gelu,
             "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
             "squared_relu": lambda z: F.relu(z) ** 2,
-            "leaky_relu": lambda z: F.leaky_relu(z, 0.01)}[activation]
+            "leaky_relu": lambda z: F.leaky_relu(z, 0.01), "silu": F.silu}[activation]
 
 
 @pytest.mark.parametrize("dtype", CASE_DTYPES)

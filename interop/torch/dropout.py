@@ -104,7 +104,7 @@ def dropout_bias_act(input, bias=None, p=0.5, activation="none", training=True, 
 
     input: [..., N] CUDA tensor (float32, float16 or bfloat16); bias: [N] of the same
     dtype or None; p: drop probability in [0, 1]; activation: 'none', 'relu', 'gelu',
-    'gelu_tanh', 'squared_relu' or 'leaky_relu'; training: False (or p = 0) applies no
+    'gelu_tanh', 'squared_relu', 'leaky_relu' or 'silu'; training: False (or p = 0) applies no
     dropout; generator: a torch.Generator to draw the seed from (default: the device's
     default generator). store_mask: keep the uint8 mask for backward instead of
     regenerating it (LightSeq's variant; one byte per element of memory).

@@ -10,7 +10,7 @@
 - GPT-2-style MLPs (``c_fc`` / ``act`` / ``c_proj`` Conv1D layers) by :class:`ConvMLP`
   and BERT-style ``*Intermediate`` modules (``act(dense(x))``) by
   :class:`LinearActIntermediate`, where the activation is one of ours (gelu,
-  gelu_tanh, relu, squared_relu, leaky_relu 0.01); the GEMMs then run on
+  gelu_tanh, relu, squared_relu, leaky_relu 0.01, silu); the GEMMs then run on
   ``linear_act`` (its speed: bench/NOTES.md; about half of cuBLAS today);
 
 and, for Hugging Face models that run attention through transformers' attention
@@ -103,6 +103,8 @@ def _activation_name(act):
         return "gelu_tanh" if act.approximate == "tanh" else "gelu"
     if type(act) is torch.nn.LeakyReLU and act.negative_slope == 0.01:
         return "leaky_relu"
+    if name == "SiLUActivation" or type(act) is torch.nn.SiLU:
+        return "silu"
     return None
 
 
