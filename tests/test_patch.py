@@ -48,7 +48,7 @@ def _model(kind, size, dtype):
 EXPECTED = {"gpt2": ("LayerNorm", "FusedLayerNorm"), "bert": ("LayerNorm", "FusedLayerNorm"),
             "llama": ("LlamaRMSNorm", "FusedRMSNorm")}
 EXPECTED_MLP = {"gpt2": ("GPT2MLP", "ConvMLP"), "bert": ("BertIntermediate", "LinearActIntermediate"),
-                "llama": ("LlamaMLP", None)}
+                "llama": ("LlamaMLP", "GatedMLP")}
 
 
 def _step(model, ids, mask=None):
@@ -72,12 +72,9 @@ def _check_parity(kind, size, dtype, tol, padded=False):
     mlp_old, mlp_new = EXPECTED_MLP[kind]
     n_mlps = sum(type(m).__name__ == mlp_old for m in stock.modules())
     mlps = [r for r in report.replaced if r[1] == mlp_old]
-    assert n_mlps > 0
-    if mlp_new is None:  # Llama's SwiGLU: left alone, and reported
-        assert not mlps and [r[1] for r in report.skipped] == [mlp_old] * n_mlps, str(report)
-    else:
-        assert len(mlps) == n_mlps and all(r[2] == mlp_new for r in mlps), str(report)
-        assert not report.skipped, str(report)
+    assert n_mlps > 0 and len(mlps) == n_mlps and all(r[2] == mlp_new for r in mlps), \
+        str(report)
+    assert not report.skipped, str(report)
     assert [r for r in report.replaced if not r[0]] == [("", "attention eager",
                                                         "attention numba_fused")]
     assert ours.config._attn_implementation == "numba_fused"

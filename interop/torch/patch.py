@@ -9,8 +9,9 @@
 
 - GPT-2-style MLPs (``c_fc`` / ``act`` / ``c_proj`` Conv1D layers) by :class:`ConvMLP`
   and BERT-style ``*Intermediate`` modules (``act(dense(x))``) by
-  :class:`LinearActIntermediate`, where the activation is one of ours (gelu,
-  gelu_tanh, relu, squared_relu, leaky_relu 0.01, silu); the GEMMs then run on
+  :class:`LinearActIntermediate`, and Llama-style gated MLPs (SwiGLU / GeGLU) by
+  :class:`GatedMLP`, where the activation is one of ours (gelu, gelu_tanh, relu,
+  squared_relu, leaky_relu 0.01, silu); the GEMMs then run on
   ``linear_act`` (its speed: bench/NOTES.md; about half of cuBLAS today);
 
 and, for Hugging Face models that run attention through transformers' attention
@@ -42,7 +43,7 @@ from .layer_norm import FusedLayerNorm, FusedRMSNorm
 from .linear_act import _mlp, linear_act
 
 __all__ = ["patch", "PatchReport", "LLAMA_STYLE_RMSNORMS", "hf_attention", "ATTN_NAME",
-           "ConvMLP", "LinearActIntermediate"]
+           "ConvMLP", "LinearActIntermediate", "GatedMLP"]
 
 ATTN_NAME = "numba_fused"
 
@@ -143,6 +144,27 @@ class LinearActIntermediate(torch.nn.Module):
         return f"activation={self.activation!r}"
 
 
+class GatedMLP(torch.nn.Module):
+    """Llama-style gated MLP, ``down(act(gate(x)) * up(x))`` (SwiGLU with silu, GeGLU
+    with gelu): the gate GEMM with its activation fused (``linear_act``), the up and
+    down GEMMs on ``linear_act`` too, the product by torch. Keeps the old module's
+    three projections, so the same state_dict. (The gate product is not yet fused into
+    a GEMM epilogue.)"""
+
+    def __init__(self, old, activation):
+        super().__init__()
+        self.gate_proj, self.up_proj, self.down_proj = old.gate_proj, old.up_proj, old.down_proj
+        self.activation = activation
+
+    def forward(self, x):
+        g = linear_act(x, self.gate_proj.weight, self.gate_proj.bias, self.activation)
+        u = linear_act(x, self.up_proj.weight, self.up_proj.bias, "none")
+        return linear_act(g * u, self.down_proj.weight, self.down_proj.bias, "none")
+
+    def extra_repr(self):
+        return f"activation={self.activation!r}"
+
+
 def _mlp_replacement(module):
     """(new module or None, reason when None and the module is an MLP we know)."""
     name = type(module).__name__
@@ -158,7 +180,15 @@ def _mlp_replacement(module):
             return None, "no dropout child"
         return ConvMLP(module, act), None
     if {"gate_proj", "up_proj", "down_proj"} <= children.keys():
-        return None, "a gated MLP (SwiGLU / GeGLU): not implemented yet"
+        projs = [children[k] for k in ("gate_proj", "up_proj", "down_proj")]
+        act_mod = children.get("act_fn", getattr(module, "act_fn", None))
+        if not all(type(m) is torch.nn.Linear for m in projs) or act_mod is None \
+                or set(children) - {"gate_proj", "up_proj", "down_proj", "act_fn"}:
+            return None, "a gated MLP of another shape than down(act(gate(x)) * up(x))"
+        act = _activation_name(act_mod)
+        if act is None:
+            return None, f"activation {type(act_mod).__name__} is not one of ours"
+        return GatedMLP(module, act), None
     if name.endswith("Intermediate") and isinstance(children.get("dense"), torch.nn.Linear) \
             and hasattr(module, "intermediate_act_fn") and set(children) <= {
                 "dense", "intermediate_act_fn"}:
