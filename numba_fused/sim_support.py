@@ -36,11 +36,14 @@ Model:
 
 Divergence: where hardware would hang or give undefined results, a call raises
 :class:`WarpDivergenceError` naming the primitive, the warp and the missing lanes. It
-does so at once when a named lane has exited, waits in ``syncthreads``, calls another
+does so at once when a named lane has exited, waits at a barrier that a lane of the
+call has not reached (a barrier being released is told apart by counting the barriers
+each thread has passed, not by timing), calls another
 primitive with the same mask, or waits in a warp call that can never complete (a
 cycle); otherwise after ``TIMEOUT_S`` seconds in which no lane arrived (e.g. a lane
 spinning on a lock). The simulator re-raises a failing thread's exception from the
-kernel launch, its message prefixed by the thread's ``tid=[..] ctaid=[..]``.
+kernel launch, its message prefixed by the thread's ``tid=[..] ctaid=[..]``, once the
+block's other threads have stopped (up to ``JOIN_S``).
 """
 
 import sys
@@ -54,9 +57,8 @@ __all__ = ["install", "WarpDivergenceError", "TIMEOUT_S", "SWITCH_INTERVAL_S", "
 # Backstop only: the common divergences are detected without waiting. Long enough
 # that a slow lane among ~1000 GIL-sharing threads is not mistaken for a lost one.
 TIMEOUT_S = 5.0
-# How long the block's set of threads flagged in syncthreads must stay unchanged before
-# a warp call calls a flagged lane diverged (see _Block.barrier_stalled).
-SYNC_GRACE_S = 1.0
+# How long a failed launch waits for its other threads to stop (see _track_threads).
+JOIN_S = 10.0
 # How often waiting lanes look for lanes stuck in syncthreads or aborted kernels:
 # the simulator signals neither to us.
 _POLL_S = 0.05
@@ -93,7 +95,7 @@ def install():
             # second copy of the module that simulated kernels never see.
             from numba.cuda.simulator import kernel, kernelapi
 
-            _track_threads(kernel.BlockThread)
+            _track_threads(kernel.BlockThread, kernel.BlockManager)
             fake = kernelapi.FakeCUDAModule
             for fn in _PRIMITIVES:
                 if not hasattr(fake, fn.__name__):  # a future simulator's own wins
@@ -142,28 +144,6 @@ class _Block:
         # raised and exited) repeat it, so whichever thread's error the simulator
         # reports names the cause.
         self.failure = None
-        self._flagged = None  # threads flagged in syncthreads when last looked at
-        self._flagged_since = time.monotonic()
-
-    def barrier_stalled(self):
-        """Whether no thread of the block has entered or left syncthreads for
-        SYNC_GRACE_S seconds.
-
-        The simulator opens a barrier by clearing its threads' flags one at a time, so
-        a lane released a moment ago can still see a warp-mate flagged, and on a loaded
-        machine (CI's 2 cores, several workers, hundreds of GIL-sharing threads) that
-        release can take seconds. It makes progress all along, though, while a lane
-        stuck at a barrier that cannot open leaves the flagged set fixed: so the set's
-        last change is timed, not any one lane's wait.
-        """
-        flagged = frozenset(tid for tid, t in list(self.threads.items())
-                            if t.syncthreads_blocked)
-        now = time.monotonic()
-        with self.lock:
-            if flagged != self._flagged:
-                self._flagged, self._flagged_since = flagged, now
-                return False
-            return now - self._flagged_since > SYNC_GRACE_S
 
     def warp(self, w):
         with self.lock:
@@ -199,11 +179,24 @@ def _block_of(thread):
     return block
 
 
-def _track_threads(block_thread_cls):
-    """Record each simulated thread's start and exit, to tell exited lanes from slow ones."""
+def _track_threads(block_thread_cls, manager_cls):
+    """Record each simulated thread's start, exit and barriers passed, and make a
+    failed block's launch wait for its threads.
+
+    The barrier count tells a lane that waits in syncthreads to be released from one
+    that never will be (see _Warp.blocker). The simulator re-raises a thread's error
+    as soon as it sees it, while the block's other threads still run until their next
+    barrier or warp call: such a thread could run on into the next launch of a kernel
+    of the same module, whose ``cuda`` global (the simulator swaps it per launch) would
+    then hand it that launch's shared arrays. So a failing block's threads, told to
+    abort, are joined (up to JOIN_S; a lane spinning on a lock may never stop) before
+    the error leaves the launch.
+    """
     run = block_thread_cls.run
+    syncthreads = block_thread_cls.syncthreads
 
     def run_tracked(self):
+        self.barriers_passed = 0
         block = _block_of(self)
         block.threads[self.thread_id] = self
         try:
@@ -211,7 +204,29 @@ def _track_threads(block_thread_cls):
         finally:
             block.thread_exited(self.thread_id)
 
+    def syncthreads_counted(self):
+        syncthreads(self)
+        self.barriers_passed += 1
+
+    manager_run = manager_cls.run
+
+    def run_joined(self, grid_point, *args):
+        try:
+            return manager_run(self, grid_point, *args)
+        except BaseException:
+            block = getattr(self, "_warp_state", None)
+            if block is not None:
+                deadline = time.monotonic() + JOIN_S
+                for thread in list(block.threads.values()):
+                    thread.abort = True
+                    thread.syncthreads_blocked = False
+                    thread.syncthreads_event.set()
+                    thread.join(max(0.0, deadline - time.monotonic()))
+            raise
+
     block_thread_cls.run = run_tracked
+    block_thread_cls.syncthreads = syncthreads_counted
+    manager_cls.run = run_joined
 
 
 class _Warp:
@@ -257,19 +272,37 @@ class _Warp:
         finally:
             del self.waiting[lane]
 
-    def blocker(self, lane, live):
-        """Why ``lane`` can never arrive anywhere, or None if it still may."""
+    def blocker(self, lane, live, call):
+        """Why ``lane`` can never arrive in ``call`` (or anywhere), or None if it still may."""
         tid = _WARP * self.w + lane
         thread = self.block.threads.get(tid)
         if tid in self.block.exited:
             error = getattr(thread, "exception", None)
             return f"exited the kernel by raising {error[0]!r}" if error else "exited the kernel"
         if thread is not None and thread.syncthreads_blocked:
-            return "waits in syncthreads" if self.block.barrier_stalled() else None
+            # The simulator releases a barrier by clearing its threads' flags one at a
+            # time (on a loaded machine that can take seconds), so a flagged lane may be
+            # on its way out. It is not when the flag was read while the lane was in
+            # barrier number k + 1 (k passed before and after the read) and a lane of
+            # ``call`` has passed at most k: that lane cannot reach barrier k + 1 before
+            # ``call`` completes, so the barrier cannot open.
+            before = thread.barriers_passed
+            flagged = thread.syncthreads_blocked
+            if flagged and thread.barriers_passed == before:
+                behind = [other for other in _bits(call.arrived)
+                          if self._passed(other) <= before]
+                if behind:
+                    return (f"waits in syncthreads (barrier {before + 1}), which lanes "
+                            f"{behind} waiting here have not reached")
+            return None
         other = self.waiting.get(lane)
         if other is not None and not other.done and other not in live and other.site is None:
             return f"waits in {other.op}(mask={other.mask:#010x}), which cannot complete"
         return None
+
+    def _passed(self, lane):
+        thread = self.block.threads.get(_WARP * self.w + lane)
+        return thread.barriers_passed if thread is not None else 0
 
     def settle(self, call):
         """Complete activemask() ``call`` unless lanes outside it still run; return those.
@@ -307,14 +340,14 @@ class _Warp:
             grown = False
             for c in self.pending.values():
                 if c not in live and all(
-                    self.blocker(lane, live) is None for lane in _bits(c.mask & ~c.arrived)
+                    self.blocker(lane, live, c) is None for lane in _bits(c.mask & ~c.arrived)
                 ):
                     live.add(c)
                     grown = True
         head = f"{call.op}(mask={call.mask:#010x}) in {self}"
         missing = _bits(call.mask & ~call.arrived)
         if call not in live:
-            why = {lane: self.blocker(lane, live) for lane in missing}
+            why = {lane: self.blocker(lane, live, call) for lane in missing}
             why = {lane: reason for lane, reason in why.items() if reason}
             text = "; ".join(f"lane {lane} {reason}" for lane, reason in why.items())
             return f"{head}: lanes {list(why)} can never arrive: {text}"

@@ -18,6 +18,7 @@ if "numba" not in sys.modules:
 
 import inspect  # noqa: E402
 import subprocess  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -507,6 +508,56 @@ def test_lane_waiting_in_syncthreads():
     assert "syncwarp" in msg and "lane 7 waits in syncthreads" in msg
 
 
+class _SlowRelease(threading.Event):
+    """A barrier release that holds the simulator's block manager for a while, as a
+    starved manager thread does on a loaded machine."""
+
+    def set(self):
+        time.sleep(1.5)
+        super().set()
+
+
+@pytest.mark.sim
+def test_slow_barrier_release_is_not_divergence():
+    """Lanes released from a barrier shuffle with warp-mates the manager has not
+    released yet (still flagged in syncthreads for longer than a second): that is a
+    release in progress, not a lane stuck at a barrier."""
+
+    @cuda.jit
+    def kernel(x):
+        i = cuda.threadIdx.x
+        if i == 7 or i == 20:
+            threading.current_thread().syncthreads_event = _SlowRelease()
+        cuda.syncthreads()
+        x[i] = cuda.shfl_xor_sync(FULL, x[i], 1)
+
+    x = np.arange(32, dtype=np.float32)
+    kernel[1, 32](x)
+    np.testing.assert_array_equal(x, np.arange(32) ^ 1)
+
+
+@pytest.mark.sim
+def test_failed_launch_joins_its_threads():
+    """The launch raises only after the block's other threads have stopped: a thread
+    left running would go on into the next launch of its module."""
+
+    @cuda.jit
+    def kernel(x):
+        i = cuda.threadIdx.x
+        if i < 32:
+            if i == 5:
+                return
+            x[i] = cuda.shfl_down_sync(FULL, x[i], 1)
+        else:
+            time.sleep(1.0)
+            x[i] = 7.0
+
+    x = cuda.to_device(np.zeros(64, np.float32))
+    with pytest.raises(sim_support.WarpDivergenceError):
+        kernel[1, 64](x)
+    np.testing.assert_array_equal(x.copy_to_host()[32:], 7.0)
+
+
 @pytest.mark.sim
 def test_caller_not_in_mask():
     @cuda.jit
@@ -522,6 +573,8 @@ def test_timeout_when_a_lane_never_comes(monkeypatch):
     # TIMEOUT_S leaves the 31 healthy lanes time to reach the shuffle on a loaded
     # 2-core CI machine (0.3 s was seen to be too short there: lanes 1-22 still late).
     monkeypatch.setattr(sim_support, "TIMEOUT_S", 1.5)
+    # The sleeping lane is never told to stop: the failed launch gives up joining it.
+    monkeypatch.setattr(sim_support, "JOIN_S", 0.5)
 
     @cuda.jit
     def kernel(x):
