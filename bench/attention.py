@@ -67,6 +67,9 @@ def parser():
     ap.add_argument("--num-splits", type=int, default=None,
                     help="numba backward: key splits (default: the launcher's heuristic)")
     ap.add_argument("--deterministic", action="store_true", help="numba backward: deterministic dQ")
+    ap.add_argument("--dq-scheme", default=None, choices=("lock", "atomic"),
+                    help="numba backward (array level): dQ accumulation across splits "
+                         "(default: the launcher's)")
     ap.add_argument("--blocks", default="",
                     help="extra numba tile shapes to time, ';'-separated 'blk,rows_per_thread,chunk' "
                          "(e.g. '64,4,32;32,4,16'); the default shape is always timed")
@@ -208,7 +211,8 @@ def _numba_case(provider, direction, causal, views, args, block=None):
         import numba_fused.attention as api
 
         fwd_opts = dict(block=block)
-        bwd_opts = dict(num_splits=args.num_splits, deterministic=args.deterministic, block=block)
+        bwd_opts = dict(num_splits=args.num_splits, deterministic=args.deterministic, block=block,
+                        dq_scheme=args.dq_scheme)
     opts = _numba_opts(causal)
     if direction == "fwd":
         return (lambda q, k, v, go: api.attention_forward(q, k, v, **opts, **fwd_opts)), views

@@ -167,6 +167,7 @@ def _train_rows(calls):
     import torch.nn.functional as F
 
     nt = importlib.import_module("interop.torch")
+    fast = importlib.import_module("interop.torch._fast")
     h = torch.float16
 
     def leaf(*shape):
@@ -187,10 +188,26 @@ def _train_rows(calls):
         def backward(ctx, grad):
             return grad
 
+    identity_c = fast.function_apply(Identity)
+
+    def python_apply(call):
+        """``call`` with the front ends on torch's Python Function.apply."""
+        def run():
+            fast.FAST_APPLY[0] = False
+            try:
+                call()
+            finally:
+                fast.FAST_APPLY[0] = True
+        return run
+
     cases = [
         ("floor: empty autograd.Function (identity view)", lambda: Identity.apply(x).backward(g)),
+        ("floor: the same through the C _FunctionBase.apply (function_apply)",
+         lambda: identity_c(x).backward(g)),
         ("torch F.layer_norm", lambda: F.layer_norm(x, (64,), w, b).backward(g)),
         ("ours interop.torch.layer_norm", lambda: nt.layer_norm(x, (64,), w, b).backward(g)),
+        ("ours interop.torch.layer_norm, Python Function.apply",
+         python_apply(lambda: nt.layer_norm(x, (64,), w, b).backward(g))),
         ("torch F.rms_norm", lambda: F.rms_norm(x, (64,), w).backward(g)),
         ("ours interop.torch.rms_norm", lambda: nt.rms_norm(x, (64,), w).backward(g)),
         ("torch F.dropout(x + b, 0.1)", lambda: F.dropout(x + b, 0.1).backward(g)),

@@ -62,15 +62,15 @@ def _attention(nf, torch, dt):
             kw = dict(bias=bb, causal=causal, window=window, dropout_p=p, seed=5, offset=0)
             out, lse = nf.attention_forward(q, k, v, **kw)
             nf.attention_backward(torch.randn_like(out), q, k, v, out, lse, **kw)
-    # Many key splits on the lock path and on the deterministic path, and varlen.
+    # Many key splits on the lock, atomic and deterministic paths, and varlen.
     q = torch.randn(1, 130, 2, 64, device="cuda", dtype=dt)
     k = torch.randn(1, 300, 2, 64, device="cuda", dtype=dt)
     v = torch.randn(1, 300, 2, 64, device="cuda", dtype=dt)
     out, lse = nf.attention_forward(q, k, v, causal="bottom_right")
     g = torch.randn_like(out)
-    for det in (False, True):
+    for det, scheme in ((False, "lock"), (False, "atomic"), (True, None)):
         nf.attention_backward(g, q, k, v, out, lse, causal="bottom_right", deterministic=det,
-                              num_splits=5)
+                              num_splits=5, dq_scheme=scheme)
     cu_q = torch.tensor([0, 40, 41, 130], device="cuda", dtype=torch.int32)
     cu_k = torch.tensor([0, 100, 117, 300], device="cuda", dtype=torch.int32)
     kw = dict(cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, dropout_p=0.1, seed=2)

@@ -49,8 +49,10 @@ bfloat16 only).
 Keyword extras: ``tensor_cores`` (above); ``block`` (tile shape: on tensor cores an int
 16/32/64 or ``(blk, query_subtile)``, on CUDA cores an int 8/16/32/64 or
 ``(blk, rows_per_thread, chunk)``; tests use small ones), and for the backward
-``num_splits`` (key splits, the seed's ``num_splits_key``; default fills the GPU) and
-``need_bias_grad`` (False skips dBias).
+``num_splits`` (key splits, the seed's ``num_splits_key``; default fills the GPU),
+``need_bias_grad`` (False skips dBias) and ``dq_scheme`` (how splits add into dQ when
+``deterministic=False``: ``"lock"``, the seed's per-tile spin lock, or ``"atomic"``,
+float32 atomic adds as flash-attention; None = :data:`DQ_SCHEME`).
 """
 
 import math
@@ -62,8 +64,8 @@ import numpy as np
 from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_handle
 
 from . import checks
-from .attention_bwd import (make_attention_bwd_kernel, make_attention_bwd_prep_kernel,
-                            make_bias_grad_reduce_kernel)
+from .attention_bwd import (DQ_MODES, DQ_SLICES, make_attention_bwd_kernel,
+                            make_attention_bwd_prep_kernel, make_bias_grad_reduce_kernel)
 from .attention_fwd import (D_MAXES, MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT, TileConfig,
                             make_attention_fwd_kernel)
 from .attention_tc import (TC_D_MAXES, TcConfig, bwd_smem_bytes, fwd_smem_bytes,
@@ -77,6 +79,8 @@ __all__ = ["attention_forward", "attention_backward", "attention_ref", "dropout_
            "shipped_kernels", "forward_plan", "backward_plan", "rng_values", "MAX_HEAD_DIM"]
 
 MAX_HEAD_DIM = 128
+# The backward's dQ scheme when deterministic=False (see attention_bwd).
+DQ_SCHEME = "atomic"
 _MASKS = {None: MASK_NONE, "top_left": MASK_TOP_LEFT, "bottom_right": MASK_BOTTOM_RIGHT}
 # GPU tiles: 64 queries x 64 keys, 256 threads, 4x4 score / 4x(D/16) output registers.
 GPU_TILE = TileConfig(64, 4, 16)
@@ -426,21 +430,28 @@ def _forward(a, ex=NOW):
 def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, window=0,
                        dropout_p=0.0, seed=0, offset=0, scale=None, cu_seqlens_q=None,
                        cu_seqlens_k=None, deterministic=False, *, need_bias_grad=True,
-                       num_splits=None, block=None, tensor_cores=None):
+                       num_splits=None, block=None, tensor_cores=None, dq_scheme=None):
     """Attention backward: ``(grad_q, grad_k, grad_v, grad_bias_or_None)`` for the
     forward with the same options; ``out`` and ``lse`` are what the forward returned.
     ``deterministic=True`` makes dQ bit-identical run to run (per-split workspace
-    slices summed in split order instead of the lock's arrival order)."""
+    slices summed in split order instead of an order set by timing)."""
     a = _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
                  cu_seqlens_q, cu_seqlens_k, block, tensor_cores)
-    gq, gk, gv, red = _backward(a, grad_out, out, lse, deterministic, need_bias_grad, num_splits)
+    gq, gk, gv, red = _backward(a, grad_out, out, lse, deterministic, need_bias_grad, num_splits,
+                                dq_scheme=dq_scheme)
     return gq.owner, gk.owner, gv.owner, (red.owner if red is not None else None)
 
 
-def _backward(a, grad_out, out, lse, deterministic, need_bias_grad, num_splits, ex=NOW):
+def _backward(a, grad_out, out, lse, deterministic, need_bias_grad, num_splits, ex=NOW,
+              dq_scheme=None):
     B, Sq, H, D, Sk, Dv = a.dims
     if not isinstance(deterministic, (bool, np.bool_)):
         raise TypeError(f"deterministic must be a bool, got {type(deterministic).__name__}")
+    if dq_scheme is None:
+        dq_scheme = DQ_SCHEME
+    if dq_scheme not in DQ_MODES:
+        raise ValueError(f"dq_scheme must be one of {sorted(DQ_MODES)} or None, got {dq_scheme!r}")
+    dq_mode = DQ_SLICES if deterministic else DQ_MODES[dq_scheme]
     if not isinstance(need_bias_grad, (bool, np.bool_)):
         raise TypeError(f"need_bias_grad must be a bool, got {type(need_bias_grad).__name__}")
     GO = checks.floating_array(grad_out, "grad_out")
@@ -519,7 +530,7 @@ def _backward(a, grad_out, out, lse, deterministic, need_bias_grad, num_splits, 
             _flat(gq), _flat(gk), _flat(gv), _flat(gb_arr), _flat(ws), locks, cu_q, cu_k,
             *_bsh(a.Q), *_bsh(a.K), *_bsh(a.V), *_bsh(GO), *_bsh(gq), *_bsh(gk), *_bsh(gv),
             *a.bias_strides, *L.strides, *gb_strides, *sizes, *a.scalars,
-            int(want_gb), int(bool(deterministic))]
+            int(want_gb), dq_mode]
         dynamic = _dynamic(a, args, 2)
         if a.tc:
             main = make_attention_bwd_tc_kernel(a.dtype, a.d_max, a.dropout, cfg)

@@ -30,8 +30,10 @@ a split makes its last contribution), writes dQ itself and keeps the lock. The o
 of the additions depends on timing. Deterministic: one workspace slice per split, each
 written only by its split (no lock); each split's last contribution bumps the counter
 after a fence, and the last arriver sums the slices in split order and writes dQ:
-bit-identical run to run. No block ever waits for another to make progress except
-through the lock, which its holder releases without waiting on anyone.
+bit-identical run to run. Atomic (flash-attention's dQ accumulation): no lock, each
+block adds its partial with float32 ``atomicAdd`` (``RED`` at L2, nothing to wait
+for), then the arrival counter as above. No block ever waits for another to make
+progress except through the lock, which its holder releases without waiting on anyone.
 """
 
 import functools
@@ -163,8 +165,13 @@ BWD_PARAMS = (
     ("gb_sb", I64), ("gb_sh", I64), ("gb_si", I64),
     ("seq_q", I64), ("seq_k", I64), ("d", I64), ("dv", I64), ("rows", I64), ("ws_rows", I64),
     *MATH_SCALARS,
-    ("grad_bias", I64), ("deterministic", I64),
+    ("grad_bias", I64), ("dq_mode", I64),
 )
+
+# dQ accumulation schemes (the main kernels' dq_mode): the seed's per-tile lock,
+# a workspace slice per split (deterministic), float32 atomic adds (flash-attention's).
+DQ_LOCK, DQ_SLICES, DQ_ATOMIC = 0, 1, 2
+DQ_MODES = {"lock": DQ_LOCK, "atomic": DQ_ATOMIC}
 
 
 @functools.lru_cache(maxsize=None)
@@ -303,7 +310,7 @@ def make_attention_bwd_kernel(dtype, d_max, dropout, cfg):
                  seq_q, seq_k, d, dv, rows, ws_rows,
                  scale, mask_kind, window, has_bias, varlen,
                  p_drop, drop_scale, seed_lo, seed_hi, off_lo, off_hi, drop_rows, drop_groups,
-                 grad_bias, deterministic):
+                 grad_bias, dq_mode):
         """Attention backward for the key blocks of split x (of n = gridDim.x), head y,
         batch z (H = gridDim.y, nb = gridDim.z).
 
@@ -315,7 +322,8 @@ def make_attention_bwd_kernel(dtype, d_max, dropout, cfg):
         P = exp(scale * Q K^T + bias - lse) (0 where masked), Z the dropout factors and
         dS = P * ((dO V^T) * Z - delta). ws float32 [slices * nb * H, ws_rows, d] and
         locks int32 [nb * H * (ws_rows / blk), 2] (lock, arrival counter per query block)
-        are the zeroed dQ workspace; slices = n when deterministic, else 1.
+        are the zeroed dQ workspace; slices = n when dq_mode is DQ_SLICES, else 1.
+        dq_mode: DQ_LOCK, DQ_SLICES or DQ_ATOMIC (see the module docstring).
         """
         sA = cuda.shared.array(n_stage, np.float32)
         sB = cuda.shared.array(n_stage, np.float32)
@@ -461,7 +469,7 @@ def make_attention_bwd_kernel(dtype, d_max, dropout, cfg):
                 npar = num_parallel_blocks(qs, sq, sk, mask_kind, window, nsplit)
                 lock = 2 * ((b * nheads + h) * nqb + qs // blk)
                 gq_base = bq * gq_sb + h * gq_sh + qrow0 * gq_ss
-                if deterministic == 0 and nsplit > 1:
+                if dq_mode == DQ_LOCK and nsplit > 1:
                     if tid == 0:
                         while cuda.atomic.cas(locks, lock, np.int32(0),
                                               np.int32(split + 1)) != 0:
@@ -472,7 +480,7 @@ def make_attention_bwd_kernel(dtype, d_max, dropout, cfg):
                 # Deterministic: this split's own slice. With one split both modes are
                 # the same: the block owns the tile and writes dQ on its last visit.
                 region = (b * nheads + h) * ws_rows
-                if deterministic != 0:
+                if dq_mode == DQ_SLICES:
                     region += split * nb * nheads * ws_rows
                 for part in range(dq_parts):
                     c0 = part * dq_width
@@ -493,6 +501,8 @@ def make_attention_bwd_kernel(dtype, d_max, dropout, cfg):
                                 if is_last and nsplit == 1:
                                     store(gq, np.uint64(gq_base + i * gq_ss + col),
                                           ws[cell] + dq[r, c] * scale)
+                                elif dq_mode == DQ_ATOMIC:
+                                    cuda.atomic.add(ws, cell, dq[r, c] * scale)
                                 else:
                                     ws[cell] += dq[r, c] * scale
                 if nsplit > 1:
@@ -507,7 +517,7 @@ def make_attention_bwd_kernel(dtype, d_max, dropout, cfg):
                     final = cuda.syncthreads_or(1 if arrived == npar else 0) != 0
                     if final:
                         cuda.threadfence()
-                        slices = nsplit if deterministic != 0 else 1
+                        slices = nsplit if dq_mode == DQ_SLICES else 1
                         stride = nb * nheads * ws_rows * d
                         base = (b * nheads + h) * ws_rows
                         for idx in range(tid, nq * d, nt):
@@ -517,7 +527,7 @@ def make_attention_bwd_kernel(dtype, d_max, dropout, cfg):
                             for sl in range(slices):
                                 acc += ws[np.uint64((base + i) * d + col + sl * stride)]
                             store(gq, np.uint64(gq_base + i * gq_ss + col), acc)
-                    elif deterministic == 0:
+                    elif dq_mode == DQ_LOCK:
                         cuda.syncthreads()
                         if tid == 0:
                             cuda.atomic.exch(locks, lock, np.int32(0))

@@ -44,8 +44,9 @@ delta) are double-buffered across query blocks (one buffer at head_dim 128, see
 ``dV += (P Z)^T dO``; ``dP^T = V dO^T``; ``dS^T = P^T * (dP^T Z - delta)``;
 ``dBias = dS``; ``dK += dS^T Q`` (dK, dV in registers for the whole key block). dS (in the
 input dtype) goes to shared memory, then each warp forms ``dQ = dS K`` for 16 queries
-and adds it into the float32 workspace under the seed's lock / arrival counter (or
-its own slice when deterministic), exactly as the CUDA-core kernel.
+and adds it into the float32 workspace by the CUDA-core kernel's scheme (``dq_mode``:
+the seed's lock, atomic adds, or its own slice when deterministic), with the same
+arrival counter.
 
 Dropout: the decisions are the CUDA-core kernels' (output word ``j % 4`` of the Philox
 draw at position ``((b H + h) rows + i) groups + j / 4`` decides key ``j``). A lane's
@@ -63,7 +64,7 @@ import numpy as np
 from numba import cuda, types
 
 from . import dtypes
-from .attention_bwd import BWD_PARAMS, schedule
+from .attention_bwd import BWD_PARAMS, DQ_ATOMIC, DQ_LOCK, DQ_SLICES, schedule
 from .attention_fwd import FWD_PARAMS, MASK_BOTTOM_RIGHT, MASK_NONE, _device, argtypes_for
 from .launch import SIMULATOR, Kernel
 from .dropout import philox_ir
@@ -85,6 +86,7 @@ _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _NEG_INF = np.float32(-np.inf)
 _POS_INF = np.float32(np.inf)
+_LOG2E = np.float32(1.4426950408889634)
 _LO32 = 0xFFFFFFFF
 _SMEM_ALIGN = None if SIMULATOR else 16  # the simulator takes no alignment argument
 _F32_DT = np.dtype(np.float32)
@@ -102,6 +104,9 @@ if SIMULATOR:
     def _exp(x):
         return np.float32(np.exp(np.float32(x)))
 
+    def _exp2(x):
+        return np.float32(np.exp2(np.float32(x)))
+
     def _ldsm(base, off):
         return ldmatrix_x4_at(base + off)
 
@@ -116,6 +121,9 @@ else:
     # ex2.approx of x * log2(e): one MUFU op, relative error ~1e-7 for the arguments
     # here (x <= 0 after the max is subtracted); libdevice's accurate expf is ~10.
     _exp = libdevice.fast_expf
+    # ex2.approx: softmax's exp(x - m) as exp2(x log2(e) - m log2(e)), the
+    # subtraction fused into the scaling (one FFMA and one MUFU op per score).
+    _exp2 = libdevice.exp2f
 
     def _make_ldsm(trans):
         # ldmatrix.x4 at shared address base + off, the add inside the asm: LLVM then
@@ -551,23 +559,31 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
 
             # x = scale * S + bias, -inf outside [lo, hi] of the row. Every loop over
             # the fragment registers keeps a small body so that it unrolls and the
-            # registers never go to local memory.
+            # registers never go to local memory. The bias test and the mask stay out
+            # of the per-score loops where they can: the mask only on tiles that the
+            # lane's rows do not see whole (issue-bound kernel: ncu, bench/NOTES.md).
+            if has_bias != 0:
+                for n in range(NTK):
+                    for e in range(4):
+                        s[4 * n + e] = (s[4 * n + e] * scale
+                                        + load(sm, b_lane + 8 * (e >> 1) * BPAD + 8 * n
+                                               + (e & 1)))
+            else:
+                for i in range(N_S):
+                    s[i] *= scale
             rlo0 = lo0 - ks
             rhi0 = hi0 - ks
             rlo1 = lo1 - ks
             rhi1 = hi1 - ks
-            for n in range(NTK):
-                for e in range(4):
-                    x = s[4 * n + e] * scale
-                    if has_bias != 0:
-                        x += load(sm, b_lane + 8 * (e >> 1) * BPAD + 8 * n + (e & 1))
-                    jr = 8 * n + 2 * t + (e & 1)
-                    if e < 2:
-                        if jr < rlo0 or jr > rhi0:
-                            x = _NEG_INF
-                    elif jr < rlo1 or jr > rhi1:
-                        x = _NEG_INF
-                    s[4 * n + e] = x
+            if rlo0 > 0 or rhi0 < blk - 1 or rlo1 > 0 or rhi1 < blk - 1:
+                for n in range(NTK):
+                    for e in range(4):
+                        jr = 8 * n + 2 * t + (e & 1)
+                        if e < 2:
+                            if jr < rlo0 or jr > rhi0:
+                                s[4 * n + e] = _NEG_INF
+                        elif jr < rlo1 or jr > rhi1:
+                            s[4 * n + e] = _NEG_INF
             mx0 = _NEG_INF
             mx1 = _NEG_INF
             for n in range(NTK):
@@ -595,17 +611,19 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
             m1 = mn1
             rs0 = _ZERO
             rs1 = _ZERO
+            ml0 = mu0 * _LOG2E
+            ml1 = mu1 * _LOG2E
             for n in range(NTK):
-                p = _exp(s[4 * n] - mu0)
+                p = _exp2(s[4 * n] * _LOG2E - ml0)
                 s[4 * n] = p
                 rs0 += p
-                p = _exp(s[4 * n + 1] - mu0)
+                p = _exp2(s[4 * n + 1] * _LOG2E - ml0)
                 s[4 * n + 1] = p
                 rs0 += p
-                p = _exp(s[4 * n + 2] - mu1)
+                p = _exp2(s[4 * n + 2] * _LOG2E - ml1)
                 s[4 * n + 2] = p
                 rs1 += p
-                p = _exp(s[4 * n + 3] - mu1)
+                p = _exp2(s[4 * n + 3] * _LOG2E - ml1)
                 s[4 * n + 3] = p
                 rs1 += p
             l0 = l0 * a0 + rs0
@@ -723,6 +741,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
     DQW = min(d_max, 64 if d_max <= 64 else 32)
     DQP = d_max // DQW
     NDQ = DQW // 8
+    RB = min(NDQ, 2)          # column tiles per batch of dQ workspace loads
     NKB = blk // 16           # 16-key steps of dQ = dS K
     N_ACC, N_S, N_DQ = NTD * 4, NQT * 4, NDQ * 4
     TILE, S_OFF, F_OFF, C_OFF, B_OFF = _bwd_layout(blk, d_max)
@@ -756,16 +775,16 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
 
     @_device
     def stat_load(lse, delta, lse_base, l_si, delta_base, qs, sq, tid):
-        """Thread tid < blk: lse of query qs + tid, +inf for a row that sees no key
-        (lse = -inf) or lies past the sequence, so that exp(x - lse) is 0 there; the
-        others: its delta (0 past the sequence)."""
+        """Thread tid < blk: lse * log2(e) of query qs + tid, +inf for a row that sees
+        no key (lse = -inf) or lies past the sequence, so that exp2(x log2(e) - that)
+        is 0 there; the others: its delta (0 past the sequence)."""
         r = tid & (blk - 1)
         i = qs + r
         val = _ZERO
         if tid < blk:
             val = _POS_INF
             if i < sq:
-                val = lse[np.uint64(lse_base + i * l_si)]
+                val = lse[np.uint64(lse_base + i * l_si)] * _LOG2E
                 if val == _NEG_INF:
                     val = _POS_INF
         elif i < sq:
@@ -784,7 +803,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                     seq_q, seq_k, d, dv, rows, ws_rows,
                     scale, mask_kind, window, has_bias, varlen,
                     p_drop, drop_scale, seed_lo, seed_hi, off_lo, off_hi, drop_rows, drop_groups,
-                    grad_bias, deterministic, vec):
+                    grad_bias, dq_mode, vec):
         """Attention backward for the key blocks of split x, head y, batch z on tensor
         cores; arguments, results and the dQ workspace protocol as the CUDA-core
         backward's (``make_attention_bwd_kernel``), plus vec (1: every row of q, k, v,
@@ -846,6 +865,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
             smi[C_D] = delta_base
         shift = sk - sq if mask_kind == MASK_BOTTOM_RIGHT else 0
         bh = b * nheads + h
+        scale_l2 = scale * _LOG2E
 
         # Per-lane ldmatrix addresses (patterns as in the forward).
         sbase = shared_address(sm, 0)
@@ -965,22 +985,34 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                             sv[c + 6] = r[2]
                             sv[c + 7] = r[3]
 
-                    # P^T, 0 outside the key's [first, last] query (and where lse = -inf,
-                    # kept as +inf in shared memory).
-                    for n in range(NQT):
-                        for e in range(4):
-                            qc = 8 * n + 2 * t + (e & 1)
-                            x = sv[4 * n + e] * scale
-                            if has_bias != 0:
-                                x += load(sm, b_lane + (qrow + 8 * n + (e & 1)) * BPAD
-                                          + 8 * (e >> 1))
-                            pv = _exp(x - smf[lse_off + qrow + qc])
-                            if e < 2:
-                                if qc < rlo0 or qc > rhi0:
-                                    pv = _ZERO
-                            elif qc < rlo1 or qc > rhi1:
-                                pv = _ZERO
-                            sv[4 * n + e] = pv
+                    # P^T = exp(x - lse) as exp2(x log2(e) - lse log2(e)) (the shared lse
+                    # is scaled by log2(e); +inf where lse = -inf, so P is 0 there);
+                    # without bias x log2(e) = S (scale log2(e)): one FFMA a score. 0
+                    # outside the key's [first, last] query, tested only on sub-tiles the
+                    # lane's keys do not see whole.
+                    if has_bias != 0:
+                        for n in range(NQT):
+                            for e in range(4):
+                                qc = 8 * n + 2 * t + (e & 1)
+                                x = (sv[4 * n + e] * scale
+                                     + load(sm, b_lane + (qrow + 8 * n + (e & 1)) * BPAD
+                                            + 8 * (e >> 1)))
+                                sv[4 * n + e] = _exp2(x * _LOG2E - smf[lse_off + qrow + qc])
+                    else:
+                        for n in range(NQT):
+                            for e in range(4):
+                                qc = 8 * n + 2 * t + (e & 1)
+                                sv[4 * n + e] = _exp2(sv[4 * n + e] * scale_l2
+                                                      - smf[lse_off + qrow + qc])
+                    if rlo0 > 0 or rhi0 < QN - 1 or rlo1 > 0 or rhi1 < QN - 1:
+                        for n in range(NQT):
+                            for e in range(4):
+                                qc = 8 * n + 2 * t + (e & 1)
+                                if e < 2:
+                                    if qc < rlo0 or qc > rhi0:
+                                        sv[4 * n + e] = _ZERO
+                                elif qc < rlo1 or qc > rhi1:
+                                    sv[4 * n + e] = _ZERO
                     if dropout:
                         for i in range(N_S):
                             if (kb >> i) & 1 == 0:
@@ -1089,7 +1121,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                     next_key, sq, sk, mask_kind, window)
                 npar = num_parallel_blocks(qs, sq, sk, mask_kind, window, nsplit)
                 lock = 2 * ((b * nheads + h) * nqb + qs // blk)
-                if deterministic == 0 and nsplit > 1:
+                if dq_mode == DQ_LOCK and nsplit > 1:
                     if tid == 0:
                         while cuda.atomic.cas(locks, lock, np.int32(0),
                                               np.int32(split + 1)) != 0:
@@ -1098,7 +1130,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                     cuda.syncthreads()
                     cuda.threadfence()
                 region = (b * nheads + h) * ws_rows
-                if deterministic != 0:
+                if dq_mode == DQ_SLICES:
                     region += split * nb * nheads * ws_rows
                 qr0 = qs + warp * 16 + g
                 ok0 = qr0 < sq
@@ -1129,23 +1161,37 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                             dq[cc + 6] = r[2]
                             dq[cc + 7] = r[3]
                     cbase = part * DQW + 2 * t
-                    if direct:
+                    if dq_mode == DQ_ATOMIC and not direct:
                         for n in range(NDQ):
                             for e in range(4):
                                 col = cbase + 8 * n + (e & 1)
-                                ok = (ok0 if e < 2 else ok1) and col < d
-                                if ok:
-                                    wc = (wrow0 if e < 2 else wrow1) + col
-                                    store(gq, np.uint64((grow0 if e < 2 else grow1) + col),
-                                          ws[np.uint64(wc)] + dq[4 * n + e] * scale)
+                                if (ok0 if e < 2 else ok1) and col < d:
+                                    cuda.atomic.add(ws, np.uint64((wrow0 if e < 2 else wrow1)
+                                                                  + col), dq[4 * n + e] * scale)
                     else:
-                        for n in range(NDQ):
-                            for e in range(4):
-                                col = cbase + 8 * n + (e & 1)
-                                ok = (ok0 if e < 2 else ok1) and col < d
-                                if ok:
-                                    wc = np.uint64((wrow0 if e < 2 else wrow1) + col)
-                                    ws[wc] += dq[4 * n + e] * scale
+                        # The workspace loads of RB column tiles before their stores:
+                        # a store to ws (or gq) may alias a later load as far as the
+                        # compiler knows, so an interleaved read-modify-write paid an
+                        # L2 round trip per element (32 a lane at d64). RB bounds the
+                        # values in flight (all 32 at once spilled at d64).
+                        for h0 in range(0, NDQ, RB):
+                            for n in range(h0, h0 + RB):
+                                for e in range(4):
+                                    col = cbase + 8 * n + (e & 1)
+                                    if (ok0 if e < 2 else ok1) and col < d:
+                                        dq[4 * n + e] = (
+                                            ws[np.uint64((wrow0 if e < 2 else wrow1) + col)]
+                                            + dq[4 * n + e] * scale)
+                            for n in range(h0, h0 + RB):
+                                for e in range(4):
+                                    col = cbase + 8 * n + (e & 1)
+                                    if (ok0 if e < 2 else ok1) and col < d:
+                                        if direct:
+                                            store(gq, np.uint64((grow0 if e < 2 else grow1)
+                                                                + col), dq[4 * n + e])
+                                        else:
+                                            ws[np.uint64((wrow0 if e < 2 else wrow1)
+                                                         + col)] = dq[4 * n + e]
                 if nsplit > 1:
                     cuda.threadfence()
                     cuda.syncthreads()
@@ -1155,7 +1201,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                     final = cuda.syncthreads_or(1 if arrived == npar else 0) != 0
                     if final:
                         cuda.threadfence()
-                        slices = nsplit if deterministic != 0 else 1
+                        slices = nsplit if dq_mode == DQ_SLICES else 1
                         stride = nb * nheads * ws_rows * d
                         base = (b * nheads + h) * ws_rows
                         nq = min(blk, sq - qs)
@@ -1166,7 +1212,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                             for sl in range(slices):
                                 acc += ws[np.uint64((base + i) * d + col + sl * stride)]
                             store(gq, np.uint64(smi[C_GQ] + i * gq_ss + col), acc)
-                    elif deterministic == 0:
+                    elif dq_mode == DQ_LOCK:
                         cuda.syncthreads()
                         if tid == 0:
                             cuda.atomic.exch(locks, lock, np.int32(0))

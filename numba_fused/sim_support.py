@@ -55,8 +55,10 @@ import numpy as np
 __all__ = ["install", "WarpDivergenceError", "TIMEOUT_S", "SWITCH_INTERVAL_S", "exited_threads"]
 
 # Backstop only: the common divergences are detected without waiting. Long enough
-# that a slow lane among ~1000 GIL-sharing threads is not mistaken for a lost one.
-TIMEOUT_S = 5.0
+# that a slow lane among ~1000 GIL-sharing threads is not mistaken for a lost one:
+# 5 s was not (lanes queueing on the simulator's per-module lock around every device
+# function call, behind warp-mates that had branched past them, took longer).
+TIMEOUT_S = 60.0
 # How long a failed launch waits for its other threads to stop (see _track_threads).
 JOIN_S = 10.0
 # How often waiting lanes look for lanes stuck in syncthreads or aborted kernels:

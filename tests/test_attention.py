@@ -81,7 +81,7 @@ def _block_for(dtype):
     return BLOCK if dtype == "float32" else TC_BLOCK
 
 
-_LAUNCH_ONLY = ("deterministic", "num_splits", "block", "tensor_cores")
+_LAUNCH_ONLY = ("deterministic", "num_splits", "block", "tensor_cores", "dq_scheme")
 
 
 def _run_and_check(dtype, q, k, v, go, bias=None, grads=True, tol_scale=1.0, **opts):
@@ -89,7 +89,8 @@ def _run_and_check(dtype, q, k, v, go, bias=None, grads=True, tol_scale=1.0, **o
     opts.setdefault("block", _block_for(dtype))
     with poison_outputs():
         out, lse = attention_forward(q, k, v, bias=bias, **{
-            kk: vv for kk, vv in opts.items() if kk not in ("deterministic", "num_splits")})
+            kk: vv for kk, vv in opts.items() if kk not in ("deterministic", "num_splits",
+                                                            "dq_scheme")})
     ref = attention_ref(q, k, v, bias=bias, grad_out=go if grads else None, **{
         kk: vv for kk, vv in opts.items() if kk not in _LAUNCH_ONLY})
     tol = TOL[dtype] * tol_scale
@@ -237,16 +238,20 @@ def test_dropout_p_one_gives_zeros():
 # ---------------------------------------------------------------- split keys
 
 
-@pytest.mark.parametrize("deterministic", [False, True])
+# dQ across splits: the lock, atomic adds, per-split slices (deterministic).
+_DQ_SCHEMES = [dict(dq_scheme="lock"), dict(dq_scheme="atomic"), dict(deterministic=True)]
+
+
+@pytest.mark.parametrize("scheme", _DQ_SCHEMES, ids=["lock", "atomic", "deterministic"])
 @pytest.mark.parametrize("num_splits", [2, 5])
 @pytest.mark.parametrize("causal,window", [(None, 0), ("bottom_right", 9)])
-def test_split_keys(deterministic, num_splits, causal, window):
+def test_split_keys(scheme, num_splits, causal, window):
     # 5 key blocks (of 8 under the simulator, of the default 64 on the GPU): up to one
     # block per split, several splits adding into each dQ tile through the lock (or
-    # the per-split slices).
+    # atomics, or the per-split slices).
     q, k, v, go, _ = _make("float32", 1, 23, 5 * _KEY_BLOCK, 2, 8, seed=15)
     _run_and_check("float32", q, k, v, go, causal=causal, window=window, dropout_p=0.2,
-                   seed=1, num_splits=num_splits, deterministic=deterministic)
+                   seed=1, num_splits=num_splits, **scheme)
 
 
 def test_deterministic_is_bit_identical_run_to_run():
@@ -263,11 +268,13 @@ def test_deterministic_is_bit_identical_run_to_run():
             assert torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
-def test_lock_path_many_splits_matches_one_split():
+@pytest.mark.parametrize("dq_scheme", ["lock", "atomic"])
+def test_lock_path_many_splits_matches_one_split(dq_scheme):
     q, k, v, go, _ = _make("float32", 2, 17, 7 * _KEY_BLOCK, 2, 8, seed=17)
     out, lse = attention_forward(q, k, v, block=BLOCK)
     one = attention_backward(go, q, k, v, out, lse, num_splits=1, block=BLOCK)
-    many = attention_backward(go, q, k, v, out, lse, num_splits=7, block=BLOCK)
+    many = attention_backward(go, q, k, v, out, lse, num_splits=7, block=BLOCK,
+                              dq_scheme=dq_scheme)
     for a, b in zip(one[:3], many[:3]):
         assert rel_err(b, a) < 1e-6
 
@@ -328,12 +335,12 @@ def test_tc_fully_masked_rows_and_broadcast_bias(dtype):
     assert tuple(res[5].shape) == (1, 1, 19, 20)
 
 
-@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("scheme", _DQ_SCHEMES, ids=["lock", "atomic", "deterministic"])
 @pytest.mark.parametrize("num_splits", [2, 5])
-def test_tc_split_keys(deterministic, num_splits):
+def test_tc_split_keys(scheme, num_splits):
     q, k, v, go, _ = _make("float16", 1, 37, 5 * _TC_KEY_BLOCK, 2, 16, seed=37)
     _run_and_check("float16", q, k, v, go, causal="bottom_right", window=2 * _TC_KEY_BLOCK + 3,
-                   dropout_p=0.2, seed=1, num_splits=num_splits, deterministic=deterministic)
+                   dropout_p=0.2, seed=1, num_splits=num_splits, **scheme)
 
 
 def test_tc_deterministic_is_bit_identical_run_to_run():
@@ -461,6 +468,7 @@ def test_backward_rejects_bad_arguments():
         (dict(out=out.half()), TypeError, "out has dtype"),
         (dict(num_splits=3), ValueError, "num_splits=3 is too large"),
         (dict(num_splits=0), ValueError, "num_splits must be"),
+        (dict(dq_scheme="spin"), ValueError, "dq_scheme must be one of"),
         (dict(deterministic=1), TypeError, "deterministic must be a bool"),
     ]
     for change, exc, msg in cases:

@@ -45,10 +45,11 @@ def test_layer_norm_locks_under_contention():
             assert_close(gb, ref[2], "float16", f"grad_bias, run {i}")
 
 
-def test_attention_split_keys_lock_under_contention():
-    """dQ accumulated under the split-keys lock by 64 splits, 100 times: within
-    tolerance of the deterministic result every time; deterministic mode bit-identical
-    over 20 runs."""
+@pytest.mark.parametrize("dq_scheme", ["lock", "atomic"])
+def test_attention_split_keys_lock_under_contention(dq_scheme):
+    """dQ accumulated by 64 splits (under the split-keys lock, or by atomic adds),
+    100 times: within tolerance of the deterministic result every time; deterministic
+    mode bit-identical over 20 runs."""
     from numba_fused.attention import attention_backward, attention_forward
 
     q = _randn(1, 256, 4, 64, seed=5)
@@ -60,7 +61,8 @@ def test_attention_split_keys_lock_under_contention():
         again = attention_backward(go, q, k, v, out, lse, deterministic=True, num_splits=64)
         assert all(torch.equal(a, r) for a, r in zip(again[:3], ref[:3]))
     for i in range(100):
-        gq, gk, gv, _ = attention_backward(go, q, k, v, out, lse, num_splits=64)
+        gq, gk, gv, _ = attention_backward(go, q, k, v, out, lse, num_splits=64,
+                                           dq_scheme=dq_scheme)
         assert torch.equal(gk, ref[1]) and torch.equal(gv, ref[2]), i
         assert torch.isfinite(gq).all(), i
         assert_close(gq, ref[0], "float16", f"grad_q, run {i}")

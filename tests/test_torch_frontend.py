@@ -229,3 +229,34 @@ def test_no_sync_in_sync_debug_mode(op):
         fn(*inputs)
     finally:
         torch.cuda.set_sync_debug_mode(0)
+
+
+def test_function_apply_shortcut_matches_function_apply():
+    """The front ends call the C ``_FunctionBase.apply`` (interop.torch._fast.
+    function_apply): the transformer block's outputs, gradients and graph nodes are
+    those of torch's Python ``Function.apply``; under a functorch transform the
+    shortcut steps aside (the same error as Function.apply gives: our Functions have
+    no setup_context)."""
+    from interop.torch import _fast, layer_norm
+
+    x = torch.randn(2, 5, 16, device=device())
+    results = []
+    for fast in (True, False):
+        _fast.FAST_APPLY[0] = fast
+        try:
+            block = _block(p=0.0)
+            xi = x.clone().requires_grad_()
+            y = block(xi)
+            y.backward(torch.ones_like(y))
+            node = type(y.grad_fn).__name__
+            grads = [xi.grad] + [prm.grad for prm in block.parameters()]
+            results.append((y.detach(), grads, node))
+            w = torch.ones(16, device=device())
+            with pytest.raises(RuntimeError, match="setup_context"):
+                torch.func.grad(lambda t: layer_norm(t, (16,), w).sum())(x)
+        finally:
+            _fast.FAST_APPLY[0] = True
+    (y1, g1, n1), (y2, g2, n2) = results
+    assert torch.equal(y1, y2) and n1 == n2
+    for a, b in zip(g1, g2):
+        assert torch.equal(a, b)

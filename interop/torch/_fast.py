@@ -23,10 +23,12 @@ from interop.dlpack import _torch_dtype, _torch_dtype_name, _torch_raw_stream
 from numba_fused.launch import SIMULATOR
 
 __all__ = ["PlanCache", "raw_stream", "dtype_name", "aligned16", "residue16", "allocator",
-           "data_ptr", "tensor_sig", "ENABLED"]
+           "data_ptr", "tensor_sig", "ENABLED", "FAST_APPLY", "function_apply"]
 
 # The fast path can be switched off (tests compare both; a debugging aid).
 ENABLED = [not SIMULATOR]
+# function_apply's shortcut past torch's Python Function.apply (benchmarks compare both).
+FAST_APPLY = [True]
 
 dtype_name = _torch_dtype_name
 
@@ -65,6 +67,31 @@ def allocator(device):
         t = (torch.zeros if zero else torch.empty)(shape, dtype=_torch_dtype(dtype), device=device)
         return t, t.data_ptr()
     return new
+
+
+def function_apply(function_cls):
+    """``function_cls.apply`` (a ``torch.autograd.Function`` whose ``forward`` takes
+    ``ctx``, no ``setup_context``) without the Python layer torch wraps around it.
+
+    ``Function.apply`` is Python: it checks for functorch transforms, walks the
+    arguments with pytree to unwrap dead functorch wrappers, then calls the C
+    ``_FunctionBase.apply`` that builds the graph node. Outside functorch transforms
+    the first two do nothing for plain tensors, and the C call is all that is left;
+    under a transform (``torch.func.grad``, ``vmap``) this calls ``Function.apply``.
+    """
+    generic = function_cls.apply
+    c_apply = getattr(torch._C._FunctionBase, "__dict__", {}).get("apply")
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    if c_apply is None or active is None or not hasattr(c_apply, "__get__"):
+        return generic
+    c_apply = c_apply.__get__(None, function_cls)
+
+    def apply(*args):
+        if FAST_APPLY[0] and not active():
+            return c_apply(*args)
+        return generic(*args)
+
+    return apply
 
 
 class PlanCache(dict):

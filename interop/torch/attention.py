@@ -25,7 +25,7 @@ from numba_fused import attention as _at
 from numba_fused.attention import attention_backward, attention_forward
 
 from ._compiled import compiled_seed, seed_pair
-from ._fast import ENABLED, PlanCache, allocator, raw_stream
+from ._fast import ENABLED, PlanCache, allocator, function_apply, raw_stream
 from ._rng import next_seed_offset
 
 __all__ = ["scaled_dot_product_attention", "FusedAttention", "AttentionFunction"]
@@ -160,6 +160,9 @@ class _HeadsFirstAttention(torch.autograd.Function):
         return (*grads, gb, None, None, None, None, None, None)
 
 
+_attention_apply = function_apply(_HeadsFirstAttention)
+
+
 def _expand_bias(bias, q, k):
     """``bias`` viewed as ``[B, H, Sq, Sk]`` (leading 1s added, stride 0 where broadcast)."""
     B, Sq, H, _ = q.shape
@@ -232,7 +235,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                               offset=offset, scale=scale)
         out = out.transpose(1, 2)
         return out.squeeze(1) if query.dim() == 3 else out
-    return _HeadsFirstAttention.apply(query, key, value, bias, causal, window, dropout_p, seed,
+    return _attention_apply(query, key, value, bias, causal, window, dropout_p, seed,
                                       offset, scale)
 
 

@@ -22,7 +22,8 @@ from numba_fused import activations, checks
 from numba_fused import dropout as _dr
 from numba_fused.dropout import dropout_bias_act_backward, dropout_bias_act_forward
 
-from ._fast import ENABLED, PlanCache, allocator, data_ptr, raw_stream, residue16, tensor_sig
+from ._fast import (ENABLED, PlanCache, allocator, data_ptr, function_apply, raw_stream,
+                    residue16, tensor_sig)
 
 __all__ = ["DropoutBiasActFunction", "dropout_bias_act", "FusedDropoutBiasAct"]
 
@@ -98,6 +99,9 @@ class DropoutBiasActFunction(torch.autograd.Function):
         return grad_x, grad_bias, None, None, None, None, None
 
 
+_dropout_apply = function_apply(DropoutBiasActFunction)
+
+
 def dropout_bias_act(input, bias=None, p=0.5, activation="none", training=True, generator=None,
                      *, store_mask=False):
     """``dropout(act(input + bias), p)`` over the last dimension, differentiable.
@@ -125,7 +129,7 @@ def dropout_bias_act(input, bias=None, p=0.5, activation="none", training=True, 
         # Nothing to differentiate: skip the autograd Function's host cost.
         return _forward(input.contiguous(), None if bias is None else bias.contiguous(), p,
                         seed, offset, activation, False)[0]
-    return DropoutBiasActFunction.apply(input, bias, p, activation, seed, offset,
+    return _dropout_apply(input, bias, p, activation, seed, offset,
                                         bool(store_mask))
 
 

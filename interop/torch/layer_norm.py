@@ -35,7 +35,8 @@ from numba_fused import layer_norm as _ln
 from numba_fused.layer_norm import (layer_norm_backward, layer_norm_forward, rms_norm_backward,
                                     rms_norm_forward)
 
-from ._fast import ENABLED, PlanCache, aligned16, allocator, data_ptr, raw_stream
+from ._fast import (ENABLED, PlanCache, aligned16, allocator, data_ptr, function_apply,
+                    raw_stream)
 
 __all__ = ["layer_norm", "rms_norm", "FusedLayerNorm", "FusedRMSNorm"]
 
@@ -166,6 +167,9 @@ class _LayerNormFunction(torch.autograd.Function):
                 None, None, None)
 
 
+_layer_norm_apply = function_apply(_LayerNormFunction)
+
+
 class _RMSNormFunction(torch.autograd.Function):
     """y = rms_norm(input, weight) over input's trailing n elements (arguments as
     :class:`_LayerNormFunction`)."""
@@ -189,6 +193,9 @@ class _RMSNormFunction(torch.autograd.Function):
             g = g.view(x.shape)
         gx, gw, _ = _norm_backward(g, x, w, None, None, rstd, ctx.deterministic, True)
         return _grad_input(gx, input_shape), _param_grad(gw, w_meta), None, None, None
+
+
+_rms_norm_apply = function_apply(_RMSNormFunction)
 
 
 # ---------------------------------------------------------------------------
@@ -382,7 +389,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, *, det
         y, _, _ = _norm_forward(x, _vector(weight, n, x.dtype), _vector(bias, n, x.dtype), eps,
                                 False)
         return _grad_input(y, input.shape)
-    return _LayerNormFunction.apply(input, weight, bias, n, eps, det)
+    return _layer_norm_apply(input, weight, bias, n, eps, det)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=1e-6, *, deterministic=None):
@@ -406,7 +413,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=1e-6, *, deterministic=No
         x = _rows(input, n)
         y, _, _ = _norm_forward(x, _vector(weight, n, x.dtype), None, eps, True)
         return _grad_input(y, input.shape)
-    return _RMSNormFunction.apply(input, weight, n, eps, det)
+    return _rms_norm_apply(input, weight, n, eps, det)
 
 
 class FusedLayerNorm(torch.nn.LayerNorm):

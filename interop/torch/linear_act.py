@@ -25,7 +25,8 @@ import torch
 from numba_fused import linear_act as _la
 from numba_fused.activations import ACTIVATIONS, check_activation
 
-from ._fast import ENABLED, PlanCache, aligned16, allocator, dtype_name, raw_stream
+from ._fast import (ENABLED, PlanCache, aligned16, allocator, dtype_name, function_apply,
+                    raw_stream)
 
 __all__ = ["linear_act", "FusedLinearAct", "FusedMLP", "ACTIVATIONS"]
 
@@ -165,6 +166,9 @@ class _LinearActFunction(torch.autograd.Function):
         return (*_wanted(grads, needs), None)
 
 
+_linear_act_apply = function_apply(_LinearActFunction)
+
+
 def linear_act(input, weight, bias=None, activation="none"):
     """``act(input @ weight^T + bias)`` with autograd.
 
@@ -179,7 +183,7 @@ def linear_act(input, weight, bias=None, activation="none"):
     if torch.compiler.is_compiling():
         return _linear_act_fwd(x, w, b, activation)[0]
     if _needs_grad(x, w, b):
-        return _LinearActFunction.apply(x, w, b, activation)
+        return _linear_act_apply(x, w, b, activation)
     # No autograd node to record: skip Function.apply's host cost (bench/NOTES.md).
     return _forward(x, w, b, activation, False)[0]
 
@@ -199,6 +203,9 @@ class _MLPFunction(torch.autograd.Function):
         needs = [bool(n) for n in ctx.needs_input_grad[:5]]
         grads = _mlp_grads(grad_y.contiguous(), x, w1, w2, h, z1, ctx.activation, *needs)
         return (*_wanted(grads, needs), None)
+
+
+_mlp_apply = function_apply(_MLPFunction)
 
 
 # ---------------------------------------------------------------------------
@@ -343,7 +350,7 @@ def _mlp(x, w1, b1, w2, b2, activation):
     if torch.compiler.is_compiling():
         return _mlp_fwd(*args, activation)[0]
     if _needs_grad(*args):
-        return _MLPFunction.apply(*args, activation)
+        return _mlp_apply(*args, activation)
     h, _ = _forward(args[0], args[1], args[2], activation, False)
     return _forward(h, args[3], args[4], "none", False)[0]
 
