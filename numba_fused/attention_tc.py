@@ -378,6 +378,29 @@ def _fswz(width):
 
 
 @functools.lru_cache(maxsize=None)
+def _edge_mask(ntiles, width, fill):
+    """Device function ``mask(frag, t, rlo0, rhi0, rlo1, rhi1)``: in an accumulator
+    fragment of ``ntiles`` 8-column tiles (lane (g, t): rows g and g + 8, values
+    ``4 n + e``) over ``width`` columns, set ``fill`` where the column lies outside
+    [rlo0, rhi0] (row g) or [rlo1, rhi1] (row g + 8). Tests nothing on tiles both
+    rows see whole: the kernels are issue-bound and most tiles are interior."""
+
+    @_device
+    def mask(frag, t, rlo0, rhi0, rlo1, rhi1):
+        if rlo0 > 0 or rhi0 < width - 1 or rlo1 > 0 or rhi1 < width - 1:
+            for n in range(ntiles):
+                for e in range(4):
+                    c = 8 * n + 2 * t + (e & 1)
+                    if e < 2:
+                        if c < rlo0 or c > rhi0:
+                            frag[4 * n + e] = fill
+                    elif c < rlo1 or c > rhi1:
+                        frag[4 * n + e] = fill
+
+    return mask
+
+
+@functools.lru_cache(maxsize=None)
 def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
     """Tensor-core forward for ``dtype`` float16 / bfloat16, head dims <= ``d_max``
     (16, 32, 64 or 128), dropout on/off, tiling ``cfg`` (:class:`TcConfig`). Grid
@@ -409,6 +432,7 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
     hp = _helpers(dtype, d_max, cfg)
     load_tile, stage_bias, row_keys, keep_bits = (hp.load_tile, hp.stage_bias, hp.row_keys,
                                                   hp.keep_bits)
+    mask_scores = _edge_mask(NTK, blk, _NEG_INF)
 
     def attn_fwd_tc(q, k, v, bias, out, lse, cu_q, cu_k,
                     q_sb, q_ss, q_sh, k_sb, k_ss, k_sh, v_sb, v_ss, v_sh, o_sb, o_ss, o_sh,
@@ -575,15 +599,7 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
             rhi0 = hi0 - ks
             rlo1 = lo1 - ks
             rhi1 = hi1 - ks
-            if rlo0 > 0 or rhi0 < blk - 1 or rlo1 > 0 or rhi1 < blk - 1:
-                for n in range(NTK):
-                    for e in range(4):
-                        jr = 8 * n + 2 * t + (e & 1)
-                        if e < 2:
-                            if jr < rlo0 or jr > rhi0:
-                                s[4 * n + e] = _NEG_INF
-                        elif jr < rlo1 or jr > rhi1:
-                            s[4 * n + e] = _NEG_INF
+            mask_scores(s, t, rlo0, rhi0, rlo1, rhi1)
             mx0 = _NEG_INF
             mx1 = _NEG_INF
             for n in range(NTK):
@@ -767,6 +783,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
     hp = _helpers(dtype, d_max, cfg)
     load_tile, stage_bias, key_queries, keep_bits = (hp.load_tile, hp.stage_bias,
                                                      hp.key_queries, hp.keep_bits)
+    mask_probs = _edge_mask(NQT, QN, _ZERO)
     sch = schedule(blk)
     smallest_query_for_key = sch.smallest_query_for_key
     query_start = sch.query_start
@@ -1004,15 +1021,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                                 qc = 8 * n + 2 * t + (e & 1)
                                 sv[4 * n + e] = _exp2(sv[4 * n + e] * scale_l2
                                                       - smf[lse_off + qrow + qc])
-                    if rlo0 > 0 or rhi0 < QN - 1 or rlo1 > 0 or rhi1 < QN - 1:
-                        for n in range(NQT):
-                            for e in range(4):
-                                qc = 8 * n + 2 * t + (e & 1)
-                                if e < 2:
-                                    if qc < rlo0 or qc > rhi0:
-                                        sv[4 * n + e] = _ZERO
-                                elif qc < rlo1 or qc > rhi1:
-                                    sv[4 * n + e] = _ZERO
+                    mask_probs(sv, t, rlo0, rhi0, rlo1, rhi1)
                     if dropout:
                         for i in range(N_S):
                             if (kb >> i) & 1 == 0:
