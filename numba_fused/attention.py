@@ -64,8 +64,9 @@ import numpy as np
 from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_handle
 
 from . import checks
-from .attention_bwd import (DQ_MODES, DQ_SLICES, make_attention_bwd_kernel,
-                            make_attention_bwd_prep_kernel, make_bias_grad_reduce_kernel)
+from .attention_bwd import (DQ_ATOMIC, DQ_MODES, DQ_SLICES, make_attention_bwd_kernel,
+                            make_attention_bwd_prep_kernel, make_bias_grad_reduce_kernel,
+                            make_dq_store_kernel)
 from .attention_fwd import (D_MAXES, MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT, TileConfig,
                             make_attention_fwd_kernel)
 from .attention_tc import (TC_D_MAXES, TcConfig, bwd_smem_bytes, fwd_smem_bytes,
@@ -534,9 +535,14 @@ def _backward(a, grad_out, out, lse, deterministic, need_bias_grad, num_splits, 
         dynamic = _dynamic(a, args, 2)
         if a.tc:
             main = make_attention_bwd_tc_kernel(a.dtype, a.d_max, a.dropout, cfg)
-            ex.launch(main, (nsplit, H, a.nb), cfg.nt, stream, args + [
-                int(_rows_aligned(a.Q, a.K, a.V, GO))],
+            group = _head_group(a.nb * H, H, a.rows * (D + Dv) * a.Q.itemsize)
+            ex.launch(main, (group, nsplit, a.nb * H // group), cfg.nt, stream, args + [
+                int(_rows_aligned(a.Q, a.K, a.V, GO)), H],
                 shared=bwd_smem_bytes(cfg, a.d_max, a.B is not None), dynamic=dynamic)
+            if dq_mode == DQ_ATOMIC and nsplit > 1 and nqb:
+                ex.launch(make_dq_store_kernel(a.dtype, blk, cfg.nt), (nqb, H, a.nb), cfg.nt,
+                          stream, [_flat(ws), _flat(gq), cu_q, *_bsh(gq), Sq, D, nqb * blk,
+                                   int(a.varlen)])
         else:
             main = make_attention_bwd_kernel(a.dtype, a.d_max, a.dropout, cfg)
             ex.launch(main, (nsplit, H, a.nb), cfg.nt, stream, args, dynamic=dynamic)
@@ -572,6 +578,28 @@ def backward_plan(grad_out, q, k, v, out, lse, bias=None, causal=None, window=0,
     rec = Recorder([a.Q, a.K, a.V, a.B] + arrays)
     return rec.plan(_backward(a, grad_out, out, lse, deterministic, need_bias_grad, None,
                               ex=rec))
+
+
+# Q and dO bytes of the heads whose blocks the tensor-core backward runs together
+# (_head_group): kept well inside L2 (50 MB on H100 / H200), which every key block of
+# those heads re-reads them from.
+_GROUP_BYTES = 8 << 20
+_MAX_GRID_Z = 65535
+
+
+def _head_group(pairs, heads, head_bytes):
+    """(batch, head) pairs per group of the tensor-core backward's grid (its x
+    extent): the largest divisor of ``pairs`` whose Q and dO (``head_bytes`` each
+    pair) fit in _GROUP_BYTES, at most 16, and one that keeps the grid's z extent
+    (pairs / group) within CUDA's limit (``heads`` divides ``pairs`` and always does,
+    since the batch count is within it)."""
+    best = 1
+    for g in range(1, min(16, pairs) + 1):
+        if pairs % g == 0 and g * head_bytes <= _GROUP_BYTES:
+            best = g
+    if pairs // best > _MAX_GRID_Z:
+        best = max(best, heads)
+    return best
 
 
 def _default_splits(a, nkb, H, deterministic):
@@ -732,5 +760,6 @@ def shipped_kernels():
             for d_max, drop, cfg in _tc_tiles():
                 yield make_attention_fwd_tc_kernel(dt, d_max, drop, TcConfig(TC_BLK, TC_BLK))
                 yield make_attention_bwd_tc_kernel(dt, d_max, drop, cfg)
+            yield make_dq_store_kernel(dt, TC_BLK, TcConfig(TC_BLK, TC_BLK).nt)
         yield make_attention_bwd_prep_kernel(dt, GPU_TILE)
         yield make_bias_grad_reduce_kernel(dt)

@@ -32,8 +32,12 @@ written only by its split (no lock); each split's last contribution bumps the co
 after a fence, and the last arriver sums the slices in split order and writes dQ:
 bit-identical run to run. Atomic (flash-attention's dQ accumulation): no lock, each
 block adds its partial with float32 ``atomicAdd`` (``RED`` at L2, nothing to wait
-for), then the arrival counter as above. No block ever waits for another to make
-progress except through the lock, which its holder releases without waiting on anyone.
+for), then the arrival counter as above; the tensor-core main kernel keeps no
+counter in this scheme: a fourth kernel, ``dq_store``, writes dQ from the workspace
+after it (as flash-attention's ``convert_dQ``), which saves every (key block, query
+block) step a fence, two barriers and the counter's atomic. No block ever waits for
+another to make progress except through the lock, which its holder releases without
+waiting on anyone.
 """
 
 import functools
@@ -49,7 +53,8 @@ from .attention_fwd import (F32_1D, I32_1D, I64, MASK_BOTTOM_RIGHT, MASK_NONE, M
 from .launch import SIMULATOR, Kernel
 
 __all__ = ["make_attention_bwd_kernel", "make_attention_bwd_prep_kernel",
-           "make_bias_grad_reduce_kernel", "schedule", "BWD_PARAMS", "PREP_PARAMS"]
+           "make_bias_grad_reduce_kernel", "make_dq_store_kernel", "schedule", "BWD_PARAMS",
+           "PREP_PARAMS", "DQ_STORE_PARAMS"]
 
 _ZERO = np.float32(0.0)
 _NEG_INF = np.float32(-np.inf)
@@ -172,6 +177,48 @@ BWD_PARAMS = (
 # a workspace slice per split (deterministic), float32 atomic adds (flash-attention's).
 DQ_LOCK, DQ_SLICES, DQ_ATOMIC = 0, 1, 2
 DQ_MODES = {"lock": DQ_LOCK, "atomic": DQ_ATOMIC}
+
+DQ_STORE_PARAMS = (
+    ("ws", F32_1D), ("gq", None), ("cu_q", I32_1D), ("gq_sb", I64), ("gq_ss", I64),
+    ("gq_sh", I64), ("seq_q", I64), ("d", I64), ("ws_rows", I64), ("varlen", I64),
+)
+
+
+@functools.lru_cache(maxsize=None)
+def make_dq_store_kernel(dtype, blk, nt):
+    """dQ from the atomic scheme's workspace, once the tensor-core main kernel has
+    added every split's part (flash-attention's ``convert_dQ``): grid ``(ceil(rows /
+    blk), H, batches)``, ``nt`` threads (a multiple of 32); parameters as
+    :data:`DQ_STORE_PARAMS`."""
+    store = dtypes.storer(dtype)
+    nw = nt // 32
+
+    def attn_dq_store(ws, gq, cu_q, gq_sb, gq_ss, gq_sh, seq_q, d, ws_rows, varlen):
+        """gq[b, i, h, c] = ws[((b H + h) ws_rows + i) d + c] (rounded to the dtype) for
+        the ``blk`` rows i of query block x below the sequence's length (``cu_q`` with
+        varlen) and c < d; h = y, b = z, H = gridDim.y. gq ``[B, Sq, H, D]`` at
+        b gq_sb + h gq_sh + i gq_ss + c (b = 0 and i offset by cu_q[z] with varlen).
+        Warp w copies rows w, w + nw, .., a row's columns across its lanes."""
+        lane = cuda.threadIdx.x & 31
+        w = cuda.threadIdx.x >> 5
+        qs = cuda.blockIdx.x * blk
+        h = cuda.blockIdx.y
+        b = cuda.blockIdx.z
+        bq = b
+        qrow0 = 0
+        sq = seq_q
+        if varlen != 0:
+            bq = 0
+            qrow0 = np.int64(cu_q[b])
+            sq = np.int64(cu_q[b + 1]) - qrow0
+        src = ((b * cuda.gridDim.y + h) * ws_rows + qs) * d
+        dst = bq * gq_sb + h * gq_sh + (qrow0 + qs) * gq_ss
+        for r in range(w, min(blk, sq - qs), nw):
+            for c in range(lane, d, 32):
+                store(gq, np.uint64(dst + r * gq_ss + c), ws[np.uint64(src + r * d + c)])
+
+    return Kernel(f"attn_dq_store_{dtype}_b{blk}", attn_dq_store,
+                  argtypes_for(DQ_STORE_PARAMS, dtype))
 
 
 @functools.lru_cache(maxsize=None)

@@ -71,7 +71,7 @@ from .dropout import philox_ir
 from .philox import philox4x32, uniform_from_bits
 from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait_all, ldmatrix_x4_at,
                           ldmatrix_x4_trans_at, mma_bf16, mma_f16, pack_bf16x2, pack_f16x2,
-                          shared_address)
+                          red_add_v2_f32, shared_address)
 
 __all__ = ["TcConfig", "TC_D_MAXES", "TC_FWD_PARAMS", "TC_BWD_PARAMS",
            "make_attention_fwd_tc_kernel", "make_attention_bwd_tc_kernel",
@@ -79,7 +79,7 @@ __all__ = ["TcConfig", "TC_D_MAXES", "TC_FWD_PARAMS", "TC_BWD_PARAMS",
 
 TC_D_MAXES = (16, 32, 64, 128)
 TC_FWD_PARAMS = FWD_PARAMS + (("vec", types.int64),)
-TC_BWD_PARAMS = BWD_PARAMS + (("vec", types.int64),)
+TC_BWD_PARAMS = BWD_PARAMS + (("vec", types.int64), ("heads", types.int64))
 
 _FULL = 0xFFFFFFFF
 _ZERO = np.float32(0.0)
@@ -273,6 +273,7 @@ def _helpers(dtype, d_max, cfg):
     log_ch = _log2(chunks)
     rs = _row(d_max)
     iters = blk * chunks // nt
+    rstep = nt // chunks      # rows between a thread's chunks
     log_blk = _log2(blk)
     bpad = _bias_pad(blk)
     uniform = uniform_from_bits
@@ -281,28 +282,33 @@ def _helpers(dtype, d_max, cfg):
         """sm[off + r * (d_max + 8) + c] = src[base + (r0 + r) * rstride + c] for r < blk,
         c < d_max, zero where r0 + r >= nrows or c >= ncols. vec != 0: one 16-byte
         cp.async per 8 elements (the caller commits and waits; rows 16-byte aligned);
-        else element copies."""
-        for it in range(iters):
-            e = tid + it * nt
-            r = e >> log_ch
-            ch = e & (chunks - 1)
-            dst = off + r * rs + (ch << 3)
-            row = r0 + r
-            c = ch << 3
-            if vec != 0:
-                n = 0
-                if row < nrows and c < ncols:
-                    n = min(16, (ncols - c) * 2)
-                if n > 0:
-                    cp_async_16(sm, dst, src, base + row * rstride + c, n)
+        else element copies.
+
+        A thread copies the same 8 columns of rows r, r + rstep, ..: its column, byte
+        count and addresses are formed once, and the vector loop, apart from the
+        element path, is small enough to unroll (the kernels are issue-bound)."""
+        r = tid >> log_ch
+        c = (tid & (chunks - 1)) << 3
+        dst = off + r * rs + c
+        row = r0 + r
+        if vec != 0:
+            n = min(16, (ncols - c) * 2)
+            gi = base + row * rstride + c
+            for it in range(iters):
+                sdst = np.uint64(dst + it * rstep * rs)
+                if n > 0 and row + it * rstep < nrows:
+                    cp_async_16(sm, sdst, src, gi + it * rstep * rstride, n)
                 else:
-                    cp_async_16(sm, dst, src, 0, 0)
-            else:
+                    cp_async_16(sm, sdst, src, 0, 0)
+        else:
+            for it in range(iters):
+                rr = row + it * rstep
+                dd = dst + it * rstep * rs
                 for x in range(8):
-                    if row < nrows and c + x < ncols:
-                        sm[dst + x] = src[np.uint64(base + row * rstride + c + x)]
+                    if rr < nrows and c + x < ncols:
+                        sm[dd + x] = src[np.uint64(base + rr * rstride + c + x)]
                     else:
-                        sm[dst + x] = 0
+                        sm[dd + x] = 0
 
     def stage_bias(sm, off, bias, base, si, sj, i0, sq, j0, sk, tid):
         """sm[off + r * (blk + 8) + c] = bias[base + (i0 + r) * si + (j0 + c) * sj] for
@@ -590,8 +596,8 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
                 for n in range(NTK):
                     for e in range(4):
                         s[4 * n + e] = (s[4 * n + e] * scale
-                                        + load(sm, b_lane + 8 * (e >> 1) * BPAD + 8 * n
-                                               + (e & 1)))
+                                        + load(sm, np.uint64(b_lane + 8 * (e >> 1) * BPAD
+                                                             + 8 * n + (e & 1))))
             else:
                 for i in range(N_S):
                     s[i] *= scale
@@ -739,8 +745,8 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
 @functools.lru_cache(maxsize=None)
 def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
     """Tensor-core backward main kernel for ``dtype`` float16 / bfloat16, head dims
-    <= ``d_max``, dropout on/off, tiling ``cfg``. Grid ``(num_splits, H, batches)``,
-    ``cfg.nt`` threads, :func:`bwd_smem_bytes` of dynamic shared memory; parameters as
+    <= ``d_max``, dropout on/off, tiling ``cfg``. Grid ``(G, num_splits, batches * H /
+    G)`` for a group of G (batch, head) pairs (G divides batches * H), ``cfg.nt`` threads, :func:`bwd_smem_bytes` of dynamic shared memory; parameters as
     :data:`TC_BWD_PARAMS`; runs after the CUDA-core backward's prep kernel (delta,
     zeroed workspace and locks) made with the same ``blk``."""
     cfg = TcConfig(*cfg).validate()
@@ -820,11 +826,16 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                     seq_q, seq_k, d, dv, rows, ws_rows,
                     scale, mask_kind, window, has_bias, varlen,
                     p_drop, drop_scale, seed_lo, seed_hi, off_lo, off_hi, drop_rows, drop_groups,
-                    grad_bias, dq_mode, vec):
-        """Attention backward for the key blocks of split x, head y, batch z on tensor
-        cores; arguments, results and the dQ workspace protocol as the CUDA-core
-        backward's (``make_attention_bwd_kernel``), plus vec (1: every row of q, k, v,
-        gout starts 16-byte aligned). Warp w: keys ks + 16 w ..; per query sub-tile
+                    grad_bias, dq_mode, vec, heads):
+        """Attention backward on tensor cores for the key blocks of split y and
+        (batch, head) pair z * gridDim.x + x (batch-major; ``heads`` per batch);
+        arguments, results and the dQ workspace protocol as the CUDA-core backward's
+        (``make_attention_bwd_kernel``), plus vec (1: every row of q, k, v, gout
+        starts 16-byte aligned). The grid runs the splits of gridDim.x heads at a time
+        in split order: under causal masks the low key blocks carry the most query
+        blocks, so the longest blocks start first and the last to start are short
+        (with the split fastest the last heads' longest blocks started last and ran
+        alone). Warp w: keys ks + 16 w ..; per query sub-tile
         S^T = K Q^T, P^T = exp(scale S^T + bias^T - lse) (0 where masked or lse = -inf),
         dV += round(P^T keep) dO, dP^T = V dO^T, dS^T = P^T (dP^T Z - delta),
         dK += round(dS^T) Q; per query block dBias = round(dS) and
@@ -839,12 +850,13 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
         warp = tid >> 5
         g = lane >> 2
         t = lane & 3
-        split = cuda.blockIdx.x
-        nsplit = cuda.gridDim.x
-        h = cuda.blockIdx.y
-        b = cuda.blockIdx.z
-        nheads = cuda.gridDim.y
-        nb = cuda.gridDim.z
+        split = cuda.blockIdx.y
+        nsplit = cuda.gridDim.y
+        hb = cuda.blockIdx.z * cuda.gridDim.x + cuda.blockIdx.x
+        nheads = heads
+        h = hb % heads
+        b = hb // heads
+        nb = cuda.gridDim.z * cuda.gridDim.x // heads
         nqb = ws_rows // blk
         bq = b
         qrow0 = 0
@@ -1012,15 +1024,16 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                             for e in range(4):
                                 qc = 8 * n + 2 * t + (e & 1)
                                 x = (sv[4 * n + e] * scale
-                                     + load(sm, b_lane + (qrow + 8 * n + (e & 1)) * BPAD
-                                            + 8 * (e >> 1)))
-                                sv[4 * n + e] = _exp2(x * _LOG2E - smf[lse_off + qrow + qc])
+                                     + load(sm, np.uint64(b_lane + (qrow + 8 * n + (e & 1))
+                                                          * BPAD + 8 * (e >> 1))))
+                                sv[4 * n + e] = _exp2(x * _LOG2E
+                                                      - smf[np.uint64(lse_off + qrow + qc)])
                     else:
                         for n in range(NQT):
                             for e in range(4):
                                 qc = 8 * n + 2 * t + (e & 1)
                                 sv[4 * n + e] = _exp2(sv[4 * n + e] * scale_l2
-                                                      - smf[lse_off + qrow + qc])
+                                                      - smf[np.uint64(lse_off + qrow + qc)])
                     mask_probs(sv, t, rlo0, rhi0, rlo1, rhi1)
                     if dropout:
                         for i in range(N_S):
@@ -1080,12 +1093,12 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                             if dropout:
                                 dpv = dpv * drop_scale if pv > _ZERO else _ZERO
                                 pv = abs(pv)
-                            sv[4 * n + e] = pv * (dpv - smf[dl_off + qrow + 8 * n + 2 * t
-                                                            + (e & 1)])
+                            sv[4 * n + e] = pv * (dpv - smf[np.uint64(dl_off + qrow + 8 * n
+                                                                      + 2 * t + (e & 1))])
                     for n in range(NQT):
                         sw = (qrow >> 1) + 4 * n
-                        smw[s_w0 + sw] = pack(sv[4 * n], sv[4 * n + 1])
-                        smw[s_w1 + sw] = pack(sv[4 * n + 2], sv[4 * n + 3])
+                        smw[np.uint64(s_w0 + sw)] = pack(sv[4 * n], sv[4 * n + 1])
+                        smw[np.uint64(s_w1 + sw)] = pack(sv[4 * n + 2], sv[4 * n + 3])
 
                     # dK += dS^T Q (scale applied at the end)
                     for kq in range(NQT // 2):
@@ -1149,6 +1162,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                 grow0 = smi[C_GQ] + qr0 * gq_ss
                 grow1 = grow0 + 8 * gq_ss
                 direct = is_last and nsplit == 1
+                even_d = (d & 1) == 0
                 for part in range(DQP):
                     for i in range(N_DQ):
                         dq[i] = _ZERO
@@ -1171,12 +1185,22 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                             dq[cc + 7] = r[3]
                     cbase = part * DQW + 2 * t
                     if dq_mode == DQ_ATOMIC and not direct:
+                        # A lane's two columns of a row are adjacent: one 8-byte
+                        # reduction (red.v2) per pair where the rows are 8-byte
+                        # aligned (even d), else two scalar atomics.
                         for n in range(NDQ):
-                            for e in range(4):
-                                col = cbase + 8 * n + (e & 1)
-                                if (ok0 if e < 2 else ok1) and col < d:
-                                    cuda.atomic.add(ws, np.uint64((wrow0 if e < 2 else wrow1)
-                                                                  + col), dq[4 * n + e] * scale)
+                            col = cbase + 8 * n
+                            for hr in range(2):
+                                wrow = wrow0 if hr == 0 else wrow1
+                                v0 = dq[4 * n + 2 * hr] * scale
+                                v1 = dq[4 * n + 2 * hr + 1] * scale
+                                if (ok0 if hr == 0 else ok1) and col < d:
+                                    if even_d:
+                                        red_add_v2_f32(ws, np.uint64(wrow + col), v0, v1)
+                                    else:
+                                        cuda.atomic.add(ws, np.uint64(wrow + col), v0)
+                                        if col + 1 < d:
+                                            cuda.atomic.add(ws, np.uint64(wrow + col + 1), v1)
                     else:
                         # The workspace loads of RB column tiles before their stores:
                         # a store to ws (or gq) may alias a later load as far as the
@@ -1201,7 +1225,9 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                                         else:
                                             ws[np.uint64((wrow0 if e < 2 else wrow1)
                                                          + col)] = dq[4 * n + e]
-                if nsplit > 1:
+                # The atomic scheme needs no arrival count: the dq_store kernel
+                # writes dQ once this kernel is done.
+                if nsplit > 1 and dq_mode != DQ_ATOMIC:
                     cuda.threadfence()
                     cuda.syncthreads()
                     arrived = 0

@@ -51,6 +51,11 @@ Per thread:
 - ``ld_global_v4(arr, idx)`` -> 4 x uint32, ``st_global_v4(arr, idx, v0, v1, v2, v3)``:
   16-byte global accesses (16-byte aligned); ``ld_global_b32`` / ``st_global_b32``
   the 4-byte forms.
+- ``red_add_v2_f32(arr, idx, a, b)``: ``red.global.add.v2.f32``, one atomic
+  reduction adding float32 ``a`` to ``arr[idx]`` and ``b`` to ``arr[idx + 1]``
+  (8-byte aligned; sm_90): half the atomic instructions of two scalar
+  ``cuda.atomic.add`` calls, no return value, and no negative-index wraparound in
+  the address (numba's atomics wrap every index).
 - ``pack_f16x2(lo, hi)`` / ``pack_bf16x2(lo, hi)``: two float32 rounded to nearest
   even into one uint32 (``lo`` in the low half; ``cvt.rn.{f16,bf16}x2.f32``);
   ``unpack_f16x2(u)`` / ``unpack_bf16x2(u)``: the exact float32 pair back.
@@ -80,7 +85,7 @@ __all__ = [
     "shared_address", "ldmatrix_x1_at", "ldmatrix_x2_at", "ldmatrix_x4_at",
     "ldmatrix_x1_trans_at", "ldmatrix_x2_trans_at", "ldmatrix_x4_trans_at",
     "cp_async_16", "cp_async_commit", "cp_async_wait", "cp_async_wait_all",
-    "ld_global_v4", "st_global_v4", "ld_global_b32", "st_global_b32",
+    "ld_global_v4", "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
     "a_fragments", "b_fragments", "c_fragments", "d_from_fragments",
     "mma_reference", "ldmatrix_reference", "pack_pair", "bits_to_f64",
@@ -239,6 +244,7 @@ def pack_pair(lo, hi, dtype):
 # ---------------------------------------------------------------------------
 
 if SIMULATOR:
+    from numba.cuda.simulator import kernelapi as _sim_kernelapi
     from numba.cuda.simulator.cudadrv.devicearray import (
         FakeCUDAArray, FakeWithinKernelCUDAArray)
 
@@ -504,6 +510,17 @@ if SIMULATOR:
     def st_global_b32(arr, idx, v):
         buf, off = _bytes_at(arr, idx, 4, 4, "st_global_b32")
         buf[off:off + 4].view(np.uint32)[0] = _u32(v)
+
+    def red_add_v2_f32(arr, idx, a, b):
+        buf, off = _bytes_at(arr, idx, 8, 8, "red_add_v2_f32")
+        if _ndarray(arr, "red_add_v2_f32").dtype != np.float32:
+            raise TypeError("red_add_v2_f32: needs a float32 array")
+        # The simulator's own lock of cuda.atomic.add: the two kinds of add may meet
+        # on one array.
+        with _sim_kernelapi.addlock:
+            v = buf[off:off + 8].view(np.float32)
+            v[0] = np.float32(v[0] + np.float32(a))
+            v[1] = np.float32(v[1] + np.float32(b))
 
     def pack_f16x2(lo, hi):
         return pack_pair(lo, hi, "float16")
@@ -795,6 +812,27 @@ else:
             val = _to_i32(context, builder, signature.args[2], args[2])
             _asm(builder, ir.VoidType(), [_I64, _I32], "st.global.u32 [$0], $1;",
                  "l,r,~{memory}", [addr, val], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def red_add_v2_f32(typingctx, arr, idx, a, b):
+        _check_mem("red_add_v2_f32", arr, idx)
+        if arr.dtype != types.float32:
+            raise TypingError(f"red_add_v2_f32: needs a float32 array, got {arr}")
+        if not (isinstance(a, types.Float) and isinstance(b, types.Float)):
+            raise TypingError("red_add_v2_f32: the values must be floats")
+        sig = types.void(arr, idx, a, b)
+
+        def codegen(context, builder, signature, args):
+            addr = _global_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+            va = context.cast(builder, args[2], signature.args[2], types.float32)
+            vb = context.cast(builder, args[3], signature.args[3], types.float32)
+            _asm(builder, ir.VoidType(), [_I64, _F32, _F32],
+                 "red.global.add.v2.f32 [$0], {$1, $2};", "l,f,f,~{memory}",
+                 [addr, va, vb], True)
             return context.get_dummy_value()
 
         return sig, codegen

@@ -343,6 +343,15 @@ def test_tc_split_keys(scheme, num_splits):
                    dropout_p=0.2, seed=1, num_splits=num_splits, **scheme)
 
 
+@pytest.mark.parametrize("d", [5, 6])
+def test_tc_split_keys_atomic_dq_pairs(d):
+    # The atomic dQ path adds a lane's two adjacent columns with one red.v2 where the
+    # workspace rows are 8-byte aligned (even d), with scalar atomics where they are
+    # not (odd d, whose last pair is ragged); both narrower than the padded tile.
+    q, k, v, go, _ = _make("float16", 1, 19, 3 * _TC_KEY_BLOCK, 2, d, seed=38 + d)
+    _run_and_check("float16", q, k, v, go, num_splits=3, dq_scheme="atomic")
+
+
 def test_tc_deterministic_is_bit_identical_run_to_run():
     n = 40 if SIMULATOR else 2048
     q, k, v, go, _ = _make("float16", 1, n, n, 2, 16 if SIMULATOR else 64, seed=38)

@@ -229,8 +229,18 @@ def _pack_k(x, f16, bf16, back16, backbf):
 
 PACK = Kernel("tc_pack", _pack_k, (F32, U32, U32, F32, F32))
 
+
+def _red_k(vals, acc):
+    """Thread i adds vals[2i], vals[2i+1] into the pair of slots (i % 4): 8 threads
+    meet on every pair."""
+    i = cuda.threadIdx.x
+    tc.red_add_v2_f32(acc, np.uint32(2 * (i % 4)), vals[2 * i], vals[2 * i + 1])
+
+
+RED = Kernel("tc_red", _red_k, (F32, F32))
+
 ALL = [*MMA_REGS.values(), *LDMATRIX.values(), *LDMATRIX_AT.values(), *TILE.values(),
-       CP_ASYNC, CP_ASYNC_ORDER, VEC, PACK]
+       CP_ASYNC, CP_ASYNC_ORDER, VEC, PACK, RED]
 
 
 # ---- tests -------------------------------------------------------------------------
@@ -397,6 +407,19 @@ def test_vector_loads_and_stores_copy_exactly():
     np.testing.assert_array_equal(dst32[:64], src[:64])
 
 
+def test_red_add_v2_adds_every_pair_atomically():
+    # Small integers: every order of the additions gives the exact sum.
+    rng = np.random.default_rng(7)
+    vals = rng.integers(-1000, 1000, 64).astype(np.float32)
+    acc = np.arange(8, dtype=np.float32)
+    (_, got) = _run(RED, 32, vals, acc)
+    want = acc.astype(np.float64)
+    for i in range(32):
+        want[2 * (i % 4)] += vals[2 * i]
+        want[2 * (i % 4) + 1] += vals[2 * i + 1]
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
 def test_pack_unpack_round_to_nearest_even():
     rng = np.random.default_rng(6)
     x = (rng.standard_normal(64) * 10).astype(np.float32)
@@ -430,6 +453,7 @@ _PTX_MARKERS = {
     "tc_async_order": ["cp.async.wait_group 1", "cp.async.wait_group 0"],
     "tc_vec": ["ld.global.v4.u32", "st.global.v4.u32", "ld.global.u32", "st.global.u32"],
     "tc_pack": ["cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32", "cvt.f32.f16"],
+    "tc_red": ["red.global.add.v2.f32"],
 }
 
 
