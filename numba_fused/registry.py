@@ -84,6 +84,48 @@ def find_ptxas():
     return None
 
 
+def find_nvdisasm():
+    """Path of an nvdisasm: $NVDISASM, the CUDA toolkit, or the nvidia-cuda-nvdisasm
+    wheel (the [ci] extra); None if there is none."""
+    env = os.environ.get("NVDISASM")
+    if env:
+        return env
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    if os.path.exists("/usr/local/cuda/bin/nvdisasm"):
+        return "/usr/local/cuda/bin/nvdisasm"
+    try:
+        import nvidia
+
+        for base in nvidia.__path__:
+            for sub in sorted(os.listdir(base)):
+                cand = os.path.join(base, sub, "bin", "nvdisasm")
+                if os.path.exists(cand):
+                    return cand
+    except ImportError:
+        pass
+    return None
+
+
+def sass(ptx, arch="sm_90", ptxas=None, nvdisasm=None):
+    """SASS text of ``ptx`` assembled for ``arch`` (ptxas, then nvdisasm); no GPU
+    needed. Raises RuntimeError when a tool is missing or fails."""
+    ptxas = ptxas or find_ptxas()
+    nvdisasm = nvdisasm or find_nvdisasm()
+    if ptxas is None or nvdisasm is None:
+        raise RuntimeError("sass needs ptxas and nvdisasm (install numba-fused[ci])")
+    with tempfile.TemporaryDirectory() as tmp:
+        src, obj = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        for cmd in ([ptxas, f"-arch={arch}", src, "-o", obj], [nvdisasm, obj]):
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode:
+                raise RuntimeError(f"{os.path.basename(cmd[0])} failed:\n{proc.stderr}")
+    return proc.stdout
+
+
 _REGS = re.compile(r"Used (\d+) registers")
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _STACK = re.compile(r"(\d+) bytes stack frame")

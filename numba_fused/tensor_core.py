@@ -60,6 +60,33 @@ Per thread:
   even into one uint32 (``lo`` in the low half; ``cvt.rn.{f16,bf16}x2.f32``);
   ``unpack_f16x2(u)`` / ``unpack_bf16x2(u)``: the exact float32 pair back.
 
+Warpgroup-collective (Hopper, sm_90a: all 128 threads of a warpgroup, 4 consecutive
+warps starting at a multiple of 4; numba-cuda compiles for ``compute_90a`` on a
+Hopper device, and offline with ``cc=(9, 0, "a")``):
+
+- ``wgmma_op(n, dtype)`` -> ``wgmma(acc, desc_a, desc_b, scale_d)``:
+  ``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}.{f16,bf16}`` with both
+  operands in shared memory, ``D[64 x n] = A[64 x 16] @ B[16 x n] (+ D if scale_d !=
+  0)``; ``acc`` a float32 array of ``n / 2`` accumulators per thread, read and
+  written in place (layout: :func:`wgmma_acc_layout`). ``n`` in :data:`WGMMA_NS`.
+  Index ``acc`` with compile-time constants only, or it lives in local memory.
+- ``wgmma_desc(smem, idx, lbo, sbo)`` -> uint64: the matrix descriptor of a K-major
+  operand starting at ``smem[idx]`` (16-byte aligned) in the no-swizzle canonical
+  layout (:func:`kmajor_offset`: 8-row x 16-byte core matrices, ``lbo`` bytes apart
+  along K, ``sbo`` bytes apart along M / N). A is 64 rows, B is given transposed,
+  ``n`` rows of K.
+- ``wgmma_fence()`` before the first ``wgmma`` and whenever other instructions
+  wrote the accumulators; ``wgmma_commit()`` closes a group of issued ``wgmma``;
+  ``wgmma_wait(n)`` (compile-time ``n``) waits until at most ``n`` groups are
+  pending: read ``acc`` only after it. ``fence_proxy_async()`` in every thread that
+  wrote an operand with ordinary stores, before the barrier that precedes the
+  ``wgmma`` (the tensor cores read shared memory through the async proxy).
+
+Under the simulator the descriptor is a record of the array, offset and strides,
+and ``wgmma`` computes when all 128 threads have called it, with the same numerics
+as the ``mma`` emulation below; the asynchrony is not modelled (fence, commit and
+wait are checked for form only), so a kernel must order them right on its own.
+
 The NumPy helpers (``a_fragments``, ``b_fragments``, ``c_fragments``,
 ``d_from_fragments``, ``mma_reference``, ``ldmatrix_reference``, ``pack_pair``)
 state the layouts once; the emulations and the tests both use them.
@@ -71,6 +98,7 @@ two agree bit for bit wherever the exact result is a float32 (e.g. small integer
 and otherwise to within float32 accumulation error.
 """
 
+import functools
 import threading
 import time
 
@@ -87,6 +115,8 @@ __all__ = [
     "cp_async_16", "cp_async_commit", "cp_async_wait", "cp_async_wait_all",
     "ld_global_v4", "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
+    "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
+    "fence_proxy_async", "WGMMA_NS", "wgmma_acc_layout", "kmajor_offset", "wgmma_reference",
     "a_fragments", "b_fragments", "c_fragments", "d_from_fragments",
     "mma_reference", "ldmatrix_reference", "pack_pair", "bits_to_f64",
     "ONES_F16X2", "ONES_BF16X2",
@@ -239,6 +269,54 @@ def pack_pair(lo, hi, dtype):
     return np.uint32(conv(lo) | (conv(hi) << 16))
 
 
+
+# ---------------------------------------------------------------------------
+# Hopper warpgroup MMA (wgmma): layouts (NumPy, shared by the emulation and tests)
+# ---------------------------------------------------------------------------
+
+# The n of wgmma.mma_async.m64nNk16 for 16-bit inputs: multiples of 8 up to 256.
+WGMMA_NS = tuple(range(8, 257, 8))
+
+
+def wgmma_acc_layout(n):
+    """(rows, cols): int arrays ``(128, n // 2)``; float32 accumulator register ``i``
+    of warpgroup thread ``tid`` holds ``D[rows[tid, i], cols[tid, i]]`` of the 64 x n
+    result. Warp ``w = tid // 32`` owns rows ``16 w .. 16 w + 15`` in mma.sync's
+    16 x 8 accumulator layout, repeated over the n / 8 column tiles: with ``g = lane
+    // 4``, ``t = lane % 4``, register ``4 j + e`` is ``D[16 w + g + 8 (e // 2), 8 j +
+    2 t + e % 2]``."""
+    if n not in WGMMA_NS:
+        raise ValueError(f"n must be a multiple of 8 in [8, 256], got {n!r}")
+    tid = np.arange(128)[:, None]
+    i = np.arange(n // 2)[None, :]
+    w, lane = tid // 32, tid % 32
+    rows = 16 * w + lane // 4 + 8 * ((i % 4) // 2)
+    cols = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+    return rows, cols
+
+
+def kmajor_offset(r, k, lbo, sbo):
+    """Byte offset of element ``(r, k)`` of a K-major 16-bit wgmma operand (A: r < 64
+    along M; B: r < n along N; k < 16) in the no-swizzle canonical layout its
+    descriptor describes: 8 x 8 core matrices of 8 rows x 16 contiguous bytes, core
+    matrices ``lbo`` bytes apart along K and ``sbo`` bytes apart along M / N."""
+    return (r // 8) * sbo + (k // 8) * lbo + (r % 8) * 16 + (k % 8) * 2
+
+
+def wgmma_reference(a_bits, bt_bits, c, dtype):
+    """float32 ``64 x n`` result of ``wgmma.m64nNk16``: ``A @ B + C`` with A the ``64 x
+    16`` and ``bt_bits`` B transposed (``n x 16``), both 16-bit patterns of
+    ``dtype``; ``c`` float32 ``64 x n`` or None (scale-d 0). Products and sum in
+    float64, rounded once."""
+    a = bits_to_f64(np.asarray(a_bits, dtype=np.uint16), dtype)
+    bt = bits_to_f64(np.asarray(bt_bits, dtype=np.uint16), dtype)
+    if a.shape != (64, 16) or bt.ndim != 2 or bt.shape[1] != 16:
+        raise ValueError(f"A must be 64x16 and B^T n x 16, got {a.shape} and {bt.shape}")
+    d = a @ bt.T
+    if c is not None:
+        d = d + np.asarray(c, dtype=np.float32).astype(np.float64)
+    return d.astype(np.float32)
+
 # ---------------------------------------------------------------------------
 # Simulator emulation
 # ---------------------------------------------------------------------------
@@ -289,60 +367,69 @@ if SIMULATOR:
     _BACKSTOP_S = 120.0
 
     class _Exchange:
-        """Rendezvous records of one simulated warp, by per-lane call count."""
+        """Rendezvous records of one simulated warp (or warpgroup), by per-thread
+        call count."""
 
-        def __init__(self):
+        def __init__(self, size=32):
             self.cond = threading.Condition()
-            self.count = [0] * 32
+            self.count = [0] * size
             self.records = {}
 
-    def _warp_exchange(op, value):
-        """Deposit this lane's ``value``; when all 32 lanes of the warp have made their
-        matching call, return (values by lane, own lane)."""
+    def _group_exchange(op, value, size=32):
+        """Deposit this thread's ``value``; when all ``size`` threads of its group (a
+        warp for 32, a warpgroup for 128: consecutive threads, the group starting at a
+        multiple of ``size``) have made their matching call, return (values by thread
+        of the group, own index in it)."""
         thread = threading.current_thread()
         manager = thread._manager
-        w, lane = divmod(thread.thread_id, 32)
+        w, lane = divmod(thread.thread_id, size)
+        what = "warp" if size == 32 else f"group of {size} threads"
         bx, by, bz = manager._block_dim
-        if bx * by * bz - 32 * w < 32:
-            raise RuntimeError(f"{op} needs all 32 lanes of a full warp; warp {w} of this "
-                               f"block has {bx * by * bz - 32 * w}")
+        if bx * by * bz - size * w < size:
+            raise RuntimeError(f"{op} needs all {size} threads of a full {what}; {what} {w} "
+                               f"of this block has {bx * by * bz - size * w}")
         with _EXCHANGE_LOCK:
             table = manager.__dict__.setdefault("_tensor_core_exchange", {})
-            ex = table.get(w)
+            ex = table.get((size, w))
             if ex is None:
-                ex = table[w] = _Exchange()
+                ex = table[(size, w)] = _Exchange(size)
         with ex.cond:
             k = ex.count[lane]
             ex.count[lane] = k + 1
             rec = ex.records.get(k)
             if rec is None:
-                rec = ex.records[k] = {"op": op, "values": [None] * 32, "arrived": 0, "left": 32}
+                rec = ex.records[k] = {"op": op, "values": [None] * size, "arrived": 0,
+                                       "left": size}
             if rec["op"] != op:
-                raise RuntimeError(f"warp {w} diverged: lane {lane} calls {op} as its collective "
-                                   f"#{k}, other lanes call {rec['op']}")
+                raise RuntimeError(f"{what} {w} diverged: thread {lane} calls {op} as its "
+                                   f"collective #{k}, others call {rec['op']}")
             rec["values"][lane] = value
             rec["arrived"] += 1
-            if rec["arrived"] == 32:
+            if rec["arrived"] == size:
                 ex.cond.notify_all()
             start = time.monotonic()
-            while rec["arrived"] < 32:
+            while rec["arrived"] < size:
                 ex.cond.wait(_POLL_S)
-                if rec["arrived"] == 32:
+                if rec["arrived"] == size:
                     break
                 if thread.abort:
                     raise RuntimeError(f"{op}: the launch was aborted by another thread")
-                missing = [i for i in range(32) if rec["values"][i] is None]
+                missing = [i for i in range(size) if rec["values"][i] is None]
                 exited = exited_threads(thread)
-                gone = [i for i in missing if 32 * w + i in exited]
+                gone = [i for i in missing if size * w + i in exited]
                 if gone or time.monotonic() - start > _BACKSTOP_S:
                     why = "exited" if gone else f"did not arrive within {_BACKSTOP_S:.0f} s"
-                    raise RuntimeError(f"{op} (collective #{k}) in warp {w}: lanes "
+                    raise RuntimeError(f"{op} (collective #{k}) in {what} {w}: threads "
                                        f"{gone or missing} {why}")
             values = rec["values"]
             rec["left"] -= 1
             if rec["left"] == 0:
                 del ex.records[k]
         return values, lane
+
+    def _warp_exchange(op, value):
+        """:func:`_group_exchange` over the 32 lanes of a warp."""
+        return _group_exchange(op, value, 32)
 
     def _mma(op, dtype, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         regs = (_u32(a0), _u32(a1), _u32(a2), _u32(a3), _u32(b0), _u32(b1))
@@ -521,6 +608,78 @@ if SIMULATOR:
             v = buf[off:off + 8].view(np.float32)
             v[0] = np.float32(v[0] + np.float32(a))
             v[1] = np.float32(v[1] + np.float32(b))
+
+
+    # wgmma: the descriptor is a record of (byte view, offset, lbo, sbo) here, and
+    # the MMA runs when the warpgroup's 128 threads have all called it (the
+    # asynchrony is not modelled: the kernel's fence / commit / wait calls are
+    # checked for form only, so a kernel must be right about them on its own).
+    class _WgmmaDesc(tuple):
+        __slots__ = ()
+
+    def wgmma_desc(smem, idx, lbo, sbo):
+        a = _ndarray(smem, "wgmma_desc")
+        if a.itemsize != 2:
+            raise TypeError(f"wgmma_desc: needs an array of 16-bit elements, got {a.dtype}")
+        buf, off = _bytes_at(smem, idx, 16, 16, "wgmma_desc")
+        lbo, sbo = int(lbo), int(sbo)
+        for name, v in (("lbo", lbo), ("sbo", sbo)):
+            if v % 16 or not 0 <= v < 1 << 18:
+                raise ValueError(f"wgmma_desc: {name} must be a multiple of 16 below 2**18, "
+                                 f"got {v}")
+        return _WgmmaDesc((buf, off, lbo, sbo))
+
+    def _kmajor_tile(desc, rows, dtype, what):
+        if not isinstance(desc, _WgmmaDesc):
+            raise TypeError(f"{what}: expected a descriptor from wgmma_desc")
+        buf, off, lbo, sbo = desc
+        r = np.arange(rows)[:, None]
+        k = np.arange(16)[None, :]
+        o = off + kmajor_offset(r, k, lbo, sbo)
+        if o.max() + 2 > buf.size:
+            raise IndexError(f"{what}: the {rows} x 16 operand runs past its shared array")
+        bits = buf[o].astype(np.uint16) | (buf[o + 1].astype(np.uint16) << np.uint16(8))
+        return bits
+
+    def fence_proxy_async():
+        pass
+
+    def wgmma_fence():
+        pass
+
+    def wgmma_commit():
+        pass
+
+    def wgmma_wait(n):
+        if not 0 <= int(n) <= 7:
+            raise ValueError(f"wgmma_wait: group count must be in [0, 7], got {n}")
+
+    @functools.lru_cache(maxsize=None)
+    def wgmma_op(n, dtype):
+        op = f"wgmma_m64n{n}k16_{dtype}"
+        rows, cols = wgmma_acc_layout(n)
+        m = n // 2
+
+        def wgmma(acc, desc_a, desc_b, scale_d):
+            a = _ndarray(acc, op)
+            if a.dtype != np.float32 or a.size < m:
+                raise TypeError(f"{op}: acc must be a float32 array of >= {m} elements")
+            key = tuple(d[0].__array_interface__["data"][0] + d[1] for d in (desc_a, desc_b)) \
+                + (desc_a[2], desc_a[3], desc_b[2], desc_b[3], bool(scale_d))
+            values, tid = _group_exchange(op, (a.reshape(-1)[:m].copy(), key), 128)
+            if any(v[1] != key for v in values):
+                raise RuntimeError(f"{op}: the warpgroup's threads passed different "
+                                   "descriptors or scale-d")
+            c = None
+            if scale_d:
+                c = np.empty((64, n), dtype=np.float32)
+                c[rows, cols] = np.stack([v[0] for v in values])
+            d = wgmma_reference(_kmajor_tile(desc_a, 64, dtype, op),
+                                _kmajor_tile(desc_b, n, dtype, op), c, dtype)
+            a.reshape(-1)[:m] = d[rows[tid], cols[tid]]
+
+        wgmma.__name__ = op
+        return wgmma
 
     def pack_f16x2(lo, hi):
         return pack_pair(lo, hi, "float16")
@@ -836,6 +995,103 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+
+    def _plain_asm(name, text):
+        @intrinsic
+        def impl(typingctx):
+            sig = types.void()
+
+            def codegen(context, builder, signature, args):
+                _asm(builder, ir.VoidType(), [], text, "~{memory}", [], True)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        impl.__name__ = name
+        return impl
+
+    fence_proxy_async = _plain_asm("fence_proxy_async", "fence.proxy.async.shared::cta;")
+    wgmma_fence = _plain_asm("wgmma_fence", "wgmma.fence.sync.aligned;")
+    wgmma_commit = _plain_asm("wgmma_commit", "wgmma.commit_group.sync.aligned;")
+
+    @intrinsic
+    def wgmma_wait(typingctx, n):
+        if not isinstance(n, types.IntegerLiteral):
+            raise TypingError("wgmma_wait: the group count must be a compile-time integer "
+                              "constant (a closure or global int)")
+        count = int(n.literal_value)
+        if not 0 <= count <= 7:
+            raise TypingError(f"wgmma_wait: group count must be in [0, 7], got {count}")
+        sig = types.void(n)
+
+        def codegen(context, builder, signature, args):
+            _asm(builder, ir.VoidType(), [], f"wgmma.wait_group.sync.aligned {count};",
+                 "~{memory}", [], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def wgmma_desc(typingctx, smem, idx, lbo, sbo):
+        _check_mem("wgmma_desc", smem, idx)
+        if not (isinstance(lbo, types.Integer) and isinstance(sbo, types.Integer)):
+            raise TypingError("wgmma_desc: lbo and sbo must be integers")
+        sig = types.uint64(smem, idx, lbo, sbo)
+
+        def codegen(context, builder, signature, args):
+            addr = builder.zext(_shared_addr(context, builder, signature.args[0], args[0],
+                                             signature.args[1], args[1]), _I64)
+
+            def field(v, shift):
+                v = builder.lshr(builder.and_(v, ir.Constant(_I64, 0x3FFFF)),
+                                 ir.Constant(_I64, 4))
+                return builder.shl(v, ir.Constant(_I64, shift)) if shift else v
+
+            lb = context.cast(builder, args[2], signature.args[2], types.uint64)
+            sb = context.cast(builder, args[3], signature.args[3], types.uint64)
+            return builder.or_(builder.or_(field(addr, 0), field(lb, 16)), field(sb, 32))
+
+        return sig, codegen
+
+    @functools.lru_cache(maxsize=None)
+    def wgmma_op(n, dtype):
+        if n not in WGMMA_NS:
+            raise ValueError(f"n must be a multiple of 8 in [8, 256], got {n!r}")
+        kind = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+        name = f"wgmma_m64n{n}k16_{dtype}"
+        m = n // 2
+        outs = ",".join(f"${i}" for i in range(m))
+        # scale-d is a predicate operand: set from the integer inside a scope.
+        text = (f"{{ .reg .pred p; setp.ne.b32 p, ${2 * m + 2}, 0; "
+                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} "
+                f"{{{outs}}}, ${2 * m}, ${2 * m + 1}, p, 1, 1, 0, 0; }}")
+        cons = ",".join(["=f"] * m + [str(i) for i in range(m)] + ["l", "l", "r", "~{memory}"])
+
+        def impl(typingctx, acc, desc_a, desc_b, scale_d):
+            if not (_is_array(acc) and acc.dtype == types.float32 and acc.layout == "C"):
+                raise TypingError(f"{name}: acc must be a C-contiguous float32 array")
+            if not all(isinstance(t, types.Integer) for t in (desc_a, desc_b, scale_d)):
+                raise TypingError(f"{name}: descriptors and scale-d must be integers")
+            sig = types.void(acc, desc_a, desc_b, scale_d)
+
+            def codegen(context, builder, signature, args):
+                ary = context.make_array(signature.args[0])(context, builder, value=args[0])
+                ptrs = [builder.gep(ary.data, [ir.Constant(_I64, i)]) for i in range(m)]
+                vals = [builder.load(q) for q in ptrs]
+                da = context.cast(builder, args[1], signature.args[1], types.uint64)
+                db = context.cast(builder, args[2], signature.args[2], types.uint64)
+                sc = _to_i32(context, builder, signature.args[3], args[3])
+                res = _asm(builder, ir.LiteralStructType([_F32] * m),
+                           [_F32] * m + [_I64, _I64, _I32], text, cons, vals + [da, db, sc], True)
+                for i in range(m):
+                    builder.store(builder.extract_value(res, i), ptrs[i])
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        impl.__name__ = name
+        return intrinsic(impl)
 
     def _make_pack(kind):
         # cvt.rn.{f16x2,bf16x2}.f32 d, a, b puts a in the upper half, b in the lower.

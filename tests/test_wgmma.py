@@ -1,0 +1,212 @@
+"""Hopper warpgroup MMA from numba (numba_fused.tensor_core's wgmma primitives).
+
+One warpgroup (128 threads) stages A (64 x K) and B (K x n, stored transposed as
+n x K) into shared memory in the no-swizzle K-major layout a descriptor describes,
+then runs ``wgmma.mma_async.m64nNk16`` once per 16-wide K step into float32
+accumulator registers. Small-integer data make every product and sum exact, so the
+result must equal NumPy's bit for bit. Under the simulator the emulation runs (CI);
+on a Hopper GPU the inline PTX does (numba-cuda compiles for sm_90a there); CPU CI
+also assembles the kernels for sm_90a and reads HGMMA in their SASS.
+"""
+
+import functools
+
+import numpy as np
+import pytest
+from numba import cuda, types
+
+import numba_fused  # noqa: F401  (simulator primitives, NumPy shim)
+from interop.dlpack import as_kernel_array
+from numba_fused import tensor_core as tc
+from numba_fused.launch import SIMULATOR, Kernel
+
+HALF = ("float16", "bfloat16")
+KSTEPS = 2
+# Descriptor strides (bytes) of the two layouts tested, for an operand of ``rows``
+# rows per 16-wide K step: core matrices interleaved along K (lbo 128: the two
+# K-halves of an 8-row group side by side, sbo 256 between row groups), or the two
+# K-halves as separate slabs (lbo = rows * 16, sbo 128).
+LAYOUTS = {"interleaved": lambda rows: (128, 256), "slabs": lambda rows: (rows * 16, 128)}
+
+
+def _on_hopper():
+    if SIMULATOR:
+        return True
+    return cuda.is_available() and cuda.get_current_device().compute_capability >= (9, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def make_wgmma_kernel(n, dtype, layout):
+    """Kernel ``(a, bt, c, d, use_c)``: d = a @ bt.T (+ c when use_c[0] != 0) for a
+    ``64 x K``, bt ``n x K`` (uint16 bit patterns of ``dtype``), c, d float32 ``64 x
+    n``; K = 16 * KSTEPS. Launch: one block of 128 threads."""
+    k_total = 16 * KSTEPS
+    m = n // 2
+    lbo_a, sbo_a = LAYOUTS[layout](64)
+    lbo_b, sbo_b = LAYOUTS[layout](n)
+    tile_a, tile_b = 64 * 16, n * 16  # elements per K step
+    size_a, size_b = 64 * k_total, n * k_total
+    op = tc.wgmma_op(n, dtype)
+
+    def k(a, bt, c, d, use_c):
+        sa = cuda.shared.array(size_a, np.uint16)
+        sb = cuda.shared.array(size_b, np.uint16)
+        acc = cuda.local.array(m, np.float32)
+        tid = cuda.threadIdx.x
+        # Element (r, kk) of K step s at byte kmajor_offset(r, kk % 16) of tile s.
+        for e in range(tid, size_a, 128):
+            r = e // k_total
+            kk = e % k_total
+            q = kk % 16
+            sa[(kk // 16) * tile_a + ((r // 8) * sbo_a + (q // 8) * lbo_a + (r % 8) * 16
+                                      + (q % 8) * 2) // 2] = a[e]
+        for e in range(tid, size_b, 128):
+            r = e // k_total
+            kk = e % k_total
+            q = kk % 16
+            sb[(kk // 16) * tile_b + ((r // 8) * sbo_b + (q // 8) * lbo_b + (r % 8) * 16
+                                      + (q % 8) * 2) // 2] = bt[e]
+        # Ordinary stores read next by the tensor cores: proxy fence, then barrier.
+        tc.fence_proxy_async()
+        cuda.syncthreads()
+        w = tid // 32
+        g = (tid % 32) // 4
+        t = tid % 4
+        for i in range(m):
+            acc[i] = c[(16 * w + g + 8 * ((i % 4) // 2)) * n + 8 * (i // 4) + 2 * t + i % 2]
+        tc.wgmma_fence()
+        for s in range(KSTEPS):
+            da = tc.wgmma_desc(sa, s * tile_a, lbo_a, sbo_a)
+            db = tc.wgmma_desc(sb, s * tile_b, lbo_b, sbo_b)
+            op(acc, da, db, use_c[0] if s == 0 else 1)
+        tc.wgmma_commit()
+        tc.wgmma_wait(0)
+        for i in range(m):
+            d[(16 * w + g + 8 * ((i % 4) // 2)) * n + 8 * (i // 4) + 2 * t + i % 2] = acc[i]
+
+    u16 = types.Array(types.uint16, 1, "C")
+    f32 = types.Array(types.float32, 1, "C")
+    i32 = types.Array(types.int32, 1, "C")
+    return Kernel(f"wgmma_m64n{n}_{dtype}_{layout}", k, (u16, u16, f32, f32, i32))
+
+
+def _bits(x, dtype):
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "float16":
+        return x.astype(np.float16).view(np.uint16)
+    return (x.view(np.uint32) >> np.uint32(16)).astype(np.uint16)  # exact for small ints
+
+
+def _run(kernel, *arrays):
+    devs = [cuda.to_device(np.ascontiguousarray(a).ravel()) for a in arrays]
+    kernel.launch(1, 128, 0, [as_kernel_array(x, "arg") for x in devs])
+    if not SIMULATOR:
+        cuda.synchronize()
+    return [x.copy_to_host() for x in devs]
+
+
+# ---- NumPy statement of the layouts --------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [8, 24, 256])
+def test_accumulator_layout_covers_the_tile_once(n):
+    rows, cols = tc.wgmma_acc_layout(n)
+    assert rows.shape == cols.shape == (128, n // 2)
+    seen = np.zeros((64, n), dtype=int)
+    np.add.at(seen, (rows, cols), 1)
+    assert (seen == 1).all()
+    # Warp w owns rows 16w .. 16w + 15; lane 0 of warp 0 starts at D[0, 0], D[0, 1].
+    assert set(np.unique(rows[32:64])) == set(range(16, 32))
+    assert list(rows[0, :2]) == [0, 0] and list(cols[0, :2]) == [0, 1]
+
+
+def test_kmajor_offsets_form_core_matrices():
+    # Core matrix (i, j) is 8 rows of 16 contiguous bytes at i * sbo + j * lbo.
+    off = tc.kmajor_offset(np.arange(64)[:, None], np.arange(16)[None, :], 128, 256)
+    assert off[0, 0] == 0 and off[0, 7] == 14 and off[1, 0] == 16 and off[0, 8] == 128
+    assert off[8, 0] == 256 and np.unique(off).size == 64 * 16
+
+
+def test_bad_n_is_rejected():
+    with pytest.raises(ValueError, match="multiple of 8"):
+        tc.wgmma_acc_layout(12)
+    with pytest.raises(ValueError, match="multiple of 8"):
+        tc.wgmma_op(264, "float16")
+
+
+# ---- the microkernel ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("n", [8, 64, 256])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("use_c", [0, 1])
+def test_wgmma_matches_numpy_exactly(dtype, n, layout, use_c):
+    if not _on_hopper():
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    rng = np.random.default_rng(n + 7 * use_c)
+    k_total = 16 * KSTEPS
+    a = rng.integers(-4, 5, (64, k_total)).astype(np.float32)
+    bt = rng.integers(-4, 5, (n, k_total)).astype(np.float32)
+    c = rng.integers(-64, 65, (64, n)).astype(np.float32)
+    d = np.full((64, n), np.nan, dtype=np.float32)  # poisoned: every element is written
+    kernel = make_wgmma_kernel(n, dtype, layout)
+    got = _run(kernel, _bits(a, dtype), _bits(bt, dtype), c, d,
+               np.array([use_c], dtype=np.int32))[3].reshape(64, n)
+    want = a.astype(np.float64) @ bt.astype(np.float64).T + (c if use_c else 0)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    # The per-step reference agrees with the whole product.
+    ref = tc.wgmma_reference(_bits(a[:, :16], dtype), _bits(bt[:, :16], dtype),
+                             c if use_c else None, dtype)
+    ref = tc.wgmma_reference(_bits(a[:, 16:], dtype), _bits(bt[:, 16:], dtype), ref, dtype)
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.skipif(not SIMULATOR, reason="emulation checks")
+def test_emulation_rejects_threads_that_disagree():
+    def k(out):
+        sa = cuda.shared.array(64 * 16, np.uint16)
+        sb = cuda.shared.array(8 * 16, np.uint16)
+        acc = cuda.local.array(4, np.float32)
+        for i in range(4):
+            acc[i] = 0.0
+        # Thread 0 points at another A tile start than the others.
+        da = tc.wgmma_desc(sa, 8 if cuda.threadIdx.x == 0 else 0, 128, 256)
+        db = tc.wgmma_desc(sb, 0, 128, 256)
+        tc.wgmma_op(8, "float16")(acc, da, db, 0)
+        out[cuda.threadIdx.x] = acc[0]
+
+    kern = Kernel("wgmma_disagree", k, (types.Array(types.float32, 1, "C"),))
+    with pytest.raises(Exception, match="different descriptors"):
+        _run(kern, np.zeros(128, dtype=np.float32))
+
+
+# ---- sm_90a: PTX, ptxas and SASS without a GPU ---------------------------------------
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("n", [8, 64, 256])
+def test_wgmma_kernels_assemble_for_sm90a_with_hgmma(dtype, n):
+    from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
+
+    kernel = make_wgmma_kernel(n, dtype, "interleaved")
+    with offline_compile((9, 0, "a")):
+        ptx = kernel.ptx(cc=(9, 0, "a"))
+    assert ".target sm_90a" in ptx
+    kind = "f16" if dtype == "float16" else "bf16"
+    assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}" in ptx
+    for marker in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
+                   "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"):
+        assert marker in ptx
+    rep = ptxas_report(ptx, arch="sm_90a")
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
+    # Up to n = 64 LLVM unrolls the accumulator copy loops and the accumulators are
+    # registers; at n = 256 (128 of them) it does not, and the run-time-indexed
+    # array stays in local memory (a 512-byte frame): a GEMM must index them with
+    # constants.
+    assert rep["stack"] == (0 if n <= 64 else 512), rep
+    if find_nvdisasm() is None:
+        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
+    text = sass(ptx, arch="sm_90a")
+    assert f"HGMMA.64x{n}x16.F32" in text, "no HGMMA in the SASS"
