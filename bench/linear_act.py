@@ -6,7 +6,9 @@
         [--tc-config BM,BN,BK,WM,WN,STAGES,GROUP_M ...] [--reps 50] [--json FILE]
 
 Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``. Providers:
-``numba_fused`` (ours at array level, torch tensors), ``numba_torch`` (ours through
+``numba_fused`` (ours at array level, torch tensors), ``numba_wgmma`` (the same with
+the forward on Hopper's wgmma kernel, ``linear_act.use_wgmma``; forward only, not in
+the default list), ``numba_torch`` (ours through
 ``interop.torch.linear_act`` and autograd: what PyTorch users call), ``numba_cupy`` (ours through ``interop.cupy`` on
 CuPy arrays made from the same tensors by DLPack, on torch's stream; no bfloat16 in
 CuPy; a note row where CuPy is not importable), ``torch``, ``torch.compile``.
@@ -37,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 DEFAULT_SHAPES = ("8192x4096x16384",)
 QUICK_SHAPES = ("4096x4096x4096",)
-PROVIDERS = ("numba_fused", "numba_torch", "numba_cupy", "torch", "torch.compile")
+PROVIDERS = ("numba_fused", "numba_wgmma", "numba_torch", "numba_cupy", "torch", "torch.compile")
 
 
 def _shape(text):
@@ -66,7 +68,8 @@ def parser():
     p.add_argument("--dtypes", default="float16,bfloat16", help="comma-separated")
     p.add_argument("--activation", default="gelu_tanh")
     p.add_argument("--passes", default="fwd,bwd", help="fwd, bwd or both")
-    p.add_argument("--providers", type=_provider_list, default=",".join(PROVIDERS),
+    p.add_argument("--providers", type=_provider_list,
+                   default=",".join(q for q in PROVIDERS if q != "numba_wgmma"),
                    help=f"comma-separated from {','.join(PROVIDERS)}")
     p.add_argument("--tc-config", type=_tc_config, action="append", default=None,
                    help="tensor-core tiling to time (repeatable); default: the launcher's")
@@ -227,6 +230,14 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
         prepared = [(g, x, w, cla.linear_act_forward(x, w, b, act, True)[1])
                     for x, w, b, g in sets]
         return (lambda g, x, w, pre: cla.linear_act_backward(g, x, w, pre, act)), prepared
+    if prov == "numba_wgmma":
+        # The forward on Hopper's warpgroup MMA (opt-in; the backward is mma.sync's).
+        if pas == "fwd":
+            def fwd(x, w, b):
+                with la.use_wgmma():
+                    return nf.linear_act_forward(x, w, b, act, save_preact=act != "none")
+            return fwd, [s[:3] for s in sets]
+        raise ValueError("numba_wgmma times the forward only (the backward is numba_fused's)")
     if prov == "numba_fused":
         pick = (lambda Mg, Ng, device=None: cfg) if cfg is not None else la._pick_config
 

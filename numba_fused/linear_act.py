@@ -58,6 +58,7 @@ The activation is a run-time argument (``act`` code, index into
 per role instead of six keeps compile time and the number of specialisations down.
 """
 
+import contextlib
 import functools
 from typing import NamedTuple
 
@@ -73,16 +74,17 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .plan import NOW, Recorder
 from .tensor_core import (
-    ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_wait, ld_global_v4,
-    ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16, mma_f16, pack_bf16x2, pack_f16x2,
-    shared_address, st_global_v4, unpack_bf16x2, unpack_f16x2)
+    ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_wait, fence_proxy_async,
+    ld_global_v4, ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16, mma_f16, pack_bf16x2,
+    pack_f16x2, shared_address, st_global_v4, unpack_bf16x2, unpack_f16x2, wgmma_commit,
+    wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
 
 __all__ = [
     "linear_act_forward", "linear_act_dgrad", "linear_act_backward", "linear_weight_grad",
     "activation_backward",
     "linear_act_ref", "linear_act_dgrad_ref", "linear_act_backward_ref",
-    "GemmConfig", "SimtConfig", "make_tc_kernel", "make_simt_kernel", "make_act_grad_kernel",
-    "shipped_kernels", "ACT_CODES",
+    "GemmConfig", "SimtConfig", "WgmmaConfig", "make_tc_kernel", "make_simt_kernel",
+    "make_wgmma_kernel", "make_act_grad_kernel", "use_wgmma", "shipped_kernels", "ACT_CODES",
 ]
 
 ACT_CODES = {name: i for i, name in enumerate(ACTIVATIONS)}
@@ -148,6 +150,34 @@ class SimtConfig(NamedTuple):
         return (self.bm // self.tm) * (self.bn // self.tn)
 
 
+class WgmmaConfig(NamedTuple):
+    """Hopper warpgroup-MMA tiling: block tile ``bm x bn`` (``bm / 64`` warpgroups,
+    each 64 rows x bn), k-tile ``bk``, ``stages`` shared buffers, ``group_m``."""
+
+    bm: int
+    bn: int
+    bk: int
+    stages: int
+    group_m: int
+
+    @property
+    def threads(self):
+        return (self.bm // 64) * 128
+
+    @property
+    def smem_bytes(self):
+        return max(self.stages * (self.bm + self.bn) * self.bk * 2, self.bm * (self.bn + 8) * 4)
+
+    def validate(self):
+        if self.bm not in (64, 128, 192, 256) or self.bn % 8 or not 8 <= self.bn <= 256:
+            raise ValueError(f"{self}: bm must be 64 x 1..4 warpgroups and bn a multiple of "
+                             f"8 in [8, 256]")
+        if self.bk not in (16, 32, 64, 128) or not 2 <= self.stages <= 8 or self.group_m < 1:
+            raise ValueError(f"{self}: bk in 16..128 (power of two), stages in [2, 8], "
+                             f"group_m >= 1")
+        return self
+
+
 # Large problems: 4 warps of 64x64 (128 accumulators per thread), 4 stages of
 # 128x32 + 128x32 halves (64 KiB), reused by the 128x136 float32 epilogue tile (68 KiB).
 TC_LARGE = GemmConfig(128, 128, 32, 64, 64, 4, 8)
@@ -156,6 +186,11 @@ TC_SMALL = GemmConfig(64, 64, 32, 32, 32, 3, 8)
 # The simulator: every code path (4 warps in a 2x2 grid, a 3-deep pipeline, grouped
 # block order) at a size Python threads get through.
 TC_SIM = GemmConfig(32, 32, 16, 16, 16, 3, 2)
+# wgmma (Hopper, opt-in: use_wgmma): 2 warpgroups of 64 x 128 (64 accumulators per
+# thread), 4 stages of 128x64 + 128x64 (128 KiB).
+WG_LARGE = WgmmaConfig(128, 128, 64, 4, 8)
+# The simulator: one warpgroup, a 3-deep ring, two 16-wide K steps per tile.
+WG_SIM = WgmmaConfig(64, 32, 32, 3, 2)
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -617,6 +652,149 @@ def make_tc_kernel(role, dtype, vec, cfg):
 
 
 # ---------------------------------------------------------------------------
+# Hopper warpgroup-MMA GEMM (forward; opt-in)
+# ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def make_wgmma_kernel(role, dtype, cfg):
+    """Forward GEMM on Hopper's warpgroup MMA for ``dtype`` 'float16' | 'bfloat16',
+    tiling ``cfg`` (:class:`WgmmaConfig`); the same arguments, math and epilogue as
+    :func:`make_tc_kernel`'s ``fwd`` (16-byte aligned A and B rows only). Launch: 1-D
+    grid of ``cdiv(Mg, bm) * cdiv(Ng, bn)`` blocks of ``cfg.threads``,
+    ``cfg.smem_bytes`` of dynamic shared memory; needs sm_90a (numba-cuda compiles
+    for it on Hopper).
+
+    Both operands are K-major (A = x ``[M, K]``, B = weight ``[N, K]``) and are staged
+    by 16-byte cp.async into the no-swizzle canonical layout the descriptors
+    describe: 8-row x 16-byte core matrices, chunk ``e`` of a tile at byte ``16 e``
+    with ``e = (row // 8) (bk / 8) 8 + (k // 8) 8 + row % 8`` (LBO 128 bytes between
+    K-neighbours, SBO ``16 bk`` between row groups), so a warp's cp.async writes are
+    contiguous. Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16)
+    and waits for them before the ring slot is refilled."""
+    if role != "fwd" or dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"no wgmma kernel for role={role!r}, dtype={dtype!r}")
+    BM, BN, BK, STAGES, GROUP_M = cfg.validate()
+    NT = cfg.threads
+    CH = BK // 8
+    LCH = _log2(CH)
+    SBO = BK * 16
+    A_ST = BM * BK
+    B_ST = BN * BK
+    B_OFF = STAGES * A_ST
+    A_CHUNKS = BM * CH
+    B_CHUNKS = BN * CH
+    A_IT = cdiv(A_CHUNKS, NT)
+    B_IT = cdiv(B_CHUNKS, NT)
+    WAIT = STAGES - 2
+    KSTEPS = BK // 16
+    NACC = BN // 2
+    SDT = dtypes.STORAGE[dtype]
+    op = wgmma_op(BN, dtype)
+    chunk = _chunk_epilogue(role, dtype)
+    f32 = np.float32
+    F32_DT = np.dtype(np.float32)
+    CLD = BN + 8
+    CCH = BN // 8
+    EPI_ITERS = cdiv(BM * CCH, NT)
+
+    @inline_device
+    def load_tile(smem, base, g, ld, k0, r0, k_lim, r_lim, tid, full, nchunks, iters):
+        """Tile rows r0.. (below r_lim), columns k0.. (below k_lim) of g (row stride
+        ld) into the canonical layout at smem[base:], zero-filled outside."""
+        for it in range(iters):
+            e = tid + it * NT
+            if e < nchunks:
+                row = r0 + ((e >> (3 + LCH)) << 3) + (e & 7)
+                k = k0 + (((e >> 3) & (CH - 1)) << 3)
+                if full:
+                    cp_async_16(smem, base + e * 8, g, row * ld + k, 16)
+                else:
+                    n = 0
+                    if row < r_lim and k < k_lim:
+                        n = min(16, (k_lim - k) * 2)
+                    if n > 0:
+                        cp_async_16(smem, base + e * 8, g, row * ld + k, n)
+                    else:
+                        cp_async_16(smem, base + e * 8, g, 0, 0)
+
+    @inline_device
+    def load_stage(smem, s, k0, a, b, M, N, K, lda, ldb, m0, n0, tid, inside):
+        full = inside and k0 + BK <= K
+        load_tile(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
+        load_tile(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS, B_IT)
+
+    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        """fwd of :func:`make_tc_kernel` (C = A B^T, preact = C + bias, out =
+        act(preact)) with the k-loop on wgmma; arguments as there."""
+        smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
+        tid = cuda.threadIdx.x
+        wg = tid >> 7
+        m0, n0 = _block_tile(cuda.blockIdx.x, M, N, BM, BN, GROUP_M)
+        acc = cuda.local.array(NACC, np.float32)
+        for i in range(NACC):
+            acc[i] = f32(0.0)
+        KT = (K + BK - 1) // BK
+        inside = m0 + BM <= M and n0 + BN <= N
+        for s in range(STAGES - 1):
+            if s < KT:
+                load_stage(smem, s, s * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+            cp_async_commit()
+        # Warpgroup wg's 64 rows start 8 row groups of SBO bytes further per group.
+        a_wg = wg * (8 * SBO // 2)
+        st = 0
+        for kt in range(KT):
+            cp_async_wait(WAIT)
+            # The ring slot was written by cp.async and is read by the tensor cores
+            # (the async proxy): each thread fences its copies, then the barrier.
+            fence_proxy_async()
+            cuda.syncthreads()
+            nk = kt + STAGES - 1
+            if nk < KT:
+                ls = st + STAGES - 1
+                if ls >= STAGES:
+                    ls -= STAGES
+                load_stage(smem, ls, nk * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+            cp_async_commit()
+            wgmma_fence()
+            for j in range(KSTEPS):
+                da = wgmma_desc(smem, st * A_ST + a_wg + j * 128, 128, SBO)
+                db = wgmma_desc(smem, B_OFF + st * B_ST + j * 128, 128, SBO)
+                op(acc, da, db, 1)
+            wgmma_commit()
+            # The slot is refilled by the next iteration: its MMAs must be done.
+            wgmma_wait(0)
+            st += 1
+            if st == STAGES:
+                st = 0
+
+        # Epilogue as make_tc_kernel's: the accumulators to a float32 [BM][CLD] tile
+        # in the ring's memory, then 8 consecutive columns per thread and step.
+        cuda.syncthreads()
+        cs = cuda.shared.array(0, F32_DT, alignment=_SMEM_ALIGN)
+        lane = tid & 31
+        fr = wg * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2)
+        fc = (lane & 3) * 2
+        for j in range(BN // 8):
+            for h in range(2):
+                ci = (fr + 8 * h) * CLD + fc + 8 * j
+                cs[ci] = acc[4 * j + 2 * h]
+                cs[ci + 1] = acc[4 * j + 2 * h + 1]
+        cuda.syncthreads()
+        for it in range(EPI_ITERS):
+            e = tid + it * NT
+            r = e // CCH
+            c8 = (e % CCH) * 8
+            row = m0 + r
+            col = n0 + c8
+            if r < BM and row < M and col < N:
+                chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
+
+    name = f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
+    return Kernel(name, kernel, _argtypes(dtype))
+
+
+# ---------------------------------------------------------------------------
 # CUDA-core float32 GEMM
 # ---------------------------------------------------------------------------
 
@@ -841,10 +1019,39 @@ def _flat(arr):
     return arr.reshape((arr.size,))
 
 
-def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None):
+# Whether forward GEMMs may run on wgmma (Hopper only; see use_wgmma).
+_WGMMA = [False]
+
+
+@contextlib.contextmanager
+def use_wgmma(enabled=True):
+    """Run forward GEMMs (float16 / bfloat16, 16-byte aligned rows) on Hopper's
+    warpgroup MMA (:func:`make_wgmma_kernel`) instead of ``mma.sync`` while active, on
+    sm_90 devices (elsewhere, and for dgrad / wgrad, the ``mma.sync`` kernels run).
+    Opt-in until it is measured faster on the GPU."""
+    saved = _WGMMA[0]
+    _WGMMA[0] = bool(enabled)
+    try:
+        yield
+    finally:
+        _WGMMA[0] = saved
+
+
+def _wgmma_for(role, dtype, vec_ab, device):
+    """Whether this GEMM takes the wgmma kernel."""
+    if not (_WGMMA[0] and role == "fwd" and vec_ab and dtype in ("float16", "bfloat16")):
+        return False
+    return SIMULATOR or cuda.gpus[device or 0].compute_capability >= (9, 0)
+
+
+def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=False):
     """(kernel, grid, block, shared bytes) of one GEMM; the tiling is ``_pick_config``'s
-    (tests and benchmarks patch it)."""
-    if dtype == "float32":
+    (tests and benchmarks patch it), or WG_LARGE / WG_SIM with ``wgmma``."""
+    if wgmma:
+        cfg = WG_SIM if SIMULATOR else WG_LARGE
+        kernel = make_wgmma_kernel(role, dtype, cfg)
+        shared = cfg.smem_bytes
+    elif dtype == "float32":
         cfg = SIMT_SIM if SIMULATOR else SIMT_DEFAULT
         kernel = make_simt_kernel(role, cfg)
         shared = 0
@@ -862,11 +1069,12 @@ def _template(dtype, size):
 
 
 @functools.lru_cache(maxsize=512)
-def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes, device):
+def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes, device,
+                   wgmma=False):
     """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM on CUDA device
     ``device``; ``sizes``: element counts of the five array arguments (a, b, bias,
     aux, out)."""
-    kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device)
+    kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wgmma)
     args = [_template(dtype, n) for n in sizes] + [Mg, Ng, Kg, lda, ldb, ldc, act, flags]
     return kernel.prepare(grid, block, shared, args, device=device)
 
@@ -897,14 +1105,15 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
     ok = [_address(t) % 16 == 0 for t in flat]
     flags = _vec_flags(role, dtype, ldc, act, flags, ok[4], ok[3], ok[2])
     vec_ab = _vec_ab(dtype, ok[0], ok[1], lda, ldb)
+    device = None if SIMULATOR else out.device
+    wg = _wgmma_for(role, dtype, vec_ab, device)
     if SIMULATOR or ex.recording:
-        kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab,
-                                                  None if SIMULATOR else out.device)
+        kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wg)
         ex.launch(kernel, grid, block, stream, flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags],
                   shared=shared)
         return
     plan = _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab,
-                          tuple(t.size for t in flat), out.device)
+                          tuple(t.size for t in flat), out.device, wg)
     plan.launch(stream, [t.ptr for t in flat])
 
 
@@ -920,9 +1129,10 @@ def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w
     act = ACT_CODES[activation]
     flags = (F_BIAS if has_bias else 0) | (F_PREACT if save_preact else 0)
     flags = _vec_flags("fwd", dtype, N, act, flags, True, True, True)
-    plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags,
-                          _vec_ab(dtype, x_aligned, w_aligned, K, K),
-                          (M * K, N * K, N if has_bias else M * N, M * N, M * N), device)
+    vec_ab = _vec_ab(dtype, x_aligned, w_aligned, K, K)
+    plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
+                          (M * K, N * K, N if has_bias else M * N, M * N, M * N), device,
+                          _wgmma_for("fwd", dtype, vec_ab, device))
 
     def launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, pre_ptr):
         plan.launch(stream, (x_ptr, w_ptr, bias_ptr if has_bias else y_ptr,

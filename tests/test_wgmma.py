@@ -210,3 +210,100 @@ def test_wgmma_kernels_assemble_for_sm90a_with_hgmma(dtype, n):
         pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
     text = sass(ptx, arch="sm_90a")
     assert f"HGMMA.64x{n}x16.F32" in text, "no HGMMA in the SASS"
+
+
+# ---- linear_act's forward on wgmma (opt-in: use_wgmma) -------------------------------
+
+# (M, K, N): ragged against the tiles (simulator: 64 x 32 x 32; GPU: 128 x 128 x 64), K a
+# multiple of 8 (16-byte rows: the wgmma path's condition), several k-tiles.
+GEMM_SHAPES = [(70, 72, 50), (1, 8, 8), (64, 96, 33)]
+if not SIMULATOR:
+    GEMM_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 300)]
+
+
+def _gemm_inputs(M, K, N, dtype, seed, integers):
+    import torch
+
+    from tests.util import device, torch_dtype
+
+    g = torch.Generator().manual_seed(seed)
+    if integers:
+        x = torch.randint(-3, 4, (M, K), generator=g).float()
+        w = torch.randint(-3, 4, (N, K), generator=g).float()
+        b = torch.randint(-8, 9, (N,), generator=g).float()
+    else:
+        x = torch.randn(M, K, generator=g)
+        w = torch.randn(N, K, generator=g) / K ** 0.5
+        b = torch.randn(N, generator=g)
+    return [t.to(torch_dtype(dtype)).to(device()) for t in (x, w, b)]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("shape", GEMM_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_linear_act_forward_on_wgmma(dtype, shape, monkeypatch):
+    """use_wgmma routes the forward to the wgmma kernel; exact on small integers
+    (bias, preact and output), and within the mma.sync kernel's error on random data
+    with an activation."""
+    import torch
+
+    from interop.dlpack import poison_outputs
+    from numba_fused import linear_act as la
+    from tests.util import rel_err
+
+    if not _on_hopper():
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    made = []
+    real = la.make_wgmma_kernel
+
+    def spy(*args):
+        made.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(la, "make_wgmma_kernel", spy)
+    M, K, N = shape
+    x, w, b = _gemm_inputs(M, K, N, dtype, 1, integers=True)
+    with la.use_wgmma(), poison_outputs():
+        y, pre = la.linear_act_forward(x, w, b, "relu", save_preact=True)
+    assert made, "the wgmma kernel did not run"
+    want_pre, = [t.double() for t in (x.double() @ w.double().T + b.double(),)]
+    assert torch.equal(torch.as_tensor(pre).double().cpu(), want_pre.cpu())
+    assert torch.equal(torch.as_tensor(y).double().cpu(), want_pre.clamp_min(0).cpu())
+
+    x, w, b = _gemm_inputs(M, K, N, dtype, 2, integers=False)
+    ref = la.linear_act_ref(x, w, b, "gelu_tanh")
+    with la.use_wgmma():
+        ours = la.linear_act_forward(x, w, b, "gelu_tanh")
+    mma = la.linear_act_forward(x, w, b, "gelu_tanh")
+    assert rel_err(ours, ref) <= max(1.5 * rel_err(mma, ref), 2.0**-11)
+
+
+def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
+    """Rows that are not 16-byte aligned (K odd) and the backward GEMMs keep mma.sync."""
+    from numba_fused import linear_act as la
+
+    made = []
+    monkeypatch.setattr(la, "make_wgmma_kernel", lambda *a: made.append(a))
+    x, w, b = _gemm_inputs(9, 13, 16, "float16", 3, integers=True)
+    with la.use_wgmma():
+        la.linear_act_forward(x, w, b, "none")
+        la.linear_act_backward(la.linear_act_forward(x, w, b), x, w)
+    assert not made
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("dtype", HALF)
+def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype):
+    from numba_fused import linear_act as la
+    from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
+
+    kernel = la.make_wgmma_kernel("fwd", dtype, la.WG_LARGE)
+    with offline_compile((9, 0, "a")):
+        ptx = kernel.ptx(cc=(9, 0, "a"))
+    rep = ptxas_report(ptx, arch="sm_90a")
+    # The 64 accumulators must be registers (constant indices everywhere).
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+    assert rep["registers"] <= 65536 // la.WG_LARGE.threads, rep
+    if find_nvdisasm() is None:
+        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
+    text = sass(ptx, arch="sm_90a")
+    assert f"HGMMA.64x{la.WG_LARGE.bn}x16.F32" in text
