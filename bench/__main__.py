@@ -30,8 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OPS = ("dropout", "layer_norm", "attention", "linear_act")
 
 # Which way in each provider measures (the report prints it above the tables).
-PROVIDER_LEGEND = """Providers: **ours** — `numba`, `numba_fused`, `numba_det`, `numba_mask`,
-`numba_seed`: the array-level functions (`numba_fused.*`, validation and planning on
+PROVIDER_LEGEND = """Providers: **ours** — `numba`, `numba_fused`, `numba_det`, `numba_lock`,
+`numba_mask`, `numba_seed`, `numba_wgmma`: the array-level functions (`numba_fused.*`, validation and planning on
 every call); `numba_torch`: `interop.torch` through autograd, the path PyTorch users
 call (per-signature plans; forward timed under `no_grad`, backward as
 `torch.autograd.grad`); `numba_cupy`: `interop.cupy` on CuPy arrays. **Baselines** —

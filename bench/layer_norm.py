@@ -7,8 +7,10 @@ inputs rotated beyond L2, random data).
     python bench/layer_norm.py --providers numba numba_det torch --json out.json
 
 Providers:
-    numba        our kernels, backward with the lock scheme (deterministic=False)
-    numba_det    our kernels, backward with per-block partials (deterministic=True)
+    numba        our kernels as users get them (deterministic=False: per-block partials,
+                 the faster scheme, since 2026-11-25)
+    numba_det    our kernels, deterministic=True (per-block partials)
+    numba_lock   the seed's GROUP_SIZE_M lock scheme (tuning(bwd_scheme="lock"))
     numba_seed   lock scheme with one block per row: the seed's per-row locking
     numba_torch  interop.torch.layer_norm / rms_norm through autograd
     numba_cupy   interop.cupy.layer_norm_* / rms_norm_* on CuPy arrays made from the same
@@ -39,9 +41,9 @@ from bench.common import (  # noqa: E402
     liger_or_none, note_row, peak_mb, rel_err, rotations, time_cuda, to_cupy)
 
 DEFAULT_SHAPES = ["16384x768", "16384x1024", "16384x4096", "8192x8192", "4096x16384"]
-PROVIDERS = ("numba", "numba_det", "numba_seed", "numba_torch", "numba_cupy", "torch", "compile",
+PROVIDERS = ("numba", "numba_det", "numba_lock", "numba_seed", "numba_torch", "numba_cupy", "torch", "compile",
              "liger")
-DEFAULT_PROVIDERS = ["numba", "numba_det", "numba_torch", "numba_cupy", "torch", "compile", "liger"]
+DEFAULT_PROVIDERS = ["numba", "numba_lock", "numba_torch", "numba_cupy", "torch", "compile", "liger"]
 DTYPES = ("float16", "bfloat16", "float32")
 
 
@@ -106,7 +108,7 @@ def _bytes(op, direction, m, n, itemsize):
     return 3 * rows + params + stats + params  # x, dy, dx; w read; dw/db written
 
 
-def _numba_fns(op, deterministic, seed_grid):
+def _numba_fns(op, deterministic, seed_grid, lock=False):
     from numba_fused import layer_norm as ln
 
     def fwd(x, w, b, dy):
@@ -122,11 +124,14 @@ def _numba_fns(op, deterministic, seed_grid):
 
     def make_bwd(x, w, b, dy):
         saved = fwd(x, w, b, dy)
-        if not seed_grid:
+        if not (seed_grid or lock):
             return lambda: call_bwd(x, w, b, dy, saved)
+        tune = {"bwd_scheme": "lock"}
+        if seed_grid:
+            tune["bwd_grid"] = x.shape[0]
 
         def bwd():
-            with ln.tuning(bwd_grid=x.shape[0]):
+            with ln.tuning(**tune):
                 return call_bwd(x, w, b, dy, saved)
 
         return bwd
@@ -214,6 +219,8 @@ def _provider_fns(provider, op):
         return _numba_fns(op, False, False)
     if provider == "numba_det":
         return _numba_fns(op, True, False)
+    if provider == "numba_lock":
+        return _numba_fns(op, False, False, lock=True)
     if provider == "numba_seed":
         return _numba_fns(op, False, True)
     if provider == "numba_cupy":
@@ -260,7 +267,7 @@ def _measure(provider, op, direction, args, sets, ref, dtype):
     out.update(time_cuda(fn, arg_sets, reps=args.reps, warmup=args.warmup))
     if not args.no_memory:
         out["peak_MB"] = peak_mb(fn, arg_sets[0], cupy_alloc=provider == "numba_cupy")
-    if not args.no_overhead and provider in ("numba", "numba_det", "numba_seed"):
+    if not args.no_overhead and provider in ("numba", "numba_det", "numba_lock", "numba_seed"):
         tiny = _make_sets(op, 8, 1024, dtype, 1)[0]
         if direction == "fwd":
             out["host_us"] = host_overhead_us(lambda: fwd(*tiny), calls=500)
@@ -303,7 +310,7 @@ def run(args, copy_gbps=None):
                     if not args.no_check and not ref:
                         ref = _reference(op, *sets[0])
                     for provider in providers:
-                        if provider == "numba_seed" and direction == "fwd":
+                        if provider in ("numba_seed", "numba_lock") and direction == "fwd":
                             continue
                         row = {"op": op, "dir": direction, "dtype": dtype, "M": m, "N": n,
                                "provider": provider, "gpu": info["name"]}

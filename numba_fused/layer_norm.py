@@ -36,11 +36,17 @@ registers of fp16/bf16 floats) and converts them again for dx.
 
 *Streaming kernels* (``words == 0``) take rows of any length, one row per block at a
 time (``rpb = 1``): the forward reads ``x`` once per pass (sum, deviations, write;
-the second and third reads hit L1/L2), the backward twice (sums, then dx).
+the second and third reads hit L1/L2), the backward twice (sums, then dx). The
+streaming backward keeps its dw/db accumulators in shared memory when they fit
+(``sacc``: ``tuning(sacc_bytes=...)``, 192 KB by default; N up to 24576 with both
+w and b), else in its partial row in global memory.
 
 Backward ``dw``/``db`` are reduced across rows in two steps: the kernel leaves
 float32 partial rows ``[R, N]``, then the ``norm_dwdb`` kernel sums them column by
-column in a fixed order. Two ways to produce the partial rows (``deterministic=``):
+column in a fixed order. Two ways to produce the partial rows: ``deterministic=True``
+takes the second; ``deterministic=False`` takes ``tuning(bwd_scheme=...)``'s, by
+default the second too (it measured as fast or faster at every shape, and needs no
+lock buffer cleared before the launch):
 
 - lock scheme (the xformers seed): ``R = GROUP_SIZE_M`` row buffers, chosen by ``N``
   as in the seed (:func:`group_size_m`); block ``b`` adds into buffer ``b % R`` under
@@ -102,6 +108,7 @@ def _jit_for(max_block):
 # Row kernels holding more than 16 (forward) / 8 (backward) values per thread need
 # 90-128 registers: compiled for blocks of at most 512 threads (see _row_layout).
 _FAT_BLOCK = 512
+_ZERO = np.float32(0.0)
 _U32_16 = np.uint32(16)
 _LO16 = np.uint32(0xFFFF)
 _HI16 = np.uint32(0xFFFF0000)
@@ -646,6 +653,14 @@ def _partial_io(vec, vector):
 # ---------------------------------------------------------------------------------
 
 @inline_device
+def _two_sum_err(a, b, s):
+    """The exact rounding error of ``s = a + b`` in float32 (Knuth's TwoSum, no
+    branch): a + b = s + err."""
+    bb = s - a
+    return (a - (s - bb)) + (b - bb)
+
+
+@inline_device
 def _row_sum(v, red, buf):
     """Sum of ``v`` over the row's threads, returned to all of them. A block is
     ``(tpr, rows)`` threads: row ``threadIdx.y`` is reduced by its ``tpr`` threads
@@ -1060,6 +1075,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                 mu = _row_sum(s, red, phase) / nf
                 phase ^= 1
             sd = np.float32(0.0)
+            se = np.float32(0.0)
             ss = np.float32(0.0)
             c = t
             while c < ng:
@@ -1071,16 +1087,29 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                         for j in range(vec):
                             xs[u * vec + j] = mu
                 for j in range(chunk):
-                    d = xs[j] - mu
-                    sd += d
+                    xv = xs[j]
+                    d = xv - mu
                     ss += d * d
+                    if rms:
+                        sd += d
+                    else:
+                        # mu's low bits are rounded off the same way in every x - mu
+                        # of one binade, and again in every sd + d: biases that a
+                        # plain sum carries into dmu (6e-5 of the mean at N = 65536).
+                        # Knuth's TwoSum gives both roundings' exact errors, summed
+                        # apart in se.
+                        se += _two_sum_err(xv, -mu, d)
+                        t1 = sd + d
+                        se += _two_sum_err(sd, d, t1)
+                        sd = t1
                 c += step
             dmu = np.float32(0.0)
             if rms:
                 var = _row_sum(ss, red, phase) / nf
             else:
                 sd, ss = _row_sum2(sd, ss, red2, phase)
-                dmu = sd / nf
+                se = _row_sum(se, red, phase)
+                dmu = (sd + se) / nf
                 var = max((ss - sd * dmu) / nf, np.float32(0.0))
             phase ^= 1
             r = np.float32(1.0) / math.sqrt(var + eps)
@@ -1117,12 +1146,17 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
-                         full=False):
+                         full=False, sacc=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
-    dw is wanted; has_b: db is wanted)."""
+    dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
+    only): the block's dw/db accumulators live in dynamic shared memory and go out
+    as one partial row at the end, instead of a read-modify-write of the partial
+    row in global memory for every row."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
+    if sacc and (words or not (has_w or has_b)):
+        raise ValueError("sacc is for streaming kernels with a weight or a bias")
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     part_store, part_add, part_add_cg = _partial_io(vec, vector)
@@ -1131,7 +1165,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     argtypes = (st, st, st, _F32_1D, _F32_1D, st, _F32_1D, _F32_1D, _I32_1D,
                 types.int64, types.int64, types.int64, types.int32)
     name = (f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
-            + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else ""))
+            + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
+            + ("_sacc" if sacc else ""))
 
     if words:
         elems = words * vec
@@ -1365,17 +1400,62 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
 
     unroll = _UNROLL[vec]
     chunk = unroll * vec
+    quads = vec // 4 if vector else 1
+
+    @inline_device
+    def acc_slot(k, h, t, tpr):
+        """Shared-memory index of thread t's accumulator piece h of its k-th group
+        (gi = k * tpr + t): 16-byte pieces (float32 quads) in vector mode, laid out
+        piece-major so a warp's accesses are consecutive (no bank conflicts); single
+        floats otherwise."""
+        return np.uint32((k * quads + h) * tpr + t)
+
+    @inline_device
+    def acc_add(sm, slot, buf, off):
+        """sm's accumulator piece at ``slot`` += buf[off:off + 4] (vector mode) or
+        buf[off] (scalar mode)."""
+        if vector:
+            a = _ld16(sm, slot)
+            _st16(sm, slot, a[0] + buf[off], a[1] + buf[off + 1], a[2] + buf[off + 2],
+                  a[3] + buf[off + 3])
+        else:
+            sm[slot] += buf[off]
+
+    @inline_device
+    def acc_zero(sm, slot):
+        if vector:
+            _st16(sm, slot, _ZERO, _ZERO, _ZERO, _ZERO)
+        else:
+            sm[slot] = _ZERO
+
+    @inline_device
+    def acc_get(sm, slot, buf, off):
+        """buf[off:off + 4] (vector mode) or buf[off] = sm's piece at ``slot``."""
+        if vector:
+            a = _ld16(sm, slot)
+            for e in range(4):
+                buf[off + e] = a[e]
+        else:
+            buf[off] = sm[slot]
 
     def norm_bwd_stream(dy, x, w, mean, rstd, dx, pw, pb, locks, m, n, ngroups, use_lock):
         """Streaming kernel: same math and arguments as the row kernel, for rows of
         any length. Block ``(tpr, 1)`` takes rows blockIdx.x, + gridDim.x, ...;
         thread t handles groups t, t + tpr, ... ``unroll`` at a time. Pass 1 reads
-        x, dy (and w) for c1, c2; pass 2 reads them again, writes dx and adds the
-        row's dy * xhat, dy into the partial rows: lock scheme row b % ngroups, under
-        its lock for each row (the seed's per-row locking); else the block's own row
-        b (stored by the block's first row, then added to)."""
+        x, dy (and w) for c1, c2; pass 2 reads them again (from L2), writes dx and
+        adds the row's dy * xhat, dy into the block's accumulators.
+
+        Without sacc the accumulators are the partial rows in global memory: lock
+        scheme row b % ngroups, under its lock for each row (the seed's per-row
+        locking); else the block's own row b (stored by the block's first row, then
+        added to). With sacc they are in dynamic shared memory (dw, then db; each
+        ``ceil(ng / tpr) * tpr * VEC`` floats, ``ng = n / VEC``), each thread
+        touching only its own groups' slots (so no barrier guards them), and the
+        block adds them into its partial row once at the end (lock scheme: under
+        lock b % ngroups, once)."""
         red = cuda.shared.array((2, 2, 32), np.float32)
         flag = cuda.shared.array(1, np.int32)
+        sm = cuda.shared.array(0, types.float32)
         xs = cuda.local.array(chunk, np.float32)
         ds = cuda.local.array(chunk, np.float32)
         ws = cuda.local.array(chunk, np.float32)
@@ -1385,6 +1465,16 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         ng = n // vec
         nf = np.float32(n)
         step = tpr * unroll
+        kmax = (ng + tpr - 1) // tpr
+        boff = np.uint32(kmax * quads * tpr if has_w else 0)
+        if sacc:
+            for k in range(kmax):
+                for h in range(quads):
+                    sl = acc_slot(k, h, t, tpr)
+                    if has_w:
+                        acc_zero(sm, sl)
+                    if has_b:
+                        acc_zero(sm, sl + boff)
         phase = 0
         row = bid
         while row < m:
@@ -1423,10 +1513,11 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             c2 = np.float32(0.0) if rms else s2 / nf
             first = row == bid
             prow = bid
-            if affine and use_lock:
+            if affine and use_lock and not sacc:
                 prow = bid % ngroups
                 first = _acquire(locks, prow, ngroups, flag)
             c = t
+            k0 = 0
             while c < ng:
                 for u in range(unroll):
                     gi = c + u * tpr
@@ -1445,25 +1536,60 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                             xs[o] = (d - (h * c1 + c2)) * rs
                             ws[o] = ds[o] * h
                         store_group(dx, base + gi, xs, u * vec)
-                        e = prow * n + gi * vec
-                        if has_w:
-                            if not first:
-                                if use_lock:
-                                    part_add_cg(pw, e, ws, u * vec)
-                                else:
-                                    part_add(pw, e, ws, u * vec)
-                            part_store(pw, e, ws, u * vec)
-                        if has_b:
-                            if not first:
-                                if use_lock:
-                                    part_add_cg(pb, e, ds, u * vec)
-                                else:
-                                    part_add(pb, e, ds, u * vec)
-                            part_store(pb, e, ds, u * vec)
+                        if sacc:
+                            for hq in range(quads):
+                                sl = acc_slot(k0 + u, hq, t, tpr)
+                                if has_w:
+                                    acc_add(sm, sl, ws, u * vec + 4 * hq)
+                                if has_b:
+                                    acc_add(sm, sl + boff, ds, u * vec + 4 * hq)
+                        else:
+                            e = prow * n + gi * vec
+                            if has_w:
+                                if not first:
+                                    if use_lock:
+                                        part_add_cg(pw, e, ws, u * vec)
+                                    else:
+                                        part_add(pw, e, ws, u * vec)
+                                part_store(pw, e, ws, u * vec)
+                            if has_b:
+                                if not first:
+                                    if use_lock:
+                                        part_add_cg(pb, e, ds, u * vec)
+                                    else:
+                                        part_add(pb, e, ds, u * vec)
+                                part_store(pb, e, ds, u * vec)
                 c += step
-            if affine and use_lock:
+                k0 += unroll
+            if affine and use_lock and not sacc:
                 _release(locks, prow)
             row += cuda.gridDim.x
+        if sacc:
+            first = True
+            prow = bid
+            if use_lock:
+                prow = bid % ngroups
+                first = _acquire(locks, prow, ngroups, flag)
+            for k in range(kmax):
+                gi = k * tpr + t
+                if gi < ng:
+                    for hq in range(quads):
+                        sl = acc_slot(k, hq, t, tpr)
+                        if has_w:
+                            acc_get(sm, sl, ws, 4 * hq)
+                        if has_b:
+                            acc_get(sm, sl + boff, ds, 4 * hq)
+                    e = prow * n + gi * vec
+                    if has_w:
+                        if not first:
+                            part_add_cg(pw, e, ws, 0)
+                        part_store(pw, e, ws, 0)
+                    if has_b:
+                        if not first:
+                            part_add_cg(pb, e, ds, 0)
+                        part_store(pb, e, ds, 0)
+            if use_lock:
+                _release(locks, prow)
 
     return Kernel(name, norm_bwd_stream, argtypes, **_JIT)
 
@@ -1559,6 +1685,9 @@ def shipped_kernels():
                         yield factory(dtype, rms, has_w, has_b, True, words, True, False)
                 yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
+                if direction == "bwd" and (has_w or has_b):
+                    yield factory(dtype, rms, has_w, has_b, True, 0, sacc=True)
+                    yield factory(dtype, rms, has_w, has_b, False, 0, sacc=True)
         yield make_dwdb_kernel(dtype)
     yield _zero_kernel()
 
@@ -1578,6 +1707,15 @@ _TUNING_DEFAULTS = {
     # resident threads would not fit the registers (~56 per thread) and would add
     # partial rows for _dwdb to read.
     "bwd_threads_per_sm": 1024,
+    # dW/dB scheme of deterministic=False: "partials" (a partial row per block of the
+    # persistent grid, summed in a fixed order: what deterministic=True runs, measured
+    # as fast or faster at every shape of the H100 runs of 2026-11-25, and with no lock
+    # buffer to clear) or "lock" (the seed's GROUP_SIZE_M buffers under spin locks).
+    "bwd_scheme": "partials",
+    # Streaming backward: dw/db accumulators in shared memory when they take at most
+    # this many bytes per block (else a partial row in global memory per block,
+    # read-modified-written for every row). 0 turns it off.
+    "sacc_bytes": 192 * 1024,
     # _dwdb block (columns, row slices), each at most 32.
     "reduce_block": (32, 32),
     # Row kernels: load the next row before reducing the current one.
@@ -1605,8 +1743,10 @@ _tune = dict(_TUNING_DEFAULTS)
 def tuning(**overrides):
     """Temporarily override the launch heuristics (for tests and benchmarks).
 
-    Keys: max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
-    bwd_threads_per_sm, reduce_block ((cols, rows), each <= 32), bwd_grid (force the
+    Keys: bwd_scheme ("partials" | "lock": the dW/dB scheme of
+    deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
+    bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
+    streaming backward), reduce_block ((cols, rows), each <= 32), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count.
     """
@@ -1616,6 +1756,9 @@ def tuning(**overrides):
     tpr = overrides.get("max_tpr", _tune["max_tpr"])
     if not (isinstance(tpr, int) and 32 <= tpr <= _MAX_BLOCK and tpr % 32 == 0):
         raise ValueError(f"max_tpr must be a multiple of 32 in [32, {_MAX_BLOCK}], got {tpr!r}")
+    scheme = overrides.get("bwd_scheme", _tune["bwd_scheme"])
+    if scheme not in ("partials", "lock"):
+        raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")
     rb = overrides.get("reduce_block", _tune["reduce_block"])
     if not (len(rb) == 2 and all(isinstance(v, int) and 1 <= v <= 32 for v in rb)):
         raise ValueError(f"reduce_block must be two ints in [1, 32], got {rb!r}")
@@ -1882,10 +2025,14 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     block = rpb * tpr
     rows = cdiv(m, rpb)
     affine = has_w or has_b
+    sacc_bytes = (int(has_w) + int(has_b)) * cdiv(n // vec, tpr) * tpr * vec * 4
+    sacc = not words and affine and sacc_bytes <= _tune["sacc_bytes"]
     kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words,
                                   bool(_tune["prefetch"]) if words else True,
-                                  bool(words) and tpr * words * vec == n)
+                                  bool(words) and tpr * words * vec == n, sacc)
     shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
+    if sacc:
+        shared = sacc_bytes
     if words:
         grid = _persistent_grid(kernel, ga, block, shared, rows, _tune["bwd_grid"],
                                 _tune["bwd_blocks_per_sm"])
@@ -1893,7 +2040,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         grid = min(rows, int(_tune["bwd_grid"]))
     else:
         grid = min(rows, _sm_count(ga) * max(1, _tune["bwd_threads_per_sm"] // block))
-    use_lock = affine and not deterministic
+    use_lock = affine and not deterministic and _tune["bwd_scheme"] == "lock"
     if use_lock:
         ngroups = min(int(_tune["group_size"] or group_size_m(n)), grid)
         nparts = ngroups

@@ -61,10 +61,13 @@ def _forward(variant, x, w, b, eps):
 
 
 def _backward(variant, dy, x, w, b, mean, rstd, det):
-    if variant[0]:
-        gx, gw = ln.rms_norm_backward(dy, x, w, rstd, deterministic=det)
-        return gx, gw, None
-    return ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=det)
+    """det=False runs the seed's lock scheme (deterministic=False's default is the
+    per-block partials that det=True runs too: both stay covered)."""
+    with ln.tuning(bwd_scheme="partials" if det else "lock"):
+        if variant[0]:
+            gx, gw = ln.rms_norm_backward(dy, x, w, rstd, deterministic=det)
+            return gx, gw, None
+        return ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=det)
 
 
 def _reference(variant, x, w, b, dy, eps):
@@ -114,13 +117,10 @@ def _check_all(variant, shape, dtype, det, eps=1e-5, seed=0, scale=1.0, shift=0.
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
-def test_forward_backward_vs_float64(dtype, shape, variant, request):
-    if not SIMULATOR and shape[-1] == 65536 and not variant[0]:
-        # Measured on the H200 (2026-11-22): the streaming LayerNorm path's float32
-        # row sums give mean errors of 1.4e-5 (fp32) to 6e-5 (fp16) against 1e-5, and
-        # y 4-8x torch's error in fp32. A known defect (issue 4), kept visible: strict,
-        # so a fix turns this into a failure until the mark is removed.
-        request.applymarker(pytest.mark.xfail(strict=True, reason="LayerNorm N=65536 accuracy"))
+def test_forward_backward_vs_float64(dtype, shape, variant):
+    # N = 65536 (GPU shapes) takes the streaming forward, whose mean once carried a
+    # rounding bias (6e-5 fp16, 1.4e-5 fp32 against 1e-5): see
+    # test_mean_has_no_rounding_bias.
     affine = variant[1] or variant[2]
     for det in ((False, True) if affine else (False,)):
         _check_all(variant, shape, dtype, det)
@@ -163,6 +163,64 @@ def test_layouts(dtype, n, tune, want):
         for variant in (VARIANTS[0], VARIANTS[4]):
             for det in (False, True):
                 _check_all(variant, (2, n), dtype, det)
+
+
+@pytest.mark.parametrize("dtype,n", [("float16", 520), ("float32", 528), ("bfloat16", 203)])
+@pytest.mark.parametrize("sacc_bytes", [0, None])
+def test_streaming_backward_accumulators(dtype, n, sacc_bytes, monkeypatch):
+    """The streaming backward with its dw/db accumulators in shared memory (the
+    default where they fit) and in a global partial row per block (sacc_bytes=0),
+    under both schemes and with several rows per block; the launcher picks the one
+    asked for."""
+    picked = []
+    make = ln.make_backward_kernel
+
+    def spy(*args, **kwargs):
+        if args[2] or args[3]:  # has_w or has_b
+            picked.append(args[8] if len(args) > 8 else kwargs.get("sacc", False))
+        return make(*args, **kwargs)
+
+    monkeypatch.setattr(ln, "make_backward_kernel", spy)
+    tune = {"max_tpr": 32, "bwd_grid": 2}
+    if sacc_bytes is not None:
+        tune["sacc_bytes"] = sacc_bytes
+    m = 5 if SIMULATOR else 3001
+    with ln.tuning(**tune):
+        for variant in VARIANTS:
+            for det in ((False, True) if (variant[1] or variant[2]) else (False,)):
+                _check_all(variant, (m, n), dtype, det)
+    assert picked and all(p == (sacc_bytes is None) for p in picked)
+
+
+def _one_binade_rows(n, dtype):
+    """One row: n/2 entries -1 and n/2 entries +1 in random order, one +1 replaced by
+    1 + 341/1024 (exact in every dtype). Every x lies in one binade and the mean,
+    (341/1024)/n, has low bits that x - mean must round off, the same way for every
+    x: what a plain float32 sum of the deviations turns into a bias of the mean."""
+    s = np.ones(n)
+    s[: n // 2] = -1
+    np.random.default_rng(n).shuffle(s)
+    s[np.flatnonzero(s > 0)[0]] = 1 + 341 / 1024
+    return torch.tensor(s.reshape(1, n), dtype=torch_dtype(dtype)).to(device())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["stream", "rows"])
+def test_mean_has_no_rounding_bias(dtype, layout, request):
+    """The saved mean against float64 on rows whose deviations all round alike. The
+    streaming forward sums them with TwoSum compensation; the row kernels do not
+    yet (measured under the simulator, 2026-11-25: 3.3e-4 fp32, 7.2e-4 fp16 at
+    N = 4096; bf16 happens to be exact), kept visible as a strict xfail."""
+    if layout == "rows" and dtype != "bfloat16":
+        request.applymarker(pytest.mark.xfail(strict=True, reason="row kernels' mean bias"))
+    x = _one_binade_rows(4096, dtype)
+    with ln.tuning(**({"max_tpr": 32} if layout == "stream" else {})):
+        words = ln._row_layout(4096, ln._vec_of(dtype, True), "fwd")[0]
+        assert (words == 0) == (layout == "stream")
+        _, mean, _ = ln.layer_norm_forward(x)
+    want = x.double().mean(dim=-1).cpu().numpy()
+    got = torch.as_tensor(mean).double().cpu().numpy()
+    assert abs(got - want).max() / abs(want).max() < 1e-5
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
@@ -262,7 +320,7 @@ def test_lock_scheme_many_blocks_few_buffers(dtype, n):
     is taken by several blocks; first writers store, later ones add."""
     m = 7 if SIMULATOR else 4099
     for groups in (1, 3):
-        with ln.tuning(bwd_grid=m, group_size=groups):
+        with ln.tuning(bwd_grid=m, group_size=groups, bwd_scheme="lock"):
             for variant in (VARIANTS[0], VARIANTS[4]):
                 _check_all(variant, (m, n), dtype, det=False)
 
@@ -273,8 +331,13 @@ def test_schemes_agree(dtype):
     shape = (16, 48) if SIMULATOR else (8192, 1024)
     x, w, b, dy = _inputs(shape, dtype, VARIANTS[0], seed=5)
     y, mean, rstd = ln.layer_norm_forward(x, w, b)
-    lock = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=False)
+    with ln.tuning(bwd_scheme="lock"):
+        lock = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=False)
     det = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=True)
+    # deterministic=False's default scheme is the per-block partials: bit-identical.
+    default = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=False)
+    for a, d in zip(default, det):
+        assert torch.equal(torch.as_tensor(a).cpu(), torch.as_tensor(d).cpu())
     assert torch.equal(lock[0].cpu(), det[0].cpu())  # dx does not depend on the scheme
     for a, d, name in ((lock[1], det[1], "dw"), (lock[2], det[2], "db")):
         assert rel_err(a, d) < TOL[dtype], name
@@ -307,7 +370,7 @@ def test_lock_scheme_under_contention_repeated(n):
     x, w, b, dy = _inputs((m, n), "float32", VARIANTS[0], seed=21)
     y, mean, rstd = ln.layer_norm_forward(x, w, b)
     _, _, _, _, dwr, dbr = ln.layer_norm_ref(x, w, b, grad_out=dy)
-    with ln.tuning(bwd_grid=m, group_size=4):
+    with ln.tuning(bwd_grid=m, group_size=4, bwd_scheme="lock"):
         for _ in range(20):
             _, gw, gb = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=False)
             assert_close(gw, dwr, "float32", "dw")
@@ -407,6 +470,9 @@ def test_bad_input():
          "weight must have shape")
     with pytest.raises(ValueError, match="max_tpr"):
         with ln.tuning(max_tpr=48):
+            pass
+    with pytest.raises(ValueError, match="bwd_scheme"):
+        with ln.tuning(bwd_scheme="atomic"):
             pass
 
 
