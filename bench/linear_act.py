@@ -8,7 +8,8 @@
 Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``. Providers:
 ``numba_fused`` (ours at array level, torch tensors), ``numba_wgmma`` (the same with
 the forward on Hopper's wgmma kernel, ``linear_act.use_wgmma``; forward only, not in
-the default list), ``numba_torch`` (ours through
+the default list; ``numba_wgmma_inflight``: the same keeping one k-tile of MMAs in
+flight), ``numba_torch`` (ours through
 ``interop.torch.linear_act`` and autograd: what PyTorch users call), ``numba_cupy`` (ours through ``interop.cupy`` on
 CuPy arrays made from the same tensors by DLPack, on torch's stream; no bfloat16 in
 CuPy; a note row where CuPy is not importable), ``torch``, ``torch.compile``.
@@ -39,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 DEFAULT_SHAPES = ("8192x4096x16384",)
 QUICK_SHAPES = ("4096x4096x4096",)
-PROVIDERS = ("numba_fused", "numba_wgmma", "numba_torch", "numba_cupy", "torch", "torch.compile")
+PROVIDERS = ("numba_fused", "numba_wgmma", "numba_wgmma_inflight", "numba_torch", "numba_cupy",
+             "torch", "torch.compile")
 
 
 def _shape(text):
@@ -69,7 +71,7 @@ def parser():
     p.add_argument("--activation", default="gelu_tanh")
     p.add_argument("--passes", default="fwd,bwd", help="fwd, bwd or both")
     p.add_argument("--providers", type=_provider_list,
-                   default=",".join(q for q in PROVIDERS if q != "numba_wgmma"),
+                   default=",".join(q for q in PROVIDERS if not q.startswith("numba_wgmma")),
                    help=f"comma-separated from {','.join(PROVIDERS)}")
     p.add_argument("--tc-config", type=_tc_config, action="append", default=None,
                    help="tensor-core tiling to time (repeatable); default: the launcher's")
@@ -230,12 +232,19 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
         prepared = [(g, x, w, cla.linear_act_forward(x, w, b, act, True)[1])
                     for x, w, b, g in sets]
         return (lambda g, x, w, pre: cla.linear_act_backward(g, x, w, pre, act)), prepared
-    if prov == "numba_wgmma":
-        # The forward on Hopper's warpgroup MMA (opt-in; the backward is mma.sync's).
+    if prov.startswith("numba_wgmma"):
+        # The forward on Hopper's warpgroup MMA (opt-in; the backward is mma.sync's):
+        # WG_LARGE, or WG_LARGE_INFLIGHT (one k-tile of MMAs kept in flight).
+        cfg_wg = la.WG_LARGE_INFLIGHT if prov.endswith("inflight") else la.WG_LARGE
         if pas == "fwd":
             def fwd(x, w, b):
-                with la.use_wgmma():
-                    return nf.linear_act_forward(x, w, b, act, save_preact=act != "none")
+                saved = la.WG_LARGE
+                la.WG_LARGE = cfg_wg
+                try:
+                    with la.use_wgmma():
+                        return nf.linear_act_forward(x, w, b, act, save_preact=act != "none")
+                finally:
+                    la.WG_LARGE = saved
             return fwd, [s[:3] for s in sets]
         raise ValueError("numba_wgmma times the forward only (the backward is numba_fused's)")
     if prov == "numba_fused":

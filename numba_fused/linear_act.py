@@ -152,13 +152,16 @@ class SimtConfig(NamedTuple):
 
 class WgmmaConfig(NamedTuple):
     """Hopper warpgroup-MMA tiling: block tile ``bm x bn`` (``bm / 64`` warpgroups,
-    each 64 rows x bn), k-tile ``bk``, ``stages`` shared buffers, ``group_m``."""
+    each 64 rows x bn), k-tile ``bk``, ``stages`` shared buffers, ``group_m``;
+    ``inflight`` k-tiles of MMAs left running while the next tile's are issued (0:
+    wait for them every tile; 1: keep one in flight, prefetching one tile less)."""
 
     bm: int
     bn: int
     bk: int
     stages: int
     group_m: int
+    inflight: int = 0
 
     @property
     def threads(self):
@@ -175,6 +178,8 @@ class WgmmaConfig(NamedTuple):
         if self.bk not in (16, 32, 64, 128) or not 2 <= self.stages <= 8 or self.group_m < 1:
             raise ValueError(f"{self}: bk in 16..128 (power of two), stages in [2, 8], "
                              f"group_m >= 1")
+        if self.inflight not in (0, 1) or self.stages - 1 - self.inflight < 1:
+            raise ValueError(f"{self}: inflight must be 0 or 1 and leave a tile to prefetch")
         return self
 
 
@@ -189,6 +194,9 @@ TC_SIM = GemmConfig(32, 32, 16, 16, 16, 3, 2)
 # wgmma (Hopper, opt-in: use_wgmma): 2 warpgroups of 64 x 128 (64 accumulators per
 # thread), 4 stages of 128x64 + 128x64 (128 KiB).
 WG_LARGE = WgmmaConfig(128, 128, 64, 4, 8)
+# v2 candidate (untimed): one k-tile of MMAs in flight, a 5-deep ring (160 KiB) so
+# that 3 tiles are still prefetched.
+WG_LARGE_INFLIGHT = WgmmaConfig(128, 128, 64, 5, 8, 1)
 # The simulator: one warpgroup, a 3-deep ring, two 16-wide K steps per tile.
 WG_SIM = WgmmaConfig(64, 32, 32, 3, 2)
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
@@ -670,12 +678,17 @@ def make_wgmma_kernel(role, dtype, cfg):
     describe: 8-row x 16-byte core matrices, chunk ``e`` of a tile at byte ``16 e``
     with ``e = (row // 8) (bk / 8) 8 + (k // 8) 8 + row % 8`` (LBO 128 bytes between
     K-neighbours, SBO ``16 bk`` between row groups), so a warp's cp.async writes are
-    contiguous. Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16)
-    and waits for them before the ring slot is refilled."""
+    contiguous. Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16),
+    commits them as one group and waits until at most ``cfg.inflight`` groups are
+    running; a ring slot is refilled only once the MMAs that read it are done."""
     if role != "fwd" or dtype not in ("float16", "bfloat16"):
         raise ValueError(f"no wgmma kernel for role={role!r}, dtype={dtype!r}")
-    BM, BN, BK, STAGES, GROUP_M = cfg.validate()
+    BM, BN, BK, STAGES, GROUP_M, INFLIGHT = cfg.validate()
     NT = cfg.threads
+    # Tiles loaded ahead. With INFLIGHT = 1 the slot refilled at tile kt held tile
+    # kt - 2, whose MMAs the previous iteration's wgmma_wait(1) retired (every
+    # warpgroup, by the barrier at the top of the iteration).
+    PREF = STAGES - 1 - INFLIGHT
     CH = BK // 8
     LCH = _log2(CH)
     SBO = BK * 16
@@ -686,7 +699,7 @@ def make_wgmma_kernel(role, dtype, cfg):
     B_CHUNKS = BN * CH
     A_IT = cdiv(A_CHUNKS, NT)
     B_IT = cdiv(B_CHUNKS, NT)
-    WAIT = STAGES - 2
+    WAIT = PREF - 1
     KSTEPS = BK // 16
     NACC = BN // 2
     SDT = dtypes.STORAGE[dtype]
@@ -736,7 +749,7 @@ def make_wgmma_kernel(role, dtype, cfg):
             acc[i] = f32(0.0)
         KT = (K + BK - 1) // BK
         inside = m0 + BM <= M and n0 + BN <= N
-        for s in range(STAGES - 1):
+        for s in range(PREF):
             if s < KT:
                 load_stage(smem, s, s * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
             cp_async_commit()
@@ -749,9 +762,9 @@ def make_wgmma_kernel(role, dtype, cfg):
             # (the async proxy): each thread fences its copies, then the barrier.
             fence_proxy_async()
             cuda.syncthreads()
-            nk = kt + STAGES - 1
+            nk = kt + PREF
             if nk < KT:
-                ls = st + STAGES - 1
+                ls = st + PREF
                 if ls >= STAGES:
                     ls -= STAGES
                 load_stage(smem, ls, nk * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
@@ -762,11 +775,11 @@ def make_wgmma_kernel(role, dtype, cfg):
                 db = wgmma_desc(smem, B_OFF + st * B_ST + j * 128, 128, SBO)
                 op(acc, da, db, 1)
             wgmma_commit()
-            # The slot is refilled by the next iteration: its MMAs must be done.
-            wgmma_wait(0)
+            wgmma_wait(INFLIGHT)
             st += 1
             if st == STAGES:
                 st = 0
+        wgmma_wait(0)
 
         # Epilogue as make_tc_kernel's: the accumulators to a float32 [BM][CLD] tile
         # in the ring's memory, then 8 consecutive columns per thread and step.
@@ -790,7 +803,8 @@ def make_wgmma_kernel(role, dtype, cfg):
             if r < BM and row < M and col < N:
                 chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
 
-    name = f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
+    name = (f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
+            + (f"_f{INFLIGHT}" if INFLIGHT else ""))
     return Kernel(name, kernel, _argtypes(dtype))
 
 
@@ -1038,17 +1052,20 @@ def use_wgmma(enabled=True):
 
 
 def _wgmma_for(role, dtype, vec_ab, device):
-    """Whether this GEMM takes the wgmma kernel."""
+    """The :class:`WgmmaConfig` this GEMM runs with on wgmma (WG_SIM / WG_LARGE, read
+    per call so tests and benchmarks can patch them), or None for mma.sync."""
     if not (_WGMMA[0] and role == "fwd" and vec_ab and dtype in ("float16", "bfloat16")):
-        return False
-    return SIMULATOR or cuda.gpus[device or 0].compute_capability >= (9, 0)
+        return None
+    if SIMULATOR:
+        return WG_SIM
+    return WG_LARGE if cuda.gpus[device or 0].compute_capability >= (9, 0) else None
 
 
-def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=False):
+def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None):
     """(kernel, grid, block, shared bytes) of one GEMM; the tiling is ``_pick_config``'s
-    (tests and benchmarks patch it), or WG_LARGE / WG_SIM with ``wgmma``."""
-    if wgmma:
-        cfg = WG_SIM if SIMULATOR else WG_LARGE
+    (tests and benchmarks patch it), or ``wgmma`` (a WgmmaConfig) on warpgroup MMA."""
+    if wgmma is not None:
+        cfg = wgmma
         kernel = make_wgmma_kernel(role, dtype, cfg)
         shared = cfg.smem_bytes
     elif dtype == "float32":
@@ -1070,7 +1087,7 @@ def _template(dtype, size):
 
 @functools.lru_cache(maxsize=512)
 def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes, device,
-                   wgmma=False):
+                   wgmma=None):
     """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM on CUDA device
     ``device``; ``sizes``: element counts of the five array arguments (a, b, bias,
     aux, out)."""

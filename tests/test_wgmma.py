@@ -240,10 +240,12 @@ def _gemm_inputs(M, K, N, dtype, seed, integers):
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("shape", GEMM_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_linear_act_forward_on_wgmma(dtype, shape, monkeypatch):
-    """use_wgmma routes the forward to the wgmma kernel; exact on small integers
-    (bias, preact and output), and within the mma.sync kernel's error on random data
-    with an activation."""
+@pytest.mark.parametrize("inflight", [0, 1])
+def test_linear_act_forward_on_wgmma(dtype, shape, inflight, monkeypatch):
+    """use_wgmma routes the forward to the wgmma kernel (waiting for each k-tile's
+    MMAs, or keeping one tile of them in flight); exact on small integers (bias,
+    preact and output), and within the mma.sync kernel's error on random data with
+    an activation."""
     import torch
 
     from interop.dlpack import poison_outputs
@@ -252,6 +254,9 @@ def test_linear_act_forward_on_wgmma(dtype, shape, monkeypatch):
 
     if not _on_hopper():
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    if inflight:
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM._replace(inflight=1))
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_INFLIGHT)
     made = []
     real = la.make_wgmma_kernel
 
@@ -292,18 +297,22 @@ def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
-def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype):
+@pytest.mark.parametrize("cfg_name", ["WG_LARGE", "WG_LARGE_INFLIGHT"])
+def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name):
     from numba_fused import linear_act as la
     from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
 
-    kernel = la.make_wgmma_kernel("fwd", dtype, la.WG_LARGE)
+    cfg = getattr(la, cfg_name)
+    kernel = la.make_wgmma_kernel("fwd", dtype, cfg)
     with offline_compile((9, 0, "a")):
         ptx = kernel.ptx(cc=(9, 0, "a"))
     rep = ptxas_report(ptx, arch="sm_90a")
     # The 64 accumulators must be registers (constant indices everywhere).
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
-    assert rep["registers"] <= 65536 // la.WG_LARGE.threads, rep
+    assert rep["registers"] <= 65536 // cfg.threads, rep
     if find_nvdisasm() is None:
         pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
     text = sass(ptx, arch="sm_90a")
-    assert f"HGMMA.64x{la.WG_LARGE.bn}x16.F32" in text
+    assert f"HGMMA.64x{cfg.bn}x16.F32" in text
+    # The k-loop's wait leaves `inflight` groups running (ptxas did not serialise it).
+    assert f"WARPGROUP.DEPBAR.LE gsb0, 0x{cfg.inflight}" in text
