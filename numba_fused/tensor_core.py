@@ -64,7 +64,8 @@ Warpgroup-collective (Hopper, sm_90a: all 128 threads of a warpgroup, 4 consecut
 warps starting at a multiple of 4; numba-cuda compiles for ``compute_90a`` on a
 Hopper device, and offline with ``cc=(9, 0, "a")``):
 
-- ``wgmma_op(n, dtype)`` -> ``wgmma(acc, desc_a, desc_b, scale_d)``:
+- ``wgmma_op(n, dtype, trans_a=False, trans_b=False)`` -> ``wgmma(acc, desc_a,
+  desc_b, scale_d)``:
   ``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}.{f16,bf16}`` with both
   operands in shared memory, ``D[64 x n] = A[64 x 16] @ B[16 x n] (+ D if scale_d !=
   0)``; ``acc`` a float32 array of ``n / 2`` accumulators per thread, read and
@@ -74,7 +75,9 @@ Hopper device, and offline with ``cc=(9, 0, "a")``):
   operand starting at ``smem[idx]`` (16-byte aligned) in the no-swizzle canonical
   layout (:func:`kmajor_offset`: 8-row x 16-byte core matrices, ``lbo`` bytes apart
   along K, ``sbo`` bytes apart along M / N). A is 64 rows, B is given transposed,
-  ``n`` rows of K.
+  ``n`` rows of K. With ``trans_a`` / ``trans_b`` that operand is MN-major instead
+  (:func:`mnmajor_offset`: core matrices of 8 k-lines x 16 bytes along M / N; the
+  same LBO / SBO meaning).
 - ``wgmma_fence()`` before the first ``wgmma`` and whenever other instructions
   wrote the accumulators; ``wgmma_commit()`` closes a group of issued ``wgmma``;
   ``wgmma_wait(n)`` (compile-time ``n``) waits until at most ``n`` groups are
@@ -116,7 +119,8 @@ __all__ = [
     "ld_global_v4", "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
-    "fence_proxy_async", "WGMMA_NS", "wgmma_acc_layout", "kmajor_offset", "wgmma_reference",
+    "fence_proxy_async", "WGMMA_NS", "wgmma_acc_layout", "kmajor_offset", "mnmajor_offset",
+    "wgmma_reference",
     "a_fragments", "b_fragments", "c_fragments", "d_from_fragments",
     "mma_reference", "ldmatrix_reference", "pack_pair", "bits_to_f64",
     "ONES_F16X2", "ONES_BF16X2",
@@ -301,6 +305,15 @@ def kmajor_offset(r, k, lbo, sbo):
     descriptor describes: 8 x 8 core matrices of 8 rows x 16 contiguous bytes, core
     matrices ``lbo`` bytes apart along K and ``sbo`` bytes apart along M / N."""
     return (r // 8) * sbo + (k // 8) * lbo + (r % 8) * 16 + (k % 8) * 2
+
+
+def mnmajor_offset(r, k, lbo, sbo):
+    """Byte offset of element ``(r, k)`` of an MN-major 16-bit wgmma operand (the
+    transposed forms, ``trans_a`` / ``trans_b``: consecutive r contiguous) in the
+    no-swizzle layout: core matrices of 8 k-lines x 16 bytes (8 consecutive r), core
+    matrices ``lbo`` bytes apart along K and ``sbo`` bytes apart along M / N, as for
+    :func:`kmajor_offset`."""
+    return (r // 8) * sbo + (k // 8) * lbo + (k % 8) * 16 + (r % 8) * 2
 
 
 def wgmma_reference(a_bits, bt_bits, c, dtype):
@@ -629,13 +642,14 @@ if SIMULATOR:
                                  f"got {v}")
         return _WgmmaDesc((buf, off, lbo, sbo))
 
-    def _kmajor_tile(desc, rows, dtype, what):
+    def _operand_tile(desc, rows, mn_major, what):
+        """The ``rows x 16`` operand (16-bit patterns) a descriptor points at."""
         if not isinstance(desc, _WgmmaDesc):
             raise TypeError(f"{what}: expected a descriptor from wgmma_desc")
         buf, off, lbo, sbo = desc
         r = np.arange(rows)[:, None]
         k = np.arange(16)[None, :]
-        o = off + kmajor_offset(r, k, lbo, sbo)
+        o = off + (mnmajor_offset if mn_major else kmajor_offset)(r, k, lbo, sbo)
         if o.max() + 2 > buf.size:
             raise IndexError(f"{what}: the {rows} x 16 operand runs past its shared array")
         bits = buf[o].astype(np.uint16) | (buf[o + 1].astype(np.uint16) << np.uint16(8))
@@ -655,8 +669,8 @@ if SIMULATOR:
             raise ValueError(f"wgmma_wait: group count must be in [0, 7], got {n}")
 
     @functools.lru_cache(maxsize=None)
-    def wgmma_op(n, dtype):
-        op = f"wgmma_m64n{n}k16_{dtype}"
+    def wgmma_op(n, dtype, trans_a=False, trans_b=False):
+        op = f"wgmma_m64n{n}k16_{dtype}{'_ta' if trans_a else ''}{'_tb' if trans_b else ''}"
         rows, cols = wgmma_acc_layout(n)
         m = n // 2
 
@@ -674,8 +688,8 @@ if SIMULATOR:
             if scale_d:
                 c = np.empty((64, n), dtype=np.float32)
                 c[rows, cols] = np.stack([v[0] for v in values])
-            d = wgmma_reference(_kmajor_tile(desc_a, 64, dtype, op),
-                                _kmajor_tile(desc_b, n, dtype, op), c, dtype)
+            d = wgmma_reference(_operand_tile(desc_a, 64, trans_a, op),
+                                _operand_tile(desc_b, n, trans_b, op), c, dtype)
             a.reshape(-1)[:m] = d[rows[tid], cols[tid]]
 
         wgmma.__name__ = op
@@ -1055,17 +1069,18 @@ else:
         return sig, codegen
 
     @functools.lru_cache(maxsize=None)
-    def wgmma_op(n, dtype):
+    def wgmma_op(n, dtype, trans_a=False, trans_b=False):
         if n not in WGMMA_NS:
             raise ValueError(f"n must be a multiple of 8 in [8, 256], got {n!r}")
         kind = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-        name = f"wgmma_m64n{n}k16_{dtype}"
+        name = f"wgmma_m64n{n}k16_{dtype}{'_ta' if trans_a else ''}{'_tb' if trans_b else ''}"
         m = n // 2
         outs = ",".join(f"${i}" for i in range(m))
-        # scale-d is a predicate operand: set from the integer inside a scope.
+        # scale-d is a predicate operand: set from the integer inside a scope;
+        # imm-scale-a / -b 1, imm-trans-a / -b from the flags.
         text = (f"{{ .reg .pred p; setp.ne.b32 p, ${2 * m + 2}, 0; "
                 f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} "
-                f"{{{outs}}}, ${2 * m}, ${2 * m + 1}, p, 1, 1, 0, 0; }}")
+                f"{{{outs}}}, ${2 * m}, ${2 * m + 1}, p, 1, 1, {int(trans_a)}, {int(trans_b)}; }}")
         cons = ",".join(["=f"] * m + [str(i) for i in range(m)] + ["l", "l", "r", "~{memory}"])
 
         def impl(typingctx, acc, desc_a, desc_b, scale_d):

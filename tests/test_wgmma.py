@@ -36,36 +36,44 @@ def _on_hopper():
 
 
 @functools.lru_cache(maxsize=None)
-def make_wgmma_kernel(n, dtype, layout):
+def make_wgmma_kernel(n, dtype, layout, trans_a=False, trans_b=False):
     """Kernel ``(a, bt, c, d, use_c)``: d = a @ bt.T (+ c when use_c[0] != 0) for a
     ``64 x K``, bt ``n x K`` (uint16 bit patterns of ``dtype``), c, d float32 ``64 x
-    n``; K = 16 * KSTEPS. Launch: one block of 128 threads."""
+    n``; K = 16 * KSTEPS. A / B staged K-major, or MN-major with ``trans_a`` /
+    ``trans_b``. Launch: one block of 128 threads."""
     k_total = 16 * KSTEPS
     m = n // 2
     lbo_a, sbo_a = LAYOUTS[layout](64)
     lbo_b, sbo_b = LAYOUTS[layout](n)
     tile_a, tile_b = 64 * 16, n * 16  # elements per K step
     size_a, size_b = 64 * k_total, n * k_total
-    op = tc.wgmma_op(n, dtype)
+    op = tc.wgmma_op(n, dtype, trans_a, trans_b)
 
     def k(a, bt, c, d, use_c):
         sa = cuda.shared.array(size_a, np.uint16)
         sb = cuda.shared.array(size_b, np.uint16)
         acc = cuda.local.array(m, np.float32)
         tid = cuda.threadIdx.x
-        # Element (r, kk) of K step s at byte kmajor_offset(r, kk % 16) of tile s.
+        # Element (r, kk) of K step s at byte kmajor_offset(r, kk % 16) (or
+        # mnmajor_offset) of tile s.
         for e in range(tid, size_a, 128):
             r = e // k_total
             kk = e % k_total
             q = kk % 16
-            sa[(kk // 16) * tile_a + ((r // 8) * sbo_a + (q // 8) * lbo_a + (r % 8) * 16
-                                      + (q % 8) * 2) // 2] = a[e]
+            if trans_a:
+                inner = (q % 8) * 16 + (r % 8) * 2
+            else:
+                inner = (r % 8) * 16 + (q % 8) * 2
+            sa[(kk // 16) * tile_a + ((r // 8) * sbo_a + (q // 8) * lbo_a + inner) // 2] = a[e]
         for e in range(tid, size_b, 128):
             r = e // k_total
             kk = e % k_total
             q = kk % 16
-            sb[(kk // 16) * tile_b + ((r // 8) * sbo_b + (q // 8) * lbo_b + (r % 8) * 16
-                                      + (q % 8) * 2) // 2] = bt[e]
+            if trans_b:
+                inner = (q % 8) * 16 + (r % 8) * 2
+            else:
+                inner = (r % 8) * 16 + (q % 8) * 2
+            sb[(kk // 16) * tile_b + ((r // 8) * sbo_b + (q // 8) * lbo_b + inner) // 2] = bt[e]
         # Ordinary stores read next by the tensor cores: proxy fence, then barrier.
         tc.fence_proxy_async()
         cuda.syncthreads()
@@ -87,7 +95,8 @@ def make_wgmma_kernel(n, dtype, layout):
     u16 = types.Array(types.uint16, 1, "C")
     f32 = types.Array(types.float32, 1, "C")
     i32 = types.Array(types.int32, 1, "C")
-    return Kernel(f"wgmma_m64n{n}_{dtype}_{layout}", k, (u16, u16, f32, f32, i32))
+    name = f"wgmma_m64n{n}_{dtype}_{layout}{'_ta' if trans_a else ''}{'_tb' if trans_b else ''}"
+    return Kernel(name, k, (u16, u16, f32, f32, i32))
 
 
 def _bits(x, dtype):
@@ -118,6 +127,13 @@ def test_accumulator_layout_covers_the_tile_once(n):
     # Warp w owns rows 16w .. 16w + 15; lane 0 of warp 0 starts at D[0, 0], D[0, 1].
     assert set(np.unique(rows[32:64])) == set(range(16, 32))
     assert list(rows[0, :2]) == [0, 0] and list(cols[0, :2]) == [0, 1]
+
+
+def test_mnmajor_offsets_form_core_matrices():
+    # Core matrix (i, j): 8 k-lines of 16 bytes (8 consecutive rows) at i * sbo + j * lbo.
+    off = tc.mnmajor_offset(np.arange(64)[:, None], np.arange(16)[None, :], 1024, 128)
+    assert off[0, 0] == 0 and off[7, 0] == 14 and off[0, 1] == 16 and off[8, 0] == 128
+    assert off[0, 8] == 1024 and np.unique(off).size == 64 * 16
 
 
 def test_kmajor_offsets_form_core_matrices():
@@ -162,6 +178,28 @@ def test_wgmma_matches_numpy_exactly(dtype, n, layout, use_c):
     np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("n", [8, 64])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("trans", [(True, False), (False, True), (True, True)],
+                         ids=["ta", "tb", "ta_tb"])
+def test_wgmma_transposed_operands_match_numpy_exactly(dtype, n, layout, trans):
+    """MN-major A and / or B (imm-trans-a / -b): the same products."""
+    if not _on_hopper():
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    rng = np.random.default_rng(n + 3)
+    k_total = 16 * KSTEPS
+    a = rng.integers(-4, 5, (64, k_total)).astype(np.float32)
+    bt = rng.integers(-4, 5, (n, k_total)).astype(np.float32)
+    c = rng.integers(-64, 65, (64, n)).astype(np.float32)
+    d = np.full((64, n), np.nan, dtype=np.float32)
+    kernel = make_wgmma_kernel(n, dtype, layout, *trans)
+    got = _run(kernel, _bits(a, dtype), _bits(bt, dtype), c, d,
+               np.array([1], dtype=np.int32))[3].reshape(64, n)
+    want = a.astype(np.float64) @ bt.astype(np.float64).T + c
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
 @pytest.mark.skipif(not SIMULATOR, reason="emulation checks")
 def test_emulation_rejects_threads_that_disagree():
     def k(out):
@@ -186,16 +224,19 @@ def test_emulation_rejects_threads_that_disagree():
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("n", [8, 64, 256])
-def test_wgmma_kernels_assemble_for_sm90a_with_hgmma(dtype, n):
+@pytest.mark.parametrize("n,trans", [(8, (False, False)), (64, (False, False)),
+                                     (256, (False, False)), (64, (True, True))],
+                         ids=["8", "64", "256", "64-ta_tb"])
+def test_wgmma_kernels_assemble_for_sm90a_with_hgmma(dtype, n, trans):
     from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
 
-    kernel = make_wgmma_kernel(n, dtype, "interleaved")
+    kernel = make_wgmma_kernel(n, dtype, "interleaved", *trans)
     with offline_compile((9, 0, "a")):
         ptx = kernel.ptx(cc=(9, 0, "a"))
     assert ".target sm_90a" in ptx
     kind = "f16" if dtype == "float16" else "bf16"
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}" in ptx
+    assert f"p, 1, 1, {int(trans[0])}, {int(trans[1])};" in ptx
     for marker in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
                    "wgmma.wait_group.sync.aligned 0", "fence.proxy.async.shared::cta"):
         assert marker in ptx
