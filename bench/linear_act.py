@@ -7,9 +7,9 @@
 
 Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``. Providers:
 ``numba_fused`` (ours at array level, torch tensors), ``numba_wgmma`` (the same with
-the forward on Hopper's wgmma kernel, ``linear_act.use_wgmma``; forward only, not in
-the default list; ``numba_wgmma_inflight``: the same keeping one k-tile of MMAs in
-flight), ``numba_torch`` (ours through
+the forward and dgrad GEMMs on Hopper's wgmma kernel, ``linear_act.use_wgmma``, wgrad
+still mma.sync; not in the default list; ``numba_wgmma_inflight``: the same keeping
+one k-tile of MMAs in flight), ``numba_torch`` (ours through
 ``interop.torch.linear_act`` and autograd: what PyTorch users call), ``numba_cupy`` (ours through ``interop.cupy`` on
 CuPy arrays made from the same tensors by DLPack, on torch's stream; no bfloat16 in
 CuPy; a note row where CuPy is not importable), ``torch``, ``torch.compile``.
@@ -236,17 +236,24 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
         # The forward on Hopper's warpgroup MMA (opt-in; the backward is mma.sync's):
         # WG_LARGE, or WG_LARGE_INFLIGHT (one k-tile of MMAs kept in flight).
         cfg_wg = la.WG_LARGE_INFLIGHT if prov.endswith("inflight") else la.WG_LARGE
-        if pas == "fwd":
-            def fwd(x, w, b):
+        def on_wgmma(f):
+            def call(*a):
                 saved = la.WG_LARGE
                 la.WG_LARGE = cfg_wg
                 try:
                     with la.use_wgmma():
-                        return nf.linear_act_forward(x, w, b, act, save_preact=act != "none")
+                        return f(*a)
                 finally:
                     la.WG_LARGE = saved
-            return fwd, [s[:3] for s in sets]
-        raise ValueError("numba_wgmma times the forward only (the backward is numba_fused's)")
+            return call
+
+        if pas == "fwd":
+            return on_wgmma(lambda x, w, b: nf.linear_act_forward(
+                x, w, b, act, save_preact=act != "none")), [s[:3] for s in sets]
+        prepared = [(g, x, w, nf.linear_act_forward(x, w, b, act, save_preact=True)[1])
+                    for x, w, b, g in sets]
+        return on_wgmma(lambda g, x, w, pre: nf.linear_act_backward(g, x, w, pre, act)), \
+            prepared
     if prov == "numba_fused":
         pick = (lambda Mg, Ng, device=None: cfg) if cfg is not None else la._pick_config
 

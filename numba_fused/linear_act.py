@@ -666,14 +666,15 @@ def make_tc_kernel(role, dtype, vec, cfg):
 
 @functools.lru_cache(maxsize=None)
 def make_wgmma_kernel(role, dtype, cfg):
-    """Forward GEMM on Hopper's warpgroup MMA for ``dtype`` 'float16' | 'bfloat16',
-    tiling ``cfg`` (:class:`WgmmaConfig`); the same arguments, math and epilogue as
-    :func:`make_tc_kernel`'s ``fwd`` (16-byte aligned A and B rows only). Launch: 1-D
+    """Forward (``role`` 'fwd') or dgrad GEMM on Hopper's warpgroup MMA for ``dtype``
+    'float16' | 'bfloat16', tiling ``cfg`` (:class:`WgmmaConfig`); the same arguments,
+    math and epilogue as :func:`make_tc_kernel`'s role (16-byte aligned A and B rows
+    only). Launch: 1-D
     grid of ``cdiv(Mg, bm) * cdiv(Ng, bn)`` blocks of ``cfg.threads``,
     ``cfg.smem_bytes`` of dynamic shared memory; needs sm_90a (numba-cuda compiles
     for it on Hopper).
 
-    Both operands are K-major (A = x ``[M, K]``, B = weight ``[N, K]``) and are staged
+    fwd's operands are K-major (A = x ``[M, K]``, B = weight ``[N, K]``) and are staged
     by 16-byte cp.async into the no-swizzle canonical layout the descriptors
     describe: 8-row x 16-byte core matrices, chunk ``e`` of a tile at byte ``16 e``
     with ``e = (row // 8) (bk / 8) 8 + (k // 8) 8 + row % 8`` (LBO 128 bytes between
@@ -681,8 +682,11 @@ def make_wgmma_kernel(role, dtype, cfg):
     contiguous. Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16),
     commits them as one group and waits until at most ``cfg.inflight`` groups are
     running; a ring slot is refilled only once the MMAs that read it are done."""
-    if role != "fwd" or dtype not in ("float16", "bfloat16"):
+    if role not in ("fwd", "dgrad") or dtype not in ("float16", "bfloat16"):
         raise ValueError(f"no wgmma kernel for role={role!r}, dtype={dtype!r}")
+    # dgrad's B (the weight [N_red, K_out], b[k * ldb + n]) has the output dimension
+    # contiguous: staged MN-major and read with imm-trans-b.
+    B_MN = role == "dgrad"
     BM, BN, BK, STAGES, GROUP_M, INFLIGHT = cfg.validate()
     NT = cfg.threads
     # Tiles loaded ahead. With INFLIGHT = 1 the slot refilled at tile kt held tile
@@ -703,7 +707,7 @@ def make_wgmma_kernel(role, dtype, cfg):
     KSTEPS = BK // 16
     NACC = BN // 2
     SDT = dtypes.STORAGE[dtype]
-    op = wgmma_op(BN, dtype)
+    op = wgmma_op(BN, dtype, False, B_MN)
     chunk = _chunk_epilogue(role, dtype)
     f32 = np.float32
     F32_DT = np.dtype(np.float32)
@@ -732,14 +736,42 @@ def make_wgmma_kernel(role, dtype, cfg):
                         cp_async_16(smem, base + e * 8, g, 0, 0)
 
     @inline_device
+    def load_tile_mn(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full, nchunks, iters):
+        """MN-major tile: reduction rows k0.. (below k_lim) of g (row stride ld),
+        columns c0.. (below c_lim), 8 columns per 16-byte chunk; chunk e holds row
+        k0 + ((e >> 3) % (bk / 8)) 8 + e % 8, columns c0 + (e >> (3 + log2(bk / 8))) 8,
+        at byte 16 e: core matrices of 8 rows, LBO 128 along the reduction, SBO 16 bk
+        along the columns."""
+        for it in range(iters):
+            e = tid + it * NT
+            if e < nchunks:
+                k = k0 + (((e >> 3) & (CH - 1)) << 3) + (e & 7)
+                col = c0 + ((e >> (3 + LCH)) << 3)
+                if full:
+                    cp_async_16(smem, base + e * 8, g, k * ld + col, 16)
+                else:
+                    n = 0
+                    if k < k_lim and col < c_lim:
+                        n = min(16, (c_lim - col) * 2)
+                    if n > 0:
+                        cp_async_16(smem, base + e * 8, g, k * ld + col, n)
+                    else:
+                        cp_async_16(smem, base + e * 8, g, 0, 0)
+
+    @inline_device
     def load_stage(smem, s, k0, a, b, M, N, K, lda, ldb, m0, n0, tid, inside):
         full = inside and k0 + BK <= K
         load_tile(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
-        load_tile(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS, B_IT)
+        if B_MN:
+            load_tile_mn(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS,
+                         B_IT)
+        else:
+            load_tile(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS, B_IT)
 
     def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
-        """fwd of :func:`make_tc_kernel` (C = A B^T, preact = C + bias, out =
-        act(preact)) with the k-loop on wgmma; arguments as there."""
+        """fwd or dgrad of :func:`make_tc_kernel` (fwd: C = A B^T, preact = C + bias,
+        out = act(preact); dgrad: out = C * act'(aux) with C = A B, B stored
+        ``b[k * ldb + n]``) with the k-loop on wgmma; arguments as there."""
         smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
         tid = cuda.threadIdx.x
         wg = tid >> 7
@@ -1039,9 +1071,9 @@ _WGMMA = [False]
 
 @contextlib.contextmanager
 def use_wgmma(enabled=True):
-    """Run forward GEMMs (float16 / bfloat16, 16-byte aligned rows) on Hopper's
-    warpgroup MMA (:func:`make_wgmma_kernel`) instead of ``mma.sync`` while active, on
-    sm_90 devices (elsewhere, and for dgrad / wgrad, the ``mma.sync`` kernels run).
+    """Run forward and dgrad GEMMs (float16 / bfloat16, 16-byte aligned rows) on
+    Hopper's warpgroup MMA (:func:`make_wgmma_kernel`) instead of ``mma.sync`` while
+    active, on sm_90 devices (elsewhere, and for wgrad, the ``mma.sync`` kernels run).
     Opt-in until it is measured faster on the GPU."""
     saved = _WGMMA[0]
     _WGMMA[0] = bool(enabled)
@@ -1054,7 +1086,8 @@ def use_wgmma(enabled=True):
 def _wgmma_for(role, dtype, vec_ab, device):
     """The :class:`WgmmaConfig` this GEMM runs with on wgmma (WG_SIM / WG_LARGE, read
     per call so tests and benchmarks can patch them), or None for mma.sync."""
-    if not (_WGMMA[0] and role == "fwd" and vec_ab and dtype in ("float16", "bfloat16")):
+    if not (_WGMMA[0] and role in ("fwd", "dgrad") and vec_ab
+            and dtype in ("float16", "bfloat16")):
         return None
     if SIMULATOR:
         return WG_SIM

@@ -323,28 +323,76 @@ def test_linear_act_forward_on_wgmma(dtype, shape, inflight, monkeypatch):
     assert rel_err(ours, ref) <= max(1.5 * rel_err(mma, ref), 2.0**-11)
 
 
-def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
-    """Rows that are not 16-byte aligned (K odd) and the backward GEMMs keep mma.sync."""
+# dgrad reads grad_out [M, N] and the weight [N, K] by rows: both need 16-byte rows.
+DGRAD_SHAPES = [(70, 72, 56), (1, 8, 8), (64, 96, 40)]
+if not SIMULATOR:
+    DGRAD_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 304)]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("shape", DGRAD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_linear_act_dgrad_on_wgmma(dtype, shape, monkeypatch):
+    """use_wgmma runs the dgrad GEMM (the weight read MN-major, imm-trans-b) on wgmma
+    with act' fused: exact on small integers, for linear_act_dgrad and for the grad_x
+    of linear_act_backward (whose wgrad stays on mma.sync)."""
+    import torch
+
+    from interop.dlpack import poison_outputs
     from numba_fused import linear_act as la
 
-    made = []
-    monkeypatch.setattr(la, "make_wgmma_kernel", lambda *a: made.append(a))
+    if not _on_hopper():
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    roles = []
+    real = la.make_wgmma_kernel
+
+    def spy(role, *args):
+        roles.append(role)
+        return real(role, *args)
+
+    monkeypatch.setattr(la, "make_wgmma_kernel", spy)
+    M, K, N = shape
+    x, w, _ = _gemm_inputs(M, K, N, dtype, 4, integers=True)  # w: [N, K]
+    g = _gemm_inputs(M, N, 1, dtype, 5, integers=True)[0]    # grad of y: [M, N]
+    pre = _gemm_inputs(M, K, 1, dtype, 6, integers=True)[0]  # preact of x's layer
+    with la.use_wgmma(), poison_outputs():
+        gx = la.linear_act_dgrad(g, w, "relu", pre)
+        gx2, gw, _ = la.linear_act_backward(g, x, w, None, "none")
+    assert roles.count("dgrad") == 2
+    prod = g.double() @ w.double()
+    assert torch.equal(torch.as_tensor(gx).double().cpu(), (prod * (pre.double() > 0)).cpu())
+    assert torch.equal(torch.as_tensor(gx2).double().cpu(), prod.cpu())
+    assert torch.equal(torch.as_tensor(gw).double().cpu(), (g.double().T @ x.double()).cpu())
+
+
+def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
+    """Rows that are not 16-byte aligned (K odd) keep mma.sync; so does wgrad."""
+    from numba_fused import linear_act as la
+
+    roles = []
+    real = la.make_wgmma_kernel
+    monkeypatch.setattr(la, "make_wgmma_kernel", lambda role, *a: (roles.append(role),
+                                                                    real(role, *a))[1])
     x, w, b = _gemm_inputs(9, 13, 16, "float16", 3, integers=True)
     with la.use_wgmma():
         la.linear_act_forward(x, w, b, "none")
         la.linear_act_backward(la.linear_act_forward(x, w, b), x, w)
-    assert not made
+    assert not roles
+    x, w, b = _gemm_inputs(9, 16, 16, "float16", 3, integers=True)
+    with la.use_wgmma():
+        la.linear_act_backward(la.linear_act_forward(x, w, b), x, w)
+    assert "wgrad" not in roles
 
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("cfg_name", ["WG_LARGE", "WG_LARGE_INFLIGHT"])
-def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name):
+@pytest.mark.parametrize("role", ["fwd", "dgrad"])
+def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     from numba_fused import linear_act as la
     from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
 
     cfg = getattr(la, cfg_name)
-    kernel = la.make_wgmma_kernel("fwd", dtype, cfg)
+    kernel = la.make_wgmma_kernel(role, dtype, cfg)
     with offline_compile((9, 0, "a")):
         ptx = kernel.ptx(cc=(9, 0, "a"))
     rep = ptxas_report(ptx, arch="sm_90a")
