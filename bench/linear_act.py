@@ -7,8 +7,8 @@
 
 Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``. Providers:
 ``numba_fused`` (ours at array level, torch tensors), ``numba_wgmma`` (the same with
-the forward and dgrad GEMMs on Hopper's wgmma kernel, ``linear_act.use_wgmma``, wgrad
-still mma.sync; not in the default list; ``numba_wgmma_inflight``: the same keeping
+every GEMM on Hopper's wgmma kernels, ``linear_act.use_wgmma``; not in the default
+list; ``numba_wgmma_inflight``: the same keeping
 one k-tile of MMAs in flight), ``numba_torch`` (ours through
 ``interop.torch.linear_act`` and autograd: what PyTorch users call), ``numba_cupy`` (ours through ``interop.cupy`` on
 CuPy arrays made from the same tensors by DLPack, on torch's stream; no bfloat16 in

@@ -169,7 +169,10 @@ class WgmmaConfig(NamedTuple):
 
     @property
     def smem_bytes(self):
-        return max(self.stages * (self.bm + self.bn) * self.bk * 2, self.bm * (self.bn + 8) * 4)
+        """The operand ring and wgrad's 8 x 16 tile of ones after it (256 bytes),
+        reused for the float32 C tile."""
+        return max(self.stages * (self.bm + self.bn) * self.bk * 2 + 256,
+                   self.bm * (self.bn + 8) * 4)
 
     def validate(self):
         if self.bm not in (64, 128, 192, 256) or self.bn % 8 or not 8 <= self.bn <= 256:
@@ -682,11 +685,13 @@ def make_wgmma_kernel(role, dtype, cfg):
     contiguous. Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16),
     commits them as one group and waits until at most ``cfg.inflight`` groups are
     running; a ring slot is refilled only once the MMAs that read it are done."""
-    if role not in ("fwd", "dgrad") or dtype not in ("float16", "bfloat16"):
+    if role not in ROLES or dtype not in ("float16", "bfloat16"):
         raise ValueError(f"no wgmma kernel for role={role!r}, dtype={dtype!r}")
-    # dgrad's B (the weight [N_red, K_out], b[k * ldb + n]) has the output dimension
-    # contiguous: staged MN-major and read with imm-trans-b.
-    B_MN = role == "dgrad"
+    # dgrad's and wgrad's B (b[k * ldb + n]) and wgrad's A (a[k * lda + m]) have the
+    # output dimension contiguous: staged MN-major, read with imm-trans-b / -a.
+    A_MN = role == "wgrad"
+    B_MN = role != "fwd"
+    WGRAD = role == "wgrad"
     BM, BN, BK, STAGES, GROUP_M, INFLIGHT = cfg.validate()
     NT = cfg.threads
     # Tiles loaded ahead. With INFLIGHT = 1 the slot refilled at tile kt held tile
@@ -707,7 +712,14 @@ def make_wgmma_kernel(role, dtype, cfg):
     KSTEPS = BK // 16
     NACC = BN // 2
     SDT = dtypes.STORAGE[dtype]
-    op = wgmma_op(BN, dtype, False, B_MN)
+    op = wgmma_op(BN, dtype, A_MN, B_MN)
+    # wgrad's grad_bias[m] = sum_k A[m, k]: A times an 8 x 16 tile of ones (after the
+    # ring) on an m64n8 wgmma per k step, column 0 of its result.
+    op_ones = wgmma_op(8, dtype, A_MN, False)
+    ONES_OFF = STAGES * (A_ST + B_ST)
+    ONES = ONES_F16X2 if dtype == "float16" else ONES_BF16X2
+    U32_DT = np.dtype(np.uint32)
+    store = dtypes.storer(dtype)
     chunk = _chunk_epilogue(role, dtype)
     f32 = np.float32
     F32_DT = np.dtype(np.float32)
@@ -761,7 +773,10 @@ def make_wgmma_kernel(role, dtype, cfg):
     @inline_device
     def load_stage(smem, s, k0, a, b, M, N, K, lda, ldb, m0, n0, tid, inside):
         full = inside and k0 + BK <= K
-        load_tile(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
+        if A_MN:
+            load_tile_mn(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
+        else:
+            load_tile(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
         if B_MN:
             load_tile_mn(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS,
                          B_IT)
@@ -769,9 +784,10 @@ def make_wgmma_kernel(role, dtype, cfg):
             load_tile(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS, B_IT)
 
     def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
-        """fwd or dgrad of :func:`make_tc_kernel` (fwd: C = A B^T, preact = C + bias,
-        out = act(preact); dgrad: out = C * act'(aux) with C = A B, B stored
-        ``b[k * ldb + n]``) with the k-loop on wgmma; arguments as there."""
+        """:func:`make_tc_kernel`'s role (fwd: C = A B^T, preact = C + bias, out =
+        act(preact); dgrad: out = C * act'(aux), C = A B with B ``b[k * ldb + n]``;
+        wgrad: out = C, C = A B with A ``a[k * lda + m]``, grad_bias[m] = sum_k A[m, k])
+        with the k-loop on wgmma; arguments as there."""
         smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
         tid = cuda.threadIdx.x
         wg = tid >> 7
@@ -779,6 +795,15 @@ def make_wgmma_kernel(role, dtype, cfg):
         acc = cuda.local.array(NACC, np.float32)
         for i in range(NACC):
             acc[i] = f32(0.0)
+        bacc = cuda.local.array(4, np.float32)
+        for i in range(4):
+            bacc[i] = f32(0.0)
+        # Uniform over the block: the ones-wgmma is warpgroup-collective.
+        do_bias = WGRAD and (flags & F_BIAS) != 0 and n0 == 0
+        if do_bias:
+            sm32 = cuda.shared.array(0, U32_DT, alignment=_SMEM_ALIGN)
+            if tid < 64:
+                sm32[ONES_OFF // 2 + tid] = ONES
         KT = (K + BK - 1) // BK
         inside = m0 + BM <= M and n0 + BN <= N
         for s in range(PREF):
@@ -806,18 +831,25 @@ def make_wgmma_kernel(role, dtype, cfg):
                 da = wgmma_desc(smem, st * A_ST + a_wg + j * 128, 128, SBO)
                 db = wgmma_desc(smem, B_OFF + st * B_ST + j * 128, 128, SBO)
                 op(acc, da, db, 1)
+                if do_bias:
+                    op_ones(bacc, da, wgmma_desc(smem, ONES_OFF, 128, 256), 1)
             wgmma_commit()
             wgmma_wait(INFLIGHT)
             st += 1
             if st == STAGES:
                 st = 0
         wgmma_wait(0)
+        lane = tid & 31
+        if do_bias and (lane & 3) == 0:
+            for h in range(2):
+                row = m0 + wg * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2) + 8 * h
+                if row < M:
+                    store(bias, row, bacc[2 * h])
 
         # Epilogue as make_tc_kernel's: the accumulators to a float32 [BM][CLD] tile
         # in the ring's memory, then 8 consecutive columns per thread and step.
         cuda.syncthreads()
         cs = cuda.shared.array(0, F32_DT, alignment=_SMEM_ALIGN)
-        lane = tid & 31
         fr = wg * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2)
         fc = (lane & 3) * 2
         for j in range(BN // 8):
@@ -1071,10 +1103,10 @@ _WGMMA = [False]
 
 @contextlib.contextmanager
 def use_wgmma(enabled=True):
-    """Run forward and dgrad GEMMs (float16 / bfloat16, 16-byte aligned rows) on
-    Hopper's warpgroup MMA (:func:`make_wgmma_kernel`) instead of ``mma.sync`` while
-    active, on sm_90 devices (elsewhere, and for wgrad, the ``mma.sync`` kernels run).
-    Opt-in until it is measured faster on the GPU."""
+    """Run the GEMMs (forward, dgrad, wgrad; float16 / bfloat16, 16-byte aligned
+    rows) on Hopper's warpgroup MMA (:func:`make_wgmma_kernel`) instead of
+    ``mma.sync`` while active, on sm_90 devices (elsewhere the ``mma.sync`` kernels
+    run). Opt-in until it is measured faster on the GPU."""
     saved = _WGMMA[0]
     _WGMMA[0] = bool(enabled)
     try:
@@ -1086,8 +1118,7 @@ def use_wgmma(enabled=True):
 def _wgmma_for(role, dtype, vec_ab, device):
     """The :class:`WgmmaConfig` this GEMM runs with on wgmma (WG_SIM / WG_LARGE, read
     per call so tests and benchmarks can patch them), or None for mma.sync."""
-    if not (_WGMMA[0] and role in ("fwd", "dgrad") and vec_ab
-            and dtype in ("float16", "bfloat16")):
+    if not (_WGMMA[0] and vec_ab and dtype in ("float16", "bfloat16")):
         return None
     if SIMULATOR:
         return WG_SIM

@@ -331,10 +331,11 @@ if not SIMULATOR:
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("shape", DGRAD_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_linear_act_dgrad_on_wgmma(dtype, shape, monkeypatch):
-    """use_wgmma runs the dgrad GEMM (the weight read MN-major, imm-trans-b) on wgmma
-    with act' fused: exact on small integers, for linear_act_dgrad and for the grad_x
-    of linear_act_backward (whose wgrad stays on mma.sync)."""
+def test_linear_act_backward_on_wgmma(dtype, shape, monkeypatch):
+    """use_wgmma runs the dgrad GEMM (the weight read MN-major, imm-trans-b; act'
+    fused) and the wgrad GEMM (both operands MN-major; grad_bias from an m64n8 wgmma
+    against ones) on wgmma: exact on small integers, for linear_act_dgrad and for
+    linear_act_backward's three gradients."""
     import torch
 
     from interop.dlpack import poison_outputs
@@ -356,16 +357,17 @@ def test_linear_act_dgrad_on_wgmma(dtype, shape, monkeypatch):
     pre = _gemm_inputs(M, K, 1, dtype, 6, integers=True)[0]  # preact of x's layer
     with la.use_wgmma(), poison_outputs():
         gx = la.linear_act_dgrad(g, w, "relu", pre)
-        gx2, gw, _ = la.linear_act_backward(g, x, w, None, "none")
-    assert roles.count("dgrad") == 2
+        gx2, gw, gb = la.linear_act_backward(g, x, w, None, "none")
+    assert roles.count("dgrad") == 2 and roles.count("wgrad") == 1
     prod = g.double() @ w.double()
     assert torch.equal(torch.as_tensor(gx).double().cpu(), (prod * (pre.double() > 0)).cpu())
     assert torch.equal(torch.as_tensor(gx2).double().cpu(), prod.cpu())
     assert torch.equal(torch.as_tensor(gw).double().cpu(), (g.double().T @ x.double()).cpu())
+    assert torch.equal(torch.as_tensor(gb).double().cpu(), g.double().sum(0).cpu())
 
 
 def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
-    """Rows that are not 16-byte aligned (K odd) keep mma.sync; so does wgrad."""
+    """GEMMs whose rows are not 16-byte aligned keep mma.sync."""
     from numba_fused import linear_act as la
 
     roles = []
@@ -377,16 +379,12 @@ def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
         la.linear_act_forward(x, w, b, "none")
         la.linear_act_backward(la.linear_act_forward(x, w, b), x, w)
     assert not roles
-    x, w, b = _gemm_inputs(9, 16, 16, "float16", 3, integers=True)
-    with la.use_wgmma():
-        la.linear_act_backward(la.linear_act_forward(x, w, b), x, w)
-    assert "wgrad" not in roles
 
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("cfg_name", ["WG_LARGE", "WG_LARGE_INFLIGHT"])
-@pytest.mark.parametrize("role", ["fwd", "dgrad"])
+@pytest.mark.parametrize("role", ["fwd", "dgrad", "wgrad"])
 def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     from numba_fused import linear_act as la
     from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
