@@ -37,19 +37,23 @@ def _dropout(nf, torch, dt):
 
 
 def _layer_norm(nf, torch, dt):
+    from numba_fused.layer_norm import tuning
+
     # 12296: the 16-byte streaming backward (shared-memory dW/dB accumulators).
     for n in (1, 97, 1000, 4096, 12296):
         x = torch.randn(29, n, device="cuda", dtype=dt)
         w = torch.randn(n, device="cuda", dtype=dt)
         b = torch.randn(n, device="cuda", dtype=dt)
         g = torch.randn_like(x)
-        for det in (False, True):
-            y, mean, rstd = nf.layer_norm_forward(x, w, b)
-            nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=det)
-            y, mean, rstd = nf.layer_norm_forward(x)
-            nf.layer_norm_backward(g, x, None, None, mean, rstd, deterministic=det)
-            y, rstd = nf.rms_norm_forward(x, w)
-            nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
+        # Both dW/dB schemes: the seed's locks and the per-block partials.
+        for det, scheme in ((False, "lock"), (True, "partials")):
+            with tuning(bwd_scheme=scheme):
+                y, mean, rstd = nf.layer_norm_forward(x, w, b)
+                nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=det)
+                y, mean, rstd = nf.layer_norm_forward(x)
+                nf.layer_norm_backward(g, x, None, None, mean, rstd, deterministic=det)
+                y, rstd = nf.rms_norm_forward(x, w)
+                nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
 
 
 def _attention(nf, torch, dt):
