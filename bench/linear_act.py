@@ -32,6 +32,8 @@ provider is still timed). ``peak_MB``: memory one call allocates beyond its inpu
 """
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import sys
@@ -220,6 +222,19 @@ def run(args):
     return rows
 
 
+def _patched(module, name, value, f, ctx=contextlib.nullcontext):
+    """``f`` calling with ``module.name`` set to ``value`` (and inside ``ctx()``)."""
+    def call(*a):
+        saved = getattr(module, name)
+        setattr(module, name, value)
+        try:
+            with ctx():
+                return f(*a)
+        finally:
+            setattr(module, name, saved)
+    return call
+
+
 def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
     """(callable, argument sets) timing one provider and pass; the callable returns
     the outputs (fwd: y or (y, preact); bwd: (grad_x, grad_weight, grad_bias))."""
@@ -232,49 +247,22 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
         prepared = [(g, x, w, cla.linear_act_forward(x, w, b, act, True)[1])
                     for x, w, b, g in sets]
         return (lambda g, x, w, pre: cla.linear_act_backward(g, x, w, pre, act)), prepared
-    if prov.startswith("numba_wgmma"):
-        # The forward on Hopper's warpgroup MMA (opt-in; the backward is mma.sync's):
-        # WG_LARGE, or WG_LARGE_INFLIGHT (one k-tile of MMAs kept in flight).
-        cfg_wg = la.WG_LARGE_INFLIGHT if prov.endswith("inflight") else la.WG_LARGE
-        def on_wgmma(f):
-            def call(*a):
-                saved = la.WG_LARGE
-                la.WG_LARGE = cfg_wg
-                try:
-                    with la.use_wgmma():
-                        return f(*a)
-                finally:
-                    la.WG_LARGE = saved
-            return call
-
+    if prov == "numba_fused" or prov.startswith("numba_wgmma"):
+        if prov == "numba_fused":
+            # Our kernels under the tiling asked for (default: the launcher's).
+            pick = (lambda Mg, Ng, device=None: cfg) if cfg is not None else la._pick_config
+            wrap = functools.partial(_patched, la, "_pick_config", pick)
+        else:
+            # Every GEMM on Hopper's warpgroup MMA (opt-in): WG_LARGE, or
+            # WG_LARGE_INFLIGHT (one k-tile of MMAs kept in flight).
+            cfg_wg = la.WG_LARGE_INFLIGHT if prov.endswith("inflight") else la.WG_LARGE
+            wrap = functools.partial(_patched, la, "WG_LARGE", cfg_wg, ctx=la.use_wgmma)
         if pas == "fwd":
-            return on_wgmma(lambda x, w, b: nf.linear_act_forward(
+            return wrap(lambda x, w, b: nf.linear_act_forward(
                 x, w, b, act, save_preact=act != "none")), [s[:3] for s in sets]
         prepared = [(g, x, w, nf.linear_act_forward(x, w, b, act, save_preact=True)[1])
                     for x, w, b, g in sets]
-        return on_wgmma(lambda g, x, w, pre: nf.linear_act_backward(g, x, w, pre, act)), \
-            prepared
-    if prov == "numba_fused":
-        pick = (lambda Mg, Ng, device=None: cfg) if cfg is not None else la._pick_config
-
-        def with_cfg(f):
-            def call(*a):
-                old = la._pick_config
-                la._pick_config = pick
-                try:
-                    return f(*a)
-                finally:
-                    la._pick_config = old
-            return call
-
-        if pas == "fwd":
-            return with_cfg(lambda x, w, b: nf.linear_act_forward(
-                x, w, b, act, save_preact=act != "none")), [s[:3] for s in sets]
-        prepared = []
-        for x, w, b, g in sets:
-            pre = nf.linear_act_forward(x, w, b, act, save_preact=True)[1]
-            prepared.append((g, x, w, pre))
-        return with_cfg(lambda g, x, w, pre: nf.linear_act_backward(g, x, w, pre, act)), prepared
+        return wrap(lambda g, x, w, pre: nf.linear_act_backward(g, x, w, pre, act)), prepared
     if prov not in ("torch", "torch.compile", "numba_torch"):
         raise ValueError(f"unknown provider {prov!r}")
 

@@ -1422,6 +1422,17 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             sm[slot] += buf[off]
 
     @inline_device
+    def part_accum(p, e, buf, off, first, use_lock):
+        """Partial row ``p`` at ``e``: store buf's values (the row's first writer) or
+        add them (reading from L2 under the lock scheme)."""
+        if not first:
+            if use_lock:
+                part_add_cg(p, e, buf, off)
+            else:
+                part_add(p, e, buf, off)
+        part_store(p, e, buf, off)
+
+    @inline_device
     def acc_zero(sm, slot):
         if vector:
             _st16(sm, slot, _ZERO, _ZERO, _ZERO, _ZERO)
@@ -1546,19 +1557,9 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                         else:
                             e = prow * n + gi * vec
                             if has_w:
-                                if not first:
-                                    if use_lock:
-                                        part_add_cg(pw, e, ws, u * vec)
-                                    else:
-                                        part_add(pw, e, ws, u * vec)
-                                part_store(pw, e, ws, u * vec)
+                                part_accum(pw, e, ws, u * vec, first, use_lock)
                             if has_b:
-                                if not first:
-                                    if use_lock:
-                                        part_add_cg(pb, e, ds, u * vec)
-                                    else:
-                                        part_add(pb, e, ds, u * vec)
-                                part_store(pb, e, ds, u * vec)
+                                part_accum(pb, e, ds, u * vec, first, use_lock)
                 c += step
                 k0 += unroll
             if affine and use_lock and not sacc:
@@ -1581,13 +1582,9 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                             acc_get(sm, sl + boff, ds, 4 * hq)
                     e = prow * n + gi * vec
                     if has_w:
-                        if not first:
-                            part_add_cg(pw, e, ws, 0)
-                        part_store(pw, e, ws, 0)
+                        part_accum(pw, e, ws, 0, first, use_lock)
                     if has_b:
-                        if not first:
-                            part_add_cg(pb, e, ds, 0)
-                        part_store(pb, e, ds, 0)
+                        part_accum(pb, e, ds, 0, first, use_lock)
             if use_lock:
                 _release(locks, prow)
 

@@ -682,7 +682,7 @@ def make_wgmma_kernel(role, dtype, cfg):
     describe: 8-row x 16-byte core matrices, chunk ``e`` of a tile at byte ``16 e``
     with ``e = (row // 8) (bk / 8) 8 + (k // 8) 8 + row % 8`` (LBO 128 bytes between
     K-neighbours, SBO ``16 bk`` between row groups), so a warp's cp.async writes are
-    contiguous. Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16),
+    contiguous; MN-major operands likewise (``tile_loader``). Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16),
     commits them as one group and waits until at most ``cfg.inflight`` groups are
     running; a ring slot is refilled only once the MMAs that read it are done."""
     if role not in ROLES or dtype not in ("float16", "bfloat16"):
@@ -727,61 +727,50 @@ def make_wgmma_kernel(role, dtype, cfg):
     CCH = BN // 8
     EPI_ITERS = cdiv(BM * CCH, NT)
 
-    @inline_device
-    def load_tile(smem, base, g, ld, k0, r0, k_lim, r_lim, tid, full, nchunks, iters):
-        """Tile rows r0.. (below r_lim), columns k0.. (below k_lim) of g (row stride
-        ld) into the canonical layout at smem[base:], zero-filled outside."""
-        for it in range(iters):
-            e = tid + it * NT
-            if e < nchunks:
-                row = r0 + ((e >> (3 + LCH)) << 3) + (e & 7)
-                k = k0 + (((e >> 3) & (CH - 1)) << 3)
-                if full:
-                    cp_async_16(smem, base + e * 8, g, row * ld + k, 16)
-                else:
-                    n = 0
-                    if row < r_lim and k < k_lim:
-                        n = min(16, (k_lim - k) * 2)
-                    if n > 0:
-                        cp_async_16(smem, base + e * 8, g, row * ld + k, n)
-                    else:
-                        cp_async_16(smem, base + e * 8, g, 0, 0)
+    def tile_loader(mn_major):
+        """Device function ``load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full,
+        nchunks, iters)`` staging a tile of g (row stride ld) into the canonical layout
+        at smem[base:], chunk e at byte 16 e, zero-filled outside the limits.
 
-    @inline_device
-    def load_tile_mn(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full, nchunks, iters):
-        """MN-major tile: reduction rows k0.. (below k_lim) of g (row stride ld),
-        columns c0.. (below c_lim), 8 columns per 16-byte chunk; chunk e holds row
-        k0 + ((e >> 3) % (bk / 8)) 8 + e % 8, columns c0 + (e >> (3 + log2(bk / 8))) 8,
-        at byte 16 e: core matrices of 8 rows, LBO 128 along the reduction, SBO 16 bk
-        along the columns."""
-        for it in range(iters):
-            e = tid + it * NT
-            if e < nchunks:
-                k = k0 + (((e >> 3) & (CH - 1)) << 3) + (e & 7)
-                col = c0 + ((e >> (3 + LCH)) << 3)
-                if full:
-                    cp_async_16(smem, base + e * 8, g, k * ld + col, 16)
-                else:
-                    n = 0
-                    if k < k_lim and col < c_lim:
-                        n = min(16, (c_lim - col) * 2)
-                    if n > 0:
-                        cp_async_16(smem, base + e * 8, g, k * ld + col, n)
+        K-major (``g[c * ld + k]``, rows c0.. below c_lim along M / N, k0.. below
+        k_lim): chunk e holds row c0 + (e >> (3 + log2(bk / 8))) 8 + e % 8, columns k0 +
+        ((e >> 3) % (bk / 8)) 8... MN-major (``g[k * ld + c]``): chunk e holds reduction
+        row k0 + ((e >> 3) % (bk / 8)) 8 + e % 8, columns c0 + (e >> (3 + log2(bk /
+        8))) 8... Either way core matrices of 8 lines, LBO 128 along the reduction, SBO
+        16 bk along M / N."""
+
+        @inline_device
+        def load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full, nchunks, iters):
+            for it in range(iters):
+                e = tid + it * NT
+                if e < nchunks:
+                    grp = c0 + ((e >> (3 + LCH)) << 3)
+                    kc = k0 + (((e >> 3) & (CH - 1)) << 3)
+                    if mn_major:
+                        line, inner, line_lim, inner_lim = kc + (e & 7), grp, k_lim, c_lim
                     else:
-                        cp_async_16(smem, base + e * 8, g, 0, 0)
+                        line, inner, line_lim, inner_lim = grp + (e & 7), kc, c_lim, k_lim
+                    if full:
+                        cp_async_16(smem, base + e * 8, g, line * ld + inner, 16)
+                    else:
+                        n = 0
+                        if line < line_lim and inner < inner_lim:
+                            n = min(16, (inner_lim - inner) * 2)
+                        if n > 0:
+                            cp_async_16(smem, base + e * 8, g, line * ld + inner, n)
+                        else:
+                            cp_async_16(smem, base + e * 8, g, 0, 0)
+
+        return load
+
+    load_a = tile_loader(A_MN)
+    load_b = tile_loader(B_MN)
 
     @inline_device
     def load_stage(smem, s, k0, a, b, M, N, K, lda, ldb, m0, n0, tid, inside):
         full = inside and k0 + BK <= K
-        if A_MN:
-            load_tile_mn(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
-        else:
-            load_tile(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
-        if B_MN:
-            load_tile_mn(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS,
-                         B_IT)
-        else:
-            load_tile(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS, B_IT)
+        load_a(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
+        load_b(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS, B_IT)
 
     def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
         """:func:`make_tc_kernel`'s role (fwd: C = A B^T, preact = C + bias, out =

@@ -61,51 +61,39 @@ def offline_compile(cc=(9, 0)):
         mod.get_current_device = original
 
 
-def find_ptxas():
-    """Path of a ptxas: $PTXAS, the CUDA toolkit, or the nvidia-cuda-nvcc wheel."""
-    env = os.environ.get("PTXAS")
+def _find_tool(name):
+    """Path of CUDA tool ``name``: $NAME (upper case), the PATH, the CUDA toolkit, or
+    an NVIDIA wheel's ``nvidia/<package>/bin``; None if there is none."""
+    env = os.environ.get(name.upper())
     if env:
         return env
-    found = shutil.which("ptxas")
+    found = shutil.which(name)
     if found:
         return found
-    for cand in ("/usr/local/cuda/bin/ptxas",):
-        if os.path.exists(cand):
-            return cand
+    cand = os.path.join("/usr/local/cuda/bin", name)
+    if os.path.exists(cand):
+        return cand
     try:
-        import nvidia.cuda_nvcc as nvcc_pkg
-
-        for base in nvcc_pkg.__path__:
-            cand = os.path.join(base, "bin", "ptxas")
+        import nvidia
+    except ImportError:
+        return None
+    for base in nvidia.__path__:
+        for sub in sorted(os.listdir(base)):
+            cand = os.path.join(base, sub, "bin", name)
             if os.path.exists(cand):
                 return cand
-    except ImportError:
-        pass
     return None
+
+
+def find_ptxas():
+    """Path of a ptxas: $PTXAS, the CUDA toolkit, or the nvidia-cuda-nvcc wheel."""
+    return _find_tool("ptxas")
 
 
 def find_nvdisasm():
     """Path of an nvdisasm: $NVDISASM, the CUDA toolkit, or the nvidia-cuda-nvdisasm
     wheel (the [ci] extra); None if there is none."""
-    env = os.environ.get("NVDISASM")
-    if env:
-        return env
-    found = shutil.which("nvdisasm")
-    if found:
-        return found
-    if os.path.exists("/usr/local/cuda/bin/nvdisasm"):
-        return "/usr/local/cuda/bin/nvdisasm"
-    try:
-        import nvidia
-
-        for base in nvidia.__path__:
-            for sub in sorted(os.listdir(base)):
-                cand = os.path.join(base, sub, "bin", "nvdisasm")
-                if os.path.exists(cand):
-                    return cand
-    except ImportError:
-        pass
-    return None
+    return _find_tool("nvdisasm")
 
 
 def sass(ptx, arch="sm_90", ptxas=None, nvdisasm=None):

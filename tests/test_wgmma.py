@@ -35,6 +35,22 @@ def _on_hopper():
     return cuda.is_available() and cuda.get_current_device().compute_capability >= (9, 0)
 
 
+@cuda.jit(device=True)
+def _stage(dst, src, size, k_total, tile, lbo, sbo, mn_major, tid):
+    """Operand ``src`` (rows of k_total) into shared ``dst``: element (r, kk) of K step
+    s at byte kmajor_offset(r, kk % 16) (mnmajor_offset with ``mn_major``) of tile s
+    (``tile`` elements per step); the warpgroup's 128 threads share the copies."""
+    for e in range(tid, size, 128):
+        r = e // k_total
+        kk = e % k_total
+        q = kk % 16
+        if mn_major:
+            inner = (q % 8) * 16 + (r % 8) * 2
+        else:
+            inner = (r % 8) * 16 + (q % 8) * 2
+        dst[(kk // 16) * tile + ((r // 8) * sbo + (q // 8) * lbo + inner) // 2] = src[e]
+
+
 @functools.lru_cache(maxsize=None)
 def make_wgmma_kernel(n, dtype, layout, trans_a=False, trans_b=False):
     """Kernel ``(a, bt, c, d, use_c)``: d = a @ bt.T (+ c when use_c[0] != 0) for a
@@ -54,26 +70,8 @@ def make_wgmma_kernel(n, dtype, layout, trans_a=False, trans_b=False):
         sb = cuda.shared.array(size_b, np.uint16)
         acc = cuda.local.array(m, np.float32)
         tid = cuda.threadIdx.x
-        # Element (r, kk) of K step s at byte kmajor_offset(r, kk % 16) (or
-        # mnmajor_offset) of tile s.
-        for e in range(tid, size_a, 128):
-            r = e // k_total
-            kk = e % k_total
-            q = kk % 16
-            if trans_a:
-                inner = (q % 8) * 16 + (r % 8) * 2
-            else:
-                inner = (r % 8) * 16 + (q % 8) * 2
-            sa[(kk // 16) * tile_a + ((r // 8) * sbo_a + (q // 8) * lbo_a + inner) // 2] = a[e]
-        for e in range(tid, size_b, 128):
-            r = e // k_total
-            kk = e % k_total
-            q = kk % 16
-            if trans_b:
-                inner = (q % 8) * 16 + (r % 8) * 2
-            else:
-                inner = (r % 8) * 16 + (q % 8) * 2
-            sb[(kk // 16) * tile_b + ((r // 8) * sbo_b + (q // 8) * lbo_b + inner) // 2] = bt[e]
+        _stage(sa, a, size_a, k_total, tile_a, lbo_a, sbo_a, trans_a, tid)
+        _stage(sb, bt, size_b, k_total, tile_b, lbo_b, sbo_b, trans_b, tid)
         # Ordinary stores read next by the tensor cores: proxy fence, then barrier.
         tc.fence_proxy_async()
         cuda.syncthreads()
