@@ -60,7 +60,7 @@ if has_stage sanitize; then
   # each has a hard limit ($SAN_TIMEOUT s, then KILL) and all are reaped here.
   SAN=${SANITIZER:-compute-sanitizer}
   SAN_TIMEOUT=${SAN_TIMEOUT:-420}
-  SAN_OPS=${SAN_OPS:-dropout layer_norm attention linear_act}
+  SAN_OPS=${SAN_OPS:-dropout layer_norm attention linear_act linear_act_wgmma}
   SAN_TOOLS=${SAN_TOOLS:-memcheck racecheck synccheck initcheck}
   SANDIR="$OUTDIR/.sanitize"; mkdir -p "$SANDIR"
   for tool in $SAN_TOOLS; do

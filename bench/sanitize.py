@@ -1,7 +1,10 @@
 """Run every op's kernels once on small inputs: the workload for compute-sanitizer.
 
     compute-sanitizer --tool memcheck --report-api-errors no python3 bench/sanitize.py [op ...]
-    compute-sanitizer --tool racecheck python3 bench/sanitize.py [op ...]
+    compute-sanitizer --tool racecheck python3 bench/sanitize.py [op[:dtype] ...]
+
+(``attention:float16`` runs one dtype of one op: the harness can then split a slow
+op's instrumented run over several processes.)
 
 (torch and CuPy probe driver entry points that this driver lacks at start-up:
 ``--report-api-errors no`` keeps those CUDA_ERROR_INVALID_VALUE API returns out of
@@ -83,6 +86,17 @@ def _attention(nf, torch, dt):
     nf.attention_backward(torch.randn_like(out), q, k, v, out, lse, **kw)
 
 
+def _linear_act_wgmma(nf, torch, dt):
+    # The Hopper warpgroup-MMA GEMMs (opt-in): float16 / bfloat16 only; ragged sizes
+    # take its edge tiles, (2304, 2048, 256) several full 128x128 tiles.
+    from numba_fused.linear_act import use_wgmma
+
+    if dt == torch.float32:
+        return
+    with use_wgmma():
+        _linear_act(nf, torch, dt)
+
+
 def _linear_act(nf, torch, dt):
     # (2304, 2048, 256) has enough tiles to pick the 128x128 tiling with 68 KiB of
     # dynamic shared memory; the small ones take the 64x64 tiling and edge paths.
@@ -104,6 +118,7 @@ CASES = {
     "layer_norm": ("layer_norm_forward", _layer_norm),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
+    "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
 }
 
 
@@ -115,16 +130,24 @@ def main(argv):
     import numba_fused as nf
 
     failed = 0
+    wanted = {}
+    for arg in argv:
+        op, _, dtype = arg.partition(":")
+        if op not in CASES:
+            raise SystemExit(f"unknown op {op!r}; known: {', '.join(CASES)}")
+        wanted.setdefault(op, set()).add(dtype)
     for op, (probe, fn) in CASES.items():
-        if argv and op not in argv:
+        if wanted and op not in wanted:
             continue
         try:
-            importlib.import_module(f"numba_fused.{op}")
+            importlib.import_module(f"numba_fused.{op.removesuffix('_wgmma')}")
             getattr(nf, probe)
         except (ImportError, AttributeError):
             print(f"{op}: not in this checkout, skipped")
             continue
         for dt in (torch.float32, torch.float16, torch.bfloat16):
+            if wanted and "" not in wanted[op] and str(dt).removeprefix("torch.") not in wanted[op]:
+                continue
             try:
                 fn(nf, torch, dt)
                 torch.cuda.synchronize()
