@@ -45,7 +45,7 @@ from bench.common import (  # noqa: E402
 PROVIDERS = ("numba", "numba_torch", "numba_cupy", "flash", "efficient", "math", "eager",
              "compile")
 DEFAULT_PROVIDERS = ("numba", "numba_torch", "numba_cupy", "flash", "efficient", "math", "eager", "compile")
-DEFAULT_SHAPES = "4x16x2048x64,2x16x4096x128"
+DEFAULT_SHAPES = "4x16x2048x64,2x16x4096x128,2x16x2048x256"
 QUICK_SHAPES = "4x16x2048x64"
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 _BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "math": "MATH"}

@@ -60,7 +60,10 @@ def _layer_norm(nf, torch, dt):
 
 
 def _attention(nf, torch, dt):
-    for sq, sk, d in ((17, 23, 32), (33, 70, 128)):
+    # 256: the forward's Q from shared memory, the backward's column parts.
+    for sq, sk, d in ((17, 23, 32), (33, 70, 128), (20, 70, 256)):
+        if d > 128 and dt == torch.float32:
+            continue
         q = torch.randn(2, sq, 2, d, device="cuda", dtype=dt)
         k = torch.randn(2, sk, 2, d, device="cuda", dtype=dt)
         v = torch.randn(2, sk, 2, d, device="cuda", dtype=dt)

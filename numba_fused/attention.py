@@ -30,7 +30,8 @@ are read on the host (for the checks and the grid), which synchronises with the
 device once per call.
 
 Checks (as the seed's ``check_supported``): q, k, v, out, grad_out need a unit stride
-along head_dim and no negative strides; head dims 1..128 (q/k and v may differ);
+along head_dim and no negative strides; head dims 1..256 on the tensor-core kernels,
+1..128 on the CUDA-core ones (float32 inputs; q/k and v may differ);
 matching batch / heads / lengths; a window only with a causal mask; no bias with
 varlen; dropout_p in [0, 1]; int32, non-decreasing cu_seqlens within the packed
 lengths. There is no pointer-alignment requirement: the CUDA-core kernels load element
@@ -69,7 +70,7 @@ from .attention_bwd import (DQ_ATOMIC, DQ_MODES, DQ_SLICES, make_attention_bwd_k
                             make_dq_store_kernel)
 from .attention_fwd import (D_MAXES, MASK_BOTTOM_RIGHT, MASK_NONE, MASK_TOP_LEFT, TileConfig,
                             make_attention_fwd_kernel)
-from .attention_tc import (TC_D_MAXES, TcConfig, bwd_smem_bytes, fwd_smem_bytes,
+from .attention_tc import (TC_D_MAXES, TcConfig, bwd_col_parts, bwd_smem_bytes, fwd_smem_bytes,
                            make_attention_bwd_tc_kernel, make_attention_fwd_tc_kernel, tc_d_max)
 from .dtypes import DTYPES
 from .launch import SIMULATOR, cdiv, sm_count
@@ -79,7 +80,10 @@ from .plan import NOW, Recorder
 __all__ = ["attention_forward", "attention_backward", "attention_ref", "dropout_keep_ref",
            "shipped_kernels", "forward_plan", "backward_plan", "rng_values", "MAX_HEAD_DIM"]
 
-MAX_HEAD_DIM = 128
+MAX_HEAD_DIM = 256
+# The CUDA-core kernels (float32, or tensor_cores=False) keep a lane's output columns
+# in registers: up to 128.
+CUDA_CORE_MAX_HEAD_DIM = 128
 # The backward's dQ scheme when deterministic=False (see attention_bwd).
 DQ_SCHEME = "atomic"
 _MASKS = {None: MASK_NONE, "top_left": MASK_TOP_LEFT, "bottom_right": MASK_BOTTOM_RIGHT}
@@ -102,7 +106,7 @@ TC_ENV = "NUMBA_FUSED_ATTN_TC"
 
 def _tc_qn(d_max):
     """Backward query sub-tile for padded head dim ``d_max``."""
-    return {16: 64, 32: 64, 64: 32, 128: 16}[d_max]
+    return {16: 64, 32: 64, 64: 32, 128: 16, 256: 16}[d_max]
 
 
 def _tc_tiles():
@@ -243,13 +247,17 @@ def _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
         raise ValueError(f"v must be [batch={B}, seq_k={Sk}, heads={H}, head_dim_v] to match "
                          f"k {K.shape}, got {V.shape}")
     Dv = V.shape[3]
+    a.tc = _use_tensor_cores(Q.dtype, tensor_cores)
+    limit = MAX_HEAD_DIM if a.tc else CUDA_CORE_MAX_HEAD_DIM
     for dim, name in ((D, "q/k head_dim"), (Dv, "v head_dim")):
-        if not 1 <= dim <= MAX_HEAD_DIM:
-            raise ValueError(f"{name} must be in [1, {MAX_HEAD_DIM}], got {dim}")
+        if not 1 <= dim <= limit:
+            where = ("tensor-core kernels" if a.tc else
+                     "CUDA-core kernels (float32 inputs or tensor_cores=False; float16 / "
+                     f"bfloat16 on tensor cores take up to {MAX_HEAD_DIM})")
+            raise ValueError(f"{name} must be in [1, {limit}] on the {where}, got {dim}")
     for arr, name in ((Q, "q"), (K, "k"), (V, "v")):
         _check_last_dim(arr, name)
         _check_strides(arr, name)
-    a.tc = _use_tensor_cores(Q.dtype, tensor_cores)
     if a.tc:
         a.d_max = tc_d_max(max(D, Dv))
         a.cfg = _tc_tile(block, a.d_max)
@@ -308,6 +316,11 @@ def _prepare(q, k, v, bias, causal, window, dropout_p, seed, offset, scale,
     else:
         a.cu_q = a.cu_k = None
         a.nb, a.rows, a.kcols = B, Sq, Sk
+    # Batches (sequences) are the grids' z extent, times the backward's column parts.
+    z_max = _MAX_GRID_Z // (bwd_col_parts(a.d_max, a.p > 0.0) if a.tc else 1)
+    if a.nb > z_max:
+        raise ValueError(f"at most {z_max} {'sequences' if a.varlen else 'batches'} per call "
+                         f"at this head_dim (CUDA's grid z limit), got {a.nb}")
 
     a.B = None
     if bias is not None:
@@ -535,8 +548,9 @@ def _backward(a, grad_out, out, lse, deterministic, need_bias_grad, num_splits, 
         dynamic = _dynamic(a, args, 2)
         if a.tc:
             main = make_attention_bwd_tc_kernel(a.dtype, a.d_max, a.dropout, cfg)
-            group = _head_group(a.nb * H, H, a.rows * (D + Dv) * a.Q.itemsize)
-            ex.launch(main, (group, nsplit, a.nb * H // group), cfg.nt, stream, args + [
+            parts = bwd_col_parts(a.d_max, a.dropout)
+            group = _head_group(a.nb * H, H, a.rows * (D + Dv) * a.Q.itemsize, parts)
+            ex.launch(main, (group, nsplit, a.nb * H // group * parts), cfg.nt, stream, args + [
                 int(_rows_aligned(a.Q, a.K, a.V, GO)), H],
                 shared=bwd_smem_bytes(cfg, a.d_max, a.B is not None), dynamic=dynamic)
             if dq_mode == DQ_ATOMIC and nsplit > 1 and nqb:
@@ -587,17 +601,17 @@ _GROUP_BYTES = 8 << 20
 _MAX_GRID_Z = 65535
 
 
-def _head_group(pairs, heads, head_bytes):
+def _head_group(pairs, heads, head_bytes, parts=1):
     """(batch, head) pairs per group of the tensor-core backward's grid (its x
     extent): the largest divisor of ``pairs`` whose Q and dO (``head_bytes`` each
     pair) fit in _GROUP_BYTES, at most 16, and one that keeps the grid's z extent
-    (pairs / group) within CUDA's limit (``heads`` divides ``pairs`` and always does,
-    since the batch count is within it)."""
+    (pairs / group x ``parts`` column parts) within CUDA's limit (``heads`` divides
+    ``pairs`` and does, since _prepare keeps batches x parts within it)."""
     best = 1
     for g in range(1, min(16, pairs) + 1):
         if pairs % g == 0 and g * head_bytes <= _GROUP_BYTES:
             best = g
-    if pairs // best > _MAX_GRID_Z:
+    if pairs // best * parts > _MAX_GRID_Z:
         best = max(best, heads)
     return best
 

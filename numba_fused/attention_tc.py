@@ -27,7 +27,8 @@ banks, and every fragment address is a per-lane base plus a compile-time constan
 registers). Fragments come from shared memory by ``ldmatrix`` (``.trans`` where the
 operand is stored k-major).
 
-Forward (grid ``(ceil(lse_rows / blk), H, batches)``): Q's fragments are loaded once;
+Forward (grid ``(ceil(lse_rows / blk), H, batches)``): Q's fragments are loaded once
+(up to head_dim 128; at 256 they are read from the Q tile at every k-step);
 key blocks stream through two K / V buffers (the next block's copy overlaps this
 block's math). Per key block: ``S = Q K^T``; scale, bias, mask; online softmax (``exp``
 as ``ex2.approx``; running
@@ -46,7 +47,10 @@ delta) are double-buffered across query blocks (one buffer at head_dim 128, see
 input dtype) goes to shared memory, then each warp forms ``dQ = dS K`` for 16 queries
 and adds it into the float32 workspace by the CUDA-core kernel's scheme (``dq_mode``:
 the seed's lock, atomic adds, or its own slice when deterministic), with the same
-arrival counter.
+arrival counter. At head_dim 256 (padded) a key block is shared by
+:func:`bwd_col_parts` blocks, each holding dK, dV and forming dQ for its share of the
+columns (S and dP, recomputed by each, contract over all of them; only the first
+writes dBias).
 
 Dropout: the decisions are the CUDA-core kernels' (output word ``j % 4`` of the Philox
 draw at position ``((b H + h) rows + i) groups + j / 4`` decides key ``j``). A lane's
@@ -75,9 +79,9 @@ from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait_all, ldmat
 
 __all__ = ["TcConfig", "TC_D_MAXES", "TC_FWD_PARAMS", "TC_BWD_PARAMS",
            "make_attention_fwd_tc_kernel", "make_attention_bwd_tc_kernel",
-           "fwd_smem_bytes", "bwd_smem_bytes", "tc_d_max"]
+           "fwd_smem_bytes", "bwd_smem_bytes", "tc_d_max", "bwd_col_parts"]
 
-TC_D_MAXES = (16, 32, 64, 128)
+TC_D_MAXES = (16, 32, 64, 128, 256)
 TC_FWD_PARAMS = FWD_PARAMS + (("vec", types.int64),)
 TC_BWD_PARAMS = BWD_PARAMS + (("vec", types.int64), ("heads", types.int64))
 
@@ -205,7 +209,7 @@ class TcConfig(namedtuple("TcConfig", "blk qn")):
 
 
 def tc_d_max(head_dim):
-    """Padded head dim of the tensor-core kernels for ``head_dim`` (None above 128)."""
+    """Padded head dim of the tensor-core kernels for ``head_dim`` (None above 256)."""
     for d in TC_D_MAXES:
         if d >= head_dim:
             return d
@@ -263,6 +267,17 @@ def bwd_smem_bytes(cfg, d_max, has_bias):
 
 def _log2(v):
     return int(v).bit_length() - 1
+
+
+def bwd_col_parts(d_max, dropout):
+    """Column parts of the backward at padded head dim ``d_max``: at 256 a lane's dK
+    and dV for the whole width (128 registers each) cannot be held, so two blocks
+    share a key block, each accumulating dK, dV and dQ for 128 of the columns (and
+    each recomputing S and dP over all of them); four with dropout, whose keep-bit
+    draws on top of 128 columns spilled (ptxas, sm_90: 16 bytes)."""
+    if d_max <= 128:
+        return 1
+    return 4 if dropout else 2
 
 
 @functools.lru_cache(maxsize=None)
@@ -409,7 +424,7 @@ def _edge_mask(ntiles, width, fill):
 @functools.lru_cache(maxsize=None)
 def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
     """Tensor-core forward for ``dtype`` float16 / bfloat16, head dims <= ``d_max``
-    (16, 32, 64 or 128), dropout on/off, tiling ``cfg`` (:class:`TcConfig`). Grid
+    (one of :data:`TC_D_MAXES`), dropout on/off, tiling ``cfg`` (:class:`TcConfig`). Grid
     ``(ceil(lse_rows / blk), H, batches)``, ``cfg.nt`` threads,
     :func:`fwd_smem_bytes` of dynamic shared memory; parameters as
     :data:`TC_FWD_PARAMS`."""
@@ -431,7 +446,10 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
     O_OFF = K_OFF // 2        # float32 output staging over the K buffers
     FSW = _fswz(d_max)
     LOG_D = _log2(d_max)
-    N_QF, N_S, N_O = KD * 4, NTK * 4, NTD * 4
+    # Q's fragments stay in registers up to head_dim 128 (64 registers at 256 would sit
+    # beside O's 128 and S's 32): at 256 each k-step reads them from the Q tile again.
+    Q_REGS = d_max <= 128
+    N_QF, N_S, N_O = (KD * 4 if Q_REGS else 4), NTK * 4, NTD * 4
     SDT = dtypes.STORAGE[dtype]
     load = dtypes.loader(dtype)
     store = dtypes.storer(dtype)
@@ -533,7 +551,7 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
         while ks <= k_hi:
             cp_async_wait_all()
             cuda.syncthreads()
-            if first:
+            if Q_REGS and first:
                 for kk in range(KD):
                     fq = _ldsm(q_lane, 32 * kk)
                     qf[4 * kk] = fq[0]
@@ -571,16 +589,24 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
                 s[i] = _ZERO
             kbuf = k_lane + cur * (TILE * 2)
             for kk in range(KD):
+                qk = 4 * kk
+                if not Q_REGS:
+                    fq = _ldsm(q_lane, 32 * kk)
+                    qf[0] = fq[0]
+                    qf[1] = fq[1]
+                    qf[2] = fq[2]
+                    qf[3] = fq[3]
+                    qk = 0
                 for jn in range(NTK // 2):
                     fb = _ldsm(kbuf, jn * (16 * L2) + 32 * kk)
                     c = 8 * jn
-                    r = mma(qf[4 * kk], qf[4 * kk + 1], qf[4 * kk + 2], qf[4 * kk + 3],
+                    r = mma(qf[qk], qf[qk + 1], qf[qk + 2], qf[qk + 3],
                             fb[0], fb[1], s[c], s[c + 1], s[c + 2], s[c + 3])
                     s[c] = r[0]
                     s[c + 1] = r[1]
                     s[c + 2] = r[2]
                     s[c + 3] = r[3]
-                    r = mma(qf[4 * kk], qf[4 * kk + 1], qf[4 * kk + 2], qf[4 * kk + 3],
+                    r = mma(qf[qk], qf[qk + 1], qf[qk + 2], qf[qk + 3],
                             fb[2], fb[3], s[c + 4], s[c + 5], s[c + 6], s[c + 7])
                     s[c + 4] = r[0]
                     s[c + 5] = r[1]
@@ -746,7 +772,9 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
 def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
     """Tensor-core backward main kernel for ``dtype`` float16 / bfloat16, head dims
     <= ``d_max``, dropout on/off, tiling ``cfg``. Grid ``(G, num_splits, batches * H /
-    G)`` for a group of G (batch, head) pairs (G divides batches * H), ``cfg.nt`` threads, :func:`bwd_smem_bytes` of dynamic shared memory; parameters as
+    G * P)`` for a group of G (batch, head) pairs (G divides batches * H) and P =
+    :func:`bwd_col_parts` column parts, ``cfg.nt`` threads, :func:`bwd_smem_bytes` of
+    dynamic shared memory; parameters as
     :data:`TC_BWD_PARAMS`; runs after the CUDA-core backward's prep kernel (delta,
     zeroed workspace and locks) made with the same ``blk``."""
     cfg = TcConfig(*cfg).validate()
@@ -758,10 +786,12 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
     NSUB = blk // QN          # query sub-tiles per query block
     NQT = QN // 8             # 8-query tiles of S^T / dP^T
     KD = d_max // 16
-    NTD = d_max // 8          # 8-column tiles of dK / dV
+    NCP = bwd_col_parts(d_max, dropout)
+    DO = d_max // NCP         # output columns of dK / dV / dQ a block accumulates
+    NTD = DO // 8             # 8-column tiles of dK / dV
     # dQ in column parts of at most 64: 32 accumulators a lane on top of dK and dV.
-    DQW = min(d_max, 64 if d_max <= 64 else 32)
-    DQP = d_max // DQW
+    DQW = min(DO, 64 if DO <= 64 else 32)
+    DQP = DO // DQW
     NDQ = DQW // 8
     RB = min(NDQ, 2)          # column tiles per batch of dQ workspace loads
     NKB = blk // 16           # 16-key steps of dQ = dS K
@@ -770,7 +800,8 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
     # Shared int64 slots of the block's base offsets: ptxas kept every such value in
     # a register pair across the loops (LLVM hoists their uses' address arithmetic),
     # which spilled at head_dim 128; a shared load where they are used is cheaper.
-    C_Q, C_G, C_K, C_V, C_GQ, C_GK, C_GV, C_B, C_GB, C_L, C_D = (C_OFF + i for i in range(11))
+    C_Q, C_G, C_K, C_V, C_GQ, C_GK, C_GV, C_B, C_GB, C_L, C_D, C_COL = (C_OFF + i
+                                                                      for i in range(12))
     K_OFF = 0
     V_OFF = TILE
     Q_OFF = 2 * TILE          # Q of buffer c at Q_OFF + 2 c TILE, its dO one TILE later
@@ -779,9 +810,9 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
     L2 = _row(d_max) * 2      # bytes per Q / K / V / dO row
     SROW = _row(blk)
     BL2 = SROW * 2            # bytes per dS row
-    FT = blk * d_max          # float32 staging tile of dK (dV after it)
-    FSW = _fswz(d_max)
-    LOG_D = _log2(d_max)
+    FT = blk * DO             # float32 staging tile of dK (dV after it)
+    FSW = _fswz(DO)
+    LOG_D = _log2(DO)
     LOG_BLK = _log2(blk)
     SDT = dtypes.STORAGE[dtype]
     load = dtypes.loader(dtype)
@@ -828,7 +859,9 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                     p_drop, drop_scale, seed_lo, seed_hi, off_lo, off_hi, drop_rows, drop_groups,
                     grad_bias, dq_mode, vec, heads):
         """Attention backward on tensor cores for the key blocks of split y and
-        (batch, head) pair z * gridDim.x + x (batch-major; ``heads`` per batch);
+        (batch, head) pair (z / P) * gridDim.x + x (batch-major; ``heads`` per batch),
+        output columns [(z % P) DO, (z % P + 1) DO) of dK, dV and dQ (P column parts
+        of DO; S and dP always over the whole head dim);
         arguments, results and the dQ workspace protocol as the CUDA-core backward's
         (``make_attention_bwd_kernel``), plus vec (1: every row of q, k, v, gout
         starts 16-byte aligned). The grid runs the splits of gridDim.x heads at a time
@@ -852,11 +885,13 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
         t = lane & 3
         split = cuda.blockIdx.y
         nsplit = cuda.gridDim.y
-        hb = cuda.blockIdx.z * cuda.gridDim.x + cuda.blockIdx.x
+        cpart = cuda.blockIdx.z % NCP
+        col0 = cpart * DO
+        hb = (cuda.blockIdx.z // NCP) * cuda.gridDim.x + cuda.blockIdx.x
         nheads = heads
         h = hb % heads
         b = hb // heads
-        nb = cuda.gridDim.z * cuda.gridDim.x // heads
+        nb = (cuda.gridDim.z // NCP) * cuda.gridDim.x // heads
         nqb = ws_rows // blk
         bq = b
         qrow0 = 0
@@ -892,6 +927,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
             smi[C_GB] = gb_base
             smi[C_L] = lse_base
             smi[C_D] = delta_base
+            smi[C_COL] = 2 * col0
         shift = sk - sq if mask_kind == MASK_BOTTOM_RIGHT else 0
         bh = b * nheads + h
         scale_l2 = scale * _LOG2E
@@ -902,6 +938,9 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
         p2 = ((lane & 7) + ((lane >> 4) << 3)) * L2 + (((lane >> 3) & 1) << 4)
         k_a = sbase + (K_OFF * 2 + warp * 16 * L2) + p1   # K as A (S^T)
         v_a = sbase + (V_OFF * 2 + warp * 16 * L2) + p1   # V as A (dP^T)
+        # The B operands of dQ, dK, dV start at the block's first output column: its
+        # byte offset (smi[C_COL]) is read from shared memory where it is added, since
+        # held in registers across the loops it spilled at head_dim 256.
         k_t = sbase + K_OFF * 2 + p1                      # K as B, trans (dQ)
         q_b = sbase + Q_OFF * 2 + p2                      # Q as B (S^T)
         q_t = sbase + Q_OFF * 2 + p1                      # Q as B, trans (dK)
@@ -1041,6 +1080,9 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                                 sv[i] = -sv[i]
 
                     # dV += (P Z)^T dO (dropped entries as 0; 1 / (1 - p) at the end)
+                    g_tc = g_tb
+                    if NCP > 1:
+                        g_tc = g_tb + smi[C_COL]
                     for kq in range(NQT // 2):
                         c = 8 * kq
                         pa0 = pack(max(sv[c], _ZERO), max(sv[c + 1], _ZERO))
@@ -1048,7 +1090,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                         pa2 = pack(max(sv[c + 4], _ZERO), max(sv[c + 5], _ZERO))
                         pa3 = pack(max(sv[c + 6], _ZERO), max(sv[c + 7], _ZERO))
                         for jn in range(NTD // 2):
-                            fb = _ldsm_t(g_tb, (qrow + 16 * kq) * L2 + 32 * jn)
+                            fb = _ldsm_t(g_tc, (qrow + 16 * kq) * L2 + 32 * jn)
                             cc = 8 * jn
                             r = mma(pa0, pa1, pa2, pa3, fb[0], fb[1], dvv[cc], dvv[cc + 1],
                                     dvv[cc + 2], dvv[cc + 3])
@@ -1101,6 +1143,9 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                         smw[np.uint64(s_w1 + sw)] = pack(sv[4 * n + 2], sv[4 * n + 3])
 
                     # dK += dS^T Q (scale applied at the end)
+                    q_tc = q_tb
+                    if NCP > 1:
+                        q_tc = q_tb + smi[C_COL]
                     for kq in range(NQT // 2):
                         c = 8 * kq
                         pa0 = pack(sv[c], sv[c + 1])
@@ -1108,7 +1153,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                         pa2 = pack(sv[c + 4], sv[c + 5])
                         pa3 = pack(sv[c + 6], sv[c + 7])
                         for jn in range(NTD // 2):
-                            fb = _ldsm_t(q_tb, (qrow + 16 * kq) * L2 + 32 * jn)
+                            fb = _ldsm_t(q_tc, (qrow + 16 * kq) * L2 + 32 * jn)
                             cc = 8 * jn
                             r = mma(pa0, pa1, pa2, pa3, fb[0], fb[1], dk[cc], dk[cc + 1],
                                     dk[cc + 2], dk[cc + 3])
@@ -1124,7 +1169,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                             dk[cc + 7] = r[3]
                 cuda.syncthreads()
 
-                if grad_bias != 0:
+                if grad_bias != 0 and (NCP == 1 or smi[C_COL] == 0):
                     # dBias[i, j] = dS (already rounded to the dtype in the dS tile),
                     # along keys so the global stores coalesce.
                     for idx in range(tid, blk * blk, NT):
@@ -1163,13 +1208,16 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                 grow1 = grow0 + 8 * gq_ss
                 direct = is_last and nsplit == 1
                 even_d = (d & 1) == 0
+                k_tc = k_t
+                if NCP > 1:
+                    k_tc = k_t + smi[C_COL]
                 for part in range(DQP):
                     for i in range(N_DQ):
                         dq[i] = _ZERO
                     for kk in range(NKB):
                         fa = _ldsm_t(s_a, kk * (16 * BL2))
                         for jn in range(NDQ // 2):
-                            fb = _ldsm_t(k_t, kk * (16 * L2) + part * (2 * DQW) + 32 * jn)
+                            fb = _ldsm_t(k_tc, kk * (16 * L2) + part * (2 * DQW) + 32 * jn)
                             cc = 8 * jn
                             r = mma(fa[0], fa[1], fa[2], fa[3], fb[0], fb[1], dq[cc],
                                     dq[cc + 1], dq[cc + 2], dq[cc + 3])
@@ -1184,6 +1232,8 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                             dq[cc + 6] = r[2]
                             dq[cc + 7] = r[3]
                     cbase = part * DQW + 2 * t
+                    if NCP > 1:
+                        cbase += smi[C_COL] >> 1
                     if dq_mode == DQ_ATOMIC and not direct:
                         # A lane's two columns of a row are adjacent: one 8-byte
                         # reduction (red.v2) per pair where the rows are 8-byte
@@ -1233,7 +1283,8 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                     arrived = 0
                     if is_last and tid == 0:
                         arrived = cuda.atomic.add(locks, lock + 1, np.int32(1)) + 1
-                    final = cuda.syncthreads_or(1 if arrived == npar else 0) != 0
+                    # Every column part of every parallel key block arrives once.
+                    final = cuda.syncthreads_or(1 if arrived == npar * NCP else 0) != 0
                     if final:
                         cuda.threadfence()
                         slices = nsplit if dq_mode == DQ_SLICES else 1
@@ -1273,8 +1324,8 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
             # dK, dV through float32 tiles over K, V, Q, dO: coalesced row stores.
             cp_async_wait_all()
             cuda.syncthreads()
-            f0 = kw0 * d_max
-            f1 = f0 + 8 * d_max
+            f0 = kw0 * DO
+            f1 = f0 + 8 * DO
             sw = (kw0 & FSW) << 3
             dvs = drop_scale if dropout else _ONE
             for n in range(NTD):
@@ -1288,16 +1339,20 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                 smf[FT + f1 + c] = dvv[4 * n + 2] * dvs
                 smf[FT + f1 + c + 1] = dvv[4 * n + 3] * dvs
             cuda.syncthreads()
+            c_first = 0
+            if NCP > 1:
+                c_first = smi[C_COL] >> 1
             for idx in range(tid, FT, NT):
                 rr = idx >> LOG_D
-                c = idx & (d_max - 1)
+                c = idx & (DO - 1)
                 j = ks + rr
                 if j < sk:
-                    fi = rr * d_max + (c ^ ((rr & FSW) << 3))
-                    if c < d:
-                        store(gk, np.uint64(smi[C_GK] + j * gk_ss + c), smf[fi])
-                    if c < dv:
-                        store(gv, np.uint64(smi[C_GV] + j * gv_ss + c), smf[FT + fi])
+                    fi = rr * DO + (c ^ ((rr & FSW) << 3))
+                    col = c_first + c
+                    if col < d:
+                        store(gk, np.uint64(smi[C_GK] + j * gk_ss + col), smf[fi])
+                    if col < dv:
+                        store(gv, np.uint64(smi[C_GV] + j * gv_ss + col), smf[FT + fi])
             ks += nsplit * blk
 
     name = (f"attn_bwd_tc_{dtype}_d{d_max}_{'drop' if dropout else 'nodrop'}"
