@@ -42,8 +42,9 @@ def _dropout(nf, torch, dt):
 def _layer_norm(nf, torch, dt):
     from numba_fused.layer_norm import tuning
 
-    # 12296: the 16-byte streaming backward (shared-memory dW/dB accumulators).
-    for n in (1, 97, 1000, 4096, 12296):
+    # 12296: the 16-byte streaming backward (shared-memory dW/dB accumulators);
+    # 65536: the same over several column chunks.
+    for n in (1, 97, 1000, 4096, 12296, 65536):
         x = torch.randn(29, n, device="cuda", dtype=dt)
         w = torch.randn(n, device="cuda", dtype=dt)
         b = torch.randn(n, device="cuda", dtype=dt)

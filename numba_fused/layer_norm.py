@@ -38,8 +38,12 @@ registers of fp16/bf16 floats) and converts them again for dx.
 time (``rpb = 1``): the forward reads ``x`` once per pass (sum, deviations, write;
 the second and third reads hit L1/L2), the backward twice (sums, then dx). The
 streaming backward keeps its dw/db accumulators in shared memory when they fit
-(``sacc``: ``tuning(sacc_bytes=...)``, 192 KB by default; N up to 24576 with both
-w and b), else in its partial row in global memory.
+(``sacc``: ``tuning(sacc_bytes=...)``, 192 KB by default: N up to 24576 with both
+w and b in one block); longer rows are split into column chunks, one block per row
+and chunk (each block sums the whole row for its statistics, then writes dx and
+accumulates dw/db for its chunk: N = 65536 takes three), so the accumulators stay in
+shared memory at every N; only ``sacc_bytes=0`` keeps them in a partial row in global
+memory.
 
 Backward ``dw``/``db`` are reduced across rows in two steps: the kernel leaves
 float32 partial rows ``[R, N]``, then the ``norm_dwdb`` kernel sums them column by
@@ -1451,10 +1455,15 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
 
     def norm_bwd_stream(dy, x, w, mean, rstd, dx, pw, pb, locks, m, n, ngroups, use_lock):
         """Streaming kernel: same math and arguments as the row kernel, for rows of
-        any length. Block ``(tpr, 1)`` takes rows blockIdx.x, + gridDim.x, ...;
-        thread t handles groups t, t + tpr, ... ``unroll`` at a time. Pass 1 reads
-        x, dy (and w) for c1, c2; pass 2 reads them again (from L2), writes dx and
-        adds the row's dy * xhat, dy into the block's accumulators.
+        any length. Grid ``(nch, R)``: block ``(tpr, 1)`` (ch, b) takes rows b, b + R,
+        ... and column chunk ch of ``nch``: groups [g_lo, g_hi) with g_lo = ch kmax
+        tpr, kmax = ceil(ceil(ng / nch) / tpr) groups per thread; thread t handles
+        groups t, t + tpr, ... of the row ``unroll`` at a time. Pass 1 reads x, dy
+        (and w) of the whole row for c1, c2; pass 2 reads its chunk again (from L2:
+        the chunks of a row are neighbouring blocks, running together), writes dx and
+        adds the row's dy * xhat, dy into the block's accumulators. Chunks (nch > 1)
+        exist so that the shared-memory accumulators of rows too long for one block's
+        shared memory still fit (N = 65536: three).
 
         Without sacc the accumulators are the partial rows in global memory: lock
         scheme row b % ngroups, under its lock for each row (the seed's per-row
@@ -1472,11 +1481,15 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         ws = cuda.local.array(chunk, np.float32)
         t = cuda.threadIdx.x
         tpr = cuda.blockDim.x
-        bid = cuda.blockIdx.x
+        ch = cuda.blockIdx.x
+        nch = cuda.gridDim.x
+        bid = cuda.blockIdx.y
         ng = n // vec
         nf = np.float32(n)
         step = tpr * unroll
-        kmax = (ng + tpr - 1) // tpr
+        kmax = ((ng + nch - 1) // nch + tpr - 1) // tpr
+        g_lo = ch * kmax * tpr
+        g_hi = min(ng, g_lo + kmax * tpr)
         boff = np.uint32(kmax * quads * tpr if has_w else 0)
         if sacc:
             for k in range(kmax):
@@ -1527,19 +1540,19 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             if affine and use_lock and not sacc:
                 prow = bid % ngroups
                 first = _acquire(locks, prow, ngroups, flag)
-            c = t
+            c = g_lo + t
             k0 = 0
-            while c < ng:
+            while c < g_hi:
                 for u in range(unroll):
                     gi = c + u * tpr
-                    if gi < ng:
+                    if gi < g_hi:
                         load_group(x, base + gi, xs, u * vec)
                         load_group(dy, base + gi, ds, u * vec)
                         if has_w:
                             load_group(w, gi, ws, u * vec)
                 for u in range(unroll):
                     gi = c + u * tpr
-                    if gi < ng:
+                    if gi < g_hi:
                         for j in range(vec):
                             o = u * vec + j
                             h = (xs[o] - mu) * rs
@@ -1564,16 +1577,20 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 k0 += unroll
             if affine and use_lock and not sacc:
                 _release(locks, prow)
-            row += cuda.gridDim.x
+            row += cuda.gridDim.y
         if sacc:
             first = True
             prow = bid
+            lid = 0
             if use_lock:
+                # One lock (and first-writer flag) per partial row and chunk: the
+                # chunks of a row write disjoint columns.
                 prow = bid % ngroups
-                first = _acquire(locks, prow, ngroups, flag)
+                lid = prow * nch + ch
+                first = _acquire(locks, lid, ngroups * nch, flag)
             for k in range(kmax):
-                gi = k * tpr + t
-                if gi < ng:
+                gi = g_lo + k * tpr + t
+                if gi < g_hi:
                     for hq in range(quads):
                         sl = acc_slot(k, hq, t, tpr)
                         if has_w:
@@ -1586,7 +1603,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                     if has_b:
                         part_accum(pb, e, ds, 0, first, use_lock)
             if use_lock:
-                _release(locks, prow)
+                _release(locks, lid)
 
     return Kernel(name, norm_bwd_stream, argtypes, **_JIT)
 
@@ -2022,8 +2039,10 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     block = rpb * tpr
     rows = cdiv(m, rpb)
     affine = has_w or has_b
-    sacc_bytes = (int(has_w) + int(has_b)) * cdiv(n // vec, tpr) * tpr * vec * 4
-    sacc = not words and affine and sacc_bytes <= _tune["sacc_bytes"]
+    nch, sacc_bytes = _stream_chunks(n // vec, tpr, vec, int(has_w) + int(has_b))
+    sacc = not words and affine and sacc_bytes > 0
+    if words or not sacc:
+        nch = 1
     kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words,
                                   bool(_tune["prefetch"]) if words else True,
                                   bool(words) and tpr * words * vec == n, sacc)
@@ -2036,7 +2055,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     elif _tune["bwd_grid"] is not None:
         grid = min(rows, int(_tune["bwd_grid"]))
     else:
-        grid = min(rows, _sm_count(ga) * max(1, _tune["bwd_threads_per_sm"] // block))
+        grid = min(rows, max(1, cdiv(_sm_count(ga) * max(1, _tune["bwd_threads_per_sm"] // block),
+                                     nch)))
     use_lock = affine and not deterministic and _tune["bwd_scheme"] == "lock"
     if use_lock:
         ngroups = min(int(_tune["group_size"] or group_size_m(n)), grid)
@@ -2048,12 +2068,12 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     pb = ex.alloc(ga, (nparts * n,), "float32") if has_b else None
     rv = _view(rstda, "float32")
     if use_lock:
-        locks = ex.alloc(ga, (2 * ngroups,), "int32", zero=_zero)
+        locks = ex.alloc(ga, (2 * ngroups * nch,), "int32", zero=_zero)
     else:
         locks = _view(rstda, "int32")
     vdt = _view_dtype(dtype, vector)
     gv = _view(ga, vdt)
-    ex.launch(kernel, (grid,), (tpr, rpb), stream, [
+    ex.launch(kernel, (nch, grid) if not words else (grid,), (tpr, rpb), stream, [
         gv, _view(xa, vdt), gv if wa is None else _view(wa, vdt),
         rv if meana is None else _view(meana, "float32"), rv, _view(gx, vdt),
         rv if pw is None else pw, rv if pb is None else pb, locks,
@@ -2070,6 +2090,26 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         ex.launch(make_dwdb_kernel(dtype), (cdiv(n, bx), len(pairs)), (bx, by), stream, [
             p0, p1, o0, o1, nparts, n])
     return gx, gw, gb
+
+
+def _stream_chunks(ng, tpr, vec, naccs):
+    """(column chunks, shared bytes) of the streaming backward's shared-memory
+    accumulators for rows of ``ng`` groups of ``vec``, ``tpr`` threads, ``naccs``
+    accumulator rows (dw and / or db): the fewest chunks whose share (kmax =
+    ceil(ceil(ng / chunks) / tpr) groups a thread, as the kernel computes it) fits
+    ``tuning(sacc_bytes)``; (1, 0) when even one group a thread does not fit (or
+    sacc_bytes is 0): the accumulators then stay in global memory. The smallest
+    count leaves no chunk empty."""
+    per_k = naccs * tpr * vec * 4
+    limit = int(_tune["sacc_bytes"])
+    if naccs == 0 or per_k > limit:
+        return 1, 0
+    nch = 1
+    while True:
+        kmax = cdiv(cdiv(ng, nch), tpr)
+        if kmax * per_k <= limit:
+            return nch, kmax * per_k
+        nch += 1
 
 
 def _owner(a):

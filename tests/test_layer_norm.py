@@ -166,12 +166,14 @@ def test_layouts(dtype, n, tune, want):
 
 
 @pytest.mark.parametrize("dtype,n", [("float16", 520), ("float32", 528), ("bfloat16", 203)])
-@pytest.mark.parametrize("sacc_bytes", [0, None])
+@pytest.mark.parametrize("sacc_bytes", [0, None, 2048])
 def test_streaming_backward_accumulators(dtype, n, sacc_bytes, monkeypatch):
     """The streaming backward with its dw/db accumulators in shared memory (the
-    default where they fit) and in a global partial row per block (sacc_bytes=0),
-    under both schemes and with several rows per block; the launcher picks the one
-    asked for."""
+    default where they fit), in a global partial row per block (sacc_bytes=0), and
+    in shared memory over several column chunks (2048 bytes: three chunks of the
+    float16 / float32 rows with w and b, as N = 65536 takes on the GPU), under both
+    schemes and with several rows per block; the launcher picks the one asked
+    for."""
     picked = []
     make = ln.make_backward_kernel
 
@@ -181,15 +183,19 @@ def test_streaming_backward_accumulators(dtype, n, sacc_bytes, monkeypatch):
         return make(*args, **kwargs)
 
     monkeypatch.setattr(ln, "make_backward_kernel", spy)
-    tune = {"max_tpr": 32, "bwd_grid": 2}
+    # deterministic=False on the seed's lock scheme, True on the per-block partials.
+    tune = {"max_tpr": 32, "bwd_grid": 2, "bwd_scheme": "lock"}
     if sacc_bytes is not None:
         tune["sacc_bytes"] = sacc_bytes
     m = 5 if SIMULATOR else 3001
     with ln.tuning(**tune):
+        if sacc_bytes == 2048 and dtype != "bfloat16":
+            vec = ln._vec_of(dtype, True)
+            assert ln._stream_chunks(n // vec, 32, vec, 2)[0] == 3
         for variant in VARIANTS:
             for det in ((False, True) if (variant[1] or variant[2]) else (False,)):
                 _check_all(variant, (m, n), dtype, det)
-    assert picked and all(p == (sacc_bytes is None) for p in picked)
+    assert picked and all(p == (sacc_bytes != 0) for p in picked)
 
 
 def _one_binade_rows(n, dtype):
