@@ -154,7 +154,9 @@ class WgmmaConfig(NamedTuple):
     """Hopper warpgroup-MMA tiling: block tile ``bm x bn`` (``bm / 64`` warpgroups,
     each 64 rows x bn), k-tile ``bk``, ``stages`` shared buffers, ``group_m``;
     ``inflight`` k-tiles of MMAs left running while the next tile's are issued (0:
-    wait for them every tile; 1: keep one in flight, prefetching one tile less)."""
+    wait for them every tile; 1: keep one in flight, prefetching one tile less);
+    ``swizzle`` the operand tiles' shared layout (0: no-swizzle core matrices; 128:
+    the 128-byte swizzle, bk = 64; see :func:`make_wgmma_kernel`)."""
 
     bm: int
     bn: int
@@ -162,6 +164,7 @@ class WgmmaConfig(NamedTuple):
     stages: int
     group_m: int
     inflight: int = 0
+    swizzle: int = 0
 
     @property
     def threads(self):
@@ -183,6 +186,11 @@ class WgmmaConfig(NamedTuple):
                              f"group_m >= 1")
         if self.inflight not in (0, 1) or self.stages - 1 - self.inflight < 1:
             raise ValueError(f"{self}: inflight must be 0 or 1 and leave a tile to prefetch")
+        if self.swizzle not in (0, 128):
+            raise ValueError(f"{self}: swizzle must be 0 (none) or 128 (bytes)")
+        if self.swizzle and self.bk != 64:
+            raise ValueError(f"{self}: the 128-byte swizzle is implemented for bk = 64 only "
+                             f"(one 128-byte line per tile row or k-line)")
         return self
 
 
@@ -202,6 +210,10 @@ WG_LARGE = WgmmaConfig(128, 128, 64, 4, 8)
 WG_LARGE_INFLIGHT = WgmmaConfig(128, 128, 64, 5, 8, 1)
 # The simulator: one warpgroup, a 3-deep ring, two 16-wide K steps per tile.
 WG_SIM = WgmmaConfig(64, 32, 32, 3, 2)
+# v3 candidate (untimed): WG_LARGE's tiling with 128-byte swizzled operand tiles.
+WG_LARGE_SW128 = WgmmaConfig(128, 128, 64, 4, 8, 0, 128)
+# Its simulator counterpart: a 64-wide B (an MN-major atom: dgrad, wgrad), 4 K steps.
+WG_SIM_SW128 = WgmmaConfig(64, 64, 64, 3, 2, 0, 128)
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -682,9 +694,23 @@ def make_wgmma_kernel(role, dtype, cfg):
     describe: 8-row x 16-byte core matrices, chunk ``e`` of a tile at byte ``16 e``
     with ``e = (row // 8) (bk / 8) 8 + (k // 8) 8 + row % 8`` (LBO 128 bytes between
     K-neighbours, SBO ``16 bk`` between row groups), so a warp's cp.async writes are
-    contiguous; MN-major operands likewise (``tile_loader``). Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16),
-    commits them as one group and waits until at most ``cfg.inflight`` groups are
-    running; a ring slot is refilled only once the MMAs that read it are done."""
+    contiguous; MN-major operands likewise (``tile_loader``).
+
+    With ``cfg.swizzle = 128`` (bk = 64) the tiles are 128-byte lines instead, 8 of
+    them a 1024-byte atom whose 16-byte chunk ``c`` of line ``s`` is stored at chunk
+    ``c ^ (s % 8)``: chunk ``e`` of a tile (line ``s = e // 8``, ``c = e % 8``) at byte
+    ``16 (e ^ (s % 8))``. K-major, line ``s`` is tile row ``s`` (its 64 k), SBO 1024
+    between 8-row groups, LBO unused, and K step ``j`` starts ``32 j`` bytes into the
+    lines (the hardware XORs the final address, so the atoms must sit on 1024-byte
+    boundaries: the dynamic shared array is declared 1024-aligned, every stage is a
+    multiple of 8 KiB). MN-major (bm, bn multiples of 64), atom column ``a`` (64
+    outputs) holds ``bk`` k-lines, line ``s = a bk + k``: SBO 1024 between groups of 8
+    k-lines, LBO ``128 bk`` between atom columns, K step ``j`` 16 lines (2048 bytes)
+    further. Either way 8 consecutive threads copy one 128-byte line of global memory.
+
+    Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16), commits them
+    as one group and waits until at most ``cfg.inflight`` groups are running; a ring
+    slot is refilled only once the MMAs that read it are done."""
     if role not in ROLES or dtype not in ("float16", "bfloat16"):
         raise ValueError(f"no wgmma kernel for role={role!r}, dtype={dtype!r}")
     # dgrad's and wgrad's B (b[k * ldb + n]) and wgrad's A (a[k * lda + m]) have the
@@ -692,7 +718,10 @@ def make_wgmma_kernel(role, dtype, cfg):
     A_MN = role == "wgrad"
     B_MN = role != "fwd"
     WGRAD = role == "wgrad"
-    BM, BN, BK, STAGES, GROUP_M, INFLIGHT = cfg.validate()
+    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW = cfg.validate()
+    if SW and B_MN and BN % 64:
+        raise ValueError(f"{cfg}: role {role!r} stages B MN-major, which the 128-byte "
+                         f"swizzle needs in whole 64-wide atoms (bn a multiple of 64)")
     NT = cfg.threads
     # Tiles loaded ahead. With INFLIGHT = 1 the slot refilled at tile kt held tile
     # kt - 2, whose MMAs the previous iteration's wgmma_wait(1) retired (every
@@ -700,7 +729,24 @@ def make_wgmma_kernel(role, dtype, cfg):
     PREF = STAGES - 1 - INFLIGHT
     CH = BK // 8
     LCH = _log2(CH)
-    SBO = BK * 16
+    LBK = _log2(BK)
+    # Descriptor strides (bytes) and the element advance per 16-wide K step. K-major
+    # swizzled operands ignore LBO (a K step never leaves its 128-byte line): 16, the
+    # field value 1 CUTLASS writes there.
+    if SW:
+        A_LBO = BK * 128 if A_MN else 16
+        B_LBO = BK * 128 if B_MN else 16
+        A_SBO = B_SBO = 1024
+        A_KSTEP = 1024 if A_MN else 16
+        B_KSTEP = 1024 if B_MN else 16
+    else:
+        A_LBO = B_LBO = 128
+        A_SBO = B_SBO = BK * 16
+        A_KSTEP = B_KSTEP = 128
+    # A warpgroup's 64 rows of A are 64 bk elements in every layout (8 row groups, or
+    # one 64-wide MN-major atom column).
+    A_WG = 64 * BK
+    SMEM_ALIGN = 1024 if SW and not SIMULATOR else _SMEM_ALIGN
     A_ST = BM * BK
     B_ST = BN * BK
     B_OFF = STAGES * A_ST
@@ -729,37 +775,56 @@ def make_wgmma_kernel(role, dtype, cfg):
 
     def tile_loader(mn_major):
         """Device function ``load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full,
-        nchunks, iters)`` staging a tile of g (row stride ld) into the canonical layout
-        at smem[base:], chunk e at byte 16 e, zero-filled outside the limits.
+        nchunks, iters)`` staging a tile of g (row stride ld) into the layout the
+        descriptors describe at smem[base:], zero-filled outside the limits.
 
-        K-major (``g[c * ld + k]``, rows c0.. below c_lim along M / N, k0.. below
-        k_lim): chunk e holds row c0 + (e >> (3 + log2(bk / 8))) 8 + e % 8, columns k0 +
-        ((e >> 3) % (bk / 8)) 8... MN-major (``g[k * ld + c]``): chunk e holds reduction
-        row k0 + ((e >> 3) % (bk / 8)) 8 + e % 8, columns c0 + (e >> (3 + log2(bk /
-        8))) 8... Either way core matrices of 8 lines, LBO 128 along the reduction, SBO
-        16 bk along M / N."""
+        No swizzle, chunk e at byte 16 e: K-major (``g[c * ld + k]``, rows c0.. below
+        c_lim along M / N, k0.. below k_lim): chunk e holds row c0 + (e >> (3 +
+        log2(bk / 8))) 8 + e % 8, columns k0 + ((e >> 3) % (bk / 8)) 8... MN-major
+        (``g[k * ld + c]``): chunk e holds reduction row k0 + ((e >> 3) % (bk / 8)) 8 +
+        e % 8, columns c0 + (e >> (3 + log2(bk / 8))) 8... Either way core matrices of 8
+        lines, LBO 128 along the reduction, SBO 16 bk along M / N.
+
+        128-byte swizzle, chunk e (line s = e >> 3) at byte 16 (e ^ (s % 8)): K-major,
+        row c0 + s, columns k0 + (e % 8) 8...; MN-major, reduction row k0 + s % bk,
+        columns c0 + (s // bk) 64 + (e % 8) 8..."""
 
         @inline_device
         def load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full, nchunks, iters):
             for it in range(iters):
                 e = tid + it * NT
                 if e < nchunks:
-                    grp = c0 + ((e >> (3 + LCH)) << 3)
-                    kc = k0 + (((e >> 3) & (CH - 1)) << 3)
-                    if mn_major:
-                        line, inner, line_lim, inner_lim = kc + (e & 7), grp, k_lim, c_lim
+                    if SW:
+                        ln = e >> 3
+                        dst = base + ((e ^ (ln & 7)) << 3)
+                        if mn_major:
+                            line = k0 + (ln & (BK - 1))
+                            inner = c0 + ((ln >> LBK) << 6) + ((e & 7) << 3)
+                        else:
+                            line = c0 + ln
+                            inner = k0 + ((e & 7) << 3)
                     else:
-                        line, inner, line_lim, inner_lim = grp + (e & 7), kc, c_lim, k_lim
+                        dst = base + e * 8
+                        grp = c0 + ((e >> (3 + LCH)) << 3)
+                        kc = k0 + (((e >> 3) & (CH - 1)) << 3)
+                        if mn_major:
+                            line, inner = kc + (e & 7), grp
+                        else:
+                            line, inner = grp + (e & 7), kc
+                    if mn_major:
+                        line_lim, inner_lim = k_lim, c_lim
+                    else:
+                        line_lim, inner_lim = c_lim, k_lim
                     if full:
-                        cp_async_16(smem, base + e * 8, g, line * ld + inner, 16)
+                        cp_async_16(smem, dst, g, line * ld + inner, 16)
                     else:
                         n = 0
                         if line < line_lim and inner < inner_lim:
                             n = min(16, (inner_lim - inner) * 2)
                         if n > 0:
-                            cp_async_16(smem, base + e * 8, g, line * ld + inner, n)
+                            cp_async_16(smem, dst, g, line * ld + inner, n)
                         else:
-                            cp_async_16(smem, base + e * 8, g, 0, 0)
+                            cp_async_16(smem, dst, g, 0, 0)
 
         return load
 
@@ -777,7 +842,7 @@ def make_wgmma_kernel(role, dtype, cfg):
         act(preact); dgrad: out = C * act'(aux), C = A B with B ``b[k * ldb + n]``;
         wgrad: out = C, C = A B with A ``a[k * lda + m]``, grad_bias[m] = sum_k A[m, k])
         with the k-loop on wgmma; arguments as there."""
-        smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
+        smem = cuda.shared.array(0, SDT, alignment=SMEM_ALIGN)
         tid = cuda.threadIdx.x
         wg = tid >> 7
         m0, n0 = _block_tile(cuda.blockIdx.x, M, N, BM, BN, GROUP_M)
@@ -790,7 +855,7 @@ def make_wgmma_kernel(role, dtype, cfg):
         # Uniform over the block: the ones-wgmma is warpgroup-collective.
         do_bias = WGRAD and (flags & F_BIAS) != 0 and n0 == 0
         if do_bias:
-            sm32 = cuda.shared.array(0, U32_DT, alignment=_SMEM_ALIGN)
+            sm32 = cuda.shared.array(0, U32_DT, alignment=SMEM_ALIGN)
             if tid < 64:
                 sm32[ONES_OFF // 2 + tid] = ONES
         KT = (K + BK - 1) // BK
@@ -799,8 +864,7 @@ def make_wgmma_kernel(role, dtype, cfg):
             if s < KT:
                 load_stage(smem, s, s * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
             cp_async_commit()
-        # Warpgroup wg's 64 rows start 8 row groups of SBO bytes further per group.
-        a_wg = wg * (8 * SBO // 2)
+        a_wg = wg * A_WG
         st = 0
         for kt in range(KT):
             cp_async_wait(WAIT)
@@ -817,8 +881,8 @@ def make_wgmma_kernel(role, dtype, cfg):
             cp_async_commit()
             wgmma_fence()
             for j in range(KSTEPS):
-                da = wgmma_desc(smem, st * A_ST + a_wg + j * 128, 128, SBO)
-                db = wgmma_desc(smem, B_OFF + st * B_ST + j * 128, 128, SBO)
+                da = wgmma_desc(smem, st * A_ST + a_wg + j * A_KSTEP, A_LBO, A_SBO, SW)
+                db = wgmma_desc(smem, B_OFF + st * B_ST + j * B_KSTEP, B_LBO, B_SBO, SW)
                 op(acc, da, db, 1)
                 if do_bias:
                     op_ones(bacc, da, wgmma_desc(smem, ONES_OFF, 128, 256), 1)
@@ -838,7 +902,7 @@ def make_wgmma_kernel(role, dtype, cfg):
         # Epilogue as make_tc_kernel's: the accumulators to a float32 [BM][CLD] tile
         # in the ring's memory, then 8 consecutive columns per thread and step.
         cuda.syncthreads()
-        cs = cuda.shared.array(0, F32_DT, alignment=_SMEM_ALIGN)
+        cs = cuda.shared.array(0, F32_DT, alignment=SMEM_ALIGN)
         fr = wg * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2)
         fc = (lane & 3) * 2
         for j in range(BN // 8):
@@ -857,7 +921,7 @@ def make_wgmma_kernel(role, dtype, cfg):
                 chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
 
     name = (f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
-            + (f"_f{INFLIGHT}" if INFLIGHT else ""))
+            + (f"_f{INFLIGHT}" if INFLIGHT else "") + (f"_sw{SW}" if SW else ""))
     return Kernel(name, kernel, _argtypes(dtype))
 
 

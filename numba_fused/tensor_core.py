@@ -71,13 +71,22 @@ Hopper device, and offline with ``cc=(9, 0, "a")``):
   0)``; ``acc`` a float32 array of ``n / 2`` accumulators per thread, read and
   written in place (layout: :func:`wgmma_acc_layout`). ``n`` in :data:`WGMMA_NS`.
   Index ``acc`` with compile-time constants only, or it lives in local memory.
-- ``wgmma_desc(smem, idx, lbo, sbo)`` -> uint64: the matrix descriptor of a K-major
-  operand starting at ``smem[idx]`` (16-byte aligned) in the no-swizzle canonical
-  layout (:func:`kmajor_offset`: 8-row x 16-byte core matrices, ``lbo`` bytes apart
-  along K, ``sbo`` bytes apart along M / N). A is 64 rows, B is given transposed,
-  ``n`` rows of K. With ``trans_a`` / ``trans_b`` that operand is MN-major instead
-  (:func:`mnmajor_offset`: core matrices of 8 k-lines x 16 bytes along M / N; the
-  same LBO / SBO meaning).
+- ``wgmma_desc(smem, idx, lbo, sbo, swizzle=0)`` -> uint64: the matrix descriptor of
+  a K-major operand starting at ``smem[idx]`` (16-byte aligned) in the no-swizzle
+  canonical layout (:func:`kmajor_offset`: 8-row x 16-byte core matrices, ``lbo``
+  bytes apart along K, ``sbo`` bytes apart along M / N). A is 64 rows, B is given
+  transposed, ``n`` rows of K. With ``trans_a`` / ``trans_b`` that operand is MN-major
+  instead (:func:`mnmajor_offset`: core matrices of 8 k-lines x 16 bytes along M / N;
+  the same LBO / SBO meaning). ``swizzle=128`` (a compile-time constant; layout type
+  1) describes the 128-byte swizzled layout instead (:func:`sw128_kmajor_offset`,
+  :func:`sw128_mnmajor_offset`): 128-byte lines, 8 of them a 1024-byte atom whose
+  16-byte chunks the hardware XORs with the line's index in the atom (bits 7-9 of
+  the shared address into bits 4-6). The XOR is on the final address, so the atoms
+  must start on 1024-byte boundaries of the shared window (the matrix base offset
+  field is left 0): declare the array with ``alignment=1024``. Then K-major: SBO the
+  distance between 8-row groups, LBO unused (pass 16), and the next 16-wide K step
+  starts 32 bytes further; MN-major: SBO the distance between groups of 8 k-lines,
+  LBO the distance between 64-element M / N atoms.
 - ``wgmma_fence()`` before the first ``wgmma`` and whenever other instructions
   wrote the accumulators; ``wgmma_commit()`` closes a group of issued ``wgmma``;
   ``wgmma_wait(n)`` (compile-time ``n``) waits until at most ``n`` groups are
@@ -85,10 +94,12 @@ Hopper device, and offline with ``cc=(9, 0, "a")``):
   wrote an operand with ordinary stores, before the barrier that precedes the
   ``wgmma`` (the tensor cores read shared memory through the async proxy).
 
-Under the simulator the descriptor is a record of the array, offset and strides,
-and ``wgmma`` computes when all 128 threads have called it, with the same numerics
-as the ``mma`` emulation below; the asynchrony is not modelled (fence, commit and
-wait are checked for form only), so a kernel must order them right on its own.
+Under the simulator the descriptor is a record of the array, offset, strides and
+swizzle (the array's start taken as a 1024-byte boundary, as ``alignment=1024``
+makes it on the GPU), and ``wgmma`` computes when all 128 threads have called it,
+with the same numerics as the ``mma`` emulation below; the asynchrony is not
+modelled (fence, commit and wait are checked for form only), so a kernel must order
+them right on its own.
 
 The NumPy helpers (``a_fragments``, ``b_fragments``, ``c_fragments``,
 ``d_from_fragments``, ``mma_reference``, ``ldmatrix_reference``, ``pack_pair``)
@@ -119,8 +130,8 @@ __all__ = [
     "ld_global_v4", "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
-    "fence_proxy_async", "WGMMA_NS", "wgmma_acc_layout", "kmajor_offset", "mnmajor_offset",
-    "wgmma_reference",
+    "fence_proxy_async", "WGMMA_NS", "WGMMA_SWIZZLES", "wgmma_acc_layout", "kmajor_offset",
+    "mnmajor_offset", "sw128_kmajor_offset", "sw128_mnmajor_offset", "wgmma_reference",
     "a_fragments", "b_fragments", "c_fragments", "d_from_fragments",
     "mma_reference", "ldmatrix_reference", "pack_pair", "bits_to_f64",
     "ONES_F16X2", "ONES_BF16X2",
@@ -280,6 +291,8 @@ def pack_pair(lo, hi, dtype):
 
 # The n of wgmma.mma_async.m64nNk16 for 16-bit inputs: multiples of 8 up to 256.
 WGMMA_NS = tuple(range(8, 257, 8))
+# wgmma_desc's swizzle argument -> the descriptor's layout type (bits 62-63).
+WGMMA_SWIZZLES = {0: 0, 128: 1}
 
 
 def wgmma_acc_layout(n):
@@ -314,6 +327,30 @@ def mnmajor_offset(r, k, lbo, sbo):
     matrices ``lbo`` bytes apart along K and ``sbo`` bytes apart along M / N, as for
     :func:`kmajor_offset`."""
     return (r // 8) * sbo + (k // 8) * lbo + (k % 8) * 16 + (r % 8) * 2
+
+
+def _swizzle128(o):
+    # 16-byte chunk (bits 4-6) XOR line within the 1024-byte atom (bits 7-9).
+    return o ^ (((o >> 7) & 7) << 4)
+
+
+def sw128_kmajor_offset(r, k, sbo, start=0):
+    """Byte offset, from a 1024-byte boundary, of element ``(r, k)`` of a K-major
+    16-bit operand in the 128-byte swizzled layout whose descriptor starts ``start``
+    bytes past that boundary: line ``r`` holds 64 consecutive k (128 bytes), 8 lines
+    form a 1024-byte atom, atoms ``sbo`` bytes apart along M / N, and 16-byte chunk
+    ``c`` of line ``r`` lies at chunk ``c ^ (r % 8)`` of its line (for ``sbo`` a
+    multiple of 1024). ``start = 32 j`` with ``k < 16`` is K step ``j`` of the atom;
+    ``start = 0`` with ``k < 64`` the whole tile."""
+    return _swizzle128(start + (r // 8) * sbo + (r % 8) * 128 + k * 2)
+
+
+def sw128_mnmajor_offset(r, k, lbo, sbo, start=0):
+    """As :func:`sw128_kmajor_offset` for an MN-major operand: line ``k`` holds 64
+    consecutive r (128 bytes), 8 k-lines form an atom, atoms ``sbo`` bytes apart along
+    K and ``lbo`` bytes apart along M / N; chunk ``c`` (r // 8 % 8) of line ``k`` lies
+    at chunk ``c ^ (k % 8)``."""
+    return _swizzle128(start + (r // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + (r % 64) * 2)
 
 
 def wgmma_reference(a_bits, bt_bits, c, dtype):
@@ -623,33 +660,41 @@ if SIMULATOR:
             v[1] = np.float32(v[1] + np.float32(b))
 
 
-    # wgmma: the descriptor is a record of (byte view, offset, lbo, sbo) here, and
-    # the MMA runs when the warpgroup's 128 threads have all called it (the
+    # wgmma: the descriptor is a record of (byte view, offset, lbo, sbo, swizzle)
+    # here, and the MMA runs when the warpgroup's 128 threads have all called it (the
     # asynchrony is not modelled: the kernel's fence / commit / wait calls are
     # checked for form only, so a kernel must be right about them on its own).
     class _WgmmaDesc(tuple):
         __slots__ = ()
 
-    def wgmma_desc(smem, idx, lbo, sbo):
+    def wgmma_desc(smem, idx, lbo, sbo, swizzle=0):
         a = _ndarray(smem, "wgmma_desc")
         if a.itemsize != 2:
             raise TypeError(f"wgmma_desc: needs an array of 16-bit elements, got {a.dtype}")
         buf, off = _bytes_at(smem, idx, 16, 16, "wgmma_desc")
-        lbo, sbo = int(lbo), int(sbo)
+        lbo, sbo, swizzle = int(lbo), int(sbo), int(swizzle)
         for name, v in (("lbo", lbo), ("sbo", sbo)):
             if v % 16 or not 0 <= v < 1 << 18:
                 raise ValueError(f"wgmma_desc: {name} must be a multiple of 16 below 2**18, "
                                  f"got {v}")
-        return _WgmmaDesc((buf, off, lbo, sbo))
+        if swizzle not in WGMMA_SWIZZLES:
+            raise ValueError(f"wgmma_desc: swizzle must be one of {sorted(WGMMA_SWIZZLES)}, "
+                             f"got {swizzle}")
+        return _WgmmaDesc((buf, off, lbo, sbo, swizzle))
 
     def _operand_tile(desc, rows, mn_major, what):
         """The ``rows x 16`` operand (16-bit patterns) a descriptor points at."""
         if not isinstance(desc, _WgmmaDesc):
             raise TypeError(f"{what}: expected a descriptor from wgmma_desc")
-        buf, off, lbo, sbo = desc
+        buf, off, lbo, sbo, swizzle = desc
         r = np.arange(rows)[:, None]
         k = np.arange(16)[None, :]
-        o = off + (mnmajor_offset if mn_major else kmajor_offset)(r, k, lbo, sbo)
+        if swizzle and mn_major:
+            o = sw128_mnmajor_offset(r, k, lbo, sbo, off)
+        elif swizzle:
+            o = sw128_kmajor_offset(r, k, sbo, off)
+        else:
+            o = off + (mnmajor_offset if mn_major else kmajor_offset)(r, k, lbo, sbo)
         if o.max() + 2 > buf.size:
             raise IndexError(f"{what}: the {rows} x 16 operand runs past its shared array")
         bits = buf[o].astype(np.uint16) | (buf[o + 1].astype(np.uint16) << np.uint16(8))
@@ -679,7 +724,7 @@ if SIMULATOR:
             if a.dtype != np.float32 or a.size < m:
                 raise TypeError(f"{op}: acc must be a float32 array of >= {m} elements")
             key = tuple(d[0].__array_interface__["data"][0] + d[1] for d in (desc_a, desc_b)) \
-                + (desc_a[2], desc_a[3], desc_b[2], desc_b[3], bool(scale_d))
+                + tuple(desc_a[2:]) + tuple(desc_b[2:]) + (bool(scale_d),)
             values, tid = _group_exchange(op, (a.reshape(-1)[:m].copy(), key), 128)
             if any(v[1] != key for v in values):
                 raise RuntimeError(f"{op}: the warpgroup's threads passed different "
@@ -1047,11 +1092,24 @@ else:
         return sig, codegen
 
     @intrinsic
-    def wgmma_desc(typingctx, smem, idx, lbo, sbo):
+    def wgmma_desc(typingctx, smem, idx, lbo, sbo, swizzle=0):
         _check_mem("wgmma_desc", smem, idx)
         if not (isinstance(lbo, types.Integer) and isinstance(sbo, types.Integer)):
             raise TypingError("wgmma_desc: lbo and sbo must be integers")
-        sig = types.uint64(smem, idx, lbo, sbo)
+        # Omitted, swizzle arrives as the Python default, and lowering passes that
+        # default as a constant of the signature's type.
+        if isinstance(swizzle, int):
+            value, swizzle = swizzle, types.intp
+        elif isinstance(swizzle, types.IntegerLiteral):
+            value = swizzle.literal_value
+        else:
+            raise TypingError("wgmma_desc: swizzle must be a compile-time integer constant "
+                              "(a closure or global int)")
+        if value not in WGMMA_SWIZZLES:
+            raise TypingError(f"wgmma_desc: swizzle must be one of {sorted(WGMMA_SWIZZLES)}, "
+                              f"got {value}")
+        sig = types.uint64(smem, idx, lbo, sbo, swizzle)
+        layout = WGMMA_SWIZZLES[value]
 
         def codegen(context, builder, signature, args):
             addr = builder.zext(_shared_addr(context, builder, signature.args[0], args[0],
@@ -1064,7 +1122,9 @@ else:
 
             lb = context.cast(builder, args[2], signature.args[2], types.uint64)
             sb = context.cast(builder, args[3], signature.args[3], types.uint64)
-            return builder.or_(builder.or_(field(addr, 0), field(lb, 16)), field(sb, 32))
+            desc = builder.or_(builder.or_(field(addr, 0), field(lb, 16)), field(sb, 32))
+            # Base offset (bits 49-51) stays 0: the atoms start on 1024-byte boundaries.
+            return builder.or_(desc, ir.Constant(_I64, layout << 62)) if layout else desc
 
         return sig, codegen
 

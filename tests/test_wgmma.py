@@ -1,12 +1,13 @@
 """Hopper warpgroup MMA from numba (numba_fused.tensor_core's wgmma primitives).
 
 One warpgroup (128 threads) stages A (64 x K) and B (K x n, stored transposed as
-n x K) into shared memory in the no-swizzle K-major layout a descriptor describes,
-then runs ``wgmma.mma_async.m64nNk16`` once per 16-wide K step into float32
-accumulator registers. Small-integer data make every product and sum exact, so the
-result must equal NumPy's bit for bit. Under the simulator the emulation runs (CI);
-on a Hopper GPU the inline PTX does (numba-cuda compiles for sm_90a there); CPU CI
-also assembles the kernels for sm_90a and reads HGMMA in their SASS.
+n x K) into shared memory in the layout a descriptor describes (no-swizzle, or the
+128-byte swizzle), then runs ``wgmma.mma_async.m64nNk16`` once per 16-wide K step
+into float32 accumulator registers. Small-integer data make every product and sum
+exact, so the result must equal NumPy's bit for bit. Under the simulator the
+emulation runs (CI); on a Hopper GPU the inline PTX does (numba-cuda compiles for
+sm_90a there); CPU CI also assembles the kernels for sm_90a and reads HGMMA in their
+SASS.
 """
 
 import functools
@@ -27,6 +28,17 @@ KSTEPS = 2
 # K-halves of an 8-row group side by side, sbo 256 between row groups), or the two
 # K-halves as separate slabs (lbo = rows * 16, sbo 128).
 LAYOUTS = {"interleaved": lambda rows: (128, 256), "slabs": lambda rows: (rows * 16, 128)}
+# The 128-byte swizzled layout (wgmma_desc's swizzle=128): a line holds 64 halves, so K
+# is one full line, 4 K steps, each descriptor 32 bytes (K-major) or 16 lines (MN-major)
+# past the previous one. Its arrays are 1024-byte aligned on the GPU (the simulator
+# takes no alignment and the emulation assumes it).
+SW128 = "sw128"
+SW_KSTEPS = 4
+SW_ALIGN = None if SIMULATOR else 1024
+
+
+def _k_total(layout):
+    return 16 * (SW_KSTEPS if layout == SW128 else KSTEPS)
 
 
 def _on_hopper():
@@ -51,27 +63,63 @@ def _stage(dst, src, size, k_total, tile, lbo, sbo, mn_major, tid):
         dst[(kk // 16) * tile + ((r // 8) * sbo + (q // 8) * lbo + inner) // 2] = src[e]
 
 
+@cuda.jit(device=True)
+def _stage_sw128(dst, src, size, k_total, lbo, mn_major, tid):
+    """Operand ``src`` (rows of k_total = 64) into shared ``dst`` in the 128-byte
+    swizzled layout: K-major, row r is line r (8-line atoms 1024 bytes apart), its
+    16-byte chunk kk // 8 at chunk (kk // 8) ^ (r % 8); MN-major, k-line kk of atom r //
+    64 (atoms lbo bytes apart) holds r % 64, its chunk (r % 64) // 8 at that ^ (kk % 8)."""
+    for e in range(tid, size, 128):
+        r = e // k_total
+        kk = e % k_total
+        if mn_major:
+            b = (r // 64) * lbo + kk * 128 + ((((r % 64) // 8) ^ (kk % 8)) * 16) + (r % 8) * 2
+        else:
+            b = (r // 8) * 1024 + (r % 8) * 128 + (((kk // 8) ^ (r % 8)) * 16) + (kk % 8) * 2
+        dst[b // 2] = src[e]
+
+
 @functools.lru_cache(maxsize=None)
 def make_wgmma_kernel(n, dtype, layout, trans_a=False, trans_b=False):
     """Kernel ``(a, bt, c, d, use_c)``: d = a @ bt.T (+ c when use_c[0] != 0) for a
     ``64 x K``, bt ``n x K`` (uint16 bit patterns of ``dtype``), c, d float32 ``64 x
-    n``; K = 16 * KSTEPS. A / B staged K-major, or MN-major with ``trans_a`` /
+    n``; K = ``_k_total(layout)``. A / B staged K-major, or MN-major with ``trans_a`` /
     ``trans_b``. Launch: one block of 128 threads."""
-    k_total = 16 * KSTEPS
+    sw = layout == SW128
+    k_total = _k_total(layout)
+    ksteps = k_total // 16
     m = n // 2
-    lbo_a, sbo_a = LAYOUTS[layout](64)
-    lbo_b, sbo_b = LAYOUTS[layout](n)
-    tile_a, tile_b = 64 * 16, n * 16  # elements per K step
     size_a, size_b = 64 * k_total, n * k_total
+    if sw:
+        # MN-major: one 64-wide atom per 64 rows, its 64 k-lines (8 KiB) together.
+        lbo_a, sbo_a = (k_total * 128 if trans_a else 16), 1024
+        lbo_b, sbo_b = (k_total * 128 if trans_b else 16), 1024
+        # Elements from one K step's descriptor start to the next.
+        tile_a = 16 * 64 if trans_a else 16
+        tile_b = 16 * 64 if trans_b else 16
+        swizzle = 128
+    else:
+        lbo_a, sbo_a = LAYOUTS[layout](64)
+        lbo_b, sbo_b = LAYOUTS[layout](n)
+        tile_a, tile_b = 64 * 16, n * 16  # elements per K step
+        swizzle = 0
     op = tc.wgmma_op(n, dtype, trans_a, trans_b)
 
     def k(a, bt, c, d, use_c):
-        sa = cuda.shared.array(size_a, np.uint16)
-        sb = cuda.shared.array(size_b, np.uint16)
+        if sw:
+            sa = cuda.shared.array(size_a, np.uint16, alignment=SW_ALIGN)
+            sb = cuda.shared.array(size_b, np.uint16, alignment=SW_ALIGN)
+        else:
+            sa = cuda.shared.array(size_a, np.uint16)
+            sb = cuda.shared.array(size_b, np.uint16)
         acc = cuda.local.array(m, np.float32)
         tid = cuda.threadIdx.x
-        _stage(sa, a, size_a, k_total, tile_a, lbo_a, sbo_a, trans_a, tid)
-        _stage(sb, bt, size_b, k_total, tile_b, lbo_b, sbo_b, trans_b, tid)
+        if sw:
+            _stage_sw128(sa, a, size_a, k_total, lbo_a, trans_a, tid)
+            _stage_sw128(sb, bt, size_b, k_total, lbo_b, trans_b, tid)
+        else:
+            _stage(sa, a, size_a, k_total, tile_a, lbo_a, sbo_a, trans_a, tid)
+            _stage(sb, bt, size_b, k_total, tile_b, lbo_b, sbo_b, trans_b, tid)
         # Ordinary stores read next by the tensor cores: proxy fence, then barrier.
         tc.fence_proxy_async()
         cuda.syncthreads()
@@ -81,9 +129,9 @@ def make_wgmma_kernel(n, dtype, layout, trans_a=False, trans_b=False):
         for i in range(m):
             acc[i] = c[(16 * w + g + 8 * ((i % 4) // 2)) * n + 8 * (i // 4) + 2 * t + i % 2]
         tc.wgmma_fence()
-        for s in range(KSTEPS):
-            da = tc.wgmma_desc(sa, s * tile_a, lbo_a, sbo_a)
-            db = tc.wgmma_desc(sb, s * tile_b, lbo_b, sbo_b)
+        for s in range(ksteps):
+            da = tc.wgmma_desc(sa, s * tile_a, lbo_a, sbo_a, swizzle)
+            db = tc.wgmma_desc(sb, s * tile_b, lbo_b, sbo_b, swizzle)
             op(acc, da, db, use_c[0] if s == 0 else 1)
         tc.wgmma_commit()
         tc.wgmma_wait(0)
@@ -141,6 +189,34 @@ def test_kmajor_offsets_form_core_matrices():
     assert off[8, 0] == 256 and np.unique(off).size == 64 * 16
 
 
+def test_sw128_kmajor_offsets_swizzle_16_byte_chunks_within_lines():
+    # Line r of 64 halves (128 bytes), chunk c at chunk c ^ (r % 8); 8-line atoms 1024
+    # bytes apart: a permutation of the 64 x 64 tile's bytes.
+    r = np.arange(64)[:, None]
+    k = np.arange(64)[None, :]
+    off = tc.sw128_kmajor_offset(r, k, 1024)
+    assert (off == r * 128 + ((k // 8) ^ (r % 8)) * 16 + (k % 8) * 2).all()
+    assert np.unique(off).size == 64 * 64 and off.max() == 64 * 128 - 2
+    assert off[0, 8] == 16 and off[1, 0] == 128 + 16 and off[7, 56] == 7 * 128
+    # K step j: the descriptor starts 32 j bytes into the line, the XOR is on the sum.
+    for j in range(4):
+        step = tc.sw128_kmajor_offset(r, k[:, :16], 1024, start=32 * j)
+        assert (step == off[:, 16 * j:16 * j + 16]).all()
+
+
+def test_sw128_mnmajor_offsets_swizzle_16_byte_chunks_within_lines():
+    # k-line kk of 64 consecutive r; chunk (r % 64) // 8 at that ^ (kk % 8); 64-wide
+    # atoms lbo apart, 8-line groups sbo apart.
+    r = np.arange(128)[:, None]
+    k = np.arange(64)[None, :]
+    off = tc.sw128_mnmajor_offset(r, k, 8192, 1024)
+    want = (r // 64) * 8192 + k * 128 + (((r % 64) // 8) ^ (k % 8)) * 16 + (r % 8) * 2
+    assert (off == want).all() and np.unique(off).size == 128 * 64
+    for j in range(4):
+        step = tc.sw128_mnmajor_offset(r, k[:, :16], 8192, 1024, start=2048 * j)
+        assert (step == off[:, 16 * j:16 * j + 16]).all()
+
+
 def test_bad_n_is_rejected():
     with pytest.raises(ValueError, match="multiple of 8"):
         tc.wgmma_acc_layout(12)
@@ -153,13 +229,13 @@ def test_bad_n_is_rejected():
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("n", [8, 64, 256])
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("layout", sorted(LAYOUTS) + [SW128])
 @pytest.mark.parametrize("use_c", [0, 1])
 def test_wgmma_matches_numpy_exactly(dtype, n, layout, use_c):
     if not _on_hopper():
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
     rng = np.random.default_rng(n + 7 * use_c)
-    k_total = 16 * KSTEPS
+    k_total = _k_total(layout)
     a = rng.integers(-4, 5, (64, k_total)).astype(np.float32)
     bt = rng.integers(-4, 5, (n, k_total)).astype(np.float32)
     c = rng.integers(-64, 65, (64, n)).astype(np.float32)
@@ -170,23 +246,25 @@ def test_wgmma_matches_numpy_exactly(dtype, n, layout, use_c):
     want = a.astype(np.float64) @ bt.astype(np.float64).T + (c if use_c else 0)
     np.testing.assert_array_equal(got, want.astype(np.float32))
     # The per-step reference agrees with the whole product.
-    ref = tc.wgmma_reference(_bits(a[:, :16], dtype), _bits(bt[:, :16], dtype),
-                             c if use_c else None, dtype)
-    ref = tc.wgmma_reference(_bits(a[:, 16:], dtype), _bits(bt[:, 16:], dtype), ref, dtype)
+    ref = c if use_c else None
+    for k0 in range(0, k_total, 16):
+        ref = tc.wgmma_reference(_bits(a[:, k0:k0 + 16], dtype),
+                                 _bits(bt[:, k0:k0 + 16], dtype), ref, dtype)
     np.testing.assert_array_equal(got, ref)
 
 
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("n", [8, 64])
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("n,layout", [(n, lay) for lay in sorted(LAYOUTS) for n in (8, 64)]
+                         + [(64, SW128), (128, SW128)])
 @pytest.mark.parametrize("trans", [(True, False), (False, True), (True, True)],
                          ids=["ta", "tb", "ta_tb"])
 def test_wgmma_transposed_operands_match_numpy_exactly(dtype, n, layout, trans):
-    """MN-major A and / or B (imm-trans-a / -b): the same products."""
+    """MN-major A and / or B (imm-trans-a / -b): the same products. Swizzled, n = 128
+    puts B's two 64-wide atoms LBO apart."""
     if not _on_hopper():
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
     rng = np.random.default_rng(n + 3)
-    k_total = 16 * KSTEPS
+    k_total = _k_total(layout)
     a = rng.integers(-4, 5, (64, k_total)).astype(np.float32)
     bt = rng.integers(-4, 5, (n, k_total)).astype(np.float32)
     c = rng.integers(-64, 65, (64, n)).astype(np.float32)
@@ -222,16 +300,21 @@ def test_emulation_rejects_threads_that_disagree():
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("n,trans", [(8, (False, False)), (64, (False, False)),
-                                     (256, (False, False)), (64, (True, True))],
-                         ids=["8", "64", "256", "64-ta_tb"])
-def test_wgmma_kernels_assemble_for_sm90a_with_hgmma(dtype, n, trans):
+@pytest.mark.parametrize("n,trans,layout",
+                         [(8, (False, False), "interleaved"), (64, (False, False), "interleaved"),
+                          (256, (False, False), "interleaved"), (64, (True, True), "interleaved"),
+                          (64, (False, False), SW128), (128, (True, True), SW128)],
+                         ids=["8", "64", "256", "64-ta_tb", "64-sw128", "128-ta_tb-sw128"])
+def test_wgmma_kernels_assemble_for_sm90a_with_hgmma(dtype, n, trans, layout):
     from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
 
-    kernel = make_wgmma_kernel(n, dtype, "interleaved", *trans)
+    kernel = make_wgmma_kernel(n, dtype, layout, *trans)
     with offline_compile((9, 0, "a")):
         ptx = kernel.ptx(cc=(9, 0, "a"))
     assert ".target sm_90a" in ptx
+    if layout == SW128:
+        # Both operand arrays 1024-byte aligned: the swizzle XORs absolute address bits.
+        assert ptx.count(".shared .align 1024") == 2, "swizzled operands not 1024-aligned"
     kind = "f16" if dtype == "float16" else "bf16"
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}" in ptx
     assert f"p, 1, 1, {int(trans[0])}, {int(trans[1])};" in ptx
@@ -240,11 +323,11 @@ def test_wgmma_kernels_assemble_for_sm90a_with_hgmma(dtype, n, trans):
         assert marker in ptx
     rep = ptxas_report(ptx, arch="sm_90a")
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
-    # Up to n = 64 LLVM unrolls the accumulator copy loops and the accumulators are
+    # Up to n = 128 LLVM unrolls the accumulator copy loops and the accumulators are
     # registers; at n = 256 (128 of them) it does not, and the run-time-indexed
     # array stays in local memory (a 512-byte frame): a GEMM must index them with
     # constants.
-    assert rep["stack"] == (0 if n <= 64 else 512), rep
+    assert rep["stack"] == (0 if n <= 128 else 512), rep
     if find_nvdisasm() is None:
         pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
     text = sass(ptx, arch="sm_90a")
@@ -287,14 +370,26 @@ def _equal_rounded(ours, exact):
     return torch.equal(ours.double().cpu(), exact.to(ours.dtype).double().cpu())
 
 
+def _use_variant(la, variant, monkeypatch):
+    """Point WG_SIM / WG_LARGE at ``variant``'s tiling: 'v1' as shipped, 'inflight'
+    (one k-tile of MMAs kept in flight), 'sw128' (128-byte swizzled operand tiles)."""
+    if variant == "inflight":
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM._replace(inflight=1))
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_INFLIGHT)
+    elif variant == "sw128":
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_SW128)
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_SW128)
+    return la.WG_SIM if SIMULATOR else la.WG_LARGE
+
+
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("shape", GEMM_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("inflight", [0, 1])
-def test_linear_act_forward_on_wgmma(dtype, shape, inflight, monkeypatch):
+@pytest.mark.parametrize("variant", ["v1", "inflight", "sw128"])
+def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma routes the forward to the wgmma kernel (waiting for each k-tile's
-    MMAs, or keeping one tile of them in flight); exact on small integers (bias,
-    preact and output), and within the mma.sync kernel's error on random data with
-    an activation."""
+    MMAs, keeping one tile of them in flight, or on 128-byte swizzled tiles); exact on
+    small integers (bias, preact and output), and within the mma.sync kernel's error
+    on random data with an activation."""
     import torch
 
     from interop.dlpack import poison_outputs
@@ -303,9 +398,7 @@ def test_linear_act_forward_on_wgmma(dtype, shape, inflight, monkeypatch):
 
     if not _on_hopper():
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
-    if inflight:
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM._replace(inflight=1))
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_INFLIGHT)
+    cfg = _use_variant(la, variant, monkeypatch)
     made = []
     real = la.make_wgmma_kernel
 
@@ -318,7 +411,7 @@ def test_linear_act_forward_on_wgmma(dtype, shape, inflight, monkeypatch):
     x, w, b = _gemm_inputs(M, K, N, dtype, 1, integers=True)
     with la.use_wgmma(), poison_outputs():
         y, pre = la.linear_act_forward(x, w, b, "relu", save_preact=True)
-    assert made, "the wgmma kernel did not run"
+    assert made and all(args[2] == cfg for args in made), made
     want_pre = x.double() @ w.double().T + b.double()
     assert _equal_rounded(pre, want_pre)
     assert _equal_rounded(y, want_pre.clamp_min(0))
@@ -339,11 +432,12 @@ if not SIMULATOR:
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("shape", DGRAD_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_linear_act_backward_on_wgmma(dtype, shape, monkeypatch):
+@pytest.mark.parametrize("variant", ["v1", "sw128"])
+def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma runs the dgrad GEMM (the weight read MN-major, imm-trans-b; act'
     fused) and the wgrad GEMM (both operands MN-major; grad_bias from an m64n8 wgmma
-    against ones) on wgmma: exact on small integers, for linear_act_dgrad and for
-    linear_act_backward's three gradients."""
+    against ones) on wgmma, on no-swizzle or 128-byte swizzled tiles: exact on small
+    integers, for linear_act_dgrad and for linear_act_backward's three gradients."""
     import torch
 
     from interop.dlpack import poison_outputs
@@ -351,12 +445,14 @@ def test_linear_act_backward_on_wgmma(dtype, shape, monkeypatch):
 
     if not _on_hopper():
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    cfg = _use_variant(la, variant, monkeypatch)
     roles = []
     real = la.make_wgmma_kernel
 
-    def spy(role, *args):
+    def spy(role, dt, wg_cfg):
+        assert wg_cfg == cfg
         roles.append(role)
-        return real(role, *args)
+        return real(role, dt, wg_cfg)
 
     monkeypatch.setattr(la, "make_wgmma_kernel", spy)
     M, K, N = shape
@@ -372,6 +468,49 @@ def test_linear_act_backward_on_wgmma(dtype, shape, monkeypatch):
     assert _equal_rounded(gx2, prod)
     assert _equal_rounded(gw, g.double().T @ x.double())
     assert _equal_rounded(gb, g.double().sum(0))
+
+
+def test_swizzled_gemms_with_two_warpgroups(monkeypatch):
+    """The second warpgroup's rows of A (K-major: 8 atoms further; wgrad's MN-major:
+    the next 64-wide atom column) in all three GEMMs, at the simulator's pace: 128 x
+    64 tiles, a 2-deep ring; exact on small integers (one dtype: the layout is the
+    same for both)."""
+    from interop.dlpack import poison_outputs
+    from numba_fused import linear_act as la
+
+    if not _on_hopper():
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    cfg = la.WgmmaConfig(128, 64, 64, 2, 2, 0, 128)
+    monkeypatch.setattr(la, "WG_SIM", cfg)
+    monkeypatch.setattr(la, "WG_LARGE", cfg)
+    roles = []
+    real = la.make_wgmma_kernel
+    monkeypatch.setattr(la, "make_wgmma_kernel", lambda role, *a: (roles.append(role),
+                                                                    real(role, *a))[1])
+    M, K, N = 130, 72, 104  # wgrad's M is N: both warpgroups hold rows there too
+    x, w, b = _gemm_inputs(M, K, N, "float16", 7, integers=True)
+    g = _gemm_inputs(M, N, 1, "float16", 8, integers=True)[0]
+    with la.use_wgmma(), poison_outputs():
+        y = la.linear_act_forward(x, w, b, "none")
+        gx, gw, gb = la.linear_act_backward(g, x, w, None, "none")
+    assert sorted(set(roles)) == ["dgrad", "fwd", "wgrad"]
+    assert _equal_rounded(y, x.double() @ w.double().T + b.double())
+    assert _equal_rounded(gx, g.double() @ w.double())
+    assert _equal_rounded(gw, g.double().T @ x.double())
+    assert _equal_rounded(gb, g.double().sum(0))
+
+
+def test_swizzled_configs_outside_the_implemented_layout_are_rejected():
+    from numba_fused import linear_act as la
+
+    with pytest.raises(ValueError, match="bk = 64"):
+        la.WgmmaConfig(128, 128, 32, 4, 8, 0, 128).validate()
+    with pytest.raises(ValueError, match="swizzle must be"):
+        la.WgmmaConfig(128, 128, 64, 4, 8, 0, 64).validate()
+    la.make_wgmma_kernel("fwd", "float16", la.WgmmaConfig(64, 32, 64, 3, 2, 0, 128))
+    for role in ("dgrad", "wgrad"):
+        with pytest.raises(ValueError, match="multiple of 64"):
+            la.make_wgmma_kernel(role, "float16", la.WgmmaConfig(64, 32, 64, 3, 2, 0, 128))
 
 
 def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
@@ -391,7 +530,7 @@ def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("cfg_name", ["WG_LARGE", "WG_LARGE_INFLIGHT"])
+@pytest.mark.parametrize("cfg_name", ["WG_LARGE", "WG_LARGE_INFLIGHT", "WG_LARGE_SW128"])
 @pytest.mark.parametrize("role", ["fwd", "dgrad", "wgrad"])
 def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     from numba_fused import linear_act as la
@@ -401,6 +540,8 @@ def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     kernel = la.make_wgmma_kernel(role, dtype, cfg)
     with offline_compile((9, 0, "a")):
         ptx = kernel.ptx(cc=(9, 0, "a"))
+    # The swizzle XORs absolute shared-address bits: the ring must sit on 1024 bytes.
+    assert (".extern .shared .align 1024" in ptx) == bool(cfg.swizzle)
     rep = ptxas_report(ptx, arch="sm_90a")
     # The 64 accumulators must be registers (constant indices everywhere).
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
