@@ -299,6 +299,7 @@ class Kernel:
         self._plan = tuple(plan)
         self._array_idx = tuple(i for i, t in enumerate(self.argtypes) if isinstance(t, types.Array))
         self._smem_limit = {}  # device -> dynamic shared memory bytes allowed there
+        self._smem_cap = {}    # device -> dynamic bytes launchable without opting in
         self._on_device = {}  # device -> (numba function, raw kernel handle)
         self._occupancy = {}  # (device, threads, shared) -> resident blocks per SM
         self._nslots = slot
@@ -396,7 +397,7 @@ class Kernel:
             host = [FakeCUDAArray(a.host) if t is None else a for a, t in zip(args, self._convert)]
             self.dispatcher[grid, block, 0, shared](*host)
             return
-        if shared > _DEFAULT_DYNAMIC_SMEM:
+        if shared and shared > self._dynamic_cap(_device_of(args, self._array_idx)):
             self._ensure_smem(shared, _device_of(args, self._array_idx))
         mode = _MODE[0] or launch_mode()
         if mode == "direct":
@@ -471,6 +472,17 @@ class Kernel:
             raise RuntimeError("prepared launches need a GPU (the simulator has no driver)")
         return PreparedLaunch(self, grid, block, shared, args, dynamic, device)
 
+    def _dynamic_cap(self, device):
+        """Dynamic shared memory a launch may ask for without the opt-in attribute:
+        the driver's 48 KiB default applies to static and dynamic shared memory
+        together, so it is 48 KiB less the kernel's static arrays (a kernel with 516
+        static bytes failed to launch with exactly 48 KiB of dynamic ones)."""
+        cap = self._smem_cap.get(device)
+        if cap is None:
+            static = int(self.function(device)[0].attrs.shared)
+            cap = self._smem_cap[device] = _DEFAULT_DYNAMIC_SMEM - static
+        return cap
+
     def _ensure_smem(self, nbytes, device):
         """Allow at least ``nbytes`` of dynamic shared memory on ``device`` (the
         driver's default cap is 48 KiB; numba has no API for this) and prefer the whole
@@ -523,7 +535,7 @@ class PreparedLaunch:
         if device is None:
             device = _device_of(args, kernel._array_idx)
         self.device = device
-        if shared > _DEFAULT_DYNAMIC_SMEM:
+        if shared and shared > kernel._dynamic_cap(device):
             kernel._ensure_smem(shared, device)
         self.kernel = kernel
         self.dims = _dim3(grid) + _dim3(block)

@@ -368,6 +368,19 @@ def test_deterministic_is_bit_identical(dtype, shape):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant,dtype,n", [((True, True, False), "float32", 12288),
+                                             ((False, True, True), "float16", 49152)],
+                         ids=["rms_w-float32-12288", "ln_w_b-float16-49152"])
+def test_gpu_streaming_backward_dynamic_smem_at_the_48k_line(variant, dtype, n):
+    """RMSNorm float32 N = 12288 puts exactly 48 KiB of accumulators in dynamic shared
+    memory beside the kernel's static arrays, over the driver's default 48 KiB for
+    both together (the launch failed with CUDA_ERROR_INVALID_VALUE until the launcher
+    counted the static bytes); 49152 float16 with w and b takes two column chunks."""
+    _check_all(variant, (7, n), dtype, False)
+    _check_all(variant, (7, n), dtype, True)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("n", [1024, 4096, 20000])
 def test_lock_scheme_under_contention_repeated(n):
     """Many blocks hammering 4 buffers, 20 times: a missing fence or barrier before
