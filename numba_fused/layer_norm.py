@@ -798,7 +798,7 @@ _I32_1D = types.Array(types.int32, 1, "C")
 # Register-resident groups per thread the launchers may pick, by direction and VEC.
 # Forward keeps one row slice (<= 16 floats); backward keeps xhat, w*dy and the dw/db
 # accumulators (4 x <= 8 floats) within the 64 registers 1024-thread blocks allow.
-_WORDS = {("fwd", 8): (1, 2, 3, 4), ("fwd", 4): (1, 2, 4), ("bwd", 8): (1, 2),
+_WORDS = {("fwd", 8): (1, 2, 3, 4), ("fwd", 4): (1, 2, 3, 4), ("bwd", 8): (1, 2),
           ("bwd", 4): (1, 2)}
 # Register load (see _fat) above which a row kernel is "fat": compiled for <=
 # _FAT_BLOCK threads per block (up to 128 registers) instead of 1024 (64). From

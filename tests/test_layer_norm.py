@@ -139,6 +139,9 @@ LAYOUTS = [
     ("float32", 96, {}, {"fwd": (1, 32), "bwd": (1, 32)}),
     ("float32", 256, {}, {"fwd": (2, 32), "bwd": (2, 32)}),
     ("float32", 512, {}, {"fwd": (4, 32), "bwd": (2, 64)}),
+    # 3 groups per thread in float32 (fp32 N = 12288 on the GPU: 3 x 1024, not the
+    # streaming kernel).
+    ("float32", 384, {}, {"fwd": (3, 32), "bwd": (1, 96)}),
     # tpr > 32: rows reduced through shared memory, several warps per row; checked.
     ("float16", 520, {}, {"fwd": (1, 96), "bwd": (1, 96)}),
     # Exact with several warps per row (fat forward, 2 row slots per block).
