@@ -44,6 +44,14 @@ cycle); otherwise after ``TIMEOUT_S`` seconds in which no lane arrived (e.g. a l
 spinning on a lock). The simulator re-raises a failing thread's exception from the
 kernel launch, its message prefixed by the thread's ``tid=[..] ctaid=[..]``, once the
 block's other threads have stopped (up to ``JOIN_S``).
+
+Static shared arrays: the simulator's ``cuda.shared.array`` finds a block's array for
+a source line in a dict, and creates it when missing, without a lock: two threads that
+reach the line together can both miss and each keep an array of its own, whose
+writes the others never see and whose unwritten (``np.empty``) elements they read. It
+showed as rare wrong results in CPU CI under load (a CUDA-core attention dQ, a
+dropout bias gradient of ~1e32, a float32 GEMM). :func:`install` replaces it with the
+same lookup under a lock.
 """
 
 import sys
@@ -98,6 +106,7 @@ def install():
             from numba.cuda.simulator import kernel, kernelapi
 
             _track_threads(kernel.BlockThread, kernel.BlockManager)
+            kernelapi.FakeCUDAShared.array = _shared_array
             fake = kernelapi.FakeCUDAModule
             for fn in _PRIMITIVES:
                 if not hasattr(fake, fn.__name__):  # a future simulator's own wins
@@ -107,6 +116,37 @@ def install():
         if SWITCH_INTERVAL_S and sys.getswitchinterval() > SWITCH_INTERVAL_S:
             sys.setswitchinterval(SWITCH_INTERVAL_S)
     return True
+
+
+_SHARED_LOCK = threading.Lock()
+
+
+def _new_shared(shape, dtype):
+    """A new static shared array (uninitialised, as on a GPU)."""
+    return np.empty(shape, dtype)
+
+
+def _shared_array(self, shape, dtype, alignment=None):
+    """``cuda.shared.array`` of the simulator (``FakeCUDAShared``), thread-safe: a
+    static array is identified, as there, by the calling source file and line, and
+    created once per block under a lock; ``shape == 0`` is the dynamic shared
+    memory, one buffer for every dtype."""
+    from numba.cuda.simulator.kernelapi import numpy_support, types
+
+    if alignment is not None:
+        raise RuntimeError("Array alignment is not supported in cudasim")
+    if isinstance(dtype, types.Type):
+        dtype = numpy_support.as_dtype(dtype)
+    if shape == 0:
+        return np.frombuffer(self._dynshared.data, dtype=dtype,
+                             count=self._dynshared_size // dtype.itemsize)
+    caller = sys._getframe(1)
+    key = (caller.f_code.co_filename, caller.f_lineno)
+    with _SHARED_LOCK:
+        res = self._allocations.get(key)
+        if res is None:
+            res = self._allocations[key] = _new_shared(shape, dtype)
+    return res
 
 
 def _bits(mask):

@@ -594,3 +594,31 @@ def test_healthy_launch_after_divergence():
     x = np.ones(1024, np.float32)
     block_sum_kernel[4, 256](x, out)
     np.testing.assert_array_equal(out, 256.0)
+
+
+@pytest.mark.sim
+def test_static_shared_array_is_one_per_block_when_threads_race(monkeypatch):
+    """Every thread of a block gets the same static shared array even when they all
+    reach cuda.shared.array while it is being created (made slow here so that they
+    do): the simulator's own lookup, unlocked, gave racing threads arrays of their
+    own, which showed in CI as rare wrong results of kernels with shared tiles."""
+    real = sim_support._new_shared
+
+    def slow(shape, dtype):
+        time.sleep(0.05)
+        return real(shape, dtype)
+
+    monkeypatch.setattr(sim_support, "_new_shared", slow)
+
+    @cuda.jit
+    def kernel(out):
+        s = cuda.shared.array(64, np.float32)
+        i = cuda.threadIdx.x
+        s[i] = i + 100 * cuda.blockIdx.x
+        cuda.syncthreads()
+        out[cuda.blockIdx.x, i] = s[(i + 1) % 64]
+
+    out = np.zeros((2, 64), np.float32)
+    kernel[2, 64](out)
+    want = (np.arange(64) + 1) % 64 + 100 * np.arange(2)[:, None]
+    np.testing.assert_array_equal(out, want)
