@@ -78,7 +78,8 @@ from .philox import philox4x32_np, split_u64, uniform_from_bits_np
 from .plan import NOW, Recorder
 
 __all__ = ["attention_forward", "attention_backward", "attention_ref", "dropout_keep_ref",
-           "shipped_kernels", "forward_plan", "backward_plan", "rng_values", "MAX_HEAD_DIM"]
+           "shipped_kernels", "forward_plan", "backward_plan", "rng_values", "MAX_HEAD_DIM",
+           "CUDA_CORE_MAX_HEAD_DIM", "max_head_dim"]
 
 MAX_HEAD_DIM = 256
 # The CUDA-core kernels (float32, or tensor_cores=False) keep a lane's output columns
@@ -129,6 +130,15 @@ def _use_tensor_cores(dtype, tensor_cores):
         raise ValueError("tensor_cores=True needs float16 or bfloat16 inputs (float32 runs on "
                          "the CUDA-core kernels), got float32")
     return bool(tensor_cores)
+
+
+def max_head_dim(dtype):
+    """Largest head dim (q/k or v) the kernels a call with inputs of ``dtype`` (a
+    NumPy / torch dtype or its name) would run on take: MAX_HEAD_DIM on the
+    tensor-core kernels (float16 / bfloat16, unless $NUMBA_FUSED_ATTN_TC turns them
+    off), CUDA_CORE_MAX_HEAD_DIM on the CUDA-core ones."""
+    name = str(dtype).removeprefix("torch.")
+    return MAX_HEAD_DIM if _use_tensor_cores(name, None) else CUDA_CORE_MAX_HEAD_DIM
 
 
 def _tc_tile(block, d_max):

@@ -329,6 +329,15 @@ def test_tc_head_dim_256_column_parts(dtype, d, dv, p, bias, scheme):
                    num_splits=3, **scheme)
 
 
+def test_max_head_dim_follows_the_kernels(monkeypatch):
+    from numba_fused.attention import max_head_dim
+
+    assert max_head_dim(torch.float16) == max_head_dim("bfloat16") == 256
+    assert max_head_dim(torch.float32) == 128
+    monkeypatch.setenv("NUMBA_FUSED_ATTN_TC", "0")
+    assert max_head_dim(torch.float16) == 128
+
+
 def test_head_dim_limits_name_the_kernels():
     q = _rand((1, 3, 1, 257), torch.Generator().manual_seed(0), "float16")
     with pytest.raises(ValueError, match=r"q/k head_dim must be in \[1, 256\] on the tensor"):

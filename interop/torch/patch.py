@@ -19,7 +19,8 @@ registry (``_supports_attention_backend``), registers :func:`hf_attention` as th
 attention implementation ``"numba_fused"`` and switches the model to it: every
 attention layer then calls our ``scaled_dot_product_attention`` with the model's
 causal / padding mask (as an additive bias or ``is_causal``), dropout and scale.
-Calls our kernels cannot serve (head dim above 128, ``softcap``, T5-style
+Calls our kernels cannot serve (head dim above ``numba_fused.attention.max_head_dim``:
+256 in float16 / bfloat16, 128 in float32; ``softcap``, T5-style
 ``position_bias``, ``output_attentions``) go to transformers' own SDPA path, so they
 stay correct; ``hf_attention.fallbacks`` counts them.
 
@@ -226,11 +227,13 @@ def hf_attention(module, query, key, value, attention_mask, dropout=0.0, scaling
     transformers' SDPA path does."""
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
+    from numba_fused.attention import max_head_dim
+
     from .attention import scaled_dot_product_attention
 
     if (kwargs.get("softcap") is not None or kwargs.get("position_bias") is not None
-            or kwargs.get("output_attentions") or query.shape[-1] > 128
-            or value.shape[-1] > 128):
+            or kwargs.get("output_attentions")
+            or max(query.shape[-1], value.shape[-1]) > max_head_dim(query.dtype)):
         hf_attention.fallbacks += 1
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, is_causal=is_causal, **kwargs)
