@@ -885,8 +885,6 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
         t = lane & 3
         split = cuda.blockIdx.y
         nsplit = cuda.gridDim.y
-        cpart = cuda.blockIdx.z % NCP
-        col0 = cpart * DO
         hb = (cuda.blockIdx.z // NCP) * cuda.gridDim.x + cuda.blockIdx.x
         nheads = heads
         h = hb % heads
@@ -927,7 +925,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
             smi[C_GB] = gb_base
             smi[C_L] = lse_base
             smi[C_D] = delta_base
-            smi[C_COL] = 2 * col0
+            smi[C_COL] = 2 * DO * (cuda.blockIdx.z % NCP)  # first output column, bytes
         shift = sk - sq if mask_kind == MASK_BOTTOM_RIGHT else 0
         bh = b * nheads + h
         scale_l2 = scale * _LOG2E
