@@ -138,6 +138,8 @@ def max_head_dim(dtype):
     tensor-core kernels (float16 / bfloat16, unless $NUMBA_FUSED_ATTN_TC turns them
     off), CUDA_CORE_MAX_HEAD_DIM on the CUDA-core ones."""
     name = str(dtype).removeprefix("torch.")
+    if name not in ("float16", "bfloat16", "float32"):
+        raise TypeError(f"dtype must be float16, bfloat16 or float32, got {dtype!r}")
     return MAX_HEAD_DIM if _use_tensor_cores(name, None) else CUDA_CORE_MAX_HEAD_DIM
 
 

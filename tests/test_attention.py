@@ -336,6 +336,8 @@ def test_max_head_dim_follows_the_kernels(monkeypatch):
     assert max_head_dim(torch.float32) == 128
     monkeypatch.setenv("NUMBA_FUSED_ATTN_TC", "0")
     assert max_head_dim(torch.float16) == 128
+    with pytest.raises(TypeError, match="dtype must be"):
+        max_head_dim(torch.int8)
 
 
 def test_head_dim_limits_name_the_kernels():
