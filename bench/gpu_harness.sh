@@ -63,12 +63,19 @@ if has_stage sanitize; then
   SAN_OPS=${SAN_OPS:-dropout layer_norm attention linear_act linear_act_wgmma}
   SAN_TOOLS=${SAN_TOOLS:-memcheck racecheck synccheck initcheck}
   SANDIR="$OUTDIR/.sanitize"; mkdir -p "$SANDIR"
+  # On a machine with several GPUs the processes take them in turn ($SAN_GPUS: how
+  # many to use; default all).
+  NGPU=${SAN_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+  [ "$NGPU" -ge 1 ] 2>/dev/null || NGPU=1
+  i=0
   for tool in $SAN_TOOLS; do
     for op in $SAN_OPS; do
       args=(--tool "$tool" --error-exitcode 9)
       args+=(--report-api-errors no)
-      ( timeout -k 10 "$SAN_TIMEOUT" $SAN "${args[@]}" "$PY" bench/sanitize.py "$op" \
-          > "$SANDIR/${tool}_$op.log" 2>&1; echo $? > "$SANDIR/${tool}_$op.rc" ) &
+      ( CUDA_VISIBLE_DEVICES=$((i % NGPU)) timeout -k 10 "$SAN_TIMEOUT" $SAN "${args[@]}" \
+          "$PY" bench/sanitize.py "$op" > "$SANDIR/${tool}_$op.log" 2>&1
+        echo $? > "$SANDIR/${tool}_$op.rc" ) &
+      i=$((i + 1))
     done
   done
   wait

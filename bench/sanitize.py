@@ -42,9 +42,10 @@ def _dropout(nf, torch, dt):
 def _layer_norm(nf, torch, dt):
     from numba_fused.layer_norm import tuning
 
-    # 12296: the 16-byte streaming backward (shared-memory dW/dB accumulators);
-    # 65536: the same over several column chunks.
-    for n in (1, 97, 1000, 4096, 12296, 65536):
+    # 12288: float32's forward with 3 groups a thread; 12296: the 16-byte streaming
+    # backward (shared-memory dW/dB accumulators); 65536: the same over several
+    # column chunks.
+    for n in (1, 97, 1000, 4096, 12288, 12296, 65536):
         x = torch.randn(29, n, device="cuda", dtype=dt)
         w = torch.randn(n, device="cuda", dtype=dt)
         b = torch.randn(n, device="cuda", dtype=dt)
@@ -92,13 +93,20 @@ def _attention(nf, torch, dt):
 
 def _linear_act_wgmma(nf, torch, dt):
     # The Hopper warpgroup-MMA GEMMs (opt-in): float16 / bfloat16 only; ragged sizes
-    # take its edge tiles, (2304, 2048, 256) several full 128x128 tiles.
-    from numba_fused.linear_act import use_wgmma
+    # take its edge tiles, (2304, 2048, 256) several full 128x128 tiles; both operand
+    # layouts, unswizzled (v1) and 128-byte swizzled (v3).
+    from numba_fused import linear_act as la
 
     if dt == torch.float32:
         return
-    with use_wgmma():
-        _linear_act(nf, torch, dt)
+    saved = la.WG_LARGE
+    try:
+        for config in (saved, la.WG_LARGE_SW128):
+            la.WG_LARGE = config
+            with la.use_wgmma():
+                _linear_act(nf, torch, dt)
+    finally:
+        la.WG_LARGE = saved
 
 
 def _linear_act(nf, torch, dt):

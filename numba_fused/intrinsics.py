@@ -9,7 +9,7 @@ same bits. Which set is bound is decided once, from numba's config at import.
 import numpy as np
 from numba import config
 
-__all__ = ["f32_as_u32", "u32_as_f32", "mul_rn"]
+__all__ = ["f32_as_u32", "u32_as_f32", "mul_rn", "fma_rn"]
 
 if config.ENABLE_CUDASIM:
 
@@ -23,7 +23,31 @@ if config.ENABLE_CUDASIM:
 
     def mul_rn(a, b):
         """float32 ``a * b`` rounded on its own: never fused into an add (FMA)."""
-        return np.float32(a) * np.float32(b)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.float32(a) * np.float32(b)
+
+    def fma_rn(a, b, c):
+        """float32 ``a * b + c`` rounded once (to nearest, ties to even), exactly: the
+        candidates around the float64 value are compared with the exact rational."""
+        from fractions import Fraction
+
+        a, b, c = np.float32(a), np.float32(b), np.float32(c)
+        if not (np.isfinite(a) and np.isfinite(b) and np.isfinite(c)):
+            with np.errstate(all="ignore"):
+                return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+        exact = Fraction(float(np.float32(a))) * Fraction(float(np.float32(b))) \
+            + Fraction(float(np.float32(c)))
+        f = np.float32(float(exact))
+        if not np.isfinite(f):
+            return f
+        best = f
+        for g in (np.nextafter(f, np.float32(-np.inf)), np.nextafter(f, np.float32(np.inf))):
+            if not np.isfinite(g):
+                continue
+            dg, db = abs(Fraction(float(g)) - exact), abs(Fraction(float(best)) - exact)
+            if dg < db or (dg == db and int(g.view(np.uint32)) % 2 == 0):
+                best = g
+        return np.float32(best)
 
 else:
     from llvmlite import ir
@@ -71,6 +95,23 @@ else:
         def codegen(context, builder, signature, args):
             fty = ir.FunctionType(ir.FloatType(), [ir.FloatType(), ir.FloatType()])
             return builder.asm(fty, "mul.rn.f32 $0, $1, $2;", "=f,f,f", list(args),
+                               side_effect=False)
+
+        return sig, codegen
+
+    @intrinsic
+    def fma_rn(typingctx, a, b, c):
+        # One rounding of a * b + c, spelled out (PTX fma.rn.f32) so that an
+        # error-free product (h = a * b, then fma_rn(a, b, -h) is its exact
+        # rounding error) does not depend on what NVVM chooses to contract.
+        if a != types.float32 or b != types.float32 or c != types.float32:
+            return None
+        sig = types.float32(types.float32, types.float32, types.float32)
+
+        def codegen(context, builder, signature, args):
+            f = ir.FloatType()
+            fty = ir.FunctionType(f, [f, f, f])
+            return builder.asm(fty, "fma.rn.f32 $0, $1, $2, $3;", "=f,f,f,f", list(args),
                                side_effect=False)
 
         return sig, codegen

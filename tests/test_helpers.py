@@ -3,6 +3,7 @@ trips, warp and block reductions, the NumPy 2.5 shim; and their PTX compile."""
 
 import math
 import types as pytypes
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from numba import cuda, types
 
 import numba_fused  # noqa: F401  (installs the simulator primitives / numpy shim)
 from interop.dlpack import as_kernel_array, stream_handle
-from numba_fused import _compat, dtypes, philox, reductions
+from numba_fused import _compat, dtypes, intrinsics, philox, reductions
 from numba_fused.launch import Kernel
 from tests.util import DTYPES, device, torch_dtype
 
@@ -98,7 +99,18 @@ def _block_kernel(x, sums, maxs):
 
 BLOCK = Kernel("test_block_reduce", _block_kernel, (F32, F32, F32))
 
-ALL = [PHILOX, UNIFORM, WARP, BLOCK, *ROUNDTRIP.values()]
+def _rounding_kernel(a, b, c, prod, fused, resid):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        h = intrinsics.mul_rn(a[i], b[i])
+        prod[i] = h
+        fused[i] = intrinsics.fma_rn(a[i], b[i], c[i])
+        resid[i] = intrinsics.fma_rn(a[i], b[i], -h)
+
+
+ROUNDING = Kernel("test_rounding", _rounding_kernel, (F32,) * 6)
+
+ALL = [PHILOX, UNIFORM, WARP, BLOCK, ROUNDING, *ROUNDTRIP.values()]
 
 # ---- tests ----
 
@@ -193,6 +205,36 @@ def test_block_reductions(block):
     xb = x.reshape(nblocks, block)
     np.testing.assert_allclose(sums.cpu().numpy(), xb.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(maxs.cpu().numpy(), xb.max(1))
+
+
+def _round_exact(q):
+    """The float32 nearest the rational ``q`` (ties to even), by brute force."""
+    f = np.float32(float(q))
+    cands = [f, np.nextafter(f, np.float32(-np.inf)), np.nextafter(f, np.float32(np.inf))]
+    return min(cands, key=lambda g: (abs(Fraction(float(g)) - q),
+                                     int(np.float32(g).view(np.uint32)) % 2))
+
+
+def test_mul_rn_and_fma_rn_round_once():
+    """mul_rn rounds the product, fma_rn rounds a * b + c once, and
+    fma_rn(a, b, -mul_rn(a, b)) is the product's exact rounding error: the pieces the
+    one-element RMSNorm backward is built on, on the GPU and in the simulator."""
+    rng = np.random.default_rng(5)
+    n = 256
+    a = (1 + rng.random(n)).astype(np.float32)
+    b = (1 + rng.random(n)).astype(np.float32)
+    c = -(a.astype(np.float64) * b).astype(np.float32)  # near-cancellation: fma matters
+    c[: n // 2] = rng.standard_normal(n // 2).astype(np.float32)
+    # Exact ties for the fused rounding: a * b + c halfway between two float32s.
+    a[0], b[0], c[0] = np.float32(1 + 2 ** -12), np.float32(1 + 2 ** -12), np.float32(0)
+    outs = [torch.full((n,), float("nan"), device=device()) for _ in range(3)]
+    _launch(ROUNDING, 1, n, *(torch.from_numpy(v).to(device()) for v in (a, b, c)), *outs)
+    prod, fused, resid = (o.cpu().numpy() for o in outs)
+    for i in range(n):
+        exact = Fraction(float(a[i])) * Fraction(float(b[i]))
+        assert prod[i] == _round_exact(exact), i
+        assert fused[i] == _round_exact(exact + Fraction(float(c[i]))), i
+        assert Fraction(float(prod[i])) + Fraction(float(resid[i])) == exact, i
 
 
 def test_row_stack_shim_only_when_missing():
