@@ -133,11 +133,16 @@ def kernel_info(m, n, dtype_name, det):
     vec = ln._vec_of(dtype_name, True)
     for direction, factory, key in (("fwd", ln.make_forward_kernel, "fwd_block"),
                                     ("bwd", ln.make_backward_kernel, "bwd_block")):
-        words, tpr = ln._row_layout(n, vec, direction, m)
+        lean = direction == "fwd" and ln._fwd_lean(n, vec)
+        words, tpr = ln._lean_layout(n, vec) if lean else ln._row_layout(n, vec, direction, m)
         full = bool(words) and tpr * words * vec == n
         k = factory(dtype_name, False, True, True, True, words,
-                    bool(ln._tune["prefetch"]) if words else True, full)
-        if words:
+                    bool(ln._tune["prefetch"]) if words else True, full,
+                    **({"lean": True} if lean else {}))
+        if lean:
+            rpb = max(1, min(ln._tune[key] // tpr, m))
+            per_sm = k.resident_blocks(tpr * rpb, 0, None)
+        elif words:
             rpb = ln._rows_per_block(key, tpr, m, direction, vec, words)
             shared = (2 if direction == "fwd" else 1) * words * vec * tpr * 4
             per_sm = k.resident_blocks(tpr * rpb, shared, None)

@@ -881,7 +881,8 @@ def _group_guards(full):
 
 
 @functools.lru_cache(maxsize=None)
-def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False):
+def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
+                        lean=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -891,9 +892,15 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     prefetch: row kernels load the next row before reducing the current one.
     full: row kernels for ``tpr * words * VEC == n`` exactly (no idle lanes): compiled
     without per-group bounds checks.
+    lean: row kernel holding only x's raw 16-byte words (no float32 copy, no
+    prefetch, w and b read from global memory): see :func:`_lean_forward`.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
+    if lean:
+        if not (vector and words):
+            raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
+        return _lean_forward(dtype, rms, has_w, has_b, words, full)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1184,6 +1191,124 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             row += cuda.gridDim.x
 
     return Kernel(name, norm_fwd_stream, argtypes, **_JIT)
+
+
+@functools.lru_cache(maxsize=None)
+def _lean_forward(dtype, rms, has_w, has_b, words, full):
+    """The lean row kernel of :func:`make_forward_kernel` (same arguments and math).
+
+    The row kernel keeps each thread's groups twice (raw words for the next row,
+    float32 for this one) and w, b as float32 in shared memory: at N >= 12288 that
+    is ~95 registers per thread and up to 96 KiB per block, one 384-512-thread row
+    per SM, whose two block-wide reductions then sit on the critical path (ncu-less
+    reading of the v4c table, bench/notes_layer_norm.md). Here x's groups stay as
+    raw 16-byte words in registers across the three passes (sum, deviations, write;
+    each pass converts what it reads, and x - mu is recomputed bit for bit as the
+    row kernel stores it), w and b are read from global memory (L1/L2-resident: every
+    row reads the same n values) and nothing is prefetched: half the registers, no
+    shared memory but the reduction slots, so several rows are resident per SM and
+    each other's loads hide the reductions."""
+    vec = _vec_of(dtype, True)
+    nraw = 4 * words
+    raw_t = _kernel_storage(dtype, True)
+    st = types.Array(raw_t, 1, "C")
+    argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
+    _, elem = _raw_io(dtype)
+    _, pack = _raw_codec(dtype)
+    _gvalid, _gclamp = _group_guards(full)
+    name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_lean{words}"
+            + ("_full" if full else ""))
+
+    def norm_fwd_lean(x, w, b, y, mean_out, rstd_out, m, n, eps):
+        """Lean row kernel (persistent): y[r, :] = (x[r, :] - mu) * rstd * w + b,
+        statistics and arguments as the row kernel's (``norm_fwd_rows``). Block
+        ``(tpr, rpb)``: row slot ``threadIdx.y`` takes rows ``blockIdx.x * rpb +
+        threadIdx.y``, + ``gridDim.x * rpb``, ...; its ``tpr`` threads each hold
+        groups ``k * tpr + threadIdx.x`` (k < words) of the row as raw words ``xr``.
+        No dynamic shared memory."""
+        red = cuda.shared.array((2, 2, 32), np.float32)
+        xr = cuda.local.array(nraw, raw_t)
+        wr = cuda.local.array(4, raw_t)
+        br = cuda.local.array(4, raw_t)
+        ys = cuda.local.array(vec, np.float32)
+        t = cuda.threadIdx.x
+        tpr = cuda.blockDim.x
+        slot = cuda.threadIdx.y
+        rpb = cuda.blockDim.y
+        ng = np.uint32(n // vec)
+        ngw = np.uint64(ng)
+        nf = np.float32(n)
+        inv_n = np.float32(1.0) / nf
+        row = np.int32(cuda.blockIdx.x * rpb + slot)
+        stride = np.int32(cuda.gridDim.x * rpb)
+        m32 = np.int32(m)
+        # Several warps per row: every slot loops alike (the reductions hold barriers).
+        row_end = np.int32(m32 + slot) if tpr > WARP else m32
+        mlast = np.int32(m32 - 1)
+        glast = ng - np.uint32(1)
+        phase = 0
+        while row < row_end:
+            active = row < m32
+            rb = np.uint64(np.uint32(min(row, mlast))) * ngw
+            for k in range(words):
+                q = _ld16r(x, rb, _gclamp(k, tpr, t, glast))
+                for i in range(4):
+                    xr[4 * k + i] = q[i]
+            s = np.float32(0.0)
+            for k in range(words):
+                if _gvalid(k, tpr, t, ng):
+                    for j in range(vec):
+                        v = elem(xr, 4 * k, j)
+                        s += v * v if rms else v
+            dmu = np.float32(0.0)
+            mu = np.float32(0.0)
+            if rms:
+                var = _row_sum_v2(s, red, phase) * inv_n
+            else:
+                mu = _row_sum_v2(s, red, phase) / nf
+                phase ^= 1
+                sd = np.float32(0.0)
+                ss = np.float32(0.0)
+                for k in range(words):
+                    if _gvalid(k, tpr, t, ng):
+                        for j in range(vec):
+                            d = elem(xr, 4 * k, j) - mu
+                            sd += d
+                            ss += d * d
+                sd, ss = _row_sum2_v2(sd, ss, red, phase)
+                dmu = sd * inv_n
+                var = max((ss - sd * dmu) * inv_n, np.float32(0.0))
+            phase ^= 1
+            r = _rsqrt(var + eps)
+            nd = -(dmu * r)
+            for k in range(words):
+                gi = _gclamp(k, tpr, t, glast)
+                if has_w:
+                    q = _ld16(w, gi)
+                    for i in range(4):
+                        wr[i] = q[i]
+                if has_b:
+                    q = _ld16(b, gi)
+                    for i in range(4):
+                        br[i] = q[i]
+                for j in range(vec):
+                    v = (elem(xr, 4 * k, j) - mu) * r + nd
+                    if has_w:
+                        v = v * elem(wr, 0, j)
+                    if has_b:
+                        v = v + elem(br, 0, j)
+                    ys[j] = v
+                p = pack(ys, 0)
+                if active and _gvalid(k, tpr, t, ng):
+                    _st16r(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
+            if active:
+                if t == 0:
+                    if not rms:
+                        mean_out[np.uint64(row)] = mu + dmu
+                    rstd_out[np.uint64(row)] = r
+            row += stride
+
+    return Kernel(name, norm_fwd_lean, argtypes, **_JIT)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1738,6 +1863,11 @@ def shipped_kernels():
                     yield factory(dtype, rms, has_w, has_b, True, words, True, True)
                     if not _fat(direction, vec, words):
                         yield factory(dtype, rms, has_w, has_b, True, words, True, False)
+                if direction == "fwd":
+                    for words in _LEAN_WORDS:
+                        for full in (True, False):
+                            yield factory(dtype, rms, has_w, has_b, True, words, True, full,
+                                          True)
                 yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
                 if direction == "bwd" and (has_w or has_b):
@@ -1775,6 +1905,11 @@ _TUNING_DEFAULTS = {
     "reduce_block": (32, 32),
     # Row kernels: load the next row before reducing the current one.
     "prefetch": True,
+    # Forward: the lean row kernel (raw words, w and b from global memory; None: where
+    # _fwd_lean measured it faster); fwd_words forces the forward row kernels' groups
+    # per thread (None: the layout functions' pick).
+    "fwd_lean": None,
+    "fwd_words": None,
     # Row kernels are persistent: grid = SMs x resident blocks per SM (the driver's
     # occupancy for the kernel, block and shared memory), capped by these (None: no cap).
     "fwd_blocks_per_sm": None,
@@ -1883,8 +2018,9 @@ def _row_layout(n, vec, direction, m=1):
     ng = n // vec
     max_tpr = _tune["max_tpr"]
     best = None
+    forced = _tune["fwd_words"] if direction == "fwd" else None
     if vec > 1 and m < 2**30:
-        for words in _WORDS[(direction, vec)]:
+        for words in ((forced,) if forced else _WORDS[(direction, vec)]):
             tpr = _round_warp(cdiv(ng, words))
             fat = _fat(direction, vec, words)
             if tpr > (min(max_tpr, _FAT_BLOCK) if fat or direction == "bwd" else max_tpr):
@@ -1897,6 +2033,44 @@ def _row_layout(n, vec, direction, m=1):
     if best is not None:
         return best[1], best[2]
     return 0, min(max_tpr, _round_warp(cdiv(ng, _UNROLL[vec])))
+
+
+# Lean forward row kernels (_lean_forward): groups per thread they are built for.
+_LEAN_WORDS = (1, 2, 3, 4)
+
+
+def _fwd_lean(n, vec):
+    """Whether the forward takes the lean row kernel for rows of n (16-byte groups of
+    vec): tuning's ``fwd_lean``; None picks by the A/B of 2026-11-25 (H100, M x N =
+    2^26, bench/notes_layer_norm.md v5): 16-bit rows of N >= 2048 (1.02-1.42x the
+    row kernel), and rows the row kernel would stream (float32 N = 16384: 1.35x)."""
+    lean = _tune["fwd_lean"]
+    if lean is not None:
+        return bool(lean) and _lean_layout(n, vec)[0] > 0
+    if _lean_layout(n, vec)[0] == 0:
+        return False
+    return (vec == 8 and n >= 2048) or _row_layout(n, vec, "fwd")[0] == 0
+
+
+def _lean_layout(n, vec):
+    """(words, tpr) of the lean forward: tuning's ``fwd_words`` if set; else 2
+    groups a thread for rows of at most 512 groups (measured best at 16-bit N =
+    2048 and 4096: 0.102 against 0.105 ms with 4), else the most groups per thread
+    with no idle lane, else the fewest idle lanes; (0, 0) if no layout fits 1024
+    threads."""
+    ng = n // vec
+    forced = _tune["fwd_words"]
+    if not forced and ng <= 512 and ng % 64 == 0:
+        forced = 2
+    best = None
+    for words in ((forced,) if forced else _LEAN_WORDS):
+        tpr = _round_warp(cdiv(ng, words))
+        if tpr > _MAX_BLOCK:
+            continue
+        key = (tpr * words - ng, -words)
+        if best is None or key < best[0]:
+            best = (key, words, tpr)
+    return (best[1], best[2]) if best else (0, 0)
 
 
 def _rows_per_block(key, tpr, m, direction, vec, words):
@@ -2016,12 +2190,21 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     rstd = ex.alloc(xa, lead, "float32")
     vector = _can_vectorize(n, dtype, (xa, wa, ba, y))
     vec = _vec_of(dtype, vector)
-    words, tpr = _row_layout(n, vec, "fwd", m)
+    lean = vector and _fwd_lean(n, vec)
+    if lean:
+        words, tpr = _lean_layout(n, vec)
+    else:
+        words, tpr = _row_layout(n, vec, "fwd", m)
     has_w, has_b = wa is not None, ba is not None
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
-                                 bool(words) and tpr * words * vec == n)
-    if words:
+                                 bool(words) and tpr * words * vec == n, lean)
+    if lean:
+        rpb = max(1, min(_tune["fwd_block"] // tpr, m))
+        shared = 0
+        grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
+                                _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
+    elif words:
         rpb = _rows_per_block("fwd_block", tpr, m, "fwd", vec, words)
         shared = (has_w + has_b) * words * vec * tpr * 4
         grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),

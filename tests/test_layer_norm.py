@@ -160,7 +160,7 @@ LAYOUTS = [
                               for d, n, t, _ in LAYOUTS])
 def test_layouts(dtype, n, tune, want):
     vec = ln._vec_of(dtype, n % ln._vec_of(dtype, True) == 0)
-    with ln.tuning(**tune):
+    with ln.tuning(fwd_lean=False, **tune):
         assert ln._row_layout(n, vec, "fwd") == want["fwd"]
         assert ln._row_layout(n, vec, "bwd") == want["bwd"]
         for variant in (VARIANTS[0], VARIANTS[4]):
@@ -214,22 +214,64 @@ def _one_binade_rows(n, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["stream", "rows"])
+@pytest.mark.parametrize("layout", ["stream", "rows", "lean"])
 def test_mean_has_no_rounding_bias(dtype, layout, request):
     """The saved mean against float64 on rows whose deviations all round alike. The
-    streaming forward sums them with TwoSum compensation; the row kernels do not
-    yet (measured under the simulator, 2026-11-25: 3.3e-4 fp32, 7.2e-4 fp16 at
-    N = 4096; bf16 happens to be exact), kept visible as a strict xfail."""
-    if layout == "rows" and dtype != "bfloat16":
+    streaming forward sums them with TwoSum compensation; the row kernels (and the
+    lean ones, same statistics) do not yet (measured under the simulator,
+    2026-11-25: 3.3e-4 fp32, 7.2e-4 fp16 at N = 4096; bf16 happens to be exact),
+    kept visible as a strict xfail."""
+    if layout != "stream" and dtype != "bfloat16":
         request.applymarker(pytest.mark.xfail(strict=True, reason="row kernels' mean bias"))
     x = _one_binade_rows(4096, dtype)
-    with ln.tuning(**({"max_tpr": 32} if layout == "stream" else {})):
-        words = ln._row_layout(4096, ln._vec_of(dtype, True), "fwd")[0]
+    tune = {"stream": {"max_tpr": 32, "fwd_lean": False}, "rows": {"fwd_lean": False},
+            "lean": {"fwd_lean": True}}[layout]
+    with ln.tuning(**tune):
+        vec = ln._vec_of(dtype, True)
+        words = ln._row_layout(4096, vec, "fwd")[0]
         assert (words == 0) == (layout == "stream")
+        assert ln._fwd_lean(4096, vec) == (layout == "lean")
         _, mean, _ = ln.layer_norm_forward(x)
     want = x.double().mean(dim=-1).cpu().numpy()
     got = torch.as_tensor(mean).double().cpu().numpy()
     assert abs(got - want).max() / abs(want).max() < 1e-5
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+def test_lean_forward_matches_row_kernel(dtype, variant):
+    """The lean forward row kernel (raw words, w and b from global memory) gives the
+    row kernel's bits: y, mean and rstd. Layouts with idle lanes (one and three
+    groups a thread), an exact one (no bounds checks compiled), a row of two warps,
+    and an odd row count with two row slots per block (the slot past the end joins
+    the barriers and stores nothing)."""
+    vec = ln._vec_of(dtype, True)
+    cases = [(5, 40 * vec, 1), (5, 40 * vec, 3), (3, 64 * vec, 2)]
+    if not SIMULATOR:
+        cases += [(257, 1536 * vec, 4), (64, 2048 * vec, 4), (100, 1000 * vec, 3)]
+    for m, n, words in cases:
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + words)
+        with ln.tuning(fwd_words=words, fwd_block=64):
+            # The row kernel at the same layout, where it has one (else: float64).
+            same = ln._row_layout(n, vec, "fwd")[0] == words
+            want = _forward(variant, x, w, b, 1e-5)
+            with ln.tuning(fwd_lean=True):
+                assert ln._fwd_lean(n, vec) and ln._lean_layout(n, vec)[0] == words
+                with poison_outputs():
+                    got = _forward(variant, x, w, b, 1e-5)
+        if not same:
+            want = ((*ln.rms_norm_ref(x, w, 1e-5),) if variant[0] else
+                    ln.layer_norm_ref(x, w, b, 1e-5))
+            if variant[0]:
+                want = (want[0], None, want[1])
+        for name, a, e in zip(("y", "mean", "rstd"), got, want):
+            if e is None:
+                assert a is None
+                continue
+            if same:
+                assert torch.equal(torch.as_tensor(a), torch.as_tensor(e)), (name, m, n, words)
+            else:
+                assert_close(a, e, "float32" if name != "y" else dtype, name)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
@@ -239,7 +281,7 @@ def test_row_slots_share_barriers(dtype):
     add nothing to dw/db; persistent blocks loop over several rows (prefetching)."""
     n = 2048 if dtype == "float16" else 1024
     with ln.tuning(fwd_block=128 if dtype == "float16" else 256, bwd_block=256,
-                   fwd_grid=1, bwd_grid=1):
+                   fwd_grid=1, bwd_grid=1, fwd_lean=False):
         vec = ln._vec_of(dtype, True)
         words, tpr = ln._row_layout(n, vec, "fwd")
         assert words and tpr > 32 and tpr * words * vec == n
@@ -250,7 +292,7 @@ def test_row_slots_share_barriers(dtype):
 
 def test_row_kernels_without_prefetch():
     """tuning(prefetch=False): the row kernels load each row when they reach it."""
-    with ln.tuning(prefetch=False):
+    with ln.tuning(prefetch=False, fwd_lean=False):
         for variant in (VARIANTS[0], VARIANTS[4]):
             _check_all(variant, (5, 64), "float16", True)
             _check_all(variant, (3, 1024), "bfloat16", False)
