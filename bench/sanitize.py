@@ -123,6 +123,11 @@ def _linear_act(nf, torch, dt):
             g = torch.randn_like(y)
             nf.linear_act_dgrad(g, w, activation=act, preact=prev)
             nf.linear_act_backward(g, x, w, preact=pre, activation=act)
+        # Gated (SwiGLU): n / 2 hidden units, the gate in the epilogues.
+        h, z = nf.gated_linear_forward(x, w, b, activation="silu", save_preact=True)
+        nf.gated_linear_dgrad(torch.randn(m, 24, device="cuda", dtype=dt),
+                              torch.randn(24, n // 2, device="cuda", dtype=dt), z)
+        nf.gated_linear_backward(torch.randn_like(h), x, w, z)
 
 
 CASES = {

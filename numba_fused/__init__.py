@@ -8,6 +8,8 @@ allocated in the library of the first input):
 - ``layer_norm_forward`` / ``layer_norm_backward``, ``rms_norm_forward`` / ``rms_norm_backward``
 - ``attention_forward`` / ``attention_backward``
 - ``linear_act_forward`` / ``linear_act_dgrad`` / ``linear_act_backward``
+- ``gated_linear_forward`` / ``gated_linear_dgrad`` / ``gated_linear_backward`` /
+  ``gated_act_backward`` (SwiGLU / GeGLU, the gate fused in the GEMM epilogues)
 
 Ops are imported on first use, so ``import numba_fused`` compiles nothing and
 imports neither torch nor CuPy.
@@ -46,6 +48,11 @@ _LAZY = {
     "linear_act_ref": "linear_act",
     "linear_weight_grad": "linear_act",
     "activation_backward": "linear_act",
+    "gated_linear_forward": "gated_linear",
+    "gated_linear_dgrad": "gated_linear",
+    "gated_linear_backward": "gated_linear",
+    "gated_act_backward": "gated_linear",
+    "gated_linear_ref": "gated_linear",
 }
 
 __all__ = sorted(_LAZY)

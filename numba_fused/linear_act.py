@@ -94,6 +94,12 @@ ROLES = ("fwd", "dgrad", "wgrad")
 F_BIAS = 1      # fwd: add bias; wgrad: write grad_bias
 F_PREACT = 2    # fwd: store the pre-activation
 F_VEC = 4       # out, aux, bias rows 16-byte aligned: 16-byte epilogue accesses
+# Gated (GLU) epilogues, for numba_fused.gated_linear: the GEMM's output columns are
+# (gate, up) pairs, column 2j the gate and 2j + 1 the up projection of hidden unit j.
+# fwd: out[m, j] = act(gate) * up (out's row length ldc = N / 2; aux, the preact pairs,
+# 2 ldc). dgrad: the GEMM gives d out (dH); aux holds the preact pairs and out gets
+# (dH * up * act'(gate), dH * act(gate)) pairs (both rows 2N long: ldc = 2N).
+F_GATED = 8
 
 _SMEM_ALIGN = None if SIMULATOR else 16  # the simulator takes no alignment argument
 
@@ -411,9 +417,38 @@ def _chunk_epilogue(role, dtype):
             store(out, o, v)
 
     @inline_device
+    def gated(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
+        """The F_GATED chunk, element by element (see F_GATED)."""
+        if fwd:
+            for p in range(4):
+                c = col + 2 * p
+                if c + 1 < N:
+                    vg = cs[ci + 2 * p]
+                    vu = cs[ci + 2 * p + 1]
+                    if flags & F_BIAS:
+                        vg += load(bias, c)
+                        vu += load(bias, c + 1)
+                    if flags & F_PREACT:
+                        store(aux, row * 2 * ldc + c, vg)
+                        store(aux, row * 2 * ldc + c + 1, vu)
+                    store(out, row * ldc + (c >> 1), act_by_code(act, vg) * vu)
+        elif dgrad:
+            for j in range(8):
+                c = col + j
+                if c < N:
+                    o2 = row * ldc + 2 * c
+                    g = load(aux, o2)
+                    u = load(aux, o2 + 1)
+                    dh = cs[ci + j]
+                    store(out, o2, dh * u * act_grad_by_code(act, g))
+                    store(out, o2 + 1, dh * act_by_code(act, g))
+
+    @inline_device
     def chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
         o = row * ldc + col
-        if half and (flags & F_VEC) != 0 and col + 8 <= N:
+        if (flags & F_GATED) != 0:
+            gated(cs, ci, row, col, N, ldc, bias, aux, out, act, flags)
+        elif half and (flags & F_VEC) != 0 and col + 8 <= N:
             bw = zero4
             pw = zero4
             if fwd:

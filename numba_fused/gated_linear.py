@@ -1,0 +1,271 @@
+"""Gated linear units (SwiGLU, GeGLU, ...) on the linear_act GEMMs, the gate fused in
+the epilogues.
+
+A gated MLP (Llama, Mistral, Qwen: ``act = silu``; GeGLU: ``gelu_tanh``) is ::
+
+    g = x @ W_gate^T + b_gate,  u = x @ W_up^T + b_up          [M, I] each
+    h = act(g) * u                                              [M, I]
+    y = h @ W_down^T + b_down                                   [M, N]
+
+Here the gate and up projections are one GEMM over an *interleaved* weight
+``weight [2I, K]`` (row 2j = W_gate[j], row 2j + 1 = W_up[j]; bias likewise;
+:func:`interleave` builds it): each (gate, up) pair of output columns then lies in one
+accumulator chunk, and the epilogue writes ``h`` directly (``linear_act.F_GATED``),
+with the pairs ``z = (g, u)`` saved as the pre-activation ``[M, 2I]``. In the
+backward, the down projection's dgrad GEMM gives ``dH = dy @ W_down`` and its
+epilogue turns it into the pairs' gradient ::
+
+    dz[m, 2j]     = dH[m, j] * u * act'(g)
+    dz[m, 2j + 1] = dH[m, j] * act(g)
+
+(``gated_linear_dgrad``), from which ``dx = dz @ weight``, ``dweight = dz^T x`` and
+``dbias = sum_m dz`` are linear_act's plain GEMMs. float32 accumulation and epilogue
+math; float16 / bfloat16 on tensor cores, float32 on CUDA cores; one rounding per
+stored value.
+"""
+
+import functools
+
+import numpy as np
+from numba import cuda, types
+
+from interop.dlpack import empty_like_lib, stream_handle
+
+from . import checks, dtypes
+from .activations import act_grad_ref, act_ref, check_activation
+from .launch import Kernel, cdiv
+from .linear_act import (ACT_CODES, F_BIAS, F_GATED, F_PREACT, _check_flag, _flat, _gemm,
+                         _matrix, _wgrad, act_by_code, act_grad_by_code)
+from .plan import NOW
+
+__all__ = ["gated_linear_forward", "gated_linear_dgrad", "gated_linear_backward",
+           "gated_act_backward", "interleave", "gated_linear_ref", "gated_linear_dgrad_ref",
+           "gated_linear_backward_ref", "make_gated_grad_kernel", "shipped_kernels"]
+
+GRAD_THREADS = 256
+
+
+def interleave(gate, up):
+    """``[2I, ...]`` rows gate[0], up[0], gate[1], up[1], ... of two ``[I, ...]``
+    torch tensors (weights or biases of the gate and up projections)."""
+    if gate.shape != up.shape:
+        raise ValueError(f"gate {list(gate.shape)} and up {list(up.shape)} must have one shape")
+    import torch
+
+    return torch.stack((gate, up), dim=1).reshape((2 * gate.shape[0],) + tuple(gate.shape[1:]))
+
+
+@functools.lru_cache(maxsize=None)
+def make_gated_grad_kernel(dtype, threads=GRAD_THREADS):
+    """Kernel ``(gh, z, dz, n, act)``: the pairs' gradient ``dz`` ``[n, 2]`` from the
+    gradient of ``h = act(g) * u``, ``gh`` ``[n]``, and the pairs ``z = (g, u)``
+    ``[n, 2]`` (flat, element i of gh belongs to pair i). One pair per thread; grid
+    ``cdiv(n, threads)``."""
+    load = dtypes.loader(dtype)
+    store = dtypes.storer(dtype)
+
+    def kernel(gh, z, dz, n, act):
+        """dz[2i] = gh[i] * u * act'(g), dz[2i + 1] = gh[i] * act(g), (g, u) = z[2i:2i+2]."""
+        i = cuda.grid(1)
+        if i < n:
+            g = load(z, 2 * i)
+            u = load(z, 2 * i + 1)
+            d = load(gh, i)
+            store(dz, 2 * i, d * u * act_grad_by_code(act, g))
+            store(dz, 2 * i + 1, d * act_by_code(act, g))
+
+    arr = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
+    return Kernel(f"gated_grad_{dtype}", kernel, (arr, arr, arr, types.int64, types.int64))
+
+
+def _pairs_of(wa, name):
+    rows = wa.shape[0]
+    if rows % 2:
+        raise ValueError(f"{name} must have an even number of rows (interleaved gate and up "
+                         f"projections, see interleave()), got shape {list(wa.shape)}")
+    return rows // 2
+
+
+def gated_linear_forward(x, weight, bias=None, activation="silu", save_preact=False):
+    """``h = act(g) * u`` with ``(g, u)`` the interleaved pairs of ``x @ weight^T + bias``.
+
+    x: ``[..., K]``; weight: ``[2I, K]`` interleaved (row 2j gate, row 2j + 1 up; see
+    :func:`interleave`); bias: ``[2I]`` interleaved or None; one dtype (float32, float16,
+    bfloat16), contiguous, one device. Returns ``h`` ``[..., I]`` or, with
+    ``save_preact``, ``(h, z)`` with the pairs ``z`` ``[..., 2I]`` (what the backward
+    needs), in x's dtype and library.
+    """
+    check_activation(activation)
+    save_preact = _check_flag(save_preact, "save_preact")
+    xa = _matrix(checks.floating_array(x, "x"), "x")
+    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
+    ba = checks.optional_array(bias, "bias")
+    checks.check_same_dtype(xa, "x", (wa, "weight"), (ba, "bias"))
+    checks.check_same_device(xa, "x", (wa, "weight"), (ba, "bias"))
+    N2, K = wa.shape
+    hid = _pairs_of(wa, "weight")
+    if xa.shape[-1] != K:
+        raise ValueError(f"x has {xa.shape[-1]} features (last dimension) but weight "
+                         f"[2I, K] = {list(wa.shape)} expects K = {K}")
+    if ba is not None:
+        _matrix(ba, "bias", 1)
+        if ba.shape[0] != N2:
+            raise ValueError(f"bias must have shape [{N2}] (weight's 2I), got {list(ba.shape)}")
+    dtype = xa.dtype
+    lead = xa.shape[:-1]
+    h = empty_like_lib(xa, lead + (hid,), dtype)
+    z = empty_like_lib(xa, lead + (N2,), dtype) if save_preact else None
+    M = h.size // hid if hid else 0
+    if M and hid:
+        h2 = h.reshape((M, hid))
+        z2 = z.reshape((M, N2)) if z is not None else h2
+        flags = F_GATED | (F_BIAS if ba is not None else 0) | (F_PREACT if save_preact else 0)
+        _gemm("fwd", dtype, xa.reshape((M, K)), wa, ba if ba is not None else h2, z2, h2,
+              M, N2, K, K, K, hid, ACT_CODES[activation], flags, stream_handle(xa))
+    if save_preact:
+        return h.owner, z.owner
+    return h.owner
+
+
+def _check_pairs(za, lead, hid):
+    if za.shape != lead + (2 * hid,):
+        raise ValueError(f"preact must have shape {list(lead + (2 * hid,))} (the (gate, up) "
+                         f"pairs of the forward), got {list(za.shape)}")
+
+
+def gated_linear_dgrad(grad_out, weight, preact, activation="silu"):
+    """The pairs' gradient ``dz`` through the next layer: ``dH = grad_out @ weight``
+    (the down projection's input gradient), then ``dz = (dH u act'(g), dH act(g))``
+    per pair, in the GEMM's epilogue.
+
+    grad_out: ``[..., N]``; weight: ``[N, I]`` (the down projection); preact: the
+    pairs ``[..., 2I]`` from :func:`gated_linear_forward`. Returns ``dz`` ``[..., 2I]``
+    in grad_out's dtype and library.
+    """
+    check_activation(activation)
+    ga = _matrix(checks.floating_array(grad_out, "grad_out"), "grad_out")
+    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
+    za = _matrix(checks.floating_array(preact, "preact"), "preact")
+    checks.check_same_dtype(ga, "grad_out", (wa, "weight"), (za, "preact"))
+    checks.check_same_device(ga, "grad_out", (wa, "weight"), (za, "preact"))
+    N, hid = wa.shape
+    if ga.shape[-1] != N:
+        raise ValueError(f"grad_out has {ga.shape[-1]} features (last dimension) but weight "
+                         f"[N, I] = {list(wa.shape)} expects N = {N}")
+    lead = ga.shape[:-1]
+    _check_pairs(za, lead, hid)
+    dtype = ga.dtype
+    dz = empty_like_lib(ga, lead + (2 * hid,), dtype)
+    M = dz.size // (2 * hid) if hid else 0
+    if M and hid:
+        d2 = dz.reshape((M, 2 * hid))
+        _gemm("dgrad", dtype, ga.reshape((M, N)), wa, d2, za.reshape((M, 2 * hid)), d2,
+              M, hid, N, N, hid, 2 * hid, ACT_CODES[activation], F_GATED, stream_handle(ga))
+    return dz.owner
+
+
+def _gated_grad(gh, za, code, ex=NOW):
+    """New array: the pairs' gradient from ``gh`` ``[..., I]`` and pairs ``za``."""
+    dz = ex.alloc(gh, za.shape, gh.dtype)
+    n = gh.size
+    if n:
+        ex.launch(make_gated_grad_kernel(gh.dtype), (cdiv(n, GRAD_THREADS),), (GRAD_THREADS,),
+                  stream_handle(gh), [_flat(gh), _flat(za), _flat(dz), n, code])
+    return dz
+
+
+def gated_act_backward(grad_h, preact, activation="silu"):
+    """The pairs' gradient ``dz`` ``[..., 2I]`` of ``h = act(g) * u`` from ``grad_h``
+    ``[..., I]`` and the pairs ``preact`` ``[..., 2I]`` (elementwise; float32 math, one
+    rounding per value)."""
+    check_activation(activation)
+    ga = _matrix(checks.floating_array(grad_h, "grad_h"), "grad_h")
+    za = _matrix(checks.floating_array(preact, "preact"), "preact")
+    checks.check_same_dtype(ga, "grad_h", (za, "preact"))
+    checks.check_same_device(ga, "grad_h", (za, "preact"))
+    _check_pairs(za, ga.shape[:-1], ga.shape[-1])
+    return _gated_grad(ga, za, ACT_CODES[activation]).owner
+
+
+def gated_linear_backward(grad_h, x, weight, preact, activation="silu"):
+    """Gradients of :func:`gated_linear_forward`: ``(grad_x, grad_weight, grad_bias)``
+    (grad_weight and grad_bias interleaved as weight and bias), from ``grad_h``
+    ``[..., I]``, x ``[..., K]``, weight ``[2I, K]`` and the pairs ``preact``
+    ``[..., 2I]``: ``dz`` by :func:`gated_act_backward` (rounded to the dtype), then
+    ``grad_x = dz @ weight``, ``grad_weight = dz^T x``, ``grad_bias = sum_m dz``."""
+    check_activation(activation)
+    ga = _matrix(checks.floating_array(grad_h, "grad_h"), "grad_h")
+    xa = _matrix(checks.floating_array(x, "x"), "x")
+    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
+    za = _matrix(checks.floating_array(preact, "preact"), "preact")
+    checks.check_same_dtype(ga, "grad_h", (xa, "x"), (wa, "weight"), (za, "preact"))
+    checks.check_same_device(ga, "grad_h", (xa, "x"), (wa, "weight"), (za, "preact"))
+    N2, K = wa.shape
+    hid = _pairs_of(wa, "weight")
+    if xa.shape[-1] != K:
+        raise ValueError(f"x has {xa.shape[-1]} features (last dimension) but weight "
+                         f"[2I, K] = {list(wa.shape)} expects K = {K}")
+    lead = xa.shape[:-1]
+    if ga.shape != lead + (hid,):
+        raise ValueError(f"grad_h must have shape {list(lead + (hid,))} (x's leading "
+                         f"dimensions, weight's I), got {list(ga.shape)}")
+    _check_pairs(za, lead, hid)
+    dtype = ga.dtype
+    M = int(np.prod(lead, dtype=np.int64))
+    stream = stream_handle(ga)
+    dz2 = _gated_grad(ga, za, ACT_CODES[activation]).reshape((M, N2))
+    gx = empty_like_lib(ga, lead + (K,), dtype)
+    if M and K:
+        gx2 = gx.reshape((M, K))
+        _gemm("dgrad", dtype, dz2, wa, gx2, gx2, gx2, M, K, N2, N2, K, K, 0, 0, stream)
+    gw, gb = _wgrad(dz2, xa.reshape((M, K)), M, N2, K, True, stream)
+    return gx.owner, gw.owner, gb.owner
+
+
+# ---------------------------------------------------------------------------
+# float64 references
+# ---------------------------------------------------------------------------
+
+
+def _to64(a):
+    from .linear_act import _to64 as to64
+
+    return to64(a)
+
+
+def gated_linear_ref(x, weight, bias=None, activation="silu", save_preact=False):
+    """float64 NumPy reference of :func:`gated_linear_forward`."""
+    x, w, b = _to64(x), _to64(weight), _to64(bias)
+    z = x @ w.T
+    if b is not None:
+        z = z + b
+    h = act_ref(activation, z[..., 0::2]) * z[..., 1::2]
+    return (h, z) if save_preact else h
+
+
+def _pairs_grad_ref(dh, z, activation):
+    g, u = z[..., 0::2], z[..., 1::2]
+    dz = np.empty(z.shape)
+    dz[..., 0::2] = dh * u * act_grad_ref(activation, g)
+    dz[..., 1::2] = dh * act_ref(activation, g)
+    return dz
+
+
+def gated_linear_dgrad_ref(grad_out, weight, preact, activation="silu"):
+    """float64 reference of :func:`gated_linear_dgrad`."""
+    return _pairs_grad_ref(_to64(grad_out) @ _to64(weight), _to64(preact), activation)
+
+
+def gated_linear_backward_ref(grad_h, x, weight, preact, activation="silu"):
+    """float64 reference of :func:`gated_linear_backward`: (grad_x, grad_weight,
+    grad_bias)."""
+    dz = _pairs_grad_ref(_to64(grad_h), _to64(preact), activation)
+    x, w = _to64(x), _to64(weight)
+    dz2 = dz.reshape(-1, w.shape[0])
+    return dz @ w, dz2.T @ x.reshape(-1, w.shape[1]), dz2.sum(axis=0)
+
+
+def shipped_kernels():
+    """The elementwise kernel of each dtype (the GEMMs are linear_act's)."""
+    for dtype in dtypes.DTYPES:
+        yield make_gated_grad_kernel(dtype)

@@ -1,0 +1,202 @@
+"""Gated linear units (SwiGLU / GeGLU): forward with the gate in the GEMM epilogue,
+the down projection's dgrad with the gate's gradient in its epilogue, the backward.
+
+Against the float64 references (``numba_fused.gated_linear.*_ref``) within docs/API.md's
+tolerances, and against torch in the same dtype (two ``F.linear``, ``act(g) * u``,
+autograd): ours within 2x of torch's error (floor: one unit roundoff). Outputs are
+poisoned before each call, so an unwritten element fails.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import numba_fused as nf
+from interop.dlpack import poison_outputs
+from numba_fused import gated_linear as gl
+from tests.util import DTYPES, SIMULATOR, assert_close, device, rel_err, torch_dtype
+
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+ACTS = ("silu", "gelu_tanh", "none")
+
+# (leading shape, K, I): 1, primes, odd I (2I not a multiple of the epilogue's 8).
+SIM_SHAPES = [((1,), 1, 1), ((17,), 24, 20), ((5,), 13, 63), ((2, 3, 7), 40, 17)]
+GPU_SHAPES = [((1000,), 1000, 127), ((127,), 17, 1000), ((2, 513), 1000, 384),
+              ((4096,), 512, 1024)]
+SHAPES = SIM_SHAPES if SIMULATOR else SIM_SHAPES + GPU_SHAPES
+
+
+def _sid(s):
+    lead, k, i = s
+    return "x".join(map(str, lead)) + f"-K{k}-I{i}"
+
+
+def _rand(shape, dtype, gen, scale=1.0):
+    return (torch.randn(*shape, generator=gen) * scale).to(torch_dtype(dtype)).to(device())
+
+
+def _inputs(lead, K, hid, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = _rand(lead + (K,), dtype, g)
+    wg = _rand((hid, K), dtype, g, 1.0 / math.sqrt(K))
+    wu = _rand((hid, K), dtype, g, 1.0 / math.sqrt(K))
+    bg = _rand((hid,), dtype, g)
+    bu = _rand((hid,), dtype, g)
+    return x, wg, wu, bg, bu
+
+
+def _act(name, z):
+    if name == "silu":
+        return F.silu(z)
+    if name == "gelu_tanh":
+        return F.gelu(z, approximate="tanh")
+    return z
+
+
+def _torch_h(x, wg, wu, bg, bu, act):
+    """torch's own gated unit in x's dtype, or None where its CPU lacks the op."""
+    try:
+        return _act(act, F.linear(x, wg, bg)) * F.linear(x, wu, bu)
+    except RuntimeError:
+        return None
+
+
+def _vs_torch(ours, theirs, ref, dtype, what):
+    assert_close(ours, ref, dtype, what)
+    if theirs is None:
+        return
+    bound = max(2.0 * rel_err(theirs, ref), UNIT_ROUNDOFF[dtype])
+    err = rel_err(ours, ref)
+    assert err <= bound, f"{what}: error {err:.3e} vs torch's {bound / 2:.3e} ({dtype})"
+
+
+def test_interleave():
+    g = torch.arange(6.0).reshape(3, 2)
+    u = -torch.arange(6.0).reshape(3, 2)
+    w = gl.interleave(g, u)
+    assert w.shape == (6, 2)
+    assert torch.equal(w[0::2], g) and torch.equal(w[1::2], u)
+    with pytest.raises(ValueError, match="one shape"):
+        gl.interleave(g, u[:2])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("shape", SHAPES, ids=_sid)
+def test_forward_vs_float64_and_torch(shape, act, dtype):
+    lead, K, hid = shape
+    x, wg, wu, bg, bu = _inputs(lead, K, hid, dtype)
+    w, b = gl.interleave(wg, wu), gl.interleave(bg, bu)
+    for bias in (b, None):
+        with poison_outputs():
+            h, z = nf.gated_linear_forward(x, w, bias, activation=act, save_preact=True)
+            h_only = nf.gated_linear_forward(x, w, bias, activation=act)
+        assert h.shape == lead + (hid,) and z.shape == lead + (2 * hid,)
+        assert h.dtype == x.dtype and z.dtype == x.dtype
+        assert torch.equal(h, h_only)
+        h_ref, z_ref = gl.gated_linear_ref(x, w, bias, act, save_preact=True)
+        theirs = _torch_h(x, wg, wu, bg if bias is not None else None,
+                          bu if bias is not None else None, act)
+        _vs_torch(h, theirs, h_ref, dtype, f"h ({act})")
+        assert_close(z, z_ref, dtype, "pairs")
+
+
+def _torch_pair_grads(x, wg, wu, bg, bu, dh, act):
+    """torch's gradient of h = act(g) * u w.r.t. (g, u), interleaved, in x's dtype."""
+    try:
+        g = F.linear(x, wg, bg).detach().requires_grad_()
+        u = F.linear(x, wu, bu).detach().requires_grad_()
+        (_act(act, g) * u).backward(dh)
+    except RuntimeError:
+        return None
+    return torch.stack((g.grad, u.grad), dim=-1).reshape(g.shape[:-1] + (2 * g.shape[-1],))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("shape", SHAPES, ids=_sid)
+def test_dgrad_fuses_the_gate_gradient(shape, act, dtype):
+    """gated_linear_dgrad: dH = dy @ W_down, then the pairs' gradient, in one GEMM."""
+    lead, K, hid = shape
+    x, wg, wu, bg, bu = _inputs(lead, K, hid, dtype, seed=1)
+    w, b = gl.interleave(wg, wu), gl.interleave(bg, bu)
+    _, z = nf.gated_linear_forward(x, w, b, activation=act, save_preact=True)
+    n_out = 7 if SIMULATOR else 300
+    gen = torch.Generator().manual_seed(2)
+    w_down = _rand((n_out, hid), dtype, gen, 1.0 / math.sqrt(hid))
+    dy = _rand(lead + (n_out,), dtype, gen)
+    with poison_outputs():
+        dz = nf.gated_linear_dgrad(dy, w_down, z, activation=act)
+    assert dz.shape == z.shape and dz.dtype == z.dtype
+    ref = gl.gated_linear_dgrad_ref(dy, w_down, z, act)
+    theirs = None
+    try:
+        dh = dy @ w_down
+        g = z[..., 0::2].detach().requires_grad_()
+        u = z[..., 1::2].detach().requires_grad_()
+        (_act(act, g) * u).backward(dh)
+        theirs = torch.stack((g.grad, u.grad), dim=-1).reshape(dz.shape)
+    except RuntimeError:
+        pass
+    _vs_torch(dz, theirs, ref, dtype, f"dz ({act})")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("shape", SHAPES, ids=_sid)
+def test_backward_vs_float64(shape, act, dtype):
+    lead, K, hid = shape
+    x, wg, wu, bg, bu = _inputs(lead, K, hid, dtype, seed=3)
+    w, b = gl.interleave(wg, wu), gl.interleave(bg, bu)
+    _, z = nf.gated_linear_forward(x, w, b, activation=act, save_preact=True)
+    dh = _rand(lead + (hid,), dtype, torch.Generator().manual_seed(4))
+    with poison_outputs():
+        dz = nf.gated_act_backward(dh, z, activation=act)
+        gx, gw, gb = nf.gated_linear_backward(dh, x, w, z, activation=act)
+    dz_ref = gl._pairs_grad_ref(gl._to64(dh), gl._to64(z), act)
+    theirs = _torch_pair_grads(x, wg, wu, bg, bu, dh, act)
+    _vs_torch(dz, theirs, dz_ref, dtype, "dz")
+    refs = gl.gated_linear_backward_ref(dh, x, w, z, act)
+    for what, got, ref in zip(("grad_x", "grad_weight", "grad_bias"), (gx, gw, gb), refs):
+        assert got.shape == ref.shape, what
+        assert_close(got, ref, dtype, what)
+
+
+def test_errors_raise_before_writing():
+    dtype = "float32"
+    x, wg, wu, bg, bu = _inputs((3,), 8, 4, dtype)
+    w = gl.interleave(wg, wu)
+    with pytest.raises(ValueError, match="even number of rows"):
+        nf.gated_linear_forward(x, w[:7])
+    with pytest.raises(ValueError, match="expects K"):
+        nf.gated_linear_forward(x[:, :5].contiguous(), w)
+    with pytest.raises(ValueError, match="bias must have shape"):
+        nf.gated_linear_forward(x, w, bg)
+    with pytest.raises(ValueError, match="unknown activation|activation"):
+        nf.gated_linear_forward(x, w, activation="tanh")
+    _, z = nf.gated_linear_forward(x, w, save_preact=True)
+    dh = torch.zeros(3, 4, dtype=torch.float32, device=device())
+    with pytest.raises(ValueError, match="preact must have shape"):
+        nf.gated_act_backward(dh, z[:, :6].contiguous())
+    with pytest.raises(ValueError, match="grad_h must have shape"):
+        nf.gated_linear_backward(dh[:, :3].contiguous(), x, w, z)
+    with pytest.raises(ValueError, match="expects N"):
+        nf.gated_linear_dgrad(torch.zeros(3, 5, device=device()), torch.zeros(6, 4, device=device()), z)
+    with pytest.raises(TypeError):
+        nf.gated_linear_forward(x.to(torch.float16), w)
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("kernel", list(gl.shipped_kernels()), ids=lambda k: k.name)
+def test_kernels_compile_to_ptx(kernel):
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    with offline_compile():
+        ptx = kernel.ptx()
+    assert ".target sm_90" in ptx
+    rep = ptxas_report(ptx)
+    assert rep["spill_stores"] == 0 and rep["stack"] == 0, rep
+    assert not math.isnan(rep["registers"]) and np.isfinite(rep["registers"])
