@@ -10,6 +10,7 @@ generators, so ``torch.manual_seed`` reproduces runs. The reference: docs/API.md
 
 from .attention import AttentionFunction, FusedAttention, scaled_dot_product_attention
 from .dropout import DropoutBiasActFunction, FusedDropoutBiasAct, dropout_bias_act
+from .gated_linear import FusedGatedMLP, gated_mlp
 from .layer_norm import FusedLayerNorm, FusedRMSNorm, layer_norm, rms_norm
 from .linear_act import FusedLinearAct, FusedMLP, linear_act
 from .patch import PatchReport, patch
@@ -18,6 +19,6 @@ __all__ = [
     "scaled_dot_product_attention", "FusedAttention", "AttentionFunction",
     "dropout_bias_act", "FusedDropoutBiasAct", "DropoutBiasActFunction",
     "layer_norm", "rms_norm", "FusedLayerNorm", "FusedRMSNorm",
-    "linear_act", "FusedLinearAct", "FusedMLP",
+    "linear_act", "FusedLinearAct", "FusedMLP", "gated_mlp", "FusedGatedMLP",
     "patch", "PatchReport",
 ]

@@ -10,7 +10,7 @@
 - GPT-2-style MLPs (``c_fc`` / ``act`` / ``c_proj`` Conv1D layers) by :class:`ConvMLP`
   and BERT-style ``*Intermediate`` modules (``act(dense(x))``) by
   :class:`LinearActIntermediate`, and Llama-style gated MLPs (SwiGLU / GeGLU) by
-  :class:`GatedMLP`, where the activation is one of ours (gelu, gelu_tanh, relu,
+  :class:`GatedMLP` (the gate fused into the GEMM epilogues), where the activation is one of ours (gelu, gelu_tanh, relu,
   squared_relu, leaky_relu 0.01, silu); the GEMMs then run on
   ``linear_act`` (its speed: bench/NOTES.md; about half of cuBLAS today);
 
@@ -40,6 +40,7 @@ from typing import List, Tuple
 
 import torch
 
+from .gated_linear import gated_mlp
 from .layer_norm import FusedLayerNorm, FusedRMSNorm
 from .linear_act import _mlp, linear_act
 
@@ -147,10 +148,10 @@ class LinearActIntermediate(torch.nn.Module):
 
 class GatedMLP(torch.nn.Module):
     """Llama-style gated MLP, ``down(act(gate(x)) * up(x))`` (SwiGLU with silu, GeGLU
-    with gelu): the gate GEMM with its activation fused (``linear_act``), the up and
-    down GEMMs on ``linear_act`` too, the product by torch. Keeps the old module's
-    three projections, so the same state_dict. (The gate product is not yet fused into
-    a GEMM epilogue.)"""
+    with gelu) on the gated kernels (:func:`interop.torch.gated_linear.gated_mlp`: gate
+    and up in one GEMM whose epilogue forms the product, the pairs' gradient fused into
+    the down projection's dgrad). Keeps the old module's three projections, so the
+    same state_dict."""
 
     def __init__(self, old, activation):
         super().__init__()
@@ -158,9 +159,9 @@ class GatedMLP(torch.nn.Module):
         self.activation = activation
 
     def forward(self, x):
-        g = linear_act(x, self.gate_proj.weight, self.gate_proj.bias, self.activation)
-        u = linear_act(x, self.up_proj.weight, self.up_proj.bias, "none")
-        return linear_act(g * u, self.down_proj.weight, self.down_proj.bias, "none")
+        g, u, d = self.gate_proj, self.up_proj, self.down_proj
+        return gated_mlp(x, g.weight, u.weight, d.weight, g.bias, u.bias, d.bias,
+                         self.activation)
 
     def extra_repr(self):
         return f"activation={self.activation!r}"
