@@ -27,7 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-OPS = ("dropout", "layer_norm", "attention", "linear_act")
+OPS = ("dropout", "layer_norm", "attention", "linear_act", "gated_linear")
 
 # Which way in each provider measures (the report prints it above the tables).
 PROVIDER_LEGEND = """Providers: **ours** — `numba`, `numba_fused`, `numba_det`, `numba_lock`,
