@@ -216,8 +216,10 @@ WG_LARGE = WgmmaConfig(128, 128, 64, 4, 8)
 WG_LARGE_INFLIGHT = WgmmaConfig(128, 128, 64, 5, 8, 1)
 # The simulator: one warpgroup, a 3-deep ring, two 16-wide K steps per tile.
 WG_SIM = WgmmaConfig(64, 32, 32, 3, 2)
-# v3 candidate (untimed): WG_LARGE's tiling with 128-byte swizzled operand tiles.
-WG_LARGE_SW128 = WgmmaConfig(128, 128, 64, 4, 8, 0, 128)
+# v3b: WG_LARGE's tiling with 128-byte swizzled operand tiles and a 3-deep ring
+# (96 KiB: two blocks per SM; 4 stages left one, 264 TF/s against 400 with 3 at
+# 8192x4096x16384 fp16 on the H100, bench/notes_linear_act.md).
+WG_LARGE_SW128 = WgmmaConfig(128, 128, 64, 3, 8, 0, 128)
 # Its simulator counterpart: a 64-wide B (an MN-major atom: dgrad, wgrad), 4 K steps.
 WG_SIM_SW128 = WgmmaConfig(64, 64, 64, 3, 2, 0, 128)
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
