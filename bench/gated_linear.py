@@ -70,7 +70,7 @@ def _torch_mlp(mod, act):
 def run(args):
     import torch
 
-    from bench.common import rel_err, time_cuda
+    from bench import common
     from interop.torch import FusedGatedMLP
     import numba_fused as nf
     from numba_fused.gated_linear import interleave
@@ -80,9 +80,10 @@ def run(args):
         for dt in args.dtypes:
             tdt = getattr(torch, dt)
             torch.manual_seed(0)
-            mod = FusedGatedMLP(k, hid, activation=args.activation, device="cuda", dtype=tdt)
-            x = torch.randn(m, k, device="cuda", dtype=tdt)
-            gy = torch.randn(m, k, device="cuda", dtype=tdt)
+            mod = FusedGatedMLP(k, hid, activation=args.activation, device=common.DEVICE,
+                                dtype=tdt)
+            x = torch.randn(m, k, device=common.DEVICE, dtype=tdt)
+            gy = torch.randn(m, k, device=common.DEVICE, dtype=tdt)
             params = [x] + [p for p in mod.parameters()]
             ref_fn = _torch_mlp(mod, args.activation)
             with torch.no_grad():
@@ -112,8 +113,8 @@ def run(args):
                                 with torch.no_grad():
                                     return f(x)
                             y = call(x)
-                            check = rel_err(y.float(), y_ref)
-                            t = time_cuda(call, [(x,)], reps=args.reps, warmup=3)
+                            check = common.rel_err(y.float(), y_ref)
+                            t = common.time_cuda(call, [(x,)], reps=args.reps, warmup=3)
                             flops = 6 * m * k * hid
                         else:
                             xg = x.detach().requires_grad_()
@@ -122,8 +123,8 @@ def run(args):
                                 y = f(xg)
                                 return torch.autograd.grad(y, [xg] + params[1:], gy)
                             y = f(xg)
-                            check = rel_err(y.detach().float(), y_ref)
-                            t = time_cuda(call, [(xg,)], reps=args.reps, warmup=3)
+                            check = common.rel_err(y.detach().float(), y_ref)
+                            t = common.time_cuda(call, [(xg,)], reps=args.reps, warmup=3)
                             flops = 18 * m * k * hid
                     except Exception as e:  # noqa: BLE001 (a row says why a provider did not run)
                         rows.append(dict(base, note=f"{type(e).__name__}: {str(e)[:120]}"))

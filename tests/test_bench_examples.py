@@ -315,3 +315,37 @@ def test_model_step_swaps_every_layer_norm():
     assert type(model[1][0]) is torch.nn.Linear
     with pytest.raises(SystemExit):
         model_step.parse_args(["--swap", "attention_typo"])
+
+
+def test_gated_linear_script_runs_and_checks(cpu_bench):
+    """bench/gated_linear.py on CPU tensors under the simulator: every provider asked
+    for gives a timed row with a small error against the float32 reference."""
+    from bench import gated_linear
+
+    cpu_bench(gated_linear)
+    args = gated_linear.parser().parse_args(["--shapes", "8x16x12", "--dtypes", "float32",
+                                             "--providers", "numba_torch", "numba_fused",
+                                             "torch"])
+    rows = gated_linear.run(args)
+    timed = {(r["provider"], r["pass"]): r for r in rows if "median_ms" in r}
+    assert set(timed) == {("numba_torch", "fwd"), ("numba_torch", "fwd+bwd"),
+                          ("numba_fused", "fwd"), ("torch", "fwd"), ("torch", "fwd+bwd")}
+    for r in timed.values():
+        assert float(r["check"].split()[1]) < 1e-5, r
+    assert "| numba_torch |" in gated_linear.markdown(rows)
+
+
+def test_models_script_arguments_and_builders():
+    """bench/models.py: its arguments, and every family's small model builds with the
+    attention implementation asked for (the GPU run is the benchmark itself)."""
+    pytest.importorskip("transformers")
+    from bench import models
+
+    args = models.parse_args(["--models", "llama", "--variants", "sdpa", "patched",
+                              "--size", "small"])
+    assert args.models == ["llama"] and args.variants == ["sdpa", "patched"]
+    with pytest.raises(SystemExit):
+        models.parse_args(["--variants", "no_such_variant"])
+    for name in models.SIZES:
+        m = models.build(name, "small", "eager", 0, device="cpu")
+        assert m.config._attn_implementation == "eager"
