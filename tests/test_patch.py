@@ -125,34 +125,73 @@ def test_patch_small_models_match_stock(kind, dtype, tol, padded):
     _check_parity(kind, SMALL, dtype, tol, padded)
 
 
+def _train(model, batches, steps, lr=1e-3):
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for step in range(steps):
+        ids = batches[step % len(batches)]
+        loss = model(input_ids=ids, labels=ids).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return torch.tensor(losses)
+
+
+def _batches(n, seed=2):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, SMALL["vocab"], (SMALL["batch"], SMALL["seq"]), generator=gen)
+            .to(device()) for _ in range(n)]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["gpt2", "llama"])
-def test_patched_training_follows_stock(kind):
-    """30 AdamW steps on random tokens (float32): loss curves within 1e-3 of each other
-    and falling."""
+@pytest.mark.parametrize("kind", ["gpt2", "bert", "llama"])
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-3), (torch.bfloat16, 3e-2)],
+                         ids=["float32", "bfloat16"])
+def test_patched_training_follows_stock(kind, dtype, tol):
+    """100 AdamW steps on random tokens (issue #19): the patched model's loss curve
+    follows stock's within ``tol`` (float32: 1e-3; bfloat16: 3e-2, both models round
+    every op to bf16 from the first step on) and falls."""
     from interop.torch import patch
 
-    stock = _model(kind, SMALL, torch.float32)
+    stock = _model(kind, SMALL, dtype)
     ours = copy.deepcopy(stock)
     patch(ours)
-    gen = torch.Generator().manual_seed(2)
-    batches = [torch.randint(0, SMALL["vocab"], (SMALL["batch"], SMALL["seq"]), generator=gen)
-               .to(device()) for _ in range(4)]
-    curves = []
-    for model in (stock, ours):
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        losses = []
-        for step in range(30):
-            ids = batches[step % len(batches)]
-            loss = model(input_ids=ids, labels=ids).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            losses.append(float(loss))
-        curves.append(losses)
-    s, o = torch.tensor(curves[0]), torch.tensor(curves[1])
-    assert float(((o - s).abs() / s.abs()).max()) < 1e-3
-    assert float(o[-4:].mean()) < float(o[:4].mean())
+    batches = _batches(4)
+    s, o = _train(stock, batches, 100), _train(ours, batches, 100)
+    assert torch.isfinite(o).all()
+    assert float(((o - s).abs() / s.abs()).max()) < tol
+    assert float(o[-10:].mean()) < 0.8 * float(o[:10].mean())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["gpt2", "bert", "llama"])
+def test_patched_training_converges_with_dropout(kind):
+    """Dropout on (0.1 in attention and residuals where the model has them; our
+    attention draws its own masks, so the curves differ from stock's run to run):
+    100 steps still converge like stock's (float32)."""
+    from interop.torch import patch
+
+    size = dict(SMALL)
+    stock = _model(kind, size, torch.float32)
+    cfg = stock.config
+    for name in ("resid_pdrop", "embd_pdrop", "attn_pdrop", "hidden_dropout_prob",
+                 "attention_probs_dropout_prob", "attention_dropout"):
+        if hasattr(cfg, name):
+            setattr(cfg, name, 0.1)
+    torch.manual_seed(0)
+    stock = type(stock)(cfg).to(device())
+    ours = copy.deepcopy(stock)
+    patch(ours)
+    batches = _batches(4, seed=3)
+    torch.manual_seed(5)
+    s = _train(stock, batches, 100)
+    torch.manual_seed(5)
+    o = _train(ours, batches, 100)
+    assert torch.isfinite(o).all()
+    assert float(o[-10:].mean()) < 0.8 * float(o[:10].mean())
+    assert abs(float(o[-10:].mean()) - float(s[-10:].mean())) < 0.2 * float(s[-10:].mean())
 
 
 def test_patch_leaves_unknown_variants_and_reports_them():
