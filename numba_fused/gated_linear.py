@@ -47,12 +47,19 @@ GRAD_THREADS = 256
 
 def interleave(gate, up):
     """``[2I, ...]`` rows gate[0], up[0], gate[1], up[1], ... of two ``[I, ...]``
-    torch tensors (weights or biases of the gate and up projections)."""
-    if gate.shape != up.shape:
+    arrays (weights or biases of the gate and up projections): torch tensors, CuPy or
+    NumPy arrays; the result in the same library."""
+    if tuple(gate.shape) != tuple(up.shape):
         raise ValueError(f"gate {list(gate.shape)} and up {list(up.shape)} must have one shape")
-    import torch
+    shape = (2 * gate.shape[0],) + tuple(gate.shape[1:])
+    if type(gate).__module__.split(".")[0] == "torch":
+        import torch
 
-    return torch.stack((gate, up), dim=1).reshape((2 * gate.shape[0],) + tuple(gate.shape[1:]))
+        return torch.stack((gate, up), dim=1).reshape(shape)
+    import importlib
+
+    xp = importlib.import_module(type(gate).__module__.split(".")[0])
+    return xp.stack((gate, up), axis=1).reshape(shape)
 
 
 @functools.lru_cache(maxsize=None)
