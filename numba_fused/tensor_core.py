@@ -130,7 +130,8 @@ __all__ = [
     "ld_global_v4", "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
-    "fence_proxy_async", "WGMMA_NS", "WGMMA_SWIZZLES", "wgmma_acc_layout", "kmajor_offset",
+    "fence_proxy_async", "mbarrier_init", "mbarrier_arrive", "mbarrier_wait",
+    "cp_async_mbarrier_arrive", "setmaxnreg_inc", "setmaxnreg_dec", "WGMMA_NS", "WGMMA_SWIZZLES", "wgmma_acc_layout", "kmajor_offset",
     "mnmajor_offset", "sw128_kmajor_offset", "sw128_mnmajor_offset", "wgmma_reference",
     "a_fragments", "b_fragments", "c_fragments", "d_from_fragments",
     "mma_reference", "ldmatrix_reference", "pack_pair", "bits_to_f64",
@@ -713,6 +714,89 @@ if SIMULATOR:
         if not 0 <= int(n) <= 7:
             raise ValueError(f"wgmma_wait: group count must be in [0, 7], got {n}")
 
+    # mbarrier: a phase bit and a pending-arrival count per barrier, kept per
+    # simulated block by address (the 8 shared bytes themselves are not used).
+    _MBAR_LOCK = threading.Lock()
+
+    def _mbarrier(smem, idx, what):
+        a = _ndarray(smem, what)
+        addr = a.__array_interface__["data"][0] + int(idx) * a.itemsize
+        if addr % 8:
+            raise ValueError(f"{what}: address {addr:#x} is not 8-byte aligned")
+        manager = threading.current_thread()._manager
+        with _MBAR_LOCK:
+            table = manager.__dict__.setdefault("_tensor_core_mbarriers", {})
+            cond = manager.__dict__.setdefault("_tensor_core_mbarrier_cond",
+                                               threading.Condition())
+        return table, cond, addr
+
+    def mbarrier_init(smem, idx, count):
+        """Initialise the mbarrier at ``smem[idx]``: phase 0, ``count`` arrivals."""
+        n = int(count)
+        if not 1 <= n < 2**20:
+            raise ValueError(f"mbarrier_init: count must be in [1, 2^20), got {n}")
+        table, cond, addr = _mbarrier(smem, idx, "mbarrier_init")
+        with cond:
+            table[addr] = {"count": n, "pending": n, "phase": 0}
+
+    def _mbarrier_arrive(table, cond, addr, what):
+        with cond:
+            st = table.get(addr)
+            if st is None:
+                raise RuntimeError(f"{what}: mbarrier at {addr:#x} was never initialised")
+            st["pending"] -= 1
+            if st["pending"] == 0:
+                st["phase"] ^= 1
+                st["pending"] = st["count"]
+                cond.notify_all()
+
+    def mbarrier_arrive(smem, idx):
+        """One arrival on the mbarrier at ``smem[idx]``; the last one of a phase
+        completes it (flips the phase, pending back to the count)."""
+        _mbarrier_arrive(*_mbarrier(smem, idx, "mbarrier_arrive"), "mbarrier_arrive")
+
+    def mbarrier_wait(smem, idx, parity):
+        """Wait until the phase of parity ``parity`` of the mbarrier at ``smem[idx]``
+        has completed (the current phase's parity differs; parity 1 passes at once on
+        a fresh barrier, as the hardware's try_wait.parity)."""
+        table, cond, addr = _mbarrier(smem, idx, "mbarrier_wait")
+        thread = threading.current_thread()
+        start = time.monotonic()
+        with cond:
+            while True:
+                st = table.get(addr)
+                if st is None:
+                    raise RuntimeError(f"mbarrier_wait: mbarrier at {addr:#x} was never "
+                                       "initialised")
+                if st["phase"] != (int(parity) & 1):
+                    return
+                cond.wait(_POLL_S)
+                if thread.abort:
+                    raise RuntimeError("mbarrier_wait: the launch was aborted by another thread")
+                if time.monotonic() - start > _BACKSTOP_S:
+                    raise RuntimeError(f"mbarrier_wait: phase {int(parity) & 1} of the mbarrier "
+                                       f"at {addr:#x} did not complete within "
+                                       f"{_BACKSTOP_S:.0f} s (pending {st['pending']})")
+
+    def cp_async_mbarrier_arrive(smem, idx):
+        """``cp.async.mbarrier.arrive.noinc``: one arrival on the mbarrier once every
+        cp.async this thread issued so far has landed (landed here at once, whatever
+        their commit groups)."""
+        st = _cp_state()
+        for group in st["groups"]:
+            _cp_land(group)
+        _cp_land(st["pending"])
+        st["groups"] = []
+        st["pending"] = []
+        _mbarrier_arrive(*_mbarrier(smem, idx, "cp_async_mbarrier_arrive"),
+                         "cp_async_mbarrier_arrive")
+
+    def setmaxnreg_inc(n):
+        if not (24 <= int(n) <= 256 and int(n) % 8 == 0):
+            raise ValueError(f"setmaxnreg: count must be a multiple of 8 in [24, 256], got {n}")
+
+    setmaxnreg_dec = setmaxnreg_inc
+
     @functools.lru_cache(maxsize=None)
     def wgmma_op(n, dtype, trans_a=False, trans_b=False):
         op = f"wgmma_m64n{n}k16_{dtype}{'_ta' if trans_a else ''}{'_tb' if trans_b else ''}"
@@ -1090,6 +1174,97 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+    @intrinsic
+    def mbarrier_init(typingctx, smem, idx, count):
+        _check_mem("mbarrier_init", smem, idx)
+        if not isinstance(count, types.Integer):
+            raise TypingError("mbarrier_init: count must be an integer")
+        sig = types.void(smem, idx, count)
+
+        def codegen(context, builder, signature, args):
+            st, it, ct = signature.args
+            addr = _shared_addr(context, builder, st, args[0], it, args[1])
+            n = _to_i32(context, builder, ct, args[2])
+            _asm(builder, ir.VoidType(), [_I32, _I32], "mbarrier.init.shared::cta.b64 [$0], $1;",
+                 "r,r,~{memory}", [addr, n], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def mbarrier_arrive(typingctx, smem, idx):
+        _check_mem("mbarrier_arrive", smem, idx)
+        sig = types.void(smem, idx)
+
+        def codegen(context, builder, signature, args):
+            addr = _shared_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+            _asm(builder, ir.VoidType(), [_I32],
+                 "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}", [addr],
+                 True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def mbarrier_wait(typingctx, smem, idx, parity):
+        _check_mem("mbarrier_wait", smem, idx)
+        if not isinstance(parity, types.Integer):
+            raise TypingError("mbarrier_wait: parity must be an integer")
+        sig = types.void(smem, idx, parity)
+
+        def codegen(context, builder, signature, args):
+            st, it, pt = signature.args
+            addr = _shared_addr(context, builder, st, args[0], it, args[1])
+            par = _to_i32(context, builder, pt, args[2])
+            # Labels inside a { } block are local to it: the loop can be inlined many
+            # times in one function.
+            _asm(builder, ir.VoidType(), [_I32, _I32],
+                 "{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1; "
+                 "@!p bra WAIT; }", "r,r,~{memory}", [addr, par], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def cp_async_mbarrier_arrive(typingctx, smem, idx):
+        _check_mem("cp_async_mbarrier_arrive", smem, idx)
+        sig = types.void(smem, idx)
+
+        def codegen(context, builder, signature, args):
+            addr = _shared_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+            _asm(builder, ir.VoidType(), [_I32],
+                 "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", "r,~{memory}", [addr],
+                 True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _make_setmaxnreg(kind):
+        def impl(typingctx, n):
+            if not isinstance(n, types.IntegerLiteral):
+                raise TypingError(f"setmaxnreg_{kind}: the count must be a compile-time "
+                                  "integer constant")
+            count = int(n.literal_value)
+            if not (24 <= count <= 256 and count % 8 == 0):
+                raise TypingError(f"setmaxnreg_{kind}: count must be a multiple of 8 in "
+                                  f"[24, 256], got {count}")
+            sig = types.void(n)
+
+            def codegen(context, builder, signature, args):
+                _asm(builder, ir.VoidType(), [], f"setmaxnreg.{kind}.sync.aligned.u32 {count};",
+                     "~{memory}", [], True)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        impl.__name__ = f"setmaxnreg_{kind}"
+        return intrinsic(impl)
+
+    setmaxnreg_inc = _make_setmaxnreg("inc")
+    setmaxnreg_dec = _make_setmaxnreg("dec")
 
     @intrinsic
     def wgmma_desc(typingctx, smem, idx, lbo, sbo, swizzle=0):
