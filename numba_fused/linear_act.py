@@ -74,10 +74,11 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .plan import NOW, Recorder
 from .tensor_core import (
-    ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_wait, fence_proxy_async,
-    ld_global_v4, ldmatrix_x4_at, ldmatrix_x4_trans_at, mma_bf16, mma_f16, pack_bf16x2,
-    pack_f16x2, shared_address, st_global_v4, unpack_bf16x2, unpack_f16x2, wgmma_commit,
-    wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
+    ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_mbarrier_arrive,
+    cp_async_wait, fence_proxy_async, ld_global_v4, ldmatrix_x4_at, ldmatrix_x4_trans_at,
+    mbarrier_arrive, mbarrier_init, mbarrier_wait, mma_bf16, mma_f16, pack_bf16x2, pack_f16x2,
+    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, shared_address, st_global_v4, unpack_bf16x2, unpack_f16x2,
+    wgmma_commit, wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
 
 __all__ = [
     "linear_act_forward", "linear_act_dgrad", "linear_act_backward", "linear_weight_grad",
@@ -162,7 +163,9 @@ class WgmmaConfig(NamedTuple):
     ``inflight`` k-tiles of MMAs left running while the next tile's are issued (0:
     wait for them every tile; 1: keep one in flight, prefetching one tile less);
     ``swizzle`` the operand tiles' shared layout (0: no-swizzle core matrices; 128:
-    the 128-byte swizzle, bk = 64; see :func:`make_wgmma_kernel`)."""
+    the 128-byte swizzle, bk = 64; see :func:`make_wgmma_kernel`); ``ws`` 1: warp
+    specialised, one more warpgroup loads the tiles (cp.async, completion on mbarriers)
+    while the others only multiply."""
 
     bm: int
     bn: int
@@ -171,17 +174,26 @@ class WgmmaConfig(NamedTuple):
     group_m: int
     inflight: int = 0
     swizzle: int = 0
+    ws: int = 0
 
     @property
     def threads(self):
-        return (self.bm // 64) * 128
+        return (self.bm // 64 + self.ws) * 128
+
+    @property
+    def bar_offset(self):
+        """Byte offset of the mbarriers (warp specialised: full[stages], then
+        empty[stages], 8 bytes each) after the ring, the ones tile and the C tile."""
+        base = max(self.stages * (self.bm + self.bn) * self.bk * 2 + 256,
+                   self.bm * (self.bn + 8) * 4)
+        return -(-base // 8) * 8
 
     @property
     def smem_bytes(self):
         """The operand ring and wgrad's 8 x 16 tile of ones after it (256 bytes),
-        reused for the float32 C tile."""
-        return max(self.stages * (self.bm + self.bn) * self.bk * 2 + 256,
-                   self.bm * (self.bn + 8) * 4)
+        reused for the float32 C tile; warp specialised, the mbarriers after both."""
+        return self.bar_offset + 16 * self.stages if self.ws else max(
+            self.stages * (self.bm + self.bn) * self.bk * 2 + 256, self.bm * (self.bn + 8) * 4)
 
     def validate(self):
         if self.bm not in (64, 128, 192, 256) or self.bn % 8 or not 8 <= self.bn <= 256:
@@ -197,6 +209,8 @@ class WgmmaConfig(NamedTuple):
         if self.swizzle and self.bk != 64:
             raise ValueError(f"{self}: the 128-byte swizzle is implemented for bk = 64 only "
                              f"(one 128-byte line per tile row or k-line)")
+        if self.ws not in (0, 1):
+            raise ValueError(f"{self}: ws must be 0 or 1 (one producer warpgroup)")
         return self
 
 
@@ -222,6 +236,13 @@ WG_SIM = WgmmaConfig(64, 32, 32, 3, 2)
 WG_LARGE_SW128 = WgmmaConfig(128, 128, 64, 3, 8, 0, 128)
 # Its simulator counterpart: a 64-wide B (an MN-major atom: dgrad, wgrad), 4 K steps.
 WG_SIM_SW128 = WgmmaConfig(64, 64, 64, 3, 2, 0, 128)
+# v4 candidate (untimed): warp specialised, CUTLASS's Hopper tiling: a producer
+# warpgroup filling a 4-deep ring of 128x64 + 256x64 (192 KiB) by cp.async with
+# mbarrier completion, two consumer warpgroups of 64 x 256 (128 accumulators each),
+# one k-tile of MMAs in flight; 384 threads, one block per SM.
+WG_LARGE_WS = WgmmaConfig(128, 256, 64, 4, 8, 1, 128, 1)
+# Its simulator counterpart: one consumer warpgroup and the producer (256 threads).
+WG_SIM_WS = WgmmaConfig(64, 64, 64, 3, 2, 1, 128, 1)
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -755,11 +776,23 @@ def make_wgmma_kernel(role, dtype, cfg):
     A_MN = role == "wgrad"
     B_MN = role != "fwd"
     WGRAD = role == "wgrad"
-    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW = cfg.validate()
+    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS = cfg.validate()
     if SW and B_MN and BN % 64:
         raise ValueError(f"{cfg}: role {role!r} stages B MN-major, which the 128-byte "
                          f"swizzle needs in whole 64-wide atoms (bn a multiple of 64)")
     NT = cfg.threads
+    # Consumer threads (the MMA warpgroups) and the threads that load the tiles: all
+    # of them, or (warp specialised) the producer warpgroup after the consumers.
+    NC = (BM // 64) * 128
+    LT = 128 if WS else NT
+    FULL = cfg.bar_offset // 8
+    # setmaxnreg (warp specialised): the producer warpgroup drops to 64 registers a
+    # thread (ptxas holds its code to that: 40 and 56 spilled wgrad's MN-major address
+    # math), the consumers rise to what is left of the SM's 64K (one block per SM).
+    PRODUCER_REGS = 64
+    CONSUMER_REGS = min(256, ((65536 - 128 * PRODUCER_REGS) // max(NC, 1)) // 8 * 8)
+    EMPTY = FULL + STAGES
+    U64_DT = np.dtype(np.uint64)
     # Tiles loaded ahead. With INFLIGHT = 1 the slot refilled at tile kt held tile
     # kt - 2, whose MMAs the previous iteration's wgmma_wait(1) retired (every
     # warpgroup, by the barrier at the top of the iteration).
@@ -789,8 +822,8 @@ def make_wgmma_kernel(role, dtype, cfg):
     B_OFF = STAGES * A_ST
     A_CHUNKS = BM * CH
     B_CHUNKS = BN * CH
-    A_IT = cdiv(A_CHUNKS, NT)
-    B_IT = cdiv(B_CHUNKS, NT)
+    A_IT = cdiv(A_CHUNKS, LT)
+    B_IT = cdiv(B_CHUNKS, LT)
     WAIT = PREF - 1
     KSTEPS = BK // 16
     NACC = BN // 2
@@ -808,7 +841,7 @@ def make_wgmma_kernel(role, dtype, cfg):
     F32_DT = np.dtype(np.float32)
     CLD = BN + 8
     CCH = BN // 8
-    EPI_ITERS = cdiv(BM * CCH, NT)
+    EPI_ITERS = cdiv(BM * CCH, NC)
 
     def tile_loader(mn_major):
         """Device function ``load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full,
@@ -829,7 +862,7 @@ def make_wgmma_kernel(role, dtype, cfg):
         @inline_device
         def load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full, nchunks, iters):
             for it in range(iters):
-                e = tid + it * NT
+                e = tid + it * LT
                 if e < nchunks:
                     if SW:
                         ln = e >> 3
@@ -874,6 +907,102 @@ def make_wgmma_kernel(role, dtype, cfg):
         load_a(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
         load_b(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS, B_IT)
 
+    @inline_device
+    def mma_tile(smem, st, acc, bacc, a_wg, do_bias):
+        """The k-tile in ring slot ``st``: bk / 16 wgmma into acc (and the ones-wgmma
+        into bacc), committed as one group."""
+        wgmma_fence()
+        for j in range(KSTEPS):
+            da = wgmma_desc(smem, st * A_ST + a_wg + j * A_KSTEP, A_LBO, A_SBO, SW)
+            db = wgmma_desc(smem, B_OFF + st * B_ST + j * B_KSTEP, B_LBO, B_SBO, SW)
+            op(acc, da, db, 1)
+            if do_bias:
+                op_ones(bacc, da, wgmma_desc(smem, ONES_OFF, 128, 256), 1)
+        wgmma_commit()
+
+    @inline_device
+    def mainloop(smem, acc, bacc, a, b, M, N, K, lda, ldb, m0, n0, tid, a_wg, KT, inside,
+                 do_bias):
+        """Every thread loads (cp.async groups, PREF tiles ahead) and multiplies; a
+        block barrier per k-tile."""
+        for s in range(PREF):
+            if s < KT:
+                load_stage(smem, s, s * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+            cp_async_commit()
+        st = 0
+        for kt in range(KT):
+            cp_async_wait(WAIT)
+            # The ring slot was written by cp.async and is read by the tensor cores
+            # (the async proxy): each thread fences its copies, then the barrier.
+            fence_proxy_async()
+            cuda.syncthreads()
+            nk = kt + PREF
+            if nk < KT:
+                ls = st + PREF
+                if ls >= STAGES:
+                    ls -= STAGES
+                load_stage(smem, ls, nk * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+            cp_async_commit()
+            mma_tile(smem, st, acc, bacc, a_wg, do_bias)
+            wgmma_wait(INFLIGHT)
+            st += 1
+            if st == STAGES:
+                st = 0
+        wgmma_wait(0)
+
+    @inline_device
+    def ws_produce(smem, bars, a, b, M, N, K, lda, ldb, m0, n0, ptid, KT, inside):
+        """Warp specialised, the producer warpgroup (``ptid`` = its thread index): fill
+        ring slot s once its ``empty[s]`` phase completes (every consumer thread
+        arrived after its MMAs on the slot retired; a fresh barrier's parity-1 phase
+        counts as done), then one arrival on ``full[s]`` per thread as its copies land
+        (cp.async.mbarrier.arrive.noinc: 128 arrivals)."""
+        st = 0
+        rnd = 0
+        for kt in range(KT):
+            mbarrier_wait(bars, EMPTY + st, (rnd & 1) ^ 1)
+            load_stage(smem, st, kt * BK, a, b, M, N, K, lda, ldb, m0, n0, ptid, inside)
+            cp_async_mbarrier_arrive(bars, FULL + st)
+            st += 1
+            if st == STAGES:
+                st = 0
+                rnd += 1
+
+    @inline_device
+    def ws_consume(smem, bars, acc, bacc, a_wg, KT, do_bias):
+        """Warp specialised, a consumer warpgroup: wait on ``full[s]``, multiply, and
+        release the slot on ``empty[s]`` once wgmma_wait retired its MMAs (with one
+        k-tile in flight, the previous tile's slot). No block barrier in the loop."""
+        st = 0
+        rnd = 0
+        prev = 0
+        for kt in range(KT):
+            mbarrier_wait(bars, FULL + st, rnd & 1)
+            # Written through the generic proxy (cp.async), read by the tensor cores
+            # (async proxy).
+            fence_proxy_async()
+            mma_tile(smem, st, acc, bacc, a_wg, do_bias)
+            wgmma_wait(INFLIGHT)
+            if INFLIGHT == 0:
+                mbarrier_arrive(bars, EMPTY + st)
+            elif kt > 0:
+                mbarrier_arrive(bars, EMPTY + prev)
+            prev = st
+            st += 1
+            if st == STAGES:
+                st = 0
+                rnd += 1
+        wgmma_wait(0)
+
+    @inline_device
+    def epilogue_sync():
+        """The epilogue's barrier: the whole block, or (warp specialised, the producer
+        gone) the consumer threads on named barrier 1."""
+        if WS:
+            named_barrier_sync(1, NC)
+        else:
+            cuda.syncthreads()
+
     def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
         """:func:`make_tc_kernel`'s role (fwd: C = A B^T, preact = C + bias, out =
         act(preact); dgrad: out = C * act'(aux), C = A B with B ``b[k * ldb + n]``;
@@ -897,40 +1026,30 @@ def make_wgmma_kernel(role, dtype, cfg):
                 sm32[ONES_OFF // 2 + tid] = ONES
         KT = (K + BK - 1) // BK
         inside = m0 + BM <= M and n0 + BN <= N
-        for s in range(PREF):
-            if s < KT:
-                load_stage(smem, s, s * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
-            cp_async_commit()
         a_wg = wg * A_WG
-        st = 0
-        for kt in range(KT):
-            cp_async_wait(WAIT)
-            # The ring slot was written by cp.async and is read by the tensor cores
-            # (the async proxy): each thread fences its copies, then the barrier.
-            fence_proxy_async()
+        if WS:
+            bars = cuda.shared.array(0, U64_DT, alignment=SMEM_ALIGN)
+            if tid == 0:
+                for s in range(STAGES):
+                    mbarrier_init(bars, FULL + s, 128)
+                    mbarrier_init(bars, EMPTY + s, NC)
             cuda.syncthreads()
-            nk = kt + PREF
-            if nk < KT:
-                ls = st + PREF
-                if ls >= STAGES:
-                    ls -= STAGES
-                load_stage(smem, ls, nk * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
-            cp_async_commit()
-            wgmma_fence()
-            for j in range(KSTEPS):
-                da = wgmma_desc(smem, st * A_ST + a_wg + j * A_KSTEP, A_LBO, A_SBO, SW)
-                db = wgmma_desc(smem, B_OFF + st * B_ST + j * B_KSTEP, B_LBO, B_SBO, SW)
-                op(acc, da, db, 1)
-                if do_bias:
-                    op_ones(bacc, da, wgmma_desc(smem, ONES_OFF, 128, 256), 1)
-            wgmma_commit()
-            wgmma_wait(INFLIGHT)
-            st += 1
-            if st == STAGES:
-                st = 0
-        wgmma_wait(0)
+            if tid >= NC:
+                # Few registers here; the consumers take them (the 64 x bn
+                # accumulators: 128 a thread at bn = 256). The producer's path never
+                # joins the consumers' code (ptxas holds it to PRODUCER_REGS).
+                setmaxnreg_dec(PRODUCER_REGS)
+                ws_produce(smem, bars, a, b, M, N, K, lda, ldb, m0, n0, tid - NC, KT, inside)
+                return
+            setmaxnreg_inc(CONSUMER_REGS)
+            ws_consume(smem, bars, acc, bacc, a_wg, KT, do_bias)
+        else:
+            mainloop(smem, acc, bacc, a, b, M, N, K, lda, ldb, m0, n0, tid, a_wg, KT, inside,
+                     do_bias)
         lane = tid & 31
-        if do_bias and (lane & 3) == 0:
+        # Consumer threads hold accumulators (all threads unless warp specialised).
+        mma_thread = tid < NC
+        if do_bias and (lane & 3) == 0 and mma_thread:
             for h in range(2):
                 row = m0 + wg * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2) + 8 * h
                 if row < M:
@@ -938,18 +1057,19 @@ def make_wgmma_kernel(role, dtype, cfg):
 
         # Epilogue as make_tc_kernel's: the accumulators to a float32 [BM][CLD] tile
         # in the ring's memory, then 8 consecutive columns per thread and step.
-        cuda.syncthreads()
+        epilogue_sync()
         cs = cuda.shared.array(0, F32_DT, alignment=SMEM_ALIGN)
         fr = wg * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2)
         fc = (lane & 3) * 2
-        for j in range(BN // 8):
-            for h in range(2):
-                ci = (fr + 8 * h) * CLD + fc + 8 * j
-                cs[ci] = acc[4 * j + 2 * h]
-                cs[ci + 1] = acc[4 * j + 2 * h + 1]
-        cuda.syncthreads()
+        if mma_thread:
+            for j in range(BN // 8):
+                for h in range(2):
+                    ci = (fr + 8 * h) * CLD + fc + 8 * j
+                    cs[ci] = acc[4 * j + 2 * h]
+                    cs[ci + 1] = acc[4 * j + 2 * h + 1]
+        epilogue_sync()
         for it in range(EPI_ITERS):
-            e = tid + it * NT
+            e = tid + it * NC
             r = e // CCH
             c8 = (e % CCH) * 8
             row = m0 + r
@@ -958,8 +1078,11 @@ def make_wgmma_kernel(role, dtype, cfg):
                 chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
 
     name = (f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
-            + (f"_f{INFLIGHT}" if INFLIGHT else "") + (f"_sw{SW}" if SW else ""))
-    return Kernel(name, kernel, _argtypes(dtype))
+            + (f"_f{INFLIGHT}" if INFLIGHT else "") + (f"_sw{SW}" if SW else "")
+            + ("_ws" if WS else ""))
+    # Warp specialised: 384 threads share one SM's registers (up to 168 each).
+    opts = {"launch_bounds": (NT, 1)} if WS and not SIMULATOR else {}
+    return Kernel(name, kernel, _argtypes(dtype), **opts)
 
 
 # ---------------------------------------------------------------------------

@@ -131,7 +131,8 @@ __all__ = [
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
     "fence_proxy_async", "mbarrier_init", "mbarrier_arrive", "mbarrier_wait",
-    "cp_async_mbarrier_arrive", "setmaxnreg_inc", "setmaxnreg_dec", "WGMMA_NS", "WGMMA_SWIZZLES", "wgmma_acc_layout", "kmajor_offset",
+    "cp_async_mbarrier_arrive", "setmaxnreg_inc", "setmaxnreg_dec", "named_barrier_sync",
+    "WGMMA_NS", "WGMMA_SWIZZLES", "wgmma_acc_layout", "kmajor_offset",
     "mnmajor_offset", "sw128_kmajor_offset", "sw128_mnmajor_offset", "wgmma_reference",
     "a_fragments", "b_fragments", "c_fragments", "d_from_fragments",
     "mma_reference", "ldmatrix_reference", "pack_pair", "bits_to_f64",
@@ -797,6 +798,26 @@ if SIMULATOR:
 
     setmaxnreg_dec = setmaxnreg_inc
 
+    def named_barrier_sync(bar, count):
+        """``bar.sync bar, count``: wait until ``count`` threads of the block (whole
+        warps) have reached named barrier ``bar`` (1..15; 0 is syncthreads')."""
+        b, n = int(bar), int(count)
+        if not 1 <= b <= 15 or n % 32 or n <= 0:
+            raise ValueError(f"named_barrier_sync: barrier {b} must be in [1, 15] and the "
+                             f"count a positive multiple of 32, got {n}")
+        thread = threading.current_thread()
+        manager = thread._manager
+        with _MBAR_LOCK:
+            table = manager.__dict__.setdefault("_tensor_core_named_barriers", {})
+            barrier = table.get(b)
+            if barrier is None or barrier.parties != n:
+                barrier = table[b] = threading.Barrier(n)
+        try:
+            barrier.wait(_BACKSTOP_S)
+        except threading.BrokenBarrierError:
+            raise RuntimeError(f"named_barrier_sync: named barrier {b} ({n} threads) did not "
+                               f"fill within {_BACKSTOP_S:.0f} s") from None
+
     @functools.lru_cache(maxsize=None)
     def wgmma_op(n, dtype, trans_a=False, trans_b=False):
         op = f"wgmma_m64n{n}k16_{dtype}{'_ta' if trans_a else ''}{'_tb' if trans_b else ''}"
@@ -1265,6 +1286,23 @@ else:
 
     setmaxnreg_inc = _make_setmaxnreg("inc")
     setmaxnreg_dec = _make_setmaxnreg("dec")
+
+    @intrinsic
+    def named_barrier_sync(typingctx, bar, count):
+        if not (isinstance(bar, types.IntegerLiteral) and isinstance(count, types.IntegerLiteral)):
+            raise TypingError("named_barrier_sync: barrier and count must be compile-time "
+                              "integer constants")
+        b, n = int(bar.literal_value), int(count.literal_value)
+        if not 1 <= b <= 15 or n % 32 or n <= 0:
+            raise TypingError(f"named_barrier_sync: barrier {b} must be in [1, 15] and the "
+                              f"count a positive multiple of 32, got {n}")
+        sig = types.void(bar, count)
+
+        def codegen(context, builder, signature, args):
+            _asm(builder, ir.VoidType(), [], f"bar.sync {b}, {n};", "~{memory}", [], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
 
     @intrinsic
     def wgmma_desc(typingctx, smem, idx, lbo, sbo, swizzle=0):

@@ -339,6 +339,9 @@ def test_wgmma_kernels_assemble_for_sm90a_with_hgmma(dtype, n, trans, layout):
 # (M, K, N): ragged against the tiles (simulator: 64 x 32 x 32; GPU: 128 x 128 x 64), K a
 # multiple of 8 (16-byte rows: the wgmma path's condition), several k-tiles.
 GEMM_SHAPES = [(70, 72, 50), (1, 8, 8), (64, 96, 33)]
+# More k-tiles than ring slots (the sw128 / warp-specialised rings take bk = 64): every
+# slot refilled, the empty barriers' phases wrapping.
+WRAP_SHAPE = (20, 448, 24)
 if not SIMULATOR:
     GEMM_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 300)]
 
@@ -379,12 +382,17 @@ def _use_variant(la, variant, monkeypatch):
     elif variant == "sw128":
         monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_SW128)
         monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_SW128)
+    elif variant == "ws":
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS)
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS)
     return la.WG_SIM if SIMULATOR else la.WG_LARGE
 
 
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("shape", GEMM_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", ["v1", "inflight", "sw128"])
+@pytest.mark.parametrize("shape,variant",
+                         [(s, v) for s in GEMM_SHAPES for v in ("v1", "inflight", "sw128", "ws")]
+                         + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws")],
+                         ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else p)
 def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma routes the forward to the wgmma kernel (waiting for each k-tile's
     MMAs, keeping one tile of them in flight, or on 128-byte swizzled tiles); exact on
@@ -432,7 +440,7 @@ if not SIMULATOR:
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("shape", DGRAD_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", ["v1", "sw128"])
+@pytest.mark.parametrize("variant", ["v1", "sw128", "ws"])
 def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma runs the dgrad GEMM (the weight read MN-major, imm-trans-b; act'
     fused) and the wgrad GEMM (both operands MN-major; grad_bias from an m64n8 wgmma
@@ -530,7 +538,8 @@ def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("cfg_name", ["WG_LARGE", "WG_LARGE_INFLIGHT", "WG_LARGE_SW128"])
+@pytest.mark.parametrize("cfg_name", ["WG_LARGE", "WG_LARGE_INFLIGHT", "WG_LARGE_SW128",
+                                      "WG_LARGE_WS"])
 @pytest.mark.parametrize("role", ["fwd", "dgrad", "wgrad"])
 def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     from numba_fused import linear_act as la
