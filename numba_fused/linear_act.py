@@ -76,9 +76,10 @@ from .plan import NOW, Recorder
 from .tensor_core import (
     ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_mbarrier_arrive,
     cp_async_wait, fence_proxy_async, ld_global_v4, ldmatrix_x4_at, ldmatrix_x4_trans_at,
-    mbarrier_arrive, mbarrier_init, mbarrier_wait, mma_bf16, mma_f16, pack_bf16x2, pack_f16x2,
-    named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc, shared_address, st_global_v4, unpack_bf16x2, unpack_f16x2,
-    wgmma_commit, wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
+    mbarrier_arrive, mbarrier_init, mbarrier_wait, mma_bf16, mma_f16, named_barrier_sync,
+    pack_bf16x2, pack_f16x2, setmaxnreg_dec, setmaxnreg_inc, shared_address, st_global_b32,
+    st_global_v4, unpack_bf16x2, unpack_f16x2, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_op,
+    wgmma_wait)
 
 __all__ = [
     "linear_act_forward", "linear_act_dgrad", "linear_act_backward", "linear_weight_grad",
@@ -439,6 +440,54 @@ def _chunk_epilogue(role, dtype):
                     v *= act_grad_by_code(act, load(aux, o))
             store(out, o, v)
 
+    if not half:
+
+        @inline_device
+        def gated_vec(cs, ci, row, col, ldc, bias, aux, out, act, flags):
+            """Never called: float32 chunks take the element path."""
+            return
+
+    @inline_device
+    def gated_vec16(cs, ci, row, col, ldc, bias, aux, out, act, flags):
+        """The F_GATED chunk of 16-bit data with 16-byte rows, all 8 columns inside:
+        fwd loads the 8 bias values and stores the 8 pre-activations as one 16-byte
+        vector each and the 4 products as two 32-bit words; dgrad loads the 16
+        pre-activations and stores the 16 gradients as two 16-byte vectors each."""
+        if fwd:
+            bw = zero4
+            if flags & F_BIAS:
+                bw = ld_global_v4(bias, col)
+            zw = cuda.local.array(4, np.uint32)
+            hv = cuda.local.array(4, np.float32)
+            for p in range(4):
+                vg = cs[ci + 2 * p]
+                vu = cs[ci + 2 * p + 1]
+                if flags & F_BIAS:
+                    b = unpack(bw[p])
+                    vg += b[0]
+                    vu += b[1]
+                zw[p] = pack(vg, vu)
+                hv[p] = act_by_code(act, vg) * vu
+            if flags & F_PREACT:
+                st_global_v4(aux, row * 2 * ldc + col, zw[0], zw[1], zw[2], zw[3])
+            o = row * ldc + (col >> 1)
+            st_global_b32(out, o, pack(hv[0], hv[1]))
+            st_global_b32(out, o + 2, pack(hv[2], hv[3]))
+        elif dgrad:
+            o2 = row * ldc + 2 * col
+            for half8 in range(2):
+                zw = ld_global_v4(aux, o2 + 8 * half8)
+                dw = cuda.local.array(4, np.uint32)
+                for p in range(4):
+                    z = unpack(zw[p])
+                    dh = cs[ci + 4 * half8 + p]
+                    dw[p] = pack(dh * z[1] * act_grad_by_code(act, z[0]),
+                                 dh * act_by_code(act, z[0]))
+                st_global_v4(out, o2 + 8 * half8, dw[0], dw[1], dw[2], dw[3])
+
+    if half:
+        gated_vec = gated_vec16
+
     @inline_device
     def gated(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
         """The F_GATED chunk, element by element (see F_GATED)."""
@@ -470,7 +519,10 @@ def _chunk_epilogue(role, dtype):
     def chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
         o = row * ldc + col
         if (flags & F_GATED) != 0:
-            gated(cs, ci, row, col, N, ldc, bias, aux, out, act, flags)
+            if half and (flags & F_VEC) != 0 and col + 8 <= N:
+                gated_vec(cs, ci, row, col, ldc, bias, aux, out, act, flags)
+            else:
+                gated(cs, ci, row, col, N, ldc, bias, aux, out, act, flags)
         elif half and (flags & F_VEC) != 0 and col + 8 <= N:
             bw = zero4
             pw = zero4

@@ -22,8 +22,9 @@ from tests.util import DTYPES, SIMULATOR, assert_close, device, rel_err, torch_d
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 ACTS = ("silu", "gelu_tanh", "none")
 
-# (leading shape, K, I): 1, primes, odd I (2I not a multiple of the epilogue's 8).
-SIM_SHAPES = [((1,), 1, 1), ((17,), 24, 20), ((5,), 13, 63), ((2, 3, 7), 40, 17)]
+# (leading shape, K, I): 1, primes, odd I (2I not a multiple of the epilogue's 8); I = 16:
+# 16-byte rows, the vector epilogues (16-bit dtypes).
+SIM_SHAPES = [((1,), 1, 1), ((17,), 24, 20), ((5,), 13, 63), ((2, 3, 7), 40, 17), ((9,), 24, 16)]
 GPU_SHAPES = [((1000,), 1000, 127), ((127,), 17, 1000), ((2, 513), 1000, 384),
               ((4096,), 512, 1024)]
 SHAPES = SIM_SHAPES if SIMULATOR else SIM_SHAPES + GPU_SHAPES
