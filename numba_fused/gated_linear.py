@@ -35,7 +35,8 @@ from . import checks, dtypes
 from .activations import act_grad_ref, act_ref, check_activation
 from .launch import Kernel, cdiv
 from .linear_act import (ACT_CODES, F_BIAS, F_GATED, F_PREACT, _check_flag, _flat, _gemm,
-                         _matrix, _wgrad, act_by_code, act_grad_by_code)
+                         _linear_inputs, _matrix, _to64, _wgrad, act_by_code,
+                         act_grad_by_code)
 from .plan import NOW
 
 __all__ = ["gated_linear_forward", "gated_linear_dgrad", "gated_linear_backward",
@@ -104,20 +105,9 @@ def gated_linear_forward(x, weight, bias=None, activation="silu", save_preact=Fa
     """
     check_activation(activation)
     save_preact = _check_flag(save_preact, "save_preact")
-    xa = _matrix(checks.floating_array(x, "x"), "x")
-    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
-    ba = checks.optional_array(bias, "bias")
-    checks.check_same_dtype(xa, "x", (wa, "weight"), (ba, "bias"))
-    checks.check_same_device(xa, "x", (wa, "weight"), (ba, "bias"))
+    xa, wa, ba = _linear_inputs(x, weight, bias, "2I")
     N2, K = wa.shape
     hid = _pairs_of(wa, "weight")
-    if xa.shape[-1] != K:
-        raise ValueError(f"x has {xa.shape[-1]} features (last dimension) but weight "
-                         f"[2I, K] = {list(wa.shape)} expects K = {K}")
-    if ba is not None:
-        _matrix(ba, "bias", 1)
-        if ba.shape[0] != N2:
-            raise ValueError(f"bias must have shape [{N2}] (weight's 2I), got {list(ba.shape)}")
     dtype = xa.dtype
     lead = xa.shape[:-1]
     h = empty_like_lib(xa, lead + (hid,), dtype)
@@ -202,16 +192,12 @@ def gated_linear_backward(grad_h, x, weight, preact, activation="silu"):
     ``grad_x = dz @ weight``, ``grad_weight = dz^T x``, ``grad_bias = sum_m dz``."""
     check_activation(activation)
     ga = _matrix(checks.floating_array(grad_h, "grad_h"), "grad_h")
-    xa = _matrix(checks.floating_array(x, "x"), "x")
-    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
     za = _matrix(checks.floating_array(preact, "preact"), "preact")
+    xa, wa, _ = _linear_inputs(x, weight, None, "2I")
     checks.check_same_dtype(ga, "grad_h", (xa, "x"), (wa, "weight"), (za, "preact"))
     checks.check_same_device(ga, "grad_h", (xa, "x"), (wa, "weight"), (za, "preact"))
     N2, K = wa.shape
     hid = _pairs_of(wa, "weight")
-    if xa.shape[-1] != K:
-        raise ValueError(f"x has {xa.shape[-1]} features (last dimension) but weight "
-                         f"[2I, K] = {list(wa.shape)} expects K = {K}")
     lead = xa.shape[:-1]
     if ga.shape != lead + (hid,):
         raise ValueError(f"grad_h must have shape {list(lead + (hid,))} (x's leading "
@@ -232,12 +218,6 @@ def gated_linear_backward(grad_h, x, weight, preact, activation="silu"):
 # ---------------------------------------------------------------------------
 # float64 references
 # ---------------------------------------------------------------------------
-
-
-def _to64(a):
-    from .linear_act import _to64 as to64
-
-    return to64(a)
 
 
 def gated_linear_ref(x, weight, bias=None, activation="silu", save_preact=False):

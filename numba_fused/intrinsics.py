@@ -35,8 +35,7 @@ if config.ENABLE_CUDASIM:
         if not (np.isfinite(a) and np.isfinite(b) and np.isfinite(c)):
             with np.errstate(all="ignore"):
                 return np.float32(np.float64(a) * np.float64(b) + np.float64(c))
-        exact = Fraction(float(np.float32(a))) * Fraction(float(np.float32(b))) \
-            + Fraction(float(np.float32(c)))
+        exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
         f = np.float32(float(exact))
         if not np.isfinite(f):
             return f

@@ -2045,11 +2045,9 @@ def _fwd_lean(n, vec):
     2^26, bench/notes_layer_norm.md v5): 16-bit rows of N >= 2048 (1.02-1.42x the
     row kernel), and rows the row kernel would stream (float32 N = 16384: 1.35x)."""
     lean = _tune["fwd_lean"]
-    if lean is not None:
-        return bool(lean) and _lean_layout(n, vec)[0] > 0
-    if _lean_layout(n, vec)[0] == 0:
+    if (lean is not None and not lean) or _lean_layout(n, vec)[0] == 0:
         return False
-    return (vec == 8 and n >= 2048) or _row_layout(n, vec, "fwd")[0] == 0
+    return lean is not None or (vec == 8 and n >= 2048) or _row_layout(n, vec, "fwd")[0] == 0
 
 
 def _lean_layout(n, vec):

@@ -1506,6 +1506,27 @@ def _matrix(arr, name, ndim=None):
     return arr
 
 
+def _linear_inputs(x, weight, bias, rows="N"):
+    """(x, weight, bias) as validated KernelArrays: x ``[..., K]``, weight ``[rows, K]``,
+    bias ``[rows]`` or None; floating, contiguous, one dtype, one device. ``rows``
+    names weight's first dimension in the messages."""
+    xa = _matrix(checks.floating_array(x, "x"), "x")
+    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
+    ba = checks.optional_array(bias, "bias")
+    checks.check_same_dtype(xa, "x", (wa, "weight"), (ba, "bias"))
+    checks.check_same_device(xa, "x", (wa, "weight"), (ba, "bias"))
+    n, K = wa.shape
+    if xa.shape[-1] != K:
+        raise ValueError(f"x has {xa.shape[-1]} features (last dimension) but weight "
+                         f"[{rows}, K] = {list(wa.shape)} expects K = {K}")
+    if ba is not None:
+        _matrix(ba, "bias", 1)
+        if ba.shape[0] != n:
+            raise ValueError(f"bias must have shape [{n}] (weight's {rows}), got "
+                             f"{list(ba.shape)}")
+    return xa, wa, ba
+
+
 def linear_act_forward(x, weight, bias=None, activation="none", save_preact=False):
     """``y = act(x @ weight^T + bias)``; with ``save_preact`` also the pre-activation.
 
@@ -1516,19 +1537,8 @@ def linear_act_forward(x, weight, bias=None, activation="none", save_preact=Fals
     """
     check_activation(activation)
     save_preact = _check_flag(save_preact, "save_preact")
-    xa = _matrix(checks.floating_array(x, "x"), "x")
-    wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
-    ba = checks.optional_array(bias, "bias")
-    checks.check_same_dtype(xa, "x", (wa, "weight"), (ba, "bias"))
-    checks.check_same_device(xa, "x", (wa, "weight"), (ba, "bias"))
+    xa, wa, ba = _linear_inputs(x, weight, bias)
     N, K = wa.shape
-    if xa.shape[-1] != K:
-        raise ValueError(f"x has {xa.shape[-1]} features (last dimension) but weight "
-                         f"[N, K] = {list(wa.shape)} expects K = {K}")
-    if ba is not None:
-        _matrix(ba, "bias", 1)
-        if ba.shape[0] != N:
-            raise ValueError(f"bias must have shape [{N}] (weight's N), got {list(ba.shape)}")
     dtype = xa.dtype
     lead = xa.shape[:-1]
     y = empty_like_lib(xa, lead + (N,), dtype)

@@ -1196,72 +1196,53 @@ else:
 
         return sig, codegen
 
-    @intrinsic
-    def mbarrier_init(typingctx, smem, idx, count):
-        _check_mem("mbarrier_init", smem, idx)
-        if not isinstance(count, types.Integer):
-            raise TypingError("mbarrier_init: count must be an integer")
-        sig = types.void(smem, idx, count)
+    def _make_mbarrier_op(name, text, value=None):
+        """Intrinsic ``name(smem, idx)`` running inline PTX ``text`` on the 32-bit shared
+        address of ``smem[idx]`` ($0); with ``value`` (the argument's name) it takes a
+        third, integer argument, passed as a 32-bit register ($1)."""
+        if value is None:
+            def impl(typingctx, smem, idx):
+                _check_mem(name, smem, idx)
+                sig = types.void(smem, idx)
 
-        def codegen(context, builder, signature, args):
-            st, it, ct = signature.args
-            addr = _shared_addr(context, builder, st, args[0], it, args[1])
-            n = _to_i32(context, builder, ct, args[2])
-            _asm(builder, ir.VoidType(), [_I32, _I32], "mbarrier.init.shared::cta.b64 [$0], $1;",
-                 "r,r,~{memory}", [addr, n], True)
-            return context.get_dummy_value()
+                def codegen(context, builder, signature, args):
+                    addr = _shared_addr(context, builder, signature.args[0], args[0],
+                                        signature.args[1], args[1])
+                    _asm(builder, ir.VoidType(), [_I32], text, "r,~{memory}", [addr], True)
+                    return context.get_dummy_value()
 
-        return sig, codegen
+                return sig, codegen
+        else:
+            def impl(typingctx, smem, idx, v):
+                _check_mem(name, smem, idx)
+                if not isinstance(v, types.Integer):
+                    raise TypingError(f"{name}: {value} must be an integer")
+                sig = types.void(smem, idx, v)
 
-    @intrinsic
-    def mbarrier_arrive(typingctx, smem, idx):
-        _check_mem("mbarrier_arrive", smem, idx)
-        sig = types.void(smem, idx)
+                def codegen(context, builder, signature, args):
+                    st, it, vt = signature.args
+                    addr = _shared_addr(context, builder, st, args[0], it, args[1])
+                    val = _to_i32(context, builder, vt, args[2])
+                    _asm(builder, ir.VoidType(), [_I32, _I32], text, "r,r,~{memory}",
+                         [addr, val], True)
+                    return context.get_dummy_value()
 
-        def codegen(context, builder, signature, args):
-            addr = _shared_addr(context, builder, signature.args[0], args[0],
-                                signature.args[1], args[1])
-            _asm(builder, ir.VoidType(), [_I32],
-                 "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}", [addr],
-                 True)
-            return context.get_dummy_value()
+                return sig, codegen
 
-        return sig, codegen
+        impl.__name__ = name
+        return intrinsic(impl)
 
-    @intrinsic
-    def mbarrier_wait(typingctx, smem, idx, parity):
-        _check_mem("mbarrier_wait", smem, idx)
-        if not isinstance(parity, types.Integer):
-            raise TypingError("mbarrier_wait: parity must be an integer")
-        sig = types.void(smem, idx, parity)
-
-        def codegen(context, builder, signature, args):
-            st, it, pt = signature.args
-            addr = _shared_addr(context, builder, st, args[0], it, args[1])
-            par = _to_i32(context, builder, pt, args[2])
-            # Labels inside a { } block are local to it: the loop can be inlined many
-            # times in one function.
-            _asm(builder, ir.VoidType(), [_I32, _I32],
-                 "{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1; "
-                 "@!p bra WAIT; }", "r,r,~{memory}", [addr, par], True)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    @intrinsic
-    def cp_async_mbarrier_arrive(typingctx, smem, idx):
-        _check_mem("cp_async_mbarrier_arrive", smem, idx)
-        sig = types.void(smem, idx)
-
-        def codegen(context, builder, signature, args):
-            addr = _shared_addr(context, builder, signature.args[0], args[0],
-                                signature.args[1], args[1])
-            _asm(builder, ir.VoidType(), [_I32],
-                 "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];", "r,~{memory}", [addr],
-                 True)
-            return context.get_dummy_value()
-
-        return sig, codegen
+    mbarrier_init = _make_mbarrier_op("mbarrier_init", "mbarrier.init.shared::cta.b64 [$0], $1;",
+                                      "count")
+    mbarrier_arrive = _make_mbarrier_op("mbarrier_arrive",
+                                        "mbarrier.arrive.shared::cta.b64 _, [$0];")
+    # Labels inside a { } block are local to it: the loop can be inlined many times in
+    # one function.
+    mbarrier_wait = _make_mbarrier_op(
+        "mbarrier_wait", "{ .reg .pred p; WAIT: mbarrier.try_wait.parity.shared::cta.b64 p, "
+        "[$0], $1; @!p bra WAIT; }", "parity")
+    cp_async_mbarrier_arrive = _make_mbarrier_op(
+        "cp_async_mbarrier_arrive", "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];")
 
     def _make_setmaxnreg(kind):
         def impl(typingctx, n):

@@ -10,8 +10,9 @@
 - GPT-2-style MLPs (``c_fc`` / ``act`` / ``c_proj`` Conv1D layers) by :class:`ConvMLP`
   and BERT-style ``*Intermediate`` modules (``act(dense(x))``) by
   :class:`LinearActIntermediate`, and Llama-style gated MLPs (SwiGLU / GeGLU) by
-  :class:`GatedMLP` (the gate fused into the GEMM epilogues), where the activation is one of ours (gelu, gelu_tanh, relu,
-  squared_relu, leaky_relu 0.01, silu); the GEMMs then run on
+  :class:`GatedMLP` (the gate fused into the GEMM epilogues), where the activation is
+  one of ours (gelu, gelu_tanh, relu, squared_relu, leaky_relu 0.01, silu); the GEMMs
+  then run on
   ``linear_act`` (its speed: bench/NOTES.md; about half of cuBLAS today);
 
 and, for Hugging Face models that run attention through transformers' attention
@@ -40,7 +41,7 @@ from typing import List, Tuple
 
 import torch
 
-from .gated_linear import gated_mlp
+from .gated_linear import FusedGatedMLP
 from .layer_norm import FusedLayerNorm, FusedRMSNorm
 from .linear_act import _mlp, linear_act
 
@@ -146,25 +147,10 @@ class LinearActIntermediate(torch.nn.Module):
         return f"activation={self.activation!r}"
 
 
-class GatedMLP(torch.nn.Module):
+class GatedMLP(FusedGatedMLP):
     """Llama-style gated MLP, ``down(act(gate(x)) * up(x))`` (SwiGLU with silu, GeGLU
-    with gelu) on the gated kernels (:func:`interop.torch.gated_linear.gated_mlp`: gate
-    and up in one GEMM whose epilogue forms the product, the pairs' gradient fused into
-    the down projection's dgrad). Keeps the old module's three projections, so the
-    same state_dict."""
-
-    def __init__(self, old, activation):
-        super().__init__()
-        self.gate_proj, self.up_proj, self.down_proj = old.gate_proj, old.up_proj, old.down_proj
-        self.activation = activation
-
-    def forward(self, x):
-        g, u, d = self.gate_proj, self.up_proj, self.down_proj
-        return gated_mlp(x, g.weight, u.weight, d.weight, g.bias, u.bias, d.bias,
-                         self.activation)
-
-    def extra_repr(self):
-        return f"activation={self.activation!r}"
+    with gelu) on the gated kernels: ``GatedMLP.from_module(old, activation)`` shares
+    the old module's three projections, so the same state_dict."""
 
 
 def _mlp_replacement(module):
@@ -190,7 +176,7 @@ def _mlp_replacement(module):
         act = _activation_name(act_mod)
         if act is None:
             return None, f"activation {type(act_mod).__name__} is not one of ours"
-        return GatedMLP(module, act), None
+        return GatedMLP.from_module(module, act), None
     if name.endswith("Intermediate") and isinstance(children.get("dense"), torch.nn.Linear) \
             and hasattr(module, "intermediate_act_fn") and set(children) <= {
                 "dense", "intermediate_act_fn"}:
