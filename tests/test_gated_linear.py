@@ -299,3 +299,15 @@ def test_torch_compile_fullgraph_matches_eager():
         runs.append([y.detach(), xs.grad] + [p.grad for p in mod.parameters()])
     for i, (a, b) in enumerate(zip(*runs)):
         assert_close(b, a.double(), "float32", f"output {i}")
+
+
+def test_torch_gated_mlp_rejects_half_a_bias_pair():
+    """gated_mlp: biases of the gate and up projections come both or neither."""
+    from interop.torch import gated_mlp
+
+    x, wg, wu, bg, _ = _inputs((3,), 8, 4, "float32")
+    wd = torch.zeros(8, 4, device=device())
+    with pytest.raises(ValueError, match="both the gate's and the up projection's"):
+        gated_mlp(x, wg, wu, wd, b_gate=bg)
+    with pytest.raises(TypeError, match="w_down must be a torch.Tensor"):
+        gated_mlp(x, wg, wu, None)
