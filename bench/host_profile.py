@@ -131,7 +131,7 @@ def _pieces(shape, dtype, iters):
     import torch
 
     from interop.torch import FusedLayerNorm
-    from interop.torch._fast import raw_stream
+    from interop.torch._fast import allocator, raw_stream
     from numba_fused import launch
 
     tln = importlib.import_module("interop.torch.layer_norm")
@@ -148,7 +148,7 @@ def _pieces(shape, dtype, iters):
     bplan = next(iter(tln._BWD_PLANS.values()))
     _, mean, rstd = tln._norm_forward(xd, w, b, ours.eps, False)
     dev = x.device
-    alloc = tln._allocator(dev)
+    alloc = allocator(dev)
     stream = raw_stream(dev)
     lib = launch._libcuda()
     step, srcs = fplan.steps[0]

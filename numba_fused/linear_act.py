@@ -789,6 +789,33 @@ def make_tc_kernel(role, dtype, vec, cfg):
 # ---------------------------------------------------------------------------
 
 
+# Registers a thread of the warp-specialised kernel's producer warpgroup keeps.
+WS_PRODUCER_REGS = 64
+
+
+def ws_register_split(threads, consumers, producer=WS_PRODUCER_REGS):
+    """(producer, consumer) per-thread register counts for ``setmaxnreg`` in a block of
+    ``threads`` threads (one producer warpgroup of 128, ``consumers`` MMA threads)
+    launched with ``launch_bounds=(threads, 1)``.
+
+    ptxas gives such a block ``r = floor(65536 / threads / 8) * 8`` registers a thread,
+    and ``setmaxnreg`` only moves registers within the block's ``r * threads``:
+    ``setmaxnreg.inc`` to more than the producers' decrease freed waits for registers
+    no warp will release, a hang. So the consumers get
+    ``floor((r * threads - 128 * producer) / consumers / 8) * 8`` (at most 256).
+    """
+    if threads != consumers + 128:
+        raise ValueError(f"a warp-specialised block is the consumers ({consumers}) plus one "
+                         f"128-thread producer warpgroup, got {threads} threads")
+    launch = min(255, 65536 // threads) // 8 * 8
+    consumer = min(256, (launch * threads - 128 * producer) // consumers // 8 * 8)
+    if producer % 8 or not 24 <= producer <= launch or consumer < launch:
+        raise ValueError(f"setmaxnreg: no split of {launch} registers a thread over "
+                         f"{threads} threads gives the producers {producer} and the "
+                         f"consumers at least {launch}")
+    return producer, consumer
+
+
 @functools.lru_cache(maxsize=None)
 def make_wgmma_kernel(role, dtype, cfg):
     """Forward (``role`` 'fwd') or dgrad GEMM on Hopper's warpgroup MMA for ``dtype``
@@ -840,9 +867,10 @@ def make_wgmma_kernel(role, dtype, cfg):
     FULL = cfg.bar_offset // 8
     # setmaxnreg (warp specialised): the producer warpgroup drops to 64 registers a
     # thread (ptxas holds its code to that: 40 and 56 spilled wgrad's MN-major address
-    # math), the consumers rise to what is left of the SM's 64K (one block per SM).
-    PRODUCER_REGS = 64
-    CONSUMER_REGS = min(256, ((65536 - 128 * PRODUCER_REGS) // max(NC, 1)) // 8 * 8)
+    # math), the consumers rise to what that frees. The pool is the block's launch
+    # allocation (launch_bounds (NT, 1): 168 a thread at 384 threads), not the SM's
+    # 64K: an increase the pool cannot cover waits forever (224 hung on the H100).
+    PRODUCER_REGS, CONSUMER_REGS = ws_register_split(NT, NC) if WS else (0, 0)
     EMPTY = FULL + STAGES
     U64_DT = np.dtype(np.uint64)
     # Tiles loaded ahead. With INFLIGHT = 1 the slot refilled at tile kt held tile

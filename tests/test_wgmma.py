@@ -555,9 +555,35 @@ def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     # The 64 accumulators must be registers (constant indices everywhere).
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
     assert rep["registers"] <= 65536 // cfg.threads, rep
+    if cfg.ws:
+        # setmaxnreg moves registers within the block's launch allocation: the split
+        # ws_register_split assumed must be the one ptxas gave.
+        producer, consumer = la.ws_register_split(cfg.threads, cfg.threads - 128)
+        assert rep["registers"] == min(255, 65536 // cfg.threads) // 8 * 8, rep
+        assert 128 * producer + (cfg.threads - 128) * consumer <= rep["registers"] * cfg.threads
     if find_nvdisasm() is None:
         pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
     text = sass(ptx, arch="sm_90a")
     assert f"HGMMA.64x{cfg.bn}x16.F32" in text
     # The k-loop's wait leaves `inflight` groups running (ptxas did not serialise it).
     assert f"WARPGROUP.DEPBAR.LE gsb0, 0x{cfg.inflight}" in text
+
+
+def test_ws_register_split_stays_within_the_launch_allocation():
+    """setmaxnreg.inc past what the producers' decrease freed waits forever (the first
+    split, 64 / 224 from the SM's 64K instead of the block's 168 x 384, hung on the
+    H100): the split must fit the launch allocation."""
+    from numba_fused import linear_act as la
+
+    for cfg in (la.WG_LARGE_WS, la.WG_SIM_WS):
+        threads = cfg.threads
+        producer, consumer = la.ws_register_split(threads, threads - 128)
+        launch = min(255, 65536 // threads) // 8 * 8
+        assert producer % 8 == 0 and consumer % 8 == 0
+        assert consumer >= launch > producer
+        assert 128 * producer + (threads - 128) * consumer <= launch * threads
+    assert la.ws_register_split(384, 256) == (64, 216)
+    with pytest.raises(ValueError, match="producer warpgroup"):
+        la.ws_register_split(384, 384)
+    with pytest.raises(ValueError, match="setmaxnreg"):
+        la.ws_register_split(384, 256, producer=200)

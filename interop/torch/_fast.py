@@ -23,7 +23,7 @@ from interop.dlpack import _torch_dtype, _torch_dtype_name, _torch_raw_stream
 from numba_fused.launch import SIMULATOR
 
 __all__ = ["PlanCache", "raw_stream", "dtype_name", "aligned16", "residue16", "allocator",
-           "data_ptr", "tensor_sig", "ENABLED", "FAST_APPLY", "function_apply"]
+           "data_ptr", "tensor_sig", "run_plan", "ENABLED", "FAST_APPLY", "function_apply"]
 
 # The fast path can be switched off (tests compare both; a debugging aid).
 ENABLED = [not SIMULATOR]
@@ -36,6 +36,25 @@ dtype_name = _torch_dtype_name
 def raw_stream(device):
     """Handle of torch's current stream on ``device`` (a torch.device)."""
     return _torch_raw_stream()(device.index)
+
+
+def run_plan(plan, t, ptrs, values=()):
+    """``plan.run`` on CUDA tensor ``t``'s device and torch's current stream there.
+
+    The hot path of every front end (issue #20: in a back-to-back loop each Python
+    step costs about twice what it costs alone), so the device is ``t``'s ordinal
+    (``get_device``: no torch.device object), and the stream getter and allocator
+    are looked up once per device."""
+    d = t.get_device()
+    try:
+        stream, new = _PER_DEVICE[d]
+    except KeyError:
+        stream, new = _PER_DEVICE.setdefault(d, (_torch_raw_stream(), allocator(d)))
+    return plan.run(stream(d), ptrs, new, d, values)
+
+
+# device ordinal -> (raw stream getter, allocator), filled by run_plan.
+_PER_DEVICE = {}
 
 
 def aligned16(t):
@@ -61,10 +80,17 @@ def tensor_sig(t):
 
 @functools.lru_cache(maxsize=None)
 def allocator(device):
-    """``new(shape, dtype name, zero) -> (tensor, pointer)`` on ``device``: how
-    :meth:`numba_fused.plan.Plan.run` allocates through torch's caching allocator."""
+    """``new(shape, dtype name, zero) -> (tensor, pointer)`` on ``device`` (a
+    torch.device or a CUDA ordinal): how :meth:`numba_fused.plan.Plan.run` allocates
+    through torch's caching allocator."""
+    dtypes = {}
+    empty, zeros = torch.empty, torch.zeros
+
     def new(shape, dtype, zero):
-        t = (torch.zeros if zero else torch.empty)(shape, dtype=_torch_dtype(dtype), device=device)
+        dt = dtypes.get(dtype)
+        if dt is None:
+            dt = dtypes[dtype] = _torch_dtype(dtype)
+        t = (zeros if zero else empty)(shape, dtype=dt, device=device)
         return t, t.data_ptr()
     return new
 

@@ -25,7 +25,7 @@ from numba_fused import attention as _at
 from numba_fused.attention import attention_backward, attention_forward
 
 from ._compiled import compiled_seed, seed_pair
-from ._fast import ENABLED, PlanCache, allocator, function_apply, raw_stream
+from ._fast import ENABLED, PlanCache, function_apply, run_plan
 from ._rng import next_seed_offset
 
 __all__ = ["scaled_dot_product_attention", "FusedAttention", "AttentionFunction"]
@@ -61,8 +61,7 @@ def _run_forward(q, k, v, bias, **options):
            o["scale"], os.environ.get(_at.TC_ENV))
     plan = _FWD_PLANS.get(key)
     if plan is not None:
-        return plan.run(raw_stream(q.device), _ptrs(q, k, v, bias4), allocator(q.device),
-                        q.device.index, _at.rng_values(o["seed"], o["offset"]))
+        return run_plan(plan, q, _ptrs(q, k, v, bias4), _at.rng_values(o["seed"], o["offset"]))
     res = attention_forward(q, k, v, bias=bias4, **options)
     if _plannable(q, k, v):
         _FWD_PLANS.put(key, _at.forward_plan(q, k, v, bias4, o["causal"], o["window"],
@@ -82,8 +81,7 @@ def _run_backward(grad_out, q, k, v, out, lse, bias, need_bias, **options):
            os.environ.get(_at.TC_ENV))
     plan = _BWD_PLANS.get(key)
     if plan is not None:
-        gq, gk, gv, gb = plan.run(raw_stream(q.device), _ptrs(q, k, v, bias4, grad_out, out, lse),
-                                  allocator(q.device), q.device.index,
+        gq, gk, gv, gb = run_plan(plan, q, _ptrs(q, k, v, bias4, grad_out, out, lse),
                                   _at.rng_values(o["seed"], o["offset"]))
     else:
         gq, gk, gv, gb = attention_backward(grad_out, q, k, v, out, lse, bias=bias4,

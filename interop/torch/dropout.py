@@ -22,8 +22,8 @@ from numba_fused import activations, checks
 from numba_fused import dropout as _dr
 from numba_fused.dropout import dropout_bias_act_backward, dropout_bias_act_forward
 
-from ._fast import (ENABLED, PlanCache, allocator, data_ptr, function_apply, raw_stream,
-                    residue16, tensor_sig)
+from ._fast import (ENABLED, PlanCache, data_ptr, function_apply, residue16, run_plan,
+                    tensor_sig)
 
 __all__ = ["DropoutBiasActFunction", "dropout_bias_act", "FusedDropoutBiasAct"]
 
@@ -43,8 +43,7 @@ def _forward(x, bias, p, seed, offset, activation, store_mask):
            residue16(x), residue16(bias))
     plan = _FWD_PLANS.get(key)
     if plan is not None:
-        return plan.run(raw_stream(x.device), (x.data_ptr(), data_ptr(bias)),
-                        allocator(x.device), x.device.index, _dr.rng_values(seed, offset))
+        return run_plan(plan, x, (x.data_ptr(), data_ptr(bias)), _dr.rng_values(seed, offset))
     if store_mask:
         y, mask = dropout_bias_act_forward(x, bias, p, seed, offset, activation,
                                            return_mask=True)
@@ -62,9 +61,8 @@ def _backward(g, x, bias, mask, p, seed, offset, activation, need_bias_grad):
            residue16(mask))
     plan = _BWD_PLANS.get(key)
     if plan is not None:
-        return plan.run(raw_stream(g.device), (g.data_ptr(), data_ptr(x), data_ptr(bias),
-                                               data_ptr(mask)),
-                        allocator(g.device), g.device.index, _dr.rng_values(seed, offset))
+        return run_plan(plan, g, (g.data_ptr(), data_ptr(x), data_ptr(bias), data_ptr(mask)),
+                        _dr.rng_values(seed, offset))
     out = dropout_bias_act_backward(g, x, bias, p, seed, offset, activation,
                                     need_bias_grad=need_bias_grad, mask=mask)
     if ENABLED[0] and g.numel():

@@ -35,8 +35,7 @@ from numba_fused import layer_norm as _ln
 from numba_fused.layer_norm import (layer_norm_backward, layer_norm_forward, rms_norm_backward,
                                     rms_norm_forward)
 
-from ._fast import (ENABLED, PlanCache, aligned16, allocator, data_ptr, function_apply,
-                    raw_stream)
+from ._fast import ENABLED, PlanCache, aligned16, data_ptr, function_apply, run_plan
 
 __all__ = ["layer_norm", "rms_norm", "FusedLayerNorm", "FusedRMSNorm"]
 
@@ -57,12 +56,11 @@ def _norm_forward(x, weight, bias, eps, rms):
 
     The key holds the parameters' devices, so parameters on another device than x
     miss the cache and reach the array-level check, which raises."""
-    key = (x.shape, x.dtype, x.device, _dev(weight), _dev(bias), eps, rms,
+    key = (x.shape, x.dtype, x.get_device(), _dev(weight), _dev(bias), eps, rms,
            aligned16(x), aligned16(weight), aligned16(bias))
     plan = _FWD_PLANS.get(key)
     if plan is not None:
-        return plan.run(raw_stream(x.device), (x.data_ptr(), data_ptr(weight), data_ptr(bias)),
-                        allocator(x.device), x.device.index)
+        return run_plan(plan, x, (x.data_ptr(), data_ptr(weight), data_ptr(bias)))
     if rms:
         y, rstd = rms_norm_forward(x, weight, eps)
         out = (y, None, rstd)
@@ -75,13 +73,12 @@ def _norm_forward(x, weight, bias, eps, rms):
 
 def _norm_backward(g, x, weight, bias, mean, rstd, deterministic, rms):
     """(grad_x, grad_weight or None, grad_bias or None) through a cached plan."""
-    key = (g.shape, g.dtype, g.device, weight is None, bias is None, deterministic, rms,
+    key = (g.shape, g.dtype, g.get_device(), weight is None, bias is None, deterministic, rms,
            aligned16(g), aligned16(x), aligned16(weight))
     plan = _BWD_PLANS.get(key)
     if plan is not None:
-        return plan.run(raw_stream(g.device), (g.data_ptr(), x.data_ptr(), data_ptr(weight),
-                                               data_ptr(bias), data_ptr(mean), rstd.data_ptr()),
-                        allocator(g.device), g.device.index)
+        return run_plan(plan, g, (g.data_ptr(), x.data_ptr(), data_ptr(weight),
+                                  data_ptr(bias), data_ptr(mean), rstd.data_ptr()))
     if rms:
         gx, gw = rms_norm_backward(g, x, weight, rstd, deterministic=deterministic)
         out = (gx, gw, None)

@@ -25,8 +25,8 @@ import torch
 from numba_fused import linear_act as _la
 from numba_fused.activations import ACTIVATIONS, check_activation
 
-from ._fast import (ENABLED, PlanCache, aligned16, allocator, dtype_name, function_apply,
-                    raw_stream)
+from ._fast import (ENABLED, PlanCache, aligned16, dtype_name, function_apply, raw_stream,
+                    run_plan)
 
 __all__ = ["linear_act", "FusedLinearAct", "FusedMLP", "ACTIVATIONS"]
 
@@ -98,9 +98,7 @@ def _replay(key, tensors):
     if plan is None:
         return None
     t0 = tensors[0]
-    grads = plan.run(raw_stream(t0.device), tuple(0 if t is None else t.data_ptr()
-                                                  for t in tensors),
-                     allocator(t0.device), t0.device.index)
+    grads = run_plan(plan, t0, tuple(0 if t is None else t.data_ptr() for t in tensors))
     return [g for g in grads if g is not None]
 
 
