@@ -11,15 +11,20 @@ For each op (our torch front end beside torch's own), forward + backward in a lo
 - with ``--pieces``: host microseconds of each piece of our LayerNorm's path (key,
   allocations, launches, plan replay, the autograd wrapper) beside the floors of an
   empty ``autograd.Function`` and an empty ``torch.library.custom_op`` (no profiler:
-  perf_counter over many calls, best of three).
+  perf_counter over many calls, best of three);
+- with ``--floor``: a ladder of ``autograd.Function``s from empty up to the full front
+  end (allocations only; + torch's own launches; + our plans; our layer_norm), timed
+  back to back in interleaved rounds beside torch's: how much of the gap a Python
+  Function leaves to remove (issue #20).
 
 Usage: python bench/host_profile.py [--shape 8192,1024] [--dtype bfloat16] [--iters 200]
-       [--out DIR] [--pieces]
+       [--out DIR] [--pieces | --detail | --floor]
 """
 
 import argparse
 import cProfile
 import io
+import math
 import os
 import pstats
 import sys
@@ -371,6 +376,124 @@ def _detail(shape, dtype, iters):
     return lines
 
 
+def _floor(shape, dtype, iters, rounds=5):
+    """Lines: LayerNorm fwd+bwd per iteration, back to back, for torch and a ladder of
+    Functions (median and best of ``rounds`` interleaved rounds of ``iters``)."""
+    import importlib
+    import statistics
+
+    import torch
+
+    from interop.torch import FusedLayerNorm
+    from interop.torch._fast import allocator, function_apply
+
+    tln = importlib.import_module("interop.torch.layer_norm")
+    n = shape[-1]
+    m = math.prod(shape) // n
+    dev = torch.device("cuda", torch.cuda.current_device())
+    x = torch.randn(m, n, device=dev, dtype=dtype, requires_grad=True)
+    g = torch.randn_like(x)
+    ours = FusedLayerNorm(n, device=dev, dtype=dtype)
+    ref = torch.nn.LayerNorm(n, device=dev, dtype=dtype)
+    w, b = ours.weight, ours.bias
+    tln._FWD_PLANS.clear()
+    tln._BWD_PLANS.clear()
+    ours(x).backward(g)
+    fplan = next(iter(tln._FWD_PLANS.values()))
+    bplan = next(iter(tln._BWD_PLANS.values()))
+    alloc = allocator(dev)
+    stream = torch._C._cuda_getCurrentRawStream
+    d = dev.index
+
+    class Outputs(torch.autograd.Function):
+        """Allocates y and the three gradients, nothing else."""
+
+        @staticmethod
+        def forward(ctx, x, w, b):
+            return torch.empty_like(x)
+
+        @staticmethod
+        def backward(ctx, gy):
+            return torch.empty_like(gy), torch.empty_like(w), torch.empty_like(b)
+
+    class Allocs(torch.autograd.Function):
+        """Our plans' allocations (y, mean, rstd; grad_x, workspace, dW, dB) and
+        saved tensors, no launch."""
+
+        @staticmethod
+        def forward(ctx, x, w, b):
+            y = torch.empty_like(x)
+            mean = torch.empty(m, dtype=torch.float32, device=dev)
+            rstd = torch.empty(m, dtype=torch.float32, device=dev)
+            ctx.save_for_backward(x, w, b, mean, rstd)
+            return y
+
+        @staticmethod
+        def backward(ctx, gy):
+            ctx.saved_tensors
+            torch.empty(max(bplan.ws_bytes, 1), dtype=torch.uint8, device=dev)
+            return torch.empty_like(gy), torch.empty_like(w), torch.empty_like(b)
+
+    class TorchLaunches(Allocs):
+        """Allocs plus three cheap torch kernels (torch's own launch cost)."""
+
+        @staticmethod
+        def forward(ctx, x, w, b):
+            return Allocs.forward(ctx, x, w, b).zero_()
+
+        @staticmethod
+        def backward(ctx, gy):
+            gx, gw, gb = Allocs.backward(ctx, gy)
+            gx.zero_()
+            gw.zero_()
+            return gx, gw, gb
+
+    class Plans(torch.autograd.Function):
+        """Our plans replayed with no other glue (no checks, keys or casts)."""
+
+        @staticmethod
+        def forward(ctx, x, w, b):
+            y, mean, rstd = fplan.run(stream(d), (x.data_ptr(), w.data_ptr(), b.data_ptr()),
+                                      alloc, d)
+            ctx.save_for_backward(x, w, b, mean, rstd)
+            return y
+
+        @staticmethod
+        def backward(ctx, gy):
+            x, w, b, mean, rstd = ctx.saved_tensors
+            return bplan.run(stream(d), (gy.data_ptr(), x.data_ptr(), w.data_ptr(),
+                                         b.data_ptr(), mean.data_ptr(), rstd.data_ptr()),
+                             alloc, d)
+
+    def through(fn):
+        fn = function_apply(fn)
+        return lambda: fn(x, w, b).backward(g)
+
+    cases = {
+        "torch nn.LayerNorm": lambda: ref(x).backward(g),
+        "torch F.layer_norm": lambda: torch.nn.functional.layer_norm(x, (n,), w, b).backward(g),
+        "Function: allocates y, grad_x, dW, dB only": through(Outputs),
+        "Function: our 7 allocations + saves, no launch": through(Allocs),
+        "Function: that + 3 torch kernels (zero_)": through(TorchLaunches),
+        "Function: our plans, no other glue": through(Plans),
+        "ours layer_norm()": lambda: tln.layer_norm(x, (n,), w, b).backward(g),
+        "ours FusedLayerNorm": lambda: ours(x).backward(g),
+    }
+    for fn in cases.values():
+        for _ in range(20):
+            fn()
+    walls = {k: [] for k in cases}
+    for _ in range(rounds):
+        for k, fn in cases.items():
+            walls[k].append(_wall(fn, iters))
+    lines = [f"## fwd+bwd back to back, {shape} {dtype}, us per iteration: median and best "
+             f"of {rounds} interleaved rounds x {iters}", "| case | median | best |",
+             "|---|---|---|"]
+    for k, v in walls.items():
+        lines.append(f"| {k} | {statistics.median(v):.1f} | {min(v):.1f} |")
+    return lines
+
+
 def main(argv=None):
     import torch
 
@@ -383,10 +506,15 @@ def main(argv=None):
                     help="only the per-piece host table (no profiles)")
     ap.add_argument("--detail", action="store_true",
                     help="only the backward split and the wrapper profiles")
+    ap.add_argument("--floor", action="store_true",
+                    help="only the ladder of Functions against torch (issue #20)")
     args = ap.parse_args(argv)
     shape = tuple(int(s) for s in args.shape.split(","))
     dtype = getattr(torch, args.dtype)
     lines = [f"# host profile, {torch.cuda.get_device_name()}, shape {shape}, {args.dtype}"]
+    if args.floor:
+        _write(lines + _floor(shape, dtype, args.iters), args.out)
+        return
     if args.pieces or args.detail:
         lines += _pieces(shape, dtype, args.iters) if args.pieces else []
         lines += _detail(shape, dtype, args.iters) if args.detail else []

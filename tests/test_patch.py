@@ -135,7 +135,7 @@ def _train(model, batches, steps, lr=1e-3):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return torch.tensor(losses)
 
 
