@@ -101,7 +101,7 @@ def _linear_act_wgmma(nf, torch, dt):
         return
     saved = la.WG_LARGE
     try:
-        for config in (saved, la.WG_LARGE_SW128, la.WG_LARGE_WS):
+        for config in (saved, la.WG_LARGE_SW128, la.WG_LARGE_WS, la.WG_LARGE_WS_PF):
             la.WG_LARGE = config
             with la.use_wgmma():
                 _linear_act(nf, torch, dt)

@@ -166,7 +166,10 @@ class WgmmaConfig(NamedTuple):
     ``swizzle`` the operand tiles' shared layout (0: no-swizzle core matrices; 128:
     the 128-byte swizzle, bk = 64; see :func:`make_wgmma_kernel`); ``ws`` 1: warp
     specialised, one more warpgroup loads the tiles (cp.async, completion on mbarriers)
-    while the others only multiply."""
+    while the others only multiply; ``pfence`` (warp specialised only) 1: the producer
+    waits for its copies (``stages - 2`` tiles behind), fences them into the async
+    proxy and arrives, so the consumers need no fence (0: ``cp.async.mbarrier.arrive``
+    and a fence by every consumer thread each k-tile)."""
 
     bm: int
     bn: int
@@ -176,6 +179,7 @@ class WgmmaConfig(NamedTuple):
     inflight: int = 0
     swizzle: int = 0
     ws: int = 0
+    pfence: int = 0
 
     @property
     def threads(self):
@@ -212,6 +216,9 @@ class WgmmaConfig(NamedTuple):
                              f"(one 128-byte line per tile row or k-line)")
         if self.ws not in (0, 1):
             raise ValueError(f"{self}: ws must be 0 or 1 (one producer warpgroup)")
+        if self.pfence not in (0, 1) or (self.pfence and (not self.ws or self.stages < 3)):
+            raise ValueError(f"{self}: pfence 1 needs ws = 1 and at least 3 stages (the "
+                             f"producer arrives stages - 2 tiles behind its copies)")
         return self
 
 
@@ -244,6 +251,11 @@ WG_SIM_SW128 = WgmmaConfig(64, 64, 64, 3, 2, 0, 128)
 WG_LARGE_WS = WgmmaConfig(128, 256, 64, 4, 8, 1, 128, 1)
 # Its simulator counterpart: one consumer warpgroup and the producer (256 threads).
 WG_SIM_WS = WgmmaConfig(64, 64, 64, 3, 2, 1, 128, 1)
+# v4b candidate (untimed): v4 with the proxy fence moved to the producer (v4's
+# consumers fence every k-tile, a MEMBAR.ALL.CTA while the previous tile's HGMMAs
+# are in flight: the first suspect for its 230 TF/s).
+WG_LARGE_WS_PF = WgmmaConfig(128, 256, 64, 4, 8, 1, 128, 1, 1)
+WG_SIM_WS_PF = WgmmaConfig(64, 64, 64, 4, 2, 1, 128, 1, 1)
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -789,8 +801,10 @@ def make_tc_kernel(role, dtype, vec, cfg):
 # ---------------------------------------------------------------------------
 
 
-# Registers a thread of the warp-specialised kernel's producer warpgroup keeps.
-WS_PRODUCER_REGS = 64
+# Registers a thread of the warp-specialised kernel's producer warpgroup keeps: 40
+# and 56 spilled wgrad's MN-major address math, 64 spilled one register once the
+# producer also waits and fences (pfence); 72 still leaves the consumers 216.
+WS_PRODUCER_REGS = 72
 
 
 def ws_register_split(threads, consumers, producer=WS_PRODUCER_REGS):
@@ -855,7 +869,12 @@ def make_wgmma_kernel(role, dtype, cfg):
     A_MN = role == "wgrad"
     B_MN = role != "fwd"
     WGRAD = role == "wgrad"
-    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS = cfg.validate()
+    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS, PFENCE = cfg.validate()
+    # pfence: the producer arrives on full[s] for the tile LAG behind the one it
+    # just issued. LAG <= stages - 2 keeps the ring live: the producer's wait on
+    # empty for tile p needs tile p - stages released, which the consumers do while
+    # on tile p - stages + 1 (one k-tile in flight) <= p - LAG - 1.
+    LAG = STAGES - 2
     if SW and B_MN and BN % 64:
         raise ValueError(f"{cfg}: role {role!r} stages B MN-major, which the 128-byte "
                          f"swizzle needs in whole 64-wide atoms (bn a multiple of 64)")
@@ -865,9 +884,9 @@ def make_wgmma_kernel(role, dtype, cfg):
     NC = (BM // 64) * 128
     LT = 128 if WS else NT
     FULL = cfg.bar_offset // 8
-    # setmaxnreg (warp specialised): the producer warpgroup drops to 64 registers a
-    # thread (ptxas holds its code to that: 40 and 56 spilled wgrad's MN-major address
-    # math), the consumers rise to what that frees. The pool is the block's launch
+    # setmaxnreg (warp specialised): the producer warpgroup drops to WS_PRODUCER_REGS
+    # registers a thread (ptxas holds its code to that), the consumers rise to what
+    # that frees. The pool is the block's launch
     # allocation (launch_bounds (NT, 1): 168 a thread at 384 threads), not the SM's
     # 64K: an increase the pool cannot cover waits forever (224 hung on the H100).
     PRODUCER_REGS, CONSUMER_REGS = ws_register_split(NT, NC) if WS else (0, 0)
@@ -1036,17 +1055,41 @@ def make_wgmma_kernel(role, dtype, cfg):
         ring slot s once its ``empty[s]`` phase completes (every consumer thread
         arrived after its MMAs on the slot retired; a fresh barrier's parity-1 phase
         counts as done), then one arrival on ``full[s]`` per thread as its copies land
-        (cp.async.mbarrier.arrive.noinc: 128 arrivals)."""
+        (cp.async.mbarrier.arrive.noinc: 128 arrivals). pfence: the arrival for tile
+        kt - LAG follows the wait for its copies and a proxy fence, and the last LAG
+        tiles are announced after the loop."""
         st = 0
         rnd = 0
+        ready = 0  # pfence: the ring slot of the next tile to announce on full
         for kt in range(KT):
             mbarrier_wait(bars, EMPTY + st, (rnd & 1) ^ 1)
             load_stage(smem, st, kt * BK, a, b, M, N, K, lda, ldb, m0, n0, ptid, inside)
-            cp_async_mbarrier_arrive(bars, FULL + st)
+            if PFENCE:
+                # Tile kt - LAG has landed once at most LAG newer groups are pending;
+                # this thread's fence hands its copies to the async proxy before the
+                # arrival releases them (the consumers then fence nothing).
+                cp_async_commit()
+                if kt >= LAG:
+                    cp_async_wait(LAG)
+                    fence_proxy_async()
+                    mbarrier_arrive(bars, FULL + ready)
+                    ready += 1
+                    if ready == STAGES:
+                        ready = 0
+            else:
+                cp_async_mbarrier_arrive(bars, FULL + st)
             st += 1
             if st == STAGES:
                 st = 0
                 rnd += 1
+        if PFENCE:
+            cp_async_wait(0)
+            fence_proxy_async()
+            for _ in range(min(LAG, KT)):
+                mbarrier_arrive(bars, FULL + ready)
+                ready += 1
+                if ready == STAGES:
+                    ready = 0
 
     @inline_device
     def ws_consume(smem, bars, acc, bacc, a_wg, KT, do_bias):
@@ -1058,9 +1101,10 @@ def make_wgmma_kernel(role, dtype, cfg):
         prev = 0
         for kt in range(KT):
             mbarrier_wait(bars, FULL + st, rnd & 1)
-            # Written through the generic proxy (cp.async), read by the tensor cores
-            # (async proxy).
-            fence_proxy_async()
+            if not PFENCE:
+                # Written through the generic proxy (cp.async), read by the tensor
+                # cores (async proxy).
+                fence_proxy_async()
             mma_tile(smem, st, acc, bacc, a_wg, do_bias)
             wgmma_wait(INFLIGHT)
             if INFLIGHT == 0:
@@ -1159,7 +1203,7 @@ def make_wgmma_kernel(role, dtype, cfg):
 
     name = (f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
             + (f"_f{INFLIGHT}" if INFLIGHT else "") + (f"_sw{SW}" if SW else "")
-            + ("_ws" if WS else ""))
+            + ("_ws" if WS else "") + ("_pf" if PFENCE else ""))
     # Warp specialised: 384 threads share one SM's registers (up to 168 each).
     opts = {"launch_bounds": (NT, 1)} if WS and not SIMULATOR else {}
     return Kernel(name, kernel, _argtypes(dtype), **opts)

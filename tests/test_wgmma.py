@@ -375,7 +375,8 @@ def _equal_rounded(ours, exact):
 
 def _use_variant(la, variant, monkeypatch):
     """Point WG_SIM / WG_LARGE at ``variant``'s tiling: 'v1' as shipped, 'inflight'
-    (one k-tile of MMAs kept in flight), 'sw128' (128-byte swizzled operand tiles)."""
+    (one k-tile of MMAs kept in flight), 'sw128' (128-byte swizzled operand tiles),
+    'ws' (warp specialised), 'ws_pf' (warp specialised, the producer fences)."""
     if variant == "inflight":
         monkeypatch.setattr(la, "WG_SIM", la.WG_SIM._replace(inflight=1))
         monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_INFLIGHT)
@@ -385,13 +386,17 @@ def _use_variant(la, variant, monkeypatch):
     elif variant == "ws":
         monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS)
         monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS)
+    elif variant == "ws_pf":
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_PF)
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_PF)
     return la.WG_SIM if SIMULATOR else la.WG_LARGE
 
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("shape,variant",
-                         [(s, v) for s in GEMM_SHAPES for v in ("v1", "inflight", "sw128", "ws")]
-                         + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws")],
+                         [(s, v) for s in GEMM_SHAPES for v in ("v1", "inflight", "sw128", "ws",
+                                                              "ws_pf")]
+                         + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf")],
                          ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else p)
 def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma routes the forward to the wgmma kernel (waiting for each k-tile's
@@ -440,7 +445,7 @@ if not SIMULATOR:
 
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("shape", DGRAD_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", ["v1", "sw128", "ws"])
+@pytest.mark.parametrize("variant", ["v1", "sw128", "ws", "ws_pf"])
 def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma runs the dgrad GEMM (the weight read MN-major, imm-trans-b; act'
     fused) and the wgrad GEMM (both operands MN-major; grad_bias from an m64n8 wgmma
@@ -539,7 +544,7 @@ def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("cfg_name", ["WG_LARGE", "WG_LARGE_INFLIGHT", "WG_LARGE_SW128",
-                                      "WG_LARGE_WS"])
+                                      "WG_LARGE_WS", "WG_LARGE_WS_PF"])
 @pytest.mark.parametrize("role", ["fwd", "dgrad", "wgrad"])
 def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     from numba_fused import linear_act as la
@@ -582,7 +587,7 @@ def test_ws_register_split_stays_within_the_launch_allocation():
         assert producer % 8 == 0 and consumer % 8 == 0
         assert consumer >= launch > producer
         assert 128 * producer + (threads - 128) * consumer <= launch * threads
-    assert la.ws_register_split(384, 256) == (64, 216)
+    assert la.ws_register_split(384, 256) == (72, 216)
     with pytest.raises(ValueError, match="producer warpgroup"):
         la.ws_register_split(384, 384)
     with pytest.raises(ValueError, match="setmaxnreg"):
