@@ -59,6 +59,14 @@ def _layer_norm(nf, torch, dt):
                 nf.layer_norm_backward(g, x, None, None, mean, rstd, deterministic=det)
                 y, rstd = nf.rms_norm_forward(x, w)
                 nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
+        # The staged forward (opt-in): the row in shared memory through cp.async, at
+        # its picked layout and at one with idle lanes.
+        for words in (None, 6):
+            if n < 1000:
+                continue
+            with tuning(fwd_staged=True, fwd_words=words):
+                nf.layer_norm_forward(x, w, b)
+                nf.rms_norm_forward(x)
 
 
 def _attention(nf, torch, dt):

@@ -89,6 +89,7 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .plan import NOW, Recorder
 from .reductions import WARP, warp_sum
+from .tensor_core import cp_async_16, cp_async_wait_all
 
 __all__ = [
     "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward",
@@ -882,7 +883,7 @@ def _group_guards(full):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
-                        lean=False):
+                        lean=False, staged=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -894,9 +895,16 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     without per-group bounds checks.
     lean: row kernel holding only x's raw 16-byte words (no float32 copy, no
     prefetch, w and b read from global memory): see :func:`_lean_forward`.
+    staged: the lean kernel's math with the raw words in dynamic shared memory (rows
+    too long for registers): see :func:`_staged_forward`.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
+    if staged:
+        if not (vector and words) or lean:
+            raise ValueError("staged forward kernels are 16-byte row kernels (vector, "
+                             "words > 0), not lean ones")
+        return _staged_forward(dtype, rms, has_w, has_b, words, full)
     if lean:
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
@@ -1309,6 +1317,127 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full):
             row += stride
 
     return Kernel(name, norm_fwd_lean, argtypes, **_JIT)
+
+
+def _staged_forward(dtype, rms, has_w, has_b, words, full):
+    """The staged row kernel of :func:`make_forward_kernel`: the lean kernel's math
+    (:func:`_lean_forward`, bit for bit at the same layout) with x's raw words in
+    dynamic shared memory instead of registers, for rows too long for registers
+    (16-bit N = 65536: 8 groups a thread at 1024 threads, 128 KiB a row).
+
+    The streaming kernel reads such a row three times (sum, deviations, write; the
+    re-reads from L2); here one ``cp.async`` pass brings the row into shared memory
+    (no registers held, every copy of a thread in flight at once), and the three
+    passes read it there. Thread ``t`` of a row slot owns groups ``k * tpr + t``
+    (k < words) at ``sm[4 (slot * words * tpr + k * tpr + t):][:4]``: only it reads
+    them back, so its own ``cp.async.wait_all`` is all the synchronisation needed."""
+    vec = _vec_of(dtype, True)
+    raw_t = _kernel_storage(dtype, True)
+    st = types.Array(raw_t, 1, "C")
+    argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
+    _, elem = _raw_io(dtype)
+    _, pack = _raw_codec(dtype)
+    _gvalid, _gclamp = _group_guards(full)
+    name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_staged{words}"
+            + ("_full" if full else ""))
+
+    def norm_fwd_staged(x, w, b, y, mean_out, rstd_out, m, n, eps):
+        """Staged row kernel (persistent): y[r, :] = (x[r, :] - mu) * rstd * w + b,
+        statistics and arguments as the lean kernel's (``norm_fwd_lean``); dynamic
+        shared memory: ``16 * words * tpr * rpb`` bytes."""
+        red = cuda.shared.array((2, 2, 32), np.float32)
+        sm = cuda.shared.array(0, raw_t)
+        xr = cuda.local.array(4, raw_t)
+        wr = cuda.local.array(4, raw_t)
+        br = cuda.local.array(4, raw_t)
+        ys = cuda.local.array(vec, np.float32)
+        t = cuda.threadIdx.x
+        tpr = cuda.blockDim.x
+        slot = cuda.threadIdx.y
+        rpb = cuda.blockDim.y
+        own = np.uint32(slot * words * tpr + t)
+        ng = np.uint32(n // vec)
+        ngw = np.uint64(ng)
+        nf = np.float32(n)
+        inv_n = np.float32(1.0) / nf
+        row = np.int32(cuda.blockIdx.x * rpb + slot)
+        stride = np.int32(cuda.gridDim.x * rpb)
+        m32 = np.int32(m)
+        row_end = np.int32(m32 + slot) if tpr > WARP else m32
+        mlast = np.int32(m32 - 1)
+        glast = ng - np.uint32(1)
+        phase = 0
+        while row < row_end:
+            active = row < m32
+            rb = np.uint64(np.uint32(min(row, mlast))) * ngw
+            for k in range(words):
+                g = np.uint64(_gclamp(k, tpr, t, glast))
+                cp_async_16(sm, 4 * (own + np.uint32(k * tpr)), x, 4 * (rb + g), 16)
+            cp_async_wait_all()
+            s = np.float32(0.0)
+            for k in range(words):
+                if _gvalid(k, tpr, t, ng):
+                    q = _ld16(sm, own + np.uint32(k * tpr))
+                    for i in range(4):
+                        xr[i] = q[i]
+                    for j in range(vec):
+                        v = elem(xr, 0, j)
+                        s += v * v if rms else v
+            dmu = np.float32(0.0)
+            mu = np.float32(0.0)
+            if rms:
+                var = _row_sum_v2(s, red, phase) * inv_n
+            else:
+                mu = _row_sum_v2(s, red, phase) / nf
+                phase ^= 1
+                sd = np.float32(0.0)
+                ss = np.float32(0.0)
+                for k in range(words):
+                    if _gvalid(k, tpr, t, ng):
+                        q = _ld16(sm, own + np.uint32(k * tpr))
+                        for i in range(4):
+                            xr[i] = q[i]
+                        for j in range(vec):
+                            d = elem(xr, 0, j) - mu
+                            sd += d
+                            ss += d * d
+                sd, ss = _row_sum2_v2(sd, ss, red, phase)
+                dmu = sd * inv_n
+                var = max((ss - sd * dmu) * inv_n, np.float32(0.0))
+            phase ^= 1
+            r = _rsqrt(var + eps)
+            nd = -(dmu * r)
+            for k in range(words):
+                gi = _gclamp(k, tpr, t, glast)
+                q = _ld16(sm, own + np.uint32(k * tpr))
+                for i in range(4):
+                    xr[i] = q[i]
+                if has_w:
+                    q = _ld16(w, gi)
+                    for i in range(4):
+                        wr[i] = q[i]
+                if has_b:
+                    q = _ld16(b, gi)
+                    for i in range(4):
+                        br[i] = q[i]
+                for j in range(vec):
+                    v = (elem(xr, 0, j) - mu) * r + nd
+                    if has_w:
+                        v = v * elem(wr, 0, j)
+                    if has_b:
+                        v = v + elem(br, 0, j)
+                    ys[j] = v
+                p = pack(ys, 0)
+                if active and _gvalid(k, tpr, t, ng):
+                    _st16r(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
+            if active:
+                if t == 0:
+                    if not rms:
+                        mean_out[np.uint64(row)] = mu + dmu
+                    rstd_out[np.uint64(row)] = r
+            row += stride
+
+    return Kernel(name, norm_fwd_staged, argtypes, **_JIT)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1854,7 +1983,8 @@ def _variants():
 def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
-    the streaming and scalar kernels; the dW/dB reduction."""
+    the lean and staged forward row kernels; the streaming and scalar kernels; the
+    dW/dB reduction."""
     for dtype in dtypes.DTYPES:
         vec = _vec_of(dtype, True)
         for rms, has_w, has_b in _variants():
@@ -1868,6 +1998,10 @@ def shipped_kernels():
                         for full in (True, False):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, full,
                                           True)
+                    for words in _STAGED_WORDS:
+                        for full in (True, False):
+                            yield factory(dtype, rms, has_w, has_b, True, words, True, full,
+                                          staged=True)
                 yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
                 if direction == "bwd" and (has_w or has_b):
@@ -1910,6 +2044,9 @@ _TUNING_DEFAULTS = {
     # per thread (None: the layout functions' pick).
     "fwd_lean": None,
     "fwd_words": None,
+    # Forward: the staged row kernel (_staged_forward: the row in shared memory) for
+    # rows the lean kernel cannot hold in registers; opt-in until measured on the GPU.
+    "fwd_staged": False,
     # Row kernels are persistent: grid = SMs x resident blocks per SM (the driver's
     # occupancy for the kernel, block and shared memory), capped by these (None: no cap).
     "fwd_blocks_per_sm": None,
@@ -2050,6 +2187,39 @@ def _fwd_lean(n, vec):
     return lean is not None or (vec == 8 and n >= 2048) or _row_layout(n, vec, "fwd")[0] == 0
 
 
+# Dynamic shared memory the staged forward may take for one row (16-bit N = 65536
+# needs 128 KiB; the H100 allows 227 KiB a block).
+_STAGED_BYTES = 200 * 1024
+
+
+def _fwd_staged(n, vec):
+    """Whether the forward takes the staged row kernel for rows of n: where tuning's
+    ``fwd_staged`` is on (off by default until measured) and the staged layout fits
+    :data:`_STAGED_BYTES`; it goes ahead of the lean kernel then (the A/B of the two
+    at one layout)."""
+    return bool(_tune["fwd_staged"]) and _staged_layout(n, vec)[0] > 0
+
+
+# Groups a thread the staged forward kernels are built for (16-bit rows up to 48K,
+# 64K (N = 65536: 8 at 1024 threads) and 96K elements).
+_STAGED_WORDS = (6, 8, 12)
+
+
+def _staged_layout(n, vec):
+    """(words, tpr) of the staged forward: ``fwd_words`` groups a thread if set, else
+    the fewest of :data:`_STAGED_WORDS` that fit 1024 threads; (0, 0) where none fits
+    or past :data:`_STAGED_BYTES`."""
+    ng = n // vec
+    words = _tune["fwd_words"] or next(
+        (k for k in _STAGED_WORDS if k * _MAX_BLOCK >= ng), 0)
+    if not words:
+        return 0, 0
+    tpr = _round_warp(cdiv(ng, words))
+    if tpr > _MAX_BLOCK or 16 * words * tpr > _STAGED_BYTES:
+        return 0, 0
+    return words, tpr
+
+
 def _lean_layout(n, vec):
     """(words, tpr) of the lean forward: tuning's ``fwd_words`` if set; else 2
     groups a thread for rows of at most 512 groups (measured best at 16-bit N =
@@ -2188,18 +2358,22 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     rstd = ex.alloc(xa, lead, "float32")
     vector = _can_vectorize(n, dtype, (xa, wa, ba, y))
     vec = _vec_of(dtype, vector)
-    lean = vector and _fwd_lean(n, vec)
+    staged = vector and _fwd_staged(n, vec)
+    lean = vector and not staged and _fwd_lean(n, vec)
     if lean:
         words, tpr = _lean_layout(n, vec)
+    elif staged:
+        words, tpr = _staged_layout(n, vec)
     else:
         words, tpr = _row_layout(n, vec, "fwd", m)
     has_w, has_b = wa is not None, ba is not None
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
-                                 bool(words) and tpr * words * vec == n, lean)
-    if lean:
-        rpb = max(1, min(_tune["fwd_block"] // tpr, m))
-        shared = 0
+                                 bool(words) and tpr * words * vec == n, lean, staged)
+    if lean or staged:
+        # The staged kernel: one row slot a block (its row fills the shared memory).
+        rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))
+        shared = 16 * words * tpr if staged else 0
         grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
                                 _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
     elif words:

@@ -274,6 +274,47 @@ def test_lean_forward_matches_row_kernel(dtype, variant):
                 assert_close(a, e, "float32" if name != "y" else dtype, name)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, False, False)], ids=["ln_wb", "rms_w", "ln"])
+def test_staged_forward_matches_lean_kernel(dtype, variant):
+    """The staged forward (the row's raw words in shared memory through cp.async)
+    gives the lean kernel's bits at the same layout: y, mean and rstd. Layouts with
+    idle lanes, an exact one and a row of two warps; on the GPU also 16-bit N = 65536
+    (8 groups a thread, 128 KiB of shared memory: no lean layout there, so against
+    float64)."""
+    vec = ln._vec_of(dtype, True)
+    cases = [(5, 40 * vec, 1), (5, 40 * vec, 3), (3, 64 * vec, 2)]
+    if not SIMULATOR:
+        cases += [(257, 1536 * vec, 4), (100, 1000 * vec, 3)]
+        if vec == 8:
+            cases += [(37, 65536, None)]
+    for m, n, words in cases:
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + (words or 0))
+        with ln.tuning(fwd_words=words):
+            with ln.tuning(fwd_lean=True):
+                lean = words is not None and ln._fwd_lean(n, vec)
+                want = _forward(variant, x, w, b, 1e-5) if lean else None
+            with ln.tuning(fwd_staged=True):
+                assert ln._fwd_staged(n, vec)
+                assert words is None or ln._staged_layout(n, vec)[0] == words
+                with poison_outputs():
+                    got = _forward(variant, x, w, b, 1e-5)
+        if want is None:
+            want = ((*ln.rms_norm_ref(x, w, 1e-5),) if variant[0] else
+                    ln.layer_norm_ref(x, w, b, 1e-5))
+            if variant[0]:
+                want = (want[0], None, want[1])
+        for name, a, e in zip(("y", "mean", "rstd"), got, want):
+            if e is None:
+                assert a is None
+                continue
+            if lean:
+                assert torch.equal(torch.as_tensor(a), torch.as_tensor(e)), (name, m, n, words)
+            else:
+                assert_close(a, e, "float32" if name != "y" else dtype, name)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_row_slots_share_barriers(dtype):
     """Exact multi-warp row kernels with 2 row slots per block and an odd row count:
@@ -863,6 +904,9 @@ def test_kernels_compile_to_ptx_without_spills(kernel):
     assert rep["registers"] <= 65536 // max_block, rep
     # Statistics stay in float32: no double-precision arithmetic sneaked in.
     assert not re.search(r"\b(add|sub|mul|fma|div|sqrt|rcp)\.[a-z.]*f64", ptx)
-    if "_vec_" in kernel.name:
+    if "_staged" in kernel.name:
+        # x comes in through 16-byte cp.async and is read back 16 bytes at a time.
+        assert "cp.async.cg.shared.global" in ptx and "ld.shared.v4" in ptx
+    elif "_vec_" in kernel.name:
         assert "ld.global.v4" in ptx, "16-byte loads expected"
     assert not math.isnan(rep["registers"])
