@@ -88,7 +88,7 @@ from .intrinsics import fma_rn, mul_rn, u32_as_f32
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .plan import NOW, Recorder
-from .reductions import WARP, warp_sum
+from .reductions import FULL_MASK, WARP, warp_sum
 from .tensor_core import cp_async_16, cp_async_wait_all
 
 __all__ = [
@@ -764,6 +764,65 @@ def _row_sum2_v2(a, b, red, buf):
 
 
 @inline_device
+def _welford_merge(ca, ma, qa, cb, mb, qb):
+    """(count, mean, M2) of two parts' (count, mean, M2) (Chan et al.): ``mean = ma +
+    d cb / n``, ``M2 = qa + qb + d^2 ca cb / n`` with ``d = mb - ma``; empty parts
+    (count 0) leave the other as it is."""
+    n = ca + cb
+    if n == np.float32(0.0):
+        return n, np.float32(0.0), np.float32(0.0)
+    d = mb - ma
+    f = cb / n
+    return n, ma + d * f, qa + qb + d * d * ca * f
+
+
+@inline_device
+def _warp_welford(c, mu, q):
+    """:func:`_welford_merge` over the warp's lanes by xor-shuffles, to every lane.
+    Each pair is merged as (lower lane, upper lane) on both sides, so both lanes
+    compute the same bits and the warp ends agreeing."""
+    lane = cuda.threadIdx.x % WARP
+    for k in range(5):
+        off = 16 >> k
+        c2 = cuda.shfl_xor_sync(FULL_MASK, c, off)
+        m2 = cuda.shfl_xor_sync(FULL_MASK, mu, off)
+        q2 = cuda.shfl_xor_sync(FULL_MASK, q, off)
+        if lane & off:
+            c, mu, q = _welford_merge(c2, m2, q2, c, mu, q)
+        else:
+            c, mu, q = _welford_merge(c, mu, q, c2, m2, q2)
+    return c, mu, q
+
+
+@inline_device
+def _row_welford(c, mu, q, red, buf):
+    """(count, mean, M2) of the row from each thread's, to all of the row's threads:
+    one barrier round (block ``(tpr, rows)``; ``red``: float32 shared ``(2, 3, 32)``;
+    consecutive calls alternate ``buf``), where the two-pass statistics take two."""
+    c, mu, q = _warp_welford(c, mu, q)
+    tpr = cuda.blockDim.x
+    if tpr > WARP:
+        t = cuda.threadIdx.x
+        nw = tpr // WARP
+        first = cuda.threadIdx.y * nw
+        lane = t % WARP
+        if lane == 0:
+            red[buf, 0, first + t // WARP] = c
+            red[buf, 1, first + t // WARP] = mu
+            red[buf, 2, first + t // WARP] = q
+        cuda.syncthreads()
+        c = np.float32(0.0)
+        mu = np.float32(0.0)
+        q = np.float32(0.0)
+        if lane < nw:
+            c = red[buf, 0, first + lane]
+            mu = red[buf, 1, first + lane]
+            q = red[buf, 2, first + lane]
+        c, mu, q = _warp_welford(c, mu, q)
+    return c, mu, q
+
+
+@inline_device
 def _rms_one_element_rstd(x, eps):
     """``1 / sqrt(x^2 + eps)`` to within a hair of correct rounding, for a
     one-element RMSNorm row, whose backward (:func:`_rms_one_element_dx`) loses
@@ -883,7 +942,7 @@ def _group_guards(full):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
-                        lean=False, staged=False):
+                        lean=False, staged=False, welford=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -897,9 +956,12 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     prefetch, w and b read from global memory): see :func:`_lean_forward`.
     staged: the lean kernel's math with the raw words in dynamic shared memory (rows
     too long for registers): see :func:`_staged_forward`.
+    welford: the lean kernel with LayerNorm's statistics in one barrier round.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
+    if welford and not lean:
+        raise ValueError("welford statistics are built into the lean forward only")
     if staged:
         if not (vector and words) or lean:
             raise ValueError("staged forward kernels are 16-byte row kernels (vector, "
@@ -908,7 +970,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     if lean:
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
-        return _lean_forward(dtype, rms, has_w, has_b, words, full)
+        return _lean_forward(dtype, rms, has_w, has_b, words, full, welford)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1202,8 +1264,9 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 
 @functools.lru_cache(maxsize=None)
-def _lean_forward(dtype, rms, has_w, has_b, words, full):
-    """The lean row kernel of :func:`make_forward_kernel` (same arguments and math).
+def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
+    """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
+    ``welford``: LayerNorm's statistics in one barrier round, see below).
 
     The row kernel keeps each thread's groups twice (raw words for the next row,
     float32 for this one) and w, b as float32 in shared memory: at N >= 12288 that
@@ -1215,7 +1278,16 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full):
     row kernel stores it), w and b are read from global memory (L1/L2-resident: every
     row reads the same n values) and nothing is prefetched: half the registers, no
     shared memory but the reduction slots, so several rows are resident per SM and
-    each other's loads hide the reductions."""
+    each other's loads hide the reductions.
+
+    welford (LayerNorm): each thread takes the mean and M2 = sum (x - mean)^2 of its
+    own elements in registers (one pass, sums about its first element), and the row
+    merges the (count, mean, M2) triples
+    (:func:`_row_welford`: one barrier round where the two-pass statistics, mean then
+    corrected deviations, take two). Not bit-identical to the two-pass kernels; as
+    stable (Chan et al.'s pairwise merge)."""
+    if welford and rms:
+        raise ValueError("welford statistics are LayerNorm's (RMSNorm has one reduction)")
     vec = _vec_of(dtype, True)
     nraw = 4 * words
     raw_t = _kernel_storage(dtype, True)
@@ -1225,7 +1297,8 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full):
     _, pack = _raw_codec(dtype)
     _gvalid, _gclamp = _group_guards(full)
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_lean{words}"
-            + ("_full" if full else ""))
+            + ("_full" if full else "") + ("_welford" if welford else ""))
+    RED = 3 if welford else 2
 
     def norm_fwd_lean(x, w, b, y, mean_out, rstd_out, m, n, eps):
         """Lean row kernel (persistent): y[r, :] = (x[r, :] - mu) * rstd * w + b,
@@ -1234,7 +1307,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full):
         threadIdx.y``, + ``gridDim.x * rpb``, ...; its ``tpr`` threads each hold
         groups ``k * tpr + threadIdx.x`` (k < words) of the row as raw words ``xr``.
         No dynamic shared memory."""
-        red = cuda.shared.array((2, 2, 32), np.float32)
+        red = cuda.shared.array((2, RED, 32), np.float32)
         xr = cuda.local.array(nraw, raw_t)
         wr = cuda.local.array(4, raw_t)
         br = cuda.local.array(4, raw_t)
@@ -1263,15 +1336,39 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full):
                 for i in range(4):
                     xr[4 * k + i] = q[i]
             s = np.float32(0.0)
+            # welford: the thread's sums are taken about its first element (pivot),
+            # which bounds their cancellation by the thread's own spread, in the same
+            # pass (a second pass over the words spilled at 4 groups a thread).
+            s2 = np.float32(0.0)
+            cnt = np.float32(0.0)
+            pivot = np.float32(0.0)
+            if welford and _gvalid(0, tpr, t, ng):
+                pivot = elem(xr, 0, 0)
             for k in range(words):
                 if _gvalid(k, tpr, t, ng):
+                    if welford:
+                        cnt += np.float32(vec)
                     for j in range(vec):
                         v = elem(xr, 4 * k, j)
-                        s += v * v if rms else v
+                        if welford:
+                            d = v - pivot
+                            s += d
+                            s2 += d * d
+                        else:
+                            s += v * v if rms else v
             dmu = np.float32(0.0)
             mu = np.float32(0.0)
             if rms:
                 var = _row_sum_v2(s, red, phase) * inv_n
+            elif welford:
+                lmu = np.float32(0.0)
+                m2 = np.float32(0.0)
+                if cnt > np.float32(0.0):
+                    ds = s / cnt
+                    lmu = pivot + ds
+                    m2 = max(s2 - s * ds, np.float32(0.0))
+                _, mu, m2 = _row_welford(cnt, lmu, m2, red, phase)
+                var = max(m2 * inv_n, np.float32(0.0))
             else:
                 mu = _row_sum_v2(s, red, phase) / nf
                 phase ^= 1
@@ -1983,8 +2080,8 @@ def _variants():
 def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
-    the lean and staged forward row kernels; the streaming and scalar kernels; the
-    dW/dB reduction."""
+    the lean (two-pass and Welford statistics) and staged forward row kernels; the
+    streaming and scalar kernels; the dW/dB reduction."""
     for dtype in dtypes.DTYPES:
         vec = _vec_of(dtype, True)
         for rms, has_w, has_b in _variants():
@@ -1998,6 +2095,9 @@ def shipped_kernels():
                         for full in (True, False):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, full,
                                           True)
+                            if not rms:
+                                yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                              full, True, welford=True)
                     for words in _STAGED_WORDS:
                         for full in (True, False):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, full,
@@ -2047,6 +2147,9 @@ _TUNING_DEFAULTS = {
     # Forward: the staged row kernel (_staged_forward: the row in shared memory) for
     # rows the lean kernel cannot hold in registers; opt-in until measured on the GPU.
     "fwd_staged": False,
+    # Forward, lean kernel: LayerNorm's statistics as "two_pass" (mean, then corrected
+    # deviations: two barrier rounds) or "welford" (one round); opt-in until measured.
+    "fwd_stats": "two_pass",
     # Row kernels are persistent: grid = SMs x resident blocks per SM (the driver's
     # occupancy for the kernel, block and shared memory), capped by these (None: no cap).
     "fwd_blocks_per_sm": None,
@@ -2075,7 +2178,9 @@ def tuning(**overrides):
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), reduce_block ((cols, rows), each <= 32), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
-    group_size (force the lock scheme's GROUP_SIZE_M), sm_count.
+    group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
+    fwd_lean, fwd_words, fwd_staged, fwd_stats ("two_pass" | "welford"), fwd_grid,
+    fwd_blocks_per_sm.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
@@ -2086,6 +2191,9 @@ def tuning(**overrides):
     scheme = overrides.get("bwd_scheme", _tune["bwd_scheme"])
     if scheme not in ("partials", "lock"):
         raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")
+    stats = overrides.get("fwd_stats", _tune["fwd_stats"])
+    if stats not in ("two_pass", "welford"):
+        raise ValueError(f"fwd_stats must be 'two_pass' or 'welford', got {stats!r}")
     rb = overrides.get("reduce_block", _tune["reduce_block"])
     if not (len(rb) == 2 and all(isinstance(v, int) and 1 <= v <= 32 for v in rb)):
         raise ValueError(f"reduce_block must be two ints in [1, 32], got {rb!r}")
@@ -2367,9 +2475,10 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     else:
         words, tpr = _row_layout(n, vec, "fwd", m)
     has_w, has_b = wa is not None, ba is not None
+    welford = lean and not rms and _tune["fwd_stats"] == "welford"
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
-                                 bool(words) and tpr * words * vec == n, lean, staged)
+                                 bool(words) and tpr * words * vec == n, lean, staged, welford)
     if lean or staged:
         # The staged kernel: one row slot a block (its row fills the shared memory).
         rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))
