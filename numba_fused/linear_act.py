@@ -886,9 +886,9 @@ def make_wgmma_kernel(role, dtype, cfg):
     FULL = cfg.bar_offset // 8
     # setmaxnreg (warp specialised): the producer warpgroup drops to WS_PRODUCER_REGS
     # registers a thread (ptxas holds its code to that), the consumers rise to what
-    # that frees. The pool is the block's launch
-    # allocation (launch_bounds (NT, 1): 168 a thread at 384 threads), not the SM's
-    # 64K: an increase the pool cannot cover waits forever (224 hung on the H100).
+    # that frees. The pool is the block's launch allocation (launch_bounds (NT, 1):
+    # 168 a thread at 384 threads), not the SM's 64K: an increase the pool cannot
+    # cover waits forever (224 hung on the H100).
     PRODUCER_REGS, CONSUMER_REGS = ws_register_split(NT, NC) if WS else (0, 0)
     EMPTY = FULL + STAGES
     U64_DT = np.dtype(np.uint64)
