@@ -955,7 +955,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     lean: row kernel holding only x's raw 16-byte words (no float32 copy, no
     prefetch, w and b read from global memory): see :func:`_lean_forward`.
     staged: the lean kernel's math with the raw words in dynamic shared memory (rows
-    too long for registers): see :func:`_staged_forward`.
+    too long for registers): see :func:`_lean_forward`.
     welford: the lean kernel with LayerNorm's statistics in one barrier round.
     """
     if rms and has_b:
@@ -966,7 +966,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         if not (vector and words) or lean:
             raise ValueError("staged forward kernels are 16-byte row kernels (vector, "
                              "words > 0), not lean ones")
-        return _staged_forward(dtype, rms, has_w, has_b, words, full)
+        return _lean_forward(dtype, rms, has_w, has_b, words, full, staged=True)
     if lean:
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
@@ -1264,9 +1264,10 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 
 @functools.lru_cache(maxsize=None)
-def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
+def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
-    ``welford``: LayerNorm's statistics in one barrier round, see below).
+    ``welford``: LayerNorm's statistics in one barrier round; ``staged``: the row in
+    shared memory; see below).
 
     The row kernel keeps each thread's groups twice (raw words for the next row,
     float32 for this one) and w, b as float32 in shared memory: at N >= 12288 that
@@ -1285,7 +1286,17 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
     merges the (count, mean, M2) triples
     (:func:`_row_welford`: one barrier round where the two-pass statistics, mean then
     corrected deviations, take two). Not bit-identical to the two-pass kernels; as
-    stable (Chan et al.'s pairwise merge)."""
+    stable (Chan et al.'s pairwise merge).
+
+    staged: for rows too long for registers (16-bit N = 65536: 8 groups a thread at
+    1024 threads, 128 KiB a row), the raw words live in dynamic shared memory. The
+    streaming kernel reads such a row three times (sum, deviations, write; the
+    re-reads from L2); here one ``cp.async`` pass brings the row into shared memory
+    (no registers held, every copy of a thread in flight at once) and each pass reads
+    a group back (``words_at``) where the register kernel indexes it. Thread ``t`` of
+    a row slot owns groups ``k * tpr + t`` at ``sm[4 (slot * words * tpr + k * tpr +
+    t):][:4]``: only it reads them back, so its own ``cp.async.wait_all`` is all the
+    synchronisation needed. Bit-identical to the register kernel at the same layout."""
     if welford and rms:
         raise ValueError("welford statistics are LayerNorm's (RMSNorm has one reduction)")
     vec = _vec_of(dtype, True)
@@ -1296,19 +1307,37 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
     _, elem = _raw_io(dtype)
     _, pack = _raw_codec(dtype)
     _gvalid, _gclamp = _group_guards(full)
-    name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_lean{words}"
+    name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
+            f"{'staged' if staged else 'lean'}{words}"
             + ("_full" if full else "") + ("_welford" if welford else ""))
     RED = 3 if welford else 2
+    NXR = 4 if staged else nraw
+
+    if staged:
+        @inline_device
+        def words_at(xr, sm, own, k, tpr):
+            """Group k of the thread's row from shared memory into xr[0:4]; 0."""
+            q = _ld16(sm, own + np.uint32(k * tpr))
+            for i in range(4):
+                xr[i] = q[i]
+            return 0
+    else:
+        @inline_device
+        def words_at(xr, sm, own, k, tpr):
+            """Where group k of the thread's row sits in xr (registers): 4 k."""
+            return 4 * k
 
     def norm_fwd_lean(x, w, b, y, mean_out, rstd_out, m, n, eps):
         """Lean row kernel (persistent): y[r, :] = (x[r, :] - mu) * rstd * w + b,
         statistics and arguments as the row kernel's (``norm_fwd_rows``). Block
         ``(tpr, rpb)``: row slot ``threadIdx.y`` takes rows ``blockIdx.x * rpb +
         threadIdx.y``, + ``gridDim.x * rpb``, ...; its ``tpr`` threads each hold
-        groups ``k * tpr + threadIdx.x`` (k < words) of the row as raw words ``xr``.
-        No dynamic shared memory."""
+        groups ``k * tpr + threadIdx.x`` (k < words) of the row as raw words ``xr``
+        (staged: in dynamic shared memory, ``16 * words * tpr * rpb`` bytes; else
+        none)."""
         red = cuda.shared.array((2, RED, 32), np.float32)
-        xr = cuda.local.array(nraw, raw_t)
+        sm = cuda.shared.array(0, raw_t)
+        xr = cuda.local.array(NXR, raw_t)
         wr = cuda.local.array(4, raw_t)
         br = cuda.local.array(4, raw_t)
         ys = cuda.local.array(vec, np.float32)
@@ -1316,6 +1345,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
         tpr = cuda.blockDim.x
         slot = cuda.threadIdx.y
         rpb = cuda.blockDim.y
+        own = np.uint32(slot * words * tpr + t)
         ng = np.uint32(n // vec)
         ngw = np.uint64(ng)
         nf = np.float32(n)
@@ -1331,10 +1361,16 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
         while row < row_end:
             active = row < m32
             rb = np.uint64(np.uint32(min(row, mlast))) * ngw
-            for k in range(words):
-                q = _ld16r(x, rb, _gclamp(k, tpr, t, glast))
-                for i in range(4):
-                    xr[4 * k + i] = q[i]
+            if staged:
+                for k in range(words):
+                    g = np.uint64(_gclamp(k, tpr, t, glast))
+                    cp_async_16(sm, 4 * (own + np.uint32(k * tpr)), x, 4 * (rb + g), 16)
+                cp_async_wait_all()
+            else:
+                for k in range(words):
+                    q = _ld16r(x, rb, _gclamp(k, tpr, t, glast))
+                    for i in range(4):
+                        xr[4 * k + i] = q[i]
             s = np.float32(0.0)
             # welford: the thread's sums are taken about its first element (pivot),
             # which bounds their cancellation by the thread's own spread, in the same
@@ -1343,13 +1379,14 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
             cnt = np.float32(0.0)
             pivot = np.float32(0.0)
             if welford and _gvalid(0, tpr, t, ng):
-                pivot = elem(xr, 0, 0)
+                pivot = elem(xr, words_at(xr, sm, own, 0, tpr), 0)
             for k in range(words):
                 if _gvalid(k, tpr, t, ng):
                     if welford:
                         cnt += np.float32(vec)
+                    o = words_at(xr, sm, own, k, tpr)
                     for j in range(vec):
-                        v = elem(xr, 4 * k, j)
+                        v = elem(xr, o, j)
                         if welford:
                             d = v - pivot
                             s += d
@@ -1376,8 +1413,9 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
                 ss = np.float32(0.0)
                 for k in range(words):
                     if _gvalid(k, tpr, t, ng):
+                        o = words_at(xr, sm, own, k, tpr)
                         for j in range(vec):
-                            d = elem(xr, 4 * k, j) - mu
+                            d = elem(xr, o, j) - mu
                             sd += d
                             ss += d * d
                 sd, ss = _row_sum2_v2(sd, ss, red, phase)
@@ -1388,6 +1426,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
             nd = -(dmu * r)
             for k in range(words):
                 gi = _gclamp(k, tpr, t, glast)
+                o = words_at(xr, sm, own, k, tpr)
                 if has_w:
                     q = _ld16(w, gi)
                     for i in range(4):
@@ -1397,7 +1436,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
                     for i in range(4):
                         br[i] = q[i]
                 for j in range(vec):
-                    v = (elem(xr, 4 * k, j) - mu) * r + nd
+                    v = (elem(xr, o, j) - mu) * r + nd
                     if has_w:
                         v = v * elem(wr, 0, j)
                     if has_b:
@@ -1414,127 +1453,6 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False):
             row += stride
 
     return Kernel(name, norm_fwd_lean, argtypes, **_JIT)
-
-
-def _staged_forward(dtype, rms, has_w, has_b, words, full):
-    """The staged row kernel of :func:`make_forward_kernel`: the lean kernel's math
-    (:func:`_lean_forward`, bit for bit at the same layout) with x's raw words in
-    dynamic shared memory instead of registers, for rows too long for registers
-    (16-bit N = 65536: 8 groups a thread at 1024 threads, 128 KiB a row).
-
-    The streaming kernel reads such a row three times (sum, deviations, write; the
-    re-reads from L2); here one ``cp.async`` pass brings the row into shared memory
-    (no registers held, every copy of a thread in flight at once), and the three
-    passes read it there. Thread ``t`` of a row slot owns groups ``k * tpr + t``
-    (k < words) at ``sm[4 (slot * words * tpr + k * tpr + t):][:4]``: only it reads
-    them back, so its own ``cp.async.wait_all`` is all the synchronisation needed."""
-    vec = _vec_of(dtype, True)
-    raw_t = _kernel_storage(dtype, True)
-    st = types.Array(raw_t, 1, "C")
-    argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
-    _, elem = _raw_io(dtype)
-    _, pack = _raw_codec(dtype)
-    _gvalid, _gclamp = _group_guards(full)
-    name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_staged{words}"
-            + ("_full" if full else ""))
-
-    def norm_fwd_staged(x, w, b, y, mean_out, rstd_out, m, n, eps):
-        """Staged row kernel (persistent): y[r, :] = (x[r, :] - mu) * rstd * w + b,
-        statistics and arguments as the lean kernel's (``norm_fwd_lean``); dynamic
-        shared memory: ``16 * words * tpr * rpb`` bytes."""
-        red = cuda.shared.array((2, 2, 32), np.float32)
-        sm = cuda.shared.array(0, raw_t)
-        xr = cuda.local.array(4, raw_t)
-        wr = cuda.local.array(4, raw_t)
-        br = cuda.local.array(4, raw_t)
-        ys = cuda.local.array(vec, np.float32)
-        t = cuda.threadIdx.x
-        tpr = cuda.blockDim.x
-        slot = cuda.threadIdx.y
-        rpb = cuda.blockDim.y
-        own = np.uint32(slot * words * tpr + t)
-        ng = np.uint32(n // vec)
-        ngw = np.uint64(ng)
-        nf = np.float32(n)
-        inv_n = np.float32(1.0) / nf
-        row = np.int32(cuda.blockIdx.x * rpb + slot)
-        stride = np.int32(cuda.gridDim.x * rpb)
-        m32 = np.int32(m)
-        row_end = np.int32(m32 + slot) if tpr > WARP else m32
-        mlast = np.int32(m32 - 1)
-        glast = ng - np.uint32(1)
-        phase = 0
-        while row < row_end:
-            active = row < m32
-            rb = np.uint64(np.uint32(min(row, mlast))) * ngw
-            for k in range(words):
-                g = np.uint64(_gclamp(k, tpr, t, glast))
-                cp_async_16(sm, 4 * (own + np.uint32(k * tpr)), x, 4 * (rb + g), 16)
-            cp_async_wait_all()
-            s = np.float32(0.0)
-            for k in range(words):
-                if _gvalid(k, tpr, t, ng):
-                    q = _ld16(sm, own + np.uint32(k * tpr))
-                    for i in range(4):
-                        xr[i] = q[i]
-                    for j in range(vec):
-                        v = elem(xr, 0, j)
-                        s += v * v if rms else v
-            dmu = np.float32(0.0)
-            mu = np.float32(0.0)
-            if rms:
-                var = _row_sum_v2(s, red, phase) * inv_n
-            else:
-                mu = _row_sum_v2(s, red, phase) / nf
-                phase ^= 1
-                sd = np.float32(0.0)
-                ss = np.float32(0.0)
-                for k in range(words):
-                    if _gvalid(k, tpr, t, ng):
-                        q = _ld16(sm, own + np.uint32(k * tpr))
-                        for i in range(4):
-                            xr[i] = q[i]
-                        for j in range(vec):
-                            d = elem(xr, 0, j) - mu
-                            sd += d
-                            ss += d * d
-                sd, ss = _row_sum2_v2(sd, ss, red, phase)
-                dmu = sd * inv_n
-                var = max((ss - sd * dmu) * inv_n, np.float32(0.0))
-            phase ^= 1
-            r = _rsqrt(var + eps)
-            nd = -(dmu * r)
-            for k in range(words):
-                gi = _gclamp(k, tpr, t, glast)
-                q = _ld16(sm, own + np.uint32(k * tpr))
-                for i in range(4):
-                    xr[i] = q[i]
-                if has_w:
-                    q = _ld16(w, gi)
-                    for i in range(4):
-                        wr[i] = q[i]
-                if has_b:
-                    q = _ld16(b, gi)
-                    for i in range(4):
-                        br[i] = q[i]
-                for j in range(vec):
-                    v = (elem(xr, 0, j) - mu) * r + nd
-                    if has_w:
-                        v = v * elem(wr, 0, j)
-                    if has_b:
-                        v = v + elem(br, 0, j)
-                    ys[j] = v
-                p = pack(ys, 0)
-                if active and _gvalid(k, tpr, t, ng):
-                    _st16r(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
-            if active:
-                if t == 0:
-                    if not rms:
-                        mean_out[np.uint64(row)] = mu + dmu
-                    rstd_out[np.uint64(row)] = r
-            row += stride
-
-    return Kernel(name, norm_fwd_staged, argtypes, **_JIT)
 
 
 @functools.lru_cache(maxsize=None)
@@ -2144,8 +2062,8 @@ _TUNING_DEFAULTS = {
     # per thread (None: the layout functions' pick).
     "fwd_lean": None,
     "fwd_words": None,
-    # Forward: the staged row kernel (_staged_forward: the row in shared memory) for
-    # rows the lean kernel cannot hold in registers; opt-in until measured on the GPU.
+    # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
+    # memory) for rows too long for registers; opt-in until measured on the GPU.
     "fwd_staged": False,
     # Forward, lean kernel: LayerNorm's statistics as "two_pass" (mean, then corrected
     # deviations: two barrier rounds) or "welford" (one round); opt-in until measured.
