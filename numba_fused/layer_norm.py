@@ -942,7 +942,7 @@ def _group_guards(full):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
-                        lean=False, staged=False, welford=False):
+                        lean=False, staged=False, welford=False, compensated=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -957,20 +957,27 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     staged: the lean kernel's math with the raw words in dynamic shared memory (rows
     too long for registers): see :func:`_lean_forward`.
     welford: the lean kernel with LayerNorm's statistics in one barrier round.
+    compensated: the lean or staged LayerNorm kernel sums the deviations with TwoSum
+    error terms (the streaming kernel always does): see :func:`_lean_forward`.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if welford and not lean:
         raise ValueError("welford statistics are built into the lean forward only")
+    if compensated and (rms or welford or not (lean or staged)):
+        raise ValueError("compensated deviations are the lean / staged LayerNorm kernels' "
+                         "two-pass statistics (not RMSNorm, Welford or the row kernel)")
     if staged:
         if not (vector and words) or lean:
             raise ValueError("staged forward kernels are 16-byte row kernels (vector, "
                              "words > 0), not lean ones")
-        return _lean_forward(dtype, rms, has_w, has_b, words, full, staged=True)
+        return _lean_forward(dtype, rms, has_w, has_b, words, full, staged=True,
+                             compensated=compensated)
     if lean:
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
-        return _lean_forward(dtype, rms, has_w, has_b, words, full, welford)
+        return _lean_forward(dtype, rms, has_w, has_b, words, full, welford,
+                             compensated=compensated)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1264,10 +1271,11 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 
 @functools.lru_cache(maxsize=None)
-def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=False):
+def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=False,
+                  compensated=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``welford``: LayerNorm's statistics in one barrier round; ``staged``: the row in
-    shared memory; see below).
+    shared memory; ``compensated``: TwoSum deviations; see below).
 
     The row kernel keeps each thread's groups twice (raw words for the next row,
     float32 for this one) and w, b as float32 in shared memory: at N >= 12288 that
@@ -1296,7 +1304,17 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
     a group back (``words_at``) where the register kernel indexes it. Thread ``t`` of
     a row slot owns groups ``k * tpr + t`` at ``sm[4 (slot * words * tpr + k * tpr +
     t):][:4]``: only it reads them back, so its own ``cp.async.wait_all`` is all the
-    synchronisation needed. Bit-identical to the register kernel at the same layout."""
+    synchronisation needed. Bit-identical to the register kernel at the same layout
+    (and the same ``compensated``).
+
+    compensated (two-pass LayerNorm): mu's low bits are rounded off the same way in
+    every x - mu of one binade, and again in every sd + d, so a plain sum carries a
+    bias into the mean's correction dmu that grows with n (6e-5 of the mean at 16-bit
+    N = 65536, against the 1e-5 float32 statistics are held to). Knuth's TwoSum
+    gives both roundings' exact errors; each thread adds their sum to sd before the
+    row's reduction (no extra barrier round; the cross-thread sum of at most 1024
+    partials rounds without that bias), as the streaming kernel does with its own
+    reduction of the error terms."""
     if welford and rms:
         raise ValueError("welford statistics are LayerNorm's (RMSNorm has one reduction)")
     vec = _vec_of(dtype, True)
@@ -1309,7 +1327,8 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
     _gvalid, _gclamp = _group_guards(full)
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
             f"{'staged' if staged else 'lean'}{words}"
-            + ("_full" if full else "") + ("_welford" if welford else ""))
+            + ("_full" if full else "") + ("_welford" if welford else "")
+            + ("_comp" if compensated else ""))
     RED = 3 if welford else 2
     NXR = 4 if staged else nraw
 
@@ -1411,14 +1430,22 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
                 phase ^= 1
                 sd = np.float32(0.0)
                 ss = np.float32(0.0)
+                se = np.float32(0.0)
                 for k in range(words):
                     if _gvalid(k, tpr, t, ng):
                         o = words_at(xr, sm, own, k, tpr)
                         for j in range(vec):
-                            d = elem(xr, o, j) - mu
-                            sd += d
+                            v = elem(xr, o, j)
+                            d = v - mu
                             ss += d * d
-                sd, ss = _row_sum2_v2(sd, ss, red, phase)
+                            if compensated:
+                                se += _two_sum_err(v, -mu, d)
+                                t1 = sd + d
+                                se += _two_sum_err(sd, d, t1)
+                                sd = t1
+                            else:
+                                sd += d
+                sd, ss = _row_sum2_v2(sd + se, ss, red, phase)
                 dmu = sd * inv_n
                 var = max((ss - sd * dmu) * inv_n, np.float32(0.0))
             phase ^= 1
@@ -1998,7 +2025,8 @@ def _variants():
 def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
-    the lean (two-pass and Welford statistics) and staged forward row kernels; the
+    the lean (two-pass, compensated and Welford statistics) and staged forward row
+    kernels; the
     streaming and scalar kernels; the dW/dB reduction."""
     for dtype in dtypes.DTYPES:
         vec = _vec_of(dtype, True)
@@ -2016,10 +2044,13 @@ def shipped_kernels():
                             if not rms:
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               full, True, welford=True)
+                                yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                              full, True, compensated=True)
                     for words in _STAGED_WORDS:
                         for full in (True, False):
-                            yield factory(dtype, rms, has_w, has_b, True, words, True, full,
-                                          staged=True)
+                            for comp in ((False, True) if not rms else (False,)):
+                                yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                              full, staged=True, compensated=comp)
                 yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
                 if direction == "bwd" and (has_w or has_b):
@@ -2063,8 +2094,11 @@ _TUNING_DEFAULTS = {
     "fwd_lean": None,
     "fwd_words": None,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
-    # memory) for rows too long for registers; opt-in until measured on the GPU.
-    "fwd_staged": False,
+    # memory); None: where the lean kernel has no layout (see _fwd_staged).
+    "fwd_staged": None,
+    # Forward, lean and staged LayerNorm kernels: TwoSum-compensated deviations (None:
+    # the staged kernel only, whose long rows need them; see _fwd_compensated).
+    "fwd_compensated": None,
     # Forward, lean kernel: LayerNorm's statistics as "two_pass" (mean, then corrected
     # deviations: two barrier rounds) or "welford" (one round); opt-in until measured.
     "fwd_stats": "two_pass",
@@ -2097,8 +2131,8 @@ def tuning(**overrides):
     streaming backward), reduce_block ((cols, rows), each <= 32), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_staged, fwd_stats ("two_pass" | "welford"), fwd_grid,
-    fwd_blocks_per_sm.
+    fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_stats ("two_pass" |
+    "welford"), fwd_grid, fwd_blocks_per_sm.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
@@ -2219,11 +2253,28 @@ _STAGED_BYTES = 200 * 1024
 
 
 def _fwd_staged(n, vec):
-    """Whether the forward takes the staged row kernel for rows of n: where tuning's
-    ``fwd_staged`` is on (off by default until measured) and the staged layout fits
-    :data:`_STAGED_BYTES`; it goes ahead of the lean kernel then (the A/B of the two
-    at one layout)."""
-    return bool(_tune["fwd_staged"]) and _staged_layout(n, vec)[0] > 0
+    """Whether the forward takes the staged row kernel for rows of n: where its layout
+    fits :data:`_STAGED_BYTES` and tuning's ``fwd_staged`` is True (ahead of the lean
+    kernel: the A/B of the two at one layout) or None and the lean kernel has no
+    layout. Measured 2026-11-26 (H200, bench/notes_layer_norm.md v6): 16-bit N = 65536
+    0.098 ms against the streaming kernel's 0.159-0.178 (inductor 0.121), N = 49152
+    0.098 against 0.165-0.188; float32 N = 32768 0.163 against 0.199; but at 16-bit
+    N = 32768, where the lean kernel fits, 0.120 against its 0.088."""
+    staged = _tune["fwd_staged"]
+    if staged is not None and not staged:
+        return False
+    if _staged_layout(n, vec)[0] == 0:
+        return False
+    return bool(staged) or _lean_layout(n, vec)[0] == 0
+
+
+def _fwd_compensated(staged):
+    """Whether the lean (``staged`` False) or staged LayerNorm forward sums its
+    deviations with TwoSum terms: tuning's ``fwd_compensated``; None: the staged
+    kernel only (its rows, N >= 32768, are where the plain sum's bias passed the
+    1e-5 bound: 6e-5 at 16-bit N = 65536, H200 2026-11-26)."""
+    comp = _tune["fwd_compensated"]
+    return staged if comp is None else bool(comp)
 
 
 # Groups a thread the staged forward kernels are built for (16-bit rows up to 48K,
@@ -2394,9 +2445,11 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         words, tpr = _row_layout(n, vec, "fwd", m)
     has_w, has_b = wa is not None, ba is not None
     welford = lean and not rms and _tune["fwd_stats"] == "welford"
+    comp = (lean or staged) and not (rms or welford) and _fwd_compensated(staged)
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
-                                 bool(words) and tpr * words * vec == n, lean, staged, welford)
+                                 bool(words) and tpr * words * vec == n, lean, staged, welford,
+                                 comp)
     if lean or staged:
         # The staged kernel: one row slot a block (its row fills the shared memory).
         rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))

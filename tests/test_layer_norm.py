@@ -118,12 +118,31 @@ def _check_all(variant, shape, dtype, det, eps=1e-5, seed=0, scale=1.0, shift=0.
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
 def test_forward_backward_vs_float64(dtype, shape, variant):
-    # N = 65536 (GPU shapes) takes the streaming forward, whose mean once carried a
-    # rounding bias (6e-5 fp16, 1.4e-5 fp32 against 1e-5): see
-    # test_mean_has_no_rounding_bias.
+    # N = 65536 (GPU shapes) takes the staged forward; the streaming one, whose mean
+    # once carried a rounding bias there (6e-5 fp16, 1.4e-5 fp32 against 1e-5: see
+    # test_mean_has_no_rounding_bias), is checked at the same shape with it off.
     affine = variant[1] or variant[2]
     for det in ((False, True) if affine else (False,)):
         _check_all(variant, shape, dtype, det)
+    if ln._fwd_staged(shape[-1], ln._vec_of(dtype, True)):
+        with ln.tuning(fwd_staged=False):
+            _check_all(variant, shape, dtype, False)
+
+
+def test_staged_forward_is_picked_where_lean_has_no_layout():
+    """The default (fwd_staged=None) takes the staged forward exactly where the lean
+    kernel has no layout and the staged one fits: 16-bit N = 49152 / 65536 and
+    float32 N = 32768 / 49152, not 16-bit N = 32768 (lean) nor float32 N = 65536
+    (256 KiB of shared memory); True forces it wherever it fits, False never."""
+    v16, v32 = ln._vec_of("float16", True), ln._vec_of("float32", True)
+    auto = [(n, v) for n in (4096, 16384, 32768, 49152, 65536) for v in (v16, v32)
+            if ln._fwd_staged(n, v)]
+    assert auto == [(32768, v32), (49152, v16), (49152, v32), (65536, v16)]
+    assert all(ln._lean_layout(n, v)[0] == 0 for n, v in auto)
+    with ln.tuning(fwd_staged=True):
+        assert ln._fwd_staged(32768, v16) and not ln._fwd_staged(65536, v32)
+    with ln.tuning(fwd_staged=False):
+        assert not ln._fwd_staged(65536, v16)
 
 
 # Layouts: (dtype, N, tuning) that make the launchers pick each kernel layout
@@ -214,23 +233,29 @@ def _one_binade_rows(n, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["stream", "rows", "lean"])
+@pytest.mark.parametrize("layout", ["stream", "rows", "lean", "lean_comp", "staged"])
 def test_mean_has_no_rounding_bias(dtype, layout, request):
     """The saved mean against float64 on rows whose deviations all round alike. The
-    streaming forward sums them with TwoSum compensation; the row kernels (and the
-    lean ones, same statistics) do not yet (measured under the simulator,
-    2026-11-25: 3.3e-4 fp32, 7.2e-4 fp16 at N = 4096; bf16 happens to be exact),
-    kept visible as a strict xfail."""
-    if layout != "stream" and dtype != "bfloat16":
+    streaming forward sums them with TwoSum compensation, as the staged one does
+    (its default) and the lean one with fwd_compensated; the row kernels and the
+    plain lean ones do not (measured under the simulator, 2026-11-25: 3.3e-4 fp32,
+    7.2e-4 fp16 at N = 4096; bf16 happens to be exact), kept visible as a strict
+    xfail."""
+    if layout in ("rows", "lean") and dtype != "bfloat16":
         request.applymarker(pytest.mark.xfail(strict=True, reason="row kernels' mean bias"))
     x = _one_binade_rows(4096, dtype)
-    tune = {"stream": {"max_tpr": 32, "fwd_lean": False}, "rows": {"fwd_lean": False},
-            "lean": {"fwd_lean": True}}[layout]
+    tune = {"stream": {"max_tpr": 32, "fwd_lean": False, "fwd_staged": False},
+            "rows": {"fwd_lean": False, "fwd_staged": False},
+            "lean": {"fwd_lean": True, "fwd_staged": False},
+            "lean_comp": {"fwd_lean": True, "fwd_staged": False, "fwd_compensated": True},
+            "staged": {"fwd_staged": True}}[layout]
     with ln.tuning(**tune):
         vec = ln._vec_of(dtype, True)
         words = ln._row_layout(4096, vec, "fwd")[0]
         assert (words == 0) == (layout == "stream")
-        assert ln._fwd_lean(4096, vec) == (layout == "lean")
+        staged = ln._fwd_staged(4096, vec)
+        assert staged == (layout == "staged")
+        assert (ln._fwd_lean(4096, vec) and not staged) == (layout in ("lean", "lean_comp"))
         _, mean, _ = ln.layer_norm_forward(x)
     want = x.double().mean(dim=-1).cpu().numpy()
     got = torch.as_tensor(mean).double().cpu().numpy()
@@ -343,7 +368,9 @@ def test_staged_forward_matches_lean_kernel(dtype, variant):
             cases += [(37, 65536, None)]
     for m, n, words in cases:
         x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + (words or 0))
-        with ln.tuning(fwd_words=words):
+        # The staged kernel's deviations are compensated by default: the lean one's
+        # too, so that they can agree bit for bit.
+        with ln.tuning(fwd_words=words, fwd_compensated=True):
             with ln.tuning(fwd_lean=True):
                 lean = words is not None and ln._fwd_lean(n, vec)
                 want = _forward(variant, x, w, b, 1e-5) if lean else None
