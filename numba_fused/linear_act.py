@@ -958,8 +958,47 @@ def make_wgmma_kernel(role, dtype, cfg):
         row c0 + s, columns k0 + (e % 8) 8...; MN-major, reduction row k0 + s % bk,
         columns c0 + (s // bk) 64 + (e % 8) 8..."""
 
+        # A whole swizzled tile (``full``) by strength reduction: with LT a multiple of
+        # 64 a thread's chunks e = tid + it LT keep e % 8 and the swizzle (line % 8:
+        # LT / 8 lines an iteration, a multiple of 8), so chunk it sits LT it chunks
+        # after chunk 0 in shared memory and a fixed offset after it in global
+        # memory: K-major, LT / 8 rows further; MN-major (LT / 8 dividing bk), k-line
+        # (it % R) LT / 8 and atom column it // R (R = 8 bk / LT), both compile-time.
+        # The generic form below recomputes line, column and swizzle per chunk: ~40
+        # instructions a chunk, which held v4's producer warpgroup to ~940 instructions
+        # a k-tile against ~1000 cycles of tensor work (ncu, 2026-11-26).
+        Q = LT // 8
+        STRENGTH = bool(SW) and LT % 64 == 0 and (not mn_major or BK % Q == 0)
+        R = BK // Q if STRENGTH and mn_major else 1
+
+        @inline_device
+        def load_full(smem, base, g, ld, k0, c0, tid, nchunks, iters):
+            """The ``full`` swizzled tile (every chunk inside the operand)."""
+            t3 = tid >> 3
+            c8 = (tid & 7) << 3
+            dst0 = base + ((tid ^ (t3 & 7)) << 3)
+            ldq = ld * Q
+            if mn_major:
+                src0 = (k0 + t3) * ld + c0 + c8
+            else:
+                src0 = (c0 + t3) * ld + k0 + c8
+            # One running offset (a constant table of per-chunk offsets spilled the
+            # 72-register producer of wgrad, both operands MN-major).
+            src = src0
+            back = 64 - (R - 1) * ldq
+            for it in range(iters):
+                if nchunks % LT == 0 or tid + it * LT < nchunks:
+                    cp_async_16(smem, dst0 + it * (LT * 8), g, src, 16)
+                if mn_major and it % R == R - 1:
+                    src += back
+                else:
+                    src += ldq
+
         @inline_device
         def load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full, nchunks, iters):
+            if STRENGTH and full:
+                load_full(smem, base, g, ld, k0, c0, tid, nchunks, iters)
+                return
             for it in range(iters):
                 e = tid + it * LT
                 if e < nchunks:

@@ -342,6 +342,9 @@ GEMM_SHAPES = [(70, 72, 50), (1, 8, 8), (64, 96, 33)]
 # More k-tiles than ring slots (the sw128 / warp-specialised rings take bk = 64): every
 # slot refilled, the empty barriers' phases wrapping.
 WRAP_SHAPE = (20, 448, 24)
+# Whole tiles (M, N multiples of the tile, K of bk = 64 in the simulator's sw128 / ws
+# tilings): the strength-reduced loads of full tiles (tile_loader's load_full).
+FULL_SHAPE = (64, 192, 64)
 if not SIMULATOR:
     GEMM_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 300)]
 
@@ -396,7 +399,8 @@ def _use_variant(la, variant, monkeypatch):
 @pytest.mark.parametrize("shape,variant",
                          [(s, v) for s in GEMM_SHAPES for v in ("v1", "inflight", "sw128", "ws",
                                                               "ws_pf")]
-                         + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf")],
+                         + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf")]
+                         + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf")],
                          ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else p)
 def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma routes the forward to the wgmma kernel (waiting for each k-tile's
@@ -438,7 +442,7 @@ def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
 
 
 # dgrad reads grad_out [M, N] and the weight [N, K] by rows: both need 16-byte rows.
-DGRAD_SHAPES = [(70, 72, 56), (1, 8, 8), (64, 96, 40)]
+DGRAD_SHAPES = [(70, 72, 56), (1, 8, 8), (64, 96, 40), (64, 64, 128)]
 if not SIMULATOR:
     DGRAD_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 304)]
 
