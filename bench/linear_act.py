@@ -6,9 +6,11 @@
         [--tc-config BM,BN,BK,WM,WN,STAGES,GROUP_M ...] [--reps 50] [--json FILE]
 
 Shapes are ``MxKxN``: x ``[M, K]``, weight ``[N, K]``, y ``[M, N]``. Providers:
-``numba_fused`` (ours at array level, torch tensors), ``numba_wgmma`` (the same with
-every GEMM on Hopper's wgmma kernels, ``linear_act.use_wgmma``; not in the default
-list; ``numba_wgmma_inflight``: the same keeping one k-tile of MMAs in flight;
+``numba_fused`` (ours at array level, torch tensors: on sm_90, wgmma for GEMMs of
+at least one wave of 128x128 tiles, mma.sync below; ``--tc-config`` pins mma.sync),
+``numba_wgmma`` (the same with every GEMM forced onto Hopper's wgmma kernels at the
+roles' tilings, ``linear_act.use_wgmma``; not in the default list;
+``numba_wgmma_inflight``: the same keeping one k-tile of MMAs in flight;
 ``numba_wgmma_sw128``: the same on 128-byte swizzled operand tiles;
 ``numba_wgmma_ws``: warp specialised, 128x256 tiles; ``numba_wgmma_ws_pf``: the same
 with the producer fencing its copies), ``numba_torch`` (ours through
@@ -252,10 +254,12 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
     if prov == "numba_fused" or prov.startswith("numba_wgmma"):
         if prov == "numba_fused":
             # Our kernels under the tiling asked for (default: the launcher's).
+            # A pinned mma.sync tiling (--tc-config) runs every GEMM on mma.sync.
             pick = (lambda Mg, Ng, device=None: cfg) if cfg is not None else la._pick_config
-            wrap = functools.partial(_patched, la, "_pick_config", pick)
+            ctx = (lambda: la.use_wgmma(False)) if cfg is not None else contextlib.nullcontext
+            wrap = functools.partial(_patched, la, "_pick_config", pick, ctx=ctx)
         else:
-            # Every GEMM on Hopper's warpgroup MMA (opt-in): WG_LARGE,
+            # Every GEMM on Hopper's warpgroup MMA (forced): the roles' tilings,
             # WG_LARGE_INFLIGHT (one k-tile of MMAs kept in flight), WG_LARGE_SW128
             # (128-byte swizzled operand tiles), WG_LARGE_WS (warp specialised) or
             # WG_LARGE_WS_PF (the same, the producer fencing its copies).

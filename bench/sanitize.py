@@ -100,7 +100,7 @@ def _attention(nf, torch, dt):
 
 
 def _linear_act_wgmma(nf, torch, dt):
-    # The Hopper warpgroup-MMA GEMMs (opt-in): float16 / bfloat16 only; ragged sizes
+    # The Hopper warpgroup-MMA GEMMs, every tiling forced: float16 / bfloat16 only; ragged sizes
     # take its edge tiles, (2304, 2048, 256) several full 128x128 tiles; both operand
     # layouts, unswizzled (v1) and 128-byte swizzled (v3), and warp specialised (v4).
     from numba_fused import linear_act as la
@@ -109,7 +109,7 @@ def _linear_act_wgmma(nf, torch, dt):
         return
     saved = la.WG_LARGE
     try:
-        for config in (saved, la.WG_LARGE_SW128, la.WG_LARGE_WS, la.WG_LARGE_WS_PF):
+        for config in (la.WG_V1, la.WG_LARGE_SW128, la.WG_LARGE_WS, la.WG_LARGE_WS_PF):
             la.WG_LARGE = config
             with la.use_wgmma():
                 _linear_act(nf, torch, dt)

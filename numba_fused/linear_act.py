@@ -86,7 +86,7 @@ __all__ = [
     "activation_backward",
     "linear_act_ref", "linear_act_dgrad_ref", "linear_act_backward_ref",
     "GemmConfig", "SimtConfig", "WgmmaConfig", "make_tc_kernel", "make_simt_kernel",
-    "make_wgmma_kernel", "make_act_grad_kernel", "use_wgmma", "shipped_kernels", "ACT_CODES",
+    "make_wgmma_kernel", "make_act_grad_kernel", "use_wgmma", "wgmma_auto", "shipped_kernels", "ACT_CODES",
 ]
 
 ACT_CODES = {name: i for i, name in enumerate(ACTIVATIONS)}
@@ -230,9 +230,9 @@ TC_SMALL = GemmConfig(64, 64, 32, 32, 32, 3, 8)
 # The simulator: every code path (4 warps in a 2x2 grid, a 3-deep pipeline, grouped
 # block order) at a size Python threads get through.
 TC_SIM = GemmConfig(32, 32, 16, 16, 16, 3, 2)
-# wgmma (Hopper, opt-in: use_wgmma): 2 warpgroups of 64 x 128 (64 accumulators per
-# thread), 4 stages of 128x64 + 128x64 (128 KiB).
-WG_LARGE = WgmmaConfig(128, 128, 64, 4, 8)
+# wgmma v1: 2 warpgroups of 64 x 128 (64 accumulators per thread), 4 stages of
+# 128x64 + 128x64 (128 KiB), no swizzle.
+WG_V1 = WgmmaConfig(128, 128, 64, 4, 8)
 # v2 candidate (untimed): one k-tile of MMAs in flight, a 5-deep ring (160 KiB) so
 # that 3 tiles are still prefetched.
 WG_LARGE_INFLIGHT = WgmmaConfig(128, 128, 64, 5, 8, 1)
@@ -256,6 +256,19 @@ WG_SIM_WS = WgmmaConfig(64, 64, 64, 3, 2, 1, 128, 1)
 # are in flight: the first suspect for its 230 TF/s).
 WG_LARGE_WS_PF = WgmmaConfig(128, 256, 64, 4, 8, 1, 128, 1, 1)
 WG_SIM_WS_PF = WgmmaConfig(64, 64, 64, 4, 2, 1, 128, 1, 1)
+# The wgmma tiling of each GEMM role (bench/notes_linear_act.md v5, H200 sweep of
+# 2026-11-26): the forward on v3b, whose two blocks per SM overlap one's epilogue
+# (bias, activation, preact) with the other's main loop (8192x4096->16384 fp16 with
+# gelu_tanh and preact: 2.24 ms against v4's 2.42), dgrad and wgrad on v4 (warp
+# specialised; that backward 4.03 ms against v3b's 5.37 and mma.sync's 6.53).
+WG_ROLE = {"fwd": WG_LARGE_SW128, "dgrad": WG_LARGE_WS, "wgrad": WG_LARGE_WS}
+# Every role's tiling when set (tests and benchmarks pin one); None: WG_ROLE's.
+WG_LARGE = None
+# The automatic choice takes wgmma for a GEMM whose output has at least this many
+# 128x128 tiles per SM (one wave of v3b's tiles); smaller ones stay on mma.sync,
+# whose 64x64 tiles spread them over more SMs (same sweep: 1024^3 fp16 0.018 ms on
+# mma.sync against 0.023 on v3b; 64x4096->4096 0.038 against 0.095).
+WG_MIN_TILES_PER_SM = 1
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -1473,32 +1486,56 @@ def _flat(arr):
     return arr.reshape((arr.size,))
 
 
-# Whether forward GEMMs may run on wgmma (Hopper only; see use_wgmma).
-_WGMMA = [False]
+# Whether GEMMs run on wgmma (sm_90 only; see use_wgmma): None picks by size.
+_WGMMA = [None]
 
 
 @contextlib.contextmanager
 def use_wgmma(enabled=True):
-    """Run the GEMMs (forward, dgrad, wgrad; float16 / bfloat16, 16-byte aligned
-    rows) on Hopper's warpgroup MMA (:func:`make_wgmma_kernel`) instead of
-    ``mma.sync`` while active, on sm_90 devices (elsewhere the ``mma.sync`` kernels
-    run). Opt-in until it is measured faster on the GPU."""
+    """While active, choose how the GEMMs (forward, dgrad, wgrad) run on sm_90
+    devices: True, every float16 / bfloat16 GEMM with 16-byte aligned rows on Hopper's
+    warpgroup MMA (:func:`make_wgmma_kernel`); False, every one on ``mma.sync``;
+    None, the default: wgmma where the output has at least
+    :data:`WG_MIN_TILES_PER_SM` 128x128 tiles per SM, on the role's tiling
+    (:data:`WG_ROLE`, or :data:`WG_LARGE` where set). Other GPUs, float32 and
+    unaligned rows always take the ``mma.sync`` / SIMT kernels."""
     saved = _WGMMA[0]
-    _WGMMA[0] = bool(enabled)
+    _WGMMA[0] = None if enabled is None else bool(enabled)
     try:
         yield
     finally:
         _WGMMA[0] = saved
 
 
-def _wgmma_for(role, dtype, vec_ab, device):
-    """The :class:`WgmmaConfig` this GEMM runs with on wgmma (WG_SIM / WG_LARGE, read
-    per call so tests and benchmarks can patch them), or None for mma.sync."""
-    if not (_WGMMA[0] and vec_ab and dtype in ("float16", "bfloat16")):
+@functools.lru_cache(maxsize=None)
+def _hopper(device):
+    """Whether CUDA device ``device`` (an ordinal) is sm_90 (wgmma's target)."""
+    return cuda.gpus[device].compute_capability[0] == 9
+
+
+def wgmma_auto(role, Mg, Ng, sms):
+    """The default's wgmma tiling for a GEMM with an ``Mg x Ng`` output on a Hopper GPU
+    of ``sms`` multiprocessors, or None (``mma.sync``): see :func:`use_wgmma`."""
+    if cdiv(Mg, 128) * cdiv(Ng, 128) < WG_MIN_TILES_PER_SM * sms:
+        return None
+    return WG_LARGE or WG_ROLE[role]
+
+
+def _wgmma_for(role, dtype, vec_ab, device, Mg, Ng):
+    """The :class:`WgmmaConfig` this GEMM runs with on wgmma (WG_SIM / WG_LARGE /
+    WG_ROLE, read per call so tests and benchmarks can patch them), or None for
+    mma.sync. The simulator runs wgmma only when forced (use_wgmma(True))."""
+    mode = _WGMMA[0]
+    if mode is False or not (vec_ab and dtype in ("float16", "bfloat16")):
         return None
     if SIMULATOR:
-        return WG_SIM
-    return WG_LARGE if cuda.gpus[device or 0].compute_capability >= (9, 0) else None
+        return WG_SIM if mode else None
+    ordinal = cuda.get_current_device().id if device is None else device
+    if not _hopper(ordinal):
+        return None
+    if mode:
+        return WG_LARGE or WG_ROLE[role]
+    return wgmma_auto(role, Mg, Ng, sm_count(ordinal))
 
 
 def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None):
@@ -1563,7 +1600,7 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
     flags = _vec_flags(role, dtype, ldc, act, flags, ok[4], ok[3], ok[2])
     vec_ab = _vec_ab(dtype, ok[0], ok[1], lda, ldb)
     device = None if SIMULATOR else out.device
-    wg = _wgmma_for(role, dtype, vec_ab, device)
+    wg = _wgmma_for(role, dtype, vec_ab, device, Mg, Ng)
     if SIMULATOR or ex.recording:
         kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wg)
         ex.launch(kernel, grid, block, stream, flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags],
@@ -1589,7 +1626,7 @@ def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w
     vec_ab = _vec_ab(dtype, x_aligned, w_aligned, K, K)
     plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
                           (M * K, N * K, N if has_bias else M * N, M * N, M * N), device,
-                          _wgmma_for("fwd", dtype, vec_ab, device))
+                          _wgmma_for("fwd", dtype, vec_ab, device, M, N))
 
     def launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, pre_ptr):
         plan.launch(stream, (x_ptr, w_ptr, bias_ptr if has_bias else y_ptr,

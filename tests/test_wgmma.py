@@ -377,10 +377,12 @@ def _equal_rounded(ours, exact):
 
 
 def _use_variant(la, variant, monkeypatch):
-    """Point WG_SIM / WG_LARGE at ``variant``'s tiling: 'v1' as shipped, 'inflight'
+    """Point WG_SIM / WG_LARGE at ``variant``'s tiling: 'v1' (no swizzle), 'inflight'
     (one k-tile of MMAs kept in flight), 'sw128' (128-byte swizzled operand tiles),
     'ws' (warp specialised), 'ws_pf' (warp specialised, the producer fences)."""
-    if variant == "inflight":
+    if variant == "v1":
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_V1)
+    elif variant == "inflight":
         monkeypatch.setattr(la, "WG_SIM", la.WG_SIM._replace(inflight=1))
         monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_INFLIGHT)
     elif variant == "sw128":
@@ -545,9 +547,37 @@ def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
     assert not roles
 
 
+def test_default_picks_wgmma_by_output_size(monkeypatch):
+    """The default (use_wgmma(None)) on a Hopper GPU: wgmma for outputs with at least
+    one 128x128 tile per SM, on the role's tiling (forward v3b, dgrad / wgrad v4, or
+    WG_LARGE where pinned); mma.sync below, and everywhere under use_wgmma(False).
+    The simulator (no Hopper to pick for) keeps mma.sync unless forced."""
+    from numba_fused import linear_act as la
+
+    sms = 132
+    assert la.wgmma_auto("fwd", 8192, 768, sms) == la.WG_LARGE_SW128
+    assert la.wgmma_auto("dgrad", 8192, 3072, sms) == la.WG_LARGE_WS
+    assert la.wgmma_auto("wgrad", 3072, 768, sms) == la.WG_LARGE_WS
+    # 11 x 12 = 132 tiles: one wave; 1024^3 (64 tiles) and 64 x 4096 (32) are not.
+    assert la.wgmma_auto("fwd", 1408, 1536, sms) == la.WG_LARGE_SW128
+    assert la.wgmma_auto("fwd", 1408, 1408, sms) is None
+    assert la.wgmma_auto("dgrad", 1024, 1024, sms) is None
+    assert la.wgmma_auto("fwd", 64, 4096, sms) is None
+    monkeypatch.setattr(la, "WG_LARGE", la.WG_V1)
+    assert la.wgmma_auto("wgrad", 4096, 4096, sms) == la.WG_V1
+    if SIMULATOR:
+        assert la._wgmma_for("fwd", "float16", True, None, 4096, 4096) is None
+        with la.use_wgmma():
+            assert la._wgmma_for("fwd", "float16", True, None, 4096, 4096) == la.WG_SIM
+    with la.use_wgmma(False):
+        assert la._wgmma_for("fwd", "float16", True, None, 4096, 4096) is None
+    assert la._wgmma_for("fwd", "float32", True, None, 4096, 4096) is None
+    assert la._wgmma_for("fwd", "float16", False, None, 4096, 4096) is None
+
+
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("cfg_name", ["WG_LARGE", "WG_LARGE_INFLIGHT", "WG_LARGE_SW128",
+@pytest.mark.parametrize("cfg_name", ["WG_V1", "WG_LARGE_INFLIGHT", "WG_LARGE_SW128",
                                       "WG_LARGE_WS", "WG_LARGE_WS_PF"])
 @pytest.mark.parametrize("role", ["fwd", "dgrad", "wgrad"])
 def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
