@@ -357,9 +357,9 @@ def test_welford_merge_is_chan_and_order_free():
 def test_staged_forward_matches_lean_kernel(dtype, variant):
     """The staged forward (the row's raw words in shared memory through cp.async)
     gives the lean kernel's bits at the same layout: y, mean and rstd. Layouts with
-    idle lanes, an exact one and a row of two warps; on the GPU also 16-bit N = 65536
-    (8 groups a thread, 128 KiB of shared memory: no lean layout there, so against
-    float64)."""
+    idle lanes, an exact one and a row of two warps, with a grid of two blocks (each
+    loops over rows, refilling its shared row); on the GPU also 16-bit N = 65536 (8 groups a thread, 128 KiB of shared memory: no
+    lean layout there, so against float64)."""
     vec = ln._vec_of(dtype, True)
     cases = [(5, 40 * vec, 1), (5, 40 * vec, 3), (3, 64 * vec, 2)]
     if not SIMULATOR:
@@ -374,7 +374,7 @@ def test_staged_forward_matches_lean_kernel(dtype, variant):
             with ln.tuning(fwd_lean=True):
                 lean = words is not None and ln._fwd_lean(n, vec)
                 want = _forward(variant, x, w, b, 1e-5) if lean else None
-            with ln.tuning(fwd_staged=True):
+            with ln.tuning(fwd_staged=True, fwd_grid=2):
                 assert ln._fwd_staged(n, vec)
                 assert words is None or ln._staged_layout(n, vec)[0] == words
                 with poison_outputs():
