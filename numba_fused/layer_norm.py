@@ -996,8 +996,9 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     staged: the lean kernel's math with the raw words in dynamic shared memory (rows
     too long for registers): see :func:`_lean_forward`.
     welford: the lean kernel with LayerNorm's statistics in one barrier round.
-    compensated: the lean or staged LayerNorm kernel sums the deviations with TwoSum
-    error terms (the streaming kernel always does): see :func:`_lean_forward`.
+    compensated: the lean or staged LayerNorm kernel takes the deviations about a
+    coarse centre, free of mu's rounding bias (the streaming kernel carries TwoSum
+    terms instead): see :func:`_lean_forward`.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -1314,7 +1315,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
                   compensated=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``welford``: LayerNorm's statistics in one barrier round; ``staged``: the row in
-    shared memory; ``compensated``: TwoSum deviations; see below).
+    shared memory; ``compensated``: deviations about a coarse centre; see below).
 
     The row kernel keeps each thread's groups twice (raw words for the next row,
     float32 for this one) and w, b as float32 in shared memory: at N >= 12288 that
@@ -2141,8 +2142,8 @@ _TUNING_DEFAULTS = {
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
-    # Forward, lean and staged LayerNorm kernels: TwoSum-compensated deviations (None:
-    # the staged kernel only, whose long rows need them; see _fwd_compensated).
+    # Forward, lean and staged LayerNorm kernels: deviations about a coarse centre
+    # (None: the staged kernel only, whose long rows need it; see _fwd_compensated).
     "fwd_compensated": None,
     # Forward, lean kernel: LayerNorm's statistics as "two_pass" (mean, then corrected
     # deviations: two barrier rounds) or "welford" (one round); opt-in until measured.
@@ -2314,10 +2315,11 @@ def _fwd_staged(n, vec):
 
 
 def _fwd_compensated(staged):
-    """Whether the lean (``staged`` False) or staged LayerNorm forward sums its
-    deviations with TwoSum terms: tuning's ``fwd_compensated``; None: the staged
-    kernel only (its rows, N >= 32768, are where the plain sum's bias passed the
-    1e-5 bound: 6e-5 at 16-bit N = 65536, H200 2026-11-26)."""
+    """Whether the lean (``staged`` False) or staged LayerNorm forward takes its
+    deviations about a coarse centre (:func:`_coarse_centre`): tuning's
+    ``fwd_compensated``; None: the staged kernel only (its rows, N >= 32768, are
+    where the plain sum's bias passed the 1e-5 bound: 6e-5 at 16-bit N = 65536, H200
+    2026-11-26; the centre costs the lean kernel 7% at N <= 4096, the staged 2%)."""
     comp = _tune["fwd_compensated"]
     return staged if comp is None else bool(comp)
 
