@@ -236,9 +236,9 @@ def _one_binade_rows(n, dtype):
 @pytest.mark.parametrize("layout", ["stream", "rows", "lean", "lean_comp", "staged"])
 def test_mean_has_no_rounding_bias(dtype, layout, request):
     """The saved mean against float64 on rows whose deviations all round alike. The
-    streaming forward sums them with TwoSum compensation, as the staged one does
-    (its default) and the lean one with fwd_compensated; the row kernels and the
-    plain lean ones do not (measured under the simulator, 2026-11-25: 3.3e-4 fp32,
+    streaming forward sums them with TwoSum compensation; the staged one (by
+    default) and the lean one with fwd_compensated take them about a coarse centre;
+    the row kernels and the plain lean ones do neither (measured under the simulator, 2026-11-25: 3.3e-4 fp32,
     7.2e-4 fp16 at N = 4096; bf16 happens to be exact), kept visible as a strict
     xfail."""
     if layout in ("rows", "lean") and dtype != "bfloat16":
