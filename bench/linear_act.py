@@ -13,7 +13,8 @@ roles' tilings, ``linear_act.use_wgmma``; not in the default list;
 ``numba_wgmma_inflight``: the same keeping one k-tile of MMAs in flight;
 ``numba_wgmma_sw128``: the same on 128-byte swizzled operand tiles;
 ``numba_wgmma_ws``: warp specialised, 128x256 tiles; ``numba_wgmma_ws_pf``: the same
-with the producer fencing its copies), ``numba_torch`` (ours through
+with the producer fencing its copies; ``numba_wgmma_sw128_hb`` / ``numba_wgmma_ws_hb``:
+v3b / v4 with the forward epilogue's bias loaded once per thread and tile), ``numba_torch`` (ours through
 ``interop.torch.linear_act`` and autograd: what PyTorch users call), ``numba_cupy`` (ours through ``interop.cupy`` on
 CuPy arrays made from the same tensors by DLPack, on torch's stream; no bfloat16 in
 CuPy; a note row where CuPy is not importable), ``torch``, ``torch.compile``.
@@ -47,7 +48,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_SHAPES = ("8192x4096x16384",)
 QUICK_SHAPES = ("4096x4096x4096",)
 PROVIDERS = ("numba_fused", "numba_wgmma", "numba_wgmma_inflight", "numba_wgmma_sw128",
-             "numba_wgmma_ws", "numba_wgmma_ws_pf", "numba_torch", "numba_cupy", "torch", "torch.compile")
+             "numba_wgmma_ws", "numba_wgmma_ws_pf", "numba_wgmma_sw128_hb", "numba_wgmma_ws_hb",
+             "numba_torch", "numba_cupy", "torch", "torch.compile")
 
 
 def _shape(text):
@@ -266,7 +268,9 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
             cfg_wg = {"numba_wgmma_inflight": la.WG_LARGE_INFLIGHT,
                       "numba_wgmma_sw128": la.WG_LARGE_SW128,
                       "numba_wgmma_ws": la.WG_LARGE_WS,
-                      "numba_wgmma_ws_pf": la.WG_LARGE_WS_PF}.get(prov, la.WG_LARGE)
+                      "numba_wgmma_ws_pf": la.WG_LARGE_WS_PF,
+                      "numba_wgmma_sw128_hb": la.WG_LARGE_SW128_HB,
+                      "numba_wgmma_ws_hb": la.WG_LARGE_WS_HB}.get(prov, la.WG_LARGE)
             wrap = functools.partial(_patched, la, "WG_LARGE", cfg_wg, ctx=la.use_wgmma)
         if pas == "fwd":
             return wrap(lambda x, w, b: nf.linear_act_forward(

@@ -169,7 +169,9 @@ class WgmmaConfig(NamedTuple):
     while the others only multiply; ``pfence`` (warp specialised only) 1: the producer
     waits for its copies (``stages - 2`` tiles behind), fences them into the async
     proxy and arrives, so the consumers need no fence (0: ``cp.async.mbarrier.arrive``
-    and a fence by every consumer thread each k-tile)."""
+    and a fence by every consumer thread each k-tile); ``hoist`` (forward) 1: each
+    epilogue thread loads its 8 bias values once per tile (its chunk column is the
+    same in every epilogue iteration) instead of once per chunk."""
 
     bm: int
     bn: int
@@ -180,6 +182,7 @@ class WgmmaConfig(NamedTuple):
     swizzle: int = 0
     ws: int = 0
     pfence: int = 0
+    hoist: int = 0
 
     @property
     def threads(self):
@@ -219,6 +222,8 @@ class WgmmaConfig(NamedTuple):
         if self.pfence not in (0, 1) or (self.pfence and (not self.ws or self.stages < 3)):
             raise ValueError(f"{self}: pfence 1 needs ws = 1 and at least 3 stages (the "
                              f"producer arrives stages - 2 tiles behind its copies)")
+        if self.hoist not in (0, 1):
+            raise ValueError(f"{self}: hoist must be 0 or 1")
         return self
 
 
@@ -256,6 +261,12 @@ WG_SIM_WS = WgmmaConfig(64, 64, 64, 3, 2, 1, 128, 1)
 # are in flight: the first suspect for its 230 TF/s).
 WG_LARGE_WS_PF = WgmmaConfig(128, 256, 64, 4, 8, 1, 128, 1, 1)
 WG_SIM_WS_PF = WgmmaConfig(64, 64, 64, 4, 2, 1, 128, 1, 1)
+# v5b candidate (CPU-only, 2026-11-26): the forward tilings with the epilogue's bias
+# loaded once per thread and tile (hoist); ncu had v4's epilogue at 31% of its warp
+# samples, a dependent 16-byte bias load starting each of its 16 chunk iterations.
+WG_LARGE_SW128_HB = WG_LARGE_SW128._replace(hoist=1)
+WG_LARGE_WS_HB = WG_LARGE_WS._replace(hoist=1)
+WG_SIM_SW128_HB = WG_SIM_SW128._replace(hoist=1)
 # The wgmma tiling of each GEMM role (bench/notes_linear_act.md v5, H200 sweep of
 # 2026-11-26): the forward on v3b, whose two blocks per SM overlap one's epilogue
 # (bias, activation, preact) with the other's main loop (8192x4096->16384 fp16 with
@@ -411,7 +422,7 @@ def _tile_loader(rows, length, nthreads, vec, kmajor):
     return load
 
 
-def _chunk_epilogue(role, dtype):
+def _chunk_epilogue(role, dtype, preloaded=False):
     """Device function ``chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags)``:
     finishes the 8 float32 accumulators ``cs[ci:ci + 8]`` (staged in shared memory)
     of output row ``row``, columns ``col .. col + 7`` (those below ``N``) for ``role``.
@@ -570,7 +581,20 @@ def _chunk_epilogue(role, dtype):
                 if col + j < N:
                     fin_one(cs[ci + j], col + j, o + j, bias, aux, out, act, flags)
 
-    return chunk
+    @inline_device
+    def chunk_pre(cs, ci, row, col, ldc, bw, aux, out, act, flags):
+        """chunk's 16-byte forward path (16-bit, F_VEC, F_BIAS, not F_GATED, all 8
+        columns inside) with the chunk's 8 bias values already loaded: ``bw``."""
+        o = row * ldc + col
+        r0 = fin_word(cs[ci], cs[ci + 1], bw[0], bw[0], act, flags)
+        r1 = fin_word(cs[ci + 2], cs[ci + 3], bw[1], bw[1], act, flags)
+        r2 = fin_word(cs[ci + 4], cs[ci + 5], bw[2], bw[2], act, flags)
+        r3 = fin_word(cs[ci + 6], cs[ci + 7], bw[3], bw[3], act, flags)
+        if flags & F_PREACT:
+            st_global_v4(aux, o, r0[1], r1[1], r2[1], r3[1])
+        st_global_v4(out, o, r0[0], r1[0], r2[0], r3[0])
+
+    return chunk_pre if preloaded else chunk
 
 
 @inline_device
@@ -882,7 +906,7 @@ def make_wgmma_kernel(role, dtype, cfg):
     A_MN = role == "wgrad"
     B_MN = role != "fwd"
     WGRAD = role == "wgrad"
-    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS, PFENCE = cfg.validate()
+    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS, PFENCE, _ = cfg.validate()
     # pfence: the producer arrives on full[s] for the tile LAG behind the one it
     # just issued. LAG <= stages - 2 keeps the ring live: the producer's wait on
     # empty for tile p needs tile p - stages released, which the consumers do while
@@ -954,6 +978,11 @@ def make_wgmma_kernel(role, dtype, cfg):
     CLD = BN + 8
     CCH = BN // 8
     EPI_ITERS = cdiv(BM * CCH, NC)
+    # hoist: with NC a multiple of CCH, thread tid's chunks all sit at column
+    # (tid % CCH) 8 of the tile, so its 8 bias values are loaded once.
+    HOIST = bool(cfg.hoist) and role == "fwd" and NC % CCH == 0
+    chunk_pre = _chunk_epilogue(role, dtype, preloaded=True)
+    ZERO4 = (np.uint32(0),) * 4
 
     def tile_loader(mn_major):
         """Device function ``load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full,
@@ -1244,6 +1273,14 @@ def make_wgmma_kernel(role, dtype, cfg):
                     cs[ci] = acc[4 * j + 2 * h]
                     cs[ci + 1] = acc[4 * j + 2 * h + 1]
         epilogue_sync()
+        pre = False
+        bw = ZERO4
+        if HOIST:
+            colh = n0 + (tid % CCH) * 8
+            if ((flags & F_BIAS) != 0 and (flags & F_VEC) != 0 and (flags & F_GATED) == 0
+                    and colh + 8 <= N):
+                bw = ld_global_v4(bias, colh)
+                pre = True
         for it in range(EPI_ITERS):
             e = tid + it * NC
             r = e // CCH
@@ -1251,11 +1288,14 @@ def make_wgmma_kernel(role, dtype, cfg):
             row = m0 + r
             col = n0 + c8
             if r < BM and row < M and col < N:
-                chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
+                if pre:
+                    chunk_pre(cs, r * CLD + c8, row, col, ldc, bw, aux, out, act, flags)
+                else:
+                    chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
 
     name = (f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
             + (f"_f{INFLIGHT}" if INFLIGHT else "") + (f"_sw{SW}" if SW else "")
-            + ("_ws" if WS else "") + ("_pf" if PFENCE else ""))
+            + ("_ws" if WS else "") + ("_pf" if PFENCE else "") + ("_hb" if HOIST else ""))
     # Warp specialised: 384 threads share one SM's registers (up to 168 each).
     opts = {"launch_bounds": (NT, 1)} if WS and not SIMULATOR else {}
     return Kernel(name, kernel, _argtypes(dtype), **opts)

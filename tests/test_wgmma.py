@@ -379,7 +379,8 @@ def _equal_rounded(ours, exact):
 def _use_variant(la, variant, monkeypatch):
     """Point WG_SIM / WG_LARGE at ``variant``'s tiling: 'v1' (no swizzle), 'inflight'
     (one k-tile of MMAs kept in flight), 'sw128' (128-byte swizzled operand tiles),
-    'ws' (warp specialised), 'ws_pf' (warp specialised, the producer fences)."""
+    'ws' (warp specialised), 'ws_pf' (warp specialised, the producer fences),
+    'hoist' (the forward epilogue's bias loaded once per thread and tile)."""
     if variant == "v1":
         monkeypatch.setattr(la, "WG_LARGE", la.WG_V1)
     elif variant == "inflight":
@@ -394,6 +395,9 @@ def _use_variant(la, variant, monkeypatch):
     elif variant == "ws_pf":
         monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_PF)
         monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_PF)
+    elif variant == "hoist":
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_SW128_HB)
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_HB)
     return la.WG_SIM if SIMULATOR else la.WG_LARGE
 
 
@@ -402,7 +406,8 @@ def _use_variant(la, variant, monkeypatch):
                          [(s, v) for s in GEMM_SHAPES for v in ("v1", "inflight", "sw128", "ws",
                                                               "ws_pf")]
                          + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf")]
-                         + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf")],
+                         + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf")]
+                         + [(WRAP_SHAPE, "hoist"), (FULL_SHAPE, "hoist")],
                          ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else p)
 def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma routes the forward to the wgmma kernel (waiting for each k-tile's
@@ -578,7 +583,8 @@ def test_default_picks_wgmma_by_output_size(monkeypatch):
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", HALF)
 @pytest.mark.parametrize("cfg_name", ["WG_V1", "WG_LARGE_INFLIGHT", "WG_LARGE_SW128",
-                                      "WG_LARGE_WS", "WG_LARGE_WS_PF"])
+                                      "WG_LARGE_WS", "WG_LARGE_WS_PF", "WG_LARGE_SW128_HB",
+                                      "WG_LARGE_WS_HB"])
 @pytest.mark.parametrize("role", ["fwd", "dgrad", "wgrad"])
 def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     from numba_fused import linear_act as la
