@@ -688,30 +688,43 @@ def _row_sum(v, red, buf):
     return v
 
 
-@inline_device
-def _row_sum2(a, b, red, buf):
-    """Two row sums at once (one barrier); ``red`` float32 shared ``(2, 2, 32)``.
-    Same calling rules as :func:`_row_sum`."""
-    a = warp_sum(a)
-    b = warp_sum(b)
-    tpr = cuda.blockDim.x
-    if tpr > WARP:
-        t = cuda.threadIdx.x
-        nw = tpr // WARP
-        first = cuda.threadIdx.y * nw
-        lane = t % WARP
-        if lane == 0:
-            red[buf, 0, first + t // WARP] = a
-            red[buf, 1, first + t // WARP] = b
-        cuda.syncthreads()
-        sa = np.float32(0.0)
-        sb = np.float32(0.0)
-        if lane < nw:
-            sa = red[buf, 0, first + lane]
-            sb = red[buf, 1, first + lane]
-        a = warp_sum(sa)
-        b = warp_sum(sb)
-    return a, b
+def _row_pair(second):
+    """Device function ``pair(a, b, red, buf)`` reducing two values over the row's
+    threads in one barrier, ``a`` by sum and ``b`` by ``second`` (:func:`warp_sum`, or
+    :func:`warp_max` for ``b >= 0``: lanes past the row's warps read 0); ``red``
+    float32 shared ``(2, 2, 32)``, calling rules as :func:`_row_sum_v2`."""
+
+    @inline_device
+    def pair(a, b, red, buf):
+        a = warp_sum(a)
+        b = second(b)
+        tpr = cuda.blockDim.x
+        if tpr > WARP:
+            t = cuda.threadIdx.x
+            nw = tpr // WARP
+            first = cuda.threadIdx.y * nw
+            lane = t % WARP
+            if lane == 0:
+                red[buf, 0, first + t // WARP] = a
+                red[buf, 1, first + t // WARP] = b
+            cuda.syncthreads()
+            sa = np.float32(0.0)
+            sb = np.float32(0.0)
+            if lane < nw:
+                sa = red[buf, 0, first + lane]
+                sb = red[buf, 1, first + lane]
+            a = warp_sum(sa)
+            b = second(sb)
+        return a, b
+
+    return pair
+
+
+# Two row sums at once (one barrier), for the row kernels (_row_sum's rules) and the
+# lean ones (_row_sum_v2's); the row's sum and maximum (the centred statistics).
+_row_sum2 = _row_pair(warp_sum)
+_row_sum2_v2 = _row_sum2
+_row_sum_max_v2 = _row_pair(warp_max)
 
 
 @inline_device
@@ -736,57 +749,6 @@ def _row_sum_v2(v, red, buf):
         s = red[buf, 0, first + lane] if lane < nw else np.float32(0.0)
         v = warp_sum(s)
     return v
-
-
-@inline_device
-def _row_sum2_v2(a, b, red, buf):
-    """Two row sums at once (one barrier); as :func:`_row_sum_v2`."""
-    a = warp_sum(a)
-    b = warp_sum(b)
-    tpr = cuda.blockDim.x
-    if tpr > WARP:
-        t = cuda.threadIdx.x
-        nw = tpr // WARP
-        first = cuda.threadIdx.y * nw
-        lane = t % WARP
-        if lane == 0:
-            red[buf, 0, first + t // WARP] = a
-            red[buf, 1, first + t // WARP] = b
-        cuda.syncthreads()
-        sa = np.float32(0.0)
-        sb = np.float32(0.0)
-        if lane < nw:
-            sa = red[buf, 0, first + lane]
-            sb = red[buf, 1, first + lane]
-        a = warp_sum(sa)
-        b = warp_sum(sb)
-    return a, b
-
-
-@inline_device
-def _row_sum_max_v2(a, b, red, buf):
-    """The row's sum of ``a`` and maximum of ``b`` (``b >= 0``) at once (one
-    barrier); as :func:`_row_sum2_v2`."""
-    a = warp_sum(a)
-    b = warp_max(b)
-    tpr = cuda.blockDim.x
-    if tpr > WARP:
-        t = cuda.threadIdx.x
-        nw = tpr // WARP
-        first = cuda.threadIdx.y * nw
-        lane = t % WARP
-        if lane == 0:
-            red[buf, 0, first + t // WARP] = a
-            red[buf, 1, first + t // WARP] = b
-        cuda.syncthreads()
-        sa = np.float32(0.0)
-        sb = np.float32(0.0)
-        if lane < nw:
-            sa = red[buf, 0, first + lane]
-            sb = red[buf, 1, first + lane]
-        a = warp_sum(sa)
-        b = warp_max(sb)
-    return a, b
 
 
 @inline_device
