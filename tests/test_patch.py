@@ -119,7 +119,7 @@ def test_patch_tiny_models_match_stock(kind, padded):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["gpt2", "bert", "llama"])
-# Whole models at twice the dtype's single-op tolerance (SPEC: bf16 1e-2, fp16 2e-3).
+# Whole models at twice the dtype's single-op tolerance (bf16 1e-2, fp16 2e-3).
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.bfloat16, 2e-2),
                                        (torch.float16, 4e-3)])
 @pytest.mark.parametrize("padded", [False, True])
