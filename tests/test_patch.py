@@ -93,22 +93,35 @@ def _check_parity(kind, size, dtype, tol, padded=False):
     if padded:  # the last 3 tokens of the second sequence are padding: a real mask
         mask = torch.ones_like(ids)
         mask[1, -3:] = 0
+    # 16-bit gradients are also held against a float64 copy of the same weights: stock's
+    # own float16 gradients of BERT's query/key weights are ~30% off float64 (tiny
+    # gradients underflow to float16 subnormals), so there "ours within 2x of stock's
+    # error" is the bound, as for every op that torch also has.
+    ref = copy.deepcopy(stock).double() if dtype != torch.float32 else None
     logits_s, loss_s = _step(stock, ids, mask)
     logits_o, loss_o = _step(ours, ids, mask)
     assert hf_attention.fallbacks == fallbacks, "every attention call took our kernels"
     rel = float((logits_o - logits_s).norm() / logits_s.norm())
     assert rel < tol, f"logits differ by {rel:.2e}"
     assert abs(loss_o - loss_s) <= tol * abs(loss_s)
+    if ref is not None:
+        _step(ref, ids, mask)
     # Some gradients are zero up to rounding (BERT's key bias: softmax ignores a shift
     # shared by every key): each is held relative to at least 1e-3 of the largest.
-    top = max(float(p.grad.float().norm()) for p in stock.parameters() if p.grad is not None)
-    for (n, ps), po in zip(stock.named_parameters(), ours.parameters()):
+    truth = stock if ref is None else ref
+    top = max(float(p.grad.float().norm()) for p in truth.parameters() if p.grad is not None)
+    for (n, ps), po, pt in zip(stock.named_parameters(), ours.parameters(), truth.parameters()):
         if ps.grad is None:
             assert po.grad is None, n
             continue
-        scale = max(float(ps.grad.float().norm()), 1e-3 * top)
-        g_rel = float((po.grad.float() - ps.grad.float()).norm()) / scale
-        assert g_rel < 10 * tol, f"{n}: gradient differs by {g_rel:.2e}"
+        scale = max(float(pt.grad.double().norm()), 1e-3 * top)
+        g_rel = float((po.grad.double() - pt.grad.double()).norm()) / scale
+        if ref is None:
+            assert g_rel < 10 * tol, f"{n}: gradient differs by {g_rel:.2e}"
+            continue
+        s_rel = float((ps.grad.double() - pt.grad.double()).norm()) / scale
+        assert g_rel < max(2 * s_rel, 10 * tol), \
+            f"{n}: gradient error {g_rel:.2e} against float64 (stock's {s_rel:.2e})"
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "bert", "llama"])
