@@ -105,9 +105,20 @@ def _torch_act(torch, name):
 
 
 def _kernel_info(la, cfg, dtype, M, N, K):
-    """Tiling, registers and shared memory of the forward GEMM that runs."""
-    cfg = cfg or la._pick_config(M, N)
-    k = la.make_tc_kernel("fwd", dtype, K % 8 == 0, cfg).compile()
+    """Tiling, registers and shared memory of the forward GEMM that runs: the pinned
+    mma.sync tiling ``cfg``, else the launcher's choice (wgmma on sm_90 where its rule
+    takes it, named ``wgmma:`` and its fields)."""
+    # Rows not 16-byte aligned are copied to aligned ones from RESTRIDE_MIN_MACS on
+    # (every call; a pinned tiling runs on mma.sync).
+    vec = K % 8 == 0 or M * N * K >= la.RESTRIDE_MIN_MACS
+    if cfg is None:
+        wg = la._wgmma_for("fwd", dtype, vec, None, M, N, K)
+        if wg is not None:
+            k = la.make_wgmma_kernel("fwd", dtype, wg).compile()
+            return {"tiling": "wgmma:" + "x".join(str(v) for v in wg),
+                    "regs": k.regs_per_thread, "smem_KB": round(wg.smem_bytes / 1024, 1)}
+        cfg = la._pick_config(M, N)
+    k = la.make_tc_kernel("fwd", dtype, vec, cfg).compile()
     return {"tiling": "x".join(str(v) for v in cfg), "regs": k.regs_per_thread,
             "smem_KB": round(cfg.smem_bytes / 1024, 1)}
 

@@ -102,14 +102,16 @@ def _attention(nf, torch, dt):
 def _linear_act_wgmma(nf, torch, dt):
     # The Hopper warpgroup-MMA GEMMs, every tiling forced: float16 / bfloat16 only; ragged sizes
     # take its edge tiles, (2304, 2048, 256) several full 128x128 tiles; both operand
-    # layouts, unswizzled (v1) and 128-byte swizzled (v3), and warp specialised (v4).
+    # layouts, unswizzled (v1) and 128-byte swizzled (v3), warp specialised (v4), and
+    # the shipped forward tilings with the bias hoisted (v5b).
     from numba_fused import linear_act as la
 
     if dt == torch.float32:
         return
     saved = la.WG_LARGE
     try:
-        for config in (la.WG_V1, la.WG_LARGE_SW128, la.WG_LARGE_WS, la.WG_LARGE_WS_PF):
+        for config in (la.WG_V1, la.WG_LARGE_SW128, la.WG_LARGE_WS, la.WG_LARGE_WS_PF,
+                       la.WG_LARGE_SW128_HB, la.WG_LARGE_WS_HB):
             la.WG_LARGE = config
             with la.use_wgmma():
                 _linear_act(nf, torch, dt)
@@ -136,6 +138,14 @@ def _linear_act(nf, torch, dt):
         nf.gated_linear_dgrad(torch.randn(m, 24, device="cuda", dtype=dt),
                               torch.randn(24, n // 2, device="cuda", dtype=dt), z)
         nf.gated_linear_backward(torch.randn_like(h), x, w, z)
+    # Rows not 16-byte aligned (K = 1023, N = 4097): every GEMM copies its operands to
+    # aligned rows first (la.RESTRIDE_MIN_MACS) and loads partial edge chunks.
+    if dt != torch.float32:
+        x = torch.randn(300, 1023, device="cuda", dtype=dt)
+        w = torch.randn(4097, 1023, device="cuda", dtype=dt) * 0.03
+        b = torch.randn(4097, device="cuda", dtype=dt)
+        y, pre = nf.linear_act_forward(x, w, b, activation="gelu_tanh", save_preact=True)
+        nf.linear_act_backward(torch.randn_like(y), x, w, preact=pre, activation="gelu_tanh")
 
 
 CASES = {

@@ -86,7 +86,8 @@ __all__ = [
     "activation_backward",
     "linear_act_ref", "linear_act_dgrad_ref", "linear_act_backward_ref",
     "GemmConfig", "SimtConfig", "WgmmaConfig", "make_tc_kernel", "make_simt_kernel",
-    "make_wgmma_kernel", "make_act_grad_kernel", "use_wgmma", "wgmma_auto", "shipped_kernels", "ACT_CODES",
+    "make_wgmma_kernel", "make_act_grad_kernel", "make_restride_kernel", "use_wgmma",
+    "wgmma_auto", "shipped_kernels", "ACT_CODES",
 ]
 
 ACT_CODES = {name: i for i, name in enumerate(ACTIVATIONS)}
@@ -261,18 +262,24 @@ WG_SIM_WS = WgmmaConfig(64, 64, 64, 3, 2, 1, 128, 1)
 # are in flight: the first suspect for its 230 TF/s).
 WG_LARGE_WS_PF = WgmmaConfig(128, 256, 64, 4, 8, 1, 128, 1, 1)
 WG_SIM_WS_PF = WgmmaConfig(64, 64, 64, 4, 2, 1, 128, 1, 1)
-# v5b candidate (CPU-only, 2026-11-26): the forward tilings with the epilogue's bias
-# loaded once per thread and tile (hoist); ncu had v4's epilogue at 31% of its warp
-# samples, a dependent 16-byte bias load starting each of its 16 chunk iterations.
+# v5b: the forward tilings with the epilogue's bias loaded once per thread and tile
+# (hoist); ncu had v4's epilogue at 31% of its warp samples, a dependent 16-byte bias
+# load starting each of its 16 chunk iterations. H200: 1-3% faster than without, bit
+# for bit the same (bench/notes_linear_act.md, ninth session).
 WG_LARGE_SW128_HB = WG_LARGE_SW128._replace(hoist=1)
 WG_LARGE_WS_HB = WG_LARGE_WS._replace(hoist=1)
 WG_SIM_SW128_HB = WG_SIM_SW128._replace(hoist=1)
-# The wgmma tiling of each GEMM role (bench/notes_linear_act.md v5, H200 sweep of
-# 2026-11-26): the forward on v3b, whose two blocks per SM overlap one's epilogue
-# (bias, activation, preact) with the other's main loop (8192x4096->16384 fp16 with
-# gelu_tanh and preact: 2.24 ms against v4's 2.42), dgrad and wgrad on v4 (warp
-# specialised; that backward 4.03 ms against v3b's 5.37 and mma.sync's 6.53).
-WG_ROLE = {"fwd": WG_LARGE_SW128, "dgrad": WG_LARGE_WS, "wgrad": WG_LARGE_WS}
+# The wgmma tiling of each GEMM role (bench/notes_linear_act.md, H200 sweeps of
+# 2026-11-26). The forward: with K >= WG_FWD_LONG_K on v4 (warp specialised, one block
+# per SM), whose main loop is then long enough that its faster k-tiles outweigh the
+# serialised epilogue (8192x4096->16384 with gelu_tanh and preact: fp16 1.92 ms against
+# v3b's 2.10, bf16 1.79 against 2.04); shorter K on v3b, whose two blocks per SM
+# overlap one's epilogue with the other's main loop (8192x768->3072: 0.142 against
+# 0.154). dgrad and wgrad on v4 (8192x4096->16384 backward 4.03 ms against v3b's
+# 5.37 and mma.sync's 6.53).
+WG_ROLE = {"fwd": WG_LARGE_SW128_HB, "fwd_long_k": WG_LARGE_WS_HB, "dgrad": WG_LARGE_WS,
+           "wgrad": WG_LARGE_WS}
+WG_FWD_LONG_K = 4096
 # Every role's tiling when set (tests and benchmarks pin one); None: WG_ROLE's.
 WG_LARGE = None
 # The automatic choice takes wgmma for a GEMM whose output has at least this many
@@ -552,6 +559,19 @@ def _chunk_epilogue(role, dtype, preloaded=False):
                     store(out, o2 + 1, dh * act_by_code(act, g))
 
     @inline_device
+    def vec_words(cs, ci, o, bw, pw, aux, out, act, flags):
+        """The 16-byte path's four column pairs from offset ``o``: bias words ``bw``
+        (fwd), pre-activation words ``pw`` (dgrad)."""
+        r0 = fin_word(cs[ci], cs[ci + 1], bw[0], pw[0], act, flags)
+        r1 = fin_word(cs[ci + 2], cs[ci + 3], bw[1], pw[1], act, flags)
+        r2 = fin_word(cs[ci + 4], cs[ci + 5], bw[2], pw[2], act, flags)
+        r3 = fin_word(cs[ci + 6], cs[ci + 7], bw[3], pw[3], act, flags)
+        if fwd:
+            if flags & F_PREACT:
+                st_global_v4(aux, o, r0[1], r1[1], r2[1], r3[1])
+        st_global_v4(out, o, r0[0], r1[0], r2[0], r3[0])
+
+    @inline_device
     def chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
         o = row * ldc + col
         if (flags & F_GATED) != 0:
@@ -568,14 +588,7 @@ def _chunk_epilogue(role, dtype, preloaded=False):
             if dgrad:
                 if act != 0:
                     pw = ld_global_v4(aux, o)
-            r0 = fin_word(cs[ci], cs[ci + 1], bw[0], pw[0], act, flags)
-            r1 = fin_word(cs[ci + 2], cs[ci + 3], bw[1], pw[1], act, flags)
-            r2 = fin_word(cs[ci + 4], cs[ci + 5], bw[2], pw[2], act, flags)
-            r3 = fin_word(cs[ci + 6], cs[ci + 7], bw[3], pw[3], act, flags)
-            if fwd:
-                if flags & F_PREACT:
-                    st_global_v4(aux, o, r0[1], r1[1], r2[1], r3[1])
-            st_global_v4(out, o, r0[0], r1[0], r2[0], r3[0])
+            vec_words(cs, ci, o, bw, pw, aux, out, act, flags)
         else:
             for j in range(8):
                 if col + j < N:
@@ -585,14 +598,7 @@ def _chunk_epilogue(role, dtype, preloaded=False):
     def chunk_pre(cs, ci, row, col, ldc, bw, aux, out, act, flags):
         """chunk's 16-byte forward path (16-bit, F_VEC, F_BIAS, not F_GATED, all 8
         columns inside) with the chunk's 8 bias values already loaded: ``bw``."""
-        o = row * ldc + col
-        r0 = fin_word(cs[ci], cs[ci + 1], bw[0], bw[0], act, flags)
-        r1 = fin_word(cs[ci + 2], cs[ci + 3], bw[1], bw[1], act, flags)
-        r2 = fin_word(cs[ci + 4], cs[ci + 5], bw[2], bw[2], act, flags)
-        r3 = fin_word(cs[ci + 6], cs[ci + 7], bw[3], bw[3], act, flags)
-        if flags & F_PREACT:
-            st_global_v4(aux, o, r0[1], r1[1], r2[1], r3[1])
-        st_global_v4(out, o, r0[0], r1[0], r2[0], r3[0])
+        vec_words(cs, ci, row * ldc + col, bw, zero4, aux, out, act, flags)
 
     return chunk_pre if preloaded else chunk
 
@@ -1501,6 +1507,28 @@ def make_act_grad_kernel(dtype, vec, threads=ACT_GRAD_THREADS):
                   (arr, arr, arr, _I64, _I64))
 
 
+@functools.lru_cache(maxsize=None)
+def make_restride_kernel(dtype, threads=ACT_GRAD_THREADS):
+    """Kernel ``(src, dst, rows, cols, lds, ldd)``: ``dst[r * ldd + c] = src[r * lds + c]``
+    for ``c < cols`` and 0 for ``cols <= c < ldd``, ``r < rows``: a GEMM operand copied
+    to rows that start 16-byte aligned (``ldd`` a multiple of 8 elements), the padding
+    zeroed. Raw element copies (bit for bit). Grid: ``cdiv(rows * ldd, threads)``."""
+
+    def kernel(src, dst, rows, cols, lds, ldd):
+        """dst [rows, ldd] <- src [rows, cols] (row stride lds), zero padded."""
+        i = cuda.grid(1)
+        if i < rows * ldd:
+            r = i // ldd
+            c = i - r * ldd
+            if c < cols:
+                dst[i] = src[r * lds + c]
+            else:
+                dst[i] = 0
+
+    arr = _storage(dtype)
+    return Kernel(f"linear_restride_{dtype}", kernel, (arr, arr, _I64, _I64, _I64, _I64))
+
+
 # ---------------------------------------------------------------------------
 # Launch
 # ---------------------------------------------------------------------------
@@ -1553,15 +1581,26 @@ def _hopper(device):
     return cuda.gpus[device].compute_capability[0] == 9
 
 
-def wgmma_auto(role, Mg, Ng, sms):
-    """The default's wgmma tiling for a GEMM with an ``Mg x Ng`` output on a Hopper GPU
-    of ``sms`` multiprocessors, or None (``mma.sync``): see :func:`use_wgmma`."""
+def _role_tiling(role, Kg):
+    """The wgmma tiling of ``role`` with reduction length ``Kg``: :data:`WG_LARGE` where
+    set, else :data:`WG_ROLE`'s (the forward by K, see :data:`WG_FWD_LONG_K`)."""
+    if WG_LARGE is not None:
+        return WG_LARGE
+    if role == "fwd" and Kg >= WG_FWD_LONG_K:
+        role = "fwd_long_k"
+    return WG_ROLE[role]
+
+
+def wgmma_auto(role, Mg, Ng, sms, Kg=0):
+    """The default's wgmma tiling for a GEMM with an ``Mg x Ng`` output and reduction
+    length ``Kg`` on a Hopper GPU of ``sms`` multiprocessors, or None (``mma.sync``):
+    see :func:`use_wgmma`."""
     if cdiv(Mg, 128) * cdiv(Ng, 128) < WG_MIN_TILES_PER_SM * sms:
         return None
-    return WG_LARGE or WG_ROLE[role]
+    return _role_tiling(role, Kg)
 
 
-def _wgmma_for(role, dtype, vec_ab, device, Mg, Ng):
+def _wgmma_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
     """The :class:`WgmmaConfig` this GEMM runs with on wgmma (WG_SIM / WG_LARGE /
     WG_ROLE, read per call so tests and benchmarks can patch them), or None for
     mma.sync. The simulator runs wgmma only when forced (use_wgmma(True))."""
@@ -1574,8 +1613,8 @@ def _wgmma_for(role, dtype, vec_ab, device, Mg, Ng):
     if not _hopper(ordinal):
         return None
     if mode:
-        return WG_LARGE or WG_ROLE[role]
-    return wgmma_auto(role, Mg, Ng, sm_count(ordinal))
+        return _role_tiling(role, Kg)
+    return wgmma_auto(role, Mg, Ng, sm_count(ordinal), Kg)
 
 
 def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None):
@@ -1632,15 +1671,52 @@ def _vec_ab(dtype, a_ok, b_ok, lda, ldb):
     return dtype != "float32" and a_ok and b_ok and (lda * 2) % 16 == 0 and (ldb * 2) % 16 == 0
 
 
+# A 16-bit GEMM whose A or B rows do not all start 16-byte aligned (K = 1023, an
+# offset view) loads element by element on mma.sync. From this many multiply-adds it
+# copies such an operand to aligned rows first (make_restride_kernel: one read and one
+# write of the operand) and runs the 16-byte loads, on wgmma where its rule takes it.
+RESTRIDE_MIN_MACS = 1 << 24
+
+
+def _operand_extent(role, which, Mg, Ng, Kg):
+    """(rows, cols) of GEMM operand ``which`` ('a' or 'b') of ``role``: fwd A = x
+    [Mg, Kg], B = weight [Ng, Kg]; dgrad A = grad_z [Mg, Kg], B = weight [Kg, Ng];
+    wgrad A = grad_z [Kg, Mg], B = x [Kg, Ng]."""
+    if which == "a":
+        return (Kg, Mg) if role == "wgrad" else (Mg, Kg)
+    return (Ng, Kg) if role == "fwd" else (Kg, Ng)
+
+
+def _restrided(dtype, g, rows, cols, ld, stream, ex):
+    """(copy, its row stride): operand ``g`` (``rows`` rows of ``cols`` elements, row
+    stride ``ld``) in a new array whose rows start 16-byte aligned."""
+    ldd = cdiv(cols, 8) * 8
+    dst = ex.alloc(g, (rows * ldd,), dtype)
+    threads = ACT_GRAD_THREADS
+    ex.launch(make_restride_kernel(dtype, threads), (cdiv(rows * ldd, threads),), (threads,),
+              stream, [g, dst, rows, cols, ld, ldd])
+    return dst, ldd
+
+
 def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, flags, stream,
           ex=NOW):
-    """Launch one GEMM (arguments as the kernels take them; arrays as KernelArrays)."""
+    """Launch one GEMM (arguments as the kernels take them; arrays as KernelArrays).
+    16-bit A / B with rows not 16-byte aligned are first copied to aligned rows where
+    the GEMM has at least :data:`RESTRIDE_MIN_MACS` multiply-adds."""
     flat = [_flat(a), _flat(b), _flat(bias), _flat(aux), _flat(out)]
     ok = [_address(t) % 16 == 0 for t in flat]
     flags = _vec_flags(role, dtype, ldc, act, flags, ok[4], ok[3], ok[2])
     vec_ab = _vec_ab(dtype, ok[0], ok[1], lda, ldb)
+    if not vec_ab and dtype != "float32" and Mg * Ng * Kg >= RESTRIDE_MIN_MACS:
+        if not _vec_ab(dtype, ok[0], True, lda, 8):
+            flat[0], lda = _restrided(dtype, flat[0], *_operand_extent(role, "a", Mg, Ng, Kg),
+                                      lda, stream, ex)
+        if not _vec_ab(dtype, True, ok[1], 8, ldb):
+            flat[1], ldb = _restrided(dtype, flat[1], *_operand_extent(role, "b", Mg, Ng, Kg),
+                                      ldb, stream, ex)
+        vec_ab = True
     device = None if SIMULATOR else out.device
-    wg = _wgmma_for(role, dtype, vec_ab, device, Mg, Ng)
+    wg = _wgmma_for(role, dtype, vec_ab, device, Mg, Ng, Kg)
     if SIMULATOR or ex.recording:
         kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wg)
         ex.launch(kernel, grid, block, stream, flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags],
@@ -1659,19 +1735,31 @@ def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w
     fresh 16-byte aligned outputs y and preact ``[M, N]`` (preact ignored unless
     ``save_preact``); ``x_aligned`` / ``w_aligned``: whether x / weight start 16-byte
     aligned; ``device``: the CUDA device ordinal the tensors live on. The torch front
-    end caches one per input signature (host cost)."""
+    end caches one per input signature (host cost). None where the GEMM first copies
+    x or weight to aligned rows (:data:`RESTRIDE_MIN_MACS`): take
+    :func:`forward_record_plan` there."""
     act = ACT_CODES[activation]
     flags = (F_BIAS if has_bias else 0) | (F_PREACT if save_preact else 0)
     flags = _vec_flags("fwd", dtype, N, act, flags, True, True, True)
     vec_ab = _vec_ab(dtype, x_aligned, w_aligned, K, K)
+    if not vec_ab and dtype != "float32" and M * N * K >= RESTRIDE_MIN_MACS:
+        return None
     plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
                           (M * K, N * K, N if has_bias else M * N, M * N, M * N), device,
-                          _wgmma_for("fwd", dtype, vec_ab, device, M, N))
+                          _wgmma_for("fwd", dtype, vec_ab, device, M, N, K))
 
     def launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, pre_ptr):
         plan.launch(stream, (x_ptr, w_ptr, bias_ptr if has_bias else y_ptr,
                              pre_ptr if save_preact else y_ptr, y_ptr))
     return launch
+
+
+def forward_record_plan(x, weight, bias, activation, save_preact):
+    """A :class:`~numba_fused.plan.Plan` of :func:`linear_act_forward` for inputs of
+    this signature (validated, contiguous, non-empty): inputs ``(x, weight, bias or
+    None)``, outputs ``(y, preact or None)``. GPU only."""
+    rec = Recorder(_plan_inputs(x, weight, bias))
+    return rec.plan(_forward(*rec.inputs, activation, save_preact, ex=rec))
 
 
 def _check_flag(value, name):
@@ -1725,12 +1813,20 @@ def linear_act_forward(x, weight, bias=None, activation="none", save_preact=Fals
     """
     check_activation(activation)
     save_preact = _check_flag(save_preact, "save_preact")
-    xa, wa, ba = _linear_inputs(x, weight, bias)
+    y, pre = _forward(*_linear_inputs(x, weight, bias), activation, save_preact)
+    if save_preact:
+        return y.owner, pre.owner
+    return y.owner
+
+
+def _forward(xa, wa, ba, activation, save_preact, ex=NOW):
+    """(y, preact or None) of :func:`linear_act_forward` from validated KernelArrays
+    (a plan's launcher; the public function checks)."""
     N, K = wa.shape
     dtype = xa.dtype
     lead = xa.shape[:-1]
-    y = empty_like_lib(xa, lead + (N,), dtype)
-    pre = empty_like_lib(xa, lead + (N,), dtype) if save_preact else None
+    y = ex.alloc(xa, lead + (N,), dtype)
+    pre = ex.alloc(xa, lead + (N,), dtype) if save_preact else None
     M = y.size // N if N else 0
     if M and N:
         x2 = xa.reshape((M, K))
@@ -1738,10 +1834,8 @@ def linear_act_forward(x, weight, bias=None, activation="none", save_preact=Fals
         pre2 = pre.reshape((M, N)) if pre is not None else y2
         flags = (F_BIAS if ba is not None else 0) | (F_PREACT if save_preact else 0)
         _gemm("fwd", dtype, x2, wa, ba if ba is not None else y2, pre2, y2, M, N, K, K, K, N,
-              ACT_CODES[activation], flags, stream_handle(xa))
-    if save_preact:
-        return y.owner, pre.owner
-    return y.owner
+              ACT_CODES[activation], flags, stream_handle(xa), ex)
+    return y, pre
 
 
 def linear_act_dgrad(grad_out, weight, activation="none", preact=None):
@@ -2021,4 +2115,6 @@ def shipped_kernels():
     for dtype in dtypes.DTYPES:
         for vec in (True, False):
             yield make_act_grad_kernel(dtype, vec)
+    for dtype in ("float16", "bfloat16"):
+        yield make_restride_kernel(dtype)
 

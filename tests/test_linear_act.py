@@ -143,6 +143,85 @@ def test_forward_unaligned_views_take_the_element_path(dtype):
     assert_close(y, la.linear_act_ref(x, w, b, "relu"), dtype, "y")
 
 
+def _spy_restrides(monkeypatch):
+    """A list that collects (rows, cols, ld) of every operand _gemm copies to aligned rows."""
+    seen = []
+    real = la._restrided
+
+    def spy(dtype, g, rows, cols, ld, stream, ex):
+        seen.append((rows, cols, ld))
+        return real(dtype, g, rows, cols, ld, stream, ex)
+
+    monkeypatch.setattr(la, "_restrided", spy)
+    return seen
+
+
+def _all_passes(x, w, b, gy, pre_in, act):
+    """Forward (with preact), dgrad (act' of ``pre_in``) and backward, as tensors."""
+    y, pre = nf.linear_act_forward(x, w, b, act, save_preact=True)
+    d = nf.linear_act_dgrad(gy, w, act, pre_in)
+    return (y, pre, d) + tuple(nf.linear_act_backward(gy, x, w, pre, act))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_unaligned_rows_are_restrided_bit_for_bit(dtype, monkeypatch):
+    """16-bit operands whose rows do not start 16-byte aligned (K = 23 and N = 17
+    elements a row; a view one element into its buffer) are copied to aligned rows
+    for GEMMs of at least RESTRIDE_MIN_MACS multiply-adds (0 here): each role's
+    operands, with their true extents; the results are bit for bit those of the
+    element loads and within tolerance of float64."""
+    gen = torch.Generator().manual_seed(31)
+    M, K, N = 37, 23, 17
+    x, w, b = _inputs((M,), K, N, dtype, seed=30)
+    gy = _rand((M, N), dtype, gen)
+    pre_in = _rand((M, K), dtype, gen)
+    act = "gelu_tanh"
+    monkeypatch.setattr(la, "RESTRIDE_MIN_MACS", 1 << 62)
+    plain = _all_passes(x, w, b, gy, pre_in, act)
+    monkeypatch.setattr(la, "RESTRIDE_MIN_MACS", 0)
+    seen = _spy_restrides(monkeypatch)
+    with poison_outputs():
+        ours = _all_passes(x, w, b, gy, pre_in, act)
+    # fwd: x [M, K], weight [N, K]; dgrad (twice): grad [M, N], weight [N, K] read as
+    # [Kg = N, Ng = K]; wgrad: grad [M, N], x [M, K].
+    assert seen == [(M, K, K), (N, K, K), (M, N, N), (N, K, K), (M, N, N), (N, K, K),
+                    (M, N, N), (M, K, K)]
+    for a, p in zip(ours, plain):
+        assert torch.equal(a.cpu(), p.cpu())
+    ref_y, ref_pre = la.linear_act_ref(x, w, b, act, save_preact=True)
+    assert_close(ours[0], ref_y, dtype, "y")
+    assert_close(ours[2], la.linear_act_dgrad_ref(gy, w, act, pre_in), dtype, "dgrad")
+    for got, want, what in zip(ours[3:], la.linear_act_backward_ref(gy, x, w, ours[1], act),
+                               ("grad_x", "grad_weight", "grad_bias")):
+        assert_close(got, want, dtype, what)
+    # An aligned row length in a view that starts 2 bytes into its buffer.
+    buf = _rand((M * 16 + 1,), dtype, gen)
+    xv = buf[1:].view(M, 16)
+    w16 = _rand((N, 16), dtype, gen, 0.25)
+    seen.clear()
+    y = nf.linear_act_forward(xv, w16, b, "relu")
+    assert seen == [(M, 16, 16)]
+    assert torch.equal(y.cpu(), nf.linear_act_forward(xv.clone(), w16, b, "relu").cpu())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_restride_kernel_copies_and_zero_pads(dtype):
+    """make_restride_kernel: rows of ``cols`` elements from stride ``lds`` to ``ldd``,
+    bit for bit, the padding zeroed (poisoned before)."""
+    from interop.dlpack import as_kernel_array
+
+    rows, cols, lds, ldd = 5, 13, 19, 16
+    src = _rand((rows * lds,), dtype, torch.Generator().manual_seed(32))
+    dst = torch.full((rows * ldd,), float("nan"), dtype=src.dtype, device=src.device)
+    k = la.make_restride_kernel(dtype, 64)
+    k.launch((2,), (64,), 0, [as_kernel_array(src, "src"), as_kernel_array(dst, "dst"),
+                              rows, cols, lds, ldd])
+    got = dst.view(rows, ldd).cpu()
+    want = src.view(rows, lds)[:, :cols].cpu()
+    assert torch.equal(got[:, :cols], want)
+    assert not got[:, cols:].float().any()
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("cfg", [la.GemmConfig(32, 64, 32, 16, 32, 2, 1),
                                  la.GemmConfig(16, 32, 16, 16, 16, 4, 3),
@@ -501,6 +580,46 @@ def test_large_forward_backward_vs_torch(dtype):
     assert_close(gb, rb, dtype, "grad_bias")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_ragged_rows_vs_torch_through_both_front_ends(dtype, monkeypatch):
+    """M = 1000, K = 1023, N = 4097 (rows of x, weight and grad_out not 16-byte aligned):
+    the GEMMs copy their operands to aligned rows (the wgmma kernels on sm_90); forward
+    and backward within 2x torch's error against float64, at array level and through
+    interop.torch, whose cached plan replays the copies (second call, bit for bit)."""
+    from interop.torch import linear_act
+
+    x, w, b = _inputs((1000,), 1023, 4097, dtype, seed=120)
+    seen = _spy_restrides(monkeypatch)
+    y, pre = nf.linear_act_forward(x, w, b, "gelu_tanh", save_preact=True)
+    assert len(seen) == 2
+    x64, w64, b64 = x.double(), w.double(), b.double()
+    z64 = F.linear(x64, w64, b64)
+    ref_y = F.gelu(z64, approximate="tanh")
+    _assert_vs_torch(y, F.gelu(F.linear(x, w, b), approximate="tanh"), ref_y, dtype, "y")
+    assert_close(pre, z64, dtype, "preact")
+    go = _rand(y.shape, dtype, torch.Generator().manual_seed(121))
+    gx, gw, gb = nf.linear_act_backward(go, x, w, pre, "gelu_tanh")
+    xt, wt, bt = (t.clone().requires_grad_() for t in (x, w, b))
+    F.gelu(F.linear(xt, wt, bt), approximate="tanh").backward(go)
+    x6, w6, b6 = (t.clone().requires_grad_() for t in (x64, w64, b64))
+    F.gelu(F.linear(x6, w6, b6), approximate="tanh").backward(go.double())
+    for ours, theirs, ref, what in ((gx, xt.grad, x6.grad, "grad_x"),
+                                    (gw, wt.grad, w6.grad, "grad_weight"),
+                                    (gb, bt.grad, b6.grad, "grad_bias")):
+        assert_close(ours, ref, dtype, what)
+        _assert_vs_torch(ours, theirs, ref, dtype, what)
+    results = []
+    for _ in range(2):  # the first call records the plan, the second replays it
+        xi, wi, bi = (t.clone().requires_grad_() for t in (x, w, b))
+        yi = linear_act(xi, wi, bi, "gelu_tanh")
+        yi.backward(go)
+        results.append((yi.detach(), xi.grad, wi.grad, bi.grad))
+    assert torch.equal(results[0][0], y)
+    for a, c in zip(*results):
+        assert torch.equal(a, c)
+
+
 def _sass(kernel, tmp_path):
     """SASS of a compiled kernel: numba's nvdisasm path, else cuobjdump, else skip."""
     try:
@@ -539,7 +658,7 @@ def test_shipped_kernels_compile_without_spills(kernel):
 
     with offline_compile():
         ptx = kernel.ptx()
-    if "simt" not in kernel.name and "act_grad" not in kernel.name:
+    if not any(part in kernel.name for part in ("simt", "act_grad", "restride")):
         assert "mma.sync.aligned.m16n8k16.row.col.f32" in ptx
         assert "ldmatrix.sync.aligned.m8n8.x4" in ptx
         if "_vec_" in kernel.name:

@@ -554,30 +554,35 @@ def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
 
 def test_default_picks_wgmma_by_output_size(monkeypatch):
     """The default (use_wgmma(None)) on a Hopper GPU: wgmma for outputs with at least
-    one 128x128 tile per SM, on the role's tiling (forward v3b, dgrad / wgrad v4, or
-    WG_LARGE where pinned); mma.sync below, and everywhere under use_wgmma(False).
-    The simulator (no Hopper to pick for) keeps mma.sync unless forced."""
+    one 128x128 tile per SM, on the role's tiling (forward v3b with the hoisted bias,
+    or v4 with it from K = WG_FWD_LONG_K; dgrad / wgrad v4; WG_LARGE where pinned);
+    mma.sync below, and everywhere under use_wgmma(False). The simulator (no Hopper
+    to pick for) keeps mma.sync unless forced."""
     from numba_fused import linear_act as la
 
     sms = 132
-    assert la.wgmma_auto("fwd", 8192, 768, sms) == la.WG_LARGE_SW128
-    assert la.wgmma_auto("dgrad", 8192, 3072, sms) == la.WG_LARGE_WS
-    assert la.wgmma_auto("wgrad", 3072, 768, sms) == la.WG_LARGE_WS
+    assert la.wgmma_auto("fwd", 8192, 768, sms, 3072) == la.WG_LARGE_SW128_HB
+    assert la.wgmma_auto("fwd", 8192, 16384, sms, la.WG_FWD_LONG_K - 1) == la.WG_LARGE_SW128_HB
+    assert la.wgmma_auto("fwd", 8192, 16384, sms, la.WG_FWD_LONG_K) == la.WG_LARGE_WS_HB
+    assert la.wgmma_auto("dgrad", 8192, 3072, sms, 768) == la.WG_LARGE_WS
+    assert la.wgmma_auto("dgrad", 8192, 3072, sms, 8192) == la.WG_LARGE_WS
+    assert la.wgmma_auto("wgrad", 3072, 768, sms, 8192) == la.WG_LARGE_WS
     # 11 x 12 = 132 tiles: one wave; 1024^3 (64 tiles) and 64 x 4096 (32) are not.
-    assert la.wgmma_auto("fwd", 1408, 1536, sms) == la.WG_LARGE_SW128
-    assert la.wgmma_auto("fwd", 1408, 1408, sms) is None
-    assert la.wgmma_auto("dgrad", 1024, 1024, sms) is None
-    assert la.wgmma_auto("fwd", 64, 4096, sms) is None
+    assert la.wgmma_auto("fwd", 1408, 1536, sms, 1024) == la.WG_LARGE_SW128_HB
+    assert la.wgmma_auto("fwd", 1408, 1408, sms, 8192) is None
+    assert la.wgmma_auto("dgrad", 1024, 1024, sms, 1024) is None
+    assert la.wgmma_auto("fwd", 64, 4096, sms, 4096) is None
     monkeypatch.setattr(la, "WG_LARGE", la.WG_V1)
-    assert la.wgmma_auto("wgrad", 4096, 4096, sms) == la.WG_V1
+    assert la.wgmma_auto("wgrad", 4096, 4096, sms, 4096) == la.WG_V1
+    assert la.wgmma_auto("fwd", 4096, 4096, sms, 8192) == la.WG_V1
     if SIMULATOR:
-        assert la._wgmma_for("fwd", "float16", True, None, 4096, 4096) is None
+        assert la._wgmma_for("fwd", "float16", True, None, 4096, 4096, 4096) is None
         with la.use_wgmma():
-            assert la._wgmma_for("fwd", "float16", True, None, 4096, 4096) == la.WG_SIM
+            assert la._wgmma_for("fwd", "float16", True, None, 4096, 4096, 4096) == la.WG_SIM
     with la.use_wgmma(False):
-        assert la._wgmma_for("fwd", "float16", True, None, 4096, 4096) is None
-    assert la._wgmma_for("fwd", "float32", True, None, 4096, 4096) is None
-    assert la._wgmma_for("fwd", "float16", False, None, 4096, 4096) is None
+        assert la._wgmma_for("fwd", "float16", True, None, 4096, 4096, 4096) is None
+    assert la._wgmma_for("fwd", "float32", True, None, 4096, 4096, 4096) is None
+    assert la._wgmma_for("fwd", "float16", False, None, 4096, 4096, 4096) is None
 
 
 @pytest.mark.ptx

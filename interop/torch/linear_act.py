@@ -24,6 +24,7 @@ import torch
 
 from numba_fused import linear_act as _la
 from numba_fused.activations import ACTIVATIONS, check_activation
+from numba_fused.plan import Plan
 
 from ._fast import (ENABLED, PlanCache, aligned16, dtype_name, function_apply, raw_stream,
                     run_plan)
@@ -50,10 +51,17 @@ def _forward(x, weight, bias, activation, save):
         res = _la.linear_act_forward(x, weight, bias, activation, save_preact=save)
         if ENABLED[0] and x.numel() and weight.numel():
             N, K = weight.shape
-            _FWD_PLANS.put(key, _la.forward_plan(x.numel() // K, N, K, dtype_name(x.dtype),
-                                                 bias is not None, save, activation,
-                                                 x_ok, w_ok, x.device.index))
+            launch = _la.forward_plan(x.numel() // K, N, K, dtype_name(x.dtype),
+                                      bias is not None, save, activation, x_ok, w_ok,
+                                      x.device.index)
+            if launch is None:  # x or weight is first copied to aligned rows
+                launch = _la.forward_record_plan(x, weight, bias, activation, save)
+            _FWD_PLANS.put(key, launch)
         return res if save else (res, None)
+    if isinstance(launch, Plan):
+        y, pre = run_plan(launch, x, (x.data_ptr(), weight.data_ptr(),
+                                      0 if bias is None else bias.data_ptr()))
+        return y, pre
     y = torch.empty(x.shape[:-1] + weight.shape[:1], dtype=x.dtype, device=x.device)
     pre = torch.empty_like(y) if save else None
     launch(raw_stream(x.device), x.data_ptr(), weight.data_ptr(),
