@@ -1507,26 +1507,63 @@ def make_act_grad_kernel(dtype, vec, threads=ACT_GRAD_THREADS):
                   (arr, arr, arr, _I64, _I64))
 
 
-@functools.lru_cache(maxsize=None)
-def make_restride_kernel(dtype, threads=ACT_GRAD_THREADS):
-    """Kernel ``(src, dst, rows, cols, lds, ldd)``: ``dst[r * ldd + c] = src[r * lds + c]``
-    for ``c < cols`` and 0 for ``cols <= c < ldd``, ``r < rows``: a GEMM operand copied
-    to rows that start 16-byte aligned (``ldd`` a multiple of 8 elements), the padding
-    zeroed. Raw element copies (bit for bit). Grid: ``cdiv(rows * ldd, threads)``."""
+RESTRIDE_PER_THREAD = 8
+# 128 threads x 8 columns: a block spans 1024 columns, so K = 1023-wide rows keep every
+# thread busy and an SM 16 blocks of 2-byte loads in flight (256-thread blocks left
+# half their threads idle there: 10-15 us for an 8 MB weight on the H200).
+RESTRIDE_THREADS = 128
 
-    def kernel(src, dst, rows, cols, lds, ldd):
+
+@functools.lru_cache(maxsize=None)
+def make_restride_kernel(dtype, fuse_act=False, threads=RESTRIDE_THREADS):
+    """Kernel ``(src, pre, dst, rows, cols, lds, ldd, act)``: for ``r < rows``,
+    ``dst[r * ldd + c] = src[r * lds + c]`` for ``c < cols`` and 0 for ``cols <= c <
+    ldd``: a GEMM operand copied to rows that start 16-byte aligned (``ldd`` a multiple
+    of 8 elements), the padding zeroed; raw element copies (bit for bit). With
+    ``fuse_act`` the copied value is ``src * act'(pre)`` (``pre`` laid out as ``src``;
+    activation code ``act``), rounded once as :func:`make_act_grad_kernel` rounds it;
+    without, ``pre`` and ``act`` are unused.
+
+    Grid ``(cdiv(ldd, threads * RESTRIDE_PER_THREAD), min(rows, 65535))``: block
+    (x, y) covers a span of ``threads * RESTRIDE_PER_THREAD`` columns of rows y,
+    y + gridDim.y, ...; each thread takes every ``threads``-th column of it, so each
+    warp-wide access is contiguous (no index division: the first version divided by
+    ldd per element, 12-16 us for an 8 MB weight on the H200)."""
+    load = dtypes.loader(dtype)
+    store = dtypes.storer(dtype)
+    per = RESTRIDE_PER_THREAD
+    elem = dtypes.numba_storage_type(dtype)
+
+    def kernel(src, pre, dst, rows, cols, lds, ldd, act):
         """dst [rows, ldd] <- src [rows, cols] (row stride lds), zero padded."""
-        i = cuda.grid(1)
-        if i < rows * ldd:
-            r = i // ldd
-            c = i - r * ldd
-            if c < cols:
-                dst[i] = src[r * lds + c]
-            else:
-                dst[i] = 0
+        c0 = cuda.blockIdx.x * (cuda.blockDim.x * per) + cuda.threadIdx.x
+        # A thread's loads all issue before any arithmetic or store: interleaved, each
+        # store (which may alias the next load, for all the compiler knows) or the
+        # activation's branches waited for the load before it, a memory round trip
+        # per element (2-3x the copy's time).
+        gw = cuda.local.array(per, elem)
+        pw = cuda.local.array(per, elem)
+        for r in range(cuda.blockIdx.y, rows, cuda.gridDim.y):
+            s = r * lds
+            d = r * ldd
+            for j in range(per):
+                c = c0 + j * cuda.blockDim.x
+                gw[j] = 0
+                pw[j] = 0
+                if c < cols:
+                    gw[j] = src[s + c]
+                    if fuse_act:
+                        pw[j] = pre[s + c]
+            for j in range(per):
+                c = c0 + j * cuda.blockDim.x
+                if fuse_act and c < cols:
+                    store(dst, d + c, load(gw, j) * act_grad_by_code(act, load(pw, j)))
+                elif c < ldd:
+                    dst[d + c] = gw[j]
 
     arr = _storage(dtype)
-    return Kernel(f"linear_restride_{dtype}", kernel, (arr, arr, _I64, _I64, _I64, _I64))
+    name = f"linear_restride_{dtype}" + ("_act" if fuse_act else "")
+    return Kernel(name, kernel, (arr, arr, arr, _I64, _I64, _I64, _I64, _I64))
 
 
 # ---------------------------------------------------------------------------
@@ -1687,15 +1724,24 @@ def _operand_extent(role, which, Mg, Ng, Kg):
     return (Ng, Kg) if role == "fwd" else (Kg, Ng)
 
 
-def _restrided(dtype, g, rows, cols, ld, stream, ex):
+def _restrided(dtype, g, rows, cols, ld, stream, ex, pre=None, act=0):
     """(copy, its row stride): operand ``g`` (``rows`` rows of ``cols`` elements, row
-    stride ``ld``) in a new array whose rows start 16-byte aligned."""
+    stride ``ld``) in a new array whose rows start 16-byte aligned; with ``pre`` (laid
+    out as g) the copy holds ``g * act'(pre)`` for activation code ``act``."""
     ldd = cdiv(cols, 8) * 8
     dst = ex.alloc(g, (rows * ldd,), dtype)
-    threads = ACT_GRAD_THREADS
-    ex.launch(make_restride_kernel(dtype, threads), (cdiv(rows * ldd, threads),), (threads,),
-              stream, [g, dst, rows, cols, ld, ldd])
+    threads = RESTRIDE_THREADS
+    grid = (cdiv(ldd, threads * RESTRIDE_PER_THREAD), min(rows, 65535))
+    ex.launch(make_restride_kernel(dtype, pre is not None, threads), grid, (threads,), stream,
+              [g, g if pre is None else pre, dst, rows, cols, ld, ldd, act])
     return dst, ldd
+
+
+def _restride_wanted(dtype, arr, ld, macs):
+    """Whether _gemm copies 16-bit operand ``arr`` (row stride ``ld``) of a GEMM of
+    ``macs`` multiply-adds to aligned rows."""
+    return (dtype != "float32" and macs >= RESTRIDE_MIN_MACS
+            and not _vec_ab(dtype, _address(arr) % 16 == 0, True, ld, 8))
 
 
 def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, flags, stream,
@@ -1708,10 +1754,10 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
     flags = _vec_flags(role, dtype, ldc, act, flags, ok[4], ok[3], ok[2])
     vec_ab = _vec_ab(dtype, ok[0], ok[1], lda, ldb)
     if not vec_ab and dtype != "float32" and Mg * Ng * Kg >= RESTRIDE_MIN_MACS:
-        if not _vec_ab(dtype, ok[0], True, lda, 8):
+        if _restride_wanted(dtype, flat[0], lda, Mg * Ng * Kg):
             flat[0], lda = _restrided(dtype, flat[0], *_operand_extent(role, "a", Mg, Ng, Kg),
                                       lda, stream, ex)
-        if not _vec_ab(dtype, True, ok[1], 8, ldb):
+        if _restride_wanted(dtype, flat[1], ldb, Mg * Ng * Kg):
             flat[1], ldb = _restrided(dtype, flat[1], *_operand_extent(role, "b", Mg, Ng, Kg),
                                       ldb, stream, ex)
         vec_ab = True
@@ -1888,14 +1934,31 @@ def _act_grad_mul(ga, pa, code, ex=NOW):
     return out
 
 
-def _wgrad(gz2, x2, M, N, K, need_bias, stream, ex=NOW):
-    """(grad_weight [N, K], grad_bias [N] or None) from grad_z [M, N] and x [M, K]."""
+def _wgrad(gz2, x2, M, N, K, need_bias, stream, ex=NOW, ldz=None):
+    """(grad_weight [N, K], grad_bias [N] or None) from grad_z [M, N] (row stride
+    ``ldz``, default N) and x [M, K]."""
     gw = ex.alloc(gz2, (N, K), gz2.dtype)
     gb = ex.alloc(gz2, (N,), gz2.dtype) if need_bias else None
     if N and (K or need_bias):
-        _gemm("wgrad", gz2.dtype, gz2, x2, gb if gb is not None else gw, gw, gw, N, K, M, N, K,
-              K, 0, F_BIAS if need_bias else 0, stream, ex)
+        _gemm("wgrad", gz2.dtype, gz2, x2, gb if gb is not None else gw, gw, gw, N, K, M,
+              ldz or N, K, K, 0, F_BIAS if need_bias else 0, stream, ex)
     return gw, gb
+
+
+def _grad_z(g2, p2, activation, K, stream, ex=NOW):
+    """(grad_z, its row stride) of linear_act's backward from grad_out ``g2`` ``[M, N]``
+    and preact ``p2`` (None for 'none'): ``g2 * act'(p2)``, or g2 itself. Where the two
+    GEMMs would each copy grad_z to aligned rows (:data:`RESTRIDE_MIN_MACS`), it is
+    written once with aligned rows instead (the activation's gradient in the same
+    pass), and both read that copy."""
+    M, N = g2.shape
+    code = ACT_CODES[activation]
+    if M and _restride_wanted(g2.dtype, g2, N, M * N * K):
+        return _restrided(g2.dtype, _flat(g2), M, N, N, stream, ex,
+                          None if activation == "none" else _flat(p2), code)
+    if activation != "none":
+        return _act_grad_mul(g2, p2, code, ex), N
+    return g2, N
 
 
 def _grads(ga, xa, wa, pa, activation, need_x, need_w, need_b, ex=NOW):
@@ -1907,17 +1970,16 @@ def _grads(ga, xa, wa, pa, activation, need_x, need_w, need_b, ex=NOW):
     M = ga.size // N
     dtype = ga.dtype
     stream = stream_handle(ga)
-    gz2 = ga.reshape((M, N))
-    if activation != "none":
-        gz2 = _act_grad_mul(gz2, pa.reshape((M, N)), ACT_CODES[activation], ex)
+    gz, ldz = _grad_z(ga.reshape((M, N)), None if pa is None else pa.reshape((M, N)),
+                      activation, K, stream, ex)
     gx = None
     if need_x:
         gx = ex.alloc(ga, xa.shape, dtype)
         gx2 = gx.reshape((M, K))
-        _gemm("dgrad", dtype, gz2, wa, gx2, gx2, gx2, M, K, N, N, K, K, 0, 0, stream, ex)
+        _gemm("dgrad", dtype, gz, wa, gx2, gx2, gx2, M, K, N, ldz, K, K, 0, 0, stream, ex)
     gw = gb = None
     if need_w or need_b:
-        gw, gb = _wgrad(gz2, xa.reshape((M, K)), M, N, K, need_b, stream, ex)
+        gw, gb = _wgrad(gz, xa.reshape((M, K)), M, N, K, need_b, stream, ex, ldz)
     return gx, (gw if need_w else None), gb
 
 
@@ -2040,15 +2102,13 @@ def linear_act_backward(grad_out, x, weight, preact=None, activation="none"):
     lead = xa.shape[:-1]
     M = int(np.prod(lead, dtype=np.int64))
     stream = stream_handle(ga)
-    g2 = ga.reshape((M, N))
-    gz2 = g2
-    if activation != "none":
-        gz2 = _act_grad_mul(g2, pa.reshape((M, N)), ACT_CODES[activation])
+    gz, ldz = _grad_z(ga.reshape((M, N)), None if pa is None else pa.reshape((M, N)),
+                      activation, K, stream)
     gx = empty_like_lib(ga, lead + (K,), dtype)
     if M and K:
         gx2 = gx.reshape((M, K))
-        _gemm("dgrad", dtype, gz2, wa, gx2, gx2, gx2, M, K, N, N, K, K, 0, 0, stream)
-    gw, gb = _wgrad(gz2, xa.reshape((M, K)), M, N, K, True, stream)
+        _gemm("dgrad", dtype, gz, wa, gx2, gx2, gx2, M, K, N, ldz, K, K, 0, 0, stream)
+    gw, gb = _wgrad(gz, xa.reshape((M, K)), M, N, K, True, stream, ldz=ldz)
     return gx.owner, gw.owner, gb.owner
 
 
@@ -2116,5 +2176,6 @@ def shipped_kernels():
         for vec in (True, False):
             yield make_act_grad_kernel(dtype, vec)
     for dtype in ("float16", "bfloat16"):
-        yield make_restride_kernel(dtype)
+        for fuse_act in (False, True):
+            yield make_restride_kernel(dtype, fuse_act)
 

@@ -148,9 +148,9 @@ def _spy_restrides(monkeypatch):
     seen = []
     real = la._restrided
 
-    def spy(dtype, g, rows, cols, ld, stream, ex):
+    def spy(dtype, g, rows, cols, ld, *more):
         seen.append((rows, cols, ld))
-        return real(dtype, g, rows, cols, ld, stream, ex)
+        return real(dtype, g, rows, cols, ld, *more)
 
     monkeypatch.setattr(la, "_restrided", spy)
     return seen
@@ -182,10 +182,11 @@ def test_unaligned_rows_are_restrided_bit_for_bit(dtype, monkeypatch):
     seen = _spy_restrides(monkeypatch)
     with poison_outputs():
         ours = _all_passes(x, w, b, gy, pre_in, act)
-    # fwd: x [M, K], weight [N, K]; dgrad (twice): grad [M, N], weight [N, K] read as
-    # [Kg = N, Ng = K]; wgrad: grad [M, N], x [M, K].
+    # fwd: x [M, K], weight [N, K]; dgrad: grad [M, N], weight [N, K] read as [Kg = N,
+    # Ng = K]; backward: grad_z [M, N] written once with aligned rows (act' fused) for
+    # both GEMMs, then dgrad's weight and wgrad's x [M, K].
     assert seen == [(M, K, K), (N, K, K), (M, N, N), (N, K, K), (M, N, N), (N, K, K),
-                    (M, N, N), (M, K, K)]
+                    (M, K, K)]
     for a, p in zip(ours, plain):
         assert torch.equal(a.cpu(), p.cpu())
     ref_y, ref_pre = la.linear_act_ref(x, w, b, act, save_preact=True)
@@ -205,20 +206,30 @@ def test_unaligned_rows_are_restrided_bit_for_bit(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_restride_kernel_copies_and_zero_pads(dtype):
+@pytest.mark.parametrize("fuse_act", [False, True], ids=["copy", "act"])
+def test_restride_kernel_copies_and_zero_pads(dtype, fuse_act):
     """make_restride_kernel: rows of ``cols`` elements from stride ``lds`` to ``ldd``,
-    bit for bit, the padding zeroed (poisoned before)."""
+    bit for bit (or times act'(pre), as the activation-gradient kernel rounds it), the
+    padding zeroed (poisoned before); more rows than the grid's y extent."""
     from interop.dlpack import as_kernel_array
 
-    rows, cols, lds, ldd = 5, 13, 19, 16
-    src = _rand((rows * lds,), dtype, torch.Generator().manual_seed(32))
+    rows, cols, lds, ldd, threads = 7, 13, 19, 16, 4
+    gen = torch.Generator().manual_seed(32)
+    src = _rand((rows * lds,), dtype, gen)
+    pre = _rand((rows * lds,), dtype, gen)
     dst = torch.full((rows * ldd,), float("nan"), dtype=src.dtype, device=src.device)
-    k = la.make_restride_kernel(dtype, 64)
-    k.launch((2,), (64,), 0, [as_kernel_array(src, "src"), as_kernel_array(dst, "dst"),
-                              rows, cols, lds, ldd])
+    code = la.ACT_CODES["gelu_tanh"]
+    k = la.make_restride_kernel(dtype, fuse_act, threads)
+    grid = (-(-ldd // (threads * la.RESTRIDE_PER_THREAD)), 3)
+    k.launch(grid, (threads,), 0, [as_kernel_array(t, n) for t, n in
+                                   ((src, "src"), (pre, "pre"), (dst, "dst"))]
+             + [rows, cols, lds, ldd, code])
     got = dst.view(rows, ldd).cpu()
-    want = src.view(rows, lds)[:, :cols].cpu()
-    assert torch.equal(got[:, :cols], want)
+    want = src.view(rows, lds)[:, :cols]
+    if fuse_act:
+        want = nf.activation_backward(want.contiguous(),
+                                      pre.view(rows, lds)[:, :cols].contiguous(), "gelu_tanh")
+    assert torch.equal(got[:, :cols], want.cpu())
     assert not got[:, cols:].float().any()
 
 
