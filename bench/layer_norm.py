@@ -5,6 +5,7 @@ inputs rotated beyond L2, random data).
     python bench/layer_norm.py                       # the default sweep
     python bench/layer_norm.py --shapes 16384x4096 --dtypes float16 --dirs fwd bwd
     python bench/layer_norm.py --providers numba numba_det torch --json out.json
+    python bench/layer_norm.py --from-json out.json --plot bench/results   # plots, no GPU
 
 Providers:
     numba        our kernels as users get them (deterministic=False: per-block partials,
@@ -74,7 +75,57 @@ def build_parser():
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
     p.add_argument("--no-overhead", action="store_true", help="skip the host launch-cost probe")
     p.add_argument("--json", help="write the result dicts here")
+    p.add_argument("--plot", metavar="DIR",
+                   help="write <op>_sweep.png here: GB/s against N per provider (needs matplotlib)")
+    p.add_argument("--from-json", metavar="FILE",
+                   help="no GPU run: read the results of an earlier --json (for --plot / the table)")
     return p
+
+
+def plot_sweep(results, out_dir):
+    """One PNG per op (``<op>_sweep.png``): GB/s against N (log scale) per provider, a
+    panel per (direction, dtype), the copy bandwidth as a dashed line. Returns the
+    paths written ([] without matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    timed = [r for r in results if "GB/s" in r]
+    paths = []
+    for op in sorted({r["op"] for r in timed}):
+        rows = [r for r in timed if r["op"] == op]
+        panels = sorted({(r["dir"], r["dtype"]) for r in rows},
+                        key=lambda k: (k[0] != "fwd", DTYPES.index(k[1])))
+        dtypes = [d for d in DTYPES if any(p[1] == d for p in panels)]
+        dirs = [d for d in ("fwd", "bwd") if any(p[0] == d for p in panels)]
+        fig, axes = plt.subplots(len(dirs), len(dtypes), figsize=(4.2 * len(dtypes), 3.4 * len(dirs)),
+                                 squeeze=False, sharex=True)
+        for i, direction in enumerate(dirs):
+            for j, dtype in enumerate(dtypes):
+                ax = axes[i][j]
+                sub = [r for r in rows if r["dir"] == direction and r["dtype"] == dtype]
+                for prov in [q for q in PROVIDERS if any(r["provider"] == q for r in sub)]:
+                    pts = sorted((r["N"], r["GB/s"]) for r in sub if r["provider"] == prov)
+                    ax.plot([n for n, _ in pts], [g for _, g in pts], marker="o", ms=3, label=prov)
+                if sub:
+                    ax.axhline(sub[0]["copy_GB/s"], color="grey", ls="--", lw=0.8, label="copy")
+                ax.set_xscale("log", base=2)
+                ax.set_title(f"{direction} {dtype}", fontsize=9)
+                ax.set_xlabel("N (M x N = const)", fontsize=8)
+                ax.set_ylabel("GB/s", fontsize=8)
+                ax.tick_params(labelsize=7)
+        axes[0][0].legend(fontsize=7)
+        gpu = rows[0].get("gpu", "")
+        fig.suptitle(f"{op}: bandwidth against row length ({gpu})", fontsize=10)
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"{op}_sweep.png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
 
 
 def _torch_dtype(name):
@@ -424,14 +475,22 @@ def markdown(results):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    results = run(args)
+    if args.from_json:
+        with open(args.from_json) as f:
+            results = json.load(f)
+    else:
+        results = run(args)
     timed = [r for r in results if "gpu" in r]
     if timed:
         print(f"GPU: {timed[0]['gpu']}, copy bandwidth {timed[0]['copy_GB/s']:.0f} GB/s")
     print(markdown(results))
-    if args.json:
+    if args.json and not args.from_json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+    if args.plot:
+        os.makedirs(args.plot, exist_ok=True)
+        for path in plot_sweep(results, args.plot):
+            print(f"wrote {path}")
     return results
 
 

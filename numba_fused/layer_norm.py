@@ -2114,6 +2114,10 @@ _TUNING_DEFAULTS = {
     # occupancy for the kernel, block and shared memory), capped by these (None: no cap).
     "fwd_blocks_per_sm": None,
     "bwd_blocks_per_sm": None,
+    # The lean forward: persistent too (True), or, for rows of fewer than 1024
+    # threads, one pass of row slots per block (False: measured 5-16% faster on the
+    # H200 at N = 1024-8192, bench/notes_layer_norm.md v8).
+    "fwd_lean_persistent": False,
     # Tests and benchmarks: force the forward (row kernels) / backward grid, the lock
     # scheme's buffer count.
     "fwd_grid": None,
@@ -2246,13 +2250,18 @@ _LEAN_WORDS = (1, 2, 3, 4)
 
 def _fwd_lean(n, vec):
     """Whether the forward takes the lean row kernel for rows of n (16-byte groups of
-    vec): tuning's ``fwd_lean``; None picks by the A/B of 2026-11-25 (H100, M x N =
-    2^26, bench/notes_layer_norm.md v5): 16-bit rows of N >= 2048 (1.02-1.42x the
-    row kernel), and rows the row kernel would stream (float32 N = 16384: 1.35x)."""
+    vec): tuning's ``fwd_lean``; None picks by the A/Bs of 2026-11-25 (H100, v5) and
+    2026-11-26 (H200, v8; bench/notes_layer_norm.md): 16-bit rows of N >= 1024, float32
+    rows of 1024 <= N <= 8192 (4 groups a thread, one pass of row slots a block:
+    0.071-0.076 ms at 16-bit, 0.134-0.137 at float32, against the row kernel's
+    0.076-0.086 / 0.148-0.151), and rows the row kernel would stream (float32 N =
+    16384)."""
     lean = _tune["fwd_lean"]
     if (lean is not None and not lean) or _lean_layout(n, vec)[0] == 0:
         return False
-    return lean is not None or (vec == 8 and n >= 2048) or _row_layout(n, vec, "fwd")[0] == 0
+    if lean is not None or _row_layout(n, vec, "fwd")[0] == 0:
+        return True
+    return n >= 1024 and (vec == 8 or n <= 8192)
 
 
 # Dynamic shared memory the staged forward may take for one row (16-bit N = 65536
@@ -2307,15 +2316,16 @@ def _staged_layout(n, vec):
 
 
 def _lean_layout(n, vec):
-    """(words, tpr) of the lean forward: tuning's ``fwd_words`` if set; else 2
-    groups a thread for rows of at most 512 groups (measured best at 16-bit N =
-    2048 and 4096: 0.102 against 0.105 ms with 4), else the most groups per thread
-    with no idle lane, else the fewest idle lanes; (0, 0) if no layout fits 1024
-    threads."""
+    """(words, tpr) of the lean forward: tuning's ``fwd_words`` if set; else 4
+    groups a thread where that leaves no idle lane and fits 1024 threads (H200, one
+    pass of row slots a block: 16-bit N = 1024-8192 0.071-0.072 ms against 0.080-0.092
+    with 1 or 2; the persistent grid had favoured 2 on the H100), else the most groups
+    per thread with no idle lane, else the fewest idle lanes; (0, 0) if no layout fits
+    1024 threads."""
     ng = n // vec
     forced = _tune["fwd_words"]
-    if not forced and ng <= 512 and ng % 64 == 0:
-        forced = 2
+    if not forced and ng % (4 * WARP) == 0 and ng // 4 <= _MAX_BLOCK:
+        forced = 4
     best = None
     for words in ((forced,) if forced else _LEAN_WORDS):
         tpr = _round_warp(cdiv(ng, words))
@@ -2465,6 +2475,11 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         shared = 16 * words * tpr if staged else 0
         grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
                                 _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
+        # Rows of 1024 threads stay persistent (float32 N = 16384: 0.150 ms persistent,
+        # 0.160 with a block per row).
+        if (lean and tpr < _MAX_BLOCK and not _tune["fwd_lean_persistent"]
+                and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None):
+            grid = min(cdiv(m, rpb), 2**31 - 1)
     elif words:
         rpb = _rows_per_block("fwd_block", tpr, m, "fwd", vec, words)
         shared = (has_w + has_b) * words * vec * tpr * 4
