@@ -148,12 +148,10 @@ def notes(rows, errors):
 
 
 def _plot(rows, out_dir):
-    try:
-        import matplotlib
+    from bench.common import pyplot, save_figure
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return []
     paths = []
     for op in sorted({r["op"] for r in rows if r.get("median_ms") is not None}):
@@ -177,11 +175,7 @@ def _plot(rows, out_dir):
         ax.set_ylabel("median time (ms)")
         ax.set_title(f"{op}: time per call (lower is better)")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = os.path.join(out_dir, f"{op}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        save_figure(fig, out_dir, f"{op}.png", paths)
     return paths
 
 

@@ -268,3 +268,30 @@ def to_cupy(t):
 def note_row(op, provider, note, **fields):
     """A row for a provider that was not timed (not installed, unsupported, failed)."""
     return {"op": op, "provider": provider, "note": note, **fields}
+
+
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend, or None where matplotlib is
+    not installed (plots are then skipped)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def save_figure(fig, out_dir, name, paths, dpi=110):
+    """Lay out and write ``fig`` to ``out_dir/name``, close it, append the path to
+    ``paths``."""
+    import os
+
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    paths.append(path)

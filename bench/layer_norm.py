@@ -86,12 +86,8 @@ def plot_sweep(results, out_dir):
     """One PNG per op (``<op>_sweep.png``): GB/s against N (log scale) per provider, a
     panel per (direction, dtype), the copy bandwidth as a dashed line. Returns the
     paths written ([] without matplotlib)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = common.pyplot()
+    if plt is None:
         return []
     timed = [r for r in results if "GB/s" in r]
     paths = []
@@ -120,11 +116,7 @@ def plot_sweep(results, out_dir):
         axes[0][0].legend(fontsize=7)
         gpu = rows[0].get("gpu", "")
         fig.suptitle(f"{op}: bandwidth against row length ({gpu})", fontsize=10)
-        fig.tight_layout()
-        path = os.path.join(out_dir, f"{op}_sweep.png")
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
+        common.save_figure(fig, out_dir, f"{op}_sweep.png", paths, dpi=100)
     return paths
 
 
