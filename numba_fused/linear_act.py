@@ -36,8 +36,11 @@ both the cp.async writes and every ldmatrix phase free of bank conflicts without
 padding. Block ids are reordered in groups of ``GROUP_M`` row-tiles (the seed's
 GROUP_M) so that concurrently running blocks share A and B tiles in L2.
 When an operand's rows are not 16-byte aligned (a leading dimension not a
-multiple of 8) the tiles are filled by ordinary element loads instead
-(``vec=False``): same pipeline, synchronous copies.
+multiple of 8, or an offset view) the tiles are filled by ordinary element loads
+instead (``vec=False``): same pipeline, synchronous copies. GEMMs of at least
+``RESTRIDE_MIN_MACS`` multiply-adds first copy such operands to aligned rows
+(``make_restride_kernel``; the backward writes grad_z that way once, act' fused) and
+keep the 16-byte loads, on wgmma where its rule takes them.
 
 The epilogue works on the accumulator fragments directly: each lane holds pairs of
 adjacent columns, stored as one 32-bit word (``pack_*x2``, round to nearest even)
