@@ -727,6 +727,40 @@ _row_sum2_v2 = _row_sum2
 _row_sum_max_v2 = _row_pair(warp_max)
 
 
+def _sub_pair(second):
+    """Device function ``pair(a, b, red, buf)`` as :func:`_row_pair`'s for rows of
+    ``tpr`` = 8 or 16 threads (several rows per warp): xor-shuffles over offsets below
+    tpr only, so each row's lanes reduce among themselves; ``second`` combines two
+    values (sum or max). No shared memory, no barrier."""
+
+    @inline_device
+    def pair(a, b, red, buf):
+        tpr = cuda.blockDim.x
+        for k in range(4):
+            off = 8 >> k
+            if off < tpr:
+                a += cuda.shfl_xor_sync(FULL_MASK, a, off)
+                b = second(b, cuda.shfl_xor_sync(FULL_MASK, b, off))
+        return a, b
+
+    return pair
+
+
+@inline_device
+def _add(a, b):
+    return a + b
+
+
+_sub_sum2 = _sub_pair(_add)
+_sub_sum_max = _sub_pair(max)
+
+
+@inline_device
+def _sub_sum(v, red, buf):
+    """:func:`_row_sum_v2` for rows of 8 or 16 threads (see :func:`_sub_pair`)."""
+    return _sub_sum2(v, np.float32(0.0), red, buf)[0]
+
+
 @inline_device
 def _row_sum_v2(v, red, buf):
     """Sum of ``v`` over the row's threads (block ``(tpr, rows)``), to all of them.
@@ -943,7 +977,8 @@ def _group_guards(full):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
-                        lean=False, staged=False, welford=False, compensated=False):
+                        lean=False, staged=False, welford=False, compensated=False,
+                        subwarp=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -961,7 +996,10 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     compensated: the lean or staged LayerNorm kernel takes the deviations about a
     coarse centre, free of mu's rounding bias (the streaming kernel carries TwoSum
     terms instead): see :func:`_lean_forward`.
+    subwarp: the lean kernel for rows of 8 or 16 threads (several rows per warp).
     """
+    if subwarp and (not lean or welford or staged):
+        raise ValueError("sub-warp rows are the lean kernel's, two-pass statistics only")
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if welford and not lean:
@@ -979,7 +1017,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
         return _lean_forward(dtype, rms, has_w, has_b, words, full, welford,
-                             compensated=compensated)
+                             compensated=compensated, subwarp=subwarp)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1274,7 +1312,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=False,
-                  compensated=False):
+                  compensated=False, subwarp=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``welford``: LayerNorm's statistics in one barrier round; ``staged``: the row in
     shared memory; ``compensated``: deviations about a coarse centre; see below).
@@ -1323,7 +1361,12 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
     mean = c + dmu, dmu = sum(d) / n. Simulated on the failing rows (numpy float32,
     the kernel's sum order): 2.8e-7 (fp16) / 3.0e-7 (bf16) of the mean at N = 65536,
     exact on one-binade rows, where TwoSum terms (the first form of this flag: +12
-    instructions an element, +25% time) gave 7e-7 / 2e-6."""
+    instructions an element, +25% time) gave 7e-7 / 2e-6.
+
+    subwarp: rows of tpr = 8 or 16 threads, 32 / tpr rows a warp (short rows: 16-bit
+    N = 512 is 64 groups, 16 threads of 4); the reductions shuffle over offsets below
+    tpr (:func:`_sub_pair`) and slots past the last row keep looping with their warp,
+    as with several warps a row. The block must hold whole warps."""
     if welford and rms:
         raise ValueError("welford statistics are LayerNorm's (RMSNorm has one reduction)")
     vec = _vec_of(dtype, True)
@@ -1337,7 +1380,10 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
             f"{'staged' if staged else 'lean'}{words}"
             + ("_full" if full else "") + ("_welford" if welford else "")
-            + ("_comp" if compensated else ""))
+            + ("_comp" if compensated else "") + ("_subwarp" if subwarp else ""))
+    rsum = _sub_sum if subwarp else _row_sum_v2
+    rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
+    rsum_max = _sub_sum_max if subwarp else _row_sum_max_v2
     RED = 3 if welford else 2
     NXR = 4 if staged else nraw
 
@@ -1381,8 +1427,9 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
         row = np.int32(cuda.blockIdx.x * rpb + slot)
         stride = np.int32(cuda.gridDim.x * rpb)
         m32 = np.int32(m)
-        # Several warps per row: every slot loops alike (the reductions hold barriers).
-        row_end = np.int32(m32 + slot) if tpr > WARP else m32
+        # Several warps per row: every slot loops alike (the reductions hold barriers);
+        # several rows per warp: every slot loops alike (the shuffles take the warp).
+        row_end = np.int32(m32 + slot) if tpr > WARP or subwarp else m32
         mlast = np.int32(m32 - 1)
         glast = ng - np.uint32(1)
         phase = 0
@@ -1427,7 +1474,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
             dmu = np.float32(0.0)
             mu = np.float32(0.0)
             if rms:
-                var = _row_sum_v2(s, red, phase) * inv_n
+                var = rsum(s, red, phase) * inv_n
             elif welford:
                 lmu = np.float32(0.0)
                 m2 = np.float32(0.0)
@@ -1439,10 +1486,10 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
                 var = max(m2 * inv_n, np.float32(0.0))
             else:
                 if compensated:
-                    s, amax = _row_sum_max_v2(s, amax, red, phase)
+                    s, amax = rsum_max(s, amax, red, phase)
                     mu = _coarse_centre(s / nf, amax)
                 else:
-                    mu = _row_sum_v2(s, red, phase) / nf
+                    mu = rsum(s, red, phase) / nf
                 phase ^= 1
                 sd = np.float32(0.0)
                 ss = np.float32(0.0)
@@ -1453,7 +1500,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
                             d = elem(xr, o, j) - mu
                             sd += d
                             ss += d * d
-                sd, ss = _row_sum2_v2(sd, ss, red, phase)
+                sd, ss = rsum2(sd, ss, red, phase)
                 dmu = sd * inv_n
                 var = max((ss - sd * dmu) * inv_n, np.float32(0.0))
             phase ^= 1
@@ -2033,8 +2080,8 @@ def _variants():
 def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
-    the lean (two-pass, compensated and Welford statistics) and staged forward row
-    kernels; the
+    the lean (two-pass, compensated and Welford statistics; rows of a warp or more, or
+    sub-warp rows) and staged forward row kernels; the
     streaming and scalar kernels; the dW/dB reduction."""
     for dtype in dtypes.DTYPES:
         vec = _vec_of(dtype, True)
@@ -2054,6 +2101,10 @@ def shipped_kernels():
                                               full, True, welford=True)
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               full, True, compensated=True)
+                        # Sub-warp rows (tuning fwd_subwarp): always exact layouts.
+                        for comp in ((False, True) if not rms else (False,)):
+                            yield factory(dtype, rms, has_w, has_b, True, words, True, True,
+                                          True, compensated=comp, subwarp=True)
                     for words in _STAGED_WORDS:
                         for full in (True, False):
                             for comp in ((False, True) if not rms else (False,)):
@@ -2114,6 +2165,9 @@ _TUNING_DEFAULTS = {
     # occupancy for the kernel, block and shared memory), capped by these (None: no cap).
     "fwd_blocks_per_sm": None,
     "bwd_blocks_per_sm": None,
+    # The lean forward on rows of 8 or 16 threads (several rows a warp, for short
+    # rows: 16-bit N = 512 as 16 threads of 4 groups); opt-in until measured.
+    "fwd_subwarp": False,
     # The lean forward: persistent too (True), or, for rows of fewer than 1024
     # threads, one pass of row slots per block (False: measured 5-16% faster on the
     # H200 at N = 1024-8192, bench/notes_layer_norm.md v8).
@@ -2144,7 +2198,7 @@ def tuning(**overrides):
     backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_stats ("two_pass" |
-    "welford"), fwd_grid, fwd_blocks_per_sm.
+    "welford"), fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
@@ -2324,6 +2378,10 @@ def _lean_layout(n, vec):
     1024 threads."""
     ng = n // vec
     forced = _tune["fwd_words"]
+    if _tune["fwd_subwarp"] and _tune["fwd_stats"] == "two_pass":
+        for words in ((forced,) if forced else _LEAN_WORDS[::-1]):
+            if ng % words == 0 and ng // words in (8, 16):
+                return words, ng // words
     if not forced and ng % (4 * WARP) == 0 and ng // 4 <= _MAX_BLOCK:
         forced = 4
     best = None
@@ -2465,13 +2523,16 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     has_w, has_b = wa is not None, ba is not None
     welford = lean and not rms and _tune["fwd_stats"] == "welford"
     comp = (lean or staged) and not (rms or welford) and _fwd_compensated(staged)
+    subwarp = lean and tpr < WARP
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
                                  bool(words) and tpr * words * vec == n, lean, staged, welford,
-                                 comp)
+                                 comp, subwarp)
     if lean or staged:
         # The staged kernel: one row slot a block (its row fills the shared memory).
         rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))
+        if subwarp:  # whole warps: the shuffles take every lane
+            rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
         shared = 16 * words * tpr if staged else 0
         grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
                                 _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])

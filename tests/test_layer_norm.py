@@ -307,6 +307,32 @@ def test_lean_forward_matches_row_kernel(dtype, variant):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+def test_subwarp_rows_match_float64(dtype, variant):
+    """The lean forward on rows of 8 or 16 threads (tuning fwd_subwarp: several rows
+    a warp, each reducing over its own lanes only): y, mean and rstd within the
+    dtype's tolerance of float64 (a reduction leaking across rows would mix two rows'
+    statistics), with row counts that leave slots past the end in the last warp, the
+    picked and a forced groups-per-thread count, and the compensated statistics."""
+    vec = ln._vec_of(dtype, True)
+    # (m, groups a row, forced words or None, expected (words, tpr))
+    cases = [(5, 32, None, (4, 8)), (7, 64, None, (4, 16)), (3, 16, None, (2, 8)),
+             (9, 48, None, (3, 16)), (6, 16, 1, (1, 16))]
+    if not SIMULATOR:
+        cases += [(4097, 64, None, (4, 16)), (1000, 32, None, (4, 8))]
+    for m, ng, words, layout in cases:
+        n = ng * vec
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=ng + m)
+        for comp in ((False, True) if not variant[0] else (False,)):
+            with ln.tuning(fwd_lean=True, fwd_subwarp=True, fwd_words=words,
+                           fwd_compensated=comp):
+                assert ln._lean_layout(n, vec) == layout
+                with poison_outputs():
+                    got = _forward(variant, x, w, b, 1e-5)
+            _check_forward(got, None, variant, x, w, b, dtype, (m, n, words, comp))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("has_w,has_b", [(True, True), (False, False)])
 def test_welford_statistics_match_float64(dtype, has_w, has_b):
     """The lean forward with one-round (Welford) statistics: y, mean and rstd within
