@@ -666,6 +666,17 @@ def _two_sum_err(a, b, s):
 
 
 @inline_device
+def _warp_slots():
+    """(lane, this warp's partial slot, the row's first slot, warps a row) of the
+    row reductions' cross-warp step (block ``(tpr, rows)``, tpr a multiple of 32):
+    row ``threadIdx.y``'s warps own slots ``first .. first + nw - 1``."""
+    t = cuda.threadIdx.x
+    nw = cuda.blockDim.x // WARP
+    first = cuda.threadIdx.y * nw
+    return t % WARP, first + t // WARP, first, nw
+
+
+@inline_device
 def _row_sum(v, red, buf):
     """Sum of ``v`` over the row's threads, returned to all of them. A block is
     ``(tpr, rows)`` threads: row ``threadIdx.y`` is reduced by its ``tpr`` threads
@@ -676,12 +687,9 @@ def _row_sum(v, red, buf):
     v = warp_sum(v)
     tpr = cuda.blockDim.x
     if tpr > WARP:
-        t = cuda.threadIdx.x
-        nw = tpr // WARP
-        first = cuda.threadIdx.y * nw
-        lane = t % WARP
+        lane, mine, first, nw = _warp_slots()
         if lane == 0:
-            red[buf, first + t // WARP] = v
+            red[buf, mine] = v
         cuda.syncthreads()
         s = red[buf, first + lane] if lane < nw else np.float32(0.0)
         v = warp_sum(s)
@@ -700,13 +708,10 @@ def _row_pair(second):
         b = second(b)
         tpr = cuda.blockDim.x
         if tpr > WARP:
-            t = cuda.threadIdx.x
-            nw = tpr // WARP
-            first = cuda.threadIdx.y * nw
-            lane = t % WARP
+            lane, mine, first, nw = _warp_slots()
             if lane == 0:
-                red[buf, 0, first + t // WARP] = a
-                red[buf, 1, first + t // WARP] = b
+                red[buf, 0, mine] = a
+                red[buf, 1, mine] = b
             cuda.syncthreads()
             sa = np.float32(0.0)
             sb = np.float32(0.0)
@@ -773,12 +778,9 @@ def _row_sum_v2(v, red, buf):
     v = warp_sum(v)
     tpr = cuda.blockDim.x
     if tpr > WARP:
-        t = cuda.threadIdx.x
-        nw = tpr // WARP
-        first = cuda.threadIdx.y * nw
-        lane = t % WARP
+        lane, mine, first, nw = _warp_slots()
         if lane == 0:
-            red[buf, 0, first + t // WARP] = v
+            red[buf, 0, mine] = v
         cuda.syncthreads()
         s = red[buf, 0, first + lane] if lane < nw else np.float32(0.0)
         v = warp_sum(s)
@@ -837,14 +839,11 @@ def _row_welford(c, mu, q, red, buf):
     c, mu, q = _warp_welford(c, mu, q)
     tpr = cuda.blockDim.x
     if tpr > WARP:
-        t = cuda.threadIdx.x
-        nw = tpr // WARP
-        first = cuda.threadIdx.y * nw
-        lane = t % WARP
+        lane, mine, first, nw = _warp_slots()
         if lane == 0:
-            red[buf, 0, first + t // WARP] = c
-            red[buf, 1, first + t // WARP] = mu
-            red[buf, 2, first + t // WARP] = q
+            red[buf, 0, mine] = c
+            red[buf, 1, mine] = mu
+            red[buf, 2, mine] = q
         cuda.syncthreads()
         c = np.float32(0.0)
         mu = np.float32(0.0)
@@ -2534,13 +2533,14 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         if subwarp:  # whole warps: the shuffles take every lane
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
         shared = 16 * words * tpr if staged else 0
-        grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
-                                _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
         # Rows of 1024 threads stay persistent (float32 N = 16384: 0.150 ms persistent,
         # 0.160 with a block per row).
         if (lean and tpr < _MAX_BLOCK and not _tune["fwd_lean_persistent"]
                 and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None):
             grid = min(cdiv(m, rpb), 2**31 - 1)
+        else:
+            grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
+                                    _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
     elif words:
         rpb = _rows_per_block("fwd_block", tpr, m, "fwd", vec, words)
         shared = (has_w + has_b) * words * vec * tpr * 4

@@ -1518,7 +1518,7 @@ RESTRIDE_THREADS = 128
 
 
 @functools.lru_cache(maxsize=None)
-def make_restride_kernel(dtype, fuse_act=False, threads=RESTRIDE_THREADS):
+def make_restride_kernel(dtype, fuse_act=False):
     """Kernel ``(src, pre, dst, rows, cols, lds, ldd, act)``: for ``r < rows``,
     ``dst[r * ldd + c] = src[r * lds + c]`` for ``c < cols`` and 0 for ``cols <= c <
     ldd``: a GEMM operand copied to rows that start 16-byte aligned (``ldd`` a multiple
@@ -1527,7 +1527,8 @@ def make_restride_kernel(dtype, fuse_act=False, threads=RESTRIDE_THREADS):
     activation code ``act``), rounded once as :func:`make_act_grad_kernel` rounds it;
     without, ``pre`` and ``act`` are unused.
 
-    Grid ``(cdiv(ldd, threads * RESTRIDE_PER_THREAD), min(rows, 65535))``: block
+    Grid ``(cdiv(ldd, threads * RESTRIDE_PER_THREAD), min(rows, 65535))`` of 1-D
+    blocks (``RESTRIDE_THREADS`` threads in the launcher; any count works): block
     (x, y) covers a span of ``threads * RESTRIDE_PER_THREAD`` columns of rows y,
     y + gridDim.y, ...; each thread takes every ``threads``-th column of it, so each
     warp-wide access is contiguous (no index division: the first version divided by
@@ -1735,16 +1736,20 @@ def _restrided(dtype, g, rows, cols, ld, stream, ex, pre=None, act=0):
     dst = ex.alloc(g, (rows * ldd,), dtype)
     threads = RESTRIDE_THREADS
     grid = (cdiv(ldd, threads * RESTRIDE_PER_THREAD), min(rows, 65535))
-    ex.launch(make_restride_kernel(dtype, pre is not None, threads), grid, (threads,), stream,
+    ex.launch(make_restride_kernel(dtype, pre is not None), grid, (threads,), stream,
               [g, g if pre is None else pre, dst, rows, cols, ld, ldd, act])
     return dst, ldd
 
 
-def _restride_wanted(dtype, arr, ld, macs):
-    """Whether _gemm copies 16-bit operand ``arr`` (row stride ``ld``) of a GEMM of
-    ``macs`` multiply-adds to aligned rows."""
-    return (dtype != "float32" and macs >= RESTRIDE_MIN_MACS
-            and not _vec_ab(dtype, _address(arr) % 16 == 0, True, ld, 8))
+def _restrides(dtype, vec_ab, macs):
+    """Whether a GEMM of ``macs`` multiply-adds whose A / B rows are (``vec_ab``) or
+    are not all 16-byte aligned first copies the unaligned ones to aligned rows."""
+    return not vec_ab and dtype != "float32" and macs > 0 and macs >= RESTRIDE_MIN_MACS
+
+
+def _aligned_rows(arr, ld):
+    """Whether every row of 16-bit ``arr`` (row stride ``ld``) starts 16-byte aligned."""
+    return _address(arr) % 16 == 0 and ld % 8 == 0
 
 
 def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, flags, stream,
@@ -1756,11 +1761,11 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
     ok = [_address(t) % 16 == 0 for t in flat]
     flags = _vec_flags(role, dtype, ldc, act, flags, ok[4], ok[3], ok[2])
     vec_ab = _vec_ab(dtype, ok[0], ok[1], lda, ldb)
-    if not vec_ab and dtype != "float32" and Mg * Ng * Kg >= RESTRIDE_MIN_MACS:
-        if _restride_wanted(dtype, flat[0], lda, Mg * Ng * Kg):
+    if _restrides(dtype, vec_ab, Mg * Ng * Kg):
+        if not (ok[0] and lda % 8 == 0):
             flat[0], lda = _restrided(dtype, flat[0], *_operand_extent(role, "a", Mg, Ng, Kg),
                                       lda, stream, ex)
-        if _restride_wanted(dtype, flat[1], ldb, Mg * Ng * Kg):
+        if not (ok[1] and ldb % 8 == 0):
             flat[1], ldb = _restrided(dtype, flat[1], *_operand_extent(role, "b", Mg, Ng, Kg),
                                       ldb, stream, ex)
         vec_ab = True
@@ -1791,7 +1796,7 @@ def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w
     flags = (F_BIAS if has_bias else 0) | (F_PREACT if save_preact else 0)
     flags = _vec_flags("fwd", dtype, N, act, flags, True, True, True)
     vec_ab = _vec_ab(dtype, x_aligned, w_aligned, K, K)
-    if not vec_ab and dtype != "float32" and M * N * K >= RESTRIDE_MIN_MACS:
+    if _restrides(dtype, vec_ab, M * N * K):
         return None
     plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
                           (M * K, N * K, N if has_bias else M * N, M * N, M * N), device,
@@ -1956,7 +1961,7 @@ def _grad_z(g2, p2, activation, K, stream, ex=NOW):
     pass), and both read that copy."""
     M, N = g2.shape
     code = ACT_CODES[activation]
-    if M and _restride_wanted(g2.dtype, g2, N, M * N * K):
+    if _restrides(g2.dtype, _aligned_rows(g2, N), M * N * K):
         return _restrided(g2.dtype, _flat(g2), M, N, N, stream, ex,
                           None if activation == "none" else _flat(p2), code)
     if activation != "none":

@@ -219,7 +219,7 @@ def test_restride_kernel_copies_and_zero_pads(dtype, fuse_act):
     pre = _rand((rows * lds,), dtype, gen)
     dst = torch.full((rows * ldd,), float("nan"), dtype=src.dtype, device=src.device)
     code = la.ACT_CODES["gelu_tanh"]
-    k = la.make_restride_kernel(dtype, fuse_act, threads)
+    k = la.make_restride_kernel(dtype, fuse_act)
     grid = (-(-ldd // (threads * la.RESTRIDE_PER_THREAD)), 3)
     k.launch(grid, (threads,), 0, [as_kernel_array(t, n) for t, n in
                                    ((src, "src"), (pre, "pre"), (dst, "dst"))]
