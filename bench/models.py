@@ -86,7 +86,11 @@ def build(name, size, attn, seed, device="cuda"):
 
 
 def run_model(name, args):
+    import time
+
     import torch
+
+    start = time.perf_counter()
 
     hid, layers, heads, inter, seq, batch = SIZES[name][args.size]
     base = build(name, args.size, "sdpa", args.seed)
@@ -138,6 +142,7 @@ def run_model(name, args):
             rel = [abs(a - b) / abs(b) for a, b in zip(losses[variant], ref)]
             row["max_rel_loss_diff"] = max(rel)
             row["ok"] = max(rel) <= args.tol
+    result["wall_s"] = time.perf_counter() - start
     return result
 
 
@@ -166,11 +171,15 @@ def run(args):
     why = unavailable()
     if why:
         return [{"skipped": why}]
-    results = [run_model(n, args) for n in args.models]
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "models.json"), "w") as f:
-            json.dump(results, f, indent=1)
+    results = []
+    for name in args.models:
+        results.append(run_model(name, args))
+        if args.out:
+            # Rewritten after every model, so a run stopped by a time limit keeps
+            # the models that finished.
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "models.json"), "w") as f:
+                json.dump(results, f, indent=1)
     return results
 
 
