@@ -42,10 +42,11 @@ def _dropout(nf, torch, dt):
 def _layer_norm(nf, torch, dt):
     from numba_fused.layer_norm import tuning
 
-    # 12288: float32's forward with 3 groups a thread; 12296: the 16-byte streaming
+    # 256, 512: the lean forward on sub-warp rows (8 or 16 threads a row); 12288:
+    # float32's forward with 3 groups a thread; 12296: the 16-byte streaming
     # backward (shared-memory dW/dB accumulators); 65536: the same over several
     # column chunks.
-    for n in (1, 97, 1000, 4096, 12288, 12296, 65536):
+    for n in (1, 97, 256, 512, 1000, 4096, 12288, 12296, 65536):
         x = torch.randn(29, n, device="cuda", dtype=dt)
         w = torch.randn(n, device="cuda", dtype=dt)
         b = torch.randn(n, device="cuda", dtype=dt)

@@ -2165,8 +2165,9 @@ _TUNING_DEFAULTS = {
     "fwd_blocks_per_sm": None,
     "bwd_blocks_per_sm": None,
     # The lean forward on rows of 8 or 16 threads (several rows a warp, for short
-    # rows: 16-bit N = 512 as 16 threads of 4 groups); opt-in until measured.
-    "fwd_subwarp": False,
+    # rows: 16-bit N = 512 as 16 threads of 4 groups; H200, bench/notes_layer_norm.md
+    # v9: 16-bit N = 256 / 512 0.072 / 0.072 ms against the row kernel's 0.086 / 0.075).
+    "fwd_subwarp": True,
     # The lean forward: persistent too (True), or, for rows of fewer than 1024
     # threads, one pass of row slots per block (False: measured 5-16% faster on the
     # H200 at N = 1024-8192, bench/notes_layer_norm.md v8).
@@ -2299,22 +2300,27 @@ def _row_layout(n, vec, direction, m=1):
 
 # Lean forward row kernels (_lean_forward): groups per thread they are built for.
 _LEAN_WORDS = (1, 2, 3, 4)
+# The default takes the lean forward from this row length (the shortest measured,
+# v9); shorter rows keep the row kernel.
+_LEAN_MIN_N = 256
 
 
 def _fwd_lean(n, vec):
     """Whether the forward takes the lean row kernel for rows of n (16-byte groups of
     vec): tuning's ``fwd_lean``; None picks by the A/Bs of 2026-11-25 (H100, v5) and
-    2026-11-26 (H200, v8; bench/notes_layer_norm.md): 16-bit rows of N >= 1024, float32
-    rows of 1024 <= N <= 8192 (4 groups a thread, one pass of row slots a block:
-    0.071-0.076 ms at 16-bit, 0.134-0.137 at float32, against the row kernel's
-    0.076-0.086 / 0.148-0.151), and rows the row kernel would stream (float32 N =
-    16384)."""
+    2026-11-26 (H200, v8 and v9; bench/notes_layer_norm.md): 16-bit rows of N >= 256,
+    float32 rows of 256 <= N <= 8192 (v8, N >= 1024: 4 groups a thread, one pass of
+    row slots a block: 0.071-0.076 ms at 16-bit, 0.134-0.137 at float32, against the
+    row kernel's 0.076-0.086 / 0.148-0.151; v9, N < 1024: sub-warp rows where they
+    fit, fp16 N = 256-768 0.072-0.074 against 0.075-0.086, float32 N = 256 / 512
+    0.136 / 0.135 against 0.142 / 0.141), and rows the row kernel would stream
+    (float32 N = 16384)."""
     lean = _tune["fwd_lean"]
     if (lean is not None and not lean) or _lean_layout(n, vec)[0] == 0:
         return False
     if lean is not None or _row_layout(n, vec, "fwd")[0] == 0:
         return True
-    return n >= 1024 and (vec == 8 or n <= 8192)
+    return n >= _LEAN_MIN_N and (vec == 8 or n <= 8192)
 
 
 # Dynamic shared memory the staged forward may take for one row (16-bit N = 65536

@@ -332,6 +332,21 @@ def test_subwarp_rows_match_float64(dtype, variant):
             _check_forward(got, None, variant, x, w, b, dtype, (m, n, words, comp))
 
 
+def test_default_forward_layout_by_row_length():
+    """The default forward's pick (v9, H200): the lean kernel on sub-warp rows for
+    16-bit N = 256 / 512 (8 / 16 threads of 4 groups), a warp of 3 groups at N = 768,
+    float32 N = 256 on 16 threads; the row kernel below N = 256."""
+    picks = {("float16", 256): (4, 8), ("bfloat16", 512): (4, 16), ("float16", 768): (3, 32),
+             ("float32", 256): (4, 16), ("float32", 512): (4, 32)}
+    with ln.tuning(**{k: ln._TUNING_DEFAULTS[k] for k in ("fwd_lean", "fwd_subwarp",
+                                                           "fwd_words", "fwd_stats")}):
+        for (dtype, n), layout in picks.items():
+            vec = ln._vec_of(dtype, True)
+            assert ln._fwd_lean(n, vec) and ln._lean_layout(n, vec) == layout, (dtype, n)
+        for dtype in DTYPES:
+            assert not ln._fwd_lean(128, ln._vec_of(dtype, True))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("has_w,has_b", [(True, True), (False, False)])
 def test_welford_statistics_match_float64(dtype, has_w, has_b):
