@@ -76,7 +76,7 @@ from numba import cuda, types
 from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_handle
 
 from . import activations, checks, dtypes
-from .intrinsics import f32_as_u32, u32_as_f32
+from .intrinsics import f32_as_u32, fence_acq_rel_gpu, u32_as_f32
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .philox import philox4x32, philox4x32_np, split_u64
@@ -241,6 +241,12 @@ MODE_NONE, MODE_PHILOX, MODE_MASK = 0, 1, 2
 # the strip's partial rows, one per row block) finishes quickly: 2 waves give 128 row
 # blocks at 16384 x 4096 fp16 (v1 used 4).
 _WAVES = 2
+# The backward with grad_bias: half a wave of 8 blocks per SM (v3, H200, fp16 16384 x
+# 4096: 34 row blocks, 86 / 118 us for none / gelu against 98 / 134 with _WAVES'
+# 128). Each round of blocks ends in the bias epilogue (tile, shuffles, partial row,
+# arrival count) while no loads are in flight, ~8 us a round; fewer rounds pay it
+# fewer times. Without grad_bias the 2 waves stay faster (74 against 78 us).
+_WAVES_BIAS_GRAD = 0.5
 _MAX_GRID_Y = 65535
 # Partial rows per step of the last block's bias-grad sum (1, 2 or 4).
 _FINAL_STEP = 2
@@ -725,8 +731,16 @@ def _tile_reducer(store):
     return reduce
 
 
+# How a backward block publishes its bias-grad partial row before counting itself in
+# (and how the last block acquires the others'): "block", thread (0, 0) alone fences
+# (fence.acq_rel.gpu) after the block's barrier, cumulative over the block's writes
+# (v3); "thread", every thread fences (cuda.threadfence: membar.gl, sequentially
+# consistent) before the barrier (v2).
+FENCES = ("block", "thread")
+
+
 @functools.lru_cache(maxsize=None)
-def _bias_epilogue(dtype, vec):
+def _bias_epilogue(dtype, vec, fence="block"):
     """Device function ``epilogue(tile, stride, acc, partial, part_row, n_cols,
     counters, n_parts, final, grad_bias, flag)`` ending the backward kernel.
 
@@ -739,8 +753,11 @@ def _bias_epilogue(dtype, vec):
     (thread rows ty, ty + blockDim.y, ..., then the tile and shuffles again), writes
     grad_bias (in ``dtype``) and resets the counter to 0 for the next launch. No block
     waits for another (the simulator runs blocks one after another). The result does
-    not depend on which block is last: deterministic.
+    not depend on which block is last: deterministic. ``fence``: one of :data:`FENCES`.
     """
+    if fence not in FENCES:
+        raise ValueError(f"fence must be one of {FENCES}, got {fence!r}")
+    per_thread = fence == "thread"
     to_partial = _tile_reducer(dtypes.storer("float32"))
     to_bias = _tile_reducer(dtypes.storer(dtype))
     f2, f4 = _FINAL_STEP >= 2, _FINAL_STEP >= 4
@@ -854,15 +871,26 @@ def _bias_epilogue(dtype, vec):
         cuda.syncthreads()
         to_partial(tile, stride, GROUP, partial, part_row * n_cols, col0, n_cols)
         if final:
-            # Publish this block's partial row, then count the block in.
-            cuda.threadfence()
+            # Publish this block's partial row, then count the block in. With the block
+            # fence, the barrier orders every thread's partial-row stores before thread
+            # (0, 0)'s fence, which orders them (cumulativity) before its atomic; after
+            # the atomic, the same thread's fence and the next barrier order the last
+            # block's reads of the other partial rows after it.
+            if per_thread:
+                cuda.threadfence()
             cuda.syncthreads()
             if cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0:
+                if not per_thread:
+                    fence_acq_rel_gpu()
                 old = cuda.atomic.add(counters, cuda.blockIdx.x, np.uint32(1))
-                flag[0] = np.int32(old == np.uint32(cuda.gridDim.y - 1))
+                last = old == np.uint32(cuda.gridDim.y - 1)
+                if last and not per_thread:
+                    fence_acq_rel_gpu()
+                flag[0] = np.int32(last)
             cuda.syncthreads()
             if flag[0] != 0:
-                cuda.threadfence()
+                if per_thread:
+                    cuda.threadfence()
                 c = col0 + GROUP * cuda.threadIdx.x
                 s = (_F0, _F0, _F0, _F0, _F0, _F0, _F0, _F0)
                 if c < n_cols:
@@ -1251,7 +1279,8 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
 
 
 @functools.lru_cache(maxsize=None)
-def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed_mode=-1):
+def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed_mode=-1,
+                         fence="block"):
     """Backward kernel: grad_x, and (bias_grad) grad_bias through per-row-block float32
     partial sums reduced by the last block of each column strip (:func:`_bias_epilogue`).
 
@@ -1259,7 +1288,8 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     reads x (nor bias: act' = 1). fixed_mode: 0, 1 or 2 compiles the ``mode`` argument
     in as that constant (-1: read at run time). The launchers compile it in on the
     vector path (the run-time switch cost 13 registers at fp16: 52 against 39, 4 instead
-    of 6 resident blocks); the scalar path reads it.
+    of 6 resident blocks); the scalar path reads it. fence: how blocks publish their
+    bias-grad partial rows (:data:`FENCES`).
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -1271,7 +1301,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
     tile_n = _tile_floats(threads, GROUP)
-    epilogue = _bias_epilogue(dtype, vec)
+    epilogue = _bias_epilogue(dtype, vec, fence)
 
     @inline_device
     def grad1(go, v, b, keep, scale):
@@ -1473,6 +1503,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
                 types.int32, types.boolean, types.boolean)
     path = f"v16u{unroll}" if vec else "scalar"
     tag = {-1: "_rt", 0: "_p0", 1: "", 2: "_mask"}[fixed_mode]
+    tag += "" if fence == "block" else f"_fence_{fence}"
     return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes)
 
 
@@ -1642,13 +1673,15 @@ class LaunchConfig(NamedTuple):
     each owning 8 columns (power of two <= min(32, threads)); rows_per_block: rows of
     one block (the backward pass writes one bias-grad partial row per row-block);
     unroll: rows per batch on the vector path (1, 2 or 4; the next batch's loads are
-    issued before a batch is computed).
+    issued before a batch is computed); fence: how the backward's blocks publish their
+    bias-grad partial rows, one of :data:`FENCES` (None: "block").
     """
 
     threads: int = 256
     block_x: int = None
     rows_per_block: int = None
     unroll: int = None
+    fence: str = None
 
 
 def _pow2_ceil(n):
@@ -1662,7 +1695,7 @@ class _Plan(NamedTuple):
     n_row_blocks: int
 
 
-def _plan(n_rows, n_cols, vec, unroll, cfg, device):
+def _plan(n_rows, n_cols, vec, unroll, cfg, device, waves=_WAVES):
     threads = cfg.threads
     chunks = cdiv(n_cols, GROUP)
     if cfg.block_x is None:
@@ -1676,7 +1709,7 @@ def _plan(n_rows, n_cols, vec, unroll, cfg, device):
     n_cb = cdiv(chunks, bx)
     batch = by * (unroll if vec else 1)
     if cfg.rows_per_block is None:
-        target = sm_count(device) * max(1, 2048 // threads) * _WAVES
+        target = max(1, int(sm_count(device) * max(1, 2048 // threads) * waves))
         n_rb = max(1, min(cdiv(n_rows, batch), cdiv(target, n_cb)))
         rpb = cdiv(cdiv(n_rows, n_rb), batch) * batch
     else:
@@ -1695,6 +1728,8 @@ def _config(config):
     _check_threads(config.threads)
     if config.unroll not in (None, 1, 2, 4):
         raise ValueError(f"config.unroll must be 1, 2 or 4, got {config.unroll!r}")
+    if config.fence not in (None, *FENCES):
+        raise ValueError(f"config.fence must be one of {FENCES} or None, got {config.fence!r}")
     return config
 
 
@@ -1994,9 +2029,10 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     draw, rng = _rng_args(seed, offset, p)
     mode = MODE_MASK if m is not None else (MODE_PHILOX if draw else MODE_NONE)
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
-                                  mode if vec else -1)
+                                  mode if vec else -1, cfg.fence or "block")
     pieces = _pieces(n_rows, n_cols, vec)
-    plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device) for _, rows in pieces]
+    waves = _WAVES_BIAS_GRAD if bias_grad else _WAVES
+    plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device, waves) for _, rows in pieces]
     n_parts = sum(plan.n_row_blocks for plan in plans)
     stream = stream_handle(g)
     partial = _placeholder(g, "float32")

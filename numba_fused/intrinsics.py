@@ -9,7 +9,7 @@ same bits. Which set is bound is decided once, from numba's config at import.
 import numpy as np
 from numba import config
 
-__all__ = ["f32_as_u32", "u32_as_f32", "mul_rn", "fma_rn"]
+__all__ = ["f32_as_u32", "u32_as_f32", "mul_rn", "fma_rn", "fence_acq_rel_gpu"]
 
 if config.ENABLE_CUDASIM:
 
@@ -48,10 +48,29 @@ if config.ENABLE_CUDASIM:
                 best = g
         return np.float32(best)
 
+    def fence_acq_rel_gpu():
+        """PTX ``fence.acq_rel.gpu``; the simulator's memory is coherent: nothing to do."""
+
 else:
     from llvmlite import ir
     from numba import types
     from numba.core.extending import intrinsic
+
+    @intrinsic
+    def fence_acq_rel_gpu(typingctx):
+        # An acquire-release fence at GPU scope. numba's cuda.threadfence() emits
+        # membar.gl, i.e. fence.sc.gpu, the sequentially consistent (and slower) form.
+        # Cumulative: run by one thread after a block barrier it orders the whole
+        # block's earlier writes before that thread's next (relaxed) atomic, the
+        # pattern of cooperative groups' grid sync.
+        sig = types.void()
+
+        def codegen(context, builder, signature, args):
+            fty = ir.FunctionType(ir.VoidType(), [])
+            builder.asm(fty, "fence.acq_rel.gpu;", "~{memory}", [], side_effect=True)
+            return context.get_dummy_value()
+
+        return sig, codegen
 
     @intrinsic
     def f32_as_u32(typingctx, x):

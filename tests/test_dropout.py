@@ -365,13 +365,19 @@ def test_row_pieces_match_one_launch(dt, monkeypatch):
 
 @pytest.mark.parametrize("dt", ["float16", "float32"])
 @pytest.mark.parametrize("activation", ["none", "gelu"])
-def test_bias_grad_last_block_reduction(dt, activation):
+@pytest.mark.parametrize("fence", D.FENCES)
+def test_bias_grad_last_block_reduction(dt, activation, fence):
     """grad_bias from many row blocks (rows_per_block=1: 37 partial rows, more than the
     _FINAL_STEP x blockDim.y = 32 rows the last block sums per step) on the vector and
-    scalar paths: against float64, bit-identical run to run (fixed summation order
-    whichever block arrives last), the arrival counters back at zero after each launch."""
-    cfg = D.LaunchConfig(threads=32, block_x=2, rows_per_block=1)
-    for shape in [(37, 16), (37, 14)]:
+    scalar paths, with either way of publishing the partial rows (one fence a block,
+    or one a thread): against float64, bit-identical run to run (fixed summation
+    order whichever block arrives last), the arrival counters back at zero after each
+    launch. On a GPU also 3001 row blocks of 2 rows racing over 16 strips."""
+    cfg = D.LaunchConfig(threads=32, block_x=2, rows_per_block=1, fence=fence)
+    shapes = [((37, 16), cfg), ((37, 14), cfg)]
+    if not SIMULATOR:
+        shapes.append(((6001, 4096), D.LaunchConfig(rows_per_block=2, fence=fence)))
+    for shape, cfg in shapes:
         x, b, go = _inputs(shape, dt, seed=15)
         p, seed, offset = 0.2, 9, 1
         outs = []
@@ -767,8 +773,14 @@ def test_cupy_front_end():
 # PTX
 # ---------------------------------------------------------------------------
 
+# The backward's other way of publishing the bias-grad partial rows (LaunchConfig.fence).
+FENCE_THREAD = [D.make_backward_kernel(dt, act, True, fixed_mode=D.MODE_PHILOX, fence="thread")
+                for dt in DTYPES for act in ("none", "gelu")]
+
+
 @pytest.mark.ptx
-@pytest.mark.parametrize("kernel", [*D.shipped_kernels(), PHILOX_GROUP], ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", [*D.shipped_kernels(), *FENCE_THREAD, PHILOX_GROUP],
+                         ids=lambda k: k.name)
 def test_kernels_compile_to_ptx_without_spills(kernel):
     from numba_fused.registry import offline_compile, ptxas_report
 
@@ -784,6 +796,11 @@ def test_kernels_compile_to_ptx_without_spills(kernel):
     if draws:
         # The Philox rounds are 32x32->64 multiplies, not emulated 64-bit ones.
         assert ptx.count("mul.wide.u32") >= 19, kernel.name
+    if kernel.name.startswith("dropout_bwd"):
+        # v3: one acquire-release fence by one thread a block; v2: membar.gl by each.
+        thread = kernel.name.endswith("_fence_thread")
+        assert ("membar.gl" in ptx) == thread, kernel.name
+        assert ("fence.acq_rel.gpu" in ptx) != thread, kernel.name
     if kernel.name.startswith(("dropout_fwd", "dropout_bwd")) and "_v16" in kernel.name:
         # The vector path moves its data in 16-byte accesses.
         assert "ld.global.v4.u32" in ptx and "st.global.v4.u32" in ptx, kernel.name
