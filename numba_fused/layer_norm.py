@@ -1538,17 +1538,21 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
 
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
-                         full=False, sacc=False):
+                         full=False, sacc=False, wide=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
     only): the block's dw/db accumulators live in dynamic shared memory and go out
     as one partial row at the end, instead of a read-modify-write of the partial
-    row in global memory for every row."""
+    row in global memory for every row. ``wide`` (row kernels of one group a thread,
+    see :func:`_bwd_wide`): compiled for blocks of up to 1024 threads (64 registers)
+    instead of :data:`_FAT_BLOCK`."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if sacc and (words or not (has_w or has_b)):
         raise ValueError("sacc is for streaming kernels with a weight or a bias")
+    if wide and words != 1:
+        raise ValueError(f"wide backward row kernels hold one group a thread, got words={words}")
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     part_store, part_add, part_add_cg = _partial_io(vec, vector)
@@ -1558,7 +1562,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 types.int64, types.int64, types.int64, types.int32)
     name = (f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
-            + ("_sacc" if sacc else ""))
+            + ("_sacc" if sacc else "") + ("_wide" if wide else ""))
 
     if words:
         elems = words * vec
@@ -1786,9 +1790,12 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                             if has_b:
                                 part_store(pb, e, ab, k * vec)
 
-        # Every backward row kernel is compiled for <= _FAT_BLOCK threads: with 1
-        # group per thread, w and b, 64 registers spilled 8-12 bytes (ptxas).
-        return Kernel(name, norm_bwd_rows, argtypes, **_jit_for(_FAT_BLOCK))
+        # Backward row kernels are compiled for <= _FAT_BLOCK threads: with 1 group per
+        # thread, w, b and the prefetch, 64 registers spilled 8-12 bytes (ptxas). The
+        # wide ones fit 64 without spills: float32 with the prefetch (64), 16-bit
+        # without it (64; _bwd_wide turns it off).
+        return Kernel(name, norm_bwd_rows, argtypes,
+                      **_jit_for(_MAX_BLOCK if wide else _FAT_BLOCK))
 
     unroll = _UNROLL[vec]
     chunk = unroll * vec
@@ -2080,8 +2087,8 @@ def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass, compensated and Welford statistics; rows of a warp or more, or
-    sub-warp rows) and staged forward row kernels; the
-    streaming and scalar kernels; the dW/dB reduction."""
+    sub-warp rows) and staged forward row kernels; the wide backward row kernels;
+    the streaming and scalar kernels; the dW/dB reduction."""
     for dtype in dtypes.DTYPES:
         vec = _vec_of(dtype, True)
         for rms, has_w, has_b in _variants():
@@ -2111,6 +2118,11 @@ def shipped_kernels():
                                               full, staged=True, compensated=comp)
                 yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
+                if direction == "bwd":
+                    # Wide row kernels (tuning bwd_wide), with the prefetch they take.
+                    for full in (True, False):
+                        yield factory(dtype, rms, has_w, has_b, True, 1, vec != 8, full,
+                                      wide=True)
                 if direction == "bwd" and (has_w or has_b):
                     yield factory(dtype, rms, has_w, has_b, True, 0, sacc=True)
                     yield factory(dtype, rms, has_w, has_b, False, 0, sacc=True)
@@ -2146,6 +2158,9 @@ _TUNING_DEFAULTS = {
     "reduce_block": (32, 32),
     # Row kernels: load the next row before reducing the current one.
     "prefetch": True,
+    # Backward: row kernels of one group a thread compiled for 1024 threads (v10
+    # candidate, opt-in until measured; see _bwd_wide).
+    "bwd_wide": False,
     # Forward: the lean row kernel (raw words, w and b from global memory; None: where
     # _fwd_lean measured it faster); fwd_words forces the forward row kernels' groups
     # per thread (None: the layout functions' pick).
@@ -2282,11 +2297,14 @@ def _row_layout(n, vec, direction, m=1):
     max_tpr = _tune["max_tpr"]
     best = None
     forced = _tune["fwd_words"] if direction == "fwd" else None
+    if direction == "bwd" and _bwd_wide(ng):
+        forced = 1
     if vec > 1 and m < 2**30:
         for words in ((forced,) if forced else _WORDS[(direction, vec)]):
             tpr = _round_warp(cdiv(ng, words))
             fat = _fat(direction, vec, words)
-            if tpr > (min(max_tpr, _FAT_BLOCK) if fat or direction == "bwd" else max_tpr):
+            narrow = fat or (direction == "bwd" and not _bwd_wide(ng))
+            if tpr > (min(max_tpr, _FAT_BLOCK) if narrow else max_tpr):
                 continue
             if fat and tpr * words != ng:
                 continue  # fat kernels are shipped for exact layouts only
@@ -2402,11 +2420,24 @@ def _lean_layout(n, vec):
 
 def _rows_per_block(key, tpr, m, direction, vec, words):
     """Row slots per block: ``_tune[key] // tpr`` (at least 1, at most m), within
-    _FAT_BLOCK threads for fat kernels."""
+    _FAT_BLOCK threads for fat kernels and the backward's (but for wide ones)."""
     rpb = max(1, min(_tune[key] // tpr, m))
-    if _fat(direction, vec, words) or direction == "bwd":
+    wide = direction == "bwd" and words == 1 and _bwd_wide(tpr)
+    if _fat(direction, vec, words) or (direction == "bwd" and not wide):
         rpb = max(1, min(rpb, _FAT_BLOCK // tpr))
     return rpb
+
+
+def _bwd_wide(ng):
+    """Whether the backward takes a wide row kernel (one 16-byte group a thread,
+    compiled for 1024 threads) for rows of ``ng`` groups: tuning's ``bwd_wide`` and
+    the row fits 1024 threads. v10 candidate: today's row kernels are compiled for 512
+    threads, so 16-bit N = 8192 and float32 N = 4096 take 2 groups a thread in 512
+    threads and 105-128 registers, one block (one row) per SM; Liger's backward runs
+    such rows as 1024 threads of 8 elements (16-bit N = 8192: 0.154 ms against our
+    0.178). Wide kernels take 64 registers (16-bit without the prefetch), so a 1024-
+    thread row, or two rows of 512, per SM."""
+    return bool(_tune["bwd_wide"]) and 0 < ng <= _MAX_BLOCK
 
 
 # ---------------------------------------------------------------------------------
@@ -2610,9 +2641,11 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     sacc = not words and affine and sacc_bytes > 0
     if words or not sacc:
         nch = 1
-    kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words,
-                                  bool(_tune["prefetch"]) if words else True,
-                                  bool(words) and tpr * words * vec == n, sacc)
+    wide = words == 1 and _bwd_wide(n // vec)
+    # Wide 16-bit kernels fit 64 registers only without the prefetch (ptxas).
+    prefetch = bool(_tune["prefetch"]) and not (wide and vec == 8) if words else True
+    kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
+                                  bool(words) and tpr * words * vec == n, sacc, wide)
     shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
     if sacc:
         shared = sacc_bytes

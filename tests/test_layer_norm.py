@@ -439,6 +439,33 @@ def test_row_slots_share_barriers(dtype):
                 _check_all(variant, (5, n), dtype, det)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+def test_wide_backward_rows_match_float64(dtype, variant):
+    """tuning(bwd_wide=True), the v10 candidate: backward row kernels of one group a
+    thread compiled for 1024 threads (16-bit ones without the prefetch). Picked for
+    rows of at most 1024 groups; dx, dw, db within tolerance of float64 (both dW/dB
+    schemes) with idle lanes, an exact row, two row slots a block with an odd row
+    count, and persistent blocks looping over several rows."""
+    vec = ln._vec_of(dtype, True)
+    # (shape, bwd_block, bwd_grid)
+    cases = [((5, 40 * vec), 64, None), ((7, 64 * vec), 128, 2), ((3, 32 * vec), 64, 1)]
+    if not SIMULATOR:
+        cases += [((4097, 1024 * vec), 1024, None), ((1000, 512 * vec), 1024, None),
+                  ((333, 1000 * vec), 1024, None)]
+    affine = variant[1] or variant[2]
+    for shape, block, grid in cases:
+        ng = shape[-1] // vec
+        with ln.tuning(bwd_wide=True, bwd_block=block, bwd_grid=grid):
+            words, tpr = ln._row_layout(shape[-1], vec, "bwd")
+            assert (words, tpr) == (1, -(-ng // 32) * 32), (shape, words, tpr)
+            for det in ((False, True) if affine else (False,)):
+                _check_all(variant, shape, dtype, det, seed=ng)
+    with ln.tuning(bwd_wide=True):
+        # Past 1024 groups no wide kernel fits: the usual layouts (here streaming).
+        assert ln._row_layout(1025 * vec, vec, "bwd")[0] != 1
+
+
 def test_row_kernels_without_prefetch():
     """tuning(prefetch=False): the row kernels load each row when they reach it."""
     with ln.tuning(prefetch=False, fwd_lean=False):
