@@ -2421,7 +2421,7 @@ def _lean_layout(n, vec):
 def _rows_per_block(key, tpr, m, direction, vec, words):
     """Row slots per block: ``_tune[key] // tpr`` (at least 1, at most m), within
     _FAT_BLOCK threads for fat kernels and the backward's (but for wide ones)."""
-    rpb = max(1, min(_tune[key] // tpr, m))
+    rpb = max(1, min(_tune[key] // tpr, m, _MAX_BLOCK // tpr))
     wide = direction == "bwd" and words == 1 and _bwd_wide(tpr)
     if _fat(direction, vec, words) or (direction == "bwd" and not wide):
         rpb = max(1, min(rpb, _FAT_BLOCK // tpr))
