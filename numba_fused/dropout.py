@@ -62,7 +62,10 @@ partial row per row-block (xformers' ``N_BLOCKS_M`` partials). The partial rows 
 reduced in the same kernel: each block then increments an arrival counter of its
 column strip (after a fence), and the last block to arrive sums the strip's partial
 rows in a fixed order (deterministic) into grad_bias and resets the counter (v1
-launched a second kernel for this). No block waits for another.
+launched a second kernel for this). No block waits for another. Each round of
+resident blocks pays that epilogue with no loads in flight, so the backward with
+grad_bias runs on about half a wave of blocks, the others on two (v3,
+``_WAVES_BIAS_GRAD``).
 """
 
 import functools
