@@ -740,6 +740,15 @@ def _tile_reducer(store):
 # (v3); "thread", every thread fences (cuda.threadfence: membar.gl, sequentially
 # consistent) before the barrier (v2).
 FENCES = ("block", "thread")
+# Who sums the backward's bias-grad partial rows: "last_block", the last block of each
+# strip to arrive (v2, v3); "kernel", a reduction kernel of its own launched after
+# (v4 candidate, opt-in until measured: the backward then ends its blocks without the
+# count and the last block's sum, on the two-wave grid, and the reduction reads the
+# partial rows with 1024-thread blocks).
+BIAS_REDUCES = ("last_block", "kernel")
+# Threads of the v4 reduction's blocks (32 columns x 32 row slices; the simulator's
+# threads are Python threads: 64 there).
+_REDUCE_THREADS = 64 if SIMULATOR else 1024
 
 
 @functools.lru_cache(maxsize=None)
@@ -1514,8 +1523,9 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
 def make_bias_grad_kernel(dtype, threads=256):
     """Reduction ``grad_bias[c] = sum_i partial[i, c]`` as a kernel of its own.
 
-    The backward kernel reduces its partials itself (last block per strip); this kernel
-    remains for grad_bias of an empty grad_out (n_parts = 0 writes zeros). Launched with
+    The backward kernel reduces its partials itself (last block per strip) by default;
+    this kernel writes grad_bias of an empty grad_out (n_parts = 0 writes zeros) and
+    sums the partial rows for ``LaunchConfig(bias_reduce="kernel")``. Launched with
     blocks of (32, threads // 32); block bx covers columns 32 bx .. 32 bx + 31.
     """
     _check_threads(threads)
@@ -1556,7 +1566,8 @@ _ZERO_U32 = Kernel("dropout_zero_counters", _zero_kernel_fn, (_U32_ARRAY, types.
 
 
 def shipped_kernels():
-    """Every kernel the launchers pick with the default configuration."""
+    """Every kernel the launchers pick with the default configuration, and the
+    selectable schemes' (v4's bias-grad reduction)."""
     for dt in dtypes.DTYPES:
         for act in activations.ACTIVATIONS:
             for write_mask in (False, True):
@@ -1568,6 +1579,7 @@ def shipped_kernels():
                 yield make_backward_kernel(dt, act, True, fixed_mode=mode)
             yield make_backward_kernel(dt, act, False)
         yield make_bias_grad_kernel(dt)
+        yield make_bias_grad_kernel(dt, _REDUCE_THREADS)
     yield _ZERO_U32
 
 
@@ -1677,7 +1689,8 @@ class LaunchConfig(NamedTuple):
     one block (the backward pass writes one bias-grad partial row per row-block);
     unroll: rows per batch on the vector path (1, 2 or 4; the next batch's loads are
     issued before a batch is computed); fence: how the backward's blocks publish their
-    bias-grad partial rows, one of :data:`FENCES` (None: "block").
+    bias-grad partial rows, one of :data:`FENCES` (None: "block"); bias_reduce: who sums
+    the partial rows, one of :data:`BIAS_REDUCES` (None: "last_block").
     """
 
     threads: int = 256
@@ -1685,6 +1698,7 @@ class LaunchConfig(NamedTuple):
     rows_per_block: int = None
     unroll: int = None
     fence: str = None
+    bias_reduce: str = None
 
 
 def _pow2_ceil(n):
@@ -1733,6 +1747,9 @@ def _config(config):
         raise ValueError(f"config.unroll must be 1, 2 or 4, got {config.unroll!r}")
     if config.fence not in (None, *FENCES):
         raise ValueError(f"config.fence must be one of {FENCES} or None, got {config.fence!r}")
+    if config.bias_reduce not in (None, *BIAS_REDUCES):
+        raise ValueError(f"config.bias_reduce must be one of {BIAS_REDUCES} or None, got "
+                         f"{config.bias_reduce!r}")
     return config
 
 
@@ -2034,7 +2051,8 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
                                   mode if vec else -1, cfg.fence or "block")
     pieces = _pieces(n_rows, n_cols, vec)
-    waves = _WAVES_BIAS_GRAD if bias_grad else _WAVES
+    by_kernel = bias_grad and cfg.bias_reduce == "kernel"
+    waves = _WAVES_BIAS_GRAD if bias_grad and not by_kernel else _WAVES
     plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device, waves) for _, rows in pieces]
     n_parts = sum(plan.n_row_blocks for plan in plans)
     stream = stream_handle(g)
@@ -2043,8 +2061,10 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     gb_arg = _placeholder(g, dtypes.STORAGE[g.dtype].name)
     if bias_grad:
         partial = ex.alloc(g, (n_parts * n_cols,), "float32")
-        counters = ex.stream_buffer(
-            functools.partial(_counters, anchor, n=max(plan.grid[0] for plan in plans)), stream)
+        if not by_kernel:
+            counters = ex.stream_buffer(
+                functools.partial(_counters, anchor, n=max(plan.grid[0] for plan in plans)),
+                stream)
         gb_arg = grad_bias
     bias_arg = _bias_arg(b_used, g.dtype, g)
     part0 = 0
@@ -2059,9 +2079,13 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
         args += [part0, n_parts]
         dynamic = range(len(args), len(args) + _N_DYNAMIC) if mode == MODE_PHILOX else ()
         args += [*rng, _dropout_scale(p), b_used is not None, mode, bias_grad,
-                 i == len(pieces) - 1]
+                 i == len(pieces) - 1 and not by_kernel]
         ex.launch(kernel, plan.grid, plan.block, stream, args, dynamic=dynamic)
         part0 += plan.n_row_blocks
+    if by_kernel:
+        by = _REDUCE_THREADS // 32
+        ex.launch(make_bias_grad_kernel(g.dtype, _REDUCE_THREADS), (cdiv(n_cols, 32),),
+                  (32, by), stream, [partial, grad_bias, n_parts, n_cols, tile_stride(32, by, 1)])
     return grad_x, grad_bias
 
 

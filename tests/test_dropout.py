@@ -365,18 +365,22 @@ def test_row_pieces_match_one_launch(dt, monkeypatch):
 
 @pytest.mark.parametrize("dt", ["float16", "float32"])
 @pytest.mark.parametrize("activation", ["none", "gelu"])
-@pytest.mark.parametrize("fence", D.FENCES)
-def test_bias_grad_last_block_reduction(dt, activation, fence):
+@pytest.mark.parametrize("fence,reduce", [("block", "last_block"), ("thread", "last_block"),
+                                          ("block", "kernel")])
+def test_bias_grad_last_block_reduction(dt, activation, fence, reduce):
     """grad_bias from many row blocks (rows_per_block=1: 37 partial rows, more than the
     _FINAL_STEP x blockDim.y = 32 rows the last block sums per step) on the vector and
     scalar paths, with either way of publishing the partial rows (one fence a block,
-    or one a thread): against float64, bit-identical run to run (fixed summation
-    order whichever block arrives last), the arrival counters back at zero after each
+    or one a thread) and either reduction (the last block of each strip, or a kernel
+    of its own): against float64, bit-identical run to run (fixed summation order
+    whichever block arrives last), the arrival counters back at zero after each
     launch. On a GPU also 3001 row blocks of 2 rows racing over 16 strips."""
-    cfg = D.LaunchConfig(threads=32, block_x=2, rows_per_block=1, fence=fence)
+    cfg = D.LaunchConfig(threads=32, block_x=2, rows_per_block=1, fence=fence,
+                         bias_reduce=reduce)
     shapes = [((37, 16), cfg), ((37, 14), cfg)]
     if not SIMULATOR:
-        shapes.append(((6001, 4096), D.LaunchConfig(rows_per_block=2, fence=fence)))
+        shapes.append(((6001, 4096), D.LaunchConfig(rows_per_block=2, fence=fence,
+                                                     bias_reduce=reduce)))
     for shape, cfg in shapes:
         x, b, go = _inputs(shape, dt, seed=15)
         p, seed, offset = 0.2, 9, 1
@@ -564,6 +568,8 @@ def test_backward_without_x_for_activation_none():
 @pytest.mark.parametrize("config,msg", [(D.LaunchConfig(threads=48), "threads"),
                                         (D.LaunchConfig(block_x=64), "block_x"),
                                         (D.LaunchConfig(unroll=3), "unroll"),
+                                        (D.LaunchConfig(fence="none"), "fence"),
+                                        (D.LaunchConfig(bias_reduce="atomic"), "bias_reduce"),
                                         ({"threads": 64}, "LaunchConfig")])
 def test_bad_launch_config(config, msg):
     with pytest.raises((TypeError, ValueError), match=msg):
