@@ -26,6 +26,7 @@ a failing provider is still timed. ``peak_MB``: memory one call allocates beyond
 inputs (for bwd: beyond the saved forward).
 
   python bench/dropout.py --shapes 16384x4096 --dtypes float16 --activations none,gelu
+  python bench/dropout.py --from-json out.json --plot bench/results   # plots, no GPU
 """
 
 import argparse
@@ -68,6 +69,12 @@ def parse_args(argv=None):
     ap.add_argument("--no-host-overhead", action="store_true",
                     help="skip the host launch-overhead measurement")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
+    ap.add_argument("--plot", metavar="DIR",
+                    help="write dropout_<activation>_sweep.png here: GB/s against N per "
+                         "provider (needs matplotlib)")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="no GPU run: read the results of an earlier --json (for --plot / "
+                         "the table)")
     args = ap.parse_args(argv)
     args.copy_gbps = None
     args.shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
@@ -479,14 +486,39 @@ def markdown(results):
     return "\n".join(lines)
 
 
+def plot_sweep(results, out_dir):
+    """One PNG per activation (``dropout_<activation>_sweep.png``,
+    :func:`bench.common.plot_bandwidth_sweep`): GB/s against N per provider, a panel
+    per (direction, dtype). Returns the paths written ([] without matplotlib)."""
+    timed = [r for r in results if r["kind"] == "timing" and r["provider"] in PROVIDERS]
+    paths = []
+    for act in sorted({r["activation"] for r in timed}):
+        rows = [{"dir": r["direction"], "dtype": r["dtype"], "provider": r["provider"],
+                 "N": int(r["shape"].split("x")[-1]), "GB/s": r["gbps"],
+                 "copy_GB/s": r["copy_gbps"], "gpu": r["gpu"]}
+                for r in timed if r["activation"] == act]
+        paths += common.plot_bandwidth_sweep(rows, out_dir, f"dropout_{act}_sweep.png",
+                                             f"{_op_name(act)}: bandwidth against row length",
+                                             PROVIDERS, ("float16", "bfloat16", "float32"))
+    return paths
+
+
 def main(argv=None):
     args = parse_args(argv)
-    results = run(args)
+    if args.from_json:
+        with open(args.from_json) as f:
+            results = json.load(f)
+    else:
+        results = run(args)
     print(markdown(results))
-    if args.json:
+    if args.json and not args.from_json:
         with open(args.json, "w") as f:
             json.dump([{k: (None if isinstance(v, float) and math.isnan(v) else v)
                         for k, v in r.items()} for r in results], f, indent=1)
+    if args.plot:
+        os.makedirs(args.plot, exist_ok=True)
+        for path in plot_sweep(results, args.plot):
+            print(f"wrote {path}")
     return results
 
 

@@ -83,40 +83,16 @@ def build_parser():
 
 
 def plot_sweep(results, out_dir):
-    """One PNG per op (``<op>_sweep.png``): GB/s against N (log scale) per provider, a
-    panel per (direction, dtype), the copy bandwidth as a dashed line. Returns the
-    paths written ([] without matplotlib)."""
-    plt = common.pyplot()
-    if plt is None:
-        return []
+    """One PNG per op (``<op>_sweep.png``, :func:`bench.common.plot_bandwidth_sweep`):
+    GB/s against N per provider, a panel per (direction, dtype). Returns the paths
+    written ([] without matplotlib)."""
     timed = [r for r in results if "GB/s" in r]
     paths = []
     for op in sorted({r["op"] for r in timed}):
         rows = [r for r in timed if r["op"] == op]
-        panels = sorted({(r["dir"], r["dtype"]) for r in rows},
-                        key=lambda k: (k[0] != "fwd", DTYPES.index(k[1])))
-        dtypes = [d for d in DTYPES if any(p[1] == d for p in panels)]
-        dirs = [d for d in ("fwd", "bwd") if any(p[0] == d for p in panels)]
-        fig, axes = plt.subplots(len(dirs), len(dtypes), figsize=(4.2 * len(dtypes), 3.4 * len(dirs)),
-                                 squeeze=False, sharex=True)
-        for i, direction in enumerate(dirs):
-            for j, dtype in enumerate(dtypes):
-                ax = axes[i][j]
-                sub = [r for r in rows if r["dir"] == direction and r["dtype"] == dtype]
-                for prov in [q for q in PROVIDERS if any(r["provider"] == q for r in sub)]:
-                    pts = sorted((r["N"], r["GB/s"]) for r in sub if r["provider"] == prov)
-                    ax.plot([n for n, _ in pts], [g for _, g in pts], marker="o", ms=3, label=prov)
-                if sub:
-                    ax.axhline(sub[0]["copy_GB/s"], color="grey", ls="--", lw=0.8, label="copy")
-                ax.set_xscale("log", base=2)
-                ax.set_title(f"{direction} {dtype}", fontsize=9)
-                ax.set_xlabel("N (M x N = const)", fontsize=8)
-                ax.set_ylabel("GB/s", fontsize=8)
-                ax.tick_params(labelsize=7)
-        axes[0][0].legend(fontsize=7)
-        gpu = rows[0].get("gpu", "")
-        fig.suptitle(f"{op}: bandwidth against row length ({gpu})", fontsize=10)
-        common.save_figure(fig, out_dir, f"{op}_sweep.png", paths, dpi=100)
+        paths += common.plot_bandwidth_sweep(rows, out_dir, f"{op}_sweep.png",
+                                             f"{op}: bandwidth against row length",
+                                             PROVIDERS, DTYPES)
     return paths
 
 

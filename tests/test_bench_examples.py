@@ -175,7 +175,8 @@ def _cupy_missing():
     return cupy_or_none()[0] is None
 
 
-def test_dropout_script_runs_and_checks(cpu_bench):
+def test_dropout_script_runs_and_checks(cpu_bench, tmp_path):
+    """Runs, checks, tabulates; then the table and plots again from its JSON alone."""
     from bench import dropout
 
     cpu_bench(dropout)
@@ -191,6 +192,12 @@ def test_dropout_script_runs_and_checks(cpu_bench):
     if _cupy_missing():
         assert any(r["kind"] == "note" and r["provider"] == "numba_cupy" for r in results)
     assert "| check |" in dropout.markdown(results)
+    path = tmp_path / "dropout.json"
+    path.write_text(json.dumps(results))
+    again = dropout.main(["--from-json", str(path), "--plot", str(tmp_path)])
+    assert dropout.markdown(again) == dropout.markdown(results)
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "dropout_gelu_sweep.png").stat().st_size > 0
 
 
 def test_dropout_check_flags_wrong_outputs():
