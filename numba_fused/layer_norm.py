@@ -2297,13 +2297,14 @@ def _row_layout(n, vec, direction, m=1):
     max_tpr = _tune["max_tpr"]
     best = None
     forced = _tune["fwd_words"] if direction == "fwd" else None
-    if direction == "bwd" and _bwd_wide(ng):
+    wide = direction == "bwd" and _bwd_wide(ng)
+    if wide:
         forced = 1
     if vec > 1 and m < 2**30:
         for words in ((forced,) if forced else _WORDS[(direction, vec)]):
             tpr = _round_warp(cdiv(ng, words))
             fat = _fat(direction, vec, words)
-            narrow = fat or (direction == "bwd" and not _bwd_wide(ng))
+            narrow = fat or (direction == "bwd" and not wide)
             if tpr > (min(max_tpr, _FAT_BLOCK) if narrow else max_tpr):
                 continue
             if fat and tpr * words != ng:
@@ -2418,11 +2419,10 @@ def _lean_layout(n, vec):
     return (best[1], best[2]) if best else (0, 0)
 
 
-def _rows_per_block(key, tpr, m, direction, vec, words):
+def _rows_per_block(key, tpr, m, direction, vec, words, wide=False):
     """Row slots per block: ``_tune[key] // tpr`` (at least 1, at most m), within
-    _FAT_BLOCK threads for fat kernels and the backward's (but for wide ones)."""
+    _FAT_BLOCK threads for fat kernels and the backward's but for ``wide`` ones."""
     rpb = max(1, min(_tune[key] // tpr, m, _MAX_BLOCK // tpr))
-    wide = direction == "bwd" and words == 1 and _bwd_wide(tpr)
     if _fat(direction, vec, words) or (direction == "bwd" and not wide):
         rpb = max(1, min(rpb, _FAT_BLOCK // tpr))
     return rpb
@@ -2633,7 +2633,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     vector = _can_vectorize(n, dtype, (ga, xa, wa, gx))
     vec = _vec_of(dtype, vector)
     words, tpr = _row_layout(n, vec, "bwd", m)
-    rpb = _rows_per_block("bwd_block", tpr, m, "bwd", vec, words) if words else 1
+    wide = words == 1 and _bwd_wide(n // vec)
+    rpb = _rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide) if words else 1
     block = rpb * tpr
     rows = cdiv(m, rpb)
     affine = has_w or has_b
@@ -2641,7 +2642,6 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     sacc = not words and affine and sacc_bytes > 0
     if words or not sacc:
         nch = 1
-    wide = words == 1 and _bwd_wide(n // vec)
     # Wide 16-bit kernels fit 64 registers only without the prefetch (ptxas).
     prefetch = bool(_tune["prefetch"]) and not (wide and vec == 8) if words else True
     kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
