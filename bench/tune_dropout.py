@@ -52,6 +52,8 @@ CONFIGS = [
     ("threads=512", {"threads": 512}),
     ("rows=256", {"rows_per_block": 256}),
     ("rows=64", {"rows_per_block": 64}),
+    ("v4 reduce kernel", {"bias_reduce": "kernel"}),
+    ("v4 reduce kernel rows=256", {"bias_reduce": "kernel", "rows_per_block": 256}),
 ]
 
 

@@ -3,6 +3,8 @@ and deterministic dW/dB) against torch eager, fp16, M x N = 16384 x 4096 element
 for N in {768, 1024, 4096, 8192, 16384}, plus a few launch knobs at 16384 x 4096.
 
     python3 bench/tune_layer_norm.py --out DIR [--reps 50] [--quick]
+    python3 bench/tune_layer_norm.py --out DIR --ns 4096,8192 --dtypes float32 \
+        --tunes '{}' '{"bwd_wide": true}'      # an A/B: each tuning at each (N, dtype)
 
 Method (bench/common.py): every output is first checked against float64 (y, mean, rstd, dx on a
 slice of rows through ``layer_norm_ref``; dw, db over all rows in float64 on the GPU);
@@ -138,12 +140,15 @@ def kernel_info(m, n, dtype_name, det):
         full = bool(words) and tpr * words * vec == n
         k = factory(dtype_name, False, True, True, True, words,
                     bool(ln._tune["prefetch"]) if words else True, full,
-                    **({"lean": True} if lean else {}))
+                    **({"lean": True} if lean else {}),
+                    **({"wide": True} if direction == "bwd" and words == 1
+                       and ln._bwd_wide(n // vec) else {}))
         if lean:
             rpb = max(1, min(ln._tune[key] // tpr, m))
             per_sm = k.resident_blocks(tpr * rpb, 0, None)
         elif words:
-            rpb = ln._rows_per_block(key, tpr, m, direction, vec, words)
+            rpb = ln._rows_per_block(key, tpr, m, direction, vec, words,
+                                     direction == "bwd" and words == 1 and ln._bwd_wide(n // vec))
             shared = (2 if direction == "fwd" else 1) * words * vec * tpr * 4
             per_sm = k.resident_blocks(tpr * rpb, shared, None)
         else:
@@ -191,17 +196,17 @@ def fmt_us(ms):
 
 
 def table(rows, copy):
-    lines = ["| M x N | fwd us (torch) | bwd lock us | bwd det us (torch) | fwd/bwd % of copy | "
+    lines = ["| M x N dtype | fwd us (torch) | bwd lock us | bwd det us (torch) | fwd/bwd % of copy | "
              "worst err | fwd kernel regs/blk/SM | bwd kernel regs/blk/SM | tune |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        el = r["m"] * r["n"] * 2
+        el = r["m"] * r["n"] * (4 if r["dtype"] == "float32" else 2)
         fwd_pct = 2 * el / (r["fwd_ms"] * 1e-3) / (copy * 1e12) * 100
         bwd = min(r["bwd_lock_ms"], r["bwd_det_ms"])
         bwd_pct = 3 * el / (bwd * 1e-3) / (copy * 1e12) * 100
         kf, kb = r["kernels"]["fwd"], r["kernels"]["bwd"]
         lines.append(
-            f"| {r['m']}x{r['n']} | {fmt_us(r['fwd_ms'])} ({fmt_us(r.get('torch_fwd_ms'))}) | "
+            f"| {r['m']}x{r['n']} {r['dtype']} | {fmt_us(r['fwd_ms'])} ({fmt_us(r.get('torch_fwd_ms'))}) | "
             f"{fmt_us(r['bwd_lock_ms'])} | {fmt_us(r['bwd_det_ms'])} ({fmt_us(r.get('torch_bwd_ms'))}) | "
             f"{fwd_pct:4.0f} / {bwd_pct:4.0f} | {r['worst_err']:.1e}{'' if r['check_ok'] else ' FAIL'} | "
             f"w{kf['words']}x{kf['tpr']} {kf['regs']}/{kf['rows_per_block']}r/{kf['blocks_per_sm']} | "
@@ -215,6 +220,13 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--quick", action="store_true", help="N = 4096 only, no knob sweep")
+    ap.add_argument("--ns", default=None,
+                    help="A/B mode: comma-separated row lengths (M = 2^26 / N)")
+    ap.add_argument("--dtypes", default="float16",
+                    help="A/B mode: comma-separated dtypes (float16, bfloat16, float32)")
+    ap.add_argument("--tunes", nargs="+", default=["{}"],
+                    help="A/B mode: tuning overrides as JSON objects, one per variant "
+                         "(torch is timed beside the first)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
@@ -223,6 +235,16 @@ def main(argv=None):
     sleep = _sleep_cycles()
     print(f"{dev}: copy {copy:.2f} TB/s (read + write)", flush=True)
     rows = []
+    if args.ns:
+        tunes = [json.loads(t) for t in args.tunes]
+        for dname in args.dtypes.split(","):
+            for n in (int(v) for v in args.ns.split(",")):
+                for i, tune in enumerate(tunes):
+                    rows.append(run_case(TOTAL // n, n, getattr(torch, dname), args.reps,
+                                         sleep, tune, torch_too=i == 0))
+                    print(table(rows[-1:], copy).splitlines()[-1],
+                          f"[{time.time() - t0:.0f} s]", flush=True)
+        return _finish(args, dev, copy, rows, t0)
     for n in ((4096,) if args.quick else NS):
         rows.append(run_case(TOTAL // n, n, torch.float16, args.reps, sleep))
         print(table(rows[-1:], copy).splitlines()[-1], f"[{time.time() - t0:.0f} s]", flush=True)
@@ -235,6 +257,10 @@ def main(argv=None):
         for dt in (torch.bfloat16, torch.float32):
             rows.append(run_case(m, n, dt, args.reps, sleep))
             print(table(rows[-1:], copy).splitlines()[-1], f"[{time.time() - t0:.0f} s]", flush=True)
+    return _finish(args, dev, copy, rows, t0)
+
+
+def _finish(args, dev, copy, rows, t0):
     md = f"{dev}, copy {copy:.2f} TB/s, numba-fused LayerNorm (w, b), median of {args.reps}\n\n"
     md += table(rows, copy) + "\n"
     print("\n" + md)

@@ -356,3 +356,30 @@ def test_models_script_arguments_and_builders():
     for name in models.SIZES:
         m = models.build(name, "small", "eager", 0, device="cpu")
         assert m.config._attn_implementation == "eager"
+
+
+def test_profile_op_builds_every_op():
+    """bench/profile_op.py (ncu's workload): every op's callable runs on tiny inputs and
+    returns the op's outputs (finite, the input's row shape); the LayerNorm forward
+    matches torch's."""
+    torch = pytest.importorskip("torch")
+    from bench import profile_op
+
+    for op in profile_op.OPS:
+        args = profile_op.parse_args([op, "--shape", "3x40", "--dtype", "float32",
+                                      "--activation", "gelu"])
+        out = profile_op.build(args, torch, device="cpu")()
+        outs = [o for o in (out if isinstance(out, tuple) else (out,)) if o is not None]
+        first = torch.as_tensor(outs[0])
+        assert first.shape == (3, 40), (op, first.shape)
+        assert all(bool(torch.isfinite(torch.as_tensor(o)).all()) for o in outs), op
+        if op == "ln_fwd":
+            gen = torch.Generator(device="cpu").manual_seed(0)
+            x = torch.randn((3, 40), generator=gen)
+            torch.randn((3, 40), generator=gen)
+            w = torch.randn(40, generator=gen) * 0.5 + 1.0
+            b = torch.randn(40, generator=gen)
+            want = torch.nn.functional.layer_norm(x, (40,), w, b, 1e-5)
+            assert torch.allclose(first, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(SystemExit):
+        profile_op.parse_args(["no_such_op"])

@@ -1,0 +1,90 @@
+"""One call of one op inside an NVTX range named ``prof``: the workload for ncu.
+
+    ncu --nvtx --nvtx-include "prof/" --clock-control none --set full \\
+        python3 bench/profile_op.py dropout_bwd --shape 16384x4096 --dtype float16 \\
+        [--activation gelu] [--config '{"bias_reduce": "kernel"}']
+    ncu ... python3 bench/profile_op.py ln_bwd --shape 16384x4096 --dtype float32 \\
+        [--tuning '{"bwd_wide": true}']
+
+Ops: dropout_fwd, dropout_bwd (with grad_bias; --no-bias-grad without), ln_fwd,
+ln_bwd, rms_fwd, rms_bwd. The op runs three times first (compiles, caches), then once
+inside the range, on random normal inputs (never zeros). Nothing is checked here:
+the tests and bench/tune_*.py check the same launches.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+OPS = ("dropout_fwd", "dropout_bwd", "ln_fwd", "ln_bwd", "rms_fwd", "rms_bwd")
+
+
+def build(args, torch, device="cuda"):
+    """A callable running the chosen op once on fresh random inputs on ``device``
+    ("cpu" under the CUDA simulator, whose kernels take host data)."""
+    import numba_fused as nf
+    from numba_fused import dropout as D
+
+    m, n = (int(v) for v in args.shape.lower().split("x"))
+    dt = getattr(torch, args.dtype)
+    gen = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn((m, n), device=device, generator=gen).to(dt)
+    g = torch.randn((m, n), device=device, generator=gen).to(dt)
+    w = (torch.randn(n, device=device, generator=gen) * 0.5 + 1.0).to(dt)
+    b = torch.randn(n, device=device, generator=gen).to(dt)
+    if args.op.startswith("dropout"):
+        cfg = D.LaunchConfig(**json.loads(args.config))
+        if args.op == "dropout_fwd":
+            return lambda: D.dropout_bias_act_forward(x, b, args.p, 1, 2, args.activation,
+                                                      config=cfg)
+        return lambda: D.dropout_bias_act_backward(
+            g, x, b, args.p, 1, 2, args.activation,
+            need_bias_grad=not args.no_bias_grad, config=cfg)
+    if args.op == "ln_fwd":
+        return lambda: nf.layer_norm_forward(x, w, b)
+    if args.op == "rms_fwd":
+        return lambda: nf.rms_norm_forward(x, w)
+    if args.op == "ln_bwd":
+        _, mean, rstd = nf.layer_norm_forward(x, w, b)
+        return lambda: nf.layer_norm_backward(g, x, w, b, mean, rstd)
+    _, rstd = nf.rms_norm_forward(x, w)
+    return lambda: nf.rms_norm_backward(g, x, w, rstd)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("op", choices=OPS)
+    ap.add_argument("--shape", default="16384x4096")
+    ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16", "float32"))
+    ap.add_argument("--activation", default="none")
+    ap.add_argument("--p", type=float, default=0.1)
+    ap.add_argument("--no-bias-grad", action="store_true")
+    ap.add_argument("--config", default="{}", help="dropout LaunchConfig fields, JSON")
+    ap.add_argument("--tuning", default="{}", help="layer_norm.tuning overrides, JSON")
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+
+    import torch
+
+    from numba_fused import layer_norm as ln
+
+    with ln.tuning(**json.loads(args.tuning)):
+        fn = build(args, torch)
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push("prof")
+        fn()
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
