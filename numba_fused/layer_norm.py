@@ -801,62 +801,6 @@ def _coarse_centre(mu, amax):
 
 
 @inline_device
-def _welford_merge(ca, ma, qa, cb, mb, qb):
-    """(count, mean, M2) of two parts' (count, mean, M2) (Chan et al.): ``mean = ma +
-    d cb / n``, ``M2 = qa + qb + d^2 ca cb / n`` with ``d = mb - ma``; empty parts
-    (count 0) leave the other as it is."""
-    n = ca + cb
-    if n == np.float32(0.0):
-        return n, np.float32(0.0), np.float32(0.0)
-    d = mb - ma
-    f = cb / n
-    return n, ma + d * f, qa + qb + d * d * ca * f
-
-
-@inline_device
-def _warp_welford(c, mu, q):
-    """:func:`_welford_merge` over the warp's lanes by xor-shuffles, to every lane.
-    Each pair is merged as (lower lane, upper lane) on both sides, so both lanes
-    compute the same bits and the warp ends agreeing."""
-    lane = cuda.threadIdx.x % WARP
-    for k in range(5):
-        off = 16 >> k
-        c2 = cuda.shfl_xor_sync(FULL_MASK, c, off)
-        m2 = cuda.shfl_xor_sync(FULL_MASK, mu, off)
-        q2 = cuda.shfl_xor_sync(FULL_MASK, q, off)
-        if lane & off:
-            c, mu, q = _welford_merge(c2, m2, q2, c, mu, q)
-        else:
-            c, mu, q = _welford_merge(c, mu, q, c2, m2, q2)
-    return c, mu, q
-
-
-@inline_device
-def _row_welford(c, mu, q, red, buf):
-    """(count, mean, M2) of the row from each thread's, to all of the row's threads:
-    one barrier round (block ``(tpr, rows)``; ``red``: float32 shared ``(2, 3, 32)``;
-    consecutive calls alternate ``buf``), where the two-pass statistics take two."""
-    c, mu, q = _warp_welford(c, mu, q)
-    tpr = cuda.blockDim.x
-    if tpr > WARP:
-        lane, mine, first, nw = _warp_slots()
-        if lane == 0:
-            red[buf, 0, mine] = c
-            red[buf, 1, mine] = mu
-            red[buf, 2, mine] = q
-        cuda.syncthreads()
-        c = np.float32(0.0)
-        mu = np.float32(0.0)
-        q = np.float32(0.0)
-        if lane < nw:
-            c = red[buf, 0, first + lane]
-            mu = red[buf, 1, first + lane]
-            q = red[buf, 2, first + lane]
-        c, mu, q = _warp_welford(c, mu, q)
-    return c, mu, q
-
-
-@inline_device
 def _rms_one_element_rstd(x, eps):
     """``1 / sqrt(x^2 + eps)`` to within a hair of correct rounding, for a
     one-element RMSNorm row, whose backward (:func:`_rms_one_element_dx`) loses
@@ -976,8 +920,7 @@ def _group_guards(full):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
-                        lean=False, staged=False, welford=False, compensated=False,
-                        subwarp=False):
+                        lean=False, staged=False, compensated=False, subwarp=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -991,21 +934,18 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     prefetch, w and b read from global memory): see :func:`_lean_forward`.
     staged: the lean kernel's math with the raw words in dynamic shared memory (rows
     too long for registers): see :func:`_lean_forward`.
-    welford: the lean kernel with LayerNorm's statistics in one barrier round.
     compensated: the lean or staged LayerNorm kernel takes the deviations about a
     coarse centre, free of mu's rounding bias (the streaming kernel carries TwoSum
     terms instead): see :func:`_lean_forward`.
     subwarp: the lean kernel for rows of 8 or 16 threads (several rows per warp).
     """
-    if subwarp and (not lean or welford or staged):
+    if subwarp and (not lean or staged):
         raise ValueError("sub-warp rows are the lean kernel's, two-pass statistics only")
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
-    if welford and not lean:
-        raise ValueError("welford statistics are built into the lean forward only")
-    if compensated and (rms or welford or not (lean or staged)):
+    if compensated and (rms or not (lean or staged)):
         raise ValueError("compensated deviations are the lean / staged LayerNorm kernels' "
-                         "two-pass statistics (not RMSNorm, Welford or the row kernel)")
+                         "two-pass statistics (not RMSNorm or the row kernel)")
     if staged:
         if not (vector and words) or lean:
             raise ValueError("staged forward kernels are 16-byte row kernels (vector, "
@@ -1015,7 +955,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     if lean:
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
-        return _lean_forward(dtype, rms, has_w, has_b, words, full, welford,
+        return _lean_forward(dtype, rms, has_w, has_b, words, full,
                              compensated=compensated, subwarp=subwarp)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
@@ -1310,11 +1250,11 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 
 @functools.lru_cache(maxsize=None)
-def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=False,
-                  compensated=False, subwarp=False):
+def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
+                  subwarp=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
-    ``welford``: LayerNorm's statistics in one barrier round; ``staged``: the row in
-    shared memory; ``compensated``: deviations about a coarse centre; see below).
+    ``staged``: the row in shared memory; ``compensated``: deviations about a coarse
+    centre; see below).
 
     The row kernel keeps each thread's groups twice (raw words for the next row,
     float32 for this one) and w, b as float32 in shared memory: at N >= 12288 that
@@ -1327,13 +1267,6 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
     row reads the same n values) and nothing is prefetched: half the registers, no
     shared memory but the reduction slots, so several rows are resident per SM and
     each other's loads hide the reductions.
-
-    welford (LayerNorm): each thread takes the mean and M2 = sum (x - mean)^2 of its
-    own elements in registers (one pass, sums about its first element), and the row
-    merges the (count, mean, M2) triples
-    (:func:`_row_welford`: one barrier round where the two-pass statistics, mean then
-    corrected deviations, take two). Not bit-identical to the two-pass kernels; as
-    stable (Chan et al.'s pairwise merge).
 
     staged: for rows too long for registers (16-bit N = 65536: 8 groups a thread at
     1024 threads, 128 KiB a row), the raw words live in dynamic shared memory. The
@@ -1366,8 +1299,6 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
     N = 512 is 64 groups, 16 threads of 4); the reductions shuffle over offsets below
     tpr (:func:`_sub_pair`) and slots past the last row keep looping with their warp,
     as with several warps a row. The block must hold whole warps."""
-    if welford and rms:
-        raise ValueError("welford statistics are LayerNorm's (RMSNorm has one reduction)")
     vec = _vec_of(dtype, True)
     nraw = 4 * words
     raw_t = _kernel_storage(dtype, True)
@@ -1378,12 +1309,10 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
     _gvalid, _gclamp = _group_guards(full)
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
             f"{'staged' if staged else 'lean'}{words}"
-            + ("_full" if full else "") + ("_welford" if welford else "")
-            + ("_comp" if compensated else "") + ("_subwarp" if subwarp else ""))
+            + ("_full" if full else "") + ("_comp" if compensated else "") + ("_subwarp" if subwarp else ""))
     rsum = _sub_sum if subwarp else _row_sum_v2
     rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
     rsum_max = _sub_sum_max if subwarp else _row_sum_max_v2
-    RED = 3 if welford else 2
     NXR = 4 if staged else nraw
 
     if staged:
@@ -1408,7 +1337,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
         groups ``k * tpr + threadIdx.x`` (k < words) of the row as raw words ``xr``
         (staged: in dynamic shared memory, ``16 * words * tpr * rpb`` bytes; else
         none)."""
-        red = cuda.shared.array((2, RED, 32), np.float32)
+        red = cuda.shared.array((2, 2, 32), np.float32)
         sm = cuda.shared.array(0, raw_t)
         xr = cuda.local.array(NXR, raw_t)
         wr = cuda.local.array(4, raw_t)
@@ -1446,43 +1375,19 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, welford=False, staged=F
                     for i in range(4):
                         xr[4 * k + i] = q[i]
             s = np.float32(0.0)
-            # welford: the thread's sums are taken about its first element (pivot),
-            # which bounds their cancellation by the thread's own spread, in the same
-            # pass (a second pass over the words spilled at 4 groups a thread).
-            s2 = np.float32(0.0)
-            cnt = np.float32(0.0)
-            pivot = np.float32(0.0)
             amax = np.float32(0.0)
-            if welford and _gvalid(0, tpr, t, ng):
-                pivot = elem(xr, words_at(xr, sm, own, 0, tpr), 0)
             for k in range(words):
                 if _gvalid(k, tpr, t, ng):
-                    if welford:
-                        cnt += np.float32(vec)
                     o = words_at(xr, sm, own, k, tpr)
                     for j in range(vec):
                         v = elem(xr, o, j)
-                        if welford:
-                            d = v - pivot
-                            s += d
-                            s2 += d * d
-                        else:
-                            s += v * v if rms else v
-                            if compensated:
-                                amax = max(amax, abs(v))
+                        s += v * v if rms else v
+                        if compensated:
+                            amax = max(amax, abs(v))
             dmu = np.float32(0.0)
             mu = np.float32(0.0)
             if rms:
                 var = rsum(s, red, phase) * inv_n
-            elif welford:
-                lmu = np.float32(0.0)
-                m2 = np.float32(0.0)
-                if cnt > np.float32(0.0):
-                    ds = s / cnt
-                    lmu = pivot + ds
-                    m2 = max(s2 - s * ds, np.float32(0.0))
-                _, mu, m2 = _row_welford(cnt, lmu, m2, red, phase)
-                var = max(m2 * inv_n, np.float32(0.0))
             else:
                 if compensated:
                     s, amax = rsum_max(s, amax, red, phase)
@@ -2086,7 +1991,7 @@ def _variants():
 def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
-    the lean (two-pass, compensated and Welford statistics; rows of a warp or more, or
+    the lean (two-pass and compensated statistics; rows of a warp or more, or
     sub-warp rows) and staged forward row kernels; the wide backward row kernels;
     the streaming and scalar kernels; the dW/dB reduction."""
     for dtype in dtypes.DTYPES:
@@ -2103,8 +2008,6 @@ def shipped_kernels():
                             yield factory(dtype, rms, has_w, has_b, True, words, True, full,
                                           True)
                             if not rms:
-                                yield factory(dtype, rms, has_w, has_b, True, words, True,
-                                              full, True, welford=True)
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               full, True, compensated=True)
                         # Sub-warp rows (tuning fwd_subwarp): always exact layouts.
@@ -2172,9 +2075,6 @@ _TUNING_DEFAULTS = {
     # Forward, lean and staged LayerNorm kernels: deviations about a coarse centre
     # (None: the staged kernel only, whose long rows need it; see _fwd_compensated).
     "fwd_compensated": None,
-    # Forward, lean kernel: LayerNorm's statistics as "two_pass" (mean, then corrected
-    # deviations: two barrier rounds) or "welford" (one round); opt-in until measured.
-    "fwd_stats": "two_pass",
     # Row kernels are persistent: grid = SMs x resident blocks per SM (the driver's
     # occupancy for the kernel, block and shared memory), capped by these (None: no cap).
     "fwd_blocks_per_sm": None,
@@ -2212,8 +2112,8 @@ def tuning(**overrides):
     streaming backward), reduce_block ((cols, rows), each <= 32), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_stats ("two_pass" |
-    "welford"), fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
+    fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_grid, fwd_blocks_per_sm,
+    fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
@@ -2224,9 +2124,6 @@ def tuning(**overrides):
     scheme = overrides.get("bwd_scheme", _tune["bwd_scheme"])
     if scheme not in ("partials", "lock"):
         raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")
-    stats = overrides.get("fwd_stats", _tune["fwd_stats"])
-    if stats not in ("two_pass", "welford"):
-        raise ValueError(f"fwd_stats must be 'two_pass' or 'welford', got {stats!r}")
     rb = overrides.get("reduce_block", _tune["reduce_block"])
     if not (len(rb) == 2 and all(isinstance(v, int) and 1 <= v <= 32 for v in rb)):
         raise ValueError(f"reduce_block must be two ints in [1, 32], got {rb!r}")
@@ -2402,7 +2299,7 @@ def _lean_layout(n, vec):
     1024 threads."""
     ng = n // vec
     forced = _tune["fwd_words"]
-    if _tune["fwd_subwarp"] and _tune["fwd_stats"] == "two_pass":
+    if _tune["fwd_subwarp"]:
         for words in ((forced,) if forced else _LEAN_WORDS[::-1]):
             if ng % words == 0 and ng // words in (8, 16):
                 return words, ng // words
@@ -2557,13 +2454,12 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     else:
         words, tpr = _row_layout(n, vec, "fwd", m)
     has_w, has_b = wa is not None, ba is not None
-    welford = lean and not rms and _tune["fwd_stats"] == "welford"
-    comp = (lean or staged) and not (rms or welford) and _fwd_compensated(staged)
+    comp = (lean or staged) and not rms and _fwd_compensated(staged)
     subwarp = lean and tpr < WARP
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
-                                 bool(words) and tpr * words * vec == n, lean, staged, welford,
-                                 comp, subwarp)
+                                 bool(words) and tpr * words * vec == n, lean, staged, comp,
+                                 subwarp)
     if lean or staged:
         # The staged kernel: one row slot a block (its row fills the shared memory).
         rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))

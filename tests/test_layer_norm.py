@@ -339,57 +339,12 @@ def test_default_forward_layout_by_row_length():
     picks = {("float16", 256): (4, 8), ("bfloat16", 512): (4, 16), ("float16", 768): (3, 32),
              ("float32", 256): (4, 16), ("float32", 512): (4, 32)}
     with ln.tuning(**{k: ln._TUNING_DEFAULTS[k] for k in ("fwd_lean", "fwd_subwarp",
-                                                           "fwd_words", "fwd_stats")}):
+                                                           "fwd_words")}):
         for (dtype, n), layout in picks.items():
             vec = ln._vec_of(dtype, True)
             assert ln._fwd_lean(n, vec) and ln._lean_layout(n, vec) == layout, (dtype, n)
         for dtype in DTYPES:
             assert not ln._fwd_lean(128, ln._vec_of(dtype, True))
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("has_w,has_b", [(True, True), (False, False)])
-def test_welford_statistics_match_float64(dtype, has_w, has_b):
-    """The lean forward with one-round (Welford) statistics: y, mean and rstd within
-    the dtype's tolerance of float64, on rows centred far from zero (where a plain
-    sum of squares would cancel), with idle lanes, a row of two warps and exact
-    layouts; every thread of a row must end with the same statistics (a lane
-    disagreeing would show as a wrong y)."""
-    vec = ln._vec_of(dtype, True)
-    cases = [(5, 40 * vec, 1), (5, 40 * vec, 3), (3, 64 * vec, 2), (4, 48 * vec, 4)]
-    if not SIMULATOR:
-        cases += [(257, 1536 * vec, 4), (100, 1000 * vec, 3), (64, 8192, None)]
-    variant = (False, has_w, has_b)
-    for m, n, words in cases:
-        x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + (words or 0), scale=0.5,
-                             shift=20.0)
-        with ln.tuning(fwd_words=words, fwd_lean=True, fwd_stats="welford"):
-            assert ln._fwd_lean(n, vec)
-            with poison_outputs():
-                got = _forward(variant, x, w, b, 1e-5)
-        _check_forward(got, None, variant, x, w, b, dtype, (m, n, words))
-
-
-def test_welford_merge_is_chan_and_order_free():
-    """_welford_merge's formula against float64 on uneven parts, and the empty part
-    (its Python function: host code cannot call a device function on the GPU)."""
-    merge = ln._welford_merge.py_func
-    rng = np.random.default_rng(3)
-    a, b = rng.normal(5.0, 2.0, 7), rng.normal(-3.0, 0.5, 13)
-    part = [(np.float32(len(v)), np.float32(v.mean()), np.float32(((v - v.mean()) ** 2).sum()))
-            for v in (a, b)]
-    n, mu, q = merge(*part[0], *part[1])
-    allv = np.concatenate([a, b])
-    assert n == 20
-    assert abs(mu - allv.mean()) < 1e-5 * abs(allv.mean()) + 1e-6
-    assert abs(q - ((allv - allv.mean()) ** 2).sum()) < 1e-5 * ((allv - allv.mean()) ** 2).sum()
-    zero = np.float32(0.0)
-    assert merge(zero, zero, zero, *part[1]) == part[1]
-    assert merge(*part[0], zero, zero, zero) == part[0]
-    assert merge(zero, zero, zero, zero, zero, zero) == (0, 0, 0)
-    with pytest.raises(ValueError, match="fwd_stats"):
-        with ln.tuning(fwd_stats="three_pass"):
-            pass
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
