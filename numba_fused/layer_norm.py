@@ -1442,8 +1442,103 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
 
 
 @functools.lru_cache(maxsize=None)
+def _bwd_row_sums(dtype, vector, has_w):
+    """Device function ``row_sums(dy, x, w, mu, rs, base, ng, xs, ds, ws)``: the
+    streaming backward's first pass over one row, this thread's share of
+    ``s1 = sum_c xhat_c d_c`` and ``s2 = sum_c d_c`` with ``xhat = (x - mu) rs`` and
+    ``d = dy w`` (rounded: see below), over groups ``t, t + tpr, ...`` of the row
+    (``t = threadIdx.x``, ``tpr = blockDim.x``) ``_UNROLL[vec]`` at a time; ``base``:
+    the row's first group, ``ng`` its groups; xs, ds, ws: ``_UNROLL[vec] * vec``
+    float32 scratch. The streaming kernel (:func:`make_backward_kernel`) and the
+    statistics pass (:func:`make_bwd_stats_kernel`) call it alike, so with the same
+    ``tpr`` both reduce the same sums bit for bit."""
+    vec = _vec_of(dtype, vector)
+    unroll = _UNROLL[vec]
+    load_group, _ = _group_io(dtype, vector)
+
+    @inline_device
+    def row_sums(dy, x, w, mu, rs, base, ng, xs, ds, ws):
+        t = cuda.threadIdx.x
+        step = cuda.blockDim.x * unroll
+        s1 = np.float32(0.0)
+        s2 = np.float32(0.0)
+        c = t
+        while c < ng:
+            for u in range(unroll):
+                gi = c + u * cuda.blockDim.x
+                if gi < ng:
+                    load_group(x, base + gi, xs, u * vec)
+                    load_group(dy, base + gi, ds, u * vec)
+                    if has_w:
+                        load_group(w, gi, ws, u * vec)
+            for u in range(unroll):
+                if c + u * cuda.blockDim.x < ng:
+                    for j in range(vec):
+                        o = u * vec + j
+                        h = (xs[o] - mu) * rs
+                        # w * dy rounded as in the second pass (mul_rn: not fused
+                        # there into d - c2, which would leave the product's
+                        # rounding error: a one-element row's dx would not be 0).
+                        d = mul_rn(ds[o], ws[o]) if has_w else ds[o]
+                        s1 += h * d
+                        s2 += d
+            c += step
+        return s1, s2
+
+    return row_sums
+
+
+@functools.lru_cache(maxsize=None)
+def make_bwd_stats_kernel(dtype, rms, has_w, vector):
+    """Row statistics of the backward as a pass of their own (v11 candidate, tuning
+    ``bwd_stats_pass``): for the streaming backward over several column chunks, whose
+    blocks would otherwise each read the whole row for them.
+
+    ``c12[2 r] = c1 = sum_c xhat d / N`` and ``c12[2 r + 1] = c2 = sum_c d / N`` (0 for
+    RMSNorm) of every row r, ``xhat = (x - mean) rstd``, ``d = dy w`` (``dy`` without
+    w), summed as the streaming kernel's first pass sums them (:func:`_bwd_row_sums`;
+    bit for bit at the same ``tpr``)."""
+    vec = _vec_of(dtype, vector)
+    chunk = _UNROLL[vec] * vec
+    row_sums = _bwd_row_sums(dtype, vector, has_w)
+    st = types.Array(_kernel_storage(dtype, vector), 1, "C")
+    argtypes = (st, st, st, _F32_1D, _F32_1D, _F32_1D, types.int64, types.int64)
+    name = (f"norm_bwd_stats_{dtype}_{_variant_name(rms, has_w, False)}_"
+            f"{_layout_name(vector, 0)}")
+
+    def norm_bwd_stats(dy, x, w, mean, rstd, c12, m, n):
+        """dy, x: ``[m, n]`` rows (16-byte groups in vector mode); w: ``[n]`` (read iff
+        has_w); mean, rstd: ``[m]`` float32 (mean unread for RMSNorm); c12: ``[2 m]``
+        float32, written. Block ``(tpr, 1)`` takes rows blockIdx.x, + gridDim.x, ...:
+        each thread its share of the row's sums, then the block's two-value
+        reduction (its barriers: every thread of the block calls it)."""
+        red = cuda.shared.array((2, 2, 32), np.float32)
+        xs = cuda.local.array(chunk, np.float32)
+        ds = cuda.local.array(chunk, np.float32)
+        ws = cuda.local.array(chunk, np.float32)
+        ng = n // vec
+        nf = np.float32(n)
+        phase = 0
+        row = cuda.blockIdx.x
+        while row < m:
+            mu = np.float32(0.0)
+            if not rms:
+                mu = mean[np.uint64(row)]
+            rs = rstd[np.uint64(row)]
+            s1, s2 = row_sums(dy, x, w, mu, rs, row * ng, ng, xs, ds, ws)
+            s1, s2 = _row_sum2(s1, s2, red, phase)
+            phase ^= 1
+            if cuda.threadIdx.x == 0:
+                c12[np.uint64(2 * row)] = s1 / nf
+                c12[np.uint64(2 * row + 1)] = np.float32(0.0) if rms else s2 / nf
+            row += cuda.gridDim.x
+
+    return Kernel(name, norm_bwd_stats, argtypes, **_JIT)
+
+
+@functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
-                         full=False, sacc=False, wide=False):
+                         full=False, sacc=False, wide=False, given=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -1451,13 +1546,17 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     as one partial row at the end, instead of a read-modify-write of the partial
     row in global memory for every row. ``wide`` (row kernels of one group a thread,
     see :func:`_bwd_wide`): compiled for blocks of up to 1024 threads (64 registers)
-    instead of :data:`_FAT_BLOCK`."""
+    instead of :data:`_FAT_BLOCK`. ``given`` (streaming kernels with sacc; v11
+    candidate): the rows' c1, c2 come from :func:`make_bwd_stats_kernel`'s pass
+    (argument ``c12``) instead of each block's first pass over the whole row."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if sacc and (words or not (has_w or has_b)):
         raise ValueError("sacc is for streaming kernels with a weight or a bias")
     if wide and words != 1:
         raise ValueError(f"wide backward row kernels hold one group a thread, got words={words}")
+    if given and not sacc:
+        raise ValueError("given statistics are for streaming kernels with sacc")
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     part_store, part_add, part_add_cg = _partial_io(vec, vector)
@@ -1467,7 +1566,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 types.int64, types.int64, types.int64, types.int32)
     name = (f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
-            + ("_sacc" if sacc else "") + ("_wide" if wide else ""))
+            + ("_sacc" if sacc else "") + ("_wide" if wide else "")
+            + ("_given" if given else ""))
 
     if words:
         elems = words * vec
@@ -1753,7 +1853,24 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         else:
             buf[off] = sm[slot]
 
-    def norm_bwd_stream(dy, x, w, mean, rstd, dx, pw, pb, locks, m, n, ngroups, use_lock):
+    row_sums = _bwd_row_sums(dtype, vector, has_w)
+
+    if given:
+        @inline_device
+        def chunk_groups(ng, kmax, ch, tpr):
+            """[g_lo, g_hi) of chunk ``ch`` in 32-bit integers: with the first pass
+            gone, the 64-bit forms left ptxas 8-16 bytes past 64 registers at 16-bit
+            (the launcher gives these kernels rows of fewer than 2^31 groups)."""
+            g_lo = np.int32(ch * kmax * tpr)
+            return g_lo, np.int32(min(ng, g_lo + kmax * tpr))
+    else:
+        @inline_device
+        def chunk_groups(ng, kmax, ch, tpr):
+            g_lo = ch * kmax * tpr
+            return g_lo, min(ng, g_lo + kmax * tpr)
+
+    def norm_bwd_stream(dy, x, w, mean, rstd, dx, pw, pb, locks, m, n, ngroups, use_lock,
+                        c12):
         """Streaming kernel: same math and arguments as the row kernel, for rows of
         any length. Grid ``(nch, R)``: block ``(tpr, 1)`` (ch, b) takes rows b, b + R,
         ... and column chunk ch of ``nch``: groups [g_lo, g_hi) with g_lo = ch kmax
@@ -1772,7 +1889,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         ``ceil(ng / tpr) * tpr * VEC`` floats, ``ng = n / VEC``), each thread
         touching only its own groups' slots (so no barrier guards them), and the
         block adds them into its partial row once at the end (lock scheme: under
-        lock b % ngroups, once)."""
+        lock b % ngroups, once). ``given``: no first pass; c1, c2 of row r are
+        ``c12[2 r]``, ``c12[2 r + 1]`` (float32 ``[2 m]``, unread otherwise)."""
         red = cuda.shared.array((2, 2, 32), np.float32)
         flag = cuda.shared.array(1, np.int32)
         sm = cuda.shared.array(0, types.float32)
@@ -1788,8 +1906,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         nf = np.float32(n)
         step = tpr * unroll
         kmax = ((ng + nch - 1) // nch + tpr - 1) // tpr
-        g_lo = ch * kmax * tpr
-        g_hi = min(ng, g_lo + kmax * tpr)
+        g_lo, g_hi = chunk_groups(ng, kmax, ch, tpr)
         boff = np.uint32(kmax * quads * tpr if has_w else 0)
         if sacc:
             for k in range(kmax):
@@ -1807,34 +1924,15 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             if not rms:
                 mu = mean[np.uint64(row)]
             rs = rstd[np.uint64(row)]
-            s1 = np.float32(0.0)
-            s2 = np.float32(0.0)
-            c = t
-            while c < ng:
-                for u in range(unroll):
-                    gi = c + u * tpr
-                    if gi < ng:
-                        load_group(x, base + gi, xs, u * vec)
-                        load_group(dy, base + gi, ds, u * vec)
-                        if has_w:
-                            load_group(w, gi, ws, u * vec)
-                for u in range(unroll):
-                    if c + u * tpr < ng:
-                        for j in range(vec):
-                            o = u * vec + j
-                            h = (xs[o] - mu) * rs
-                            # w * dy rounded as in the second pass (mul_rn: not
-                            # fused there into d - c2, which would leave the
-                            # product's rounding error: a one-element row's dx
-                            # would not be 0).
-                            d = mul_rn(ds[o], ws[o]) if has_w else ds[o]
-                            s1 += h * d
-                            s2 += d
-                c += step
-            s1, s2 = _row_sum2(s1, s2, red, phase)
-            phase ^= 1
-            c1 = s1 / nf
-            c2 = np.float32(0.0) if rms else s2 / nf
+            if given:
+                c1 = c12[np.uint64(2 * row)]
+                c2 = c12[np.uint64(2 * row + 1)]
+            else:
+                s1, s2 = row_sums(dy, x, w, mu, rs, base, ng, xs, ds, ws)
+                s1, s2 = _row_sum2(s1, s2, red, phase)
+                phase ^= 1
+                c1 = s1 / nf
+                c2 = np.float32(0.0) if rms else s2 / nf
             first = row == bid
             prow = bid
             if affine and use_lock and not sacc:
@@ -1908,7 +2006,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             if use_lock:
                 _release(locks, lid)
 
-    return Kernel(name, norm_bwd_stream, argtypes, **_JIT)
+    return Kernel(name, norm_bwd_stream, argtypes + (_F32_1D,), **_JIT)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1993,7 +2091,8 @@ def shipped_kernels():
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass and compensated statistics; rows of a warp or more, or
     sub-warp rows) and staged forward row kernels; the wide backward row kernels;
-    the streaming and scalar kernels; the dW/dB reduction."""
+    the streaming and scalar kernels (the backward's also with given statistics, and
+    their statistics pass); the dW/dB reduction."""
     for dtype in dtypes.DTYPES:
         vec = _vec_of(dtype, True)
         for rms, has_w, has_b in _variants():
@@ -2027,8 +2126,13 @@ def shipped_kernels():
                         yield factory(dtype, rms, has_w, has_b, True, 1, vec != 8, full,
                                       wide=True)
                 if direction == "bwd" and (has_w or has_b):
-                    yield factory(dtype, rms, has_w, has_b, True, 0, sacc=True)
-                    yield factory(dtype, rms, has_w, has_b, False, 0, sacc=True)
+                    for vector in (True, False):
+                        yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True)
+                        # Given statistics (tuning bwd_stats_pass) and their pass.
+                        yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True,
+                                      given=True)
+                        if not (has_w and has_b):  # once per (rms, has_w)
+                            yield make_bwd_stats_kernel(dtype, rms, has_w, vector)
         yield make_dwdb_kernel(dtype)
     yield _zero_kernel()
 
@@ -2064,6 +2168,10 @@ _TUNING_DEFAULTS = {
     # Backward: row kernels of one group a thread compiled for 1024 threads (v10
     # candidate, opt-in until measured; see _bwd_wide).
     "bwd_wide": False,
+    # Backward, streaming over several column chunks: the rows' c1, c2 from a pass of
+    # their own (make_bwd_stats_kernel) instead of every chunk's block reading the
+    # whole row for them (v11 candidate, opt-in until measured).
+    "bwd_stats_pass": False,
     # Forward: the lean row kernel (raw words, w and b from global memory; None: where
     # _fwd_lean measured it faster); fwd_words forces the forward row kernels' groups
     # per thread (None: the layout functions' pick).
@@ -2109,7 +2217,7 @@ def tuning(**overrides):
     Keys: bwd_scheme ("partials" | "lock": the dW/dB scheme of
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
-    streaming backward), reduce_block ((cols, rows), each <= 32), bwd_grid (force the
+    streaming backward), bwd_wide, bwd_stats_pass, reduce_block ((cols, rows), each <= 32), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_grid, fwd_blocks_per_sm,
@@ -2540,8 +2648,9 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         nch = 1
     # Wide 16-bit kernels fit 64 registers only without the prefetch (ptxas).
     prefetch = bool(_tune["prefetch"]) and not (wide and vec == 8) if words else True
+    given = sacc and nch > 1 and bool(_tune["bwd_stats_pass"]) and n // vec < 2**31
     kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
-                                  bool(words) and tpr * words * vec == n, sacc, wide)
+                                  bool(words) and tpr * words * vec == n, sacc, wide, given)
     shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
     if sacc:
         shared = sacc_bytes
@@ -2569,11 +2678,22 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         locks = _view(rstda, "int32")
     vdt = _view_dtype(dtype, vector)
     gv = _view(ga, vdt)
+    xv = _view(xa, vdt)
+    wv = gv if wa is None else _view(wa, vdt)
+    mv = rv if meana is None else _view(meana, "float32")
+    extra = []
+    if given:
+        c12 = ex.alloc(ga, (2 * m,), "float32")
+        stats = make_bwd_stats_kernel(dtype, rms, has_w, vector)
+        ex.launch(stats, (_persistent_grid(stats, ga, tpr, 0, m, None, None),), (tpr, 1),
+                  stream, [gv, xv, wv, mv, rv, c12, m, n])
+        extra = [c12]
+    elif not words:
+        extra = [rv]
     ex.launch(kernel, (nch, grid) if not words else (grid,), (tpr, rpb), stream, [
-        gv, _view(xa, vdt), gv if wa is None else _view(wa, vdt),
-        rv if meana is None else _view(meana, "float32"), rv, _view(gx, vdt),
+        gv, xv, wv, mv, rv, _view(gx, vdt),
         rv if pw is None else pw, rv if pb is None else pb, locks,
-        m, n, ngroups, 1 if use_lock else 0], shared=shared)
+        m, n, ngroups, 1 if use_lock else 0] + extra, shared=shared)
     gw = gb = None
     if affine:
         gw = ex.alloc(ga, wa.shape, dtype) if has_w else None

@@ -220,6 +220,51 @@ def test_streaming_backward_accumulators(dtype, n, sacc_bytes, monkeypatch):
     assert picked and all(p == (sacc_bytes != 0) for p in picked)
 
 
+@pytest.mark.parametrize("dtype,n", [("float16", 520), ("float32", 528), ("bfloat16", 203)])
+def test_streaming_backward_given_statistics(dtype, n, monkeypatch):
+    """v11 candidate (tuning bwd_stats_pass): the chunked streaming backward with the
+    rows' c1, c2 from a statistics pass of their own. That pass sums as the chunks'
+    first pass does, so with the same geometry dx, dw and db are bit for bit those of
+    the default (partials scheme); the lock scheme within tolerance of float64 (its
+    order depends on who takes the lock); the launcher runs the pass exactly when
+    asked and the row has several chunks, and no unwritten row of c12 survives (the
+    outputs are poisoned, and a row the pass skipped would give a wrong dx)."""
+    launched = []
+    make_stats = ln.make_bwd_stats_kernel
+
+    def spy(*args):
+        launched.append(args)
+        return make_stats(*args)
+
+    monkeypatch.setattr(ln, "make_bwd_stats_kernel", spy)
+    m = 5 if SIMULATOR else 3001
+    # Several chunks for LayerNorm (dw and db) and RMSNorm (dw) alike.
+    tune = {"max_tpr": 32, "bwd_grid": 2, "sacc_bytes": 512 if n == 203 else 2048}
+    vec = ln._vec_of(dtype, n % ln._vec_of(dtype, True) == 0)
+    with ln.tuning(**tune):
+        assert all(ln._stream_chunks(n // vec, 32, vec, naccs)[0] > 1 for naccs in (1, 2))
+    # LayerNorm with w and b, RMSNorm with w: both of the pass's reductions, and c2 = 0.
+    for variant in ((False, True, True), (True, True, False)):
+        x, w, b, dy = _inputs((m, n), dtype, variant, seed=n)
+        _, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        outs = []
+        for given in (False, True):
+            with ln.tuning(bwd_stats_pass=given, **tune), poison_outputs():
+                outs.append(_backward(variant, dy, x, w, b, mean, rstd, True))
+        for a, e in zip(*outs):
+            assert (a is None) == (e is None)
+            if a is not None:
+                bits = torch.int32 if a.dtype == torch.float32 else torch.int16
+                assert torch.equal(a.view(bits), e.view(bits)), (variant, dtype)
+        count = len(launched)
+        with ln.tuning(bwd_stats_pass=True, max_tpr=32, bwd_grid=2):  # one chunk: no pass
+            _backward(variant, dy, x, w, b, mean, rstd, True)
+        assert len(launched) == count
+    with ln.tuning(bwd_stats_pass=True, **tune):
+        _check_all((False, True, True), (m, n), dtype, False, seed=n + 1)
+    assert len(launched) == 3 and all(a[0] == dtype for a in launched)
+
+
 def _one_binade_rows(n, dtype):
     """One row: n/2 entries -1 and n/2 entries +1 in random order, one +1 replaced by
     1 + 341/1024 (exact in every dtype). Every x lies in one binade and the mean,
