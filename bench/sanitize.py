@@ -68,6 +68,15 @@ def _layer_norm(nf, torch, dt):
             with tuning(fwd_staged=True, fwd_words=words):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x)
+        # v11 (opt-in): the chunked streaming backward on given row statistics (N =
+        # 65536 has three chunks; 12296 one, so the pass does not run there).
+        if n >= 12288:
+            with tuning(bwd_stats_pass=True):
+                for det in (False, True):
+                    y, mean, rstd = nf.layer_norm_forward(x, w, b)
+                    nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=det)
+                    y, rstd = nf.rms_norm_forward(x, w)
+                    nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
 
 
 def _attention(nf, torch, dt):
