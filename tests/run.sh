@@ -14,6 +14,7 @@ if have_gpu; then
 fi
 setup_python "test,ci,torch"
 echo "== simulator suite =="
-NUMBA_ENABLE_CUDASIM=1 "$PY" -m pytest -q -n 2 -p no:cacheprovider "$@"
+# --durations: the slowest tests of each stage in CI's log (where its time goes).
+NUMBA_ENABLE_CUDASIM=1 "$PY" -m pytest -q -n 2 -p no:cacheprovider --durations=20 "$@"
 echo "== PTX compile for sm_90 =="
-"$PY" -m pytest -q -n 2 -m ptx -p no:cacheprovider "$@"
+"$PY" -m pytest -q -n 2 -m ptx -p no:cacheprovider --durations=10 "$@"
