@@ -405,6 +405,8 @@ def run(args):
                     results.extend(timed)
             del sets
             torch.cuda.empty_cache()
+            if args.json:  # after every (shape, dtype): a run cut short keeps its rows
+                _write_json(args.json, results)
     if not args.no_host_overhead:
         for dtype in args.dtypes[:1]:
             for activation in args.activations[:1]:
@@ -503,6 +505,12 @@ def plot_sweep(results, out_dir):
     return paths
 
 
+def _write_json(path, results):
+    with open(path, "w") as f:
+        json.dump([{k: (None if isinstance(v, float) and math.isnan(v) else v)
+                    for k, v in r.items()} for r in results], f, indent=1)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.from_json:
@@ -512,9 +520,7 @@ def main(argv=None):
         results = run(args)
     print(markdown(results))
     if args.json and not args.from_json:
-        with open(args.json, "w") as f:
-            json.dump([{k: (None if isinstance(v, float) and math.isnan(v) else v)
-                        for k, v in r.items()} for r in results], f, indent=1)
+        _write_json(args.json, results)
     if args.plot:
         os.makedirs(args.plot, exist_ok=True)
         for path in plot_sweep(results, args.plot):
