@@ -138,17 +138,17 @@ def kernel_info(m, n, dtype_name, det):
         lean = direction == "fwd" and ln._fwd_lean(n, vec)
         words, tpr = ln._lean_layout(n, vec) if lean else ln._row_layout(n, vec, direction, m)
         full = bool(words) and tpr * words * vec == n
+        wide = direction == "bwd" and bool(words) and words == ln._bwd_wide_words(n // vec, vec)
+        # As the launcher: wide 16-bit and two-group kernels run without the prefetch.
+        prefetch = bool(ln._tune["prefetch"]) and not (wide and (vec == 8 or words == 2))
         k = factory(dtype_name, False, True, True, True, words,
-                    bool(ln._tune["prefetch"]) if words else True, full,
-                    **({"lean": True} if lean else {}),
-                    **({"wide": True} if direction == "bwd" and words == 1
-                       and ln._bwd_wide(n // vec) else {}))
+                    prefetch if words else True, full,
+                    **({"lean": True} if lean else {}), **({"wide": True} if wide else {}))
         if lean:
             rpb = max(1, min(ln._tune[key] // tpr, m))
             per_sm = k.resident_blocks(tpr * rpb, 0, None)
         elif words:
-            rpb = ln._rows_per_block(key, tpr, m, direction, vec, words,
-                                     direction == "bwd" and words == 1 and ln._bwd_wide(n // vec))
+            rpb = ln._rows_per_block(key, tpr, m, direction, vec, words, wide)
             shared = (2 if direction == "fwd" else 1) * words * vec * tpr * 4
             per_sm = k.resident_blocks(tpr * rpb, shared, None)
         else:

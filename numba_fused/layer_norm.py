@@ -1545,16 +1545,17 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     only): the block's dw/db accumulators live in dynamic shared memory and go out
     as one partial row at the end, instead of a read-modify-write of the partial
     row in global memory for every row. ``wide`` (row kernels of one group a thread,
-    see :func:`_bwd_wide`): compiled for blocks of up to 1024 threads (64 registers)
-    instead of :data:`_FAT_BLOCK`. ``given`` (streaming kernels with sacc; v11
+    or two of float32 without the prefetch: see :func:`_bwd_wide_words`): compiled
+    for blocks of up to 1024 threads (64 registers) instead of :data:`_FAT_BLOCK`. ``given`` (streaming kernels with sacc; v11
     candidate): the rows' c1, c2 come from :func:`make_bwd_stats_kernel`'s pass
     (argument ``c12``) instead of each block's first pass over the whole row."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if sacc and (words or not (has_w or has_b)):
         raise ValueError("sacc is for streaming kernels with a weight or a bias")
-    if wide and words != 1:
-        raise ValueError(f"wide backward row kernels hold one group a thread, got words={words}")
+    if wide and words not in (1, 2):
+        raise ValueError(f"wide backward row kernels hold one or two groups a thread, got "
+                         f"words={words}")
     if given and not sacc:
         raise ValueError("given statistics are for streaming kernels with sacc")
     vec = _vec_of(dtype, vector)
@@ -1798,7 +1799,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         # Backward row kernels are compiled for <= _FAT_BLOCK threads: with 1 group per
         # thread, w, b and the prefetch, 64 registers spilled 8-12 bytes (ptxas). The
         # wide ones fit 64 without spills: float32 with the prefetch (64), 16-bit
-        # without it (64; _bwd_wide turns it off).
+        # without it (64), float32 of two groups without it (64; the launcher turns it
+        # off for both).
         return Kernel(name, norm_bwd_rows, argtypes,
                       **_jit_for(_MAX_BLOCK if wide else _FAT_BLOCK))
 
@@ -2121,10 +2123,14 @@ def shipped_kernels():
                 yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
                 if direction == "bwd":
-                    # Wide row kernels (tuning bwd_wide), with the prefetch they take.
+                    # Wide row kernels (tuning bwd_wide, bwd_wide2), with the prefetch
+                    # they take.
                     for full in (True, False):
                         yield factory(dtype, rms, has_w, has_b, True, 1, vec != 8, full,
                                       wide=True)
+                        if vec == 4:
+                            yield factory(dtype, rms, has_w, has_b, True, 2, False, full,
+                                          wide=True)
                 if direction == "bwd" and (has_w or has_b):
                     for vector in (True, False):
                         yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True)
@@ -2168,6 +2174,10 @@ _TUNING_DEFAULTS = {
     # Backward: row kernels of one group a thread compiled for 1024 threads (v10
     # candidate, opt-in until measured; see _bwd_wide).
     "bwd_wide": False,
+    # Backward, float32: rows of max_tpr to 2 max_tpr groups as two groups a thread
+    # in kernels compiled for 1024 threads, without the prefetch (v10b candidate,
+    # opt-in until measured; see _bwd_wide_words).
+    "bwd_wide2": False,
     # Backward, streaming over several column chunks: the rows' c1, c2 from a pass of
     # their own (make_bwd_stats_kernel) instead of every chunk's block reading the
     # whole row for them (v11 candidate, opt-in until measured).
@@ -2217,8 +2227,9 @@ def tuning(**overrides):
     Keys: bwd_scheme ("partials" | "lock": the dW/dB scheme of
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
-    streaming backward), bwd_wide, bwd_stats_pass, reduce_block ((cols, rows), each <= 32), bwd_grid (force the
-    backward grid; a block per row reproduces the seed's per-row locking),
+    streaming backward), bwd_wide, bwd_wide2, bwd_stats_pass, reduce_block ((cols,
+    rows), each <= 32), bwd_grid (force the backward grid; a block per row
+    reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -2302,13 +2313,13 @@ def _row_layout(n, vec, direction, m=1):
     max_tpr = _tune["max_tpr"]
     best = None
     forced = _tune["fwd_words"] if direction == "fwd" else None
-    wide = direction == "bwd" and _bwd_wide(ng)
+    wide = _bwd_wide_words(ng, vec) if direction == "bwd" else 0
     if wide:
-        forced = 1
+        forced = wide
     if vec > 1 and m < 2**30:
         for words in ((forced,) if forced else _WORDS[(direction, vec)]):
             tpr = _round_warp(cdiv(ng, words))
-            fat = _fat(direction, vec, words)
+            fat = _fat(direction, vec, words) and not wide
             narrow = fat or (direction == "bwd" and not wide)
             if tpr > (min(max_tpr, _FAT_BLOCK) if narrow else max_tpr):
                 continue
@@ -2428,7 +2439,7 @@ def _rows_per_block(key, tpr, m, direction, vec, words, wide=False):
     """Row slots per block: ``_tune[key] // tpr`` (at least 1, at most m), within
     _FAT_BLOCK threads for fat kernels and the backward's but for ``wide`` ones."""
     rpb = max(1, min(_tune[key] // tpr, m, _MAX_BLOCK // tpr))
-    if _fat(direction, vec, words) or (direction == "bwd" and not wide):
+    if not wide and (_fat(direction, vec, words) or direction == "bwd"):
         rpb = max(1, min(rpb, _FAT_BLOCK // tpr))
     return rpb
 
@@ -2443,6 +2454,21 @@ def _bwd_wide(ng):
     0.178). Wide kernels take 64 registers (16-bit without the prefetch), so a 1024-
     thread row, or two rows of 512, per SM."""
     return bool(_tune["bwd_wide"]) and 0 < ng <= _MAX_BLOCK
+
+
+def _bwd_wide_words(ng, vec):
+    """Groups a thread of the wide backward row kernel that rows of ``ng`` groups of
+    ``vec`` take (0: none): 1 where :func:`_bwd_wide`; 2 for float32 rows of
+    ``max_tpr`` to ``2 max_tpr`` groups with tuning's ``bwd_wide2`` (v10b candidate:
+    float32 N = 8192 runs today as 512 threads of 4 groups, 0.350 ms against Liger's
+    0.224, whose layout is 1024 threads of 8 elements; ptxas fits that in 64
+    registers without spills only without the prefetch, 16-bit not at all)."""
+    if _bwd_wide(ng):
+        return 1
+    tpr = _tune["max_tpr"]
+    if _tune["bwd_wide2"] and vec == 4 and tpr < ng <= 2 * tpr:
+        return 2
+    return 0
 
 
 # ---------------------------------------------------------------------------------
@@ -2637,7 +2663,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     vector = _can_vectorize(n, dtype, (ga, xa, wa, gx))
     vec = _vec_of(dtype, vector)
     words, tpr = _row_layout(n, vec, "bwd", m)
-    wide = words == 1 and _bwd_wide(n // vec)
+    wide = bool(words) and words == _bwd_wide_words(n // vec, vec)
     rpb = _rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide) if words else 1
     block = rpb * tpr
     rows = cdiv(m, rpb)
@@ -2646,8 +2672,10 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     sacc = not words and affine and sacc_bytes > 0
     if words or not sacc:
         nch = 1
-    # Wide 16-bit kernels fit 64 registers only without the prefetch (ptxas).
-    prefetch = bool(_tune["prefetch"]) and not (wide and vec == 8) if words else True
+    # Wide 16-bit kernels, and float32 ones of two groups, fit 64 registers only
+    # without the prefetch (ptxas).
+    prefetch = (bool(_tune["prefetch"]) and not (wide and (vec == 8 or words == 2))
+                if words else True)
     given = sacc and nch > 1 and bool(_tune["bwd_stats_pass"]) and n // vec < 2**31
     kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                   bool(words) and tpr * words * vec == n, sacc, wide, given)
