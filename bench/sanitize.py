@@ -68,6 +68,19 @@ def _layer_norm(nf, torch, dt):
             with tuning(fwd_staged=True, fwd_words=words):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x)
+        # v10 / v10b (opt-in): the wide backward row kernels, one group a thread (N =
+        # 1000, 4096) and, float32, two (N = 6000: 1500 groups at 750 threads).
+        if n in (1000, 4096):
+            rows = [(x, w, b, g)]
+            if dt == torch.float32 and n == 4096:
+                x2 = torch.randn(29, 6000, device="cuda", dtype=dt)
+                w2 = torch.randn(6000, device="cuda", dtype=dt)
+                rows.append((x2, w2, torch.randn_like(w2), torch.randn_like(x2)))
+            with tuning(bwd_wide=True, bwd_wide2=True):
+                for xx, ww, bb, gg in rows:
+                    for det in (False, True):
+                        y, mean, rstd = nf.layer_norm_forward(xx, ww, bb)
+                        nf.layer_norm_backward(gg, xx, ww, bb, mean, rstd, deterministic=det)
         # v11 (opt-in): the chunked streaming backward on given row statistics (N =
         # 65536 has three chunks; 12296 one, so the pass does not run there).
         if n >= 12288:
