@@ -17,7 +17,8 @@ timeout -k 5 200 python3 bench/tune_layer_norm.py --out "$OUT/ln" --reps 30 \
   > "$OUT/ln_ab.log" 2>&1
 echo "ln fp32 rc $?"
 timeout -k 5 150 python3 bench/tune_layer_norm.py --out "$OUT/ln16" --reps 30 \
-  --ns 4096,8192 --dtypes float16 --tunes '{}' '{"bwd_wide": true}' > "$OUT/ln16_ab.log" 2>&1
+  --ns 4096,8192 --dtypes float16 --tunes '{}' '{"bwd_wide": true}' \
+  '{"bwd_wide": true, "bwd_block": 1024}' > "$OUT/ln16_ab.log" 2>&1
 echo "ln fp16 rc $?"
 timeout -k 5 200 python3 bench/tune_layer_norm.py --out "$OUT/ln11" --reps 30 \
   --ns 65536 --dtypes float16,bfloat16,float32 --tunes '{}' '{"bwd_stats_pass": true}' \
@@ -36,5 +37,5 @@ timeout -k 5 100 "${NCU[@]}" python3 bench/profile_op.py ln_bwd --dtype float32 
   > "$OUT/ncu_ln.txt" 2>&1
 echo "ncu ln rc $?"
 rm -f "$OUT"/ln*/*.md "$OUT"/ln16/*.json "$OUT"/dr/*.md "$OUT"/dr/*.json
-tail -9 "$OUT/ln_ab.log"; tail -7 "$OUT/ln16_ab.log"; tail -9 "$OUT/ln11_ab.log"
+tail -9 "$OUT/ln_ab.log"; tail -9 "$OUT/ln16_ab.log"; tail -9 "$OUT/ln11_ab.log"
 tail -30 "$OUT/dropout_ab.log"
