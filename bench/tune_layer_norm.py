@@ -196,8 +196,8 @@ def fmt_us(ms):
 
 
 def table(rows, copy):
-    lines = ["| M x N dtype | fwd us (torch) | bwd lock us | bwd det us (torch) | fwd/bwd % of copy | "
-             "worst err | fwd kernel regs/blk/SM | bwd kernel regs/blk/SM | tune |",
+    lines = ["| M x N dtype | fwd us (torch) | bwd lock us | bwd det us (torch) | "
+             "fwd/bwd % of copy | worst err | fwd kernel regs/blk/SM | bwd kernel regs/blk/SM | tune |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         el = r["m"] * r["n"] * (4 if r["dtype"] == "float32" else 2)

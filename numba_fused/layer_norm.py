@@ -1309,7 +1309,8 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     _gvalid, _gclamp = _group_guards(full)
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
             f"{'staged' if staged else 'lean'}{words}"
-            + ("_full" if full else "") + ("_comp" if compensated else "") + ("_subwarp" if subwarp else ""))
+            + ("_full" if full else "") + ("_comp" if compensated else "")
+            + ("_subwarp" if subwarp else ""))
     rsum = _sub_sum if subwarp else _row_sum_v2
     rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
     rsum_max = _sub_sum_max if subwarp else _row_sum_max_v2
@@ -1546,9 +1547,10 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     as one partial row at the end, instead of a read-modify-write of the partial
     row in global memory for every row. ``wide`` (row kernels of one group a thread,
     or two of float32 without the prefetch: see :func:`_bwd_wide_words`): compiled
-    for blocks of up to 1024 threads (64 registers) instead of :data:`_FAT_BLOCK`. ``given`` (streaming kernels with sacc; v11
-    candidate): the rows' c1, c2 come from :func:`make_bwd_stats_kernel`'s pass
-    (argument ``c12``) instead of each block's first pass over the whole row."""
+    for blocks of up to 1024 threads (64 registers) instead of :data:`_FAT_BLOCK`.
+    ``given`` (streaming kernels with sacc; v11 candidate): the rows' c1, c2 come
+    from :func:`make_bwd_stats_kernel`'s pass (argument ``c12``) instead of each
+    block's first pass over the whole row."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if sacc and (words or not (has_w or has_b)):
