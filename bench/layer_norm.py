@@ -359,10 +359,19 @@ def run(args, copy_gbps=None):
                         results.append(row)
                 del sets, ref
                 torch.cuda.empty_cache()
+                if getattr(args, "json", None):
+                    # A run cut short (a device call's time limit) keeps what it measured.
+                    _finish(results, copy_gbs)
+                    with open(args.json, "w") as f:
+                        json.dump(results, f, indent=1)
+    _finish(results, copy_gbs)
+    return results
+
+
+def _finish(results, copy_gbs):
     for r in results:
         r["copy_GB/s"] = copy_gbs
     _speedups(results)
-    return results
 
 
 def cli_rows(quick=False, copy_gbps=None):

@@ -31,6 +31,16 @@ def _dropout(nf, torch, dt):
         for p in (0.0, 0.3):
             nf.dropout_bias_act_forward(x, b, p=p, seed=3, offset=8, activation=act)
             nf.dropout_bias_act_backward(g, x, b, p=p, seed=3, offset=8, activation=act)
+    # The 16-byte vector path (N % 8 == 0) at its default geometry (v5: two rows a
+    # batch, float32 at 512 threads), rows not a multiple of the batch.
+    xv = torch.randn(37, 264, device="cuda", dtype=dt)
+    bv = torch.randn(264, device="cuda", dtype=dt)
+    gv = torch.randn_like(xv)
+    for act in ("none", "gelu"):
+        nf.dropout_bias_act_forward(xv, bv, p=0.3, seed=3, offset=8, activation=act)
+        nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation=act)
+        nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation=act,
+                                     need_bias_grad=False)
     nf.dropout_bias_act_forward(x, None, p=0.5, seed=1)
     nf.dropout_bias_act_backward(g, x, None, p=0.5, seed=1)
     # The mask variant: uint8 mask written by the forward, read by the backward.
@@ -68,21 +78,23 @@ def _layer_norm(nf, torch, dt):
             with tuning(fwd_staged=True, fwd_words=words):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x)
-        # v10 / v10b (opt-in): the wide backward row kernels, one group a thread (N =
-        # 1000, 4096) and, float32, two (N = 6000: 1500 groups at 750 threads).
+        # v10 (opt-in): the wide backward row kernels, one group a thread (N = 1000,
+        # 4096); float32 N = 4096 also takes v10c's two groups by default (512
+        # threads); v10b's two groups at 1024 threads with idle lanes: N = 8000.
         if n in (1000, 4096):
             rows = [(x, w, b, g)]
             if dt == torch.float32 and n == 4096:
-                x2 = torch.randn(29, 6000, device="cuda", dtype=dt)
-                w2 = torch.randn(6000, device="cuda", dtype=dt)
+                x2 = torch.randn(29, 8000, device="cuda", dtype=dt)
+                w2 = torch.randn(8000, device="cuda", dtype=dt)
                 rows.append((x2, w2, torch.randn_like(w2), torch.randn_like(x2)))
             with tuning(bwd_wide=True, bwd_wide2=True):
                 for xx, ww, bb, gg in rows:
                     for det in (False, True):
                         y, mean, rstd = nf.layer_norm_forward(xx, ww, bb)
                         nf.layer_norm_backward(gg, xx, ww, bb, mean, rstd, deterministic=det)
-        # v11 (opt-in): the chunked streaming backward on given row statistics (N =
-        # 65536 has three chunks; 12296 one, so the pass does not run there).
+        # v11 (16-bit by default, here every dtype): the chunked streaming backward on
+        # given row statistics (N = 65536 has three chunks; 12296 one, so the pass does
+        # not run there).
         if n >= 12288:
             with tuning(bwd_stats_pass=True):
                 for det in (False, True):

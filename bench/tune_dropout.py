@@ -1,8 +1,9 @@
 """GPU sweep of the dropout kernels' launch configurations (issue #3's targets).
 
-    python3 bench/tune_dropout.py --out DIR [--reps 50] [--shape 16384x4096]
+    python3 bench/tune_dropout.py --out DIR [--reps 50] [--shape 16384x4096] [--dtype float16]
 
-For fp16 ``[M, N]`` (default 16384 x 4096), p = 0.1, activations none and gelu, it times
+For ``[M, N]`` (default 16384 x 4096) of one dtype (default float16), p = 0.1,
+activations none and gelu, it times
 
   fwd            dropout_bias_act_forward(x, b, p, ...)
   bwd            dropout_bias_act_backward(g, x, b, p, ...)           (with grad_bias)
@@ -43,6 +44,7 @@ P = 0.1
 SEED, OFFSET = 1234, 56
 CHECK_ROWS = 64
 TOL = 1e-2  # bench/common.CHECK_TOL["float16"]: catches a wrong mask, not rounding
+DTYPES = ("float16", "bfloat16", "float32")
 
 # (label, LaunchConfig kwargs); the first is the shipped default.
 CONFIGS = [
@@ -54,6 +56,11 @@ CONFIGS = [
     ("rows=64", {"rows_per_block": 64}),
     ("v4 reduce kernel", {"bias_reduce": "kernel"}),
     ("v4 reduce kernel rows=256", {"bias_reduce": "kernel", "rows_per_block": 256}),
+    ("unroll=4", {"unroll": 4}),
+    ("threads=1024", {"threads": 1024}),
+    ("threads=512 unroll=2", {"threads": 512, "unroll": 2}),
+    ("threads=128 unroll=2", {"threads": 128, "unroll": 2}),
+    ("threads=1024 unroll=2", {"threads": 1024, "unroll": 2}),
 ]
 
 
@@ -63,6 +70,7 @@ def parse_args(argv=None):
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--shape", default="16384x4096")
+    ap.add_argument("--dtype", default="float16", choices=DTYPES)
     ap.add_argument("--configs", default=None,
                     help="comma-separated labels to run (default: all of "
                          + ", ".join(label for label, _ in CONFIGS) + ")")
@@ -161,20 +169,22 @@ def run(args):
     from numba_fused import dropout as D
 
     m, n = (int(v) for v in args.shape.lower().split("x"))
-    dtype = "float16"
+    dtype = args.dtype
+    tdtype = getattr(torch, dtype)
+    size = torch.empty((), dtype=tdtype).element_size()
     t0 = time.perf_counter()
     dev = common.DEVICE
     gen = torch.Generator(device=dev).manual_seed(0)
     sets = []
     for _ in range(3):
-        x = torch.randn((m, n), device=dev, generator=gen).half()
-        b = torch.randn((n,), device=dev, generator=gen).half()
-        g = torch.randn((m, n), device=dev, generator=gen).half()
+        x = torch.randn((m, n), device=dev, generator=gen).to(tdtype)
+        b = torch.randn((n,), device=dev, generator=gen).to(tdtype)
+        g = torch.randn((m, n), device=dev, generator=gen).to(tdtype)
         sets.append((x, b, g))
     copy = common.copy_bandwidth()  # GB/s, read + write
-    # Bytes that must move (fp16): fwd x in, y out; bwd grad in, grad_x out (+ x in for gelu).
-    floor_us = {"fwd": 4 * m * n / copy / 1e3, "bwd none": 4 * m * n / copy / 1e3,
-                "bwd gelu": 6 * m * n / copy / 1e3}
+    # Bytes that must move: fwd x in, y out; bwd grad in, grad_x out (+ x in for gelu).
+    floor_us = {"fwd": 2 * size * m * n / copy / 1e3, "bwd none": 2 * size * m * n / copy / 1e3,
+                "bwd gelu": 3 * size * m * n / copy / 1e3}
     labels = [c.strip() for c in args.configs.split(",")] if args.configs else None
     configs = [(label, kw) for label, kw in CONFIGS if labels is None or label in labels]
     rows = []
@@ -210,8 +220,8 @@ def run(args):
                 print(f"{label:12s} {act:5s} {case:14s} call {call:7.1f} us  gpu {gpu:7.1f} us"
                       f"  ({100 * floor / gpu:5.1f}% of copy)  err {err:.1e}", flush=True)
     # Host cost per call (tiny inputs, launches queued without synchronisation).
-    xt = torch.randn((8, 64), device=dev).half()
-    bt = torch.randn((64,), device=dev).half()
+    xt = torch.randn((8, 64), device=dev).to(tdtype)
+    bt = torch.randn((64,), device=dev).to(tdtype)
     host = {
         "fwd": common.host_overhead_us(
             lambda: D.dropout_bias_act_forward(xt, bt, P, 1, 0, "gelu"), 1000),

@@ -965,12 +965,32 @@ def _tile_floats(threads, per):
 
 
 def _default_unroll(dtype, backward, need_x):
-    """Rows per batch of the vector path: 1. The next row's loads are issued before a row
-    is computed (16-32 bytes per thread and array in flight through the computation),
-    and one row keeps the 16-bit forward kernels at 32 registers (full occupancy);
-    2 rows took 62-69 registers and 0.5 more instructions per element (buffer moves).
-    Measure others with LaunchConfig.unroll (bench/tune_dropout.py)."""
-    return 1
+    """Rows per batch of the vector path (the next batch's loads are issued before a
+    batch is computed): 2, but 1 for the 16-bit backward of activation 'none'.
+
+    v5 (H100, 16384 x 4096, bench/notes_dropout.md): two rows a batch put 32-64 bytes
+    per thread and array in flight. float32 at 512 threads (:func:`_default_threads`):
+    fwd none / gelu 260 / 261 -> 190 / 211 us, bwd 222 / 303 -> 203 / 298. 16-bit at
+    256 threads: fwd 103 / 103 -> 98 / 100 us, bwd gelu 162 -> 154; the backward of
+    'none' with grad_bias went from 108.5 to 113.5 us (its bias epilogue rounds), so it
+    keeps one row. Measure others with LaunchConfig.unroll (bench/tune_dropout.py)."""
+    if backward and not need_x and dtype != "float32":
+        return 1
+    return 2
+
+
+def _default_threads(dtype, vec):
+    """Threads per block: 512 for float32 on the vector path (v5: two rows of 32 bytes
+    a thread in flight, 80-128 registers, fill the SM at 512 threads; 256 threads
+    took 190 -> 226 us for the forward of 'none'), else 256."""
+    return 512 if vec and dtype == "float32" else 256
+
+
+def _jit_bounds(threads):
+    """jit options for a kernel launched with at most ``threads`` threads a block:
+    ptxas then keeps it within 65536 / threads registers (unroll 2 at 1024 threads
+    asked for 128 and failed to launch)."""
+    return {} if SIMULATOR else {"launch_bounds": (int(threads), 1)}
 
 
 def _check_threads(threads):
@@ -1287,7 +1307,8 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
                 *base, *_RNG_ARGS, types.float32, types.boolean, types.boolean)
     path = f"v16u{unroll}" if vec else "scalar"
     tag = ("_mask" if write_mask else "") + {-1: "_rt", 0: "_p0", 1: ""}[fixed_dropout]
-    return Kernel(f"dropout_fwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes)
+    return Kernel(f"dropout_fwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes,
+                  **_jit_bounds(threads))
 
 
 @functools.lru_cache(maxsize=None)
@@ -1516,7 +1537,8 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     path = f"v16u{unroll}" if vec else "scalar"
     tag = {-1: "_rt", 0: "_p0", 1: "", 2: "_mask"}[fixed_mode]
     tag += "" if fence == "block" else f"_fence_{fence}"
-    return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes)
+    return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes,
+                  **_jit_bounds(threads))
 
 
 @functools.lru_cache(maxsize=None)
@@ -1569,14 +1591,15 @@ def shipped_kernels():
     """Every kernel the launchers pick with the default configuration, and the
     selectable schemes' (v4's bias-grad reduction)."""
     for dt in dtypes.DTYPES:
+        threads = _default_threads(dt, True)
         for act in activations.ACTIVATIONS:
             for write_mask in (False, True):
                 for draw in (1, 0):
-                    yield make_forward_kernel(dt, act, True, write_mask=write_mask,
+                    yield make_forward_kernel(dt, act, True, threads, write_mask=write_mask,
                                               fixed_dropout=draw)
                 yield make_forward_kernel(dt, act, False, write_mask=write_mask)
             for mode in (MODE_PHILOX, MODE_NONE, MODE_MASK):
-                yield make_backward_kernel(dt, act, True, fixed_mode=mode)
+                yield make_backward_kernel(dt, act, True, threads, fixed_mode=mode)
             yield make_backward_kernel(dt, act, False)
         yield make_bias_grad_kernel(dt)
         yield make_bias_grad_kernel(dt, _REDUCE_THREADS)
@@ -1684,7 +1707,8 @@ def dropout_bias_act_ref(x, bias=None, p=0.0, seed=0, offset=0, activation="none
 class LaunchConfig(NamedTuple):
     """Launch geometry (None = heuristic). For tuning and tests; results do not depend on it.
 
-    threads: threads per block (power of two, 32..1024); block_x: threads along a row,
+    threads: threads per block (power of two, 32..1024; None: 512 for float32 on the
+    vector path, else 256); block_x: threads along a row,
     each owning 8 columns (power of two <= min(32, threads)); rows_per_block: rows of
     one block (the backward pass writes one bias-grad partial row per row-block);
     unroll: rows per batch on the vector path (1, 2 or 4; the next batch's loads are
@@ -1693,7 +1717,7 @@ class LaunchConfig(NamedTuple):
     the partial rows, one of :data:`BIAS_REDUCES` (None: "last_block").
     """
 
-    threads: int = 256
+    threads: int = None
     block_x: int = None
     rows_per_block: int = None
     unroll: int = None
@@ -1742,7 +1766,8 @@ def _config(config):
     if not isinstance(config, LaunchConfig):
         raise TypeError(
             f"config must be a numba_fused.dropout.LaunchConfig, got {type(config).__name__}")
-    _check_threads(config.threads)
+    if config.threads is not None:
+        _check_threads(config.threads)
     if config.unroll not in (None, 1, 2, 4):
         raise ValueError(f"config.unroll must be 1, 2 or 4, got {config.unroll!r}")
     if config.fence not in (None, *FENCES):
@@ -1962,6 +1987,7 @@ def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     n_cols = x.shape[-1]
     n_rows = x.size // n_cols
     vec = _vec_ok(n_cols, (x, y), mask)
+    cfg = cfg._replace(threads=cfg.threads or _default_threads(x.dtype, vec))
     unroll = (cfg.unroll or _default_unroll(x.dtype, False, False)) if vec else 1
     draw, rng = _rng_args(seed, offset, p)
     kernel = make_forward_kernel(x.dtype, activation, vec, cfg.threads, unroll,
@@ -2045,6 +2071,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     x_used = xa if need_x else None
     b_used = b if need_x else None
     vec = _vec_ok(n_cols, [a for a in (g, grad_x, x_used) if a is not None], m)
+    cfg = cfg._replace(threads=cfg.threads or _default_threads(g.dtype, vec))
     unroll = (cfg.unroll or _default_unroll(g.dtype, True, need_x)) if vec else 1
     draw, rng = _rng_args(seed, offset, p)
     mode = MODE_MASK if m is not None else (MODE_PHILOX if draw else MODE_NONE)
@@ -2113,7 +2140,7 @@ def _plan_inputs(*objs):
 
 
 def _launch_bias_grad(partial, grad_bias, n_parts, n_cols, like, cfg):
-    threads = cfg.threads
+    threads = cfg.threads or _default_threads(grad_bias.dtype, False)
     kernel = make_bias_grad_kernel(grad_bias.dtype, threads)
     by = threads // 32
     if partial is None:

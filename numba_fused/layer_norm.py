@@ -1491,7 +1491,7 @@ def _bwd_row_sums(dtype, vector, has_w):
 
 @functools.lru_cache(maxsize=None)
 def make_bwd_stats_kernel(dtype, rms, has_w, vector):
-    """Row statistics of the backward as a pass of their own (v11 candidate, tuning
+    """Row statistics of the backward as a pass of their own (v11, tuning
     ``bwd_stats_pass``): for the streaming backward over several column chunks, whose
     blocks would otherwise each read the whole row for them.
 
@@ -2176,14 +2176,19 @@ _TUNING_DEFAULTS = {
     # Backward: row kernels of one group a thread compiled for 1024 threads (v10
     # candidate, opt-in until measured; see _bwd_wide).
     "bwd_wide": False,
-    # Backward, float32: rows of max_tpr to 2 max_tpr groups as two groups a thread
-    # in kernels compiled for 1024 threads, without the prefetch (v10b candidate,
-    # opt-in until measured; see _bwd_wide_words).
-    "bwd_wide2": False,
+    # Backward, float32: rows of max_tpr / 2 to 2 max_tpr groups whose rows of two
+    # groups a thread fill the SM's 1024 threads (512 or 1024 threads a row) in
+    # kernels compiled for 1024 threads, without the prefetch (v10b, v10c; H100,
+    # bench/notes_layer_norm.md: N = 8192 0.404 -> 0.318 ms, N = 4096 0.353 -> 0.289;
+    # at N = 5120, 640 threads a row, one row an SM, 0.342 -> 0.356, not taken).
+    "bwd_wide2": True,
+    # bwd_wide2 for rows of more than this many groups (None: max_tpr / 2).
+    "bwd_wide2_min": None,
     # Backward, streaming over several column chunks: the rows' c1, c2 from a pass of
     # their own (make_bwd_stats_kernel) instead of every chunk's block reading the
-    # whole row for them (v11 candidate, opt-in until measured).
-    "bwd_stats_pass": False,
+    # whole row for them (v11). None: 16-bit only (H100, 1024 x 65536: fp16 / bf16
+    # 0.346 / 0.363 -> 0.318 / 0.320 ms; float32 0.527 -> 0.547, not taken).
+    "bwd_stats_pass": None,
     # Forward: the lean row kernel (raw words, w and b from global memory; None: where
     # _fwd_lean measured it faster); fwd_words forces the forward row kernels' groups
     # per thread (None: the layout functions' pick).
@@ -2229,8 +2234,8 @@ def tuning(**overrides):
     Keys: bwd_scheme ("partials" | "lock": the dW/dB scheme of
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
-    streaming backward), bwd_wide, bwd_wide2, bwd_stats_pass, reduce_block ((cols,
-    rows), each <= 32), bwd_grid (force the backward grid; a block per row
+    streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass,
+    reduce_block ((cols, rows), each <= 32), bwd_grid (force the backward grid; a block per row
     reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_grid, fwd_blocks_per_sm,
@@ -2461,14 +2466,20 @@ def _bwd_wide(ng):
 def _bwd_wide_words(ng, vec):
     """Groups a thread of the wide backward row kernel that rows of ``ng`` groups of
     ``vec`` take (0: none): 1 where :func:`_bwd_wide`; 2 for float32 rows of
-    ``max_tpr`` to ``2 max_tpr`` groups with tuning's ``bwd_wide2`` (v10b candidate:
-    float32 N = 8192 runs today as 512 threads of 4 groups, 0.350 ms against Liger's
-    0.224, whose layout is 1024 threads of 8 elements; ptxas fits that in 64
-    registers without spills only without the prefetch, 16-bit not at all)."""
+    ``max_tpr / 2`` (or ``bwd_wide2_min``) to ``2 max_tpr`` groups with tuning's
+    ``bwd_wide2`` (the default) whose rows of two groups a thread take a divisor of
+    1024 threads, so that 64-register rows fill the SM (v10b, v10c: the previous
+    layouts were 512 threads of 4 groups at N = 8192 and of 2 groups in 105 registers
+    at N = 4096, one row an SM; Liger's is 1024 threads of 8 elements). ptxas fits
+    two groups in 64 registers without spills only without the prefetch, 16-bit
+    not at all."""
     if _bwd_wide(ng):
         return 1
     tpr = _tune["max_tpr"]
-    if _tune["bwd_wide2"] and vec == 4 and tpr < ng <= 2 * tpr:
+    lo = tpr // 2 if _tune["bwd_wide2_min"] is None else int(_tune["bwd_wide2_min"])
+    row = _round_warp(cdiv(ng, 2))
+    if (_tune["bwd_wide2"] and vec == 4 and max(lo, 1) < ng <= 2 * tpr
+            and _MAX_BLOCK % row == 0):
         return 2
     return 0
 
@@ -2678,7 +2689,10 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # without the prefetch (ptxas).
     prefetch = (bool(_tune["prefetch"]) and not (wide and (vec == 8 or words == 2))
                 if words else True)
-    given = sacc and nch > 1 and bool(_tune["bwd_stats_pass"]) and n // vec < 2**31
+    stats_pass = _tune["bwd_stats_pass"]
+    if stats_pass is None:
+        stats_pass = vec == 8
+    given = sacc and nch > 1 and bool(stats_pass) and n // vec < 2**31
     kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                   bool(words) and tpr * words * vec == n, sacc, wide, given)
     shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0

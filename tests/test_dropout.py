@@ -780,7 +780,8 @@ def test_cupy_front_end():
 # ---------------------------------------------------------------------------
 
 # The backward's other way of publishing the bias-grad partial rows (LaunchConfig.fence).
-FENCE_THREAD = [D.make_backward_kernel(dt, act, True, fixed_mode=D.MODE_PHILOX, fence="thread")
+FENCE_THREAD = [D.make_backward_kernel(dt, act, True, D._default_threads(dt, True),
+                                       fixed_mode=D.MODE_PHILOX, fence="thread")
                 for dt in DTYPES for act in ("none", "gelu")]
 
 

@@ -468,26 +468,38 @@ def test_wide_backward_rows_match_float64(dtype, variant):
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
 def test_wide_backward_two_groups_float32(variant):
-    """tuning(bwd_wide2=True), the v10b candidate: float32 rows of max_tpr to 2 max_tpr
-    groups take two groups a thread in the wide kernels, without the prefetch (on the
-    GPU: N = 4100-8192 at up to 1024 threads; here max_tpr = 32: 33-64 groups); dx,
-    dw, db within tolerance of float64 under both schemes, with idle lanes, an exact
-    row, several row slots a block and persistent blocks looping; other dtypes and
-    rows outside the range keep their layouts."""
+    """bwd_wide2 (the default; v10b, v10c): float32 rows of max_tpr / 2 to 2 max_tpr
+    groups whose rows of two groups a thread take a divisor of 1024 threads run in the
+    wide kernels, without the prefetch (on the GPU: N = 3972-4096 as 512 threads,
+    8068-8192 as 1024; here max_tpr = 32: 17-64 groups, 32 threads); dx, dw, db within
+    tolerance of float64 under both schemes, with idle lanes, exact rows, several row
+    slots a block and persistent blocks looping; other dtypes and rows outside the
+    range keep their layouts."""
     vec = ln._vec_of("float32", True)
     tpr_max = 32 if SIMULATOR else 1024
-    # (rows, groups, bwd_block, bwd_grid)
-    cases = [(5, tpr_max + 7, 64, None), (7, 2 * tpr_max, 128, 2), (3, 2 * tpr_max - 1, 64, 1)]
+    # (rows, groups, bwd_block, bwd_grid): rows of max_tpr threads with idle lanes,
+    # exact, of max_tpr / 2 threads (on the GPU; 32 here) with idle lanes.
+    cases = [(5, 2 * tpr_max - 7, 64, None), (7, 2 * tpr_max, 128, 2),
+             (3, tpr_max - 3, 64, 1)]
     affine = variant[1] or variant[2]
     for m, ng, block, grid in cases:
-        with ln.tuning(bwd_wide2=True, max_tpr=tpr_max, bwd_block=block, bwd_grid=grid):
+        with ln.tuning(max_tpr=tpr_max, bwd_block=block, bwd_grid=grid):
             assert ln._row_layout(ng * vec, vec, "bwd") == (2, -(-ng // 64) * 32), ng
             for det in ((False, True) if affine else (False,)):
                 _check_all(variant, (m, ng * vec), "float32", det, seed=ng)
-    with ln.tuning(bwd_wide2=True, max_tpr=tpr_max):
-        assert ln._bwd_wide_words(tpr_max + 7, 8) == 0  # 16-bit: none fits 64 registers
-        assert ln._bwd_wide_words(tpr_max, vec) == 0
-        assert ln._bwd_wide_words(2 * tpr_max + 1, vec) == 0
+    for t in (96, 1024):  # rows of 64 threads fill an SM's 1024, rows of 96 or 544 not
+        with ln.tuning(max_tpr=t):
+            assert ln._bwd_wide_words(t // 2 + 1, 8) == 0  # 16-bit: none fits 64 registers
+            assert ln._bwd_wide_words(t // 2, vec) == 0
+            assert ln._bwd_wide_words(2 * t + 1, vec) == 0
+            assert ln._bwd_wide_words(t + 7, vec) == (2 if t == 96 else 0)
+            assert ln._bwd_wide_words(2 * t - 64, vec) == (2 if t == 96 else 0)
+            assert ln._bwd_wide_words(2 * t, vec) == (0 if t == 96 else 2)
+            assert ln._bwd_wide_words(t, vec) == 2  # rows of 64 / 512 threads
+        with ln.tuning(max_tpr=t, bwd_wide2_min=t):
+            assert ln._bwd_wide_words(t, vec) == 0
+        with ln.tuning(max_tpr=t, bwd_wide2=False):
+            assert ln._bwd_wide_words(2 * t, vec) == 0
 
 
 def test_row_kernels_without_prefetch():
