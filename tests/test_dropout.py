@@ -135,6 +135,24 @@ def test_large_shapes_on_gpu(dt, shape, activation):
     assert_close(gb, gb_ref, dt, "grad_bias")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [D.LaunchConfig(threads=1024, unroll=2),
+                                    D.LaunchConfig(threads=512, unroll=4),
+                                    D.LaunchConfig(threads=1024, unroll=4)], ids=str)
+@pytest.mark.parametrize("dt", ["float32", "float16"])
+def test_big_blocks_fit_the_register_file(dt, config):
+    """Kernels for more than 256 threads a block carry launch bounds: the deep
+    unrolls of the gelu backward (128-204 registers unbounded) still launch at 512 and
+    1024 threads (before, CUDA error 701), with the reference's results."""
+    x, b, go = _inputs((300, 1024), dt, seed=9)
+    for act in ("none", "gelu"):
+        y, gx, gb = _run(x, b, go, 0.2, 77, 3, act, config=config)
+        y_ref, gx_ref, gb_ref = D.dropout_bias_act_ref(x, b, 0.2, 77, 3, act, grad_out=go)
+        assert_close(y, y_ref, dt, "y")
+        assert_close(gx, gx_ref, dt, "grad_x")
+        assert_close(gb, gb_ref, dt, "grad_bias")
+
+
 # ---------------------------------------------------------------------------
 # The mask: keying, statistics, variants
 # ---------------------------------------------------------------------------
