@@ -11,6 +11,7 @@
 import importlib.util
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -388,3 +389,23 @@ def test_profile_op_builds_every_op():
             assert torch.allclose(first, want, rtol=1e-5, atol=1e-5)
     with pytest.raises(SystemExit):
         profile_op.parse_args(["no_such_op"])
+
+
+def test_sweep_table_from_committed_runs():
+    """bench/sweep_table.py on issue #16's committed sweeps: the loss counts the notes
+    quote, the cell format, and the disturbed-measurement mark."""
+    from bench import sweep_table
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "bench" / "results"
+    runs = {name: json.loads((root / f"{name}.json").read_text())
+            for name in ("dropout_sweep_h100_v3", "dropout_sweep_h100_v5",
+                         "norms_sweep_h100_v11")}
+    lines, lost, ties, compared = sweep_table.table(runs["dropout_sweep_h100_v3"], "dropout")
+    assert (lost, ties, compared) == (12, 0, 120)
+    row = next(line for line in lines if line.startswith("| none fwd fp32 |"))
+    assert row.count("**") == 20 and row.count("c |") == 10  # lost to torch.compile
+    assert sweep_table.table(runs["dropout_sweep_h100_v5"], "dropout")[1:] == (0, 0, 120)
+    lines, lost, ties, compared = sweep_table.table(runs["norms_sweep_h100_v11"], "norms")
+    assert (lost, ties, compared) == (63, 3, 120)
+    rms = next(line for line in lines if line.startswith("| RMS fwd fp32 |")).split(" | ")
+    assert rms[4].startswith("0.543! **0.33**c")  # N = 2048: p80 1.24 ms, p20 0.184
