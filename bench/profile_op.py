@@ -7,7 +7,8 @@
         [--tuning '{"bwd_wide": true}']
 
 Ops: dropout_fwd, dropout_bwd (with grad_bias; --no-bias-grad without), ln_fwd,
-ln_bwd, rms_fwd, rms_bwd. The op runs three times first (compiles, caches), then once
+ln_bwd, rms_fwd, rms_bwd; ``--provider compile`` profiles torch.compile's forward of
+ln_fwd / rms_fwd instead of ours. The op runs three times first (compiles, caches), then once
 inside the range, on random normal inputs (never zeros). Nothing is checked here:
 the tests and bench/tune_*.py check the same launches.
 """
@@ -43,6 +44,15 @@ def build(args, torch, device="cuda"):
         return lambda: D.dropout_bias_act_backward(
             g, x, b, args.p, 1, 2, args.activation,
             need_bias_grad=not args.no_bias_grad, config=cfg)
+    if args.provider == "compile":
+        # torch.compile's kernel for the same forward (ncu beside ours).
+        import torch.nn.functional as F
+
+        if args.op == "ln_fwd":
+            fn = torch.compile(lambda x, w, b: F.layer_norm(x, (n,), w, b, 1e-5))
+            return lambda: fn(x, w, b)
+        fn = torch.compile(lambda x, w: F.rms_norm(x, (n,), w, 1e-6))
+        return lambda: fn(x, w)
     if args.op == "ln_fwd":
         return lambda: nf.layer_norm_forward(x, w, b)
     if args.op == "rms_fwd":
@@ -64,7 +74,12 @@ def parse_args(argv=None):
     ap.add_argument("--no-bias-grad", action="store_true")
     ap.add_argument("--config", default="{}", help="dropout LaunchConfig fields, JSON")
     ap.add_argument("--tuning", default="{}", help="layer_norm.tuning overrides, JSON")
-    return ap.parse_args(argv)
+    ap.add_argument("--provider", default="numba", choices=("numba", "compile"),
+                    help="compile: torch.compile's F.layer_norm / F.rms_norm (ln_fwd, rms_fwd)")
+    args = ap.parse_args(argv)
+    if args.provider == "compile" and args.op not in ("ln_fwd", "rms_fwd"):
+        ap.error("--provider compile profiles ln_fwd and rms_fwd only")
+    return args
 
 
 def main(argv=None):

@@ -389,6 +389,9 @@ def test_profile_op_builds_every_op():
             assert torch.allclose(first, want, rtol=1e-5, atol=1e-5)
     with pytest.raises(SystemExit):
         profile_op.parse_args(["no_such_op"])
+    with pytest.raises(SystemExit):  # torch.compile's side: the forwards only
+        profile_op.parse_args(["ln_bwd", "--provider", "compile"])
+    assert profile_op.parse_args(["rms_fwd", "--provider", "compile"]).provider == "compile"
 
 
 def test_sweep_table_from_committed_runs():
