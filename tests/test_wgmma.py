@@ -511,7 +511,14 @@ def test_swizzled_gemms_with_two_warpgroups(monkeypatch):
     real = la.make_wgmma_kernel
     monkeypatch.setattr(la, "make_wgmma_kernel", lambda role, *a: (roles.append(role),
                                                                     real(role, *a))[1])
-    M, K, N = 130, 72, 104  # wgrad's M is N: both warpgroups hold rows there too
+    # wgrad's M is N: both warpgroups hold rows there too. M > bm: wgrad's reduction
+    # has more k-tiles than ring slots (slots refilled under both warpgroups). K within
+    # one bn: dgrad's and wgrad's outputs one tile wide (K = 72 doubled their blocks:
+    # half the test's time); the forward then runs one ragged k-tile, and dgrad's
+    # K-major A (g, N long) fills both ring slots.
+    M, K, N = 130, 56, 104
+    assert cfg.bm // 2 < N <= cfg.bm < M and K <= cfg.bn
+    assert -(-M // cfg.bk) > cfg.stages and -(-N // cfg.bk) >= cfg.stages
     x, w, b = _gemm_inputs(M, K, N, "float16", 7, integers=True)
     g = _gemm_inputs(M, N, 1, "float16", 8, integers=True)[0]
     with la.use_wgmma(), poison_outputs():
