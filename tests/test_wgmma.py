@@ -347,6 +347,27 @@ WRAP_SHAPE = (20, 448, 24)
 FULL_SHAPE = (64, 192, 64)
 if not SIMULATOR:
     GEMM_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 300)]
+# bfloat16 differs from float16 only in the MMA's input format and the epilogue's
+# conversions (the operand tiles are bit copies; staging, rings and barriers are the
+# same code): under the simulator one bfloat16 case per tiling covers that, the rest
+# run on the GPU (marker gpu). Forward: the element-wise epilogue (N = 33) and the
+# 16-byte one (N = 24, 64) both in bfloat16.
+FWD_CASES = ([(s, v) for s in GEMM_SHAPES for v in ("v1", "inflight", "sw128", "ws", "ws_pf")]
+             + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf")]
+             + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf")]
+             + [(WRAP_SHAPE, "hoist"), (FULL_SHAPE, "hoist")])
+FWD_BF16_SIM = {((64, 96, 33), "v1"), ((64, 96, 33), "inflight"), (WRAP_SHAPE, "sw128"),
+                (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"), (FULL_SHAPE, "hoist")}
+
+
+def _by_dtype(cases, bf16_sim, case_id):
+    """pytest params ``(*case, dtype)`` of every case in each of HALF; bfloat16 cases
+    outside ``bf16_sim`` (a set of cases with every tiling of ``cases``) GPU-only."""
+    assert bf16_sim <= set(cases) and {v for _, v in bf16_sim} == {v for _, v in cases}
+    return [pytest.param(*case, dtype, id=f"{case_id(*case)}-{dtype}",
+                         marks=pytest.mark.gpu if dtype == "bfloat16" and case not in bf16_sim
+                         else ())
+            for case in cases for dtype in HALF]
 
 
 def _gemm_inputs(M, K, N, dtype, seed, integers):
@@ -401,14 +422,8 @@ def _use_variant(la, variant, monkeypatch):
     return la.WG_SIM if SIMULATOR else la.WG_LARGE
 
 
-@pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("shape,variant",
-                         [(s, v) for s in GEMM_SHAPES for v in ("v1", "inflight", "sw128", "ws",
-                                                              "ws_pf")]
-                         + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf")]
-                         + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf")]
-                         + [(WRAP_SHAPE, "hoist"), (FULL_SHAPE, "hoist")],
-                         ids=lambda p: "x".join(map(str, p)) if isinstance(p, tuple) else p)
+@pytest.mark.parametrize("shape,variant,dtype", _by_dtype(
+    FWD_CASES, FWD_BF16_SIM, lambda s, v: f"{'x'.join(map(str, s))}-{v}"))
 def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma routes the forward to the wgmma kernel (waiting for each k-tile's
     MMAs, keeping one tile of them in flight, or on 128-byte swizzled tiles); exact on
@@ -452,11 +467,14 @@ def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
 DGRAD_SHAPES = [(70, 72, 56), (1, 8, 8), (64, 96, 40), (64, 64, 128)]
 if not SIMULATOR:
     DGRAD_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 304)]
+BWD_CASES = [(s, v) for v in ("v1", "sw128", "ws", "ws_pf") for s in DGRAD_SHAPES]
+# bfloat16 under the simulator (see FWD_BF16_SIM): dgrad's two k-tiles, wgrad's two
+# row tiles; every shape's epilogue moves 16-byte vectors.
+BWD_BF16_SIM = {((64, 64, 128), v) for _, v in BWD_CASES}
 
 
-@pytest.mark.parametrize("dtype", HALF)
-@pytest.mark.parametrize("shape", DGRAD_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("variant", ["v1", "sw128", "ws", "ws_pf"])
+@pytest.mark.parametrize("shape,variant,dtype", _by_dtype(
+    BWD_CASES, BWD_BF16_SIM, lambda s, v: f"{v}-{'x'.join(map(str, s))}"))
 def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma runs the dgrad GEMM (the weight read MN-major, imm-trans-b; act'
     fused) and the wgrad GEMM (both operands MN-major; grad_bias from an m64n8 wgmma
