@@ -251,7 +251,10 @@ _WAVES = 2
 # fewer times. Without grad_bias the 2 waves stay faster (74 against 78 us).
 _WAVES_BIAS_GRAD = 0.5
 _MAX_GRID_Y = 65535
-# Partial rows per step of the last block's bias-grad sum (1, 2 or 4).
+# Partial rows per step of the last block's bias-grad sum (1, 2 or 4): rows
+# ty, ty + by, ..., ty + (step - 1) by are loaded before any is added, so the sum over
+# n_parts rows takes cdiv(n_parts, step x blockDim.y) dependent rounds of loads.
+FINAL_STEPS = (1, 2, 4)
 _FINAL_STEP = 2
 
 
@@ -752,7 +755,7 @@ _REDUCE_THREADS = 64 if SIMULATOR else 1024
 
 
 @functools.lru_cache(maxsize=None)
-def _bias_epilogue(dtype, vec, fence="block"):
+def _bias_epilogue(dtype, vec, fence="block", final_step=_FINAL_STEP):
     """Device function ``epilogue(tile, stride, acc, partial, part_row, n_cols,
     counters, n_parts, final, grad_bias, flag)`` ending the backward kernel.
 
@@ -765,14 +768,18 @@ def _bias_epilogue(dtype, vec, fence="block"):
     (thread rows ty, ty + blockDim.y, ..., then the tile and shuffles again), writes
     grad_bias (in ``dtype``) and resets the counter to 0 for the next launch. No block
     waits for another (the simulator runs blocks one after another). The result does
-    not depend on which block is last: deterministic. ``fence``: one of :data:`FENCES`.
+    not depend on which block is last: deterministic. ``fence``: one of :data:`FENCES`;
+    ``final_step``: one of :data:`FINAL_STEPS`, partial rows a thread loads per round
+    of that sum (the vector path; the scalar path loads one).
     """
     if fence not in FENCES:
         raise ValueError(f"fence must be one of {FENCES}, got {fence!r}")
+    if final_step not in FINAL_STEPS:
+        raise ValueError(f"final_step must be one of {FINAL_STEPS}, got {final_step!r}")
     per_thread = fence == "thread"
     to_partial = _tile_reducer(dtypes.storer("float32"))
     to_bias = _tile_reducer(dtypes.storer(dtype))
-    f2, f4 = _FINAL_STEP >= 2, _FINAL_STEP >= 4
+    f2, f4 = final_step >= 2, final_step >= 4
 
     @inline_device
     def to_tile(tile, stride, a0, a1, a2, a3, a4, a5, a6, a7):
@@ -794,7 +801,7 @@ def _bias_epilogue(dtype, vec, fence="block"):
         # Column sums of partial rows ty, ty + blockDim.y, ... for columns c .. c + 7.
         s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = _F0
         if vec:
-            # _FINAL_STEP rows per step: 2 per row of independent 16-byte loads in flight
+            # final_step rows per step: 2 per row of independent 16-byte loads in flight
             # per thread (this runs once per strip, at the end of the kernel: its latency
             # is the tail; its registers may set the kernel's count).
             i = cuda.threadIdx.y
@@ -851,7 +858,7 @@ def _bias_epilogue(dtype, vec, fence="block"):
                 s5 += v5
                 s6 += v6
                 s7 += v7
-                i += _FINAL_STEP * by
+                i += final_step * by
         else:
             nv = min(8, n_cols - c)
             i = cuda.threadIdx.y
@@ -1315,7 +1322,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
 
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed_mode=-1,
-                         fence="block"):
+                         fence="block", final_step=_FINAL_STEP):
     """Backward kernel: grad_x, and (bias_grad) grad_bias through per-row-block float32
     partial sums reduced by the last block of each column strip (:func:`_bias_epilogue`).
 
@@ -1324,7 +1331,8 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     in as that constant (-1: read at run time). The launchers compile it in on the
     vector path (the run-time switch cost 13 registers at fp16: 52 against 39, 4 instead
     of 6 resident blocks); the scalar path reads it. fence: how blocks publish their
-    bias-grad partial rows (:data:`FENCES`).
+    bias-grad partial rows (:data:`FENCES`); final_step: partial rows a thread loads per
+    round of the last block's sum (:data:`FINAL_STEPS`).
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -1336,7 +1344,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
     tile_n = _tile_floats(threads, GROUP)
-    epilogue = _bias_epilogue(dtype, vec, fence)
+    epilogue = _bias_epilogue(dtype, vec, fence, final_step)
 
     @inline_device
     def grad1(go, v, b, keep, scale):
@@ -1539,6 +1547,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     path = f"v16u{unroll}" if vec else "scalar"
     tag = {-1: "_rt", 0: "_p0", 1: "", 2: "_mask"}[fixed_mode]
     tag += "" if fence == "block" else f"_fence_{fence}"
+    tag += "" if final_step == _FINAL_STEP else f"_step{final_step}"
     return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes,
                   **_jit_bounds(threads))
 
@@ -1716,7 +1725,9 @@ class LaunchConfig(NamedTuple):
     unroll: rows per batch on the vector path (1, 2 or 4; the next batch's loads are
     issued before a batch is computed); fence: how the backward's blocks publish their
     bias-grad partial rows, one of :data:`FENCES` (None: "block"); bias_reduce: who sums
-    the partial rows, one of :data:`BIAS_REDUCES` (None: "last_block").
+    the partial rows, one of :data:`BIAS_REDUCES` (None: "last_block"); final_step:
+    partial rows a thread of that last block loads per round, one of :data:`FINAL_STEPS`
+    (None: 2).
     """
 
     threads: int = None
@@ -1725,6 +1736,7 @@ class LaunchConfig(NamedTuple):
     unroll: int = None
     fence: str = None
     bias_reduce: str = None
+    final_step: int = None
 
 
 def _pow2_ceil(n):
@@ -1777,6 +1789,9 @@ def _config(config):
     if config.bias_reduce not in (None, *BIAS_REDUCES):
         raise ValueError(f"config.bias_reduce must be one of {BIAS_REDUCES} or None, got "
                          f"{config.bias_reduce!r}")
+    if config.final_step not in (None, *FINAL_STEPS):
+        raise ValueError(f"config.final_step must be one of {FINAL_STEPS} or None, got "
+                         f"{config.final_step!r}")
     return config
 
 
@@ -2078,7 +2093,8 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     draw, rng = _rng_args(seed, offset, p)
     mode = MODE_MASK if m is not None else (MODE_PHILOX if draw else MODE_NONE)
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
-                                  mode if vec else -1, cfg.fence or "block")
+                                  mode if vec else -1, cfg.fence or "block",
+                                  cfg.final_step or _FINAL_STEP)
     pieces = _pieces(n_rows, n_cols, vec)
     by_kernel = bias_grad and cfg.bias_reduce == "kernel"
     waves = _WAVES_BIAS_GRAD if bias_grad and not by_kernel else _WAVES
