@@ -7,8 +7,10 @@
         [--tuning '{"bwd_wide": true}']
 
 Ops: dropout_fwd, dropout_bwd (with grad_bias; --no-bias-grad without), ln_fwd,
-ln_bwd, rms_fwd, rms_bwd; ``--provider compile`` profiles torch.compile's forward of
-ln_fwd / rms_fwd instead of ours. The op runs three times first (compiles, caches), then once
+ln_bwd, rms_fwd, rms_bwd; ``--provider compile`` profiles torch.compile's kernels for
+the same norm pass instead of ours, ``--provider liger`` Liger-Kernel's (where
+liger_kernel is importable); a backward's forward runs outside the range, so only the
+backward's kernels are profiled. The op runs three times first (compiles, caches), then once
 inside the range, on random normal inputs (never zeros). Nothing is checked here:
 the tests and bench/tune_*.py check the same launches.
 """
@@ -44,15 +46,8 @@ def build(args, torch, device="cuda"):
         return lambda: D.dropout_bias_act_backward(
             g, x, b, args.p, 1, 2, args.activation,
             need_bias_grad=not args.no_bias_grad, config=cfg)
-    if args.provider == "compile":
-        # torch.compile's kernel for the same forward (ncu beside ours).
-        import torch.nn.functional as F
-
-        if args.op == "ln_fwd":
-            fn = torch.compile(lambda x, w, b: F.layer_norm(x, (n,), w, b, 1e-5))
-            return lambda: fn(x, w, b)
-        fn = torch.compile(lambda x, w: F.rms_norm(x, (n,), w, 1e-6))
-        return lambda: fn(x, w)
+    if args.provider != "numba":
+        return _baseline(args, torch, x, w, b, g, n)
     if args.op == "ln_fwd":
         return lambda: nf.layer_norm_forward(x, w, b)
     if args.op == "rms_fwd":
@@ -62,6 +57,46 @@ def build(args, torch, device="cuda"):
         return lambda: nf.layer_norm_backward(g, x, w, b, mean, rstd)
     _, rstd = nf.rms_norm_forward(x, w)
     return lambda: nf.rms_norm_backward(g, x, w, rstd)
+
+
+def _baseline(args, torch, x, w, b, g, n):
+    """torch.compile's or Liger's kernels for the same norm pass (ncu beside ours).
+    Liger's backward is called as a function, not through autograd: autograd runs
+    CUDA backward passes on a thread of its own, outside this thread's NVTX range."""
+    import torch.nn.functional as F
+
+    layer = args.op.startswith("ln")
+    if args.provider == "liger":
+        return _liger(args, x, w, b, g, layer)
+    if layer:
+        fn = torch.compile(lambda x, w, b: F.layer_norm(x, (n,), w, b, 1e-5))
+    else:
+        fn = torch.compile(lambda x, w, b: F.rms_norm(x, (n,), w, 1e-6))
+    if args.op.endswith("fwd"):
+        return lambda: fn(x, w, b)
+    leaves = [t.detach().requires_grad_() for t in (x, w, b)]
+    y = fn(*leaves)
+    return lambda: torch.autograd.grad(y, leaves if layer else leaves[:2], g,
+                                       retain_graph=True)
+
+
+def _liger(args, x, w, b, g, layer):
+    if layer:
+        from liger_kernel.ops import layer_norm as lig
+
+        if args.op.endswith("fwd"):
+            return lambda: lig.layer_norm_forward(x, w, b, 1e-5)[0]
+        _, _, mean, rstd, _, _ = lig.layer_norm_forward(x, w, b, 1e-5)
+        return lambda: lig.layer_norm_backward(g, x, w, b, mean, rstd)
+    from liger_kernel.ops import rms_norm as lig
+
+    def fwd():
+        return lig.rms_norm_forward(x, w, 1e-6, 0.0, "llama", None)
+
+    if args.op.endswith("fwd"):
+        return lambda: fwd()[0]
+    _, xs, rstd, block, warps, mode = fwd()
+    return lambda: lig.rms_norm_backward(g, xs, w, rstd, 0.0, mode, block, warps, False, None)
 
 
 def parse_args(argv=None):
@@ -74,11 +109,12 @@ def parse_args(argv=None):
     ap.add_argument("--no-bias-grad", action="store_true")
     ap.add_argument("--config", default="{}", help="dropout LaunchConfig fields, JSON")
     ap.add_argument("--tuning", default="{}", help="layer_norm.tuning overrides, JSON")
-    ap.add_argument("--provider", default="numba", choices=("numba", "compile"),
-                    help="compile: torch.compile's F.layer_norm / F.rms_norm (ln_fwd, rms_fwd)")
+    ap.add_argument("--provider", default="numba", choices=("numba", "compile", "liger"),
+                    help="compile / liger: torch.compile's or Liger-Kernel's kernels for "
+                         "the norm ops")
     args = ap.parse_args(argv)
-    if args.provider == "compile" and args.op not in ("ln_fwd", "rms_fwd"):
-        ap.error("--provider compile profiles ln_fwd and rms_fwd only")
+    if args.provider != "numba" and args.op.startswith("dropout"):
+        ap.error(f"--provider {args.provider} profiles the norm ops only")
     return args
 
 

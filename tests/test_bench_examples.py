@@ -389,9 +389,10 @@ def test_profile_op_builds_every_op():
             assert torch.allclose(first, want, rtol=1e-5, atol=1e-5)
     with pytest.raises(SystemExit):
         profile_op.parse_args(["no_such_op"])
-    with pytest.raises(SystemExit):  # torch.compile's side: the forwards only
-        profile_op.parse_args(["ln_bwd", "--provider", "compile"])
+    with pytest.raises(SystemExit):  # the baselines' side: the norm ops only
+        profile_op.parse_args(["dropout_bwd", "--provider", "compile"])
     assert profile_op.parse_args(["rms_fwd", "--provider", "compile"]).provider == "compile"
+    assert profile_op.parse_args(["ln_bwd", "--provider", "liger"]).provider == "liger"
 
 
 def test_sweep_table_from_committed_runs():

@@ -124,7 +124,7 @@ def main(argv=None):
                 for _ in range(count)]
         for name, fn in providers.items():
             row = {"dtype": dtype, "shape": [m, n], "provider": name, "sets": count}
-            row["event_us"] = round(1e3 * common.time_cuda(fn, sets, reps=50).median_ms, 2)
+            row["event_us"] = round(1e3 * common.time_cuda(fn, sets, reps=50)["median_ms"], 2)
             for mode in ("plain", "events"):
                 path = os.path.join(args.out, f"trace_{name}_{dtype}_{m}x{n}_{mode}.json")
                 kernels = _run_profiled(torch, fn, sets, args.calls, mode == "events", path)
