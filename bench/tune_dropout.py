@@ -66,6 +66,10 @@ CONFIGS = [
     ("rows=512", {"rows_per_block": 512}),
     ("rows=512 step=4", {"rows_per_block": 512, "final_step": 4}),
     ("rows=256 step=4", {"rows_per_block": 256, "final_step": 4}),
+    # v5's half-wave plans at 16384 x 4096 (before v6's one round): fp16 none / gelu
+    # 504 / 512 rows a block, float32 992.
+    ("rows=504", {"rows_per_block": 504}),
+    ("rows=992", {"rows_per_block": 992}),
 ]
 
 

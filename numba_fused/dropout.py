@@ -249,6 +249,9 @@ _WAVES = 2
 # 128). Each round of blocks ends in the bias epilogue (tile, shuffles, partial row,
 # arrival count) while no loads are in flight, ~8 us a round; fewer rounds pay it
 # fewer times. Without grad_bias the 2 waves stay faster (74 against 78 us).
+# Tried and rejected (H100, bench/notes_dropout.md v6): one round of every resident
+# block (6 an SM at fp16, 784 blocks) 108.8 -> 116.6 us, float32 204.5 -> 248.1;
+# the last block's loads per round (final_step 1, 2, 4) move nothing.
 _WAVES_BIAS_GRAD = 0.5
 _MAX_GRID_Y = 65535
 # Partial rows per step of the last block's bias-grad sum (1, 2 or 4): rows

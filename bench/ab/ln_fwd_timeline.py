@@ -16,7 +16,7 @@ queued behind a GPU sleep, so no host time enters. Per provider and shape it rep
   kernels     kernels a call launches;
   event_us    the benchmark's own timing (bench/common.time_cuda) of the same calls.
 
-Two modes: ``plain`` (calls only) and ``events`` (an event pair around each call, as the
+The callables and input sets are bench/layer_norm.py's own. Two modes: ``plain`` (calls only) and ``events`` (an event pair around each call, as the
 benchmark records them). Writes DIR/ln_fwd_timeline.json and prints a table.
 """
 
@@ -35,23 +35,15 @@ CASES = (("float16", 16384, 4096), ("float16", 65536, 1024), ("float16", 8192, 8
          ("float32", 16384, 4096))
 
 
-def _providers(torch):
-    import torch.nn.functional as F
+PROVIDERS = (("numba", "numba"), ("compile", "compile"), ("eager", "torch"))
 
-    from numba_fused import layer_norm as ln
 
-    compiled = torch.compile(F.layer_norm)
+def _forward(provider):
+    """The benchmark's own forward callable for ``provider`` (bench/layer_norm.py: the
+    same compile options, a fresh dynamo state per case, no_grad), ``f(x, w, b, dy)``."""
+    from bench import layer_norm as bln
 
-    def ours(x, w, b):
-        return ln.layer_norm_forward(x, w, b)
-
-    def compile_(x, w, b):
-        return compiled(x, w.shape, w, b)
-
-    def eager(x, w, b):
-        return F.layer_norm(x, w.shape, w, b)
-
-    return {"numba": ours, "compile": compile_, "eager": eager}
+    return bln._provider_fns(provider, "layer_norm")[0]
 
 
 def _kernel_events(trace_path):
@@ -112,17 +104,15 @@ def main(argv=None):
     import torch
 
     os.makedirs(args.out, exist_ok=True)
-    providers = _providers(torch)
+    from bench import layer_norm as bln
+
     rows = []
     for dtype, m, n in CASES:
         tdtype = getattr(torch, dtype)
-        gen = torch.Generator(device="cuda").manual_seed(0)
         count = common.rotations(2 * m * n * tdtype.itemsize)
-        sets = [(torch.randn((m, n), device="cuda", generator=gen).to(tdtype),
-                 torch.randn((n,), device="cuda", generator=gen).to(tdtype),
-                 torch.randn((n,), device="cuda", generator=gen).to(tdtype))
-                for _ in range(count)]
-        for name, fn in providers.items():
+        sets = bln._make_sets("layer_norm", m, n, dtype, count)
+        for name, provider in PROVIDERS:
+            fn = _forward(provider)
             row = {"dtype": dtype, "shape": [m, n], "provider": name, "sets": count}
             row["event_us"] = round(1e3 * common.time_cuda(fn, sets, reps=50)["median_ms"], 2)
             for mode in ("plain", "events"):
