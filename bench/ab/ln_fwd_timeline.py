@@ -1,6 +1,7 @@
-"""Kernel timeline of back-to-back LayerNorm forwards: ours against inductor's and eager.
+"""Kernel timeline of back-to-back LayerNorm forwards (or backwards): ours against
+inductor's and eager (and Liger's backward).
 
-    python3 bench/ab/ln_fwd_timeline.py --out DIR [--calls 30]
+    python3 bench/ab/ln_fwd_timeline.py --out DIR [--calls 30] [--direction bwd]
 
 Why: bench/layer_norm.py times ours 1-3% behind torch.compile at every N below 65536,
 while ncu (one launch, caches flushed) has our kernel 12% faster. This script looks at
@@ -13,7 +14,9 @@ queued behind a GPU sleep, so no host time enters. Per provider and shape it rep
               benchmark's events measure, less the events themselves);
   gap_us      median idle time between one call's last kernel end and the next call's
               first kernel start;
-  kernels     kernels a call launches;
+  kernels     kernels a call launches; per_kernel_us: each one's median duration (a
+              backward's dW/dB reduction apart from its row kernel, with the L2 as the
+              previous kernel left it, which ncu's cache flush does not show);
   event_us    the benchmark's own timing (bench/common.time_cuda) of the same calls.
 
 The callables and input sets are bench/layer_norm.py's own. Two modes: ``plain`` (calls only) and ``events`` (an event pair around each call, as the
@@ -36,14 +39,19 @@ CASES = (("float16", 16384, 4096), ("float16", 65536, 1024), ("float16", 8192, 8
 
 
 PROVIDERS = (("numba", "numba"), ("compile", "compile"), ("eager", "torch"))
+BWD_PROVIDERS = PROVIDERS + (("liger", "liger"),)
 
 
-def _forward(provider):
-    """The benchmark's own forward callable for ``provider`` (bench/layer_norm.py: the
-    same compile options, a fresh dynamo state per case, no_grad), ``f(x, w, b, dy)``."""
+def _callable(provider, direction, sets):
+    """The benchmark's own callable and argument sets for ``provider`` (bench/layer_norm.py:
+    the same compile options, a fresh dynamo state per case, no_grad forwards, backwards
+    prepared once per input set)."""
     from bench import layer_norm as bln
 
-    return bln._provider_fns(provider, "layer_norm")[0]
+    fwd, make_bwd = bln._provider_fns(provider, "layer_norm")
+    if direction == "fwd":
+        return fwd, sets
+    return (lambda c: c()), [(make_bwd(*s),) for s in sets]
 
 
 def _kernel_events(trace_path):
@@ -84,6 +92,8 @@ def _summarise(kernels, calls):
                 "names": sorted({k[0] for k in kernels})[:8]}
     per = len(kernels) // calls
     groups = [kernels[i * per:(i + 1) * per] for i in range(calls)]
+    per_kernel = {f"{j}:{groups[0][j][0][:48]}": round(statistics.median(g[j][2] for g in groups), 2)
+                  for j in range(per)}
     dur = [sum(k[2] for k in g) for g in groups]
     starts = [g[0][1] for g in groups]
     ends = [g[-1][1] + g[-1][2] for g in groups]
@@ -93,13 +103,14 @@ def _summarise(kernels, calls):
             "kernel_us": round(statistics.median(dur), 2),
             "period_us": round(statistics.median(period), 2),
             "gap_us": round(statistics.median(gaps), 2),
-            "gap_max_us": round(max(gaps), 2)}
+            "gap_max_us": round(max(gaps), 2), "per_kernel_us": per_kernel}
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--direction", choices=("fwd", "bwd"), default="fwd")
     args = ap.parse_args(argv)
     import torch
 
@@ -111,20 +122,25 @@ def main(argv=None):
         tdtype = getattr(torch, dtype)
         count = common.rotations(2 * m * n * tdtype.itemsize)
         sets = bln._make_sets("layer_norm", m, n, dtype, count)
-        for name, provider in PROVIDERS:
-            fn = _forward(provider)
-            row = {"dtype": dtype, "shape": [m, n], "provider": name, "sets": count}
-            row["event_us"] = round(1e3 * common.time_cuda(fn, sets, reps=50)["median_ms"], 2)
+        for name, provider in (PROVIDERS if args.direction == "fwd" else BWD_PROVIDERS):
+            try:
+                fn, fsets = _callable(provider, args.direction, sets)
+            except ImportError as exc:
+                print(f"{name}: skipped ({exc})", flush=True)
+                continue
+            row = {"dtype": dtype, "shape": [m, n], "provider": name, "sets": count,
+                   "direction": args.direction}
+            row["event_us"] = round(1e3 * common.time_cuda(fn, fsets, reps=50)["median_ms"], 2)
             for mode in ("plain", "events"):
                 path = os.path.join(args.out, f"trace_{name}_{dtype}_{m}x{n}_{mode}.json")
-                kernels = _run_profiled(torch, fn, sets, args.calls, mode == "events", path)
+                kernels = _run_profiled(torch, fn, fsets, args.calls, mode == "events", path)
                 row[mode] = _summarise(kernels, args.calls)
                 os.remove(path)
             rows.append(row)
             print(json.dumps(row), flush=True)
         del sets
         torch.cuda.empty_cache()
-    with open(os.path.join(args.out, "ln_fwd_timeline.json"), "w") as f:
+    with open(os.path.join(args.out, f"ln_{args.direction}_timeline.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
     print("| dtype, shape | provider | event us | plain: kernel / period / gap us | "
           "events: kernel / period / gap us |")
