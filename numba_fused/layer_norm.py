@@ -2013,9 +2013,15 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     return Kernel(name, norm_bwd_stream, argtypes + (_F32_1D,), **_JIT)
 
 
+DWDB_UNROLLS = (4, 8, 16)
+
+
 @functools.lru_cache(maxsize=None)
-def make_dwdb_kernel(dtype):
-    """Column sums of float32 partial rows into ``dtype`` outputs."""
+def make_dwdb_kernel(dtype, unroll=4):
+    """Column sums of float32 partial rows into ``dtype`` outputs; ``unroll`` (4, 8 or
+    16): partial rows a thread loads before adding any (DWDB_UNROLLS)."""
+    if unroll not in DWDB_UNROLLS:
+        raise ValueError(f"unroll must be one of {DWDB_UNROLLS}, got {unroll!r}")
     store = dtypes.storer(dtype)
     st = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
 
@@ -2026,10 +2032,13 @@ def make_dwdb_kernel(dtype):
         p0, p1: float32 partial rows, flattened ``[r, n]``. o0, o1: ``[n]`` outputs
         in ``dtype``. Block (bx <= 32, by <= 32): thread (tx, ty) sums rows ty,
         ty + by, ... of column blockIdx.x * bx + tx in four interleaved float32
-        accumulators; the by partials are added in ty order: the result depends only
-        on (r, n, block shape), never on timing.
+        accumulators (row ty + k by into accumulator k % 4, in row order, at any
+        unroll); the by partials are added in ty order: the result depends only
+        on (r, n, block shape), never on timing or unroll.
         """
         tile = cuda.shared.array((32, 33), np.float32)
+        vals = cuda.local.array(unroll, np.float32)
+        acc = cuda.local.array(4, np.float32)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         by = cuda.blockDim.y
@@ -2040,7 +2049,7 @@ def make_dwdb_kernel(dtype):
         a1 = np.float32(0.0)
         a2 = np.float32(0.0)
         a3 = np.float32(0.0)
-        if col < n:
+        if col < n and unroll == 4:
             # Four independent loads in flight per step.
             i = ty
             while i < r:
@@ -2055,6 +2064,22 @@ def make_dwdb_kernel(dtype):
                 if i3 < r:
                     a3 += p[i3 * n + col]
                 i = i3 + by
+        elif col < n:
+            # unroll independent loads in flight a step (each round costs an L2
+            # latency: the partial rows were written just before), added in the
+            # same order as above.
+            for k in range(4):
+                acc[k] = np.float32(0.0)
+            i = ty
+            while i < r:
+                for k in range(unroll):
+                    ik = i + k * by
+                    vals[k] = p[ik * n + col] if ik < r else np.float32(0.0)
+                for k in range(unroll):
+                    if i + k * by < r:
+                        acc[k % 4] += vals[k]
+                i += unroll * by
+            a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
         tile[ty, tx] = (a0 + a1) + (a2 + a3)
         cuda.syncthreads()
         if ty == 0 and col < n:
@@ -2066,8 +2091,8 @@ def make_dwdb_kernel(dtype):
             else:
                 store(o0, col, acc)
 
-    return Kernel(f"norm_dwdb_{dtype}", norm_dwdb, (_F32_1D, _F32_1D, st, st, types.int64,
-                                                     types.int64), **_JIT)
+    return Kernel(f"norm_dwdb_{dtype}" + ("" if unroll == 4 else f"_u{unroll}"), norm_dwdb,
+                  (_F32_1D, _F32_1D, st, st, types.int64, types.int64), **_JIT)
 
 
 def _zero_kernel_fn(a, n):
@@ -2171,6 +2196,10 @@ _TUNING_DEFAULTS = {
     "sacc_bytes": 192 * 1024,
     # _dwdb block (columns, row slices), each at most 32.
     "reduce_block": (32, 32),
+    # _dwdb: partial rows a thread loads before adding (4, 8, 16; thirteenth-session
+    # candidate, opt-in until measured: H100, back to back, the reduction of 264
+    # partial rows took 5.9 us, three rounds of L2 latency at 4).
+    "dwdb_unroll": 4,
     # Row kernels: load the next row before reducing the current one.
     "prefetch": True,
     # Backward: row kernels of one group a thread compiled for 1024 threads (v10
@@ -2235,7 +2264,7 @@ def tuning(**overrides):
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass,
-    reduce_block ((cols, rows), each <= 32), bwd_grid (force the backward grid; a block per row
+    reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force the backward grid; a block per row
     reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_grid, fwd_blocks_per_sm,
@@ -2250,6 +2279,9 @@ def tuning(**overrides):
     scheme = overrides.get("bwd_scheme", _tune["bwd_scheme"])
     if scheme not in ("partials", "lock"):
         raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")
+    du = overrides.get("dwdb_unroll", _tune["dwdb_unroll"])
+    if du not in DWDB_UNROLLS:
+        raise ValueError(f"dwdb_unroll must be one of {DWDB_UNROLLS}, got {du!r}")
     rb = overrides.get("reduce_block", _tune["reduce_block"])
     if not (len(rb) == 2 and all(isinstance(v, int) and 1 <= v <= 32 for v in rb)):
         raise ValueError(f"reduce_block must be two ints in [1, 32], got {rb!r}")
@@ -2747,7 +2779,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         bx, by = _tune["reduce_block"]
         o0 = _view(o0, dtype)
         o1 = _view(o1, dtype) if len(pairs) == 2 else _unused(o0, dtype)
-        ex.launch(make_dwdb_kernel(dtype), (cdiv(n, bx), len(pairs)), (bx, by), stream, [
+        ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"]), (cdiv(n, bx), len(pairs)),
+                  (bx, by), stream, [
             p0, p1, o0, o1, nparts, n])
     return gx, gw, gb
 

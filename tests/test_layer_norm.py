@@ -785,6 +785,33 @@ def test_bad_input():
     with pytest.raises(ValueError, match="bwd_scheme"):
         with ln.tuning(bwd_scheme="atomic"):
             pass
+    with pytest.raises(ValueError, match="dwdb_unroll"):
+        with ln.tuning(dwdb_unroll=6):
+            pass
+
+
+@pytest.mark.parametrize("unroll", [8, 16])
+def test_dwdb_unroll_same_bits(unroll):
+    """The dW/dB reduction at dwdb_unroll 8 and 16 (loads a thread issues before adding)
+    adds each thread's partial rows into the same accumulators in the same order as the
+    shipped 4: dw, db bit-identical, within tolerance of float64. 70 partial rows over
+    2 row slices take 5 steps at 8 and 3 (the last partial) at 16; on a GPU also the
+    default grid's partial rows over 32 row slices."""
+    variant = (False, True, True)
+    cases = [((70, 24), {"bwd_grid": 70, "reduce_block": (8, 2)})]
+    if not SIMULATOR:
+        cases.append(((3001, 1024), {}))
+    for shape, tune in cases:
+        x, w, b, dy = _inputs(shape, "float32", variant, seed=21)
+        with ln.tuning(**tune):
+            y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+            base = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=True)
+            with ln.tuning(dwdb_unroll=unroll), poison_outputs():
+                got = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=True)
+        ref = _reference(variant, x, w, b, dy, 1e-5)
+        for name, ours, shipped, want in zip(("dx", "dw", "db"), got, base, ref[3:]):
+            assert torch.equal(ours, shipped), name
+            assert_close(ours, want, "float32", name)
 
 
 @pytest.mark.gpu

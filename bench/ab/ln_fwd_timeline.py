@@ -111,10 +111,26 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--direction", choices=("fwd", "bwd"), default="fwd")
+    ap.add_argument("--providers", default=None,
+                    help="comma-separated subset of numba,compile,eager,liger")
+    ap.add_argument("--tuning", default="{}",
+                    help="numba_fused.layer_norm.tuning overrides for ours, JSON")
+    ap.add_argument("--tag", default="", help="suffix of the JSON file's name")
     args = ap.parse_args(argv)
     import torch
 
     os.makedirs(args.out, exist_ok=True)
+    from numba_fused import layer_norm as ln
+
+    with ln.tuning(**json.loads(args.tuning)):
+        rows = _cases(args, torch)
+    with open(os.path.join(args.out, f"ln_{args.direction}_timeline{args.tag}.json"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "tuning": json.loads(args.tuning),
+                   "rows": rows}, f, indent=1)
+    _table(rows)
+
+
+def _cases(args, torch):
     from bench import layer_norm as bln
 
     rows = []
@@ -122,7 +138,10 @@ def main(argv=None):
         tdtype = getattr(torch, dtype)
         count = common.rotations(2 * m * n * tdtype.itemsize)
         sets = bln._make_sets("layer_norm", m, n, dtype, count)
+        wanted = args.providers.split(",") if args.providers else None
         for name, provider in (PROVIDERS if args.direction == "fwd" else BWD_PROVIDERS):
+            if wanted is not None and name not in wanted:
+                continue
             try:
                 fn, fsets = _callable(provider, args.direction, sets)
             except ImportError as exc:
@@ -140,8 +159,10 @@ def main(argv=None):
             print(json.dumps(row), flush=True)
         del sets
         torch.cuda.empty_cache()
-    with open(os.path.join(args.out, f"ln_{args.direction}_timeline.json"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    return rows
+
+
+def _table(rows):
     print("| dtype, shape | provider | event us | plain: kernel / period / gap us | "
           "events: kernel / period / gap us |")
     print("|---|---|---|---|---|")
