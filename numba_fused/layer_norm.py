@@ -2196,9 +2196,9 @@ _TUNING_DEFAULTS = {
     "sacc_bytes": 192 * 1024,
     # _dwdb block (columns, row slices), each at most 32.
     "reduce_block": (32, 32),
-    # _dwdb: partial rows a thread loads before adding (4, 8, 16; thirteenth-session
-    # candidate, opt-in until measured: H100, back to back, the reduction of 264
-    # partial rows took 5.9 us, three rounds of L2 latency at 4).
+    # _dwdb: partial rows a thread loads before adding (4, 8, 16). Measured (H100,
+    # back to back, CUPTI): 4 is fastest; 16 took the fp16 16384 x 4096 reduction
+    # from 5.9 to 7.0 us and 8192 x 8192 from 8.3 to 12.9 (bench/notes_layer_norm.md).
     "dwdb_unroll": 4,
     # Row kernels: load the next row before reducing the current one.
     "prefetch": True,
