@@ -2016,12 +2016,17 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
 DWDB_UNROLLS = (4, 8, 16)
 
 
-@functools.lru_cache(maxsize=None)
 def make_dwdb_kernel(dtype, unroll=4):
     """Column sums of float32 partial rows into ``dtype`` outputs; ``unroll`` (4, 8 or
-    16): partial rows a thread loads before adding any (DWDB_UNROLLS)."""
+    16): partial rows a thread loads before adding any (DWDB_UNROLLS). One kernel
+    object per (dtype, unroll), however the arguments are spelled."""
     if unroll not in DWDB_UNROLLS:
         raise ValueError(f"unroll must be one of {DWDB_UNROLLS}, got {unroll!r}")
+    return _dwdb_kernel(dtype, unroll)
+
+
+@functools.lru_cache(maxsize=None)
+def _dwdb_kernel(dtype, unroll):
     store = dtypes.storer(dtype)
     st = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
 
