@@ -413,3 +413,27 @@ def test_sweep_table_from_committed_runs():
     assert (lost, ties, compared) == (63, 3, 120)
     rms = next(line for line in lines if line.startswith("| RMS fwd fp32 |")).split(" | ")
     assert rms[4].startswith("0.543! **0.33**c")  # N = 2048: p80 1.24 ms, p20 0.184
+
+
+def test_sass_mix_counts_the_row_loop():
+    """bench/ab/sass_mix.py: the innermost loop with a 16-byte load and a shuffle is the
+    one counted, by class and opcode; a file without one says so."""
+    from bench.ab import sass_mix
+
+    text = "\n".join([
+        "        /*0000*/                   MOV R1, c[0x0][0x28] ;",
+        ".L_x_0:",
+        "        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;",
+        "        /*0020*/                   FFMA R8, R4, R5, R6 ;",
+        "        /*0030*/                   SHFL.BFLY PT, R9, R8, 0x1, 0x1f ;",
+        "        /*0040*/                   IADD3 R2, R2, 0x10, RZ ;",
+        "        /*0050*/               @P0 BRA `(.L_x_0) ;",
+        ".L_x_1:",
+        "        /*0060*/                   FADD R8, R8, R9 ;",
+        "        /*0070*/               @P1 BRA `(.L_x_1) ;",
+    ])
+    n, classes, ops = sass_mix.row_loop_mix(text)
+    assert n == 5
+    assert classes == {"memory": 1, "float": 1, "sync": 1, "integer/control": 2}
+    assert ops["BRA"] == 1 and ops["LDG"] == 1
+    assert sass_mix.row_loop_mix(".L_x_1:\n        /*0000*/  FADD R1, R1, R1 ;\n") is None
