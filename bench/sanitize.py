@@ -41,12 +41,15 @@ def _dropout(nf, torch, dt):
         nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation=act)
         nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation=act,
                                      need_bias_grad=False)
-    # The last block's bias-grad sum at each final_step, over 37 partial rows.
+    # The last block's bias-grad sum at each final_step, and the tiles summed directly
+    # (v7 candidate), over 37 partial rows.
     from numba_fused.dropout import LaunchConfig
 
     for step in (1, 4):
         nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation="gelu",
                                      config=LaunchConfig(rows_per_block=1, final_step=step))
+    nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation="none",
+                                 config=LaunchConfig(rows_per_block=1, tile_reduce="direct"))
     nf.dropout_bias_act_forward(x, None, p=0.5, seed=1)
     nf.dropout_bias_act_backward(g, x, None, p=0.5, seed=1)
     # The mask variant: uint8 mask written by the forward, read by the backward.

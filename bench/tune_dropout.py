@@ -72,6 +72,8 @@ CONFIGS = [
     ("rows=992", {"rows_per_block": 992}),
     # v5's 16 x 33 grid with v4's reduction kernel: no arrival count, fence or last block.
     ("v4 reduce kernel rows=504", {"bias_reduce": "kernel", "rows_per_block": 504}),
+    # v7 candidate: the epilogue's tiles summed by one thread a column, no shuffles.
+    ("tile=direct", {"tile_reduce": "direct"}),
 ]
 
 

@@ -688,8 +688,11 @@ _VEC = {
 }
 
 
+TILE_REDUCES = ("shuffle", "direct")
+
+
 @functools.lru_cache(maxsize=None)
-def _tile_reducer(store):
+def _tile_reducer(store, how="shuffle"):
     """Device function ``reduce(tile, stride, per, out, out_base, col0, n_cols)``.
 
     The block's ``(bx, by) = (blockDim.x, blockDim.y)`` threads (powers of two, ``bx *
@@ -700,7 +703,18 @@ def _tile_reducer(store):
     and combine by ``shfl_down``; lane ``yl == 0`` stores the column sum with ``store``
     at ``out[out_base + col0 + column]`` when ``col0 + column < n_cols``. Every thread
     of the block must call it (it contains warp shuffles).
+
+    ``how="direct"`` (thirteenth-session candidate): thread ``t`` of the block sums the
+    ``by`` rows of positions ``t, t + bx * by, ...`` itself, in row order: one pass of
+    ``by`` shared loads where the shuffle form takes ``per * bx * L / (bx * by)`` passes
+    of dependent shuffles (8 at fp16's (32, 8) block). A fixed order: deterministic, with
+    other bits than "shuffle"'s. ptxas (sm_90, fp16 'none' backward): 48 registers
+    against 40 (loading four rows at a time: 55).
     """
+    if how not in TILE_REDUCES:
+        raise ValueError(f"how must be one of {TILE_REDUCES}, got {how!r}")
+    if how == "direct":
+        return _direct_tile_reducer(store)
 
     @inline_device
     def reduce(tile, stride, per, out, out_base, col0, n_cols):
@@ -740,6 +754,28 @@ def _tile_reducer(store):
     return reduce
 
 
+def _direct_tile_reducer(store):
+    @inline_device
+    def reduce(tile, stride, per, out, out_base, col0, n_cols):
+        bx = cuda.blockDim.x
+        rows = cuda.blockDim.y
+        bx_bits = cuda.popc(bx - 1)
+        n_pos = per * bx
+        pos = cuda.threadIdx.y * bx + cuda.threadIdx.x
+        while pos < n_pos:
+            s = _F0
+            y = 0
+            while y < rows:
+                s += tile[y * stride + pos]
+                y += 1
+            col = col0 + (pos & (bx - 1)) * per + (pos >> bx_bits)
+            if col < n_cols:
+                store(out, out_base + col, s)
+            pos += bx * rows
+
+    return reduce
+
+
 # How a backward block publishes its bias-grad partial row before counting itself in
 # (and how the last block acquires the others'): "block", thread (0, 0) alone fences
 # (fence.acq_rel.gpu) after the block's barrier, cumulative over the block's writes
@@ -758,7 +794,7 @@ _REDUCE_THREADS = 64 if SIMULATOR else 1024
 
 
 @functools.lru_cache(maxsize=None)
-def _bias_epilogue(dtype, vec, fence="block", final_step=_FINAL_STEP):
+def _bias_epilogue(dtype, vec, fence="block", final_step=_FINAL_STEP, tile_reduce="shuffle"):
     """Device function ``epilogue(tile, stride, acc, partial, part_row, n_cols,
     counters, n_parts, final, grad_bias, flag)`` ending the backward kernel.
 
@@ -773,15 +809,17 @@ def _bias_epilogue(dtype, vec, fence="block", final_step=_FINAL_STEP):
     waits for another (the simulator runs blocks one after another). The result does
     not depend on which block is last: deterministic. ``fence``: one of :data:`FENCES`;
     ``final_step``: one of :data:`FINAL_STEPS`, partial rows a thread loads per round
-    of that sum (the vector path; the scalar path loads one).
+    of that sum (the vector path; the scalar path loads one); ``tile_reduce``: one of
+    :data:`TILE_REDUCES`, how both tile reductions sum the tile's rows
+    (:func:`_tile_reducer`).
     """
     if fence not in FENCES:
         raise ValueError(f"fence must be one of {FENCES}, got {fence!r}")
     if final_step not in FINAL_STEPS:
         raise ValueError(f"final_step must be one of {FINAL_STEPS}, got {final_step!r}")
     per_thread = fence == "thread"
-    to_partial = _tile_reducer(dtypes.storer("float32"))
-    to_bias = _tile_reducer(dtypes.storer(dtype))
+    to_partial = _tile_reducer(dtypes.storer("float32"), tile_reduce)
+    to_bias = _tile_reducer(dtypes.storer(dtype), tile_reduce)
     f2, f4 = final_step >= 2, final_step >= 4
 
     @inline_device
@@ -1325,7 +1363,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
 
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed_mode=-1,
-                         fence="block", final_step=_FINAL_STEP):
+                         fence="block", final_step=_FINAL_STEP, tile_reduce="shuffle"):
     """Backward kernel: grad_x, and (bias_grad) grad_bias through per-row-block float32
     partial sums reduced by the last block of each column strip (:func:`_bias_epilogue`).
 
@@ -1335,7 +1373,8 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     vector path (the run-time switch cost 13 registers at fp16: 52 against 39, 4 instead
     of 6 resident blocks); the scalar path reads it. fence: how blocks publish their
     bias-grad partial rows (:data:`FENCES`); final_step: partial rows a thread loads per
-    round of the last block's sum (:data:`FINAL_STEPS`).
+    round of the last block's sum (:data:`FINAL_STEPS`); tile_reduce: how the epilogue's
+    tiles are summed (:data:`TILE_REDUCES`).
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -1347,7 +1386,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
     tile_n = _tile_floats(threads, GROUP)
-    epilogue = _bias_epilogue(dtype, vec, fence, final_step)
+    epilogue = _bias_epilogue(dtype, vec, fence, final_step, tile_reduce)
 
     @inline_device
     def grad1(go, v, b, keep, scale):
@@ -1551,6 +1590,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     tag = {-1: "_rt", 0: "_p0", 1: "", 2: "_mask"}[fixed_mode]
     tag += "" if fence == "block" else f"_fence_{fence}"
     tag += "" if final_step == _FINAL_STEP else f"_step{final_step}"
+    tag += "" if tile_reduce == "shuffle" else f"_tile_{tile_reduce}"
     return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes,
                   **_jit_bounds(threads))
 
@@ -1730,7 +1770,8 @@ class LaunchConfig(NamedTuple):
     bias-grad partial rows, one of :data:`FENCES` (None: "block"); bias_reduce: who sums
     the partial rows, one of :data:`BIAS_REDUCES` (None: "last_block"); final_step:
     partial rows a thread of that last block loads per round, one of :data:`FINAL_STEPS`
-    (None: 2).
+    (None: 2); tile_reduce: how the bias-grad epilogue sums its shared tiles, one of
+    :data:`TILE_REDUCES` (None: "shuffle").
     """
 
     threads: int = None
@@ -1740,6 +1781,7 @@ class LaunchConfig(NamedTuple):
     fence: str = None
     bias_reduce: str = None
     final_step: int = None
+    tile_reduce: str = None
 
 
 def _pow2_ceil(n):
@@ -1795,6 +1837,9 @@ def _config(config):
     if config.final_step not in (None, *FINAL_STEPS):
         raise ValueError(f"config.final_step must be one of {FINAL_STEPS} or None, got "
                          f"{config.final_step!r}")
+    if config.tile_reduce not in (None, *TILE_REDUCES):
+        raise ValueError(f"config.tile_reduce must be one of {TILE_REDUCES} or None, got "
+                         f"{config.tile_reduce!r}")
     return config
 
 
@@ -2097,7 +2142,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     mode = MODE_MASK if m is not None else (MODE_PHILOX if draw else MODE_NONE)
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
                                   mode if vec else -1, cfg.fence or "block",
-                                  cfg.final_step or _FINAL_STEP)
+                                  cfg.final_step or _FINAL_STEP, cfg.tile_reduce or "shuffle")
     pieces = _pieces(n_rows, n_cols, vec)
     by_kernel = bias_grad and cfg.bias_reduce == "kernel"
     waves = _WAVES_BIAS_GRAD if bias_grad and not by_kernel else _WAVES

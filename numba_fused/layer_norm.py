@@ -2269,7 +2269,8 @@ def tuning(**overrides):
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass,
-    reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force the backward grid; a block per row
+    reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16),
+    bwd_grid (force the backward grid; a block per row
     reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_grid, fwd_blocks_per_sm,

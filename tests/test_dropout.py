@@ -383,12 +383,13 @@ def test_row_pieces_match_one_launch(dt, monkeypatch):
 
 @pytest.mark.parametrize("dt", ["float16", "float32"])
 @pytest.mark.parametrize("activation", ["none", "gelu"])
-@pytest.mark.parametrize("fence,reduce,step", [("block", "last_block", None),
-                                               ("thread", "last_block", None),
-                                               ("block", "kernel", None),
-                                               ("block", "last_block", 1),
-                                               ("block", "last_block", 4)])
-def test_bias_grad_last_block_reduction(dt, activation, fence, reduce, step):
+@pytest.mark.parametrize("fence,reduce,step,tile", [("block", "last_block", None, None),
+                                                    ("thread", "last_block", None, None),
+                                                    ("block", "kernel", None, None),
+                                                    ("block", "last_block", 1, None),
+                                                    ("block", "last_block", 4, None),
+                                                    ("block", "last_block", None, "direct")])
+def test_bias_grad_last_block_reduction(dt, activation, fence, reduce, step, tile):
     """grad_bias from many row blocks (rows_per_block=1: 37 partial rows, more than the
     final_step x blockDim.y = 16, 32 or 64 rows the last block sums per round: 3, 2 or
     1 rounds, the last one partial) on the vector and scalar paths, with either way of
@@ -396,17 +397,18 @@ def test_bias_grad_last_block_reduction(dt, activation, fence, reduce, step):
     reduction (the last block of each strip, or a kernel of its own): against float64,
     bit-identical run to run (fixed summation order whichever block arrives last), the
     arrival counters back at zero after each launch, and at every final_step the same
-    bits as at the default. On a GPU also 3001 row blocks of 2 rows racing over 16
-    strips."""
-    if SIMULATOR and step is not None and (dt, activation) != ("float16", "gelu"):
-        pytest.skip("simulator: final_step on one dtype and activation (~30 s a case); "
-                    "the GPU runs every combination")
+    bits as at the default; the tiles summed by shuffles or directly (tile_reduce). On a
+    GPU also 3001 row blocks of 2 rows racing over 16 strips."""
+    if SIMULATOR and (step, tile) != (None, None) and (dt, activation) != ("float16", "gelu"):
+        pytest.skip("simulator: final_step and tile_reduce on one dtype and activation "
+                    "(~30 s a case); the GPU runs every combination")
     cfg = D.LaunchConfig(threads=32, block_x=2, rows_per_block=1, fence=fence,
-                         bias_reduce=reduce, final_step=step)
+                         bias_reduce=reduce, final_step=step, tile_reduce=tile)
     shapes = [((37, 16), cfg), ((37, 14), cfg)]
     if not SIMULATOR:
         shapes.append(((6001, 4096), D.LaunchConfig(rows_per_block=2, fence=fence,
-                                                     bias_reduce=reduce, final_step=step)))
+                                                     bias_reduce=reduce, final_step=step,
+                                                     tile_reduce=tile)))
     for shape, cfg in shapes:
         x, b, go = _inputs(shape, dt, seed=15)
         p, seed, offset = 0.2, 9, 1
@@ -602,6 +604,7 @@ def test_backward_without_x_for_activation_none():
                                         (D.LaunchConfig(fence="none"), "fence"),
                                         (D.LaunchConfig(bias_reduce="atomic"), "bias_reduce"),
                                         (D.LaunchConfig(final_step=3), "final_step"),
+                                        (D.LaunchConfig(tile_reduce="tree"), "tile_reduce"),
                                         ({"threads": 64}, "LaunchConfig")])
 def test_bad_launch_config(config, msg):
     with pytest.raises((TypeError, ValueError), match=msg):

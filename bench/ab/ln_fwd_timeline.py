@@ -19,8 +19,10 @@ queued behind a GPU sleep, so no host time enters. Per provider and shape it rep
               previous kernel left it, which ncu's cache flush does not show);
   event_us    the benchmark's own timing (bench/common.time_cuda) of the same calls.
 
-The callables and input sets are bench/layer_norm.py's own. Two modes: ``plain`` (calls only) and ``events`` (an event pair around each call, as the
-benchmark records them). Writes DIR/ln_fwd_timeline.json and prints a table.
+The callables and input sets are bench/layer_norm.py's own. Two modes: ``plain``
+(calls only) and ``events`` (an event pair around each call, as the
+benchmark records them). Writes DIR/ln_<direction>_timeline<tag>.json and prints a
+table.
 """
 
 import argparse
@@ -92,8 +94,8 @@ def _summarise(kernels, calls):
                 "names": sorted({k[0] for k in kernels})[:8]}
     per = len(kernels) // calls
     groups = [kernels[i * per:(i + 1) * per] for i in range(calls)]
-    per_kernel = {f"{j}:{groups[0][j][0][:48]}": round(statistics.median(g[j][2] for g in groups), 2)
-                  for j in range(per)}
+    per_kernel = {f"{j}:{groups[0][j][0][:48]}":
+                  round(statistics.median(g[j][2] for g in groups), 2) for j in range(per)}
     dur = [sum(k[2] for k in g) for g in groups]
     starts = [g[0][1] for g in groups]
     ends = [g[-1][1] + g[-1][2] for g in groups]

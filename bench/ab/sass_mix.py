@@ -60,7 +60,8 @@ def main(argv):
             print(f"{path}: no row loop found")
             continue
         n, classes, ops = mix
-        print(f"{path}: {n} instructions; " + ", ".join(f"{k} {v}" for k, v in classes.most_common()))
+        mix = ", ".join(f"{k} {v}" for k, v in classes.most_common())
+        print(f"{path}: {n} instructions; {mix}")
         print("  " + ", ".join(f"{k} {v}" for k, v in ops.most_common(24)))
     return 0
 
