@@ -2043,7 +2043,7 @@ def _dwdb_kernel(dtype, unroll):
         """
         tile = cuda.shared.array((32, 33), np.float32)
         vals = cuda.local.array(unroll, np.float32)
-        acc = cuda.local.array(4, np.float32)
+        accs = cuda.local.array(4, np.float32)
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         by = cuda.blockDim.y
@@ -2074,7 +2074,7 @@ def _dwdb_kernel(dtype, unroll):
             # latency: the partial rows were written just before), added in the
             # same order as above.
             for k in range(4):
-                acc[k] = np.float32(0.0)
+                accs[k] = np.float32(0.0)
             i = ty
             while i < r:
                 for k in range(unroll):
@@ -2082,9 +2082,9 @@ def _dwdb_kernel(dtype, unroll):
                     vals[k] = p[ik * n + col] if ik < r else np.float32(0.0)
                 for k in range(unroll):
                     if i + k * by < r:
-                        acc[k % 4] += vals[k]
+                        accs[k % 4] += vals[k]
                 i += unroll * by
-            a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
+            a0, a1, a2, a3 = accs[0], accs[1], accs[2], accs[3]
         tile[ty, tx] = (a0 + a1) + (a2 + a3)
         cuda.syncthreads()
         if ty == 0 and col < n:
