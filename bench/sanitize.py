@@ -101,6 +101,12 @@ def _layer_norm(nf, torch, dt):
                     for det in (False, True):
                         y, mean, rstd = nf.layer_norm_forward(xx, ww, bb)
                         nf.layer_norm_backward(gg, xx, ww, bb, mean, rstd, deterministic=det)
+        # Thirteenth-session candidates (opt-in): the lean forward's L1 eviction hints,
+        # the dW/dB reduction's 16 loads in flight.
+        with tuning(fwd_evict=True, dwdb_unroll=16):
+            y, mean, rstd = nf.layer_norm_forward(x, w, b)
+            nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
+            nf.rms_norm_forward(x, w)
         # v11 (16-bit by default, here every dtype): the chunked streaming backward on
         # given row statistics (N = 65536 has three chunks; 12296 one, so the pass does
         # not run there).

@@ -171,6 +171,10 @@ if SIMULATOR:
         """Store group ``base + off`` of ``a`` (see :func:`_ld16r`)."""
         _st16(a, int(base) + int(off), v0, v1, v2, v3)
 
+    # Cache-hinted loads: the same values (the hints only steer L1 on the GPU).
+    _ld16r_ef = _ld16r
+    _ld16_el = _ld16
+
     def _bf2(lo, hi):
         """bfloat16 bits of float32 ``lo`` | those of ``hi`` << 16 (round to nearest
         even; one ``cvt.rn.bf16x2.f32`` on the GPU)."""
@@ -321,25 +325,58 @@ else:
     # The load is pure (x and dy are never written by these kernels): LLVM may move
     # it, never speculate it; the store has side effects.
 
+    def _row_loader(op):
+        """A row-relative 16-byte load intrinsic issuing PTX ``op`` (``ld.global`` and
+        its cache-hinted forms)."""
+
+        @intrinsic
+        def load(typingctx, arr, base, off):
+            if not (_vec_arg_ok(arr) and isinstance(base, types.Integer)
+                    and isinstance(off, types.Integer)):
+                return None
+            sig = types.UniTuple(arr.dtype, 4)(arr, base, off)
+
+            def codegen(context, builder, signature, args):
+                aty, bty, oty = signature.args
+                addr = _row_addr(context, builder, aty, bty, args[0], args[1])
+                o32 = context.cast(builder, args[2], oty, types.uint32)
+                sfx, con = _asm_sfx(aty)
+                ety = context.get_value_type(aty.dtype)
+                fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4),
+                                       [ir.IntType(64), ir.IntType(32)])
+                asm = ir.InlineAsm(
+                    fnty, "{ .reg .b64 a; mad.wide.u32 a, $5, 16, $4; "
+                          f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [a]; }}",
+                    f"={con},={con},={con},={con},l,r")
+                res = builder.call(asm, [addr, o32])
+                vals = [builder.extract_value(res, k) for k in range(4)]
+                return context.make_tuple(builder, signature.return_type, vals)
+
+            return sig, codegen
+
+        return load
+
+    _ld16r = _row_loader("ld.global")
+    # x of the lean forward, read once: first out of L1 (fwd_evict candidate).
+    _ld16r_ef = _row_loader("ld.global.L1::evict_first")
+
     @intrinsic
-    def _ld16r(typingctx, arr, base, off):
-        if not (_vec_arg_ok(arr) and isinstance(base, types.Integer)
-                and isinstance(off, types.Integer)):
+    def _ld16_el(typingctx, arr, idx):
+        """_ld16 kept in L1 last (``ld.global.L1::evict_last``): w and b, which every
+        row of the lean forward reads again (fwd_evict candidate)."""
+        if not (_vec_arg_ok(arr) and isinstance(idx, types.Integer)):
             return None
-        sig = types.UniTuple(arr.dtype, 4)(arr, base, off)
+        sig = types.UniTuple(arr.dtype, 4)(arr, idx)
 
         def codegen(context, builder, signature, args):
-            aty, bty, oty = signature.args
-            addr = _row_addr(context, builder, aty, bty, args[0], args[1])
-            o32 = context.cast(builder, args[2], oty, types.uint32)
+            aty, ity = signature.args
+            ptr = _elem_ptr(context, builder, aty, ity, *args)
             sfx, con = _asm_sfx(aty)
             ety = context.get_value_type(aty.dtype)
-            fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4), [ir.IntType(64), ir.IntType(32)])
-            asm = ir.InlineAsm(
-                fnty, "{ .reg .b64 a; mad.wide.u32 a, $5, 16, $4; "
-                      f"ld.global.v4.{sfx} {{$0,$1,$2,$3}}, [a]; }}",
-                f"={con},={con},={con},={con},l,r")
-            res = builder.call(asm, [addr, o32])
+            fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4), [ptr.type])
+            asm = ir.InlineAsm(fnty, f"ld.global.L1::evict_last.v4.{sfx} {{$0,$1,$2,$3}}, [$4];",
+                               f"={con},={con},={con},={con},l")
+            res = builder.call(asm, [ptr])
             vals = [builder.extract_value(res, k) for k in range(4)]
             return context.make_tuple(builder, signature.return_type, vals)
 
@@ -920,7 +957,8 @@ def _group_guards(full):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
-                        lean=False, staged=False, compensated=False, subwarp=False):
+                        lean=False, staged=False, compensated=False, subwarp=False,
+                        evict=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -938,7 +976,12 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     coarse centre, free of mu's rounding bias (the streaming kernel carries TwoSum
     terms instead): see :func:`_lean_forward`.
     subwarp: the lean kernel for rows of 8 or 16 threads (several rows per warp).
+    evict: the lean kernel's x loads marked first out of L1 and its w, b loads last
+    (``L1::evict_first`` / ``L1::evict_last``, inductor's eviction policies for a row
+    read once against parameters every row reads; thirteenth-session candidate).
     """
+    if evict and not lean:
+        raise ValueError("evict is the lean forward kernel's")
     if subwarp and (not lean or staged):
         raise ValueError("sub-warp rows are the lean kernel's, two-pass statistics only")
     if rms and has_b:
@@ -956,7 +999,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
         return _lean_forward(dtype, rms, has_w, has_b, words, full,
-                             compensated=compensated, subwarp=subwarp)
+                             compensated=compensated, subwarp=subwarp, evict=evict)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1251,7 +1294,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
-                  subwarp=False):
+                  subwarp=False, evict=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``staged``: the row in shared memory; ``compensated``: deviations about a coarse
     centre; see below).
@@ -1310,7 +1353,9 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
             f"{'staged' if staged else 'lean'}{words}"
             + ("_full" if full else "") + ("_comp" if compensated else "")
-            + ("_subwarp" if subwarp else ""))
+            + ("_subwarp" if subwarp else "") + ("_evict" if evict else ""))
+    ldx = _ld16r_ef if evict else _ld16r
+    ldp = _ld16_el if evict else _ld16
     rsum = _sub_sum if subwarp else _row_sum_v2
     rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
     rsum_max = _sub_sum_max if subwarp else _row_sum_max_v2
@@ -1372,7 +1417,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                 cp_async_wait_all()
             else:
                 for k in range(words):
-                    q = _ld16r(x, rb, _gclamp(k, tpr, t, glast))
+                    q = ldx(x, rb, _gclamp(k, tpr, t, glast))
                     for i in range(4):
                         xr[4 * k + i] = q[i]
             s = np.float32(0.0)
@@ -1415,11 +1460,11 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                 gi = _gclamp(k, tpr, t, glast)
                 o = words_at(xr, sm, own, k, tpr)
                 if has_w:
-                    q = _ld16(w, gi)
+                    q = ldp(w, gi)
                     for i in range(4):
                         wr[i] = q[i]
                 if has_b:
-                    q = _ld16(b, gi)
+                    q = ldp(b, gi)
                     for i in range(4):
                         br[i] = q[i]
                 for j in range(vec):
@@ -2228,6 +2273,9 @@ _TUNING_DEFAULTS = {
     # per thread (None: the layout functions' pick).
     "fwd_lean": None,
     "fwd_words": None,
+    # Forward, lean kernel: x loaded first out of L1, w and b last (inductor's eviction
+    # policies; thirteenth-session candidate, opt-in until measured).
+    "fwd_evict": False,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
@@ -2273,7 +2321,7 @@ def tuning(**overrides):
     bwd_grid (force the backward grid; a block per row
     reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_staged, fwd_compensated, fwd_grid, fwd_blocks_per_sm,
+    fwd_lean, fwd_words, fwd_evict, fwd_staged, fwd_compensated, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
@@ -2644,7 +2692,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
                                  bool(words) and tpr * words * vec == n, lean, staged, comp,
-                                 subwarp)
+                                 subwarp, lean and bool(_tune["fwd_evict"]))
     if lean or staged:
         # The staged kernel: one row slot a block (its row fills the shared memory).
         rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))

@@ -790,6 +790,26 @@ def test_bad_input():
             pass
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_forward_evict_hints_same_bits(dtype):
+    """tuning(fwd_evict=True) (L1 eviction hints on the lean forward's x and w, b
+    loads) changes no value: y, mean and rstd bit-identical to the unhinted lean
+    kernel, within tolerance of float64; the hints are the lean kernel's only."""
+    variant = (False, True, True)
+    shapes = [(5, 64)] if SIMULATOR else [(5, 64), (4099, 4096)]
+    for shape in shapes:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=31)
+        with ln.tuning(fwd_lean=True):
+            base = _forward(variant, x, w, b, 1e-5)
+            with ln.tuning(fwd_evict=True), poison_outputs():
+                got = _forward(variant, x, w, b, 1e-5)
+        for name, ours, plain in zip(("y", "mean", "rstd"), got, base):
+            assert torch.equal(ours, plain), name
+        assert_close(got[0], _reference(variant, x, w, b, dy, 1e-5)[0], dtype, "y")
+    with pytest.raises(ValueError, match="evict"):
+        ln.make_forward_kernel(dtype, False, True, True, True, 2, evict=True)
+
+
 @pytest.mark.parametrize("unroll", [8, 16])
 def test_dwdb_unroll_same_bits(unroll):
     """The dW/dB reduction at dwdb_unroll 8 and 16 (loads a thread issues before adding)
