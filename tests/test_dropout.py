@@ -399,12 +399,14 @@ def test_bias_grad_last_block_reduction(dt, activation, fence, reduce, step, til
     arrival counters back at zero after each launch, and at every final_step the same
     bits as at the default; the tiles summed by shuffles or directly (tile_reduce). On a
     GPU also 3001 row blocks of 2 rows racing over 16 strips."""
-    if SIMULATOR and (step, tile) != (None, None) and (dt, activation) != ("float16", "gelu"):
+    if SIMULATOR and (step, tile) != (None, None) and (dt, activation) != ("float16", "none"):
         pytest.skip("simulator: final_step and tile_reduce on one dtype and activation "
-                    "(~30 s a case); the GPU runs every combination")
+                    "(~40 s a case); the GPU runs every combination")
     cfg = D.LaunchConfig(threads=32, block_x=2, rows_per_block=1, fence=fence,
                          bias_reduce=reduce, final_step=step, tile_reduce=tile)
     shapes = [((37, 16), cfg), ((37, 14), cfg)]
+    if SIMULATOR and step is not None:
+        shapes = shapes[:1]  # final_step is the vector path's (N = 14 takes the scalar one)
     if not SIMULATOR:
         shapes.append(((6001, 4096), D.LaunchConfig(rows_per_block=2, fence=fence,
                                                      bias_reduce=reduce, final_step=step,
