@@ -170,7 +170,8 @@ def _regs(D, dtype, act, cfg):
             k = D.make_forward_kernel(dtype, act, True, threads, unroll, False, 1)
         else:
             k = D.make_backward_kernel(dtype, act, True, threads, unroll, D.MODE_PHILOX,
-                                       cfg.fence or "block", cfg.final_step or D._FINAL_STEP)
+                                       cfg.fence or "block", cfg.final_step or D._FINAL_STEP,
+                                       cfg.tile_reduce or "shuffle")
         try:
             out[direction] = k.regs_per_thread
         except Exception as exc:  # noqa: BLE001 (reported, not fatal)
