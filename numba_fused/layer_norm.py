@@ -215,25 +215,33 @@ else:
 
         return sig, codegen
 
-    @intrinsic
-    def _ld16_cg(typingctx, arr, idx):
-        if not (_vec_arg_ok(arr) and arr.dtype == types.float32 and isinstance(idx, types.Integer)):
-            return None
-        sig = types.UniTuple(types.float32, 4)(arr, idx)
+    def _group_loader(op, f32_only=False, side_effect=False):
+        """A 16-byte load intrinsic ``(arr, idx) -> 4-tuple`` of group ``idx`` of a 1-D
+        4-byte array, issuing PTX ``op`` (a cache-hinted form of ``ld.global``);
+        ``side_effect``: LLVM must not move it (see the users)."""
 
-        def codegen(context, builder, signature, args):
-            aty, ity = signature.args
-            ptr = _elem_ptr(context, builder, aty, ity, *args)
-            f32 = ir.FloatType()
-            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [ptr.type])
-            # side_effect: must not move above the lock acquisition that precedes it.
-            asm = ir.InlineAsm(fnty, "ld.global.cg.v4.f32 {$0,$1,$2,$3}, [$4];",
-                               "=f,=f,=f,=f,l", side_effect=True)
-            res = builder.call(asm, [ptr])
-            vals = [builder.extract_value(res, k) for k in range(4)]
-            return context.make_tuple(builder, signature.return_type, vals)
+        @intrinsic
+        def load(typingctx, arr, idx):
+            if not (_vec_arg_ok(arr) and isinstance(idx, types.Integer)
+                    and (arr.dtype == types.float32 or not f32_only)):
+                return None
+            sig = types.UniTuple(arr.dtype, 4)(arr, idx)
 
-        return sig, codegen
+            def codegen(context, builder, signature, args):
+                aty, ity = signature.args
+                ptr = _elem_ptr(context, builder, aty, ity, *args)
+                sfx, con = _asm_sfx(aty)
+                ety = context.get_value_type(aty.dtype)
+                fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4), [ptr.type])
+                asm = ir.InlineAsm(fnty, f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [$4];",
+                                   f"={con},={con},={con},={con},l", side_effect=side_effect)
+                res = builder.call(asm, [ptr])
+                vals = [builder.extract_value(res, k) for k in range(4)]
+                return context.make_tuple(builder, signature.return_type, vals)
+
+            return sig, codegen
+
+        return load
 
     @intrinsic
     def _ldcg(typingctx, arr, idx):
@@ -359,28 +367,10 @@ else:
     _ld16r = _row_loader("ld.global")
     # x of the lean forward, read once: first out of L1 (fwd_evict candidate).
     _ld16r_ef = _row_loader("ld.global.L1::evict_first")
-
-    @intrinsic
-    def _ld16_el(typingctx, arr, idx):
-        """_ld16 kept in L1 last (``ld.global.L1::evict_last``): w and b, which every
-        row of the lean forward reads again (fwd_evict candidate)."""
-        if not (_vec_arg_ok(arr) and isinstance(idx, types.Integer)):
-            return None
-        sig = types.UniTuple(arr.dtype, 4)(arr, idx)
-
-        def codegen(context, builder, signature, args):
-            aty, ity = signature.args
-            ptr = _elem_ptr(context, builder, aty, ity, *args)
-            sfx, con = _asm_sfx(aty)
-            ety = context.get_value_type(aty.dtype)
-            fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4), [ptr.type])
-            asm = ir.InlineAsm(fnty, f"ld.global.L1::evict_last.v4.{sfx} {{$0,$1,$2,$3}}, [$4];",
-                               f"={con},={con},={con},={con},l")
-            res = builder.call(asm, [ptr])
-            vals = [builder.extract_value(res, k) for k in range(4)]
-            return context.make_tuple(builder, signature.return_type, vals)
-
-        return sig, codegen
+    # side_effect: must not move above the lock acquisition that precedes it.
+    _ld16_cg = _group_loader("ld.global.cg", f32_only=True, side_effect=True)
+    # w and b of the lean forward, which every row reads again: last out of L1.
+    _ld16_el = _group_loader("ld.global.L1::evict_last")
 
     @intrinsic
     def _st16r(typingctx, arr, base, off, v0, v1, v2, v3):
@@ -2317,12 +2307,11 @@ def tuning(**overrides):
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass,
-    reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16),
-    bwd_grid (force the backward grid; a block per row
-    reproduces the seed's per-row locking),
+    reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
+    the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_staged, fwd_compensated, fwd_grid, fwd_blocks_per_sm,
-    fwd_lean_persistent, fwd_subwarp.
+    fwd_lean, fwd_words, fwd_evict, fwd_staged, fwd_compensated, fwd_grid,
+    fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
@@ -2834,8 +2823,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         o0 = _view(o0, dtype)
         o1 = _view(o1, dtype) if len(pairs) == 2 else _unused(o0, dtype)
         ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"]), (cdiv(n, bx), len(pairs)),
-                  (bx, by), stream, [
-            p0, p1, o0, o1, nparts, n])
+                  (bx, by), stream, [p0, p1, o0, o1, nparts, n])
     return gx, gw, gb
 
 

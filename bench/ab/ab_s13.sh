@@ -4,14 +4,12 @@
 #  2. dropout backward's bias-grad tail: final_step (partial rows a thread loads per
 #     round of the last block's sum) against rows per block, fp16 16384 x 4096;
 #  3. the LayerNorm forward's back-to-back timeline, ours against inductor and eager
-#     (bench/ab/ln_fwd_timeline.py);
+#     (bench/ab/ln_timeline.py);
 #  4. ncu, fp16 8192 x 8192 LayerNorm backward, ours against Liger's (the sweep's 0.89).
 #   bash bench/ab/ab_s13.sh "$OUT"     (about 8 minutes on an H100; carry .whl)
 set -uo pipefail
 OUT=${1:?usage: ab_s13.sh OUTDIR}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || echo "liger wheel not installed"
-export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+. bench/ab/liger_env.sh || echo "liger wheel not installed"
 nvidia-smi -L
 timeout -k 5 240 python3 -m pytest -q -p no:cacheprovider -x tests/test_wgmma.py \
   "tests/test_dropout.py::test_bias_grad_last_block_reduction" \
@@ -23,7 +21,7 @@ timeout -k 5 180 python3 bench/tune_dropout.py --out "$OUT/dr" --reps 30 --dtype
   --configs "shipped,step=1,step=4,rows=512,rows=512 step=4,rows=256 step=4,shipped" \
   > "$OUT/dropout_ab.log" 2>&1
 echo "dropout rc $?"
-timeout -k 5 200 python3 bench/ab/ln_fwd_timeline.py --out "$OUT/tl" > "$OUT/timeline.log" 2>&1
+timeout -k 5 200 python3 bench/ab/ln_timeline.py --out "$OUT/tl" > "$OUT/timeline.log" 2>&1
 echo "timeline rc $?"
 NCU=(ncu --nvtx --nvtx-include "prof/" --clock-control none --section SpeedOfLight
      --section Occupancy --section WarpStateStats --section LaunchStats

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Thirteenth session's second GPU call (bench/NOTES.md, "Thirteenth session"):
-#  1. the LayerNorm forward's back-to-back timeline (bench/ab/ln_fwd_timeline.py);
+#  1. the LayerNorm forward's back-to-back timeline (bench/ab/ln_timeline.py);
 #  2. ncu, fp16 LayerNorm backward at 8192 x 8192 and 16384 x 4096, ours against Liger's;
 #  3. ncu, fp16 16384 x 4096 dropout backward of 'none' with and without grad_bias:
 #     where the warps wait (source counters) and DRAM throughput over time (PM sampling),
@@ -8,11 +8,9 @@
 #   bash bench/ab/ab_s13b.sh "$OUT"     (about 6 minutes on an H100; carry .whl)
 set -uo pipefail
 OUT=${1:?usage: ab_s13b.sh OUTDIR}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || echo "liger wheel not installed"
-export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+. bench/ab/liger_env.sh || echo "liger wheel not installed"
 nvidia-smi -L
-timeout -k 5 240 python3 bench/ab/ln_fwd_timeline.py --out "$OUT/tl" > "$OUT/timeline.log" 2>&1
+timeout -k 5 240 python3 bench/ab/ln_timeline.py --out "$OUT/tl" > "$OUT/timeline.log" 2>&1
 echo "timeline rc $?"
 NCU=(ncu --nvtx --nvtx-include "prof/" --clock-control none --section SpeedOfLight
      --section Occupancy --section WarpStateStats --section LaunchStats

@@ -19,7 +19,7 @@ timeout -k 5 290 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_wgmma.
   tests/test_layer_norm.py -k "wgmma or last_block_reduction or bad_launch_config or profile_op or row_slots or streaming_backward_accumulators or wide_backward" \
   > "$OUT/tests.log" 2>&1
 echo "tests rc $?"; tail -3 "$OUT/tests.log"
-timeout -k 5 150 python3 bench/ab/ln_fwd_timeline.py --out "$OUT/tl" > "$OUT/timeline.log" 2>&1
+timeout -k 5 150 python3 bench/ab/ln_timeline.py --out "$OUT/tl" > "$OUT/timeline.log" 2>&1
 echo "timeline rc $?"
 timeout -k 5 110 python3 bench/tune_layer_norm.py --out "$OUT/ln" --reps 30 --ns 8192 \
   --dtypes float16 --tunes '{}' '{"prefetch": false}' '{"bwd_wide": true}' '{}' \

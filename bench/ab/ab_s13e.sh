@@ -9,15 +9,13 @@
 #   bash bench/ab/ab_s13e.sh "$OUT"     (about 6 minutes on an H100; carry .whl)
 set -uo pipefail
 OUT=${1:?usage: ab_s13e.sh OUTDIR}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || echo "liger wheel not installed"
-export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+. bench/ab/liger_env.sh || echo "liger wheel not installed"
 nvidia-smi -L
 timeout -k 5 100 python3 bench/tune_dropout.py --out "$OUT/dr" --reps 30 --dtype float16 \
   --configs "shipped,v4 reduce kernel rows=504,rows=504,v4 reduce kernel,shipped" \
   > "$OUT/dropout_ab.log" 2>&1
 echo "dropout rc $?"
-timeout -k 5 270 python3 bench/ab/ln_fwd_timeline.py --out "$OUT/tl" --direction bwd \
+timeout -k 5 270 python3 bench/ab/ln_timeline.py --out "$OUT/tl" --direction bwd \
   > "$OUT/timeline_bwd.log" 2>&1
 echo "timeline rc $?"
 rm -f "$OUT"/dr/*.md

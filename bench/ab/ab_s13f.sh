@@ -8,7 +8,7 @@ OUT=${1:?usage: ab_s13f.sh OUTDIR}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 nvidia-smi -L
 for u in 4 16 8 4; do
-  timeout -k 5 100 python3 bench/ab/ln_fwd_timeline.py --out "$OUT/tl" --direction bwd \
+  timeout -k 5 100 python3 bench/ab/ln_timeline.py --out "$OUT/tl" --direction bwd \
     --providers numba --tuning "{\"dwdb_unroll\": $u}" --tag "_u$u" > "$OUT/tl_u$u.log" 2>&1
   echo "timeline u$u rc $?"
   python3 - "$OUT/tl/ln_bwd_timeline_u$u.json" <<'PY'

@@ -9,9 +9,7 @@
 # instruction mix (bench/ab/sass_mix.py).
 set -uo pipefail
 OUT=${1:?usage: liger_sass.sh OUTDIR}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+. bench/ab/liger_env.sh || exit 1
 export TRITON_CACHE_DIR="$OUT/triton_cache"
 rm -rf "$TRITON_CACHE_DIR"
 timeout -k 5 120 python3 bench/profile_op.py ln_bwd --shape 8192x8192 --provider liger || exit 1

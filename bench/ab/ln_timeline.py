@@ -1,7 +1,7 @@
 """Kernel timeline of back-to-back LayerNorm forwards (or backwards): ours against
 inductor's and eager (and Liger's backward).
 
-    python3 bench/ab/ln_fwd_timeline.py --out DIR [--calls 30] [--direction bwd]
+    python3 bench/ab/ln_timeline.py --out DIR [--calls 30] [--direction bwd]
 
 Why: bench/layer_norm.py times ours 1-3% behind torch.compile at every N below 65536,
 while ncu (one launch, caches flushed) has our kernel 12% faster. This script looks at

@@ -12,9 +12,7 @@
 set -uo pipefail
 OUT=${1:?usage: norms_sweep.sh OUTDIR TAG}
 TAG=${2:?usage: norms_sweep.sh OUTDIR TAG}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+. bench/ab/liger_env.sh || exit 1
 nvidia-smi -L
 timeout -k 10 570 python3 bench/layer_norm.py --ops layer_norm rms_norm \
   --dtypes float16 bfloat16 float32 --providers numba torch compile liger \
