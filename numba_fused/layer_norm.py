@@ -2976,16 +2976,19 @@ def layer_norm_ref(x, weight=None, bias=None, eps=1e-5, grad_out=None):
     return out + (dx, dw, None if b is None else db)
 
 
-def rms_norm_ref(x, weight=None, eps=1e-6, grad_out=None):
+def rms_norm_ref(x, weight=None, eps=1e-6, grad_out=None, rstd=None):
     """float64 RMSNorm on the host. Returns ``(y, rstd)``, and with ``grad_out`` also
-    ``(grad_x, grad_weight or None)``."""
+    ``(grad_x, grad_weight or None)``. ``rstd`` (e.g. the float32 one a forward
+    returned) replaces the float64 rstd in the gradients: the exact derivative at the
+    value :func:`rms_norm_backward` is given, which has no eps to recompute it from."""
     x64 = _f64(x)
     w = _f64(weight)
-    rstd = 1.0 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + float(eps))
-    xhat = x64 * rstd
-    y = xhat if w is None else xhat * w
-    out = (y, rstd[..., 0])
+    r64 = 1.0 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + float(eps))
+    y = x64 * r64 if w is None else x64 * r64 * w
+    out = (y, r64[..., 0])
     if grad_out is None:
         return out
-    dx, dw, _ = _ref_backward(x64, xhat, rstd, w, _f64(grad_out), centered=False)
+    if rstd is not None:
+        r64 = _f64(rstd).reshape(r64.shape)
+    dx, dw, _ = _ref_backward(x64, x64 * r64, r64, w, _f64(grad_out), centered=False)
     return out + (dx, dw)

@@ -15,14 +15,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("hypothesis")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import numba_fused as nf  # noqa: E402
 from numba_fused.linear_act import linear_act_backward_ref  # noqa: E402
 from numba_fused.activations import ACTIVATIONS  # noqa: E402
 from tests.util import (DTYPES, SIMULATOR, TOL, assert_close, device, rel_err,  # noqa: E402
-                        torch_dtype)
+                        torch_act, torch_dtype)
 
 FUZZ = settings(max_examples=6 if SIMULATOR else 100, deadline=None, derandomize=SIMULATOR,
                 database=None, suppress_health_check=list(HealthCheck))
@@ -96,6 +96,10 @@ def test_dropout_bias_act(rows, cols, dtype, bias, p, activation, layout, seed):
        affine=st.sampled_from(["wb", "w", "none"]), rms=st.booleans(),
        deterministic=st.booleans(), layout=LAYOUTS, seed=SEEDS,
        shift=st.sampled_from([0.0, 3.0]))
+# Found on the H100 (2026-11-26): 9.9% where torch had 1.5%; 9.9% is the exact derivative
+# at the forward's correctly rounded rstd (see the floor below).
+@example(rows=1, cols=1, dtype="float32", affine="wb", rms=True, deterministic=False,
+         layout="contiguous", seed=5172, shift=0.0)
 def test_layer_norm_and_rms_norm(rows, cols, dtype, affine, rms, deterministic, layout, seed,
                                  shift):
     x = _tensor((rows, cols), dtype, seed, layout, shift=shift)
@@ -125,6 +129,14 @@ def test_layer_norm_and_rms_norm(rows, cols, dtype, affine, rms, deterministic, 
         got = {"y": fwd[0], "grad_x": bwd[0], "grad_weight": bwd[1], "grad_bias": bwd[2]}
         refs = {"y": y_ref, "grad_x": gx_ref, "grad_weight": gw_ref, "grad_bias": gb_ref}
     theirs = _torch_norm_errors(x, w, b, go, rms, refs)
+    floor = {}
+    if rms:
+        # For N = 1, RMSNorm's d/dx = w d eps r^3 = w d r (1 - x^2 r^2), and the backward
+        # has r (the forward's float32 rstd) but no eps: one ulp of r moves dx by
+        # 2 x^2 / eps ulps (5e6 at x = 1.6, eps = 1e-6), so even the exact derivative at
+        # that r can be 10% off. The bound admits 2x that floor as it admits 2x torch's.
+        _, _, gx_at_r, gw_at_r = nf.rms_norm_ref(x, w, grad_out=go, rstd=fwd[1])
+        floor = {"grad_x": rel_err(gx_at_r, refs["grad_x"])}
     for what, ref in refs.items():
         if ref is None:
             assert got[what] is None, what
@@ -133,8 +145,8 @@ def test_layer_norm_and_rms_norm(rows, cols, dtype, affine, rms, deterministic, 
         # equal terms (for N = 1, RMSNorm's is w * eps / |x|^3): torch's own op in the
         # same dtype loses as much there. Such cases are held to 2x torch's error.
         t = theirs[what]
-        assert_close(got[what], ref, dtype, what,
-                     tol=max(TOL[dtype], 2 * t) if math.isfinite(t) else TOL[dtype])
+        tol = max(TOL[dtype], 2 * t) if math.isfinite(t) else TOL[dtype]
+        assert_close(got[what], ref, dtype, what, tol=max(tol, 2 * floor.get(what, 0.0)))
 
 
 @pytest.mark.parametrize("rms,rows", [(True, 1), (True, 7), (False, 6)])
@@ -191,6 +203,10 @@ def _torch_norm_errors(x, w, b, go, rms, refs):
        n=st.integers(1, 24 if SIMULATOR else 700), dtype=st.sampled_from(DTYPES),
        bias=st.booleans(), activation=st.sampled_from(ACTIVATIONS), layout=LAYOUTS,
        seed=SEEDS)
+# Found on the H100 (2026-11-26): grad_weight 3.8e-3 in float16, all of it grad_z's
+# rounding to float16 (1.2451 is the float16 sum of the rounded terms).
+@example(m=56, k=1, n=1, dtype="float16", bias=False, activation="gelu", layout="contiguous",
+         seed=225)
 def test_linear_act(m, k, n, dtype, bias, activation, layout, seed):
     x = _tensor((m, k), dtype, seed, layout)
     w = _tensor((n, k), dtype, seed + 1, scale=k ** -0.5)
@@ -211,6 +227,30 @@ def test_linear_act(m, k, n, dtype, bias, activation, layout, seed):
     # The backward's reference takes our preact: act' of the rounded value is what the
     # op is asked to apply (a float64 preact can sit across a kink of relu).
     gx_ref, gw_ref, gb_ref = linear_act_backward_ref(go, x, w, pre, activation)
-    assert_close(gx, gx_ref, dtype, "grad_x")
-    assert_close(gw, gw_ref, dtype, "grad_weight")
-    assert_close(gb, gb_ref, dtype, "grad_bias")
+    refs = {"grad_x": gx_ref, "grad_weight": gw_ref, "grad_bias": gb_ref}
+    # grad_z = grad_out * act'(preact) is rounded to the dtype before the two GEMMs, as
+    # torch's own activation backward rounds it; a sum of few terms that cancel (K = N
+    # = 1, M = 56: 1.25 out of 25.7) then loses more than the dtype's tolerance. Such
+    # cases are held to 2x torch's error in the same dtype, as everywhere.
+    theirs = _torch_linear_errors(x, w, b, go, activation, refs)
+    for (what, ref), got in zip(refs.items(), (gx, gw, gb)):
+        assert_close(got, ref, dtype, what, tol=max(TOL[dtype], 2 * theirs[what]))
+
+
+def _torch_linear_errors(x, w, b, go, activation, refs):
+    """Relative errors of torch's linear + activation backward (same dtype and device)
+    against ``refs``; zeros where torch's CPU lacks the dtype's kernels (simulator)."""
+    import torch.nn.functional as F
+
+    xt, wt = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    bt = torch.zeros(w.shape[0], dtype=w.dtype, device=w.device) if b is None else b.detach()
+    bt = bt.clone().requires_grad_()
+    try:
+        y = torch_act(activation)(F.linear(xt, wt, bt))
+        y.backward(go)
+    except RuntimeError:
+        if SIMULATOR:
+            return dict.fromkeys(refs, 0.0)
+        raise
+    theirs = {"grad_x": xt.grad, "grad_weight": wt.grad, "grad_bias": bt.grad}
+    return {what: rel_err(theirs[what], ref) for what, ref in refs.items()}

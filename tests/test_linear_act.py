@@ -22,9 +22,9 @@ import torch.nn.functional as F
 import numba_fused as nf
 from interop.dlpack import poison_outputs
 from numba_fused import linear_act as la
-from numba_fused.activations import ACTIVATIONS, LEAKY_SLOPE
+from numba_fused.activations import ACTIVATIONS
 from tests.util import (DTYPES, SIMULATOR, assert_close, compile_backend, compiled_targets, device,
-                        rel_err, torch_dtype)
+                        rel_err, torch_act, torch_dtype)
 
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
@@ -45,22 +45,6 @@ def _inputs(lead, K, N, dtype, seed=0):
     w = _rand((N, K), dtype, g, 1.0 / math.sqrt(max(K, 1)))
     b = _rand((N,), dtype, g)
     return x, w, b
-
-
-def _torch_act(name, z):
-    if name == "none":
-        return z
-    if name == "relu":
-        return F.relu(z)
-    if name == "gelu":
-        return F.gelu(z)
-    if name == "gelu_tanh":
-        return F.gelu(z, approximate="tanh")
-    if name == "squared_relu":
-        return F.relu(z) ** 2
-    if name == "silu":
-        return F.silu(z)
-    return F.leaky_relu(z, LEAKY_SLOPE)
 
 
 def _assert_vs_torch(ours, theirs, ref, dtype, what):
@@ -102,7 +86,7 @@ def test_forward_every_activation(dtype, activation):
     assert y.shape == lead + (N,) and y.dtype == x.dtype and pre.dtype == x.dtype
     assert_close(pre, ref_pre, dtype, "preact")
     assert_close(y, ref_y, dtype, f"y ({activation})")
-    theirs = _torch_or_none(lambda: _torch_act(activation, F.linear(x, w, b)))
+    theirs = _torch_or_none(lambda: torch_act(activation)(F.linear(x, w, b)))
     _assert_vs_torch(y, theirs, ref_y, dtype, f"y ({activation})")
 
 
@@ -123,7 +107,7 @@ def test_forward_ragged_shapes_bias_and_preact(dtype, shape, bias, save_preact):
     if save_preact:
         assert pre.shape == y.shape
         assert_close(pre, ref_pre, dtype, "preact")
-    theirs = _torch_or_none(lambda: _torch_act(act, F.linear(x, w, b)))
+    theirs = _torch_or_none(lambda: torch_act(act)(F.linear(x, w, b)))
     _assert_vs_torch(y, theirs, ref_y, dtype, "y")
 
 
@@ -298,7 +282,7 @@ def test_dgrad_fuses_activation_gradient(dtype, activation):
 def _torch_dgrad(go, w, pre, activation):
     z = pre.detach().clone().requires_grad_(True)
     with torch.enable_grad():
-        a = _torch_act(activation, z)
+        a = torch_act(activation)(z)
         (da,) = torch.autograd.grad(a, z, torch.ones_like(a))
     return (go @ w) * da
 
@@ -433,7 +417,7 @@ def test_torch_fused_mlp_gradients_match_torch_mlp(dtype, activation):
     # float64 reference of the same parameters, torch autograd.
     p64 = {n: p.detach().cpu().double().requires_grad_(True) for n, p in mlp.named_parameters()}
     x64 = x.detach().cpu().double().requires_grad_(True)
-    h = _torch_act(activation, F.linear(x64, p64["fc1.weight"], p64["fc1.bias"]))
+    h = torch_act(activation)(F.linear(x64, p64["fc1.weight"], p64["fc1.bias"]))
     y64 = F.linear(h, p64["fc2.weight"], p64["fc2.bias"])
     y64.backward(gy.cpu().double())
     assert_close(y, y64, dtype, "y")
@@ -445,7 +429,7 @@ def test_torch_fused_mlp_gradients_match_torch_mlp(dtype, activation):
     def torch_mlp():
         pt = {n: p.detach().clone().requires_grad_(True) for n, p in mlp.named_parameters()}
         xt = x.clone().requires_grad_(True)
-        yt = F.linear(_torch_act(activation, F.linear(xt, pt["fc1.weight"], pt["fc1.bias"])),
+        yt = F.linear(torch_act(activation)(F.linear(xt, pt["fc1.weight"], pt["fc1.bias"])),
                       pt["fc2.weight"], pt["fc2.bias"])
         yt.backward(gy)
         return yt, xt.grad, {n: p.grad for n, p in pt.items()}

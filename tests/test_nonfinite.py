@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.util import DTYPES, SIMULATOR, device, torch_dtype  # noqa: E402
+from tests.util import DTYPES, SIMULATOR, device, torch_act, torch_dtype  # noqa: E402
 
 BAD = [float("nan"), float("inf"), float("-inf")]
 ACTS = ["none", "relu", "gelu", "gelu_tanh", "squared_relu", "leaky_relu", "silu"]
@@ -81,14 +81,6 @@ def test_norms(dtype, bad, rms):
                  ["grad_x", "grad_w", "grad_b"])
 
 
-def _torch_act(activation):
-    F = torch.nn.functional
-    return {"none": lambda z: z, "relu": F.relu, "gelu": F.gelu,
-            "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
-            "squared_relu": lambda z: F.relu(z) ** 2,
-            "leaky_relu": lambda z: F.leaky_relu(z, 0.01), "silu": F.silu}[activation]
-
-
 @pytest.mark.parametrize("dtype", CASE_DTYPES)
 @pytest.mark.parametrize("bad", BAD)
 @pytest.mark.parametrize("activation", ACTS)
@@ -100,7 +92,7 @@ def test_bias_activation_without_dropout(dtype, bad, activation):
     x[2, 8] = -bad  # the other sign too (NaN stays NaN)
     b = _rand((16,), dtype, 1)
     g = _rand((3, 16), dtype, 2)
-    act = _torch_act(activation)
+    act = torch_act(activation)
     # On the CPU (simulator runs) torch's float32 vectorised gelu depends on the
     # machine's instruction set: with AVX-512 (seen 2026-11-25, torch 2.13) it gives
     # gelu(+inf) = NaN, elsewhere +inf. Its float64 kernels agree with its GPU ones.
@@ -140,7 +132,7 @@ def test_linear_act(dtype, bad, activation):
     w = _rand((24, 32), dtype, 1) / 4
     b = _rand((24,), dtype, 2)
     g = _rand((5, 24), dtype, 3)
-    act = _torch_act(activation)
+    act = torch_act(activation)
     _compare(lambda x, w, b: linear_act(x, w, b, activation),
              lambda x, w, b: act(torch.nn.functional.linear(x, w, b)), [x, w, b], g,
              ["grad_x", "grad_w", "grad_b"])

@@ -32,6 +32,19 @@ def to64(x):
     return np.asarray(x, dtype=np.float64)
 
 
+def torch_act(activation):
+    """torch's own activation named ``activation`` (numba_fused.activations' names), as a
+    callable of one tensor."""
+    import torch.nn.functional as F
+
+    from numba_fused.activations import LEAKY_SLOPE
+
+    return {"none": lambda z: z, "relu": F.relu, "gelu": F.gelu,
+            "gelu_tanh": lambda z: F.gelu(z, approximate="tanh"),
+            "squared_relu": lambda z: F.relu(z) ** 2,
+            "leaky_relu": lambda z: F.leaky_relu(z, LEAKY_SLOPE), "silu": F.silu}[activation]
+
+
 def rel_err(out, ref):
     """||out - ref|| / ||ref|| in float64; inf if out has a NaN/inf where ref does not."""
     out = to64(out)
