@@ -171,7 +171,7 @@ def _regs(D, dtype, act, cfg):
         else:
             k = D.make_backward_kernel(dtype, act, True, threads, unroll, D.MODE_PHILOX,
                                        cfg.fence or "block", cfg.final_step or D._FINAL_STEP,
-                                       cfg.tile_reduce or "shuffle")
+                                       D._tile_reduce_for(cfg, True))
         try:
             out[direction] = k.regs_per_thread
         except Exception as exc:  # noqa: BLE001 (reported, not fatal)
