@@ -107,6 +107,18 @@ def _layer_norm(nf, torch, dt):
             y, mean, rstd = nf.layer_norm_forward(x, w, b)
             nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
             nf.rms_norm_forward(x, w)
+        # v12 candidate (opt-in): exact-layout backward row kernels of one-row blocks
+        # compiled with the slot constant (N = 4096: 256 threads a 16-bit row, 512 a
+        # float32 one, both schemes, with and without affine parameters).
+        if n == 4096:
+            with tuning(bwd_one_row=True):
+                for det in (False, True):
+                    y, mean, rstd = nf.layer_norm_forward(x, w, b)
+                    nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=det)
+                    y, mean, rstd = nf.layer_norm_forward(x)
+                    nf.layer_norm_backward(g, x, None, None, mean, rstd, deterministic=det)
+                    y, rstd = nf.rms_norm_forward(x, w)
+                    nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
         # v11 (16-bit by default, here every dtype): the chunked streaming backward on
         # given row statistics (N = 65536 has three chunks; 12296 one, so the pass does
         # not run there).

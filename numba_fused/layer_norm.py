@@ -1574,7 +1574,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector):
 
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
-                         full=False, sacc=False, wide=False, given=False):
+                         full=False, sacc=False, wide=False, given=False, one_row=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -1585,9 +1585,15 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     for blocks of up to 1024 threads (64 registers) instead of :data:`_FAT_BLOCK`.
     ``given`` (streaming kernels with sacc; v11 candidate): the rows' c1, c2 come
     from :func:`make_bwd_stats_kernel`'s pass (argument ``c12``) instead of each
-    block's first pass over the whole row."""
+    block's first pass over the whole row. ``one_row`` (row kernels; v12 candidate,
+    which the launcher takes for exact layouts): compiled for blocks of one row
+    (``blockDim.y`` = 1, which the launcher guarantees), so the row index is the same
+    in every thread and ptxas keeps the row addresses in uniform registers (fp16 N =
+    8192: 325 SASS instructions a row against 353)."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
+    if one_row and not words:
+        raise ValueError("one_row is for row kernels (words >= 1)")
     if sacc and (words or not (has_w or has_b)):
         raise ValueError("sacc is for streaming kernels with a weight or a bias")
     if wide and words not in (1, 2):
@@ -1605,7 +1611,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     name = (f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
             + ("_sacc" if sacc else "") + ("_wide" if wide else "")
-            + ("_given" if given else ""))
+            + ("_given" if given else "") + ("_r1" if one_row else ""))
 
     if words:
         elems = words * vec
@@ -1673,8 +1679,9 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             tmp = cuda.local.array(vec, np.float32)
             t = cuda.threadIdx.x
             tpr = cuda.blockDim.x
-            slot = cuda.threadIdx.y
-            rpb = cuda.blockDim.y
+            # one_row: compile-time constants, so the row is provably block-uniform.
+            slot = 0 if one_row else cuda.threadIdx.y
+            rpb = 1 if one_row else cuda.blockDim.y
             ng = np.uint32(n // vec)
             ngw = np.uint64(ng)
             nf = np.float32(n)
@@ -2159,7 +2166,8 @@ def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass and compensated statistics; rows of a warp or more, or
-    sub-warp rows) and staged forward row kernels; the wide backward row kernels;
+    sub-warp rows) and staged forward row kernels; the wide backward row kernels; the
+    backward row kernels' exact forms also for one-row blocks;
     the streaming and scalar kernels (the backward's also with given statistics, and
     their statistics pass); the dW/dB reduction."""
     for dtype in dtypes.DTYPES:
@@ -2168,6 +2176,9 @@ def shipped_kernels():
             for direction, factory in (("fwd", make_forward_kernel), ("bwd", make_backward_kernel)):
                 for words in _WORDS[(direction, vec)]:
                     yield factory(dtype, rms, has_w, has_b, True, words, True, True)
+                    if direction == "bwd":  # exact layouts of one-row blocks (bwd_one_row)
+                        yield factory(dtype, rms, has_w, has_b, True, words, True, True,
+                                      one_row=True)
                     if not _fat(direction, vec, words):
                         yield factory(dtype, rms, has_w, has_b, True, words, True, False)
                 if direction == "fwd":
@@ -2193,11 +2204,12 @@ def shipped_kernels():
                     # Wide row kernels (tuning bwd_wide, bwd_wide2), with the prefetch
                     # they take.
                     for full in (True, False):
-                        yield factory(dtype, rms, has_w, has_b, True, 1, vec != 8, full,
-                                      wide=True)
-                        if vec == 4:
-                            yield factory(dtype, rms, has_w, has_b, True, 2, False, full,
-                                          wide=True)
+                        for r1 in ((False, True) if full else (False,)):
+                            yield factory(dtype, rms, has_w, has_b, True, 1, vec != 8, full,
+                                          wide=True, one_row=r1)
+                            if vec == 4:
+                                yield factory(dtype, rms, has_w, has_b, True, 2, False, full,
+                                              wide=True, one_row=r1)
                 if direction == "bwd" and (has_w or has_b):
                     for vector in (True, False):
                         yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True)
@@ -2245,6 +2257,9 @@ _TUNING_DEFAULTS = {
     # Backward: row kernels of one group a thread compiled for 1024 threads (v10
     # candidate, opt-in until measured; see _bwd_wide).
     "bwd_wide": False,
+    # Backward row kernels whose blocks hold one row: compiled with the row slot a
+    # constant (v12 candidate, opt-in until measured; make_backward_kernel's one_row).
+    "bwd_one_row": False,
     # Backward, float32: rows of max_tpr / 2 to 2 max_tpr groups whose rows of two
     # groups a thread fill the SM's 1024 threads (512 or 1024 threads a row) in
     # kernels compiled for 1024 threads, without the prefetch (v10b, v10c; H100,
@@ -2306,7 +2321,7 @@ def tuning(**overrides):
     Keys: bwd_scheme ("partials" | "lock": the dW/dB scheme of
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
-    streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass,
+    streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
@@ -2768,8 +2783,12 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     if stats_pass is None:
         stats_pass = vec == 8
     given = sacc and nch > 1 and bool(stats_pass) and n // vec < 2**31
-    kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
-                                  bool(words) and tpr * words * vec == n, sacc, wide, given)
+    full = bool(words) and tpr * words * vec == n
+    # Exact layouts only: in SASS the checked forms gained nothing (bf16 RMSNorm, two
+    # groups: 282 -> 285 instructions a row; fp16 LayerNorm exact: 353 -> 325).
+    one_row = full and rpb == 1 and bool(_tune["bwd_one_row"])
+    kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch, full,
+                                  sacc, wide, given, one_row)
     shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
     if sacc:
         shared = sacc_bytes

@@ -501,6 +501,54 @@ def test_wide_backward_rows_match_float64(dtype, variant):
         assert ln._row_layout(1025 * vec, vec, "bwd")[0] != 1
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, False, False)], ids=_vid)
+def test_one_row_backward_same_bits(dtype, variant):
+    """tuning(bwd_one_row=True), the v12 candidate: exact-layout row kernels whose
+    blocks hold one row are compiled with the row slot a constant. Same arithmetic in
+    the same order, so dx, dw, db must have the default kernel's bits (both dW/dB
+    schemes), with persistent blocks looping over rows and a row count the grid does
+    not divide. Where the row has idle lanes, or blocks hold several rows, the
+    launcher keeps the general kernel."""
+    vec = ln._vec_of(dtype, True)
+    # The simulator's rows are at most 32 threads: blocks of 32 make them one a block.
+    one = {"bwd_block": 32} if SIMULATOR else {}
+    # (shape, tuning, one_row expected); the simulator's grid is 4 blocks of 32 here:
+    # block 0 takes rows 0 and 4.
+    cases = [((5, 64 * vec), one, True), ((3, 56 * vec), one, False), ((4, 16 * vec), {}, False)]
+    if not SIMULATOR:
+        cases += [((4099, 4096), {}, True), ((1000, 8192), {}, True), ((333, 5120), {}, True),
+                  ((5, 488 * vec), {}, False)]
+    picked = []
+    make = ln.make_backward_kernel
+
+    def spy(*args, **kwargs):
+        kernel = make(*args, **kwargs)
+        picked.append(kernel.name)
+        return kernel
+
+    for shape, tune, r1 in cases:
+        with ln.tuning(**tune):
+            words, tpr = ln._row_layout(shape[-1], vec, "bwd")
+            wide = bool(words) and words == ln._bwd_wide_words(shape[-1] // vec, vec)
+            rpb = ln._rows_per_block("bwd_block", tpr, shape[0], "bwd", vec, words, wide)
+        assert words and (rpb == 1 and tpr * words * vec == shape[-1]) == r1, (shape, tpr, rpb)
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1])
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        # The general kernel either way where r1 is False: one scheme shows the pick.
+        for det in (False, True) if r1 else (True,):
+            with ln.tuning(**tune):
+                want = _backward(variant, dy, x, w, b, mean, rstd, det)
+            with ln.tuning(bwd_one_row=True, **tune), pytest.MonkeyPatch.context() as mp:
+                mp.setattr(ln, "make_backward_kernel", spy)
+                with poison_outputs():
+                    got = _backward(variant, dy, x, w, b, mean, rstd, det)
+            assert picked.pop().endswith("_r1") == r1, shape
+            for g, h in zip(got, want):
+                assert (g is None and h is None) or torch.equal(g, h), (shape, det)
+
+
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
 def test_wide_backward_two_groups_float32(variant):
     """bwd_wide2 (the default; v10b, v10c): float32 rows of max_tpr / 2 to 2 max_tpr
