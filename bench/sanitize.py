@@ -58,6 +58,17 @@ def _dropout(nf, torch, dt):
     nf.dropout_bias_act_backward(g, x, b, p=0.3, seed=3, activation="gelu", mask=mask)
 
 
+def _norm_passes(nf, x, w, b, g, det):
+    """Forward and backward of LayerNorm with w and b, LayerNorm without them, and
+    RMSNorm with w (``det``: the backward's deterministic flag)."""
+    y, mean, rstd = nf.layer_norm_forward(x, w, b)
+    nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=det)
+    y, mean, rstd = nf.layer_norm_forward(x)
+    nf.layer_norm_backward(g, x, None, None, mean, rstd, deterministic=det)
+    y, rstd = nf.rms_norm_forward(x, w)
+    nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
+
+
 def _layer_norm(nf, torch, dt):
     from numba_fused.layer_norm import tuning
 
@@ -73,12 +84,7 @@ def _layer_norm(nf, torch, dt):
         # Both dW/dB schemes: the seed's locks and the per-block partials.
         for det, scheme in ((False, "lock"), (True, "partials")):
             with tuning(bwd_scheme=scheme):
-                y, mean, rstd = nf.layer_norm_forward(x, w, b)
-                nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=det)
-                y, mean, rstd = nf.layer_norm_forward(x)
-                nf.layer_norm_backward(g, x, None, None, mean, rstd, deterministic=det)
-                y, rstd = nf.rms_norm_forward(x, w)
-                nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
+                _norm_passes(nf, x, w, b, g, det)
         # The staged forward (opt-in): the row in shared memory through cp.async, at
         # its picked layout and at one with idle lanes.
         for words in (None, 6):
@@ -113,12 +119,7 @@ def _layer_norm(nf, torch, dt):
         if n == 4096:
             with tuning(bwd_one_row=True):
                 for det in (False, True):
-                    y, mean, rstd = nf.layer_norm_forward(x, w, b)
-                    nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=det)
-                    y, mean, rstd = nf.layer_norm_forward(x)
-                    nf.layer_norm_backward(g, x, None, None, mean, rstd, deterministic=det)
-                    y, rstd = nf.rms_norm_forward(x, w)
-                    nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
+                    _norm_passes(nf, x, w, b, g, det)
         # v11 (16-bit by default, here every dtype): the chunked streaming backward on
         # given row statistics (N = 65536 has three chunks; 12296 one, so the pass does
         # not run there).

@@ -398,8 +398,8 @@ def test_bias_grad_last_block_reduction(dt, activation, fence, reduce, step, til
     bit-identical run to run (fixed summation order whichever block arrives last), the
     arrival counters back at zero after each launch, and at every final_step the same
     bits as at the default; the tiles summed directly (the default with a bias grad) or
-    by shuffles (tile_reduce="shuffle"). On a
-    GPU also 3001 row blocks of 2 rows racing over 16 strips."""
+    by shuffles (tile_reduce="shuffle"). On a GPU also 3001 row blocks of 2 rows racing
+    over 16 strips."""
     if SIMULATOR and (step, tile) != (None, None) and (dt, activation) != ("float16", "none"):
         pytest.skip("simulator: final_step and tile_reduce on one dtype and activation "
                     "(~40 s a case); the GPU runs every combination")
