@@ -113,11 +113,12 @@ def _layer_norm(nf, torch, dt):
             y, mean, rstd = nf.layer_norm_forward(x, w, b)
             nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
             nf.rms_norm_forward(x, w)
-        # v12 candidate (opt-in): exact-layout backward row kernels of one-row blocks
-        # compiled with the slot constant (N = 4096: 256 threads a 16-bit row, 512 a
-        # float32 one, both schemes, with and without affine parameters).
+        # v12 (the default) compiles exact-layout backward row kernels of one-row
+        # blocks with the slot constant; here the general kernel they replace, which
+        # bwd_one_row=False keeps (N = 4096: 256 threads a 16-bit row, 512 a float32
+        # one, both schemes, with and without affine parameters).
         if n == 4096:
-            with tuning(bwd_one_row=True):
+            with tuning(bwd_one_row=False):
                 for det in (False, True):
                     _norm_passes(nf, x, w, b, g, det)
         # v11 (16-bit by default, here every dtype): the chunked streaming backward on

@@ -1585,8 +1585,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     for blocks of up to 1024 threads (64 registers) instead of :data:`_FAT_BLOCK`.
     ``given`` (streaming kernels with sacc; v11 candidate): the rows' c1, c2 come
     from :func:`make_bwd_stats_kernel`'s pass (argument ``c12``) instead of each
-    block's first pass over the whole row. ``one_row`` (row kernels; v12 candidate,
-    which the launcher takes for exact layouts): compiled for blocks of one row
+    block's first pass over the whole row. ``one_row`` (row kernels; v12, which the
+    launcher takes for exact layouts under tuning's ``bwd_one_row``): compiled for blocks of one row
     (``blockDim.y`` = 1, which the launcher guarantees), so the row index is the same
     in every thread and ptxas keeps the row addresses in uniform registers (fp16 N =
     8192: 325 SASS instructions a row against 353)."""
@@ -2258,8 +2258,9 @@ _TUNING_DEFAULTS = {
     # candidate, opt-in until measured; see _bwd_wide).
     "bwd_wide": False,
     # Backward row kernels whose blocks hold one row: compiled with the row slot a
-    # constant (v12 candidate, opt-in until measured; make_backward_kernel's one_row).
-    "bwd_one_row": False,
+    # constant (v12, make_backward_kernel's one_row; H100 fp16 16384 x 4096 163.0 ->
+    # 152.1 us, 8192 x 8192 207.6 -> 156.5, float32 29127 x 2304 364.8 -> 283.6).
+    "bwd_one_row": True,
     # Backward, float32: rows of max_tpr / 2 to 2 max_tpr groups whose rows of two
     # groups a thread fill the SM's 1024 threads (512 or 1024 threads a row) in
     # kernels compiled for 1024 threads, without the prefetch (v10b, v10c; H100,

@@ -505,15 +505,16 @@ def test_wide_backward_rows_match_float64(dtype, variant):
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=_vid)
 def test_one_row_backward_same_bits(dtype, variant):
-    """tuning(bwd_one_row=True), the v12 candidate: exact-layout row kernels whose
+    """tuning(bwd_one_row=True), v12 and the default: exact-layout row kernels whose
     blocks hold one row are compiled with the row slot a constant. Same arithmetic in
-    the same order, so dx, dw, db must have the default kernel's bits (both dW/dB
-    schemes), with persistent blocks looping over rows and a row count the grid does
-    not divide. Where the row has idle lanes, or blocks hold several rows, the
-    launcher keeps the general kernel."""
+    the same order, so dx, dw, db must have the general kernel's bits
+    (bwd_one_row=False; both dW/dB schemes), with persistent blocks looping over rows
+    and a row count the grid does not divide. Where the row has idle lanes, or blocks
+    hold several rows, the launcher keeps the general kernel."""
     vec = ln._vec_of(dtype, True)
-    # The simulator's rows are at most 32 threads: blocks of 32 make them one a block.
-    one = {"bwd_block": 32} if SIMULATOR else {}
+    # Rows of 64 or 56 groups are 32 threads (the simulator's max_tpr, and the GPU's
+    # layout of them): blocks of 32 make them one a block.
+    one = {"bwd_block": 32}
     # (shape, tuning, one_row expected); the simulator's grid is 4 blocks of 32 here:
     # block 0 takes rows 0 and 4.
     cases = [((5, 64 * vec), one, True), ((3, 56 * vec), one, False), ((4, 16 * vec), {}, False)]
@@ -538,9 +539,9 @@ def test_one_row_backward_same_bits(dtype, variant):
         y, mean, rstd = _forward(variant, x, w, b, 1e-5)
         # The general kernel either way where r1 is False: one scheme shows the pick.
         for det in (False, True) if r1 else (True,):
-            with ln.tuning(**tune):
+            with ln.tuning(bwd_one_row=False, **tune):
                 want = _backward(variant, dy, x, w, b, mean, rstd, det)
-            with ln.tuning(bwd_one_row=True, **tune), pytest.MonkeyPatch.context() as mp:
+            with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
                 mp.setattr(ln, "make_backward_kernel", spy)
                 with poison_outputs():
                     got = _backward(variant, dy, x, w, b, mean, rstd, det)
