@@ -507,10 +507,14 @@ def test_wide_backward_rows_match_float64(dtype, variant):
 def test_one_row_backward_same_bits(dtype, variant):
     """tuning(bwd_one_row=True), v12 and the default: exact-layout row kernels whose
     blocks hold one row are compiled with the row slot a constant. Same arithmetic in
-    the same order, so dx, dw, db must have the general kernel's bits
-    (bwd_one_row=False; both dW/dB schemes), with persistent blocks looping over rows
-    and a row count the grid does not divide. Where the row has idle lanes, or blocks
-    hold several rows, the launcher keeps the general kernel."""
+    the same order, so on the same grid (the persistent grid follows each kernel's
+    occupancy, so the test fixes it) dx, dw, db must have the general kernel's bits
+    (bwd_one_row=False), with persistent blocks looping over rows and a row count the
+    grid does not divide. Under the lock scheme dW/dB's float32 sums follow the order
+    blocks take the locks, which on a GPU changes run to run (seen: 275 of 4096
+    float32 dw elements between two runs of one kernel), so there dx must match bits
+    and dw, db the dtype's tolerance. Where the row has idle lanes, or blocks hold
+    several rows, the launcher keeps the general kernel."""
     vec = ln._vec_of(dtype, True)
     # Rows of 64 or 56 groups are 32 threads (the simulator's max_tpr, and the GPU's
     # layout of them): blocks of 32 make them one a block.
@@ -519,8 +523,13 @@ def test_one_row_backward_same_bits(dtype, variant):
     # block 0 takes rows 0 and 4.
     cases = [((5, 64 * vec), one, True), ((3, 56 * vec), one, False), ((4, 16 * vec), {}, False)]
     if not SIMULATOR:
-        cases += [((4099, 4096), {}, True), ((1000, 8192), {}, True), ((333, 5120), {}, True),
-                  ((5, 488 * vec), {}, False)]
+        # Exact rows of one row a block: 16-bit 512 / 1024 / 640 threads, float32 the
+        # wide kernels' 512 / 1024 and 288 threads of two groups (float32 N = 5120
+        # streams).
+        grid = {"bwd_grid": 97}
+        wide_n = 5120 if vec == 8 else 2304
+        cases += [((4099, 4096), grid, True), ((1000, 8192), grid, True),
+                  ((333, wide_n), grid, True), ((5, 488 * vec), {}, False)]
     picked = []
     make = ln.make_backward_kernel
 
@@ -546,8 +555,14 @@ def test_one_row_backward_same_bits(dtype, variant):
                 with poison_outputs():
                     got = _backward(variant, dy, x, w, b, mean, rstd, det)
             assert picked.pop().endswith("_r1") == r1, shape
-            for g, h in zip(got, want):
-                assert (g is None and h is None) or torch.equal(g, h), (shape, det)
+            assert torch.equal(got[0], want[0]), (shape, det)
+            for g, h in zip(got[1:], want[1:]):
+                if g is None or h is None:
+                    assert g is None and h is None
+                elif det or SIMULATOR:
+                    assert torch.equal(g, h), (shape, det)
+                else:
+                    assert rel_err(g, h) < TOL[dtype], (shape, det)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
