@@ -113,6 +113,13 @@ def _layer_norm(nf, torch, dt):
             y, mean, rstd = nf.layer_norm_forward(x, w, b)
             nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
             nf.rms_norm_forward(x, w)
+        # Fifteenth-session candidate (opt-in): the register-capped float32 lean
+        # forward of two groups (N = 4096: 512 threads, 3 blocks an SM; N = 1000
+        # has idle lanes and keeps the default bounds).
+        if dt == torch.float32 and n in (1000, 4096):
+            with tuning(fwd_lean=True, fwd_words=2, fwd_lean_regs=40):
+                nf.layer_norm_forward(x, w, b)
+                nf.rms_norm_forward(x, w)
         # v12 (the default) compiles exact-layout backward row kernels of one-row
         # blocks with the slot constant; here the general kernel they replace, which
         # bwd_one_row=False keeps (N = 4096: 256 threads a 16-bit row, 512 a float32

@@ -948,7 +948,7 @@ def _group_guards(full):
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, compensated=False, subwarp=False,
-                        evict=False):
+                        evict=False, bounds=None):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -969,6 +969,9 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     evict: the lean kernel's x loads marked first out of L1 and its w, b loads last
     (``L1::evict_first`` / ``L1::evict_last``, inductor's eviction policies for a row
     read once against parameters every row reads; thirteenth-session candidate).
+    bounds: the lean kernel's launch bounds (threads, blocks an SM) instead of the
+    default (1024, 1), so ptxas caps its registers (tuning fwd_lean_regs; see
+    :func:`_lean_bounds`).
     """
     if evict and not lean:
         raise ValueError("evict is the lean forward kernel's")
@@ -989,7 +992,8 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
         return _lean_forward(dtype, rms, has_w, has_b, words, full,
-                             compensated=compensated, subwarp=subwarp, evict=evict)
+                             compensated=compensated, subwarp=subwarp, evict=evict,
+                             bounds=bounds)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1284,7 +1288,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
-                  subwarp=False, evict=False):
+                  subwarp=False, evict=False, bounds=None):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``staged``: the row in shared memory; ``compensated``: deviations about a coarse
     centre; see below).
@@ -1343,7 +1347,8 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
             f"{'staged' if staged else 'lean'}{words}"
             + ("_full" if full else "") + ("_comp" if compensated else "")
-            + ("_subwarp" if subwarp else "") + ("_evict" if evict else ""))
+            + ("_subwarp" if subwarp else "") + ("_evict" if evict else "")
+            + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
     ldx = _ld16r_ef if evict else _ld16r
     ldp = _ld16_el if evict else _ld16
     rsum = _sub_sum if subwarp else _row_sum_v2
@@ -1474,7 +1479,10 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                     rstd_out[np.uint64(row)] = r
             row += stride
 
-    return Kernel(name, norm_fwd_lean, argtypes, **_JIT)
+    jit = dict(_JIT)
+    if bounds and not SIMULATOR:
+        jit["launch_bounds"] = tuple(bounds)
+    return Kernel(name, norm_fwd_lean, argtypes, **jit)
 
 
 @functools.lru_cache(maxsize=None)
@@ -2189,6 +2197,11 @@ def shipped_kernels():
                             if not rms:
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               full, True, compensated=True)
+                        # fwd_lean_regs: register-capped exact layouts.
+                        for bounds in (_LEAN_BOUNDS.get((vec, words, blk)) for blk in (256, 512)):
+                            if bounds:
+                                yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                              True, True, bounds=bounds)
                         # Sub-warp rows (tuning fwd_subwarp): always exact layouts.
                         for comp in ((False, True) if not rms else (False,)):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, True,
@@ -2282,6 +2295,12 @@ _TUNING_DEFAULTS = {
     # Forward, lean kernel: x loaded first out of L1, w and b last (inductor's eviction
     # policies; thirteenth-session candidate, opt-in until measured).
     "fwd_evict": False,
+    # Forward, lean kernel (fifteenth-session candidate, opt-in until confirmed): 40
+    # compiles float32 exact-layout kernels of two groups a thread in blocks of 256
+    # or 512 threads with launch bounds that cap ptxas at 40 registers (6 blocks of
+    # 256 or 3 of 512 an SM; at their own 48 registers 5 or 2), for more rows
+    # resident; see _lean_bounds. Only 40 (the cap at which they do not spill).
+    "fwd_lean_regs": None,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
@@ -2326,7 +2345,7 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_staged, fwd_compensated, fwd_grid,
+    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_staged, fwd_compensated, fwd_grid,
     fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
@@ -2338,6 +2357,9 @@ def tuning(**overrides):
     scheme = overrides.get("bwd_scheme", _tune["bwd_scheme"])
     if scheme not in ("partials", "lock"):
         raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")
+    lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
+    if lr not in (None, _LEAN_REGS):
+        raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
     du = overrides.get("dwdb_unroll", _tune["dwdb_unroll"])
     if du not in DWDB_UNROLLS:
         raise ValueError(f"dwdb_unroll must be one of {DWDB_UNROLLS}, got {du!r}")
@@ -2475,6 +2497,28 @@ def _fwd_staged(n, vec):
     if _staged_layout(n, vec)[0] == 0:
         return False
     return bool(staged) or _lean_layout(n, vec)[0] == 0
+
+
+# fwd_lean_regs: the register cap, and the lean kernels it applies to (groups a
+# thread, threads a block) with their launch bounds (threads, blocks an SM).
+_LEAN_REGS = 40
+_LEAN_BOUNDS = {(4, 2, 256): (256, 6), (4, 2, 512): (512, 3)}
+
+
+def _lean_bounds(vec, block, words, full):
+    """Launch bounds of the lean forward kernel (two-pass statistics, rows of a warp or
+    more) for ``vec``-element groups, blocks of ``block`` threads and ``words``
+    groups a thread; None: the default ``_JIT`` bounds (1024 threads, 1 block).
+    tuning's ``fwd_lean_regs`` (candidate): float32 exact layouts of two groups in
+    blocks of 256 or 512 threads get bounds that cap ptxas at 40 registers without
+    spills (48 otherwise): 6 or 3 blocks an SM, more rows in flight. 16-bit kernels
+    of two groups spill 8 bytes at 40 (LayerNorm with w and b) and gain nothing at
+    48. H100, one A/B (bench/notes_layer_norm.md, fifteenth session; the layout
+    forced to two groups): float32 N = 4096 183.8 / 184.3 -> 181.7 us, N = 2048
+    184.1 / 184.3 -> 182.8."""
+    if _tune["fwd_lean_regs"] is None or not full:
+        return None
+    return _LEAN_BOUNDS.get((vec, words, block))
 
 
 def _fwd_compensated(staged):
@@ -2694,15 +2738,20 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     has_w, has_b = wa is not None, ba is not None
     comp = (lean or staged) and not rms and _fwd_compensated(staged)
     subwarp = lean and tpr < WARP
-    kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
-                                 bool(_tune["prefetch"]) if words else True,
-                                 bool(words) and tpr * words * vec == n, lean, staged, comp,
-                                 subwarp, lean and bool(_tune["fwd_evict"]))
+    rpb = 1
     if lean or staged:
         # The staged kernel: one row slot a block (its row fills the shared memory).
         rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))
         if subwarp:  # whole warps: the shuffles take every lane
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
+    bounds = (_lean_bounds(vec, tpr * rpb, words, tpr * words * vec == n)
+              if lean and not (comp or subwarp or _tune["fwd_evict"]) else None)
+    kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
+                                 bool(_tune["prefetch"]) if words else True,
+                                 bool(words) and tpr * words * vec == n, lean, staged, comp,
+                                 subwarp, lean and bool(_tune["fwd_evict"]),
+                                 bounds=bounds)
+    if lean or staged:
         shared = 16 * words * tpr if staged else 0
         # Rows of 1024 threads stay persistent (float32 N = 16384: 0.150 ms persistent,
         # 0.160 with a block per row).
