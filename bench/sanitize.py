@@ -128,6 +128,12 @@ def _layer_norm(nf, torch, dt):
             with tuning(bwd_one_row=False):
                 for det in (False, True):
                     _norm_passes(nf, x, w, b, g, det)
+        # v13 candidate (opt-in, 16-bit): the lean wide backward, 768 threads of two
+        # groups at N = 12288 (w and dW/dB in 144 KiB of shared memory).
+        if n == 12288 and dt != torch.float32:
+            with tuning(bwd_lean=True):
+                for det in (False, True):
+                    _norm_passes(nf, x, w, b, g, det)
         # v11 (16-bit by default, here every dtype): the chunked streaming backward on
         # given row statistics (N = 65536 has three chunks; 12296 one, so the pass does
         # not run there).

@@ -1532,6 +1532,237 @@ def _bwd_row_sums(dtype, vector, has_w):
     return row_sums
 
 
+# Lean backward (v13 candidate): groups a thread, and the shared-memory regions of
+# its float32 quads (w, dW and dB accumulators) a thread owns.
+_LEAN_BWD_WORDS = 2
+
+
+def _lean_bwd_shared(has_w, has_b, tpr, vec):
+    """Dynamic shared bytes of the lean backward for rows of ``tpr`` threads: w (if
+    given) and the dW / dB accumulators, each ``_LEAN_BWD_WORDS * vec`` float32 a
+    thread."""
+    return (2 * int(has_w) + int(has_b)) * _LEAN_BWD_WORDS * vec * tpr * 4
+
+
+@functools.lru_cache(maxsize=None)
+def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
+    """Lean wide backward row kernel (v13 candidate, tuning ``bwd_lean``) for 16-bit
+    rows longer than the row kernels hold (N = 8200-16384: 1025-2048 groups of 8):
+    two groups a thread, one row a block of up to 1024 threads, persistent over rows.
+
+    Same math and order as ``make_backward_kernel``'s row kernel (``norm_bwd_rows``):
+    xhat = (x - mean[r]) * rstd[r], wdy = w * dy, c1 = sum(xhat * wdy) / n, c2 =
+    sum(wdy) / n (RMSNorm: mean = 0, c2 = 0), dx = (wdy - (xhat * c1 + c2)) * rstd[r],
+    dw += dy * xhat, db += dy. What differs is where values live: registers hold only
+    the raw 16-bit words of x and dy (and, with ``prefetch``, the next row's), both
+    passes unpack them (xhat and wdy are recomputed for dx instead of kept as float32),
+    and w and the dW / dB accumulators are float32 in dynamic shared memory, quad q
+    of thread t at ``(region * nq + q) * tpr + t`` (each thread reads and writes only
+    its own, so no barrier guards them). That fits 64 registers at 1024 threads,
+    where the row kernel's float32 copies and register accumulators need 128 at 512.
+    Shared bytes: :func:`_lean_bwd_shared` (LayerNorm with w and b at 1024 threads:
+    192 KiB, within the H100's 227).
+    Arguments as ``norm_bwd_rows``' (block ``(tpr, 1)``)."""
+    if rms and has_b:
+        raise ValueError("RMSNorm has no bias")
+    if dtype == "float32":
+        raise ValueError("the lean backward is for 16-bit rows (float32 has wide2)")
+    vec = _vec_of(dtype, True)
+    words = _LEAN_BWD_WORDS
+    quads = vec // 4
+    nq = words * quads
+    nraw = 4 * words
+    raw_t = _kernel_storage(dtype, True)
+    load_group, _ = _group_io(dtype, True)
+    _, elem = _raw_io(dtype)
+    _, pack = _raw_codec(dtype)
+    _gvalid, _gclamp = _group_guards(full)
+    part_store, _, part_add_cg = _partial_io(vec, True)
+    affine = has_w or has_b
+    st = types.Array(raw_t, 1, "C")
+    argtypes = (st, st, st, _F32_1D, _F32_1D, st, _F32_1D, _F32_1D, _I32_1D,
+                types.int64, types.int64, types.int64, types.int32)
+    name = (f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_lean{words}"
+            + ("" if prefetch else "_nopf") + ("_full" if full else ""))
+    # Region offsets in units of tpr quads.
+    aw_at = nq if has_w else 0
+    ab_at = aw_at + (nq if has_w else 0)
+
+    @inline_device
+    def flush(sm, at, part, e, first, buf):
+        """The thread's accumulator group at quads ``at`` .. ``at + quads - 1`` into
+        partial row element ``e`` (added to the row's earlier sum unless ``first``)."""
+        tq = np.uint32(cuda.threadIdx.x)
+        tpq = np.uint32(cuda.blockDim.x)
+        for h in range(quads):
+            v = _ld16(sm, np.uint32(at + h) * tpq + tq)
+            for i in range(4):
+                buf[4 * h + i] = v[i]
+        if not first:
+            part_add_cg(part, e, buf, 0)
+        part_store(part, e, buf, 0)
+
+    def norm_bwd_lean(dy, x, w, mean, rstd, dx, pw, pb, locks, m, n, ngroups, use_lock):
+        red = cuda.shared.array((2, 2, 32), np.float32)
+        flag = cuda.shared.array(1, np.int32)
+        sm = cuda.shared.array(0, types.float32)
+        px = cuda.local.array(nraw, raw_t)
+        pd = cuda.local.array(nraw, raw_t)
+        qx = cuda.local.array(nraw, raw_t)
+        qd = cuda.local.array(nraw, raw_t)
+        ys = cuda.local.array(vec, np.float32)
+        acc = cuda.local.array(vec, np.float32)
+        t = cuda.threadIdx.x
+        tpr = cuda.blockDim.x
+        tq = np.uint32(t)
+        tpq = np.uint32(tpr)
+        ng = np.uint32(n // vec)
+        ngw = np.uint64(ng)
+        inv_n = np.float32(1.0) / np.float32(n)
+        for k in range(words):
+            gi = np.uint32(k) * tpq + tq
+            if has_w:
+                if gi < ng:
+                    load_group(w, gi, ys, 0)
+                else:
+                    for j in range(vec):
+                        ys[j] = np.float32(0.0)
+            for h in range(quads):
+                q = np.uint32(k * quads + h)
+                if has_w:
+                    _st16(sm, q * tpq + tq, ys[4 * h], ys[4 * h + 1], ys[4 * h + 2],
+                          ys[4 * h + 3])
+                if has_w:
+                    _st16(sm, (np.uint32(aw_at) + q) * tpq + tq, _ZERO, _ZERO, _ZERO, _ZERO)
+                if has_b:
+                    _st16(sm, (np.uint32(ab_at) + q) * tpq + tq, _ZERO, _ZERO, _ZERO, _ZERO)
+        # One row a block: the row, and so the loop, is the same in every thread.
+        row = np.int32(cuda.blockIdx.x)
+        stride = np.int32(cuda.gridDim.x)
+        m32 = np.int32(m)
+        mlast = np.int32(m32 - 1)
+        glast = ng - np.uint32(1)
+        pmu = np.float32(0.0)
+        prs = np.float32(0.0)
+        if prefetch:
+            lr = np.uint64(np.uint32(min(row, mlast)))
+            if not rms:
+                pmu = mean[lr]
+            prs = rstd[lr]
+            lb = lr * ngw
+            for k in range(words):
+                gi = _gclamp(k, tpr, t, glast)
+                a = _ld16r(x, lb, gi)
+                b = _ld16r(dy, lb, gi)
+                for i in range(4):
+                    px[4 * k + i] = a[i]
+                    pd[4 * k + i] = b[i]
+        phase = 0
+        while row < m32:
+            rb = np.uint64(np.uint32(row)) * ngw
+            nxt = np.int32(row + stride)
+            if not prefetch:
+                if not rms:
+                    pmu = mean[np.uint64(np.uint32(row))]
+                prs = rstd[np.uint64(np.uint32(row))]
+                for k in range(words):
+                    gi = _gclamp(k, tpr, t, glast)
+                    a = _ld16r(x, rb, gi)
+                    b = _ld16r(dy, rb, gi)
+                    for i in range(4):
+                        px[4 * k + i] = a[i]
+                        pd[4 * k + i] = b[i]
+            mu = pmu
+            rs = prs
+            s1 = np.float32(0.0)
+            s2 = np.float32(0.0)
+            for k in range(words):
+                if _gvalid(k, tpr, t, ng):
+                    for h in range(quads):
+                        q = np.uint32(k * quads + h)
+                        if has_w:
+                            wv = _ld16(sm, q * tpq + tq)
+                            av = _ld16(sm, (np.uint32(aw_at) + q) * tpq + tq)
+                        if has_b:
+                            bv = _ld16(sm, (np.uint32(ab_at) + q) * tpq + tq)
+                        for e in range(4):
+                            # float32 as the row kernel's stored copies (the
+                            # simulator's arithmetic would otherwise widen).
+                            hx = np.float32((elem(px, 4 * k, 4 * h + e) - mu) * rs)
+                            g = np.float32(elem(pd, 4 * k, 4 * h + e))
+                            wd = g
+                            if has_w:
+                                acc[e] = av[e] + g * hx
+                                wd = np.float32(g * wv[e])
+                            if has_b:
+                                acc[4 + e] = bv[e] + g
+                            s1 += hx * wd
+                            s2 += wd
+                        if has_w:
+                            _st16(sm, (np.uint32(aw_at) + q) * tpq + tq, acc[0], acc[1],
+                                  acc[2], acc[3])
+                        if has_b:
+                            _st16(sm, (np.uint32(ab_at) + q) * tpq + tq, acc[4], acc[5],
+                                  acc[6], acc[7])
+            # The next row's words in flight across the reduction's barrier.
+            if prefetch:
+                lr = np.uint64(np.uint32(min(nxt, mlast)))
+                if not rms:
+                    pmu = mean[lr]
+                prs = rstd[lr]
+                nb = lr * ngw
+                for k in range(words):
+                    gi = _gclamp(k, tpr, t, glast)
+                    a = _ld16r(x, nb, gi)
+                    b = _ld16r(dy, nb, gi)
+                    for i in range(4):
+                        qx[4 * k + i] = a[i]
+                        qd[4 * k + i] = b[i]
+            s1, s2 = _row_sum2_v2(s1, s2, red, phase)
+            phase ^= 1
+            a1 = s1 * inv_n * rs
+            a2 = np.float32(0.0) if rms else s2 * inv_n * rs
+            for k in range(words):
+                for h in range(quads):
+                    if has_w:
+                        wv = _ld16(sm, np.uint32(k * quads + h) * tpq + tq)
+                    for e in range(4):
+                        hx = np.float32((elem(px, 4 * k, 4 * h + e) - mu) * rs)
+                        g = np.float32(elem(pd, 4 * k, 4 * h + e))
+                        wd = g
+                        if has_w:
+                            wd = np.float32(g * wv[e])
+                        # (wdy - (xhat * c1 + c2)) * rstd as the row kernel's two FFMAs.
+                        ys[4 * h + e] = wd * rs - (hx * a1 + a2)
+                p = pack(ys, 0)
+                if _gvalid(k, tpr, t, ng):
+                    _st16r(dx, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
+            if prefetch:
+                for i in range(nraw):
+                    px[i] = qx[i]
+                    pd[i] = qd[i]
+            row = nxt
+        if affine:
+            if use_lock:
+                prow = cuda.blockIdx.x % ngroups
+                first = _acquire(locks, prow, ngroups, flag)
+            else:
+                prow = cuda.blockIdx.x
+                first = True
+            for k in range(words):
+                gi = k * tpr + t
+                if gi < ng:
+                    e = prow * n + gi * vec
+                    if has_w:
+                        flush(sm, aw_at + k * quads, pw, e, first, ys)
+                    if has_b:
+                        flush(sm, ab_at + k * quads, pb, e, first, ys)
+            if use_lock:
+                _release(locks, prow)
+
+    return Kernel(name, norm_bwd_lean, argtypes, **_JIT)
+
+
 @functools.lru_cache(maxsize=None)
 def make_bwd_stats_kernel(dtype, rms, has_w, vector):
     """Row statistics of the backward as a pass of their own (v11, tuning
@@ -2174,7 +2405,8 @@ def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass and compensated statistics; rows of a warp or more, or
-    sub-warp rows) and staged forward row kernels; the wide backward row kernels; the
+    sub-warp rows) and staged forward row kernels; the wide and lean wide (16-bit,
+    checked forms) backward row kernels; the
     backward row kernels' exact forms also for one-row blocks;
     the streaming and scalar kernels (the backward's also with given statistics, and
     their statistics pass); the dW/dB reduction."""
@@ -2223,6 +2455,10 @@ def shipped_kernels():
                             if vec == 4:
                                 yield factory(dtype, rms, has_w, has_b, True, 2, False, full,
                                               wide=True, one_row=r1)
+                if direction == "bwd" and vec == 8:
+                    # The lean wide backward (tuning bwd_lean): checked forms.
+                    for pf in (True, False):
+                        yield make_lean_backward_kernel(dtype, rms, has_w, has_b, False, pf)
                 if direction == "bwd" and (has_w or has_b):
                     for vector in (True, False):
                         yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True)
@@ -2274,6 +2510,14 @@ _TUNING_DEFAULTS = {
     # constant (v12, make_backward_kernel's one_row; H100 fp16 16384 x 4096 163.0 ->
     # 152.1 us, 8192 x 8192 207.6 -> 156.5, float32 29127 x 2304 364.8 -> 283.6).
     "bwd_one_row": True,
+    # Backward, 16-bit rows longer than the row kernels hold (more than bwd_lean_min
+    # groups, None: 2 * _FAT_BLOCK, i.e. N > 8192) and at most 2 max_tpr groups: the
+    # lean wide kernel (v13 candidate, opt-in until measured;
+    # make_lean_backward_kernel), with its next-row prefetch unless
+    # bwd_lean_prefetch is False.
+    "bwd_lean": False,
+    "bwd_lean_min": None,
+    "bwd_lean_prefetch": True,
     # Backward, float32: rows of max_tpr / 2 to 2 max_tpr groups whose rows of two
     # groups a thread fill the SM's 1024 threads (512 or 1024 threads a row) in
     # kernels compiled for 1024 threads, without the prefetch (v10b, v10c; H100,
@@ -2342,6 +2586,7 @@ def tuning(**overrides):
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
+    bwd_lean, bwd_lean_min, bwd_lean_prefetch,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
@@ -2815,9 +3060,14 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     stream = stream_handle(ga)
     vector = _can_vectorize(n, dtype, (ga, xa, wa, gx))
     vec = _vec_of(dtype, vector)
-    words, tpr = _row_layout(n, vec, "bwd", m)
-    wide = bool(words) and words == _bwd_wide_words(n // vec, vec)
-    rpb = _rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide) if words else 1
+    lean = vector and _bwd_lean(n // vec, vec, m)
+    if lean:
+        words, tpr = _LEAN_BWD_WORDS, _round_warp(cdiv(n // vec, _LEAN_BWD_WORDS))
+    else:
+        words, tpr = _row_layout(n, vec, "bwd", m)
+    wide = not lean and bool(words) and words == _bwd_wide_words(n // vec, vec)
+    rpb = (_rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide)
+           if words and not lean else 1)
     block = rpb * tpr
     rows = cdiv(m, rpb)
     affine = has_w or has_b
@@ -2837,9 +3087,16 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # Exact layouts only: in SASS the checked forms gained nothing (bf16 RMSNorm, two
     # groups: 282 -> 285 instructions a row; fp16 LayerNorm exact: 353 -> 325).
     one_row = full and rpb == 1 and bool(_tune["bwd_one_row"])
-    kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch, full,
-                                  sacc, wide, given, one_row)
-    shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
+    if lean:
+        # Checked forms only: ptxas fits the exact ones in 64 registers only with
+        # spills (LayerNorm with w and b: 20 bytes).
+        kernel = make_lean_backward_kernel(dtype, rms, has_w, has_b, False,
+                                           bool(_tune["bwd_lean_prefetch"]))
+        shared = _lean_bwd_shared(has_w, has_b, tpr, vec)
+    else:
+        kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
+                                      full, sacc, wide, given, one_row)
+        shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
     if sacc:
         shared = sacc_bytes
     if words:
@@ -2894,6 +3151,16 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"]), (cdiv(n, bx), len(pairs)),
                   (bx, by), stream, [p0, p1, o0, o1, nparts, n])
     return gx, gw, gb
+
+
+def _bwd_lean(ng, vec, m):
+    """Whether the backward takes the lean wide kernel (v13 candidate) for 16-bit rows
+    of ``ng`` groups: tuning's ``bwd_lean``, more than ``bwd_lean_min`` groups (None:
+    2 * _FAT_BLOCK, past the row kernels), at most 2 max_tpr, and row indices 32-bit."""
+    if not _tune["bwd_lean"] or vec != 8 or m >= 2**30:
+        return False
+    lo = 2 * _FAT_BLOCK if _tune["bwd_lean_min"] is None else int(_tune["bwd_lean_min"])
+    return lo < ng <= _LEAN_BWD_WORDS * _tune["max_tpr"]
 
 
 def _stream_chunks(ng, tpr, vec, naccs):

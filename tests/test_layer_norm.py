@@ -565,6 +565,72 @@ def test_one_row_backward_same_bits(dtype, variant):
                     assert rel_err(g, h) < TOL[dtype], (shape, det)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, False, False)], ids=_vid)
+def test_lean_backward(dtype, variant):
+    """tuning(bwd_lean=True) (v13 candidate): 16-bit rows of more than bwd_lean_min
+    groups (default: past the row kernels, N > 8192) run the lean wide kernel: raw
+    words in registers, w and dW/dB in shared memory, two groups a thread, one row a
+    block. Same arithmetic in the same order as the row kernel, so where both can run
+    (bwd_lean_min lowered, exact rows, one-row blocks of the same threads, the same
+    grid) dx, dw and db must have its bits (dW/dB under the lock scheme on a GPU: the
+    dtype's tolerance, their sums follow the lock order); with idle lanes (the row
+    kernels stream such rows) and past the row kernels, every output within
+    tolerance of float64 under both schemes, persistent blocks looping over rows."""
+    vec = ln._vec_of(dtype, True)
+    picked = []
+    make = ln.make_lean_backward_kernel
+
+    def spy(*args, **kwargs):
+        kernel = make(*args, **kwargs)
+        picked.append(kernel.name)
+        return kernel
+
+    affine = variant[1] or variant[2]
+    grid = {"bwd_grid": 3 if SIMULATOR else 97, "bwd_block": 32}
+    # Exact rows: the row kernel's layout (rows with idle lanes stream there).
+    same = [(5, 64 * vec)] if SIMULATOR else [(4099, 8192), (1000, 8192)]
+    for shape in same:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1])
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        for det in (False, True):
+            with ln.tuning(**grid):
+                want = _backward(variant, dy, x, w, b, mean, rstd, det)
+            with ln.tuning(bwd_lean=True, bwd_lean_min=0, **grid), \
+                    pytest.MonkeyPatch.context() as mp:
+                mp.setattr(ln, "make_lean_backward_kernel", spy)
+                with poison_outputs():
+                    got = _backward(variant, dy, x, w, b, mean, rstd, det)
+            assert picked.pop().endswith("_lean2"), shape
+            assert torch.equal(got[0], want[0]), (shape, det, "dx")
+            for g, h in zip(got[1:], want[1:]):
+                if g is None or h is None:
+                    assert g is None and h is None
+                elif det or SIMULATOR:
+                    assert torch.equal(g, h), (shape, det)
+                else:
+                    assert rel_err(g, h) < TOL[dtype], (shape, det)
+    # Against float64: idle lanes, and on the GPU the rows past the row kernels.
+    lean = {"bwd_lean": True, "bwd_lean_min": 0}
+    cases = [((7, 50 * vec), lean)]
+    if not SIMULATOR:
+        cases = [((1000, 8184), lean), ((333, 12288), {"bwd_lean": True}),
+                 ((257, 16384), {"bwd_lean": True}), ((65, 16376), {"bwd_lean": True})]
+    for shape, tune in cases:
+        with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
+            mp.setattr(ln, "make_lean_backward_kernel", spy)
+            _check_all(variant, shape, dtype, (False, True) if affine else False,
+                       seed=shape[-1])
+        assert picked and all(n.endswith("_lean2") for n in picked), shape
+        picked.clear()
+    with ln.tuning(bwd_lean=True):
+        # float32 rows, rows the row kernels hold and rows past 1024 threads of two
+        # groups keep their kernels.
+        assert not ln._bwd_lean(1024, 4, 8) and not ln._bwd_lean(1024, 8, 8)
+        assert ln._bwd_lean(1025, 8, 8) and not ln._bwd_lean(2049, 8, 8)
+
+
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
 def test_wide_backward_two_groups_float32(variant):
     """bwd_wide2 (the default; v10b, v10c): float32 rows of max_tpr / 2 to 2 max_tpr
