@@ -886,6 +886,36 @@ def _release(locks, lid):
         cuda.atomic.exch(locks, lid, 0)
 
 
+@functools.lru_cache(maxsize=None)
+def _bwd_row_loader(rms, words, full):
+    """Device function ``load(x, dy, mean, rstd, lr, ngw, t, tpr, glast, px, pd)`` of
+    the lean backward kernel (the row kernel inlines the same loads; moving it onto
+    this helper reorders ptxas' schedule of the shipped v12 kernel, so that waits for
+    a GPU A/B): row ``lr``'s (uint64, already clamped into the rows)
+    raw 16-byte words of x and dy for thread ``t``'s ``words`` groups (indices clamped
+    to ``glast`` unless ``full``) into ``px`` / ``pd``; returns (mean, rstd) of the
+    row (mean 0 for RMSNorm)."""
+    _, clamp = _group_guards(full)
+
+    @inline_device
+    def load(x, dy, mean, rstd, lr, ngw, t, tpr, glast, px, pd):
+        mu = np.float32(0.0)
+        if not rms:
+            mu = mean[lr]
+        rs = rstd[lr]
+        base = lr * ngw
+        for k in range(words):
+            gi = clamp(k, tpr, t, glast)
+            a = _ld16r(x, base, gi)
+            b = _ld16r(dy, base, gi)
+            for i in range(4):
+                px[4 * k + i] = a[i]
+                pd[4 * k + i] = b[i]
+        return mu, rs
+
+    return load
+
+
 # ---------------------------------------------------------------------------------
 # Kernel factories
 # ---------------------------------------------------------------------------------
@@ -1576,7 +1606,8 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
     load_group, _ = _group_io(dtype, True)
     _, elem = _raw_io(dtype)
     _, pack = _raw_codec(dtype)
-    _gvalid, _gclamp = _group_guards(full)
+    _gvalid, _ = _group_guards(full)
+    load_row = _bwd_row_loader(rms, words, full)
     part_store, _, part_add_cg = _partial_io(vec, True)
     affine = has_w or has_b
     st = types.Array(raw_t, 1, "C")
@@ -1645,33 +1676,15 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
         pmu = np.float32(0.0)
         prs = np.float32(0.0)
         if prefetch:
-            lr = np.uint64(np.uint32(min(row, mlast)))
-            if not rms:
-                pmu = mean[lr]
-            prs = rstd[lr]
-            lb = lr * ngw
-            for k in range(words):
-                gi = _gclamp(k, tpr, t, glast)
-                a = _ld16r(x, lb, gi)
-                b = _ld16r(dy, lb, gi)
-                for i in range(4):
-                    px[4 * k + i] = a[i]
-                    pd[4 * k + i] = b[i]
+            pmu, prs = load_row(x, dy, mean, rstd, np.uint64(np.uint32(min(row, mlast))),
+                                ngw, t, tpr, glast, px, pd)
         phase = 0
         while row < m32:
             rb = np.uint64(np.uint32(row)) * ngw
             nxt = np.int32(row + stride)
             if not prefetch:
-                if not rms:
-                    pmu = mean[np.uint64(np.uint32(row))]
-                prs = rstd[np.uint64(np.uint32(row))]
-                for k in range(words):
-                    gi = _gclamp(k, tpr, t, glast)
-                    a = _ld16r(x, rb, gi)
-                    b = _ld16r(dy, rb, gi)
-                    for i in range(4):
-                        px[4 * k + i] = a[i]
-                        pd[4 * k + i] = b[i]
+                pmu, prs = load_row(x, dy, mean, rstd, np.uint64(np.uint32(row)), ngw, t,
+                                    tpr, glast, px, pd)
             mu = pmu
             rs = prs
             s1 = np.float32(0.0)
@@ -1706,18 +1719,8 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
                                   acc[6], acc[7])
             # The next row's words in flight across the reduction's barrier.
             if prefetch:
-                lr = np.uint64(np.uint32(min(nxt, mlast)))
-                if not rms:
-                    pmu = mean[lr]
-                prs = rstd[lr]
-                nb = lr * ngw
-                for k in range(words):
-                    gi = _gclamp(k, tpr, t, glast)
-                    a = _ld16r(x, nb, gi)
-                    b = _ld16r(dy, nb, gi)
-                    for i in range(4):
-                        qx[4 * k + i] = a[i]
-                        qd[4 * k + i] = b[i]
+                pmu, prs = load_row(x, dy, mean, rstd, np.uint64(np.uint32(min(nxt, mlast))),
+                                    ngw, t, tpr, glast, qx, qd)
             s1, s2 = _row_sum2_v2(s1, s2, red, phase)
             phase ^= 1
             a1 = s1 * inv_n * rs

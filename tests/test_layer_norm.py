@@ -76,6 +76,19 @@ def _backward(variant, dy, x, w, b, mean, rstd, det):
         return ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=det)
 
 
+def _record_kernels(mp, factory, names):
+    """Through MonkeyPatch ``mp``, make ``ln.<factory>`` append the name of each kernel
+    it returns to ``names`` (which kernel the launcher picked)."""
+    make = getattr(ln, factory)
+
+    def spy(*args, **kwargs):
+        kernel = make(*args, **kwargs)
+        names.append(kernel.name)
+        return kernel
+
+    mp.setattr(ln, factory, spy)
+
+
 def _reference(variant, x, w, b, dy, eps):
     """(y, mean or None, rstd, dx, dw or None, db or None) in float64."""
     if variant[0]:
@@ -531,13 +544,6 @@ def test_one_row_backward_same_bits(dtype, variant):
         cases += [((4099, 4096), grid, True), ((1000, 8192), grid, True),
                   ((333, wide_n), grid, True), ((5, 488 * vec), {}, False)]
     picked = []
-    make = ln.make_backward_kernel
-
-    def spy(*args, **kwargs):
-        kernel = make(*args, **kwargs)
-        picked.append(kernel.name)
-        return kernel
-
     for shape, tune, r1 in cases:
         with ln.tuning(**tune):
             words, tpr = ln._row_layout(shape[-1], vec, "bwd")
@@ -551,7 +557,7 @@ def test_one_row_backward_same_bits(dtype, variant):
             with ln.tuning(bwd_one_row=False, **tune):
                 want = _backward(variant, dy, x, w, b, mean, rstd, det)
             with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
-                mp.setattr(ln, "make_backward_kernel", spy)
+                _record_kernels(mp, "make_backward_kernel", picked)
                 with poison_outputs():
                     got = _backward(variant, dy, x, w, b, mean, rstd, det)
             assert picked.pop().endswith("_r1") == r1, shape
@@ -580,13 +586,6 @@ def test_lean_backward(dtype, variant):
     tolerance of float64 under both schemes, persistent blocks looping over rows."""
     vec = ln._vec_of(dtype, True)
     picked = []
-    make = ln.make_lean_backward_kernel
-
-    def spy(*args, **kwargs):
-        kernel = make(*args, **kwargs)
-        picked.append(kernel.name)
-        return kernel
-
     affine = variant[1] or variant[2]
     grid = {"bwd_grid": 3 if SIMULATOR else 97, "bwd_block": 32}
     # Exact rows: the row kernel's layout (rows with idle lanes stream there).
@@ -599,7 +598,7 @@ def test_lean_backward(dtype, variant):
                 want = _backward(variant, dy, x, w, b, mean, rstd, det)
             with ln.tuning(bwd_lean=True, bwd_lean_min=0, **grid), \
                     pytest.MonkeyPatch.context() as mp:
-                mp.setattr(ln, "make_lean_backward_kernel", spy)
+                _record_kernels(mp, "make_lean_backward_kernel", picked)
                 with poison_outputs():
                     got = _backward(variant, dy, x, w, b, mean, rstd, det)
             assert picked.pop().endswith("_lean2"), shape
@@ -619,7 +618,7 @@ def test_lean_backward(dtype, variant):
                  ((257, 16384), {"bwd_lean": True}), ((65, 16376), {"bwd_lean": True})]
     for shape, tune in cases:
         with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
-            mp.setattr(ln, "make_lean_backward_kernel", spy)
+            _record_kernels(mp, "make_lean_backward_kernel", picked)
             _check_all(variant, shape, dtype, (False, True) if affine else False,
                        seed=shape[-1])
         assert picked and all(n.endswith("_lean2") for n in picked), shape
@@ -950,13 +949,6 @@ def test_forward_lean_regs_same_bits(variant):
     16-bit rows, checked layouts and other block sizes keep the default bounds; 40
     is the only value taken."""
     picked = []
-    make = ln.make_forward_kernel
-
-    def spy(*args, **kwargs):
-        kernel = make(*args, **kwargs)
-        picked.append(kernel.name)
-        return kernel
-
     # (shape, dtype, tuning, suffix expected). Simulator: rows of 32 threads, 8 a
     # block of 256.
     sim = {"fwd_block": 256}
@@ -971,7 +963,7 @@ def test_forward_lean_regs_same_bits(variant):
         with ln.tuning(fwd_lean=True, fwd_words=2, **tune):
             base = _forward(variant, x, w, b, 1e-5)
             with ln.tuning(fwd_lean_regs=40), pytest.MonkeyPatch.context() as mp:
-                mp.setattr(ln, "make_forward_kernel", spy)
+                _record_kernels(mp, "make_forward_kernel", picked)
                 with poison_outputs():
                     got = _forward(variant, x, w, b, 1e-5)
         name = picked.pop()
