@@ -73,9 +73,10 @@ def _layer_norm(nf, torch, dt):
     from numba_fused.layer_norm import tuning
 
     # 256, 512: the lean forward on sub-warp rows (8 or 16 threads a row); 12288:
-    # float32's forward with 3 groups a thread; 12296: the 16-byte streaming
-    # backward (shared-memory dW/dB accumulators); 65536: the same over several
-    # column chunks.
+    # float32's forward with 3 groups a thread; 12288 / 12296: the 16-bit backward's
+    # lean kernel (v13), 12296 with idle lanes; float32's 16-byte streaming backward
+    # (shared-memory dW/dB accumulators; the 16-bit one below); 65536: the same over
+    # several column chunks.
     for n in (1, 97, 256, 512, 1000, 4096, 12288, 12296, 65536):
         x = torch.randn(29, n, device="cuda", dtype=dt)
         w = torch.randn(n, device="cuda", dtype=dt)
@@ -128,10 +129,11 @@ def _layer_norm(nf, torch, dt):
             with tuning(bwd_one_row=False):
                 for det in (False, True):
                     _norm_passes(nf, x, w, b, g, det)
-        # v13 candidate (opt-in, 16-bit): the lean wide backward, 768 threads of two
-        # groups at N = 12288 (w and dW/dB in 144 KiB of shared memory).
+        # v13 (the default at 16-bit N = 8200-16384) runs the lean wide backward at
+        # N = 12288 (768 threads of two groups, w and dW/dB in 144 KiB of shared
+        # memory); here the streaming kernels it replaces there.
         if n == 12288 and dt != torch.float32:
-            with tuning(bwd_lean=True):
+            with tuning(bwd_lean=False):
                 for det in (False, True):
                     _norm_passes(nf, x, w, b, g, det)
         # v11 (16-bit by default, here every dtype): the chunked streaming backward on

@@ -129,33 +129,47 @@ def check(x, w, b, dy, dtype_name):
     return worst, errs, worst < TOL[dtype_name]
 
 
-def kernel_info(m, n, dtype_name, det):
-    """(forward kernel name, regs, blocks/SM), (backward ...) the launchers pick."""
+def kernel_info(sets):
+    """What the launchers launch for one forward and one backward (lock scheme) call on
+    ``sets[0]``, recorded at their executor: per pass the main kernel's name,
+    registers, block, grid and resident blocks per SM (the backward's statistics pass
+    and dW/dB reduction are left out)."""
+    launched = []
+    real = ln.NOW.launch
+
+    def spy(kernel, grid, block, stream, args, shared=0, dynamic=()):
+        launched.append((kernel, grid, block, shared))
+        return real(kernel, grid, block, stream, args, shared=shared, dynamic=dynamic)
+
+    x, w, b, dy = sets[0]
     info = {}
-    vec = ln._vec_of(dtype_name, True)
-    for direction, factory, key in (("fwd", ln.make_forward_kernel, "fwd_block"),
-                                    ("bwd", ln.make_backward_kernel, "bwd_block")):
-        lean = direction == "fwd" and ln._fwd_lean(n, vec)
-        words, tpr = ln._lean_layout(n, vec) if lean else ln._row_layout(n, vec, direction, m)
-        full = bool(words) and tpr * words * vec == n
-        wide = direction == "bwd" and bool(words) and words == ln._bwd_wide_words(n // vec, vec)
-        # As the launcher: wide 16-bit and two-group kernels run without the prefetch.
-        prefetch = bool(ln._tune["prefetch"]) and not (wide and (vec == 8 or words == 2))
-        k = factory(dtype_name, False, True, True, True, words,
-                    prefetch if words else True, full,
-                    **({"lean": True} if lean else {}), **({"wide": True} if wide else {}))
-        if lean:
-            rpb = max(1, min(ln._tune[key] // tpr, m))
-            per_sm = k.resident_blocks(tpr * rpb, 0, None)
-        elif words:
-            rpb = ln._rows_per_block(key, tpr, m, direction, vec, words, wide)
-            shared = (2 if direction == "fwd" else 1) * words * vec * tpr * 4
-            per_sm = k.resident_blocks(tpr * rpb, shared, None)
-        else:
-            rpb, per_sm = 1, None
-        info[direction] = {"kernel": k.name, "regs": k.regs_per_thread, "words": words,
-                           "tpr": tpr, "rows_per_block": rpb, "blocks_per_sm": per_sm}
+    ln.NOW.launch = spy
+    try:
+        for direction in ("fwd", "bwd"):
+            launched.clear()
+            if direction == "fwd":
+                ln.layer_norm_forward(x, w, b)
+            else:
+                y, mean, rstd = ln.layer_norm_forward(x, w, b)
+                launched.clear()
+                ln.layer_norm_backward(dy, x, w, b, mean, rstd)
+            rows = [r for r in launched
+                    if "dwdb" not in r[0].name and "stats" not in r[0].name]
+            k, grid, block, shared = rows[0]
+            threads = block[0] * (block[1] if len(block) > 1 else 1)
+            per_sm = k.resident_blocks(threads, shared, x.device.index or 0)
+            info[direction] = {"kernel": k.name, "regs": k.regs_per_thread,
+                               "block": list(block), "grid": list(grid), "shared": shared,
+                               "blocks_per_sm": per_sm}
+    finally:
+        del ln.NOW.launch
+    torch.cuda.synchronize()
     return info
+
+
+def _kdesc(k):
+    """Short form of a kernel_info entry: block, registers, blocks an SM."""
+    return f"{'x'.join(map(str, k['block']))} {k['regs']}r {k['blocks_per_sm']}/SM"
 
 
 def run_case(m, n, dtype, reps, sleep, tune=None, torch_too=True):
@@ -165,7 +179,7 @@ def run_case(m, n, dtype, reps, sleep, tune=None, torch_too=True):
     with ln.tuning(**(tune or {})):
         worst, errs, ok = check(*sets[0], dname)
         res.update(check_ok=ok, worst_err=worst, errors=errs)
-        res["kernels"] = kernel_info(m, n, dname, False)
+        res["kernels"] = kernel_info(sets)
         fsets = [(x, w, b) for x, w, b, dy in sets]
         res["fwd_ms"] = time_fn(lambda x, w, b: ln.layer_norm_forward(x, w, b), fsets, reps, sleep)
         bsets = []
@@ -197,7 +211,7 @@ def fmt_us(ms):
 
 def table(rows, copy):
     lines = ["| M x N dtype | fwd us (torch) | bwd lock us | bwd det us (torch) | "
-             "fwd/bwd % of copy | worst err | fwd kernel regs/blk/SM | bwd kernel regs/blk/SM | tune |",
+             "fwd/bwd % of copy | worst err | fwd block regs SM | bwd block regs SM | tune |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         el = r["m"] * r["n"] * (4 if r["dtype"] == "float32" else 2)
@@ -209,8 +223,7 @@ def table(rows, copy):
             f"| {r['m']}x{r['n']} {r['dtype']} | {fmt_us(r['fwd_ms'])} ({fmt_us(r.get('torch_fwd_ms'))}) | "
             f"{fmt_us(r['bwd_lock_ms'])} | {fmt_us(r['bwd_det_ms'])} ({fmt_us(r.get('torch_bwd_ms'))}) | "
             f"{fwd_pct:4.0f} / {bwd_pct:4.0f} | {r['worst_err']:.1e}{'' if r['check_ok'] else ' FAIL'} | "
-            f"w{kf['words']}x{kf['tpr']} {kf['regs']}/{kf['rows_per_block']}r/{kf['blocks_per_sm']} | "
-            f"w{kb['words']}x{kb['tpr']} {kb['regs']}/{kb['rows_per_block']}r/{kb['blocks_per_sm']} | "
+            f"{_kdesc(kf)} | {_kdesc(kb)} | "
             f"{r['tune'] or ''} |")
     return "\n".join(lines)
 

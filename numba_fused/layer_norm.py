@@ -1562,7 +1562,7 @@ def _bwd_row_sums(dtype, vector, has_w):
     return row_sums
 
 
-# Lean backward (v13 candidate): groups a thread, and the shared-memory regions of
+# Lean backward (v13): groups a thread, and the shared-memory regions of
 # its float32 quads (w, dW and dB accumulators) a thread owns.
 _LEAN_BWD_WORDS = 2
 
@@ -1576,7 +1576,7 @@ def _lean_bwd_shared(has_w, has_b, tpr, vec):
 
 @functools.lru_cache(maxsize=None)
 def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
-    """Lean wide backward row kernel (v13 candidate, tuning ``bwd_lean``) for 16-bit
+    """Lean wide backward row kernel (v13, tuning ``bwd_lean``, the default) for 16-bit
     rows longer than the row kernels hold (N = 8200-16384: 1025-2048 groups of 8):
     two groups a thread, one row a block of up to 1024 threads, persistent over rows.
 
@@ -2515,10 +2515,12 @@ _TUNING_DEFAULTS = {
     "bwd_one_row": True,
     # Backward, 16-bit rows longer than the row kernels hold (more than bwd_lean_min
     # groups, None: 2 * _FAT_BLOCK, i.e. N > 8192) and at most 2 max_tpr groups: the
-    # lean wide kernel (v13 candidate, opt-in until measured;
-    # make_lean_backward_kernel), with its next-row prefetch unless
-    # bwd_lean_prefetch is False.
-    "bwd_lean": False,
+    # lean wide kernel (v13, make_lean_backward_kernel), with its next-row prefetch
+    # unless bwd_lean_prefetch is False. H100, M x N = 2^26: fp16 N = 12288 243.5 ->
+    # 165.4 us, 16384 236.0 -> 175.8, bf16 267.2 -> 164.8 / 259.0 -> 175.9 (without
+    # the prefetch 188-191); at N = 8192 (bwd_lean_min 0) 157.9 -> 167.2 against the
+    # v12 row kernel, hence the row kernels up to 1024 groups.
+    "bwd_lean": True,
     "bwd_lean_min": None,
     "bwd_lean_prefetch": True,
     # Backward, float32: rows of max_tpr / 2 to 2 max_tpr groups whose rows of two
@@ -2542,12 +2544,15 @@ _TUNING_DEFAULTS = {
     # Forward, lean kernel: x loaded first out of L1, w and b last (inductor's eviction
     # policies; thirteenth-session candidate, opt-in until measured).
     "fwd_evict": False,
-    # Forward, lean kernel (fifteenth-session candidate, opt-in until confirmed): 40
-    # compiles float32 exact-layout kernels of two groups a thread in blocks of 256
-    # or 512 threads with launch bounds that cap ptxas at 40 registers (6 blocks of
-    # 256 or 3 of 512 an SM; at their own 48 registers 5 or 2), for more rows
-    # resident; see _lean_bounds. Only 40 (the cap at which they do not spill).
-    "fwd_lean_regs": None,
+    # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
+    # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
+    # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
+    # 2), for more rows resident, and float32 rows whose two-group blocks get those
+    # bounds take two groups (_lean_layout; N = 1024 / 2048 / 4096). H100, two passes
+    # each: 184.1 / 184.7 / 184.0 us -> 183.2 / 182.7 / 182.0 (two groups uncapped
+    # at 4096: 206). None: four groups there, no cap. Only 40 (the cap at which they
+    # do not spill); see _lean_bounds.
+    "fwd_lean_regs": 40,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
@@ -2757,16 +2762,28 @@ def _lean_bounds(vec, block, words, full):
     """Launch bounds of the lean forward kernel (two-pass statistics, rows of a warp or
     more) for ``vec``-element groups, blocks of ``block`` threads and ``words``
     groups a thread; None: the default ``_JIT`` bounds (1024 threads, 1 block).
-    tuning's ``fwd_lean_regs`` (candidate): float32 exact layouts of two groups in
-    blocks of 256 or 512 threads get bounds that cap ptxas at 40 registers without
-    spills (48 otherwise): 6 or 3 blocks an SM, more rows in flight. 16-bit kernels
-    of two groups spill 8 bytes at 40 (LayerNorm with w and b) and gain nothing at
-    48. H100, one A/B (bench/notes_layer_norm.md, fifteenth session; the layout
-    forced to two groups): float32 N = 4096 183.8 / 184.3 -> 181.7 us, N = 2048
-    184.1 / 184.3 -> 182.8."""
+    tuning's ``fwd_lean_regs`` (40, the default): float32 exact layouts of two groups
+    in blocks of 256 or 512 threads get bounds that cap ptxas at 40 registers
+    without spills (48 otherwise): 6 or 3 blocks an SM, more rows in flight. 16-bit
+    kernels of two groups spill 8 bytes at 40 (LayerNorm with w and b) and gain
+    nothing at 48. H100 (bench/notes_layer_norm.md, fifteenth and sixteenth
+    sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7."""
     if _tune["fwd_lean_regs"] is None or not full:
         return None
     return _LEAN_BOUNDS.get((vec, words, block))
+
+
+def _capped_words(ng, vec):
+    """2 where tuning's ``fwd_lean_regs`` applies to a lean forward of two groups a
+    thread for rows of ``ng`` groups of ``vec`` (exact, in a block of the default
+    ``fwd_block`` row slots that :data:`_LEAN_BOUNDS` caps: float32 N = 1024, 2048,
+    4096), else None (the layout's own pick). Rows of fewer than 128 threads keep
+    their sub-warp or four-group layouts: measured at N = 1024-4096 only."""
+    if _tune["fwd_lean_regs"] is None or ng % (2 * WARP) or ng < 8 * WARP:
+        return None
+    tpr = ng // 2
+    block = max(1, _tune["fwd_block"] // tpr) * tpr
+    return 2 if (vec, 2, block) in _LEAN_BOUNDS else None
 
 
 def _fwd_compensated(staged):
@@ -2807,7 +2824,7 @@ def _lean_layout(n, vec):
     per thread with no idle lane, else the fewest idle lanes; (0, 0) if no layout fits
     1024 threads."""
     ng = n // vec
-    forced = _tune["fwd_words"]
+    forced = _tune["fwd_words"] or _capped_words(ng, vec)
     if _tune["fwd_subwarp"]:
         for words in ((forced,) if forced else _LEAN_WORDS[::-1]):
             if ng % words == 0 and ng // words in (8, 16):
@@ -3016,7 +3033,14 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                 _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
     else:
         rpb, shared = 1, 0
-        grid = min(m, 2**31 - 1)
+        # The streaming kernel: a block a row, or persistent where fwd_grid or
+        # fwd_blocks_per_sm asks (fewer rows in flight, so its second and third
+        # passes over a long row find it in L2).
+        if _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None:
+            grid = min(m, 2**31 - 1)
+        else:
+            grid = _persistent_grid(kernel, xa, tpr, 0, m, _tune["fwd_grid"],
+                                    _tune["fwd_blocks_per_sm"])
     vdt = _view_dtype(dtype, vector)
     xv = _view(xa, vdt)
     rv = _view(rstd, "float32")
@@ -3157,7 +3181,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
 
 
 def _bwd_lean(ng, vec, m):
-    """Whether the backward takes the lean wide kernel (v13 candidate) for 16-bit rows
+    """Whether the backward takes the lean wide kernel (v13) for 16-bit rows
     of ``ng`` groups: tuning's ``bwd_lean``, more than ``bwd_lean_min`` groups (None:
     2 * _FAT_BLOCK, past the row kernels), at most 2 max_tpr, and row indices 32-bit."""
     if not _tune["bwd_lean"] or vec != 8 or m >= 2**30:

@@ -575,7 +575,7 @@ def test_one_row_backward_same_bits(dtype, variant):
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=_vid)
 def test_lean_backward(dtype, variant):
-    """tuning(bwd_lean=True) (v13 candidate): 16-bit rows of more than bwd_lean_min
+    """tuning(bwd_lean=True) (v13, the default): 16-bit rows of more than bwd_lean_min
     groups (default: past the row kernels, N > 8192) run the lean wide kernel: raw
     words in registers, w and dW/dB in shared memory, two groups a thread, one row a
     block. Same arithmetic in the same order as the row kernel, so where both can run
@@ -614,8 +614,8 @@ def test_lean_backward(dtype, variant):
     lean = {"bwd_lean": True, "bwd_lean_min": 0}
     cases = [((7, 50 * vec), lean)]
     if not SIMULATOR:
-        cases = [((1000, 8184), lean), ((333, 12288), {"bwd_lean": True}),
-                 ((257, 16384), {"bwd_lean": True}), ((65, 16376), {"bwd_lean": True})]
+        cases = [((1000, 8184), lean), ((333, 12288), {}), ((257, 16384), {}),
+                 ((65, 16376), {})]
     for shape, tune in cases:
         with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
             _record_kernels(mp, "make_lean_backward_kernel", picked)
@@ -623,11 +623,13 @@ def test_lean_backward(dtype, variant):
                        seed=shape[-1])
         assert picked and all(n.endswith("_lean2") for n in picked), shape
         picked.clear()
-    with ln.tuning(bwd_lean=True):
-        # float32 rows, rows the row kernels hold and rows past 1024 threads of two
-        # groups keep their kernels.
-        assert not ln._bwd_lean(1024, 4, 8) and not ln._bwd_lean(1024, 8, 8)
+    with ln.tuning(max_tpr=1024):
+        # By default (at the GPU's max_tpr): float32 rows, rows the row kernels hold
+        # and rows past 1024 threads of two groups keep their kernels.
+        assert not ln._bwd_lean(1025, 4, 8) and not ln._bwd_lean(1024, 8, 8)
         assert ln._bwd_lean(1025, 8, 8) and not ln._bwd_lean(2049, 8, 8)
+        with ln.tuning(bwd_lean=False):
+            assert not ln._bwd_lean(1025, 8, 8)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
@@ -942,12 +944,14 @@ def test_forward_evict_hints_same_bits(dtype):
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=_vid)
 def test_forward_lean_regs_same_bits(variant):
-    """tuning(fwd_lean_regs=40) (fifteenth-session candidate): float32 lean forward
-    kernels of two groups a thread in exact blocks of 256 / 512 threads compiled with
-    launch bounds that cap ptxas at 40 registers. Same code, so y, mean and rstd have
-    the uncapped kernel's bits (fwd_words=2 both ways), within tolerance of float64;
-    16-bit rows, checked layouts and other block sizes keep the default bounds; 40
-    is the only value taken."""
+    """tuning(fwd_lean_regs=40) (the default): float32 lean forward kernels of two
+    groups a thread in exact blocks of 256 / 512 threads compiled with launch bounds
+    that cap ptxas at 40 registers. Same code, so y, mean and rstd have the uncapped
+    kernel's bits (fwd_lean_regs=None; fwd_words=2 both ways), within tolerance of
+    float64; 16-bit rows, checked layouts and other block sizes keep the default
+    bounds; 40 is the only value taken. By default float32 rows whose two-group
+    blocks get the cap (N = 1024, 2048, 4096 at fwd_block 256) take two groups, and
+    no others do."""
     picked = []
     # (shape, dtype, tuning, suffix expected). Simulator: rows of 32 threads, 8 a
     # block of 256.
@@ -961,7 +965,8 @@ def test_forward_lean_regs_same_bits(variant):
     for shape, dtype, tune, suffix in cases:
         x, w, b, dy = _inputs(shape, dtype, variant, seed=37)
         with ln.tuning(fwd_lean=True, fwd_words=2, **tune):
-            base = _forward(variant, x, w, b, 1e-5)
+            with ln.tuning(fwd_lean_regs=None):
+                base = _forward(variant, x, w, b, 1e-5)
             with ln.tuning(fwd_lean_regs=40), pytest.MonkeyPatch.context() as mp:
                 _record_kernels(mp, "make_forward_kernel", picked)
                 with poison_outputs():
@@ -974,6 +979,14 @@ def test_forward_lean_regs_same_bits(variant):
     with pytest.raises(ValueError, match="fwd_lean_regs"):
         with ln.tuning(fwd_lean_regs=48):
             pass
+    with ln.tuning(fwd_block=256, max_tpr=1024):
+        picks = {n: ln._lean_layout(n, 4) for n in (256, 512, 768, 1024, 2048, 3072,
+                                                    4096, 5120, 8192)}
+        assert {n: p for n, p in picks.items() if p[0] == 2} == {
+            1024: (2, 128), 2048: (2, 256), 4096: (2, 512)}, picks
+        assert all(ln._lean_layout(n, 8)[0] != 2 for n in (1024, 2048, 4096))
+        with ln.tuning(fwd_lean_regs=None):
+            assert all(ln._lean_layout(n, 4)[0] == 4 for n in (1024, 2048, 4096))
 
 
 @pytest.mark.parametrize("unroll", [8, 16])
