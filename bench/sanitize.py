@@ -136,6 +136,13 @@ def _layer_norm(nf, torch, dt):
             with tuning(bwd_lean=False):
                 for det in (False, True):
                     _norm_passes(nf, x, w, b, g, det)
+        # v14 candidate (opt-in): the streaming LayerNorm forward's one-pass statistics,
+        # 256 threads over rows of 12296 (idle lanes), 1024 over 65536.
+        if n in (12296, 65536):
+            with tuning(fwd_welford=True, fwd_lean=False, fwd_staged=False,
+                        max_tpr=256 if n == 12296 else 1024):
+                nf.layer_norm_forward(x, w, b)
+                nf.layer_norm_forward(x)
         # v11 (16-bit by default, here every dtype): the chunked streaming backward on
         # given row statistics (N = 65536 has three chunks; 12296 one, so the pass does
         # not run there).

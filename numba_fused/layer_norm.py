@@ -759,6 +759,59 @@ _row_sum2_v2 = _row_sum2
 _row_sum_max_v2 = _row_pair(warp_max)
 
 
+@inline_device
+def _chan(na, ma, qa, nb, mb, qb):
+    """Chan et al.'s merge of two (count, mean, sum of squared deviations) triples:
+    n = na + nb, d = mb - ma, mean = ma + d nb / n, q = qa + qb + d^2 na nb / n (an
+    empty side leaves the other as it is; both empty give (0, ma, qa))."""
+    n = na + nb
+    d = mb - ma
+    f = nb / max(n, np.float32(1.0))
+    return n, ma + d * f, qa + qb + d * d * na * f
+
+
+@inline_device
+def _warp_chan(n, m, q):
+    """:func:`_chan` over the warp's 32 lanes by xor butterfly, the lower lane of each
+    pair always the merge's first operand, so both lanes of a pair (and in the end
+    every lane) compute the same bits."""
+    lane = cuda.threadIdx.x % WARP
+    for k in range(5):
+        off = 16 >> k
+        on = cuda.shfl_xor_sync(FULL_MASK, n, off)
+        om = cuda.shfl_xor_sync(FULL_MASK, m, off)
+        oq = cuda.shfl_xor_sync(FULL_MASK, q, off)
+        if lane & off:
+            n, m, q = _chan(on, om, oq, n, m, q)
+        else:
+            n, m, q = _chan(n, m, q, on, om, oq)
+    return n, m, q
+
+
+@inline_device
+def _row_chan(n, m, q, red, buf):
+    """:func:`_chan` over the row's threads (block ``(tpr, rows)``), returned to all of
+    them with the same bits; ``red`` float32 shared ``(2, 3, 32)``, calling rules as
+    :func:`_row_sum`'s."""
+    n, m, q = _warp_chan(n, m, q)
+    if cuda.blockDim.x > WARP:
+        lane, mine, first, nw = _warp_slots()
+        if lane == 0:
+            red[buf, 0, mine] = n
+            red[buf, 1, mine] = m
+            red[buf, 2, mine] = q
+        cuda.syncthreads()
+        n = np.float32(0.0)
+        m = np.float32(0.0)
+        q = np.float32(0.0)
+        if lane < nw:
+            n = red[buf, 0, first + lane]
+            m = red[buf, 1, first + lane]
+            q = red[buf, 2, first + lane]
+        n, m, q = _warp_chan(n, m, q)
+    return n, m, q
+
+
 def _sub_pair(second):
     """Device function ``pair(a, b, red, buf)`` as :func:`_row_pair`'s for rows of
     ``tpr`` = 8 or 16 threads (several rows per warp): xor-shuffles over offsets below
@@ -978,7 +1031,7 @@ def _group_guards(full):
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, compensated=False, subwarp=False,
-                        evict=False, bounds=None):
+                        evict=False, bounds=None, welford=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1002,7 +1055,13 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     bounds: the lean kernel's launch bounds (threads, blocks an SM) instead of the
     default (1024, 1), so ptxas caps its registers (tuning fwd_lean_regs; see
     :func:`_lean_bounds`).
+    welford: the streaming LayerNorm kernel takes the row's statistics in one pass
+    (chunk means and squared deviations merged by Chan's formula) instead of two, so
+    it reads the row twice, not three times (tuning fwd_welford; v14 candidate).
     """
+    if welford and (rms or words):
+        raise ValueError("welford statistics are the streaming LayerNorm kernel's "
+                         "(words = 0, not RMSNorm)")
     if evict and not lean:
         raise ValueError("evict is the lean forward kernel's")
     if subwarp and (not lean or staged):
@@ -1029,7 +1088,8 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
     argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
-            + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else ""))
+            + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
+            + ("_wf" if welford else ""))
 
     if words:
         elems = words * vec
@@ -1209,9 +1269,14 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         """Streaming kernel: same math and arguments as the row kernel, for rows of
         any length. Block ``(tpr, 1)`` takes rows blockIdx.x, + gridDim.x, ...;
         thread t handles groups t, t + tpr, ... ``unroll`` at a time. Passes over
-        the row: sum (LayerNorm only), sum of squared deviations, write."""
+        the row: sum (LayerNorm only), sum of squared deviations, write; with
+        ``welford`` (LayerNorm) one statistics pass: each chunk of ``unroll`` groups
+        gives its mean cm and squared deviations cq about it, merged into the
+        thread's (count, mean, q) and then the row's by :func:`_chan`; mu = mean,
+        var = q / n, dmu = 0."""
         red = cuda.shared.array((2, 32), np.float32)
         red2 = cuda.shared.array((2, 2, 32), np.float32)
+        red3 = cuda.shared.array((2, 3, 32), np.float32)
         xs = cuda.local.array(chunk, np.float32)
         ws = cuda.local.array(vec, np.float32)
         bs = cuda.local.array(vec, np.float32)
@@ -1225,7 +1290,36 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         while row < m:
             base = row * ng
             mu = np.float32(0.0)
-            if not rms:
+            if welford:
+                wn = np.float32(0.0)
+                wm = np.float32(0.0)
+                wq = np.float32(0.0)
+                c = t
+                while c < ng:
+                    k = 0
+                    for u in range(unroll):
+                        gi = c + u * tpr
+                        if gi < ng:
+                            load_group(x, base + gi, xs, u * vec)
+                            k += vec
+                    # The loaded groups are xs' first k elements; constant trip
+                    # counts keep xs in registers.
+                    cs = np.float32(0.0)
+                    for j in range(chunk):
+                        if j < k:
+                            cs += xs[j]
+                    kf = np.float32(k)
+                    cm = cs / kf
+                    cq = np.float32(0.0)
+                    for j in range(chunk):
+                        if j < k:
+                            d = xs[j] - cm
+                            cq += d * d
+                    wn, wm, wq = _chan(wn, wm, wq, kf, cm, cq)
+                    c += step
+                wn, mu, wq = _row_chan(wn, wm, wq, red3, phase)
+                phase ^= 1
+            elif not rms:
                 s = np.float32(0.0)
                 c = t
                 while c < ng:
@@ -1244,7 +1338,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             sd = np.float32(0.0)
             se = np.float32(0.0)
             ss = np.float32(0.0)
-            c = t
+            c = t if not welford else ng
             while c < ng:
                 for u in range(unroll):
                     gi = c + u * tpr
@@ -1271,14 +1365,17 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                         sd = t1
                 c += step
             dmu = np.float32(0.0)
-            if rms:
+            if welford:
+                var = max(wq / nf, np.float32(0.0))
+            elif rms:
                 var = _row_sum(ss, red, phase) / nf
             else:
                 sd, ss = _row_sum2(sd, ss, red2, phase)
                 se = _row_sum(se, red, phase)
                 dmu = (sd + se) / nf
                 var = max((ss - sd * dmu) / nf, np.float32(0.0))
-            phase ^= 1
+            if not welford:
+                phase ^= 1
             r = np.float32(1.0) / math.sqrt(var + eps)
             if rms and n == 1 and t == 0:
                 # Thread 0 holds the element (xs[0]) and alone stores y and rstd.
@@ -1299,7 +1396,18 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                         if has_b:
                             load_group(b, gi, bs, 0)
                         for j in range(vec):
-                            v = ((xs[u * vec + j] - mu) - dmu) * r
+                            xv = xs[u * vec + j]
+                            v = ((xv - mu) - dmu) * r
+                            if welford:
+                                # The saved mean's correction (as the two-pass
+                                # kernel's dmu): y takes mu, whose error is a few
+                                # ulps of the row's spread, but a mean near 0 against
+                                # a wide row would keep them as its own error.
+                                d = xv - mu
+                                se += _two_sum_err(xv, -mu, d)
+                                t1 = sd + d
+                                se += _two_sum_err(sd, d, t1)
+                                sd = t1
                             if has_w:
                                 v = v * ws[j]
                             if has_b:
@@ -1307,6 +1415,10 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                             xs[u * vec + j] = v
                         store_group(y, base + gi, xs, u * vec)
                 c += step
+            if welford:
+                sd, se = _row_sum2(sd, se, red2, phase)
+                dmu = (sd + se) / nf
+                phase ^= 1
             if t == 0:
                 if not rms:
                     mean_out[np.uint64(row)] = mu + dmu
@@ -2448,6 +2560,10 @@ def shipped_kernels():
                                               full, staged=True, compensated=comp)
                 yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
+                if direction == "fwd" and not rms:
+                    # One-pass row statistics (tuning fwd_welford).
+                    for vector in (True, False):
+                        yield factory(dtype, rms, has_w, has_b, vector, 0, welford=True)
                 if direction == "bwd":
                     # Wide row kernels (tuning bwd_wide, bwd_wide2), with the prefetch
                     # they take.
@@ -2553,6 +2669,11 @@ _TUNING_DEFAULTS = {
     # at 4096: 206). None: four groups there, no cap. Only 40 (the cap at which they
     # do not spill); see _lean_bounds.
     "fwd_lean_regs": 40,
+    # Forward, streaming LayerNorm kernel: the row's statistics in one pass (Chan's
+    # merge of chunk means and squared deviations) instead of two, two reads of the
+    # row instead of three (v14 candidate, opt-in until measured; inductor's kernels
+    # make two passes, Welford then the normalisation).
+    "fwd_welford": False,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
@@ -2598,7 +2719,7 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_staged, fwd_compensated, fwd_grid,
+    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_welford, fwd_staged, fwd_compensated, fwd_grid,
     fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
@@ -3015,7 +3136,8 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                  bool(_tune["prefetch"]) if words else True,
                                  bool(words) and tpr * words * vec == n, lean, staged, comp,
                                  subwarp, lean and bool(_tune["fwd_evict"]),
-                                 bounds=bounds)
+                                 bounds=bounds,
+                                 welford=not (words or rms) and bool(_tune["fwd_welford"]))
     if lean or staged:
         shared = 16 * words * tpr if staged else 0
         # Rows of 1024 threads stay persistent (float32 N = 16384: 0.150 ms persistent,

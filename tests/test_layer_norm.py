@@ -312,10 +312,12 @@ def _one_binade_rows(n, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["stream", "rows", "lean", "lean_comp", "staged"])
+@pytest.mark.parametrize("layout", ["stream", "stream_welford", "rows", "lean", "lean_comp",
+                                    "staged"])
 def test_mean_has_no_rounding_bias(dtype, layout, request):
     """The saved mean against float64 on rows whose deviations all round alike. The
-    streaming forward sums them with TwoSum compensation; the staged one (by
+    streaming forward sums them with TwoSum compensation (with fwd_welford in its
+    normalisation pass, about the one-pass mean); the staged one (by
     default) and the lean one with fwd_compensated take them about a coarse centre;
     the row kernels and the plain lean ones do neither (measured under the simulator, 2026-11-25: 3.3e-4 fp32,
     7.2e-4 fp16 at N = 4096; bf16 happens to be exact), kept visible as a strict
@@ -324,6 +326,8 @@ def test_mean_has_no_rounding_bias(dtype, layout, request):
         request.applymarker(pytest.mark.xfail(strict=True, reason="row kernels' mean bias"))
     x = _one_binade_rows(4096, dtype)
     tune = {"stream": {"max_tpr": 32, "fwd_lean": False, "fwd_staged": False},
+            "stream_welford": {"max_tpr": 32, "fwd_lean": False, "fwd_staged": False,
+                               "fwd_welford": True},
             "rows": {"fwd_lean": False, "fwd_staged": False},
             "lean": {"fwd_lean": True, "fwd_staged": False},
             "lean_comp": {"fwd_lean": True, "fwd_staged": False, "fwd_compensated": True},
@@ -331,7 +335,7 @@ def test_mean_has_no_rounding_bias(dtype, layout, request):
     with ln.tuning(**tune):
         vec = ln._vec_of(dtype, True)
         words = ln._row_layout(4096, vec, "fwd")[0]
-        assert (words == 0) == (layout == "stream")
+        assert (words == 0) == layout.startswith("stream")
         staged = ln._fwd_staged(4096, vec)
         assert staged == (layout == "staged")
         assert (ln._fwd_lean(4096, vec) and not staged) == (layout in ("lean", "lean_comp"))
@@ -339,6 +343,38 @@ def test_mean_has_no_rounding_bias(dtype, layout, request):
     want = x.double().mean(dim=-1).cpu().numpy()
     got = torch.as_tensor(mean).double().cpu().numpy()
     assert abs(got - want).max() / abs(want).max() < 1e-5
+
+
+@pytest.mark.parametrize("dtype,n", [("float16", 2056), ("float32", 1028), ("bfloat16", 203)])
+@pytest.mark.parametrize("shift", [0.0, 64.0])
+def test_streaming_forward_welford(dtype, n, shift):
+    """tuning(fwd_welford=True) (v14 candidate): the streaming LayerNorm forward takes
+    the row's statistics in one pass, chunk means and squared deviations merged by
+    Chan's formula across chunks, lanes and warps (every lane must get the same bits:
+    y would differ across a row otherwise), then the normalisation pass. y, mean and
+    rstd within tolerance of float64 (on the GPU the backward on them too), on rows
+    with idle lanes (16-byte: 257 groups over 64 threads, two warps; the scalar path
+    for bf16 N = 203), several warps a row (GPU: 1024 threads at N = 65536), and rows
+    offset far from 0 (shift 64: the variance about the mean, not about 0), each
+    under the welford kernel; RMSNorm keeps its kernel."""
+    picked = []
+    tune = {"max_tpr": 64, "fwd_lean": False, "fwd_staged": False, "fwd_welford": True}
+    shapes = [(2, n)] if SIMULATOR else [(3, n), (7, 65536 if dtype == "float32" else 65544),
+                                         (4099, n)]
+    for shape in shapes:
+        for variant in ((False, True, True), (False, False, False), (True, True, False)):
+            x, w, b, dy = _inputs(shape, dtype, variant, seed=n, shift=shift)
+            with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
+                _record_kernels(mp, "make_forward_kernel", picked)
+                with poison_outputs():
+                    got = _forward(variant, x, w, b, 1e-5)
+                if not SIMULATOR and variant[1] and variant[2]:
+                    _check_all(variant, shape, dtype, (False, True), seed=n, shift=shift)
+            _check_forward(got, None, variant, x, w, b, dtype, (shape, shift))
+            assert picked and all(k.endswith("_wf") != variant[0] for k in picked), picked
+            picked.clear()
+    with pytest.raises(ValueError, match="welford"):
+        ln.make_forward_kernel(dtype, True, True, False, True, 0, welford=True)
 
 
 def _check_forward(got, same, variant, x, w, b, dtype, where):

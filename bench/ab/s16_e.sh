@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Sixteenth session, last GPU call (about 4 minutes on an H100): the v14 candidate
+# (tuning fwd_welford: the streaming LayerNorm forward's statistics in one pass, two
+# reads of the row instead of three).
+#  1. float32 N = 65536 (streaming by default; 0.315 ms against inductor's 0.280):
+#     shipped, welford, welford persistent at 1 block an SM, shipped again;
+#  2. streaming forced at N = 16384 (float32 512 threads a row, fp16 256), with and
+#     without welford, against the lean default (inductor's looped kernels beat it
+#     there: 181 / 92 us against 199 / 96);
+#  3. its GPU test, memcheck and racecheck on the layer_norm float32 / fp16 workloads.
+#   bash bench/ab/s16_e.sh "$OUT"
+set -uo pipefail
+OUT=${1:?usage: s16_e.sh OUTDIR}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+W=$(mktemp -d)
+nvidia-smi -L
+tl() { local tag=$1 t=$2; shift 2
+  timeout -k 5 "$t" python3 bench/tune_layer_norm.py --out "$W/$tag" "$@" > "$W/$tag.log" 2>&1
+  echo "$tag rc $?"; grep '^| [0-9]' "$W/$tag.log" | awk '!seen[$0]++' | head -12; }
+WF='{"fwd_welford": true}'
+tl wf65536 90 --reps 30 --ns 65536 --dtypes float32 \
+  --tunes '{}' "$WF" '{"fwd_welford": true, "fwd_blocks_per_sm": 1}' '{}'
+S32='{"fwd_lean": false, "fwd_staged": false, "max_tpr": 512}'
+W32='{"fwd_lean": false, "fwd_staged": false, "max_tpr": 512, "fwd_welford": true}'
+tl wf16k32 90 --reps 30 --ns 16384 --dtypes float32 --tunes '{}' "$S32" "$W32" '{}'
+S16='{"fwd_lean": false, "fwd_staged": false, "max_tpr": 256}'
+W16='{"fwd_lean": false, "fwd_staged": false, "max_tpr": 256, "fwd_welford": true}'
+tl wf16k16 90 --reps 30 --ns 16384 --dtypes float16 --tunes '{}' "$S16" "$W16" '{}'
+TESTS="tests/test_layer_norm.py" SAN_OPS="layer_norm:float16 layer_norm:float32" \
+  SAN_TOOLS="memcheck racecheck" SAN_TIMEOUT=170 \
+  timeout -k 10 260 bash bench/gpu_harness.sh "$W/verify" --stages tests,sanitize --workers 14 \
+  -k "welford or mean_has_no" --timeout 120 > "$W/harness.out" 2>&1
+echo "harness rc $?"
+cat "$W/verify/summary.md"
+grep -E "^(FAILED|ERROR)|passed|failed" "$W/verify/pytest.log" | tail -8
+tar czf "$OUT/s16_e.tgz" -C "$W" .
