@@ -136,8 +136,9 @@ def _layer_norm(nf, torch, dt):
             with tuning(bwd_lean=False):
                 for det in (False, True):
                     _norm_passes(nf, x, w, b, g, det)
-        # v14 candidate (opt-in): the streaming LayerNorm forward's one-pass statistics,
-        # 256 threads over rows of 12296 (idle lanes), 1024 over 65536.
+        # v14 (the default on 16-byte streaming rows): the streaming LayerNorm
+        # forward's one-pass statistics, 256 threads over rows of 12296 (idle lanes),
+        # 1024 over 65536.
         if n in (12296, 65536):
             with tuning(fwd_welford=True, fwd_lean=False, fwd_staged=False,
                         max_tpr=256 if n == 12296 else 1024):

@@ -1057,7 +1057,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     :func:`_lean_bounds`).
     welford: the streaming LayerNorm kernel takes the row's statistics in one pass
     (chunk means and squared deviations merged by Chan's formula) instead of two, so
-    it reads the row twice, not three times (tuning fwd_welford; v14 candidate).
+    it reads the row twice, not three times (tuning fwd_welford; v14).
     """
     if welford and (rms or words):
         raise ValueError("welford statistics are the streaming LayerNorm kernel's "
@@ -2671,9 +2671,14 @@ _TUNING_DEFAULTS = {
     "fwd_lean_regs": 40,
     # Forward, streaming LayerNorm kernel: the row's statistics in one pass (Chan's
     # merge of chunk means and squared deviations) instead of two, two reads of the
-    # row instead of three (v14 candidate, opt-in until measured; inductor's kernels
-    # make two passes, Welford then the normalisation).
-    "fwd_welford": False,
+    # row instead of three (v14; inductor's kernels make two passes, Welford then the
+    # normalisation). None: 16-byte rows (by default only the long ones stream:
+    # float32 N >= 65536, 16-bit past the staged kernel's 96K); the scalar rows keep
+    # three passes (not measured; at float32 N = 16384 forced to stream over 512
+    # threads, where the row stays in cache, welford was slower: 203.4 -> 213.9 us).
+    # H100, float32 1024 x 65536: 315.1 / 316.1 -> 298.8 us (fwd_blocks_per_sm 1:
+    # 295.5; inductor 278-280).
+    "fwd_welford": None,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
@@ -2892,6 +2897,13 @@ def _lean_bounds(vec, block, words, full):
     if _tune["fwd_lean_regs"] is None or not full:
         return None
     return _LEAN_BOUNDS.get((vec, words, block))
+
+
+def _fwd_welford(vector):
+    """Whether the streaming LayerNorm forward takes its one-pass statistics (v14):
+    tuning's ``fwd_welford``; None: 16-byte rows only."""
+    wf = _tune["fwd_welford"]
+    return bool(vector) if wf is None else bool(wf)
 
 
 def _capped_words(ng, vec):
@@ -3137,7 +3149,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                  bool(words) and tpr * words * vec == n, lean, staged, comp,
                                  subwarp, lean and bool(_tune["fwd_evict"]),
                                  bounds=bounds,
-                                 welford=not (words or rms) and bool(_tune["fwd_welford"]))
+                                 welford=not (words or rms) and _fwd_welford(vector))
     if lean or staged:
         shared = 16 * words * tpr if staged else 0
         # Rows of 1024 threads stay persistent (float32 N = 16384: 0.150 ms persistent,

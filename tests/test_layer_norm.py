@@ -348,7 +348,8 @@ def test_mean_has_no_rounding_bias(dtype, layout, request):
 @pytest.mark.parametrize("dtype,n", [("float16", 2056), ("float32", 1028), ("bfloat16", 203)])
 @pytest.mark.parametrize("shift", [0.0, 64.0])
 def test_streaming_forward_welford(dtype, n, shift):
-    """tuning(fwd_welford=True) (v14 candidate): the streaming LayerNorm forward takes
+    """tuning(fwd_welford=True) (v14; by default on 16-byte rows): the streaming
+    LayerNorm forward takes
     the row's statistics in one pass, chunk means and squared deviations merged by
     Chan's formula across chunks, lanes and warps (every lane must get the same bits:
     y would differ across a row otherwise), then the normalisation pass. y, mean and
@@ -375,6 +376,9 @@ def test_streaming_forward_welford(dtype, n, shift):
             picked.clear()
     with pytest.raises(ValueError, match="welford"):
         ln.make_forward_kernel(dtype, True, True, False, True, 0, welford=True)
+    assert ln._fwd_welford(True) and not ln._fwd_welford(False)
+    with ln.tuning(fwd_welford=False):
+        assert not ln._fwd_welford(True)
 
 
 def _check_forward(got, same, variant, x, w, b, dtype, where):
