@@ -1273,7 +1273,8 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         ``welford`` (LayerNorm) one statistics pass: each chunk of ``unroll`` groups
         gives its mean cm and squared deviations cq about it, merged into the
         thread's (count, mean, q) and then the row's by :func:`_chan`; mu = mean,
-        var = q / n, dmu = 0."""
+        var = q / n; y takes mu alone, and the normalisation pass sums x - mu (with
+        TwoSum terms) for the saved mean's correction dmu."""
         red = cuda.shared.array((2, 32), np.float32)
         red2 = cuda.shared.array((2, 2, 32), np.float32)
         red3 = cuda.shared.array((2, 3, 32), np.float32)
