@@ -2680,6 +2680,11 @@ _TUNING_DEFAULTS = {
     # H100, float32 1024 x 65536: 315.1 / 316.1 -> 298.8 us (fwd_blocks_per_sm 1:
     # 295.5; inductor 278-280).
     "fwd_welford": None,
+    # Forward: every row through the streaming kernel (candidate, opt-in until
+    # measured): inductor's LayerNorm forwards are all of that shape, two loops over
+    # the row and 32-48 registers, and beat our register-resident ones at float32 N =
+    # 4096-16384 (sixteenth session, bench/notes_layer_norm.md).
+    "fwd_stream": False,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
@@ -2725,7 +2730,8 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_welford, fwd_staged, fwd_compensated, fwd_grid,
+    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_welford, fwd_stream, fwd_staged,
+    fwd_compensated, fwd_grid,
     fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
@@ -2830,7 +2836,13 @@ def _row_layout(n, vec, direction, m=1):
                 best = (key, words, tpr)
     if best is not None:
         return best[1], best[2]
-    return 0, min(max_tpr, _round_warp(cdiv(ng, _UNROLL[vec])))
+    return 0, _stream_tpr(ng, vec)
+
+
+def _stream_tpr(ng, vec):
+    """Threads a row of the streaming kernels for rows of ``ng`` groups of ``vec``:
+    one ``unroll``-group chunk a thread, within ``max_tpr``."""
+    return min(_tune["max_tpr"], _round_warp(cdiv(ng, _UNROLL[vec])))
 
 
 # Lean forward row kernels (_lean_forward): groups per thread they are built for.
@@ -3126,12 +3138,15 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     rstd = ex.alloc(xa, lead, "float32")
     vector = _can_vectorize(n, dtype, (xa, wa, ba, y))
     vec = _vec_of(dtype, vector)
-    staged = vector and _fwd_staged(n, vec)
-    lean = vector and not staged and _fwd_lean(n, vec)
+    stream = bool(_tune["fwd_stream"])
+    staged = vector and not stream and _fwd_staged(n, vec)
+    lean = vector and not (stream or staged) and _fwd_lean(n, vec)
     if lean:
         words, tpr = _lean_layout(n, vec)
     elif staged:
         words, tpr = _staged_layout(n, vec)
+    elif stream:
+        words, tpr = 0, _stream_tpr(n // vec, vec)
     else:
         words, tpr = _row_layout(n, vec, "fwd", m)
     has_w, has_b = wa is not None, ba is not None

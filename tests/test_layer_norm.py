@@ -381,6 +381,30 @@ def test_streaming_forward_welford(dtype, n, shift):
         assert not ln._fwd_welford(True)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_forward_stream_forced(dtype):
+    """tuning(fwd_stream=True) (candidate): rows the lean kernels hold go through the
+    streaming forward (LayerNorm's with its one-pass statistics on 16-byte rows), one
+    chunk a thread within max_tpr; y, mean and rstd within tolerance of float64."""
+    vec = ln._vec_of(dtype, True)
+    picked = []
+    shapes = [(3, 64 * vec)] if SIMULATOR else [(4099, 4096), (333, 16384), (65, 1000)]
+    for shape in shapes:
+        for variant in ((False, True, True), (True, True, False)):
+            x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1])
+            with ln.tuning(fwd_stream=True), pytest.MonkeyPatch.context() as mp:
+                _record_kernels(mp, "make_forward_kernel", picked)
+                with poison_outputs():
+                    got = _forward(variant, x, w, b, 1e-5)
+            _check_forward(got, None, variant, x, w, b, dtype, (shape,))
+            name = picked.pop()
+            assert "_stream" in name and name.endswith("_wf") == (
+                not variant[0] and shape[-1] % vec == 0), name
+    with ln.tuning(fwd_stream=True, max_tpr=256):
+        assert ln._stream_tpr(16384 // 4, 4) == 256
+        assert ln._stream_tpr(100, 8) == 128  # 100 groups, one a thread, whole warps
+
+
 def _check_forward(got, same, variant, x, w, b, dtype, where):
     """(y, mean, rstd) ``got``: the bits of ``same`` (another kernel's outputs), or
     where ``same`` is None within the dtype's tolerance of float64."""

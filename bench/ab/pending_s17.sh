@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Written in the sixteenth session for the next GPU session (one call of about 5
+# minutes on an H100): the candidate tuning(fwd_stream=True), every forward through the
+# streaming kernel (LayerNorm's with v14's one-pass statistics), the shape of
+# inductor's kernels (two loops over the row, a program per row, 32-48 registers),
+# which beat our register-resident forwards by 1-10% (inductor CUPTI: float32 N = 4096
+# 179.0 us, 16384 181.2; fp16 16384 91.9):
+#  1. float32 N = 4096 / 16384 and fp16 N = 4096 / 16384: shipped, streaming at
+#     max_tpr 1024 (inductor's 1024-thread rows at N = 16384), at 512, shipped again;
+#  2. the test of the knob (tests/test_layer_norm.py -k "stream_forced or welford").
+# Logs come back as one archive.
+#   bash bench/ab/pending_s17.sh "$OUT"
+set -uo pipefail
+OUT=${1:?usage: pending_s17.sh OUTDIR}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+W=$(mktemp -d)
+nvidia-smi -L
+tl() { local tag=$1 t=$2; shift 2
+  timeout -k 5 "$t" python3 bench/tune_layer_norm.py --out "$W/$tag" "$@" > "$W/$tag.log" 2>&1
+  echo "$tag rc $?"; grep '^| [0-9]' "$W/$tag.log" | awk '!seen[$0]++' | head -20; }
+S1='{"fwd_stream": true}'
+S5='{"fwd_stream": true, "max_tpr": 512}'
+tl stream32 150 --reps 30 --ns 4096,16384 --dtypes float32 --tunes '{}' "$S1" "$S5" '{}'
+tl stream16 150 --reps 30 --ns 4096,16384 --dtypes float16 --tunes '{}' "$S1" "$S5" '{}'
+TESTS="tests/test_layer_norm.py" timeout -k 10 150 bash bench/gpu_harness.sh "$W/verify" \
+  --stages tests --workers 14 -k "stream_forced or welford" --timeout 120 > "$W/harness.out" 2>&1
+echo "harness rc $?"
+cat "$W/verify/summary.md"
+tar czf "$OUT/pending_s17.tgz" -C "$W" .
