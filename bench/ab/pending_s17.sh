@@ -7,7 +7,8 @@
 # 179.0 us, 16384 181.2; fp16 16384 91.9):
 #  1. float32 N = 4096 / 16384 and fp16 N = 4096 / 16384: shipped, streaming at
 #     max_tpr 1024 (inductor's 1024-thread rows at N = 16384), at 512, shipped again;
-#  2. the test of the knob (tests/test_layer_norm.py -k "stream_forced or welford").
+#  2. float32 N = 65536 (v14) over 512 and 256 threads a row (inductor: 512, 4 an SM);
+#  3. the test of the knob (tests/test_layer_norm.py -k "stream_forced or welford").
 # Logs come back as one archive.
 #   bash bench/ab/pending_s17.sh "$OUT"
 set -uo pipefail
@@ -22,6 +23,11 @@ S1='{"fwd_stream": true}'
 S5='{"fwd_stream": true, "max_tpr": 512}'
 tl stream32 150 --reps 30 --ns 4096,16384 --dtypes float32 --tunes '{}' "$S1" "$S5" '{}'
 tl stream16 150 --reps 30 --ns 4096,16384 --dtypes float16 --tunes '{}' "$S1" "$S5" '{}'
+# v14 at float32 N = 65536 runs 1024 threads of 48 registers, one block an SM (50%
+# occupancy); inductor's 512 threads of 32 registers, four (100%): v14 over 512 and
+# 256 threads.
+tl stream65k 90 --reps 30 --ns 65536 --dtypes float32 \
+  --tunes '{}' '{"max_tpr": 512}' '{"max_tpr": 256}' '{}'
 TESTS="tests/test_layer_norm.py" timeout -k 10 150 bash bench/gpu_harness.sh "$W/verify" \
   --stages tests --workers 14 -k "stream_forced or welford" --timeout 120 > "$W/harness.out" 2>&1
 echo "harness rc $?"
