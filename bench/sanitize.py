@@ -136,6 +136,12 @@ def _layer_norm(nf, torch, dt):
             with tuning(bwd_lean=False):
                 for det in (False, True):
                     _norm_passes(nf, x, w, b, g, det)
+        # bwd_lean_f32 (candidate): v13's lean backward on float32 rows, here 512
+        # threads of two groups at N = 4096 (its own range is N = 4100-8192).
+        if n == 4096 and dt == torch.float32:
+            with tuning(bwd_lean_f32=True, bwd_lean_min=0):
+                for det in (False, True):
+                    _norm_passes(nf, x, w, b, g, det)
         # v14 (the default on 16-byte streaming rows): the streaming LayerNorm
         # forward's one-pass statistics, 256 threads over rows of 12296 (idle lanes),
         # 1024 over 65536.

@@ -1708,8 +1708,6 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
     Arguments as ``norm_bwd_rows``' (block ``(tpr, 1)``)."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
-    if dtype == "float32":
-        raise ValueError("the lean backward is for 16-bit rows (float32 has wide2)")
     vec = _vec_of(dtype, True)
     words = _LEAN_BWD_WORDS
     quads = vec // 4
@@ -1755,7 +1753,8 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
         qx = cuda.local.array(nraw, raw_t)
         qd = cuda.local.array(nraw, raw_t)
         ys = cuda.local.array(vec, np.float32)
-        acc = cuda.local.array(vec, np.float32)
+        # A quad's dW (0-3) and dB (4-7) sums.
+        acc = cuda.local.array(8, np.float32)
         t = cuda.threadIdx.x
         tpr = cuda.blockDim.x
         tq = np.uint32(t)
@@ -2575,8 +2574,8 @@ def shipped_kernels():
                             if vec == 4:
                                 yield factory(dtype, rms, has_w, has_b, True, 2, False, full,
                                               wide=True, one_row=r1)
-                if direction == "bwd" and vec == 8:
-                    # The lean wide backward (tuning bwd_lean): checked forms.
+                if direction == "bwd":
+                    # The lean wide backward (tuning bwd_lean, bwd_lean_f32): checked forms.
                     for pf in (True, False):
                         yield make_lean_backward_kernel(dtype, rms, has_w, has_b, False, pf)
                 if direction == "bwd" and (has_w or has_b):
@@ -2638,6 +2637,10 @@ _TUNING_DEFAULTS = {
     # the prefetch 188-191); at N = 8192 (bwd_lean_min 0) 157.9 -> 167.2 against the
     # v12 row kernel, hence the row kernels up to 1024 groups.
     "bwd_lean": True,
+    # The same for float32 rows (candidate, opt-in until measured): N = 4100-8192,
+    # today's wide2 kernel without a prefetch (8192: 0.98x Liger) and the streaming one
+    # (5120: 0.91x); v13's prefetch was worth 12-25 us at 16-bit.
+    "bwd_lean_f32": False,
     "bwd_lean_min": None,
     "bwd_lean_prefetch": True,
     # Backward, float32: rows of max_tpr / 2 to 2 max_tpr groups whose rows of two
@@ -2726,7 +2729,7 @@ def tuning(**overrides):
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
-    bwd_lean, bwd_lean_min, bwd_lean_prefetch,
+    bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
@@ -3331,10 +3334,12 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
 
 
 def _bwd_lean(ng, vec, m):
-    """Whether the backward takes the lean wide kernel (v13) for 16-bit rows
-    of ``ng`` groups: tuning's ``bwd_lean``, more than ``bwd_lean_min`` groups (None:
-    2 * _FAT_BLOCK, past the row kernels), at most 2 max_tpr, and row indices 32-bit."""
-    if not _tune["bwd_lean"] or vec != 8 or m >= 2**30:
+    """Whether the backward takes the lean wide kernel (v13) for rows of ``ng`` groups
+    of ``vec``: 16-bit rows under tuning's ``bwd_lean``, float32 ones under
+    ``bwd_lean_f32`` (candidate), of more than ``bwd_lean_min`` groups (None: 2 *
+    _FAT_BLOCK, past the row kernels), at most 2 max_tpr, and row indices 32-bit."""
+    on = {8: _tune["bwd_lean"], 4: _tune["bwd_lean_f32"]}.get(vec, False)
+    if not on or m >= 2**30:
         return False
     lo = 2 * _FAT_BLOCK if _tune["bwd_lean_min"] is None else int(_tune["bwd_lean_min"])
     return lo < ng <= _LEAN_BWD_WORDS * _tune["max_tpr"]

@@ -635,7 +635,7 @@ def test_one_row_backward_same_bits(dtype, variant):
                     assert rel_err(g, h) < TOL[dtype], (shape, det)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=_vid)
 def test_lean_backward(dtype, variant):
@@ -647,10 +647,13 @@ def test_lean_backward(dtype, variant):
     grid) dx, dw and db must have its bits (dW/dB under the lock scheme on a GPU: the
     dtype's tolerance, their sums follow the lock order); with idle lanes (the row
     kernels stream such rows) and past the row kernels, every output within
-    tolerance of float64 under both schemes, persistent blocks looping over rows."""
+    tolerance of float64 under both schemes, persistent blocks looping over rows.
+    float32 rows take it under tuning(bwd_lean_f32=True) (candidate; GPU: N = 4100-8192,
+    past the row kernels' 1024 groups)."""
     vec = ln._vec_of(dtype, True)
     picked = []
     affine = variant[1] or variant[2]
+    on = {"bwd_lean_f32": True} if dtype == "float32" else {}
     grid = {"bwd_grid": 3 if SIMULATOR else 97, "bwd_block": 32}
     # Exact rows: the row kernel's layout (rows with idle lanes stream there).
     same = [(5, 64 * vec)] if SIMULATOR else [(4099, 8192), (1000, 8192)]
@@ -660,7 +663,7 @@ def test_lean_backward(dtype, variant):
         for det in (False, True):
             with ln.tuning(**grid):
                 want = _backward(variant, dy, x, w, b, mean, rstd, det)
-            with ln.tuning(bwd_lean=True, bwd_lean_min=0, **grid), \
+            with ln.tuning(bwd_lean=True, bwd_lean_min=0, **on, **grid), \
                     pytest.MonkeyPatch.context() as mp:
                 _record_kernels(mp, "make_lean_backward_kernel", picked)
                 with poison_outputs():
@@ -675,11 +678,14 @@ def test_lean_backward(dtype, variant):
                 else:
                     assert rel_err(g, h) < TOL[dtype], (shape, det)
     # Against float64: idle lanes, and on the GPU the rows past the row kernels.
-    lean = {"bwd_lean": True, "bwd_lean_min": 0}
+    lean = {"bwd_lean": True, "bwd_lean_min": 0, **on}
     cases = [((7, 50 * vec), lean)]
     if not SIMULATOR:
         cases = [((1000, 8184), lean), ((333, 12288), {}), ((257, 16384), {}),
                  ((65, 16376), {})]
+        if dtype == "float32":
+            cases = [((1000, 4092), lean), ((333, 5120), on), ((257, 8192), on),
+                     ((65, 8188), on)]
     for shape, tune in cases:
         with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
             _record_kernels(mp, "make_lean_backward_kernel", picked)
@@ -694,6 +700,10 @@ def test_lean_backward(dtype, variant):
         assert ln._bwd_lean(1025, 8, 8) and not ln._bwd_lean(2049, 8, 8)
         with ln.tuning(bwd_lean=False):
             assert not ln._bwd_lean(1025, 8, 8)
+        with ln.tuning(bwd_lean=False, bwd_lean_f32=True):
+            assert ln._bwd_lean(1025, 4, 8) and not ln._bwd_lean(1024, 4, 8)
+            assert not ln._bwd_lean(2049, 4, 8) and not ln._bwd_lean(1025, 8, 8)
+            assert not ln._bwd_lean(1025, 1, 8)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written in the sixteenth session for the next GPU session (one call of about 5
+# Written in the sixteenth session for the next GPU session (one call of about 7
 # minutes on an H100): the candidate tuning(fwd_stream=True), every forward through the
 # streaming kernel (LayerNorm's with v14's one-pass statistics), the shape of
 # inductor's kernels (two loops over the row, a program per row, 32-48 registers),
@@ -8,7 +8,10 @@
 #  1. float32 N = 4096 / 16384 and fp16 N = 4096 / 16384: shipped, streaming at
 #     max_tpr 1024 (inductor's 1024-thread rows at N = 16384), at 512, shipped again;
 #  2. float32 N = 65536 (v14) over 512 and 256 threads a row (inductor: 512, 4 an SM);
-#  3. the test of the knob (tests/test_layer_norm.py -k "stream_forced or welford").
+#  3. bwd_lean_f32 (v13's lean backward on float32 rows, N = 5120 / 8192; predicted
+#     0.344 / 0.314 -> ~0.29 / ~0.28 ms, the prefetch in flight across the reductions);
+#  4. the tests of both knobs (-k "stream_forced or welford or lean_backward"), memcheck
+#     and racecheck on the float32 layer_norm workload.
 # Logs come back as one archive.
 #   bash bench/ab/pending_s17.sh "$OUT"
 set -uo pipefail
@@ -28,8 +31,15 @@ tl stream16 150 --reps 30 --ns 4096,16384 --dtypes float16 --tunes '{}' "$S1" "$
 # 256 threads.
 tl stream65k 90 --reps 30 --ns 65536 --dtypes float32 \
   --tunes '{}' '{"max_tpr": 512}' '{"max_tpr": 256}' '{}'
-TESTS="tests/test_layer_norm.py" timeout -k 10 150 bash bench/gpu_harness.sh "$W/verify" \
-  --stages tests --workers 14 -k "stream_forced or welford" --timeout 120 > "$W/harness.out" 2>&1
+# bwd_lean_f32: v13's lean backward on float32 rows of 1025-2048 groups (N = 5120:
+# streaming today, 0.344 ms, 0.91x Liger; 8192: wide2 without a prefetch, 0.314, 0.98x).
+LF='{"bwd_lean_f32": true}'
+LFN='{"bwd_lean_f32": true, "bwd_lean_prefetch": false}'
+tl lean32 150 --reps 30 --ns 5120,8192 --dtypes float32 --tunes '{}' "$LF" "$LFN" '{}' "$LF"
+TESTS="tests/test_layer_norm.py" SAN_OPS="layer_norm:float32" SAN_TOOLS="memcheck racecheck" \
+  SAN_TIMEOUT=150 timeout -k 10 230 bash bench/gpu_harness.sh "$W/verify" \
+  --stages tests,sanitize --workers 14 -k "stream_forced or welford or lean_backward" \
+  --timeout 120 > "$W/harness.out" 2>&1
 echo "harness rc $?"
 cat "$W/verify/summary.md"
 tar czf "$OUT/pending_s17.tgz" -C "$W" .
