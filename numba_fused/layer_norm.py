@@ -693,6 +693,18 @@ def _two_sum_err(a, b, s):
 
 
 @inline_device
+def _deviation_sum(sd, se, x, mu, d):
+    """(sd + d, se + both roundings' errors) for ``d = x - mu`` as rounded: Knuth's
+    TwoSum gives the exact errors of x - mu and of sd + d, summed apart in ``se``, so
+    (sd + se) carries none of the bias that mu's rounded low bits put in a plain sum
+    of deviations."""
+    se += _two_sum_err(x, -mu, d)
+    t1 = sd + d
+    se += _two_sum_err(sd, d, t1)
+    return t1, se
+
+
+@inline_device
 def _warp_slots():
     """(lane, this warp's partial slot, the row's first slot, warps a row) of the
     row reductions' cross-warp step (block ``(tpr, rows)``, tpr a multiple of 32):
@@ -1319,7 +1331,6 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                     wn, wm, wq = _chan(wn, wm, wq, kf, cm, cq)
                     c += step
                 wn, mu, wq = _row_chan(wn, wm, wq, red3, phase)
-                phase ^= 1
             elif not rms:
                 s = np.float32(0.0)
                 c = t
@@ -1339,32 +1350,28 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             sd = np.float32(0.0)
             se = np.float32(0.0)
             ss = np.float32(0.0)
-            c = t if not welford else ng
-            while c < ng:
-                for u in range(unroll):
-                    gi = c + u * tpr
-                    if gi < ng:
-                        load_group(x, base + gi, xs, u * vec)
-                    else:
-                        for j in range(vec):
-                            xs[u * vec + j] = mu
-                for j in range(chunk):
-                    xv = xs[j]
-                    d = xv - mu
-                    ss += d * d
-                    if rms:
-                        sd += d
-                    else:
-                        # mu's low bits are rounded off the same way in every x - mu
-                        # of one binade, and again in every sd + d: biases that a
-                        # plain sum carries into dmu (6e-5 of the mean at N = 65536).
-                        # Knuth's TwoSum gives both roundings' exact errors, summed
-                        # apart in se.
-                        se += _two_sum_err(xv, -mu, d)
-                        t1 = sd + d
-                        se += _two_sum_err(sd, d, t1)
-                        sd = t1
-                c += step
+            if not welford:
+                c = t
+                while c < ng:
+                    for u in range(unroll):
+                        gi = c + u * tpr
+                        if gi < ng:
+                            load_group(x, base + gi, xs, u * vec)
+                        else:
+                            for j in range(vec):
+                                xs[u * vec + j] = mu
+                    for j in range(chunk):
+                        xv = xs[j]
+                        d = xv - mu
+                        ss += d * d
+                        if rms:
+                            sd += d
+                        else:
+                            # mu's low bits are rounded off the same way in every x - mu
+                            # of one binade, and again in every sd + d: biases that a
+                            # plain sum carries into dmu (6e-5 of the mean at N = 65536).
+                            sd, se = _deviation_sum(sd, se, xv, mu, d)
+                    c += step
             dmu = np.float32(0.0)
             if welford:
                 var = max(wq / nf, np.float32(0.0))
@@ -1375,8 +1382,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                 se = _row_sum(se, red, phase)
                 dmu = (sd + se) / nf
                 var = max((ss - sd * dmu) / nf, np.float32(0.0))
-            if not welford:
-                phase ^= 1
+            phase ^= 1
             r = np.float32(1.0) / math.sqrt(var + eps)
             if rms and n == 1 and t == 0:
                 # Thread 0 holds the element (xs[0]) and alone stores y and rstd.
@@ -1404,11 +1410,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                                 # kernel's dmu): y takes mu, whose error is a few
                                 # ulps of the row's spread, but a mean near 0 against
                                 # a wide row would keep them as its own error.
-                                d = xv - mu
-                                se += _two_sum_err(xv, -mu, d)
-                                t1 = sd + d
-                                se += _two_sum_err(sd, d, t1)
-                                sd = t1
+                                sd, se = _deviation_sum(sd, se, xv, mu, xv - mu)
                             if has_w:
                                 v = v * ws[j]
                             if has_b:
@@ -1690,7 +1692,8 @@ def _lean_bwd_shared(has_w, has_b, tpr, vec):
 @functools.lru_cache(maxsize=None)
 def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
     """Lean wide backward row kernel (v13, tuning ``bwd_lean``, the default) for 16-bit
-    rows longer than the row kernels hold (N = 8200-16384: 1025-2048 groups of 8):
+    rows longer than the row kernels hold (N = 8200-16384: 1025-2048 groups of 8), and
+    under ``bwd_lean_f32`` (candidate) float32 ones (N = 4100-8192, groups of 4):
     two groups a thread, one row a block of up to 1024 threads, persistent over rows.
 
     Same math and order as ``make_backward_kernel``'s row kernel (``norm_bwd_rows``):
@@ -3338,7 +3341,7 @@ def _bwd_lean(ng, vec, m):
     of ``vec``: 16-bit rows under tuning's ``bwd_lean``, float32 ones under
     ``bwd_lean_f32`` (candidate), of more than ``bwd_lean_min`` groups (None: 2 *
     _FAT_BLOCK, past the row kernels), at most 2 max_tpr, and row indices 32-bit."""
-    on = {8: _tune["bwd_lean"], 4: _tune["bwd_lean_f32"]}.get(vec, False)
+    on = _tune["bwd_lean"] if vec == 8 else _tune["bwd_lean_f32"] if vec == 4 else False
     if not on or m >= 2**30:
         return False
     lo = 2 * _FAT_BLOCK if _tune["bwd_lean_min"] is None else int(_tune["bwd_lean_min"])

@@ -349,10 +349,10 @@ def test_mean_has_no_rounding_bias(dtype, layout, request):
 @pytest.mark.parametrize("shift", [0.0, 64.0])
 def test_streaming_forward_welford(dtype, n, shift):
     """tuning(fwd_welford=True) (v14; by default on 16-byte rows): the streaming
-    LayerNorm forward takes
-    the row's statistics in one pass, chunk means and squared deviations merged by
-    Chan's formula across chunks, lanes and warps (every lane must get the same bits:
-    y would differ across a row otherwise), then the normalisation pass. y, mean and
+    LayerNorm forward takes the row's statistics in one pass, chunk means and squared
+    deviations merged by Chan's formula across chunks, lanes and warps (every lane
+    must get the same bits: y would differ across a row otherwise), then the
+    normalisation pass. y, mean and
     rstd within tolerance of float64 (on the GPU the backward on them too), on rows
     with idle lanes (16-byte: 257 groups over 64 threads, two warps; the scalar path
     for bf16 N = 203), several warps a row (GPU: 1024 threads at N = 65536), and rows

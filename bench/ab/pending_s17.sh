@@ -19,9 +19,8 @@ OUT=${1:?usage: pending_s17.sh OUTDIR}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 W=$(mktemp -d)
 nvidia-smi -L
-tl() { local tag=$1 t=$2; shift 2
-  timeout -k 5 "$t" python3 bench/tune_layer_norm.py --out "$W/$tag" "$@" > "$W/$tag.log" 2>&1
-  echo "$tag rc $?"; grep '^| [0-9]' "$W/$tag.log" | awk '!seen[$0]++' | head -20; }
+TL_DIR="$W"
+. bench/ab/tl.sh
 S1='{"fwd_stream": true}'
 S5='{"fwd_stream": true, "max_tpr": 512}'
 tl stream32 150 --reps 30 --ns 4096,16384 --dtypes float32 --tunes '{}' "$S1" "$S5" '{}'

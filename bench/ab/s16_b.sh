@@ -15,9 +15,8 @@ set -uo pipefail
 OUT=${1:?usage: s16_b.sh OUTDIR}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 nvidia-smi -L
-tl() { local tag=$1 t=$2; shift 2
-  timeout -k 5 "$t" python3 bench/tune_layer_norm.py --out "$OUT/$tag" "$@" > "$OUT/$tag.log" 2>&1
-  echo "$tag rc $?"; grep '^| [0-9]' "$OUT/$tag.log" | head -40; }
+TL_DIR="$OUT"
+. bench/ab/tl.sh
 tl ship_regs 120 --reps 30 --ns 1024,2048,4096 --dtypes float32 \
   --tunes '{}' '{"fwd_lean_regs": null}' '{}' '{"fwd_lean_regs": null}'
 tl ship_lean 90 --reps 30 --ns 12288 --dtypes float16 \

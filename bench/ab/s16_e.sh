@@ -14,9 +14,8 @@ OUT=${1:?usage: s16_e.sh OUTDIR}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 W=$(mktemp -d)
 nvidia-smi -L
-tl() { local tag=$1 t=$2; shift 2
-  timeout -k 5 "$t" python3 bench/tune_layer_norm.py --out "$W/$tag" "$@" > "$W/$tag.log" 2>&1
-  echo "$tag rc $?"; grep '^| [0-9]' "$W/$tag.log" | awk '!seen[$0]++' | head -12; }
+TL_DIR="$W"
+. bench/ab/tl.sh
 WF='{"fwd_welford": true}'
 tl wf65536 90 --reps 30 --ns 65536 --dtypes float32 \
   --tunes '{}' "$WF" '{"fwd_welford": true, "fwd_blocks_per_sm": 1}' '{}'
