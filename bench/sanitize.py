@@ -136,8 +136,8 @@ def _layer_norm(nf, torch, dt):
             with tuning(bwd_lean=False):
                 for det in (False, True):
                     _norm_passes(nf, x, w, b, g, det)
-        # bwd_lean_f32 (candidate): v13's lean backward on float32 rows, here 512
-        # threads of two groups at N = 4096 (its own range is N = 4100-8192).
+        # bwd_lean_f32 (v15, the default over float32 N = 4100-8192): v13's lean
+        # backward on float32 rows, here 512 threads of two groups at N = 4096.
         if n == 4096 and dt == torch.float32:
             with tuning(bwd_lean_f32=True, bwd_lean_min=0):
                 for det in (False, True):
@@ -150,6 +150,17 @@ def _layer_norm(nf, torch, dt):
                         max_tpr=256 if n == 12296 else 1024):
                 nf.layer_norm_forward(x, w, b)
                 nf.layer_norm_forward(x)
+            # The streaming forward over fewer threads under capping launch bounds
+            # (fwd_stream_tpr, fwd_stream_blocks candidates).
+            with tuning(fwd_stream=True, fwd_stream_tpr=256, fwd_stream_blocks=6):
+                nf.layer_norm_forward(x, w, b)
+                nf.rms_norm_forward(x, w)
+        # The staged forward with register groups (fwd_staged_regs candidate): float32
+        # N = 65536 as 14 groups a thread in 224 KiB of shared memory and 2 in registers.
+        if n == 65536 and dt == torch.float32:
+            with tuning(fwd_staged_regs=2):
+                nf.layer_norm_forward(x, w, b)
+                nf.rms_norm_forward(x, w)
         # v11 (16-bit by default, here every dtype): the chunked streaming backward on
         # given row statistics (N = 65536 has three chunks; 12296 one, so the pass does
         # not run there).

@@ -5,6 +5,7 @@ for N in {768, 1024, 4096, 8192, 16384}, plus a few launch knobs at 16384 x 4096
     python3 bench/tune_layer_norm.py --out DIR [--reps 50] [--quick]
     python3 bench/tune_layer_norm.py --out DIR --ns 4096,8192 --dtypes float32 \
         --tunes '{}' '{"bwd_wide": true}'      # an A/B: each tuning at each (N, dtype)
+    python3 bench/tune_layer_norm.py --op rms ...   # the same for RMSNorm (w, no b)
 
 Method (bench/common.py): every output is first checked against float64 (y, mean, rstd, dx on a
 slice of rows through ``layer_norm_ref``; dw, db over all rows in float64 on the GPU);
@@ -104,32 +105,52 @@ def rel(out, ref):
     return float(np.linalg.norm(out - ref) / (den if den else 1.0))
 
 
-def check(x, w, b, dy, dtype_name):
+def fwd(op, x, w, b):
+    """(y, mean or None, rstd) of LayerNorm (w, b) or RMSNorm (w; b unused)."""
+    if op == "rms":
+        y, rstd = ln.rms_norm_forward(x, w)
+        return y, None, rstd
+    return ln.layer_norm_forward(x, w, b)
+
+
+def bwd(op, dy, x, w, b, mean, rstd, det=False):
+    """(dx, dw, db or None) of LayerNorm or RMSNorm."""
+    if op == "rms":
+        return ln.rms_norm_backward(dy, x, w, rstd, deterministic=det) + (None,)
+    return ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=det)
+
+
+def check(x, w, b, dy, dtype_name, op="ln"):
     """Max relative error of our outputs against float64 (lock and deterministic)."""
-    y, mean, rstd = ln.layer_norm_forward(x, w, b)
+    y, mean, rstd = fwd(op, x, w, b)
     errs = {}
     sl = slice(0, SLICE_ROWS)
-    yr, mr, rr, dxr, _, _ = ln.layer_norm_ref(x[sl], w, b, grad_out=dy[sl])
-    errs["y"] = rel(y[sl], yr)
-    errs["mean"] = rel(mean[sl], mr)
-    errs["rstd"] = rel(rstd[sl], rr)
     x64 = x.double()
-    mu = x64.mean(-1, keepdim=True)
-    xhat = (x64 - mu) * torch.rsqrt(((x64 - mu) ** 2).mean(-1, keepdim=True) + 1e-5)
+    if op == "rms":
+        yr, rr, dxr, _ = ln.rms_norm_ref(x[sl], w, grad_out=dy[sl], rstd=rstd[sl])
+        xhat = x64 * rstd.double()[:, None]
+    else:
+        yr, mr, rr, dxr, _, _ = ln.layer_norm_ref(x[sl], w, b, grad_out=dy[sl])
+        errs["mean"] = rel(mean[sl], mr)
+        mu = x64.mean(-1, keepdim=True)
+        xhat = (x64 - mu) * torch.rsqrt(((x64 - mu) ** 2).mean(-1, keepdim=True) + 1e-5)
+    errs["y"] = rel(y[sl], yr)
+    errs["rstd"] = rel(rstd[sl], rr)
     dwr = (dy.double() * xhat).sum(0)
     dbr = dy.double().sum(0)
     del x64, xhat
     for det in (False, True):
-        gx, gw, gb = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=det)
+        gx, gw, gb = bwd(op, dy, x, w, b, mean, rstd, det)
         tag = "det" if det else "lock"
         errs[f"dx_{tag}"] = rel(gx[sl], dxr)
         errs[f"dw_{tag}"] = rel(gw, dwr)
-        errs[f"db_{tag}"] = rel(gb, dbr)
+        if gb is not None:
+            errs[f"db_{tag}"] = rel(gb, dbr)
     worst = max(errs.values())
     return worst, errs, worst < TOL[dtype_name]
 
 
-def kernel_info(sets):
+def kernel_info(sets, op="ln"):
     """What the launchers launch for one forward and one backward (lock scheme) call on
     ``sets[0]``, recorded at their executor: per pass the main kernel's name,
     registers, block, grid and resident blocks per SM (the backward's statistics pass
@@ -148,11 +169,11 @@ def kernel_info(sets):
         for direction in ("fwd", "bwd"):
             launched.clear()
             if direction == "fwd":
-                ln.layer_norm_forward(x, w, b)
+                fwd(op, x, w, b)
             else:
-                y, mean, rstd = ln.layer_norm_forward(x, w, b)
+                y, mean, rstd = fwd(op, x, w, b)
                 launched.clear()
-                ln.layer_norm_backward(dy, x, w, b, mean, rstd)
+                bwd(op, dy, x, w, b, mean, rstd)
             rows = [r for r in launched
                     if "dwdb" not in r[0].name and "stats" not in r[0].name]
             k, grid, block, shared = rows[0]
@@ -172,25 +193,28 @@ def _kdesc(k):
     return f"{'x'.join(map(str, k['block']))} {k['regs']}r {k['blocks_per_sm']}/SM"
 
 
-def run_case(m, n, dtype, reps, sleep, tune=None, torch_too=True):
+def run_case(m, n, dtype, reps, sleep, tune=None, torch_too=True, op="ln"):
     dname = str(dtype).replace("torch.", "")
     sets = make_sets(m, n, dtype)
-    res = {"m": m, "n": n, "dtype": dname, "tune": tune or {}}
+    res = {"m": m, "n": n, "dtype": dname, "tune": tune or {}, "op": op}
     with ln.tuning(**(tune or {})):
-        worst, errs, ok = check(*sets[0], dname)
+        worst, errs, ok = check(*sets[0], dname, op)
         res.update(check_ok=ok, worst_err=worst, errors=errs)
-        res["kernels"] = kernel_info(sets)
+        res["kernels"] = kernel_info(sets, op)
         fsets = [(x, w, b) for x, w, b, dy in sets]
-        res["fwd_ms"] = time_fn(lambda x, w, b: ln.layer_norm_forward(x, w, b), fsets, reps, sleep)
+        res["fwd_ms"] = time_fn(lambda x, w, b: fwd(op, x, w, b), fsets, reps, sleep)
         bsets = []
         for x, w, b, dy in sets:
-            y, mean, rstd = ln.layer_norm_forward(x, w, b)
+            y, mean, rstd = fwd(op, x, w, b)
             bsets.append((dy, x, w, b, mean, rstd))
         for det in (False, True):
             res[f"bwd_{'det' if det else 'lock'}_ms"] = time_fn(
-                lambda dy, x, w, b, mean, rstd, det=det: ln.layer_norm_backward(
-                    dy, x, w, b, mean, rstd, deterministic=det), bsets, reps, sleep)
-    if torch_too:
+                lambda dy, x, w, b, mean, rstd, det=det: bwd(
+                    op, dy, x, w, b, mean, rstd, det), bsets, reps, sleep)
+    if torch_too and op == "rms":
+        res["torch_fwd_ms"] = time_fn(lambda x, w, b: F.rms_norm(x, (n,), w, 1e-6),
+                                      fsets, reps, sleep)
+    elif torch_too:
         res["torch_fwd_ms"] = time_fn(lambda x, w, b: F.layer_norm(x, (n,), w, b, 1e-5),
                                       fsets, reps, sleep)
         tsets = []
@@ -220,7 +244,7 @@ def table(rows, copy):
         bwd_pct = 3 * el / (bwd * 1e-3) / (copy * 1e12) * 100
         kf, kb = r["kernels"]["fwd"], r["kernels"]["bwd"]
         lines.append(
-            f"| {r['m']}x{r['n']} {r['dtype']} | {fmt_us(r['fwd_ms'])} ({fmt_us(r.get('torch_fwd_ms'))}) | "
+            f"| {r['m']}x{r['n']} {r['dtype']}{' rms' if r.get('op') == 'rms' else ''} | {fmt_us(r['fwd_ms'])} ({fmt_us(r.get('torch_fwd_ms'))}) | "
             f"{fmt_us(r['bwd_lock_ms'])} | {fmt_us(r['bwd_det_ms'])} ({fmt_us(r.get('torch_bwd_ms'))}) | "
             f"{fwd_pct:4.0f} / {bwd_pct:4.0f} | {r['worst_err']:.1e}{'' if r['check_ok'] else ' FAIL'} | "
             f"{_kdesc(kf)} | {_kdesc(kb)} | "
@@ -237,6 +261,8 @@ def main(argv=None):
                     help="A/B mode: comma-separated row lengths (M = 2^26 / N)")
     ap.add_argument("--dtypes", default="float16",
                     help="A/B mode: comma-separated dtypes (float16, bfloat16, float32)")
+    ap.add_argument("--op", choices=("ln", "rms"), default="ln",
+                    help="A/B mode: LayerNorm (w, b) or RMSNorm (w)")
     ap.add_argument("--tunes", nargs="+", default=["{}"],
                     help="A/B mode: tuning overrides as JSON objects, one per variant "
                          "(torch is timed beside the first)")
@@ -254,7 +280,7 @@ def main(argv=None):
             for n in (int(v) for v in args.ns.split(",")):
                 for i, tune in enumerate(tunes):
                     rows.append(run_case(TOTAL // n, n, getattr(torch, dname), args.reps,
-                                         sleep, tune, torch_too=i == 0))
+                                         sleep, tune, torch_too=i == 0, op=args.op))
                     print(table(rows[-1:], copy).splitlines()[-1],
                           f"[{time.time() - t0:.0f} s]", flush=True)
         return _finish(args, dev, copy, rows, t0)
@@ -274,7 +300,8 @@ def main(argv=None):
 
 
 def _finish(args, dev, copy, rows, t0):
-    md = f"{dev}, copy {copy:.2f} TB/s, numba-fused LayerNorm (w, b), median of {args.reps}\n\n"
+    what = "RMSNorm (w)" if args.op == "rms" else "LayerNorm (w, b)"
+    md = f"{dev}, copy {copy:.2f} TB/s, numba-fused {what}, median of {args.reps}\n\n"
     md += table(rows, copy) + "\n"
     print("\n" + md)
     with open(os.path.join(args.out, "tune_layer_norm.md"), "w") as f:

@@ -1043,7 +1043,7 @@ def _group_guards(full):
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, compensated=False, subwarp=False,
-                        evict=False, bounds=None, welford=False):
+                        evict=False, bounds=None, welford=False, rwords=0):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1064,18 +1064,27 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     evict: the lean kernel's x loads marked first out of L1 and its w, b loads last
     (``L1::evict_first`` / ``L1::evict_last``, inductor's eviction policies for a row
     read once against parameters every row reads; thirteenth-session candidate).
-    bounds: the lean kernel's launch bounds (threads, blocks an SM) instead of the
-    default (1024, 1), so ptxas caps its registers (tuning fwd_lean_regs; see
-    :func:`_lean_bounds`).
+    bounds: the lean or streaming kernel's launch bounds (threads, blocks an SM)
+    instead of the default (1024, 1), so ptxas caps its registers (tuning
+    fwd_lean_regs, see :func:`_lean_bounds`; fwd_stream_blocks, see
+    :func:`_stream_bounds`); the kernel must then be launched with at most that
+    many threads.
     welford: the streaming LayerNorm kernel takes the row's statistics in one pass
     (chunk means and squared deviations merged by Chan's formula) instead of two, so
     it reads the row twice, not three times (tuning fwd_welford; v14).
+    rwords: the staged kernel keeps this many of a thread's groups in registers
+    besides its ``words`` in shared memory (rows longer than the shared memory holds;
+    tuning fwd_staged_regs): see :func:`_lean_forward`.
     """
     if welford and (rms or words):
         raise ValueError("welford statistics are the streaming LayerNorm kernel's "
                          "(words = 0, not RMSNorm)")
     if evict and not lean:
         raise ValueError("evict is the lean forward kernel's")
+    if rwords and not staged:
+        raise ValueError("register groups (rwords) are the staged kernel's")
+    if bounds and words and not lean:
+        raise ValueError("launch bounds are the lean and streaming forward kernels'")
     if subwarp and (not lean or staged):
         raise ValueError("sub-warp rows are the lean kernel's, two-pass statistics only")
     if rms and has_b:
@@ -1088,7 +1097,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             raise ValueError("staged forward kernels are 16-byte row kernels (vector, "
                              "words > 0), not lean ones")
         return _lean_forward(dtype, rms, has_w, has_b, words, full, staged=True,
-                             compensated=compensated)
+                             compensated=compensated, rwords=rwords)
     if lean:
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
@@ -1101,7 +1110,8 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
-            + ("_wf" if welford else ""))
+            + ("_wf" if welford else "")
+            + (f"_lb{bounds[0]}x{bounds[1]}" if bounds and not words else ""))
 
     if words:
         elems = words * vec
@@ -1428,12 +1438,15 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                 rstd_out[np.uint64(row)] = r
             row += cuda.gridDim.x
 
-    return Kernel(name, norm_fwd_stream, argtypes, **_JIT)
+    jit = dict(_JIT)
+    if bounds and not SIMULATOR:
+        jit["launch_bounds"] = tuple(bounds)
+    return Kernel(name, norm_fwd_stream, argtypes, **jit)
 
 
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
-                  subwarp=False, evict=False, bounds=None):
+                  subwarp=False, evict=False, bounds=None, rwords=0):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``staged``: the row in shared memory; ``compensated``: deviations about a coarse
     centre; see below).
@@ -1455,11 +1468,18 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     streaming kernel reads such a row three times (sum, deviations, write; the
     re-reads from L2); here one ``cp.async`` pass brings the row into shared memory
     (no registers held, every copy of a thread in flight at once) and each pass reads
-    a group back (``words_at``) where the register kernel indexes it. Thread ``t`` of
+    a group back (``fetch``) where the register kernel indexes it. Thread ``t`` of
     a row slot owns groups ``k * tpr + t`` at ``sm[4 (slot * words * tpr + k * tpr +
     t):][:4]``: only it reads them back, so its own ``cp.async.wait_all`` is all the
     synchronisation needed. Bit-identical to the register kernel at the same layout
     (and the same ``compensated``).
+
+    rwords (staged only): the thread's first ``rwords`` groups (``k * tpr + t``, k <
+    rwords) stay in registers as in the register kernel and the next ``words`` go to
+    shared memory (slot ``k - rwords``), for rows longer than the shared memory holds
+    (float32 N = 65536: 12 groups a thread in 192 KiB, 4 in registers): the row is
+    still read from global memory once. The cp.async copies are issued first, so the
+    register loads overlap them.
 
     compensated (two-pass LayerNorm): mu's low bits are rounded off the same way in
     every x - mu of one binade, and again in every sd + d, so a plain sum carries a
@@ -1489,8 +1509,10 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     _, elem = _raw_io(dtype)
     _, pack = _raw_codec(dtype)
     _gvalid, _gclamp = _group_guards(full)
+    if rwords and not staged:
+        raise ValueError("register groups (rwords) are the staged kernel's")
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
-            f"{'staged' if staged else 'lean'}{words}"
+            f"{'staged' if staged else 'lean'}{words}" + (f"r{rwords}" if rwords else "")
             + ("_full" if full else "") + ("_comp" if compensated else "")
             + ("_subwarp" if subwarp else "") + ("_evict" if evict else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
@@ -1499,30 +1521,76 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     rsum = _sub_sum if subwarp else _row_sum_v2
     rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
     rsum_max = _sub_sum_max if subwarp else _row_sum_max_v2
-    NXR = 4 if staged else nraw
+    # Groups a thread: in registers (xr[4 k:], k < RW) and in shared memory; a group
+    # read back from shared memory lands in xr[4 RW:].
+    RW = rwords if staged else words
+    KW = words + rwords
+    NXR = 4 * RW + 4 if staged else nraw
 
-    if staged:
-        @inline_device
-        def words_at(xr, sm, own, k, tpr):
-            """Group k of the thread's row from shared memory into xr[0:4]; 0."""
-            q = _ld16(sm, own + np.uint32(k * tpr))
+    # Each pass visits the register groups (xr[4 k:], constant offsets once the short
+    # loop unrolls) and then the shared-memory ones, each read back into xr[4 RW:]
+    # (one loop with a branch on k would index xr at run time: a stack frame).
+    @inline_device
+    def fetch(xr, sm, own, k, tpr):
+        """Shared-memory group slot k of the thread into xr[4 RW:4 RW + 4]."""
+        q = _ld16(sm, own + np.uint32(k * tpr))
+        for i in range(4):
+            xr[4 * RW + i] = q[i]
+        return 0
+
+    @inline_device
+    def group_sum(xr, o, s, amax):
+        """First pass over the group at xr[o:]: s += x (RMSNorm: x^2), amax = max |x|
+        (compensated)."""
+        for j in range(vec):
+            v = elem(xr, o, j)
+            s += v * v if rms else v
+            if compensated:
+                amax = max(amax, abs(v))
+        return s, amax
+
+    @inline_device
+    def group_dev(xr, o, mu, sd, ss):
+        """Second pass: sd += x - mu, ss += (x - mu)^2."""
+        for j in range(vec):
+            d = elem(xr, o, j) - mu
+            sd += d
+            ss += d * d
+        return sd, ss
+
+    @inline_device
+    def group_write(xr, o, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng, ok, mu, r, nd):
+        """Write pass: y's group k of the thread = ((x - mu) r + nd) w + b, stored
+        where the row is active (ok) and the group valid."""
+        gi = _gclamp(k, tpr, t, glast)
+        if has_w:
+            q = ldp(w, gi)
             for i in range(4):
-                xr[i] = q[i]
-            return 0
-    else:
-        @inline_device
-        def words_at(xr, sm, own, k, tpr):
-            """Where group k of the thread's row sits in xr (registers): 4 k."""
-            return 4 * k
+                wr[i] = q[i]
+        if has_b:
+            q = ldp(b, gi)
+            for i in range(4):
+                br[i] = q[i]
+        for j in range(vec):
+            v = (elem(xr, o, j) - mu) * r + nd
+            if has_w:
+                v = v * elem(wr, 0, j)
+            if has_b:
+                v = v + elem(br, 0, j)
+            ys[j] = v
+        p = pack(ys, 0)
+        if ok and _gvalid(k, tpr, t, ng):
+            _st16r(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
+        return 0
 
     def norm_fwd_lean(x, w, b, y, mean_out, rstd_out, m, n, eps):
         """Lean row kernel (persistent): y[r, :] = (x[r, :] - mu) * rstd * w + b,
         statistics and arguments as the row kernel's (``norm_fwd_rows``). Block
         ``(tpr, rpb)``: row slot ``threadIdx.y`` takes rows ``blockIdx.x * rpb +
         threadIdx.y``, + ``gridDim.x * rpb``, ...; its ``tpr`` threads each hold
-        groups ``k * tpr + threadIdx.x`` (k < words) of the row as raw words ``xr``
-        (staged: in dynamic shared memory, ``16 * words * tpr * rpb`` bytes; else
-        none)."""
+        groups ``k * tpr + threadIdx.x`` (k < words + rwords) of the row as raw words
+        ``xr`` (staged: all but the first rwords in dynamic shared memory, ``16 *
+        words * tpr * rpb`` bytes; else none)."""
         red = cuda.shared.array((2, 2, 32), np.float32)
         sm = cuda.shared.array(0, raw_t)
         xr = cuda.local.array(NXR, raw_t)
@@ -1551,25 +1619,25 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             active = row < m32
             rb = np.uint64(np.uint32(min(row, mlast))) * ngw
             if staged:
-                for k in range(words):
+                for k in range(RW, KW):
                     g = np.uint64(_gclamp(k, tpr, t, glast))
-                    cp_async_16(sm, 4 * (own + np.uint32(k * tpr)), x, 4 * (rb + g), 16)
+                    cp_async_16(sm, 4 * (own + np.uint32((k - RW) * tpr)), x,
+                                4 * (rb + g), 16)
+            for k in range(RW):
+                q = ldx(x, rb, _gclamp(k, tpr, t, glast))
+                for i in range(4):
+                    xr[4 * k + i] = q[i]
+            if staged:
                 cp_async_wait_all()
-            else:
-                for k in range(words):
-                    q = ldx(x, rb, _gclamp(k, tpr, t, glast))
-                    for i in range(4):
-                        xr[4 * k + i] = q[i]
             s = np.float32(0.0)
             amax = np.float32(0.0)
-            for k in range(words):
+            for k in range(RW):
                 if _gvalid(k, tpr, t, ng):
-                    o = words_at(xr, sm, own, k, tpr)
-                    for j in range(vec):
-                        v = elem(xr, o, j)
-                        s += v * v if rms else v
-                        if compensated:
-                            amax = max(amax, abs(v))
+                    s, amax = group_sum(xr, 4 * k, s, amax)
+            for k in range(RW, KW):
+                if _gvalid(k, tpr, t, ng):
+                    fetch(xr, sm, own, k - RW, tpr)
+                    s, amax = group_sum(xr, 4 * RW, s, amax)
             dmu = np.float32(0.0)
             mu = np.float32(0.0)
             if rms:
@@ -1583,40 +1651,26 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                 phase ^= 1
                 sd = np.float32(0.0)
                 ss = np.float32(0.0)
-                for k in range(words):
+                for k in range(RW):
                     if _gvalid(k, tpr, t, ng):
-                        o = words_at(xr, sm, own, k, tpr)
-                        for j in range(vec):
-                            d = elem(xr, o, j) - mu
-                            sd += d
-                            ss += d * d
+                        sd, ss = group_dev(xr, 4 * k, mu, sd, ss)
+                for k in range(RW, KW):
+                    if _gvalid(k, tpr, t, ng):
+                        fetch(xr, sm, own, k - RW, tpr)
+                        sd, ss = group_dev(xr, 4 * RW, mu, sd, ss)
                 sd, ss = rsum2(sd, ss, red, phase)
                 dmu = sd * inv_n
                 var = max((ss - sd * dmu) * inv_n, np.float32(0.0))
             phase ^= 1
             r = _rsqrt(var + eps)
             nd = -(dmu * r)
-            for k in range(words):
-                gi = _gclamp(k, tpr, t, glast)
-                o = words_at(xr, sm, own, k, tpr)
-                if has_w:
-                    q = ldp(w, gi)
-                    for i in range(4):
-                        wr[i] = q[i]
-                if has_b:
-                    q = ldp(b, gi)
-                    for i in range(4):
-                        br[i] = q[i]
-                for j in range(vec):
-                    v = (elem(xr, o, j) - mu) * r + nd
-                    if has_w:
-                        v = v * elem(wr, 0, j)
-                    if has_b:
-                        v = v + elem(br, 0, j)
-                    ys[j] = v
-                p = pack(ys, 0)
-                if active and _gvalid(k, tpr, t, ng):
-                    _st16r(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
+            for k in range(RW):
+                group_write(xr, 4 * k, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng, active,
+                            mu, r, nd)
+            for k in range(RW, KW):
+                fetch(xr, sm, own, k - RW, tpr)
+                group_write(xr, 4 * RW, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng,
+                            active, mu, r, nd)
             if active:
                 if t == 0:
                     if not rms:
@@ -1693,7 +1747,7 @@ def _lean_bwd_shared(has_w, has_b, tpr, vec):
 def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
     """Lean wide backward row kernel (v13, tuning ``bwd_lean``, the default) for 16-bit
     rows longer than the row kernels hold (N = 8200-16384: 1025-2048 groups of 8), and
-    under ``bwd_lean_f32`` (candidate) float32 ones (N = 4100-8192, groups of 4):
+    under ``bwd_lean_f32`` (v15, the default) float32 ones (N = 4100-8192, groups of 4):
     two groups a thread, one row a block of up to 1024 threads, persistent over rows.
 
     Same math and order as ``make_backward_kernel``'s row kernel (``norm_bwd_rows``):
@@ -2561,6 +2615,13 @@ def shipped_kernels():
                             for comp in ((False, True) if not rms else (False,)):
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               full, staged=True, compensated=comp)
+                    # With register groups (tuning fwd_staged_regs).
+                    for rwords in range(1, _STAGED_REGS + 1):
+                        for full in (True, False):
+                            for comp in ((False, True) if not rms else (False,)):
+                                yield factory(dtype, rms, has_w, has_b, True, _HYBRID_WORDS,
+                                              True, full, staged=True, compensated=comp,
+                                              rwords=rwords)
                 yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
                 if direction == "fwd" and not rms:
@@ -2596,6 +2657,10 @@ def shipped_kernels():
 # ---------------------------------------------------------------------------------
 # Launch heuristics
 # ---------------------------------------------------------------------------------
+
+# The most register groups the staged forward takes besides its shared-memory ones
+# (kernels are listed for 1 and 2: float32 rows up to N = 65536, 16-bit up to 131072).
+_STAGED_REGS = 2
 
 _TUNING_DEFAULTS = {
     # Largest threads-per-row (multiple of 32); rows needing more stream.
@@ -2640,10 +2705,11 @@ _TUNING_DEFAULTS = {
     # the prefetch 188-191); at N = 8192 (bwd_lean_min 0) 157.9 -> 167.2 against the
     # v12 row kernel, hence the row kernels up to 1024 groups.
     "bwd_lean": True,
-    # The same for float32 rows (candidate, opt-in until measured): N = 4100-8192,
-    # today's wide2 kernel without a prefetch (8192: 0.98x Liger) and the streaming one
-    # (5120: 0.91x); v13's prefetch was worth 12-25 us at 16-bit.
-    "bwd_lean_f32": False,
+    # The same for float32 rows of N = 4100-8192 (v15), in place of the wide2 kernel
+    # without a prefetch (8192) and the streaming one (5120). H100, M x N = 2^26, lock
+    # / partials: N = 5120 431.2 / 430.8 -> 288.5 / 288.4 us, 8192 315.1 / 315.2 ->
+    # 289.3 / 290.0 (without the prefetch 359.2 / 318.8).
+    "bwd_lean_f32": True,
     "bwd_lean_min": None,
     "bwd_lean_prefetch": True,
     # Backward, float32: rows of max_tpr / 2 to 2 max_tpr groups whose rows of two
@@ -2686,14 +2752,31 @@ _TUNING_DEFAULTS = {
     # H100, float32 1024 x 65536: 315.1 / 316.1 -> 298.8 us (fwd_blocks_per_sm 1:
     # 295.5; inductor 278-280).
     "fwd_welford": None,
-    # Forward: every row through the streaming kernel (candidate, opt-in until
-    # measured): inductor's LayerNorm forwards are all of that shape, two loops over
-    # the row and 32-48 registers, and beat our register-resident ones at float32 N =
-    # 4096-16384 (sixteenth session, bench/notes_layer_norm.md).
+    # Forward: every row through the streaming kernel (inductor's LayerNorm forwards
+    # are all of that shape, two loops over the row, 32-48 registers). Measured
+    # slower everywhere (H100, M x N = 2^26, us, shipped -> streaming over 1024 / 512
+    # threads): float32 N = 4096 182.3 -> 285.9 / 286.7, 16384 199.3 -> 239.8 /
+    # 213.9; fp16 4096 95.7 -> 255.9 / 256.7, 16384 95.6 -> 200.7 / 151.6.
     "fwd_stream": False,
+    # Forward, streaming kernel: threads a row (None: _stream_tpr's, an unroll-group
+    # chunk a thread within max_tpr) and launch bounds (that many threads, at least
+    # fwd_stream_blocks blocks an SM, so ptxas caps the registers; None: the default
+    # 1024 x 1). Candidates (opt-in until measured): v14 at float32 N = 65536 runs
+    # 1024 threads of 48 registers, one block an SM; over 256 threads (5 an SM) it
+    # measured 298.0 -> 291.4 us, inductor's kernel runs 4 blocks of 512 an SM.
+    "fwd_stream_tpr": None,
+    "fwd_stream_blocks": None,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
+    # Forward, staged kernel: up to this many groups a thread in registers besides
+    # the 14 in shared memory, for rows past what the shared memory holds (v16: 2,
+    # float32 N up to 65536, 16-bit up to 131072; at most _STAGED_REGS), the row read
+    # once instead of streamed twice. H100, M x N = 2^26, us: float32 N = 65536
+    # LayerNorm 298.6 / 299.2 -> 232.7 / 231.5 (inductor 278-281), RMSNorm 280.4 /
+    # 280.2 -> 210.8 / 209.5; N = 131072 fp16 170.8 -> 120.8, bf16 186.1 -> 121.2.
+    # 0: none (those rows stream).
+    "fwd_staged_regs": _STAGED_REGS,
     # Forward, lean and staged LayerNorm kernels: deviations about a coarse centre
     # (None: the staged kernel only, whose long rows need it; see _fwd_compensated).
     "fwd_compensated": None,
@@ -2736,16 +2819,26 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_welford, fwd_stream, fwd_staged,
-    fwd_compensated, fwd_grid,
+    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_welford, fwd_stream,
+    fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_compensated,
+    fwd_grid,
     fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
         raise TypeError(f"unknown tuning keys {sorted(unknown)}")
-    tpr = overrides.get("max_tpr", _tune["max_tpr"])
-    if not (isinstance(tpr, int) and 32 <= tpr <= _MAX_BLOCK and tpr % 32 == 0):
-        raise ValueError(f"max_tpr must be a multiple of 32 in [32, {_MAX_BLOCK}], got {tpr!r}")
+    for key in ("max_tpr", "fwd_stream_tpr"):
+        tpr = overrides.get(key, _tune[key])
+        if key != "max_tpr" and tpr is None:
+            continue
+        if not (isinstance(tpr, int) and 32 <= tpr <= _MAX_BLOCK and tpr % 32 == 0):
+            raise ValueError(f"{key} must be a multiple of 32 in [32, {_MAX_BLOCK}], got {tpr!r}")
+    sr = overrides.get("fwd_staged_regs", _tune["fwd_staged_regs"])
+    if not (isinstance(sr, int) and 0 <= sr <= _STAGED_REGS):
+        raise ValueError(f"fwd_staged_regs must be an int in [0, {_STAGED_REGS}], got {sr!r}")
+    sb = overrides.get("fwd_stream_blocks", _tune["fwd_stream_blocks"])
+    if sb is not None and not (isinstance(sb, int) and 1 <= sb <= 32):
+        raise ValueError(f"fwd_stream_blocks must be None or an int in [1, 32], got {sb!r}")
     scheme = overrides.get("bwd_scheme", _tune["bwd_scheme"])
     if scheme not in ("partials", "lock"):
         raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")
@@ -2843,6 +2936,14 @@ def _row_layout(n, vec, direction, m=1):
     if best is not None:
         return best[1], best[2]
     return 0, _stream_tpr(ng, vec)
+
+
+def _stream_bounds(tpr):
+    """Launch bounds of the streaming forward kernel over ``tpr`` threads a row:
+    ``(tpr, fwd_stream_blocks)`` under tuning's fwd_stream_blocks (ptxas then fits
+    that many blocks an SM in the registers), else None (the default 1024 x 1)."""
+    blocks = _tune["fwd_stream_blocks"]
+    return None if blocks is None else (tpr, int(blocks))
 
 
 def _stream_tpr(ng, vec):
@@ -2951,21 +3052,30 @@ def _fwd_compensated(staged):
 # Groups a thread the staged forward kernels are built for (16-bit rows up to 48K,
 # 64K (N = 65536: 8 at 1024 threads) and 96K elements).
 _STAGED_WORDS = (6, 8, 12)
+# Longer rows (tuning fwd_staged_regs): 14 groups a thread in shared memory (224 KiB
+# at 1024 threads, within the H100's 227 KiB a block) and the rest in registers.
+_HYBRID_WORDS = 14
 
 
 def _staged_layout(n, vec):
-    """(words, tpr) of the staged forward: ``fwd_words`` groups a thread if set, else
-    the fewest of :data:`_STAGED_WORDS` that fit 1024 threads; (0, 0) where none fits
-    or past :data:`_STAGED_BYTES`."""
+    """(words, tpr, rwords) of the staged forward: ``fwd_words`` groups a thread in
+    shared memory if set, else the fewest of :data:`_STAGED_WORDS` that fit 1024
+    threads, none in registers (at most :data:`_STAGED_BYTES`); for longer rows
+    :data:`_HYBRID_WORDS` in shared memory and the fewest register groups (at least
+    one, at most tuning's ``fwd_staged_regs``) that fit 1024 threads; (0, 0, 0) where
+    none fits."""
     ng = n // vec
     words = _tune["fwd_words"] or next(
         (k for k in _STAGED_WORDS if k * _MAX_BLOCK >= ng), 0)
-    if not words:
-        return 0, 0
-    tpr = _round_warp(cdiv(ng, words))
-    if tpr > _MAX_BLOCK or 16 * words * tpr > _STAGED_BYTES:
-        return 0, 0
-    return words, tpr
+    if words:
+        tpr = _round_warp(cdiv(ng, words))
+        if tpr > _MAX_BLOCK or 16 * words * tpr > _STAGED_BYTES:
+            return 0, 0, 0
+        return words, tpr, 0
+    rwords = max(1, cdiv(ng, _MAX_BLOCK) - _HYBRID_WORDS)
+    if rwords > _tune["fwd_staged_regs"]:
+        return 0, 0, 0
+    return _HYBRID_WORDS, _round_warp(cdiv(ng, _HYBRID_WORDS + rwords)), rwords
 
 
 def _lean_layout(n, vec):
@@ -3147,14 +3257,17 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     stream = bool(_tune["fwd_stream"])
     staged = vector and not stream and _fwd_staged(n, vec)
     lean = vector and not (stream or staged) and _fwd_lean(n, vec)
+    rwords = 0
     if lean:
         words, tpr = _lean_layout(n, vec)
     elif staged:
-        words, tpr = _staged_layout(n, vec)
+        words, tpr, rwords = _staged_layout(n, vec)
     elif stream:
         words, tpr = 0, _stream_tpr(n // vec, vec)
     else:
         words, tpr = _row_layout(n, vec, "fwd", m)
+    if not (lean or staged or words):
+        tpr = _tune["fwd_stream_tpr"] or tpr
     has_w, has_b = wa is not None, ba is not None
     comp = (lean or staged) and not rms and _fwd_compensated(staged)
     subwarp = lean and tpr < WARP
@@ -3164,14 +3277,18 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))
         if subwarp:  # whole warps: the shuffles take every lane
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
-    bounds = (_lean_bounds(vec, tpr * rpb, words, tpr * words * vec == n)
-              if lean and not (comp or subwarp or _tune["fwd_evict"]) else None)
+    if lean:
+        bounds = (None if comp or subwarp or _tune["fwd_evict"]
+                  else _lean_bounds(vec, tpr * rpb, words, tpr * words * vec == n))
+    else:
+        bounds = None if (staged or words) else _stream_bounds(tpr)
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
-                                 bool(words) and tpr * words * vec == n, lean, staged, comp,
-                                 subwarp, lean and bool(_tune["fwd_evict"]),
+                                 bool(words) and tpr * (words + rwords) * vec == n, lean,
+                                 staged, comp, subwarp, lean and bool(_tune["fwd_evict"]),
                                  bounds=bounds,
-                                 welford=not (words or rms) and _fwd_welford(vector))
+                                 welford=not (words or rms) and _fwd_welford(vector),
+                                 rwords=rwords)
     if lean or staged:
         shared = 16 * words * tpr if staged else 0
         # Rows of 1024 threads stay persistent (float32 N = 16384: 0.150 ms persistent,
@@ -3339,7 +3456,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
 def _bwd_lean(ng, vec, m):
     """Whether the backward takes the lean wide kernel (v13) for rows of ``ng`` groups
     of ``vec``: 16-bit rows under tuning's ``bwd_lean``, float32 ones under
-    ``bwd_lean_f32`` (candidate), of more than ``bwd_lean_min`` groups (None: 2 *
+    ``bwd_lean_f32`` (v15), of more than ``bwd_lean_min`` groups (None: 2 *
     _FAT_BLOCK, past the row kernels), at most 2 max_tpr, and row indices 32-bit."""
     on = _tune["bwd_lean"] if vec == 8 else _tune["bwd_lean_f32"] if vec == 4 else False
     if not on or m >= 2**30:

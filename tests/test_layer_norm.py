@@ -156,17 +156,21 @@ def test_forward_backward_vs_float64(dtype, shape, variant):
 def test_staged_forward_is_picked_where_lean_has_no_layout():
     """The default (fwd_staged=None) takes the staged forward exactly where the lean
     kernel has no layout and the staged one fits: 16-bit N = 49152 / 65536 and
-    float32 N = 32768 / 49152, not 16-bit N = 32768 (lean) nor float32 N = 65536
-    (256 KiB of shared memory); True forces it wherever it fits, False never."""
+    float32 N = 32768 / 49152, not 16-bit N = 32768 (lean); float32 N = 65536 (256
+    KiB) and 16-bit 131072 with 2 groups a thread in registers (fwd_staged_regs),
+    not longer rows; True forces it wherever it fits, False never."""
     v16, v32 = ln._vec_of("float16", True), ln._vec_of("float32", True)
-    auto = [(n, v) for n in (4096, 16384, 32768, 49152, 65536) for v in (v16, v32)
-            if ln._fwd_staged(n, v)]
-    assert auto == [(32768, v32), (49152, v16), (49152, v32), (65536, v16)]
+    auto = [(n, v) for n in (4096, 16384, 32768, 49152, 65536, 131072, 131080)
+            for v in (v16, v32) if ln._fwd_staged(n, v)]
+    assert auto == [(32768, v32), (49152, v16), (49152, v32), (65536, v16), (65536, v32),
+                    (131072, v16)]
     assert all(ln._lean_layout(n, v)[0] == 0 for n, v in auto)
     with ln.tuning(fwd_staged=True):
-        assert ln._fwd_staged(32768, v16) and not ln._fwd_staged(65536, v32)
+        assert ln._fwd_staged(32768, v16) and ln._fwd_staged(65536, v32)
+        with ln.tuning(fwd_staged_regs=0):
+            assert not ln._fwd_staged(65536, v32) and ln._fwd_staged(65536, v16)
     with ln.tuning(fwd_staged=False):
-        assert not ln._fwd_staged(65536, v16)
+        assert not ln._fwd_staged(65536, v16) and not ln._fwd_staged(65536, v32)
 
 
 # Layouts: (dtype, N, tuning) that make the launchers pick each kernel layout
@@ -405,6 +409,52 @@ def test_forward_stream_forced(dtype):
         assert ln._stream_tpr(100, 8) == 128  # 100 groups, one a thread, whole warps
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_forward_stream_threads_and_bounds(dtype, monkeypatch):
+    """tuning(fwd_stream_tpr, fwd_stream_blocks) (candidates): the streaming forward
+    launches fwd_stream_tpr threads a row, compiled with launch bounds (fwd_stream_tpr,
+    fwd_stream_blocks) so ptxas caps its registers. The bounds change no arithmetic:
+    with and without them at the same threads y, mean and rstd have the same bits,
+    within tolerance of float64; the knobs leave the row kernels alone; bad values
+    are refused."""
+    vec = ln._vec_of(dtype, True)
+    tpr = 32 if SIMULATOR else 256
+    shapes = [(3, 67 * vec)] if SIMULATOR else [(1000, 65536), (65, 12296)]
+    launched = []
+    real = ln.NOW.launch
+
+    def spy(kernel, grid, block, stream, args, shared=0, dynamic=()):
+        launched.append((kernel.name, tuple(block)))
+        return real(kernel, grid, block, stream, args, shared=shared, dynamic=dynamic)
+
+    monkeypatch.setattr(ln.NOW, "launch", spy)
+    force = {"fwd_stream": True, "fwd_stream_tpr": tpr}
+    for shape in shapes:
+        for variant in ((False, True, True), (True, True, False)):
+            x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 1)
+            outs = []
+            for blocks in (None, 5):
+                launched.clear()
+                with ln.tuning(fwd_stream_blocks=blocks, **force), poison_outputs():
+                    outs.append(_forward(variant, x, w, b, 1e-5))
+                (name, block), = launched
+                assert "_stream" in name and block == (tpr, 1), (name, block)
+                assert name.endswith(f"_lb{tpr}x5") == (blocks == 5), name
+            _check_forward(outs[1], outs[0], variant, x, w, b, dtype, (shape,))
+            _check_forward(outs[1], None, variant, x, w, b, dtype, (shape,))
+    # The row kernels keep their layouts and bounds.
+    x, w, b, dy = _inputs((4, 32 * vec), dtype, (False, True, True), seed=5)
+    launched.clear()
+    with ln.tuning(fwd_stream_tpr=64, fwd_stream_blocks=5):
+        _forward((False, True, True), x, w, b, 1e-5)
+    assert "_stream" not in launched[0][0] and "_lb64x5" not in launched[0][0]
+    for bad in ({"fwd_stream_tpr": 48}, {"fwd_stream_tpr": 2048}, {"fwd_stream_blocks": 0},
+                {"fwd_stream_blocks": 2.5}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            with ln.tuning(**bad):
+                pass
+
+
 def _check_forward(got, same, variant, x, w, b, dtype, where):
     """(y, mean, rstd) ``got``: the bits of ``same`` (another kernel's outputs), or
     where ``same`` is None within the dtype's tolerance of float64."""
@@ -521,6 +571,51 @@ def test_staged_forward_matches_lean_kernel(dtype, variant):
         _check_forward(got, want if lean else None, variant, x, w, b, dtype, (m, n, words))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, False, False)], ids=["ln_wb", "rms_w", "ln"])
+def test_staged_forward_register_groups(dtype, variant, monkeypatch):
+    """tuning(fwd_staged_regs) (v16, 2 by default): rows longer than the staged kernel's 12
+    groups a thread at the largest block take 14 in shared memory and 1 or 2 more in
+    registers, one read of the row. Same groups in the same order as the staged
+    kernel of 15 / 16 groups in shared memory, so the same bits (here, with the
+    largest block shrunk to a warp so the simulator can run it); on the GPU (float32
+    N = 61440 / 65536, 16-bit 114696 with idle lanes / 131072; 224 KiB of shared
+    memory) within tolerance of float64. Rows past 16 groups a thread, or past the
+    knob, keep streaming."""
+    vec = ln._vec_of(dtype, True)
+    if SIMULATOR:
+        monkeypatch.setattr(ln, "_MAX_BLOCK", 32)
+        monkeypatch.setitem(ln._tune, "max_tpr", 32)
+        cases = [(3, 15 * 32 * vec - vec, 1), (2, 16 * 32 * vec, 2)]
+    else:
+        cases = ([(65, 61440, 1), (129, 65536, 2)] if vec == 4 else
+                 [(17, 114696, 1), (33, 131072, 2)])
+    big = ln._MAX_BLOCK
+    for m, n, rw in cases:
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=n)
+        with ln.tuning(fwd_staged_regs=2):
+            assert ln._fwd_staged(n, vec) and ln._staged_layout(n, vec) == (
+                14, ln._round_warp(-(-n // vec // (14 + rw))), rw), (n, rw)
+            with poison_outputs():
+                got = _forward(variant, x, w, b, 1e-5)
+        with ln.tuning(fwd_staged_regs=rw - 1):
+            assert not ln._fwd_staged(n, vec)
+        want = None
+        if SIMULATOR:
+            with ln.tuning(fwd_staged=True, fwd_words=14 + rw):
+                assert ln._staged_layout(n, vec)[2] == 0
+                want = _forward(variant, x, w, b, 1e-5)
+        _check_forward(got, want, variant, x, w, b, dtype, (m, n))
+        _check_forward(got, None, variant, x, w, b, dtype, (m, n))
+    assert ln._staged_layout(15 * big * vec, vec) == (14, big, 1)  # the default: 2
+    assert ln._staged_layout(16 * big * vec, vec) == (14, big, 2)
+    assert ln._staged_layout((16 * big + 1) * vec, vec) == (0, 0, 0)
+    with pytest.raises(ValueError, match="fwd_staged_regs"):
+        with ln.tuning(fwd_staged_regs=3):
+            pass
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_row_slots_share_barriers(dtype):
     """Exact multi-warp row kernels with 2 row slots per block and an odd row count:
@@ -601,9 +696,9 @@ def test_one_row_backward_same_bits(dtype, variant):
     cases = [((5, 64 * vec), one, True), ((3, 56 * vec), one, False), ((4, 16 * vec), {}, False)]
     if not SIMULATOR:
         # Exact rows of one row a block: 16-bit 512 / 1024 / 640 threads, float32 the
-        # wide kernels' 512 / 1024 and 288 threads of two groups (float32 N = 5120
-        # streams).
-        grid = {"bwd_grid": 97}
+        # wide kernels' 512 / 1024 and 288 threads of two groups (float32 N = 8192 with
+        # v15 off: by default it takes the lean backward).
+        grid = {"bwd_grid": 97, "bwd_lean_f32": False}
         wide_n = 5120 if vec == 8 else 2304
         cases += [((4099, 4096), grid, True), ((1000, 8192), grid, True),
                   ((333, wide_n), grid, True), ((5, 488 * vec), {}, False)]
@@ -648,8 +743,8 @@ def test_lean_backward(dtype, variant):
     dtype's tolerance, their sums follow the lock order); with idle lanes (the row
     kernels stream such rows) and past the row kernels, every output within
     tolerance of float64 under both schemes, persistent blocks looping over rows.
-    float32 rows take it under tuning(bwd_lean_f32=True) (candidate; GPU: N = 4100-8192,
-    past the row kernels' 1024 groups)."""
+    float32 rows take it under tuning(bwd_lean_f32=True) (v15, the default; GPU: N =
+    4100-8192, past the row kernels' 1024 groups)."""
     vec = ln._vec_of(dtype, True)
     picked = []
     affine = variant[1] or variant[2]
@@ -694,24 +789,26 @@ def test_lean_backward(dtype, variant):
         assert picked and all(n.endswith("_lean2") for n in picked), shape
         picked.clear()
     with ln.tuning(max_tpr=1024):
-        # By default (at the GPU's max_tpr): float32 rows, rows the row kernels hold
-        # and rows past 1024 threads of two groups keep their kernels.
-        assert not ln._bwd_lean(1025, 4, 8) and not ln._bwd_lean(1024, 8, 8)
-        assert ln._bwd_lean(1025, 8, 8) and not ln._bwd_lean(2049, 8, 8)
+        # By default (at the GPU's max_tpr): 16-bit and float32 rows past the row
+        # kernels and up to 1024 threads of two groups; rows the row kernels hold,
+        # longer rows and scalar rows keep their kernels; each knob its own dtypes.
+        for vec in (8, 4):
+            assert ln._bwd_lean(1025, vec, 8) and ln._bwd_lean(2048, vec, 8)
+            assert not ln._bwd_lean(1024, vec, 8) and not ln._bwd_lean(2049, vec, 8)
+        assert not ln._bwd_lean(1025, 1, 8)
         with ln.tuning(bwd_lean=False):
-            assert not ln._bwd_lean(1025, 8, 8)
-        with ln.tuning(bwd_lean=False, bwd_lean_f32=True):
-            assert ln._bwd_lean(1025, 4, 8) and not ln._bwd_lean(1024, 4, 8)
-            assert not ln._bwd_lean(2049, 4, 8) and not ln._bwd_lean(1025, 8, 8)
-            assert not ln._bwd_lean(1025, 1, 8)
+            assert not ln._bwd_lean(1025, 8, 8) and ln._bwd_lean(1025, 4, 8)
+        with ln.tuning(bwd_lean_f32=False):
+            assert ln._bwd_lean(1025, 8, 8) and not ln._bwd_lean(1025, 4, 8)
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
 def test_wide_backward_two_groups_float32(variant):
     """bwd_wide2 (the default; v10b, v10c): float32 rows of max_tpr / 2 to 2 max_tpr
     groups whose rows of two groups a thread take a divisor of 1024 threads run in the
-    wide kernels, without the prefetch (on the GPU: N = 3972-4096 as 512 threads,
-    8068-8192 as 1024; here max_tpr = 32: 17-64 groups, 32 threads); dx, dw, db within
+    wide kernels, without the prefetch (on the GPU: N = 3972-4096 as 512 threads, and
+    with bwd_lean_f32 off 8068-8192 as 1024; here max_tpr = 32: 17-64 groups, 32
+    threads); dx, dw, db within
     tolerance of float64 under both schemes, with idle lanes, exact rows, several row
     slots a block and persistent blocks looping; other dtypes and rows outside the
     range keep their layouts."""
@@ -723,7 +820,8 @@ def test_wide_backward_two_groups_float32(variant):
              (3, tpr_max - 3, 64, 1)]
     affine = variant[1] or variant[2]
     for m, ng, block, grid in cases:
-        with ln.tuning(max_tpr=tpr_max, bwd_block=block, bwd_grid=grid):
+        # bwd_lean_f32 off: the rows of max_tpr threads are v15's by default (GPU).
+        with ln.tuning(max_tpr=tpr_max, bwd_block=block, bwd_grid=grid, bwd_lean_f32=False):
             assert ln._row_layout(ng * vec, vec, "bwd") == (2, -(-ng // 64) * 32), ng
             for det in ((False, True) if affine else (False,)):
                 _check_all(variant, (m, ng * vec), "float32", det, seed=ng)
