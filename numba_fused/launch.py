@@ -30,7 +30,7 @@ from numba import config, cuda, types
 from . import _compat
 
 __all__ = ["Kernel", "PreparedLaunch", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv", "sm_count",
-           "pointer_device", "memset_zero"]
+           "smem_optin", "pointer_device", "memset_zero"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
@@ -45,6 +45,19 @@ def sm_count(device=None):
         return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
     with cuda.gpus[device]:
         return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
+@functools.lru_cache(maxsize=None)
+def smem_optin(device=None):
+    """Bytes of shared memory (static and dynamic) a block of CUDA device ``device``
+    (None: the current one) may opt in to: 227 KiB on an H100 or H200, 163 KiB on an
+    A100, 99 KiB on Ada. Under the simulator an H100's. Cached."""
+    if SIMULATOR:
+        return 227 * 1024
+    if device is None:
+        return int(cuda.get_current_device().MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    with cuda.gpus[device]:
+        return int(cuda.get_current_device().MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
 
 
 def cdiv(a, b):

@@ -86,7 +86,7 @@ from numba_fused.dtypes import STORAGE
 from . import checks, dtypes
 from .intrinsics import f32_as_u32, fma_rn, mul_rn, u32_as_f32
 from .jit import inline_device
-from .launch import SIMULATOR, Kernel, cdiv, sm_count
+from .launch import SIMULATOR, Kernel, cdiv, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum
 from .tensor_core import cp_async_16, cp_async_wait_all
@@ -2982,9 +2982,9 @@ def _fwd_lean(n, vec):
 _STAGED_BYTES = 200 * 1024
 
 
-def _fwd_staged(n, vec):
+def _fwd_staged(n, vec, limit=None):
     """Whether the forward takes the staged row kernel for rows of n: where its layout
-    fits :data:`_STAGED_BYTES` and tuning's ``fwd_staged`` is True (ahead of the lean
+    fits (:func:`_staged_layout`, ``limit`` as there) and tuning's ``fwd_staged`` is True (ahead of the lean
     kernel: the A/B of the two at one layout) or None and the lean kernel has no
     layout. Measured 2026-11-26 (H200, bench/notes_layer_norm.md v6): 16-bit N = 65536
     0.098 ms against the streaming kernel's 0.159-0.178 (inductor 0.121), N = 49152
@@ -2993,7 +2993,7 @@ def _fwd_staged(n, vec):
     staged = _tune["fwd_staged"]
     if staged is not None and not staged:
         return False
-    if _staged_layout(n, vec)[0] == 0:
+    if _staged_layout(n, vec, limit)[0] == 0:
         return False
     return bool(staged) or _lean_layout(n, vec)[0] == 0
 
@@ -3057,25 +3057,36 @@ _STAGED_WORDS = (6, 8, 12)
 _HYBRID_WORDS = 14
 
 
-def _staged_layout(n, vec):
+def _staged_limit(arr=None):
+    """Dynamic shared memory a staged forward block may take on ``arr``'s device (None:
+    the current one): the device's opt-in limit less 1 KiB for the kernel's static
+    reduction slots (16-bit N = 65536's 128 KiB fits an A100, not Ada's 99 KiB; v16's
+    224 KiB only Hopper's 227). Rows past it stream."""
+    return smem_optin(None if arr is None else arr.device) - 1024
+
+
+def _staged_layout(n, vec, limit=None):
     """(words, tpr, rwords) of the staged forward: ``fwd_words`` groups a thread in
     shared memory if set, else the fewest of :data:`_STAGED_WORDS` that fit 1024
     threads, none in registers (at most :data:`_STAGED_BYTES`); for longer rows
     :data:`_HYBRID_WORDS` in shared memory and the fewest register groups (at least
     one, at most tuning's ``fwd_staged_regs``) that fit 1024 threads; (0, 0, 0) where
-    none fits."""
+    none fits or the shared memory passes ``limit`` (None: :func:`_staged_limit` of
+    the current device)."""
     ng = n // vec
+    limit = _staged_limit() if limit is None else limit
     words = _tune["fwd_words"] or next(
         (k for k in _STAGED_WORDS if k * _MAX_BLOCK >= ng), 0)
     if words:
         tpr = _round_warp(cdiv(ng, words))
-        if tpr > _MAX_BLOCK or 16 * words * tpr > _STAGED_BYTES:
+        if tpr > _MAX_BLOCK or 16 * words * tpr > min(_STAGED_BYTES, limit):
             return 0, 0, 0
         return words, tpr, 0
     rwords = max(1, cdiv(ng, _MAX_BLOCK) - _HYBRID_WORDS)
-    if rwords > _tune["fwd_staged_regs"]:
+    tpr = _round_warp(cdiv(ng, _HYBRID_WORDS + rwords))
+    if rwords > _tune["fwd_staged_regs"] or 16 * _HYBRID_WORDS * tpr > limit:
         return 0, 0, 0
-    return _HYBRID_WORDS, _round_warp(cdiv(ng, _HYBRID_WORDS + rwords)), rwords
+    return _HYBRID_WORDS, tpr, rwords
 
 
 def _lean_layout(n, vec):
@@ -3255,13 +3266,14 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     vector = _can_vectorize(n, dtype, (xa, wa, ba, y))
     vec = _vec_of(dtype, vector)
     stream = bool(_tune["fwd_stream"])
-    staged = vector and not stream and _fwd_staged(n, vec)
+    limit = _staged_limit(xa) if vector and not stream else 0
+    staged = vector and not stream and _fwd_staged(n, vec, limit)
     lean = vector and not (stream or staged) and _fwd_lean(n, vec)
     rwords = 0
     if lean:
         words, tpr = _lean_layout(n, vec)
     elif staged:
-        words, tpr, rwords = _staged_layout(n, vec)
+        words, tpr, rwords = _staged_layout(n, vec, limit)
     elif stream:
         words, tpr = 0, _stream_tpr(n // vec, vec)
     else:

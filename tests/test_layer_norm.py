@@ -171,6 +171,31 @@ def test_staged_forward_is_picked_where_lean_has_no_layout():
             assert not ln._fwd_staged(65536, v32) and ln._fwd_staged(65536, v16)
     with ln.tuning(fwd_staged=False):
         assert not ln._fwd_staged(65536, v16) and not ln._fwd_staged(65536, v32)
+    # Devices with less shared memory a block (opt-in, less 1 KiB): an A100's 163 KiB
+    # holds 16-bit N = 65536 (128 KiB), not 96K (192) nor float32 65536 (224); Ada's
+    # 99 KiB only 16-bit N = 49152 (96 KiB).
+    a100, ada = 162 * 1024, 98 * 1024
+    assert ln._fwd_staged(65536, v16, a100) and not ln._fwd_staged(98304, v16, a100)
+    assert not ln._fwd_staged(65536, v32, a100) and not ln._fwd_staged(65536, v16, ada)
+    assert ln._fwd_staged(49152, v16, ada) and ln._fwd_staged(98304, v16)
+
+
+def test_staged_forward_within_the_device_shared_memory(monkeypatch):
+    """The launcher asks the array's device how much shared memory a block may opt in
+    to: where the staged layout would pass it, the row goes to another kernel (here a
+    forced staged row of 3 groups a thread, 1.5 KiB, on a device of 2 KiB: 1 KiB
+    left after the static slots), and the output is still right."""
+    picked = []
+    x, w, b, _ = _inputs((3, 64 * 8), "float16", (False, True, True), seed=3)
+    monkeypatch.setattr(ln, "smem_optin", lambda device=None: 2048)
+    for words, staged in ((2, True), (3, False)):
+        with ln.tuning(fwd_staged=True, fwd_words=words, max_tpr=32), \
+                pytest.MonkeyPatch.context() as mp:
+            _record_kernels(mp, "make_forward_kernel", picked)
+            with poison_outputs():
+                got = _forward((False, True, True), x, w, b, 1e-5)
+        assert ("_staged" in picked.pop()) == staged, words
+        _check_forward(got, None, (False, True, True), x, w, b, "float16", (words,))
 
 
 # Layouts: (dtype, N, tuning) that make the launchers pick each kernel layout
