@@ -94,6 +94,11 @@ def _layer_norm(nf, torch, dt):
             with tuning(fwd_staged=True, fwd_words=words):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x)
+            # Pipelined (fwd_staged_pipe candidate): two blocks, so each loops over
+            # rows and its copies of the next row land while it reads this one.
+            with tuning(fwd_staged=True, fwd_words=words, fwd_staged_pipe=True, fwd_grid=2):
+                nf.layer_norm_forward(x, w, b)
+                nf.rms_norm_forward(x)
         # v10 (opt-in): the wide backward row kernels, one group a thread (N = 1000,
         # 4096); float32 N = 4096 also takes v10c's two groups by default (512
         # threads); v10b's two groups at 1024 threads with idle lanes: N = 8000.

@@ -1043,7 +1043,8 @@ def _group_guards(full):
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, compensated=False, subwarp=False,
-                        evict=False, bounds=None, welford=False, rwords=0):
+                        evict=False, bounds=None, welford=False, rwords=0,
+                        pipelined=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1075,14 +1076,18 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     rwords: the staged kernel keeps this many of a thread's groups in registers
     besides its ``words`` in shared memory (rows longer than the shared memory holds;
     tuning fwd_staged_regs): see :func:`_lean_forward`.
+    pipelined: the staged kernel double-buffers its rows in shared memory, the next
+    row's copies in flight while it works on this one (tuning fwd_staged_pipe): see
+    :func:`_lean_forward`.
     """
     if welford and (rms or words):
         raise ValueError("welford statistics are the streaming LayerNorm kernel's "
                          "(words = 0, not RMSNorm)")
     if evict and not lean:
         raise ValueError("evict is the lean forward kernel's")
-    if rwords and not staged:
-        raise ValueError("register groups (rwords) are the staged kernel's")
+    if (rwords or pipelined) and not staged:
+        raise ValueError("register groups (rwords) and pipelined rows are the staged "
+                         "kernel's")
     if bounds and words and not lean:
         raise ValueError("launch bounds are the lean and streaming forward kernels'")
     if subwarp and (not lean or staged):
@@ -1097,7 +1102,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             raise ValueError("staged forward kernels are 16-byte row kernels (vector, "
                              "words > 0), not lean ones")
         return _lean_forward(dtype, rms, has_w, has_b, words, full, staged=True,
-                             compensated=compensated, rwords=rwords)
+                             compensated=compensated, rwords=rwords, pipelined=pipelined)
     if lean:
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
@@ -1446,7 +1451,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
-                  subwarp=False, evict=False, bounds=None, rwords=0):
+                  subwarp=False, evict=False, bounds=None, rwords=0, pipelined=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``staged``: the row in shared memory; ``compensated``: deviations about a coarse
     centre; see below).
@@ -1481,6 +1486,13 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     is still read from global memory once. The cp.async copies are issued first, so
     the register loads overlap them.
 
+    pipelined (staged only): two row buffers in shared memory (``2 * 16 * words * tpr
+    * rpb`` bytes); a block issues the copies of its next row into the other buffer
+    before it works on this one, so a row's load overlaps the previous row's
+    reductions and stores (the lean kernels have no prefetch; the staged one alone
+    keeps one row an SM in flight). Each thread still reads back only the slots it
+    copied, after its own ``cp.async.wait_all``: no barrier. Same bits as without.
+
     compensated (two-pass LayerNorm): mu's low bits are rounded off the same way in
     every x - mu of one binade, and again in every sd + d, so a plain sum carries a
     bias into the mean's correction dmu that grows with n (6e-5 of the mean at 16-bit
@@ -1509,8 +1521,11 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     _, elem = _raw_io(dtype)
     _, pack = _raw_codec(dtype)
     _gvalid, _gclamp = _group_guards(full)
+    if pipelined and not staged:
+        raise ValueError("pipelined rows are the staged kernel's")
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
             f"{'staged' if staged else 'lean'}{words}" + (f"r{rwords}" if rwords else "")
+            + ("_pipe" if pipelined else "")
             + ("_full" if full else "") + ("_comp" if compensated else "")
             + ("_subwarp" if subwarp else "") + ("_evict" if evict else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
@@ -1528,6 +1543,15 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     # Each pass visits the register groups (xr[4 k:], constant offsets once the short
     # loop unrolls) and then the shared-memory ones, each read back into xr[4 RW:]
     # (one loop with a branch on k would index xr at run time: a stack frame).
+    @inline_device
+    def stage(sm, base, x, rb, t, tpr, glast):
+        """cp.async of the thread's shared-memory groups of the row at ``rb`` into its
+        slots from ``base``."""
+        for k in range(RW, KW):
+            g = np.uint64(_gclamp(k, tpr, t, glast))
+            cp_async_16(sm, 4 * (base + np.uint32((k - RW) * tpr)), x, 4 * (rb + g), 16)
+        return 0
+
     @inline_device
     def fetch(xr, sm, own, k, tpr):
         """Shared-memory group slot k of the thread into xr[4 RW:4 RW + 4]."""
@@ -1588,7 +1612,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
         threadIdx.y``, + ``gridDim.x * rpb``, ...; its ``tpr`` threads each hold
         groups ``k * tpr + threadIdx.x`` (k < words + rwords) of the row as raw words
         ``xr`` (staged: all but the first rwords in dynamic shared memory, ``16 *
-        words * tpr * rpb`` bytes; else none)."""
+        words * tpr * rpb`` bytes, twice that pipelined; else none)."""
         red = cuda.shared.array((2, 2, 32), np.float32)
         sm = cuda.shared.array(0, raw_t)
         xr = cuda.local.array(NXR, raw_t)
@@ -1613,19 +1637,30 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
         mlast = np.int32(m32 - 1)
         glast = ng - np.uint32(1)
         phase = 0
+        # Pipelined: the two row buffers' offsets; the first row's copies go out here.
+        span = np.uint32(words * tpr * rpb)
+        buf = np.uint32(0)
+        if pipelined and row < row_end:
+            stage(sm, own, x, np.uint64(np.uint32(min(row, mlast))) * ngw, t, tpr, glast)
         while row < row_end:
             active = row < m32
             rb = np.uint64(np.uint32(min(row, mlast))) * ngw
-            if staged:
-                for k in range(RW, KW):
-                    g = np.uint64(_gclamp(k, tpr, t, glast))
-                    cp_async_16(sm, 4 * (own + np.uint32((k - RW) * tpr)), x,
-                                4 * (rb + g), 16)
+            base = own
+            if pipelined:
+                cp_async_wait_all()
+                base = own + buf * span
+                nxt = row + stride
+                if nxt < row_end:
+                    stage(sm, own + (buf ^ np.uint32(1)) * span, x,
+                          np.uint64(np.uint32(min(nxt, mlast))) * ngw, t, tpr, glast)
+                buf ^= np.uint32(1)
+            elif staged:
+                stage(sm, own, x, rb, t, tpr, glast)
             for k in range(RW):
                 q = ldx(x, rb, _gclamp(k, tpr, t, glast))
                 for i in range(4):
                     xr[4 * k + i] = q[i]
-            if staged:
+            if staged and not pipelined:
                 cp_async_wait_all()
             s = np.float32(0.0)
             amax = np.float32(0.0)
@@ -1634,7 +1669,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                     s, amax = group_sum(xr, 4 * k, s, amax)
             for k in range(RW, KW):
                 if _gvalid(k, tpr, t, ng):
-                    fetch(xr, sm, own, k - RW, tpr)
+                    fetch(xr, sm, base, k - RW, tpr)
                     s, amax = group_sum(xr, 4 * RW, s, amax)
             dmu = np.float32(0.0)
             mu = np.float32(0.0)
@@ -1654,7 +1689,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                         sd, ss = group_dev(xr, 4 * k, mu, sd, ss)
                 for k in range(RW, KW):
                     if _gvalid(k, tpr, t, ng):
-                        fetch(xr, sm, own, k - RW, tpr)
+                        fetch(xr, sm, base, k - RW, tpr)
                         sd, ss = group_dev(xr, 4 * RW, mu, sd, ss)
                 sd, ss = rsum2(sd, ss, red, phase)
                 dmu = sd * inv_n
@@ -1666,7 +1701,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                 group_write(xr, 4 * k, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng, active,
                             mu, r, nd)
             for k in range(RW, KW):
-                fetch(xr, sm, own, k - RW, tpr)
+                fetch(xr, sm, base, k - RW, tpr)
                 group_write(xr, 4 * RW, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng,
                             active, mu, r, nd)
             if active:
@@ -2575,7 +2610,8 @@ def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass and compensated statistics; rows of a warp or more, or
-    sub-warp rows) and staged forward row kernels; the wide and lean wide (16-bit,
+    sub-warp rows) and staged forward row kernels (with register groups; float32's
+    pipelined candidates); the wide and lean wide (16-bit,
     checked forms) backward row kernels; the
     backward row kernels' exact forms also for one-row blocks;
     the streaming and scalar kernels (the backward's also with given statistics, and
@@ -2613,6 +2649,12 @@ def shipped_kernels():
                             for comp in ((False, True) if not rms else (False,)):
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               full, staged=True, compensated=comp)
+                    # Pipelined (tuning fwd_staged_pipe, candidate): the float32
+                    # layouts it is for (N = 16384 as 4 groups of 1024 threads or 8 of
+                    # 512), exact rows.
+                    for words in ((4, 8) if vec == 4 else ()):
+                        yield factory(dtype, rms, has_w, has_b, True, words, True, True,
+                                      staged=True, compensated=not rms, pipelined=True)
                     # With register groups (tuning fwd_staged_regs).
                     for rwords in range(1, _STAGED_REGS + 1):
                         for full in (True, False):
@@ -2775,6 +2817,12 @@ _TUNING_DEFAULTS = {
     # 280.2 -> 210.8 / 209.5; N = 131072 fp16 170.8 -> 120.8, bf16 186.1 -> 121.2.
     # 0: none (those rows stream).
     "fwd_staged_regs": _STAGED_REGS,
+    # Forward, staged kernel: two row buffers, the next row's copies in flight while a
+    # block works on this one, where twice the layout's shared memory fits the device
+    # (candidate, opt-in until measured: for the float32 forwards at N = 12288 / 16384,
+    # 0.92-0.94x inductor, whose lean kernels keep one row an SM in flight with nothing
+    # prefetched; e.g. with fwd_staged True and fwd_words 4, 1024 threads, 2 x 64 KiB).
+    "fwd_staged_pipe": False,
     # Forward, lean and staged LayerNorm kernels: deviations about a coarse centre
     # (None: the staged kernel only, whose long rows need it; see _fwd_compensated).
     "fwd_compensated": None,
@@ -2818,8 +2866,8 @@ def tuning(**overrides):
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_welford, fwd_stream,
-    fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_compensated,
-    fwd_grid,
+    fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_staged_pipe,
+    fwd_compensated, fwd_grid,
     fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
@@ -3292,15 +3340,16 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                   else _lean_bounds(vec, tpr * rpb, words, tpr * words * vec == n))
     else:
         bounds = None if (staged or words) else _stream_bounds(tpr)
+    pipe = staged and bool(_tune["fwd_staged_pipe"]) and 2 * 16 * words * tpr <= limit
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
                                  bool(words) and tpr * (words + rwords) * vec == n, lean,
                                  staged, comp, subwarp, lean and bool(_tune["fwd_evict"]),
                                  bounds=bounds,
                                  welford=not (words or rms) and _fwd_welford(vector),
-                                 rwords=rwords)
+                                 rwords=rwords, pipelined=pipe)
     if lean or staged:
-        shared = 16 * words * tpr if staged else 0
+        shared = 16 * words * tpr * (1 + pipe) if staged else 0
         # Rows of 1024 threads stay persistent (float32 N = 16384: 0.150 ms persistent,
         # 0.160 with a block per row).
         if (lean and tpr < _MAX_BLOCK and not _tune["fwd_lean_persistent"]

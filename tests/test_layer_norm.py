@@ -180,6 +180,48 @@ def test_staged_forward_is_picked_where_lean_has_no_layout():
     assert ln._fwd_staged(49152, v16, ada) and ln._fwd_staged(98304, v16)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)],
+                         ids=["ln_wb", "rms_w"])
+def test_staged_forward_pipelined(dtype, variant):
+    """tuning(fwd_staged_pipe) (candidate): the staged forward with two row buffers,
+    the next row's cp.async copies issued before this row's passes. Same arithmetic:
+    the bits of the single-buffered kernel at the same layout, with blocks looping
+    over several rows (a grid of 2 over an odd row count, so the buffers alternate
+    and the last block's last row issues no copies), exact rows and idle lanes; its
+    shared memory is twice the layout's, and where that passes the device's limit
+    the launcher keeps one buffer."""
+    vec = ln._vec_of(dtype, True)
+    picked = []
+    cases = [(7, 64 * vec, 2), (5, 40 * vec, 3)]
+    if not SIMULATOR:
+        cases += [(257, 4096 * vec, 4), (101, 4096 * vec, 8), (33, 3000 * vec, 3)]
+    for m, n, words in cases:
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + words)
+        outs = []
+        for pipe in (False, True):
+            with ln.tuning(fwd_staged=True, fwd_words=words, fwd_grid=2,
+                           fwd_staged_pipe=pipe), pytest.MonkeyPatch.context() as mp:
+                _record_kernels(mp, "make_forward_kernel", picked)
+                with poison_outputs():
+                    outs.append(_forward(variant, x, w, b, 1e-5))
+            name = picked.pop()
+            assert "_staged" in name and ("_pipe" in name) == pipe, name
+        _check_forward(outs[1], outs[0], variant, x, w, b, dtype, (m, n, words))
+        _check_forward(outs[1], None, variant, x, w, b, dtype, (m, n, words))
+    x, w, b, _ = _inputs((3, 64 * vec), dtype, variant, seed=1)
+    with pytest.MonkeyPatch.context() as mp:
+        # 2 x 16 x 2 x 32 bytes do not fit a 2 KiB device (1 KiB left): one buffer.
+        mp.setattr(ln, "smem_optin", lambda device=None: 2048)
+        with ln.tuning(fwd_staged=True, fwd_words=2, max_tpr=32, fwd_staged_pipe=True):
+            _record_kernels(mp, "make_forward_kernel", picked)
+            _forward(variant, x, w, b, 1e-5)
+    assert "_staged" in picked[-1] and "_pipe" not in picked[-1], picked
+    with pytest.raises(ValueError, match="pipelined"):
+        ln.make_forward_kernel(dtype, False, True, True, True, 2, True, True, True,
+                               pipelined=True)
+
+
 def test_staged_forward_within_the_device_shared_memory(monkeypatch):
     """The launcher asks the array's device how much shared memory a block may opt in
     to: where the staged layout would pass it, the row goes to another kernel (here a
