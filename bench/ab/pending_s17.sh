@@ -16,10 +16,6 @@
 #   bash bench/ab/pending_s17.sh "$OUT"
 set -uo pipefail
 OUT=${1:?usage: pending_s17.sh OUTDIR}
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-W=$(mktemp -d)
-nvidia-smi -L
-TL_DIR="$W"
 . bench/ab/tl.sh
 S1='{"fwd_stream": true}'
 S5='{"fwd_stream": true, "max_tpr": 512}'
@@ -35,10 +31,4 @@ tl stream65k 90 --reps 30 --ns 65536 --dtypes float32 \
 LF='{"bwd_lean_f32": true}'
 LFN='{"bwd_lean_f32": true, "bwd_lean_prefetch": false}'
 tl lean32 150 --reps 30 --ns 5120,8192 --dtypes float32 --tunes '{}' "$LF" "$LFN" '{}' "$LF"
-TESTS="tests/test_layer_norm.py" SAN_OPS="layer_norm:float32" SAN_TOOLS="memcheck racecheck" \
-  SAN_TIMEOUT=150 timeout -k 10 230 bash bench/gpu_harness.sh "$W/verify" \
-  --stages tests,sanitize --workers 14 -k "stream_forced or welford or lean_backward" \
-  --timeout 120 > "$W/harness.out" 2>&1
-echo "harness rc $?"
-cat "$W/verify/summary.md"
-tar czf "$OUT/pending_s17.tgz" -C "$W" .
+ab_verify pending_s17 230 "stream_forced or welford or lean_backward" "layer_norm:float32"

@@ -18,10 +18,6 @@
 #   bash bench/ab/pending_s18.sh "$OUT"
 set -uo pipefail
 OUT=${1:?usage: pending_s18.sh OUTDIR}
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-W=$(mktemp -d)
-nvidia-smi -L
-TL_DIR="$W"
 . bench/ab/tl.sh
 st() { echo "{\"fwd_staged\": true, \"fwd_words\": $1, \"fwd_staged_pipe\": $2}"; }
 for op in ln rms; do
@@ -32,10 +28,4 @@ for op in ln rms; do
 done
 tl h16k 120 --reps 30 --ns 16384 --dtypes float16 --tunes '{}' \
   "$(st 2 false)" "$(st 2 true)" "$(st 4 false)" "$(st 4 true)" '{}'
-TESTS="tests/test_layer_norm.py" SAN_OPS="layer_norm" SAN_TOOLS="memcheck racecheck" \
-  SAN_TIMEOUT=200 timeout -k 10 300 bash bench/gpu_harness.sh "$W/verify" \
-  --stages tests,sanitize --workers 14 -k "pipelined or staged" \
-  --timeout 150 > "$W/harness.out" 2>&1
-echo "harness rc $?"
-cat "$W/verify/summary.md"
-tar czf "$OUT/pending_s18.tgz" -C "$W" .
+ab_verify pending_s18 300 "pipelined or staged" "layer_norm"

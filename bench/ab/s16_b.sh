@@ -13,8 +13,6 @@
 #   bash bench/ab/s16_b.sh "$OUT"
 set -uo pipefail
 OUT=${1:?usage: s16_b.sh OUTDIR}
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-nvidia-smi -L
 TL_DIR="$OUT"
 . bench/ab/tl.sh
 tl ship_regs 120 --reps 30 --ns 1024,2048,4096 --dtypes float32 \

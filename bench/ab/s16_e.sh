@@ -11,10 +11,6 @@
 #   bash bench/ab/s16_e.sh "$OUT"
 set -uo pipefail
 OUT=${1:?usage: s16_e.sh OUTDIR}
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-W=$(mktemp -d)
-nvidia-smi -L
-TL_DIR="$W"
 . bench/ab/tl.sh
 WF='{"fwd_welford": true}'
 tl wf65536 90 --reps 30 --ns 65536 --dtypes float32 \
@@ -25,11 +21,4 @@ tl wf16k32 90 --reps 30 --ns 16384 --dtypes float32 --tunes '{}' "$S32" "$W32" '
 S16='{"fwd_lean": false, "fwd_staged": false, "max_tpr": 256}'
 W16='{"fwd_lean": false, "fwd_staged": false, "max_tpr": 256, "fwd_welford": true}'
 tl wf16k16 90 --reps 30 --ns 16384 --dtypes float16 --tunes '{}' "$S16" "$W16" '{}'
-TESTS="tests/test_layer_norm.py" SAN_OPS="layer_norm:float16 layer_norm:float32" \
-  SAN_TOOLS="memcheck racecheck" SAN_TIMEOUT=170 \
-  timeout -k 10 260 bash bench/gpu_harness.sh "$W/verify" --stages tests,sanitize --workers 14 \
-  -k "welford or mean_has_no" --timeout 120 > "$W/harness.out" 2>&1
-echo "harness rc $?"
-cat "$W/verify/summary.md"
-grep -E "^(FAILED|ERROR)|passed|failed" "$W/verify/pytest.log" | tail -8
-tar czf "$OUT/s16_e.tgz" -C "$W" .
+ab_verify s16_e 260 "welford or mean_has_no" "layer_norm:float16 layer_norm:float32"

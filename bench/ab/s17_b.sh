@@ -13,10 +13,6 @@
 #   bash bench/ab/s17_b.sh "$OUT"
 set -uo pipefail
 OUT=${1:?usage: s17_b.sh OUTDIR}
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-W=$(mktemp -d)
-nvidia-smi -L
-TL_DIR="$W"
 . bench/ab/tl.sh
 T="fwd_stream_tpr"
 B="fwd_stream_blocks"
@@ -30,10 +26,4 @@ tl ln16k 120 --reps 30 --ns 16384 --dtypes float32 --tunes '{}' \
   "{$S, \"$T\": 512, \"$B\": 4}" '{}'
 tl rmslean 120 --reps 30 --op rms --ns 5120,8192 --dtypes float32 \
   --tunes '{}' '{"bwd_lean_f32": false}' '{}'
-TESTS="tests/test_layer_norm.py" SAN_OPS="layer_norm:float32" SAN_TOOLS="memcheck racecheck" \
-  SAN_TIMEOUT=150 timeout -k 10 260 bash bench/gpu_harness.sh "$W/verify" \
-  --stages tests,sanitize --workers 14 -k "stream_threads or lean_backward or wide_backward" \
-  --timeout 150 > "$W/harness.out" 2>&1
-echo "harness rc $?"
-cat "$W/verify/summary.md"
-tar czf "$OUT/s17_b.tgz" -C "$W" .
+ab_verify s17_b 260 "stream_threads or lean_backward or wide_backward" "layer_norm:float32"

@@ -13,20 +13,10 @@
 #   bash bench/ab/s17_c.sh "$OUT"
 set -uo pipefail
 OUT=${1:?usage: s17_c.sh OUTDIR}
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-W=$(mktemp -d)
-nvidia-smi -L
-TL_DIR="$W"
 . bench/ab/tl.sh
 R='{"fwd_staged_regs": 2}'
 tl ln65k 120 --reps 30 --ns 65536 --dtypes float32 --tunes '{}' "$R" '{}' "$R" \
   '{"fwd_staged_regs": 2, "fwd_compensated": false}'
 tl rms65k 120 --reps 30 --op rms --ns 65536 --dtypes float32 --tunes '{}' "$R" '{}' "$R"
 tl h131k 120 --reps 30 --ns 131072 --dtypes float16,bfloat16 --tunes '{}' "$R"
-TESTS="tests/test_layer_norm.py" SAN_OPS="layer_norm:float32" SAN_TOOLS="memcheck racecheck" \
-  SAN_TIMEOUT=150 timeout -k 10 260 bash bench/gpu_harness.sh "$W/verify" \
-  --stages tests,sanitize --workers 14 -k "register_groups or stream_threads" \
-  --timeout 150 > "$W/harness.out" 2>&1
-echo "harness rc $?"
-cat "$W/verify/summary.md"
-tar czf "$OUT/s17_c.tgz" -C "$W" .
+ab_verify s17_c 260 "register_groups or stream_threads" "layer_norm:float32"
