@@ -1292,6 +1292,19 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     unroll = _UNROLL[vec]
     chunk = unroll * vec
 
+    @inline_device
+    def load_chunk(x, base, c, tpr, ng, xs, fill):
+        """xs = the chunk of ``unroll`` groups c, c + tpr, ... of the row at ``base``;
+        groups past the row read as ``fill`` (0 for a sum, mu for deviations)."""
+        for u in range(unroll):
+            gi = c + u * tpr
+            if gi < ng:
+                load_group(x, base + gi, xs, u * vec)
+            else:
+                for j in range(vec):
+                    xs[u * vec + j] = fill
+        return 0
+
     def norm_fwd_stream(x, w, b, y, mean_out, rstd_out, m, n, eps):
         """Streaming kernel: same math and arguments as the row kernel, for rows of
         any length. Block ``(tpr, 1)`` takes rows blockIdx.x, + gridDim.x, ...;
@@ -1350,13 +1363,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                 s = np.float32(0.0)
                 c = t
                 while c < ng:
-                    for u in range(unroll):
-                        gi = c + u * tpr
-                        if gi < ng:
-                            load_group(x, base + gi, xs, u * vec)
-                        else:
-                            for j in range(vec):
-                                xs[u * vec + j] = np.float32(0.0)
+                    load_chunk(x, base, c, tpr, ng, xs, np.float32(0.0))
                     for j in range(chunk):
                         s += xs[j]
                     c += step
@@ -1368,13 +1375,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             if not welford:
                 c = t
                 while c < ng:
-                    for u in range(unroll):
-                        gi = c + u * tpr
-                        if gi < ng:
-                            load_group(x, base + gi, xs, u * vec)
-                        else:
-                            for j in range(vec):
-                                xs[u * vec + j] = mu
+                    load_chunk(x, base, c, tpr, ng, xs, mu)
                     for j in range(chunk):
                         xv = xs[j]
                         d = xv - mu
