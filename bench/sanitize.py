@@ -119,6 +119,12 @@ def _layer_norm(nf, torch, dt):
             y, mean, rstd = nf.layer_norm_forward(x, w, b)
             nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
             nf.rms_norm_forward(x, w)
+        # Eighteenth-session candidates (opt-in): the lean forward's L2 cache policies
+        # and streaming accesses.
+        for hint in ("l2", "cs"):
+            with tuning(fwd_evict=hint):
+                nf.layer_norm_forward(x, w, b)
+                nf.rms_norm_forward(x, w)
         # Fifteenth-session candidate (opt-in): the register-capped float32 lean
         # forward of two groups (N = 4096: 512 threads, 3 blocks an SM; N = 1000
         # has idle lanes and keeps the default bounds).

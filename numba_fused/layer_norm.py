@@ -171,9 +171,11 @@ if SIMULATOR:
         """Store group ``base + off`` of ``a`` (see :func:`_ld16r`)."""
         _st16(a, int(base) + int(off), v0, v1, v2, v3)
 
-    # Cache-hinted loads: the same values (the hints only steer L1 on the GPU).
-    _ld16r_ef = _ld16r
-    _ld16_el = _ld16
+    # Cache-hinted loads and stores: the same values (the hints only steer the caches
+    # on the GPU).
+    _ld16r_ef = _ld16r_ef2 = _ld16r_cs = _ld16r
+    _ld16_el = _ld16_el2 = _ld16
+    _st16r_cs = _st16r
 
     def _bf2(lo, hi):
         """bfloat16 bits of float32 ``lo`` | those of ``hi`` << 16 (round to nearest
@@ -215,10 +217,20 @@ else:
 
         return sig, codegen
 
-    def _group_loader(op, f32_only=False, side_effect=False):
+    def _policy(policy):
+        """PTX declaring and creating the 64-bit L2 cache policy ``p`` of an access
+        with ``.L2::cache_hint`` (``policy``: its eviction priority, e.g.
+        ``L2::evict_first``, over the whole access), or nothing."""
+        if not policy:
+            return "", ""
+        return (", p", f"createpolicy.fractional.{policy}.b64 p, 1.0; ")
+
+    def _group_loader(op, f32_only=False, side_effect=False, policy=None):
         """A 16-byte load intrinsic ``(arr, idx) -> 4-tuple`` of group ``idx`` of a 1-D
         4-byte array, issuing PTX ``op`` (a cache-hinted form of ``ld.global``);
-        ``side_effect``: LLVM must not move it (see the users)."""
+        ``side_effect``: LLVM must not move it (see the users); ``policy``: as
+        :func:`_row_loader`'s."""
+        reg, make = _policy(policy)
 
         @intrinsic
         def load(typingctx, arr, idx):
@@ -233,8 +245,11 @@ else:
                 sfx, con = _asm_sfx(aty)
                 ety = context.get_value_type(aty.dtype)
                 fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4), [ptr.type])
-                asm = ir.InlineAsm(fnty, f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [$4];",
-                                   f"={con},={con},={con},={con},l", side_effect=side_effect)
+                text = f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [$4]{reg};"
+                if policy:
+                    text = f"{{ .reg .b64 p; {make}{text} }}"
+                asm = ir.InlineAsm(fnty, text, f"={con},={con},={con},={con},l",
+                                   side_effect=side_effect)
                 res = builder.call(asm, [ptr])
                 vals = [builder.extract_value(res, k) for k in range(4)]
                 return context.make_tuple(builder, signature.return_type, vals)
@@ -333,9 +348,11 @@ else:
     # The load is pure (x and dy are never written by these kernels): LLVM may move
     # it, never speculate it; the store has side effects.
 
-    def _row_loader(op):
+    def _row_loader(op, policy=None):
         """A row-relative 16-byte load intrinsic issuing PTX ``op`` (``ld.global`` and
-        its cache-hinted forms)."""
+        its cache-hinted forms; ``policy``: ``op`` carries ``.L2::cache_hint`` with
+        this L2 eviction priority, see :func:`_policy`)."""
+        reg, make = _policy(policy)
 
         @intrinsic
         def load(typingctx, arr, base, off):
@@ -353,8 +370,8 @@ else:
                 fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4),
                                        [ir.IntType(64), ir.IntType(32)])
                 asm = ir.InlineAsm(
-                    fnty, "{ .reg .b64 a; mad.wide.u32 a, $5, 16, $4; "
-                          f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [a]; }}",
+                    fnty, f"{{ .reg .b64 a{reg}; {make}mad.wide.u32 a, $5, 16, $4; "
+                          f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [a]{reg}; }}",
                     f"={con},={con},={con},={con},l,r")
                 res = builder.call(asm, [addr, o32])
                 vals = [builder.extract_value(res, k) for k in range(4)]
@@ -364,38 +381,51 @@ else:
 
         return load
 
+    def _row_storer(op):
+        """A row-relative 16-byte store intrinsic issuing PTX ``op`` (``st.global`` and
+        its cache-hinted forms)."""
+
+        @intrinsic
+        def store(typingctx, arr, base, off, v0, v1, v2, v3):
+            if not (_vec_arg_ok(arr) and isinstance(base, types.Integer)
+                    and isinstance(off, types.Integer)):
+                return None
+            sig = types.void(arr, base, off, v0, v1, v2, v3)
+
+            def codegen(context, builder, signature, args):
+                aty, bty, oty = signature.args[:3]
+                addr = _row_addr(context, builder, aty, bty, args[0], args[1])
+                o32 = context.cast(builder, args[2], oty, types.uint32)
+                sfx, con = _asm_sfx(aty)
+                ety = context.get_value_type(aty.dtype)
+                vals = [context.cast(builder, args[3 + k], signature.args[3 + k], aty.dtype)
+                        for k in range(4)]
+                fnty = ir.FunctionType(ir.VoidType(),
+                                       [ir.IntType(64), ir.IntType(32)] + [ety] * 4)
+                asm = ir.InlineAsm(
+                    fnty, "{ .reg .b64 a; mad.wide.u32 a, $1, 16, $0; "
+                          f"{op}.v4.{sfx} [a], {{$2,$3,$4,$5}}; }}",
+                    f"l,r,{con},{con},{con},{con},~{{memory}}", side_effect=True)
+                builder.call(asm, [addr, o32] + vals)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return store
+
     _ld16r = _row_loader("ld.global")
-    # x of the lean forward, read once: first out of L1 (fwd_evict candidate).
+    _st16r = _row_storer("st.global")
+    # The lean forward's cache hints (tuning fwd_evict, see _FWD_HINTS): x, read once,
+    # first out of L1 (and of L2), or streamed (.cs: evict-first at both levels); w
+    # and b, which every row reads again, last out of L1 (and L2); y streamed.
     _ld16r_ef = _row_loader("ld.global.L1::evict_first")
+    _ld16r_ef2 = _row_loader("ld.global.L1::evict_first.L2::cache_hint", "L2::evict_first")
+    _ld16r_cs = _row_loader("ld.global.cs")
+    _st16r_cs = _row_storer("st.global.cs")
     # side_effect: must not move above the lock acquisition that precedes it.
     _ld16_cg = _group_loader("ld.global.cg", f32_only=True, side_effect=True)
-    # w and b of the lean forward, which every row reads again: last out of L1.
     _ld16_el = _group_loader("ld.global.L1::evict_last")
-
-    @intrinsic
-    def _st16r(typingctx, arr, base, off, v0, v1, v2, v3):
-        if not (_vec_arg_ok(arr) and isinstance(base, types.Integer)
-                and isinstance(off, types.Integer)):
-            return None
-        sig = types.void(arr, base, off, v0, v1, v2, v3)
-
-        def codegen(context, builder, signature, args):
-            aty, bty, oty = signature.args[:3]
-            addr = _row_addr(context, builder, aty, bty, args[0], args[1])
-            o32 = context.cast(builder, args[2], oty, types.uint32)
-            sfx, con = _asm_sfx(aty)
-            ety = context.get_value_type(aty.dtype)
-            vals = [context.cast(builder, args[3 + k], signature.args[3 + k], aty.dtype)
-                    for k in range(4)]
-            fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(64), ir.IntType(32)] + [ety] * 4)
-            asm = ir.InlineAsm(
-                fnty, "{ .reg .b64 a; mad.wide.u32 a, $1, 16, $0; "
-                      f"st.global.v4.{sfx} [a], {{$2,$3,$4,$5}}; }}",
-                f"l,r,{con},{con},{con},{con},~{{memory}}", side_effect=True)
-            builder.call(asm, [addr, o32] + vals)
-            return context.get_dummy_value()
-
-        return sig, codegen
+    _ld16_el2 = _group_loader("ld.global.L1::evict_last.L2::cache_hint", policy="L2::evict_last")
 
     @intrinsic
     def _bf2(typingctx, lo, hi):
@@ -1040,6 +1070,17 @@ def _group_guards(full):
     return valid, clamp
 
 
+# The lean forward's cache hints (make_forward_kernel's evict, tuning fwd_evict): the
+# x loader, the w / b loader, the y storer and the kernel name's suffix.
+_FWD_HINTS = {
+    True: (_ld16r_ef, _ld16_el, _st16r, "_evict"),
+    "l2": (_ld16r_ef2, _ld16_el2, _st16r, "_evictl2"),
+    "cs": (_ld16r_cs, _ld16, _st16r_cs, "_cs"),
+    "ldcs": (_ld16r_cs, _ld16, _st16r, "_ldcs"),
+    "stcs": (_ld16r, _ld16, _st16r_cs, "_stcs"),
+}
+
+
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, compensated=False, subwarp=False,
@@ -1062,9 +1103,13 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     coarse centre, free of mu's rounding bias (the streaming kernel carries TwoSum
     terms instead): see :func:`_lean_forward`.
     subwarp: the lean kernel for rows of 8 or 16 threads (several rows per warp).
-    evict: the lean kernel's x loads marked first out of L1 and its w, b loads last
-    (``L1::evict_first`` / ``L1::evict_last``, inductor's eviction policies for a row
-    read once against parameters every row reads; thirteenth-session candidate).
+    evict: the lean kernel's cache hints, a key of ``_FWD_HINTS`` (False: none).
+    True: x's loads marked first out of L1 and w, b's last (``L1::evict_first`` /
+    ``L1::evict_last``; thirteenth-session candidate); "l2": the same at L1 and L2
+    (``.L2::cache_hint`` with a ``createpolicy`` of that priority: what Triton emits
+    for inductor's ``evict_first`` / ``evict_last``); "cs": x loaded and y stored
+    ``.cs`` (streaming: evict-first at L1 and L2); "ldcs" / "stcs": only x's loads /
+    only y's stores so.
     bounds: the lean or streaming kernel's launch bounds (threads, blocks an SM)
     instead of the default (1024, 1), so ptxas caps its registers (tuning
     fwd_lean_regs, see :func:`_lean_bounds`; fwd_stream_blocks, see
@@ -1085,6 +1130,9 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                          "(words = 0, not RMSNorm)")
     if evict and not lean:
         raise ValueError("evict is the lean forward kernel's")
+    if evict not in _FWD_HINTS and evict is not False:
+        raise ValueError(f"evict must be False or one of {sorted(map(str, _FWD_HINTS))}, "
+                         f"got {evict!r}")
     if (rwords or pipelined) and not staged:
         raise ValueError("register groups (rwords) and pipelined rows are the staged "
                          "kernel's")
@@ -1528,10 +1576,9 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             f"{'staged' if staged else 'lean'}{words}" + (f"r{rwords}" if rwords else "")
             + ("_pipe" if pipelined else "")
             + ("_full" if full else "") + ("_comp" if compensated else "")
-            + ("_subwarp" if subwarp else "") + ("_evict" if evict else "")
+            + ("_subwarp" if subwarp else "") + (_FWD_HINTS[evict][3] if evict else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
-    ldx = _ld16r_ef if evict else _ld16r
-    ldp = _ld16_el if evict else _ld16
+    ldx, ldp, stx = _FWD_HINTS[evict][:3] if evict else (_ld16r, _ld16, _st16r)
     rsum = _sub_sum if subwarp else _row_sum_v2
     rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
     rsum_max = _sub_sum_max if subwarp else _row_sum_max_v2
@@ -1603,7 +1650,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             ys[j] = v
         p = pack(ys, 0)
         if ok and _gvalid(k, tpr, t, ng):
-            _st16r(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
+            stx(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
         return 0
 
     def norm_fwd_lean(x, w, b, y, mean_out, rstd_out, m, n, eps):
@@ -2771,8 +2818,10 @@ _TUNING_DEFAULTS = {
     # per thread (None: the layout functions' pick).
     "fwd_lean": None,
     "fwd_words": None,
-    # Forward, lean kernel: x loaded first out of L1, w and b last (inductor's eviction
-    # policies; thirteenth-session candidate, opt-in until measured).
+    # Forward, lean kernel: cache hints on x, w, b and y (a key of _FWD_HINTS: True,
+    # x first out of L1 and w, b last, refuted in the fourteenth session; "l2", the
+    # same at L2 as Triton emits them; "cs" / "ldcs" / "stcs", streaming accesses;
+    # eighteenth-session candidates, opt-in until measured).
     "fwd_evict": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
@@ -2892,6 +2941,10 @@ def tuning(**overrides):
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
+    ev = overrides.get("fwd_evict", _tune["fwd_evict"])
+    if ev is not False and ev not in _FWD_HINTS:
+        raise ValueError(f"fwd_evict must be False or one of {sorted(map(str, _FWD_HINTS))}, "
+                         f"got {ev!r}")
     du = overrides.get("dwdb_unroll", _tune["dwdb_unroll"])
     if du not in DWDB_UNROLLS:
         raise ValueError(f"dwdb_unroll must be one of {DWDB_UNROLLS}, got {du!r}")
@@ -3337,7 +3390,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         if subwarp:  # whole warps: the shuffles take every lane
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
     if lean:
-        bounds = (None if comp or subwarp or _tune["fwd_evict"]
+        bounds = (None if comp or subwarp
                   else _lean_bounds(vec, tpr * rpb, words, tpr * words * vec == n))
     else:
         bounds = None if (staged or words) else _stream_bounds(tpr)
@@ -3345,7 +3398,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
                                  bool(words) and tpr * (words + rwords) * vec == n, lean,
-                                 staged, comp, subwarp, lean and bool(_tune["fwd_evict"]),
+                                 staged, comp, subwarp, lean and _tune["fwd_evict"],
                                  bounds=bounds,
                                  welford=not (words or rms) and _fwd_welford(vector),
                                  rwords=rwords, pipelined=pipe)

@@ -1160,24 +1160,32 @@ def test_bad_input():
             pass
 
 
+@pytest.mark.parametrize("hint", [True, "l2", "cs", "ldcs", "stcs"])
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_forward_evict_hints_same_bits(dtype):
-    """tuning(fwd_evict=True) (L1 eviction hints on the lean forward's x and w, b
-    loads) changes no value: y, mean and rstd bit-identical to the unhinted lean
-    kernel, within tolerance of float64; the hints are the lean kernel's only."""
+def test_forward_evict_hints_same_bits(dtype, hint):
+    """tuning(fwd_evict=hint) (cache hints on the lean forward's x, w, b loads and y
+    stores: L1 eviction priorities, the same with L2 cache policies, streaming
+    accesses) changes no value: y, mean and rstd bit-identical to the unhinted lean
+    kernel, within tolerance of float64; the hints are the lean kernel's only, and
+    only _FWD_HINTS' keys are taken."""
     variant = (False, True, True)
     shapes = [(5, 64)] if SIMULATOR else [(5, 64), (4099, 4096)]
     for shape in shapes:
         x, w, b, dy = _inputs(shape, dtype, variant, seed=31)
         with ln.tuning(fwd_lean=True):
             base = _forward(variant, x, w, b, 1e-5)
-            with ln.tuning(fwd_evict=True), poison_outputs():
+            with ln.tuning(fwd_evict=hint), poison_outputs():
                 got = _forward(variant, x, w, b, 1e-5)
         for name, ours, plain in zip(("y", "mean", "rstd"), got, base):
             assert torch.equal(ours, plain), name
         assert_close(got[0], _reference(variant, x, w, b, dy, 1e-5)[0], dtype, "y")
     with pytest.raises(ValueError, match="evict"):
-        ln.make_forward_kernel(dtype, False, True, True, True, 2, evict=True)
+        ln.make_forward_kernel(dtype, False, True, True, True, 2, evict=hint)
+    with pytest.raises(ValueError, match="evict must be"):
+        ln.make_forward_kernel(dtype, False, True, True, True, 2, lean=True, evict="l1")
+    with pytest.raises(ValueError, match="fwd_evict must be"):
+        with ln.tuning(fwd_evict="l1"):
+            pass
 
 
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
