@@ -2903,6 +2903,22 @@ if SIMULATOR:
 _tune = dict(_TUNING_DEFAULTS)
 
 
+def _lean_block_per_row(tpr, vec, words):
+    """Whether the lean forward launches a block per pass of row slots (else a
+    persistent grid): rows of fewer than 1024 threads always (v8); rows of 1024
+    threads only at float32 four groups a thread (N = 12289-16384; v17). H100, us,
+    persistent -> a block per row: float32 4096 x 16384 LayerNorm 199.0 / 199.9 ->
+    186.6 / 187.1, RMSNorm 198.3 / 198.0 -> 183.9 / 184.5 (inductor's one-row blocks:
+    ~181); but float32 5461 x 12288 (three groups) 189.3 -> 250.0, RMSNorm 192.9 ->
+    214.3 (the H200's 0.150 -> 0.160 ms at 16384 was an earlier kernel)."""
+    return tpr < _MAX_BLOCK or (vec == 4 and words == _BLOCK_PER_ROW_WORDS)
+
+
+# v17: the float32 lean forward's groups a thread at which rows of 1024 threads run a
+# block per row (see _lean_block_per_row).
+_BLOCK_PER_ROW_WORDS = 4
+
+
 @contextlib.contextmanager
 def tuning(**overrides):
     """Temporarily override the launch heuristics (for tests and benchmarks).
@@ -3404,9 +3420,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                  rwords=rwords, pipelined=pipe)
     if lean or staged:
         shared = 16 * words * tpr * (1 + pipe) if staged else 0
-        # Rows of 1024 threads stay persistent (float32 N = 16384: 0.150 ms persistent,
-        # 0.160 with a block per row).
-        if (lean and tpr < _MAX_BLOCK and not _tune["fwd_lean_persistent"]
+        if (lean and _lean_block_per_row(tpr, vec, words) and not _tune["fwd_lean_persistent"]
                 and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None):
             grid = min(cdiv(m, rpb), 2**31 - 1)
         else:

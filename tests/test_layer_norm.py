@@ -1590,3 +1590,14 @@ def test_kernels_compile_to_ptx_without_spills(kernel):
     elif "_vec_" in kernel.name:
         assert "ld.global.v4" in ptx, "16-byte loads expected"
     assert not math.isnan(rep["registers"])
+
+
+def test_lean_block_per_row_rule():
+    """v17: the lean forward launches a block per pass of row slots for rows of fewer
+    than 1024 threads and, at 1024 threads, only for float32 rows of four groups a
+    thread (N = 12289-16384); other 1024-thread rows stay persistent."""
+    assert ln._lean_block_per_row(512, 8, 4)
+    assert ln._lean_block_per_row(256, 4, 2)
+    assert ln._lean_block_per_row(1024, 4, 4)
+    assert not ln._lean_block_per_row(1024, 4, 3)
+    assert not ln._lean_block_per_row(1024, 8, 4)
