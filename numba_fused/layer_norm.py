@@ -2906,11 +2906,13 @@ _tune = dict(_TUNING_DEFAULTS)
 def _lean_block_per_row(tpr, vec, words):
     """Whether the lean forward launches a block per pass of row slots (else a
     persistent grid): rows of fewer than 1024 threads always (v8); rows of 1024
-    threads only at float32 four groups a thread (N = 12289-16384; v17). H100, us,
-    persistent -> a block per row: float32 4096 x 16384 LayerNorm 199.0 / 199.9 ->
-    186.6 / 187.1, RMSNorm 198.3 / 198.0 -> 183.9 / 184.5 (inductor's one-row blocks:
-    ~181); but float32 5461 x 12288 (three groups) 189.3 -> 250.0, RMSNorm 192.9 ->
-    214.3 (the H200's 0.150 -> 0.160 ms at 16384 was an earlier kernel)."""
+    threads at float32 four groups a thread (N = 12289-16384, the only 1024-thread
+    lean rows measured; v17). H100, us, persistent -> a block per row: float32 4096 x
+    16384 LayerNorm 199.0 / 199.9 -> 186.6 / 187.1, RMSNorm 198.3 / 198.0 -> 183.9 /
+    184.5 (inductor's one-row blocks: ~181). The lean kernel prefetches nothing, so a
+    persistent grid buys it nothing; the row kernel, which prefetches the next row of
+    its grid-stride loop, keeps its persistent grid (float32 5461 x 12288, three
+    groups of 1024 threads: 189.3 persistent, 250.0 with a block per row)."""
     return tpr < _MAX_BLOCK or (vec == 4 and words == _BLOCK_PER_ROW_WORDS)
 
 
