@@ -1109,7 +1109,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     (``.L2::cache_hint`` with a ``createpolicy`` of that priority: what Triton emits
     for inductor's ``evict_first`` / ``evict_last``); "cs": x loaded and y stored
     ``.cs`` (streaming: evict-first at L1 and L2); "ldcs" / "stcs": only x's loads /
-    only y's stores so.
+    only y's stores so. None is faster (tuning fwd_evict).
     bounds: the lean or streaming kernel's launch bounds (threads, blocks an SM)
     instead of the default (1024, 1), so ptxas caps its registers (tuning
     fwd_lean_regs, see :func:`_lean_bounds`; fwd_stream_blocks, see
@@ -2819,9 +2819,9 @@ _TUNING_DEFAULTS = {
     "fwd_lean": None,
     "fwd_words": None,
     # Forward, lean kernel: cache hints on x, w, b and y (a key of _FWD_HINTS: True,
-    # x first out of L1 and w, b last, refuted in the fourteenth session; "l2", the
-    # same at L2 as Triton emits them; "cs" / "ldcs" / "stcs", streaming accesses;
-    # eighteenth-session candidates, opt-in until measured).
+    # x first out of L1 and w, b last; "l2", the same at L2 as Triton emits them;
+    # "cs" / "ldcs" / "stcs", streaming accesses). Opt-in: measured on the H100 in the
+    # fourteenth and eighteenth sessions, each 0.5-2% slower or within noise.
     "fwd_evict": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
