@@ -1073,12 +1073,21 @@ def _group_guards(full):
 # The lean forward's cache hints (make_forward_kernel's evict, tuning fwd_evict): the
 # x loader, the w / b loader, the y storer and the kernel name's suffix.
 _FWD_HINTS = {
+    False: (_ld16r, _ld16, _st16r, ""),
     True: (_ld16r_ef, _ld16_el, _st16r, "_evict"),
     "l2": (_ld16r_ef2, _ld16_el2, _st16r, "_evictl2"),
     "cs": (_ld16r_cs, _ld16, _st16r_cs, "_cs"),
     "ldcs": (_ld16r_cs, _ld16, _st16r, "_ldcs"),
     "stcs": (_ld16r, _ld16, _st16r_cs, "_stcs"),
 }
+
+
+def _check_hint(name, value):
+    """Raise ValueError unless ``value`` is a key of _FWD_HINTS (argument ``name``)."""
+    if value not in _FWD_HINTS:
+        raise ValueError(f"{name} must be False or one of "
+                         f"{sorted(str(k) for k in _FWD_HINTS if k is not False)}, "
+                         f"got {value!r}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -1130,9 +1139,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                          "(words = 0, not RMSNorm)")
     if evict and not lean:
         raise ValueError("evict is the lean forward kernel's")
-    if evict not in _FWD_HINTS and evict is not False:
-        raise ValueError(f"evict must be False or one of {sorted(map(str, _FWD_HINTS))}, "
-                         f"got {evict!r}")
+    _check_hint("evict", evict)
     if (rwords or pipelined) and not staged:
         raise ValueError("register groups (rwords) and pipelined rows are the staged "
                          "kernel's")
@@ -1576,9 +1583,9 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             f"{'staged' if staged else 'lean'}{words}" + (f"r{rwords}" if rwords else "")
             + ("_pipe" if pipelined else "")
             + ("_full" if full else "") + ("_comp" if compensated else "")
-            + ("_subwarp" if subwarp else "") + (_FWD_HINTS[evict][3] if evict else "")
+            + ("_subwarp" if subwarp else "") + _FWD_HINTS[evict][3]
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
-    ldx, ldp, stx = _FWD_HINTS[evict][:3] if evict else (_ld16r, _ld16, _st16r)
+    ldx, ldp, stx = _FWD_HINTS[evict][:3]
     rsum = _sub_sum if subwarp else _row_sum_v2
     rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
     rsum_max = _sub_sum_max if subwarp else _row_sum_max_v2
@@ -2903,6 +2910,11 @@ if SIMULATOR:
 _tune = dict(_TUNING_DEFAULTS)
 
 
+# v17: the float32 lean forward's groups a thread at which rows of 1024 threads run a
+# block per row (see _lean_block_per_row).
+_BLOCK_PER_ROW_WORDS = 4
+
+
 def _lean_block_per_row(tpr, vec, words):
     """Whether the lean forward launches a block per pass of row slots (else a
     persistent grid): rows of fewer than 1024 threads always (v8); rows of 1024
@@ -2914,11 +2926,6 @@ def _lean_block_per_row(tpr, vec, words):
     its grid-stride loop, keeps its persistent grid (float32 5461 x 12288, three
     groups of 1024 threads: 189.3 persistent, 250.0 with a block per row)."""
     return tpr < _MAX_BLOCK or (vec == 4 and words == _BLOCK_PER_ROW_WORDS)
-
-
-# v17: the float32 lean forward's groups a thread at which rows of 1024 threads run a
-# block per row (see _lean_block_per_row).
-_BLOCK_PER_ROW_WORDS = 4
 
 
 @contextlib.contextmanager
@@ -2959,10 +2966,7 @@ def tuning(**overrides):
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
-    ev = overrides.get("fwd_evict", _tune["fwd_evict"])
-    if ev is not False and ev not in _FWD_HINTS:
-        raise ValueError(f"fwd_evict must be False or one of {sorted(map(str, _FWD_HINTS))}, "
-                         f"got {ev!r}")
+    _check_hint("fwd_evict", overrides.get("fwd_evict", _tune["fwd_evict"]))
     du = overrides.get("dwdb_unroll", _tune["dwdb_unroll"])
     if du not in DWDB_UNROLLS:
         raise ValueError(f"dwdb_unroll must be one of {DWDB_UNROLLS}, got {du!r}")
