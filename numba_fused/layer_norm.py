@@ -2891,9 +2891,10 @@ _TUNING_DEFAULTS = {
     # rows: 16-bit N = 512 as 16 threads of 4 groups; H200, bench/notes_layer_norm.md
     # v9: 16-bit N = 256 / 512 0.072 / 0.072 ms against the row kernel's 0.086 / 0.075).
     "fwd_subwarp": True,
-    # The lean forward: persistent too (True), or, for rows of fewer than 1024
-    # threads, one pass of row slots per block (False: measured 5-16% faster on the
-    # H200 at N = 1024-8192, bench/notes_layer_norm.md v8).
+    # The lean forward: persistent too (True), or one pass of row slots per block
+    # where _lean_block_per_row measured it faster (False: rows of fewer than 1024
+    # threads, 5-16% on the H200 at N = 1024-8192, bench/notes_layer_norm.md v8; rows
+    # of 1024 threads at four groups, v17 / v18).
     "fwd_lean_persistent": False,
     # Tests and benchmarks: force the forward (row kernels) / backward grid, the lock
     # scheme's buffer count.
@@ -2910,22 +2911,23 @@ if SIMULATOR:
 _tune = dict(_TUNING_DEFAULTS)
 
 
-# v17: the float32 lean forward's groups a thread at which rows of 1024 threads run a
+# v17 / v18: the lean forward's groups a thread at which rows of 1024 threads run a
 # block per row (see _lean_block_per_row).
 _BLOCK_PER_ROW_WORDS = 4
 
 
-def _lean_block_per_row(tpr, vec, words):
+def _lean_block_per_row(tpr, words):
     """Whether the lean forward launches a block per pass of row slots (else a
     persistent grid): rows of fewer than 1024 threads always (v8); rows of 1024
-    threads at float32 four groups a thread (N = 12289-16384, the only 1024-thread
-    lean rows measured; v17). H100, us, persistent -> a block per row: float32 4096 x
-    16384 LayerNorm 199.0 / 199.9 -> 186.6 / 187.1, RMSNorm 198.3 / 198.0 -> 183.9 /
-    184.5 (inductor's one-row blocks: ~181). The lean kernel prefetches nothing, so a
+    threads at four groups a thread (v17: float32 N = 12289-16384; v18: 16-bit N =
+    24577-32768). H100, us, persistent -> a block per row: float32 4096 x 16384
+    LayerNorm 199.0 / 199.9 -> 186.6 / 187.1, RMSNorm 198.3 / 198.0 -> 183.9 / 184.5
+    (inductor's one-row blocks: ~181); LayerNorm 2048 x 32768 fp16 105.9 / 106.7 ->
+    101.9, bf16 106.4 / 106.1 -> 102.6. The lean kernel prefetches nothing, so a
     persistent grid buys it nothing; the row kernel, which prefetches the next row of
     its grid-stride loop, keeps its persistent grid (float32 5461 x 12288, three
     groups of 1024 threads: 189.3 persistent, 250.0 with a block per row)."""
-    return tpr < _MAX_BLOCK or (vec == 4 and words == _BLOCK_PER_ROW_WORDS)
+    return tpr < _MAX_BLOCK or words == _BLOCK_PER_ROW_WORDS
 
 
 @contextlib.contextmanager
@@ -3079,24 +3081,33 @@ _LEAN_WORDS = (1, 2, 3, 4)
 # The default takes the lean forward from this row length (the shortest measured,
 # v9); shorter rows keep the row kernel.
 _LEAN_MIN_N = 256
+# v19: the longest float32 rows the lean forward takes (a block per row, four groups
+# a thread) ahead of the row kernel (persistent, prefetching its next row), by op.
+# H100, us, row kernel -> lean: RMSNorm N = 9216 192.6 / 194.2 -> 185.0, 10240 191.4
+# / 191.1 -> 192.0, 11264 192.0 / 191.8 -> 187.2, 12288 194.6 / 194.0 -> 185.2;
+# LayerNorm N = 9216 191.8 / 191.7 -> 185.2 (576 threads, two blocks an SM), but 10240
+# 189.7 / 191.0 -> 206.0, 11264 189.4 / 189.7 -> 198.2, 12288 190.4 / 189.9 -> 193.6
+# (640-768 threads of 56 registers: one block an SM).
+_LEAN_F32_MAX_N = {False: 9216, True: 12288}
 
 
-def _fwd_lean(n, vec):
+def _fwd_lean(n, vec, rms=False):
     """Whether the forward takes the lean row kernel for rows of n (16-byte groups of
-    vec): tuning's ``fwd_lean``; None picks by the A/Bs of 2026-11-25 (H100, v5) and
-    2026-11-26 (H200, v8 and v9; bench/notes_layer_norm.md): 16-bit rows of N >= 256,
-    float32 rows of 256 <= N <= 8192 (v8, N >= 1024: 4 groups a thread, one pass of
-    row slots a block: 0.071-0.076 ms at 16-bit, 0.134-0.137 at float32, against the
-    row kernel's 0.076-0.086 / 0.148-0.151; v9, N < 1024: sub-warp rows where they
-    fit, fp16 N = 256-768 0.072-0.074 against 0.075-0.086, float32 N = 256 / 512
-    0.136 / 0.135 against 0.142 / 0.141), and rows the row kernel would stream
-    (float32 N = 16384)."""
+    vec; ``rms``: RMSNorm): tuning's ``fwd_lean``; None picks by the A/Bs of
+    2026-11-25 (H100, v5) and 2026-11-26 (H200, v8 and v9; bench/notes_layer_norm.md):
+    16-bit rows of N >= 256, float32 rows of 256 <= N <= 8192 (v8, N >= 1024: 4 groups
+    a thread, one pass of row slots a block: 0.071-0.076 ms at 16-bit, 0.134-0.137 at
+    float32, against the row kernel's 0.076-0.086 / 0.148-0.151; v9, N < 1024:
+    sub-warp rows where they fit, fp16 N = 256-768 0.072-0.074 against 0.075-0.086,
+    float32 N = 256 / 512 0.136 / 0.135 against 0.142 / 0.141), float32 rows up to
+    :data:`_LEAN_F32_MAX_N` (v19), and rows the row kernel would stream (float32 N =
+    16384)."""
     lean = _tune["fwd_lean"]
     if (lean is not None and not lean) or _lean_layout(n, vec)[0] == 0:
         return False
     if lean is not None or _row_layout(n, vec, "fwd")[0] == 0:
         return True
-    return n >= _LEAN_MIN_N and (vec == 8 or n <= 8192)
+    return n >= _LEAN_MIN_N and (vec == 8 or n <= _LEAN_F32_MAX_N[bool(rms)])
 
 
 # Dynamic shared memory the staged forward may take for one row (16-bit N = 65536
@@ -3390,7 +3401,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     stream = bool(_tune["fwd_stream"])
     limit = _staged_limit(xa) if vector and not stream else 0
     staged = vector and not stream and _fwd_staged(n, vec, limit)
-    lean = vector and not (stream or staged) and _fwd_lean(n, vec)
+    lean = vector and not (stream or staged) and _fwd_lean(n, vec, rms)
     rwords = 0
     if lean:
         words, tpr = _lean_layout(n, vec)
@@ -3426,7 +3437,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                  rwords=rwords, pipelined=pipe)
     if lean or staged:
         shared = 16 * words * tpr * (1 + pipe) if staged else 0
-        if (lean and _lean_block_per_row(tpr, vec, words) and not _tune["fwd_lean_persistent"]
+        if (lean and _lean_block_per_row(tpr, words) and not _tune["fwd_lean_persistent"]
                 and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None):
             grid = min(cdiv(m, rpb), 2**31 - 1)
         else:

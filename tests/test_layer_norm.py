@@ -607,6 +607,21 @@ def test_default_forward_layout_by_row_length():
             assert not ln._fwd_lean(128, ln._vec_of(dtype, True))
 
 
+def test_default_float32_lean_limit_by_op():
+    """v19: float32 rows past 8192 take the lean forward up to N = 9216 for LayerNorm
+    and N = 12288 for RMSNorm (the measured crossovers); LayerNorm's row kernel takes
+    N = 9217-12288, past which it has no register layout and the lean kernel takes
+    the rows for both ops."""
+    vec = ln._vec_of("float32", True)
+    with ln.tuning(fwd_lean=None):
+        for n, ln_lean, rms_lean in [(8192, True, True), (9216, True, True),
+                                     (10240, False, True), (12288, False, True),
+                                     (12416, True, True), (16384, True, True)]:
+            assert ln._fwd_lean(n, vec) == ln_lean, n
+            assert ln._fwd_lean(n, vec, rms=True) == rms_lean, n
+        assert ln._fwd_lean(12288, ln._vec_of("float16", True))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=["ln_wb", "rms_w", "ln"])
@@ -1027,6 +1042,33 @@ def test_deterministic_is_bit_identical(dtype, shape):
     for _ in range(5):
         again = ln.rms_norm_backward(dy, x, w, r2, deterministic=True)
         assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,dtype,shape", [
+    ((True, True, False), "float32", (333, 12288)), ((True, True, False), "float32", (97, 10240)),
+    ((False, True, True), "float32", (257, 9216)), ((False, True, True), "float16", (37, 32768)),
+    ((True, True, False), "bfloat16", (41, 32768))], ids=lambda v: str(v))
+def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
+    """The default forward's v18 / v19 picks, against float64 under poisoned outputs:
+    float32 RMSNorm N = 10240 / 12288 and LayerNorm N = 9216 take the lean kernel, and
+    16-bit rows of four groups at 1024 threads (N = 32768) a block per row (no
+    persistent grid asked for)."""
+    picked, grids = [], []
+    _record_kernels(monkeypatch, "make_forward_kernel", picked)
+    persistent = ln._persistent_grid
+
+    def spy(*args, **kwargs):
+        grids.append(args)
+        return persistent(*args, **kwargs)
+
+    monkeypatch.setattr(ln, "_persistent_grid", spy)
+    x, w, b, _ = _inputs(shape, dtype, variant, seed=shape[-1])
+    with poison_outputs():
+        got = _forward(variant, x, w, b, 1e-5)
+    assert len(picked) == 1 and "_lean" in picked[0], picked
+    assert not grids
+    _check_forward(got, None, variant, x, w, b, dtype, shape)
 
 
 @pytest.mark.gpu
@@ -1593,11 +1635,12 @@ def test_kernels_compile_to_ptx_without_spills(kernel):
 
 
 def test_lean_block_per_row_rule():
-    """v17: the lean forward launches a block per pass of row slots for rows of fewer
-    than 1024 threads and, at 1024 threads, only for float32 rows of four groups a
-    thread (N = 12289-16384); other 1024-thread rows stay persistent."""
-    assert ln._lean_block_per_row(512, 8, 4)
-    assert ln._lean_block_per_row(256, 4, 2)
-    assert ln._lean_block_per_row(1024, 4, 4)
-    assert not ln._lean_block_per_row(1024, 4, 3)
-    assert not ln._lean_block_per_row(1024, 8, 4)
+    """v17 / v18: the lean forward launches a block per pass of row slots for rows of
+    fewer than 1024 threads and, at 1024 threads, for rows of four groups a thread
+    (float32 N = 12289-16384, 16-bit N = 24577-32768); other 1024-thread rows stay
+    persistent."""
+    assert ln._lean_block_per_row(512, 4)
+    assert ln._lean_block_per_row(256, 2)
+    assert ln._lean_block_per_row(1024, 4)
+    assert not ln._lean_block_per_row(1024, 3)
+    assert not ln._lean_block_per_row(1024, 2)
