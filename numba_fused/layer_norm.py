@@ -2762,8 +2762,16 @@ _TUNING_DEFAULTS = {
     "max_tpr": _MAX_BLOCK,
     # Forward row kernels: rows per block = fwd_block // tpr (at least 1).
     "fwd_block": 256,
-    # Backward row kernels: rows per block = bwd_block // tpr (at least 1).
-    "bwd_block": 256,
+    # Backward row kernels: rows per block = bwd_block // tpr (at least 1). v20: 128
+    # (was 256): rows of 64-128 threads run one or two a block, more and smaller
+    # blocks an SM (fp16 N = 2048: four blocks of 128 threads for two of 256, the
+    # same threads; why that helps is not profiled yet). H100, M x N = 2^26, us, 256 ->
+    # 128: fp16 LayerNorm / RMSNorm N = 768 175.8 / 161.3 -> 150.7 / 149.3, 1024
+    # 157.7 / 155.8 -> 153.3 / 151.3, 2048 158.7 / 156.2 -> 150.2 / 147.1; float32 N
+    # = 512 295.6 / 297.9 -> 288.4 / 283.2, 768 319.2 / 286.7 -> 285.3 / 287.0, 1024
+    # 296.5 / 298.4 -> 283.7 / 285.9; the same at N = 512 fp16 and from float32 2048
+    # and 16-bit 4096, whose rows fill a block of 128 alone (bench/notes_layer_norm.md).
+    "bwd_block": 128,
     # Backward persistent grid: SMs x (bwd_threads_per_sm // block) blocks. More
     # resident threads would not fit the registers (~56 per thread) and would add
     # partial rows for _dwdb to read.
