@@ -259,6 +259,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="N = 4096 only, no knob sweep")
     ap.add_argument("--ns", default=None,
                     help="A/B mode: comma-separated row lengths (M = 2^26 / N)")
+    ap.add_argument("--m", type=int, default=None,
+                    help="A/B mode: rows (default 2^26 / N; small M: one wave, latency)")
     ap.add_argument("--dtypes", default="float16",
                     help="A/B mode: comma-separated dtypes (float16, bfloat16, float32)")
     ap.add_argument("--op", choices=("ln", "rms"), default="ln",
@@ -279,7 +281,8 @@ def main(argv=None):
         for dname in args.dtypes.split(","):
             for n in (int(v) for v in args.ns.split(",")):
                 for i, tune in enumerate(tunes):
-                    rows.append(run_case(TOTAL // n, n, getattr(torch, dname), args.reps,
+                    m = args.m or TOTAL // n
+                    rows.append(run_case(m, n, getattr(torch, dname), args.reps,
                                          sleep, tune, torch_too=i == 0, op=args.op))
                     print(table(rows[-1:], copy).splitlines()[-1],
                           f"[{time.time() - t0:.0f} s]", flush=True)

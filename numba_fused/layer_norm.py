@@ -174,7 +174,7 @@ if SIMULATOR:
     # Cache-hinted loads and stores: the same values (the hints only steer the caches
     # on the GPU).
     _ld16r_ef = _ld16r_ef2 = _ld16r_cs = _ld16r
-    _ld16_el = _ld16_el2 = _ld16
+    _ld16_el = _ld16_el2 = _ld16_nc = _ld16
     _st16r_cs = _st16r
 
     def _bf2(lo, hi):
@@ -426,6 +426,10 @@ else:
     _ld16_cg = _group_loader("ld.global.cg", f32_only=True, side_effect=True)
     _ld16_el = _group_loader("ld.global.L1::evict_last")
     _ld16_el2 = _group_loader("ld.global.L1::evict_last.L2::cache_hint", policy="L2::evict_last")
+    # w and b through the non-coherent (read-only) path: no kernel writes them, so
+    # ptxas may issue a row's loads of them ahead of its earlier y stores (a plain
+    # ld.global after an st.global must wait for it: they might alias).
+    _ld16_nc = _group_loader("ld.global.nc")
 
     @intrinsic
     def _bf2(typingctx, lo, hi):
@@ -1079,6 +1083,7 @@ _FWD_HINTS = {
     "cs": (_ld16r_cs, _ld16, _st16r_cs, "_cs"),
     "ldcs": (_ld16r_cs, _ld16, _st16r, "_ldcs"),
     "stcs": (_ld16r, _ld16, _st16r_cs, "_stcs"),
+    "nc": (_ld16r, _ld16_nc, _st16r, "_nc"),
 }
 
 
@@ -1118,7 +1123,9 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     (``.L2::cache_hint`` with a ``createpolicy`` of that priority: what Triton emits
     for inductor's ``evict_first`` / ``evict_last``); "cs": x loaded and y stored
     ``.cs`` (streaming: evict-first at L1 and L2); "ldcs" / "stcs": only x's loads /
-    only y's stores so. None is faster (tuning fwd_evict).
+    only y's stores so; "nc": w and b through ``ld.global.nc`` (ptxas then issues a
+    row's eight loads of them together instead of each after the previous group's y
+    store). None is faster (tuning fwd_evict).
     bounds: the lean or streaming kernel's launch bounds (threads, blocks an SM)
     instead of the default (1024, 1), so ptxas caps its registers (tuning
     fwd_lean_regs, see :func:`_lean_bounds`; fwd_stream_blocks, see
@@ -2835,8 +2842,10 @@ _TUNING_DEFAULTS = {
     "fwd_words": None,
     # Forward, lean kernel: cache hints on x, w, b and y (a key of _FWD_HINTS: True,
     # x first out of L1 and w, b last; "l2", the same at L2 as Triton emits them;
-    # "cs" / "ldcs" / "stcs", streaming accesses). Opt-in: measured on the H100 in the
-    # fourteenth and eighteenth sessions, each 0.5-2% slower or within noise.
+    # "cs" / "ldcs" / "stcs", streaming accesses; "nc", w and b read-only, so issued
+    # together rather than each after the previous group's y store). Opt-in:
+    # measured on the H100 in the fourteenth, eighteenth and nineteenth sessions, each
+    # 0.5-2% slower or within noise ("nc": float32 LayerNorm N = 4096 182 -> 192 us).
     "fwd_evict": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40

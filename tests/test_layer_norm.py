@@ -1202,7 +1202,7 @@ def test_bad_input():
             pass
 
 
-@pytest.mark.parametrize("hint", [True, "l2", "cs", "ldcs", "stcs"])
+@pytest.mark.parametrize("hint", [True, "l2", "cs", "ldcs", "stcs", "nc"])
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_forward_evict_hints_same_bits(dtype, hint):
     """tuning(fwd_evict=hint) (cache hints on the lean forward's x, w, b loads and y
