@@ -2770,9 +2770,9 @@ _TUNING_DEFAULTS = {
     # Forward row kernels: rows per block = fwd_block // tpr (at least 1).
     "fwd_block": 256,
     # Backward row kernels: rows per block = bwd_block // tpr (at least 1). v20: 128
-    # (was 256): rows of 64-128 threads run one or two a block, more and smaller
-    # blocks an SM (fp16 N = 2048: four blocks of 128 threads for two of 256, the
-    # same threads; why that helps is not profiled yet). H100, M x N = 2^26, us, 256 ->
+    # (was 256): rows of fewer than 256 threads run half as many a block, in more and
+    # smaller blocks an SM (fp16 N = 2048: four blocks of 128 threads for two of 256,
+    # the same threads; why that helps is not profiled yet). H100, M x N = 2^26, us, 256 ->
     # 128: fp16 LayerNorm / RMSNorm N = 768 175.8 / 161.3 -> 150.7 / 149.3, 1024
     # 157.7 / 155.8 -> 153.3 / 151.3, 2048 158.7 / 156.2 -> 150.2 / 147.1; float32 N
     # = 512 295.6 / 297.9 -> 288.4 / 283.2, 768 319.2 / 286.7 -> 285.3 / 287.0, 1024
@@ -2939,8 +2939,9 @@ def _lean_block_per_row(tpr, words):
     threads at four groups a thread (v17: float32 N = 12289-16384; v18: 16-bit N =
     24577-32768). H100, us, persistent -> a block per row: float32 4096 x 16384
     LayerNorm 199.0 / 199.9 -> 186.6 / 187.1, RMSNorm 198.3 / 198.0 -> 183.9 / 184.5
-    (inductor's one-row blocks: ~181); LayerNorm 2048 x 32768 fp16 105.9 / 106.7 ->
-    101.9, bf16 106.4 / 106.1 -> 102.6. The lean kernel prefetches nothing, so a
+    (inductor's one-row blocks: ~181); 2048 x 32768 LayerNorm fp16 105.9 / 106.7 ->
+    102.6-103.2, bf16 106.4 / 106.1 -> 102.7-103.3, RMSNorm fp16 / bf16 105.0 / 104.7
+    -> 96.3-96.9. The lean kernel prefetches nothing, so a
     persistent grid buys it nothing; the row kernel, which prefetches the next row of
     its grid-stride loop, keeps its persistent grid (float32 5461 x 12288, three
     groups of 1024 threads: 189.3 persistent, 250.0 with a block per row)."""
