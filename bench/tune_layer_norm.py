@@ -280,8 +280,8 @@ def main(argv=None):
         tunes = [json.loads(t) for t in args.tunes]
         for dname in args.dtypes.split(","):
             for n in (int(v) for v in args.ns.split(",")):
+                m = args.m or TOTAL // n
                 for i, tune in enumerate(tunes):
-                    m = args.m or TOTAL // n
                     rows.append(run_case(m, n, getattr(torch, dname), args.reps,
                                          sleep, tune, torch_too=i == 0, op=args.op))
                     print(table(rows[-1:], copy).splitlines()[-1],

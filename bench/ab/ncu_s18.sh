@@ -13,13 +13,6 @@ NCU=(ncu --nvtx --nvtx-include "prof/" --clock-control none --cache-control none
      --section SpeedOfLight --section Occupancy --section WarpStateStats
      --section LaunchStats --section MemoryWorkloadAnalysis
      --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio,smsp__average_warp_latency_issue_stalled_barrier.ratio)
-for case in "float32 4096x16384" "float16 8192x8192"; do
-  set -- $case
-  for prov in numba compile; do
-    f="$OUT/ncu_${1}_${2}_$prov.txt"
-    timeout -k 5 85 "${NCU[@]}" python3 bench/profile_op.py ln_fwd --dtype "$1" \
-      --shape "$2" --provider "$prov" > "$f" 2>&1
-    echo "== $1 $2 $prov rc $?"
-    grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|dram__bytes|lts__t_sector|Achieved Occupancy|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|long_scoreboard|stalled_barrier|L2 Hit Rate|Mem Busy|Max Bandwidth" "$f" | head -30
-  done
-done
+. bench/ab/ncu_ln.sh
+ncu_ln_fwd "$OUT" ncu 30 "^  [a-z_]+.*\(|Duration|DRAM Throughput|dram__bytes|lts__t_sector|Achieved Occupancy|Registers Per|Block Size|Grid Size|Warp Cycles Per Issued|long_scoreboard|stalled_barrier|L2 Hit Rate|Mem Busy|Max Bandwidth" \
+  "float32 4096x16384" "float16 8192x8192"

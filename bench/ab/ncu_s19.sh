@@ -11,13 +11,6 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 NCU=(ncu --nvtx --nvtx-include "prof/" --clock-control none --cache-control none
      --section SpeedOfLight --section Occupancy --section WarpStateStats
      --section LaunchStats --section SchedulerStats)
-for case in "float16 512x1024" "float16 512x8192" "float32 512x1024"; do
-  set -- $case
-  for prov in numba compile; do
-    f="$OUT/ncu19_${1}_${2}_$prov.txt"
-    timeout -k 5 85 "${NCU[@]}" python3 bench/profile_op.py ln_fwd --dtype "$1" \
-      --shape "$2" --provider "$prov" > "$f" 2>&1
-    echo "== $1 $2 $prov rc $?"
-    grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Block Size|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible|Stall|Waves Per SM" "$f" | head -24
-  done
-done
+. bench/ab/ncu_ln.sh
+ncu_ln_fwd "$OUT" ncu19 24 "^  [a-z_]+.*\(|Duration|Registers Per|Block Size|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible|Stall|Waves Per SM" \
+  "float16 512x1024" "float16 512x8192" "float32 512x1024"
