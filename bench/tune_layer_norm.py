@@ -269,6 +269,8 @@ def main(argv=None):
                     help="A/B mode: tuning overrides as JSON objects, one per variant "
                          "(torch is timed beside the first)")
     args = ap.parse_args(argv)
+    if args.m is not None and args.m < 1:
+        ap.error(f"--m must be >= 1, got {args.m}")
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
     dev = torch.cuda.get_device_name(0)
