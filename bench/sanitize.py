@@ -119,9 +119,9 @@ def _layer_norm(nf, torch, dt):
             y, mean, rstd = nf.layer_norm_forward(x, w, b)
             nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
             nf.rms_norm_forward(x, w)
-        # Eighteenth-session candidates (opt-in): the lean forward's L2 cache policies
-        # and streaming accesses.
-        for hint in ("l2", "cs"):
+        # Eighteenth- and nineteenth-session candidates (opt-in): the lean forward's L2
+        # cache policies, streaming accesses and w / b through the read-only path.
+        for hint in ("l2", "cs", "ldcs", "stcs", "nc"):
             with tuning(fwd_evict=hint):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x, w)
