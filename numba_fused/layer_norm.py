@@ -2856,6 +2856,14 @@ _TUNING_DEFAULTS = {
     # at 4096: 206). None: four groups there, no cap. Only 40 (the cap at which they
     # do not spill); see _lean_bounds.
     "fwd_lean_regs": 40,
+    # Forward, lean kernel (candidate, opt-in until measured): launch bounds of the
+    # launched block and fwd_lean_tpsm // block blocks an SM, so ptxas fits that many
+    # threads an SM in the registers (2048: 32 registers, 1536: 40). One group a
+    # thread compiles to 56 registers (16-bit LayerNorm) or 40-42 unbounded, 1024 or
+    # 1536 threads an SM; at 40 / 32 it does not spill (16-bit LayerNorm spills 20
+    # bytes at 32). Inductor's LayerNorm forwards run 2048 threads an SM of 23-32
+    # registers. Overrides fwd_lean_regs; not for sub-warp rows.
+    "fwd_lean_tpsm": None,
     # Forward, streaming LayerNorm kernel: the row's statistics in one pass (Chan's
     # merge of chunk means and squared deviations) instead of two, two reads of the
     # row instead of three (v14; inductor's kernels make two passes, Welford then the
@@ -2960,7 +2968,7 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_welford, fwd_stream,
+    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_lean_tpsm, fwd_welford, fwd_stream,
     fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_staged_pipe,
     fwd_compensated, fwd_grid,
     fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
@@ -2983,6 +2991,9 @@ def tuning(**overrides):
     scheme = overrides.get("bwd_scheme", _tune["bwd_scheme"])
     if scheme not in ("partials", "lock"):
         raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")
+    ts = overrides.get("fwd_lean_tpsm", _tune["fwd_lean_tpsm"])
+    if ts is not None and not (isinstance(ts, int) and 32 <= ts <= 2048 and ts % 32 == 0):
+        raise ValueError(f"fwd_lean_tpsm must be None or a multiple of 32 in [32, 2048], got {ts!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
@@ -3164,7 +3175,12 @@ def _lean_bounds(vec, block, words, full):
     without spills (48 otherwise): 6 or 3 blocks an SM, more rows in flight. 16-bit
     kernels of two groups spill 8 bytes at 40 (LayerNorm with w and b) and gain
     nothing at 48. H100 (bench/notes_layer_norm.md, fifteenth and sixteenth
-    sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7."""
+    sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7.
+    tuning's ``fwd_lean_tpsm``, if set, takes over: ``(block, fwd_lean_tpsm //
+    block)`` for every layout."""
+    tpsm = _tune["fwd_lean_tpsm"]
+    if tpsm is not None:
+        return block, max(1, tpsm // block)
     if _tune["fwd_lean_regs"] is None or not full:
         return None
     return _LEAN_BOUNDS.get((vec, words, block))

@@ -1232,6 +1232,40 @@ def test_forward_evict_hints_same_bits(dtype, hint):
             pass
 
 
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
+def test_forward_lean_tpsm_same_bits(variant):
+    """tuning(fwd_lean_tpsm=T) (candidate): the lean forward compiled with launch
+    bounds (block, T // block), ptxas fitting T threads an SM. Same code, so y, mean
+    and rstd have the unbounded kernel's bits at the same groups a thread, within
+    tolerance of float64; the bounds name the launched block; bad values raise."""
+    picked = []
+    # (shape, dtype, groups a thread, tuning, fwd_lean_tpsm, kernel name suffix)
+    cases = [((9, 256), "float32", 1, {"fwd_block": 256}, 2048, "_lb256x8"),
+             ((9, 512), "float16", 1, {"fwd_block": 128}, 1536, "_lb128x12")]
+    if not SIMULATOR:
+        cases = [((4099, 1024), "float16", 1, {}, 1536, "_lb256x6"),
+                 ((4099, 4096), "float16", 1, {}, 1536, "_lb512x3"),
+                 ((4099, 4096), "float32", 1, {}, 2048, "_lb1024x2"),
+                 ((4099, 2048), "bfloat16", 2, {}, 1536, "_lb256x6")]
+    for shape, dtype, words, tune, tpsm, suffix in cases:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=41)
+        with ln.tuning(fwd_lean=True, fwd_words=words, **tune):
+            base = _forward(variant, x, w, b, 1e-5)
+            with ln.tuning(fwd_lean_tpsm=tpsm), pytest.MonkeyPatch.context() as mp:
+                _record_kernels(mp, "make_forward_kernel", picked)
+                with poison_outputs():
+                    got = _forward(variant, x, w, b, 1e-5)
+        name = picked.pop()
+        assert name.endswith(suffix), (shape, dtype, name)
+        for label, ours, plain in zip(("y", "mean", "rstd"), got, base):
+            assert (ours is None and plain is None) or torch.equal(ours, plain), label
+        assert_close(got[0], _reference(variant, x, w, b, dy, 1e-5)[0], dtype, "y")
+    for bad in (0, 33, 4096, 1024.0):
+        with pytest.raises(ValueError, match="fwd_lean_tpsm"):
+            with ln.tuning(fwd_lean_tpsm=bad):
+                pass
+
+
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=_vid)
 def test_forward_lean_regs_same_bits(variant):
