@@ -2698,7 +2698,8 @@ def shipped_kernels():
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               full, True, compensated=True)
                         # fwd_lean_regs: register-capped exact layouts.
-                        for bounds in (_LEAN_BOUNDS.get((vec, words, blk)) for blk in (256, 512)):
+                        for bounds in (_LEAN_BOUNDS.get((vec, words, blk, rms))
+                                       for blk in (256, 512)):
                             if bounds:
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               True, True, bounds=bounds)
@@ -2853,8 +2854,12 @@ _TUNING_DEFAULTS = {
     # 2), for more rows resident, and float32 rows whose two-group blocks get those
     # bounds take two groups (_lean_layout; N = 1024 / 2048 / 4096). H100, two passes
     # each: 184.1 / 184.7 / 184.0 us -> 183.2 / 182.7 / 182.0 (two groups uncapped
-    # at 4096: 206). None: four groups there, no cap. Only 40 (the cap at which they
-    # do not spill); see _lean_bounds.
+    # at 4096: 206). v21: 16-bit RMSNorm rows of N = 1024 / 2048 / 4096 likewise take
+    # two groups in blocks of 256 at 48 registers, 5 blocks an SM (fp16, two passes:
+    # 95.1 / 95.8, 95.2 / 95.2, 95.4 / 95.4 us -> 94.1 / 94.1, 93.9 / 94.6, 93.7 /
+    # 93.9). None: four groups there, no cap. Only 40 (the value that names these
+    # caps: the float32 ones do not spill at 40, the 16-bit one would); see
+    # _lean_bounds.
     "fwd_lean_regs": 40,
     # Forward, lean kernel (candidate, opt-in until measured): launch bounds of the
     # launched block and fwd_lean_tpsm // block blocks an SM, so ptxas fits that many
@@ -2864,6 +2869,9 @@ _TUNING_DEFAULTS = {
     # bytes at 32). Inductor's LayerNorm forwards run 2048 threads an SM of 23-32
     # registers. Overrides fwd_lean_regs; not for sub-warp rows.
     "fwd_lean_tpsm": None,
+    # Forward, lean kernel: fewer groups a thread for 16-bit batches that one wave of
+    # resident threads holds (v22, see _wave_words); False: the layout's own pick.
+    "fwd_wave": True,
     # Forward, streaming LayerNorm kernel: the row's statistics in one pass (Chan's
     # merge of chunk means and squared deviations) instead of two, two reads of the
     # row instead of three (v14; inductor's kernels make two passes, Welford then the
@@ -2968,7 +2976,7 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_lean_tpsm, fwd_welford, fwd_stream,
+    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream,
     fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_staged_pipe,
     fwd_compensated, fwd_grid,
     fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
@@ -3163,10 +3171,14 @@ def _fwd_staged(n, vec, limit=None):
 # fwd_lean_regs: the register cap, and the lean kernels it applies to (groups a
 # thread, threads a block) with their launch bounds (threads, blocks an SM).
 _LEAN_REGS = 40
-_LEAN_BOUNDS = {(4, 2, 256): (256, 6), (4, 2, 512): (512, 3)}
+# Keyed (vec, words, block, rms). v21: 16-bit RMSNorm rows of two groups in blocks of
+# 256 threads at 48 registers (5 blocks an SM; 40 spills 4 bytes in bf16 with w).
+_LEAN_BOUNDS = {(4, 2, 256, False): (256, 6), (4, 2, 512, False): (512, 3),
+                (4, 2, 256, True): (256, 6), (4, 2, 512, True): (512, 3),
+                (8, 2, 256, True): (256, 5)}
 
 
-def _lean_bounds(vec, block, words, full):
+def _lean_bounds(vec, block, words, full, rms=False):
     """Launch bounds of the lean forward kernel (two-pass statistics, rows of a warp or
     more) for ``vec``-element groups, blocks of ``block`` threads and ``words``
     groups a thread; None: the default ``_JIT`` bounds (1024 threads, 1 block).
@@ -3175,7 +3187,9 @@ def _lean_bounds(vec, block, words, full):
     without spills (48 otherwise): 6 or 3 blocks an SM, more rows in flight. 16-bit
     kernels of two groups spill 8 bytes at 40 (LayerNorm with w and b) and gain
     nothing at 48. H100 (bench/notes_layer_norm.md, fifteenth and sixteenth
-    sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7.
+    sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7. v21
+    (``rms``): 16-bit RMSNorm of two groups in blocks of 256 threads at 48 registers,
+    5 blocks an SM (see :data:`_LEAN_BOUNDS`).
     tuning's ``fwd_lean_tpsm``, if set, takes over: ``(block, fwd_lean_tpsm //
     block)`` for every layout."""
     tpsm = _tune["fwd_lean_tpsm"]
@@ -3183,7 +3197,7 @@ def _lean_bounds(vec, block, words, full):
         return block, max(1, tpsm // block)
     if _tune["fwd_lean_regs"] is None or not full:
         return None
-    return _LEAN_BOUNDS.get((vec, words, block))
+    return _LEAN_BOUNDS.get((vec, words, block, bool(rms)))
 
 
 def _fwd_welford(vector):
@@ -3193,17 +3207,45 @@ def _fwd_welford(vector):
     return bool(vector) if wf is None else bool(wf)
 
 
-def _capped_words(ng, vec):
+def _capped_words(ng, vec, rms=False):
     """2 where tuning's ``fwd_lean_regs`` applies to a lean forward of two groups a
     thread for rows of ``ng`` groups of ``vec`` (exact, in a block of the default
     ``fwd_block`` row slots that :data:`_LEAN_BOUNDS` caps: float32 N = 1024, 2048,
-    4096), else None (the layout's own pick). Rows of fewer than 128 threads keep
-    their sub-warp or four-group layouts: measured at N = 1024-4096 only."""
-    if _tune["fwd_lean_regs"] is None or ng % (2 * WARP) or ng < 8 * WARP:
+    4096; v21, 16-bit RMSNorm (``rms``) N = 1024, 2048, 4096), else None (the
+    layout's own pick). Rows shorter than N = 1024 keep their sub-warp or four-group
+    layouts: measured at N = 1024-4096 only."""
+    if _tune["fwd_lean_regs"] is None or ng % (2 * WARP) or ng * vec < 1024:
         return None
     tpr = ng // 2
     block = max(1, _tune["fwd_block"] // tpr) * tpr
-    return 2 if (vec, 2, block) in _LEAN_BOUNDS else None
+    return 2 if (vec, 2, block, bool(rms)) in _LEAN_BOUNDS else None
+
+
+# v22: a batch of 16-bit rows of N in this range that one wave of resident threads
+# holds (at most _WAVE_THREADS a thread an SM: the 56-64 registers of the lean
+# kernels) takes fewer groups a thread (_wave_words).
+_WAVE_N = (1024, 4096)
+_WAVE_THREADS = 1024
+
+
+def _wave_words(ng, vec, m, sms):
+    """Groups a thread of the lean forward for a batch of ``m`` rows of ``ng`` groups
+    of ``vec`` on ``sms`` SMs: the fewest (1, then 2) whose exact layout puts every
+    row in flight at once (m x threads a row <= sms x :data:`_WAVE_THREADS`), for
+    16-bit rows of N in :data:`_WAVE_N` under tuning's ``fwd_wave``; else None (the
+    layout's own pick). With every row resident the call lasts one thread's serial
+    work (loads, two row reductions, the write pass), which fewer groups a thread
+    shorten; once rows queue, four groups' bytes in flight win (16-bit M = 4096, N =
+    1024: 8.1 us against 9.9 with two groups, 11.7 with one). H100, us, default ->
+    this rule (bench/notes_layer_norm.md, twentieth session): fp16 LayerNorm M = 256,
+    N = 1024 6.0 / 5.3 -> 4.7 (one group), N = 2048 6.4 / 6.1 -> 4.7-5.6 (one); M =
+    1024, N = 2048 7.2 / 6.8 -> 5.9-6.7 (two)."""
+    if not _tune["fwd_wave"] or vec != 8 or not _WAVE_N[0] <= ng * vec <= _WAVE_N[1]:
+        return None
+    for words in (1, 2):
+        if ng % (words * WARP) == 0 and m * (ng // words) <= sms * _WAVE_THREADS:
+            return words
+    return None
 
 
 def _fwd_compensated(staged):
@@ -3256,15 +3298,18 @@ def _staged_layout(n, vec, limit=None):
     return _HYBRID_WORDS, tpr, rwords
 
 
-def _lean_layout(n, vec):
-    """(words, tpr) of the lean forward: tuning's ``fwd_words`` if set; else 4
+def _lean_layout(n, vec, rms=False, m=None, sms=None):
+    """(words, tpr) of the lean forward: tuning's ``fwd_words`` if set; else, for a
+    batch of ``m`` rows on ``sms`` SMs (if given), :func:`_wave_words`'s; else
+    :func:`_capped_words`'s (``rms``: RMSNorm); else 4
     groups a thread where that leaves no idle lane and fits 1024 threads (H200, one
     pass of row slots a block: 16-bit N = 1024-8192 0.071-0.072 ms against 0.080-0.092
     with 1 or 2; the persistent grid had favoured 2 on the H100), else the most groups
     per thread with no idle lane, else the fewest idle lanes; (0, 0) if no layout fits
     1024 threads."""
     ng = n // vec
-    forced = _tune["fwd_words"] or _capped_words(ng, vec)
+    forced = (_tune["fwd_words"] or (m is not None and _wave_words(ng, vec, m, sms))
+              or _capped_words(ng, vec, rms))
     if _tune["fwd_subwarp"]:
         for words in ((forced,) if forced else _LEAN_WORDS[::-1]):
             if ng % words == 0 and ng // words in (8, 16):
@@ -3438,7 +3483,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     lean = vector and not (stream or staged) and _fwd_lean(n, vec, rms)
     rwords = 0
     if lean:
-        words, tpr = _lean_layout(n, vec)
+        words, tpr = _lean_layout(n, vec, rms, m, _sm_count(xa))
     elif staged:
         words, tpr, rwords = _staged_layout(n, vec, limit)
     elif stream:
@@ -3458,7 +3503,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
     if lean:
         bounds = (None if comp or subwarp
-                  else _lean_bounds(vec, tpr * rpb, words, tpr * words * vec == n))
+                  else _lean_bounds(vec, tpr * rpb, words, tpr * words * vec == n, rms))
     else:
         bounds = None if (staged or words) else _stream_bounds(tpr)
     pipe = staged and bool(_tune["fwd_staged_pipe"]) and 2 * 16 * words * tpr <= limit

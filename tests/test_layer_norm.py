@@ -1074,6 +1074,34 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant,dtype,shape,suffix", [
+    ((False, True, True), "float16", (256, 1024), "_lean1_full"),
+    ((False, True, True), "bfloat16", (500, 2048), "_lean1_full"),
+    ((False, True, True), "float16", (1024, 2048), "_lean2_full"),
+    ((True, True, False), "float16", (256, 4096), "_lean1_full"),
+    ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_lb256x5"),
+    ((True, False, False), "float16", (3001, 1024), "_lean2_full_lb256x5"),
+    ((False, True, True), "float16", (4099, 1024), "_lean4_full")],
+    ids=["ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
+         "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "rms-float16-3001x1024",
+         "ln_w_b-float16-4099x1024"])
+def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, monkeypatch):
+    """The default forward's v21 / v22 picks on the H100's 132 SMs, against float64
+    under poisoned outputs: 16-bit batches one wave holds take one or two groups a
+    thread (v22), 16-bit RMSNorm rows of N = 1024-4096 past a wave two groups capped
+    at 48 registers (v21), LayerNorm past a wave its four groups."""
+    if ln.sm_count(None) != 132:
+        pytest.skip("the picks are worked out for 132 SMs")
+    picked = []
+    _record_kernels(monkeypatch, "make_forward_kernel", picked)
+    x, w, b, _ = _inputs(shape, dtype, variant, seed=shape[0])
+    with poison_outputs():
+        got = _forward(variant, x, w, b, 1e-5)
+    assert len(picked) == 1 and picked[0].endswith(suffix), picked
+    _check_forward(got, None, variant, x, w, b, dtype, shape)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("variant,dtype,n", [((True, True, False), "float32", 12288),
                                              ((False, True, True), "float16", 49152)],
                          ids=["rms_w-float32-12288", "ln_w_b-float16-49152"])
@@ -1273,8 +1301,9 @@ def test_forward_lean_regs_same_bits(variant):
     groups a thread in exact blocks of 256 / 512 threads compiled with launch bounds
     that cap ptxas at 40 registers. Same code, so y, mean and rstd have the uncapped
     kernel's bits (fwd_lean_regs=None; fwd_words=2 both ways), within tolerance of
-    float64; 16-bit rows, checked layouts and other block sizes keep the default
-    bounds; 40 is the only value taken. By default float32 rows whose two-group
+    float64; 16-bit rows (but RMSNorm's in blocks of 256: 5 an SM, v21), checked
+    layouts and other block sizes keep the default bounds; 40 is the only value
+    taken. By default float32 rows whose two-group
     blocks get the cap (N = 1024, 2048, 4096 at fwd_block 256) take two groups, and
     no others do."""
     picked = []
@@ -1286,7 +1315,8 @@ def test_forward_lean_regs_same_bits(variant):
     if not SIMULATOR:
         cases = [((4099, 2048), "float32", {}, "_lb256x6"),
                  ((4099, 4096), "float32", {}, "_lb512x3"),
-                 ((4099, 2048), "float16", {}, None), ((4099, 4092), "float32", {}, None)]
+                 ((4099, 2048), "float16", {}, "_lb256x5" if variant[0] else None),
+                 ((4099, 4092), "float32", {}, None)]
     for shape, dtype, tune, suffix in cases:
         x, w, b, dy = _inputs(shape, dtype, variant, seed=37)
         with ln.tuning(fwd_lean=True, fwd_words=2, **tune):
@@ -1668,6 +1698,54 @@ def test_kernels_compile_to_ptx_without_spills(kernel):
     elif "_vec_" in kernel.name:
         assert "ld.global.v4" in ptx, "16-byte loads expected"
     assert not math.isnan(rep["registers"])
+
+
+def test_wave_words_rule():
+    """v22: 16-bit rows of N = 1024-4096 take one, else two groups a thread when
+    every row of the batch is then resident at once (m x threads a row <= SMs x
+    1024), with an exact layout; float32, other N and larger batches keep the
+    layout's own pick, as does tuning(fwd_wave=False)."""
+    sms = 132
+    cap = sms * 1024
+    with ln.tuning(fwd_wave=True):
+        assert ln._wave_words(128, 8, 1, sms) == 1  # N = 1024
+        assert ln._wave_words(128, 8, cap // 128, sms) == 1
+        assert ln._wave_words(128, 8, cap // 128 + 1, sms) == 2
+        assert ln._wave_words(128, 8, cap // 64, sms) == 2
+        assert ln._wave_words(128, 8, cap // 64 + 1, sms) is None
+        assert ln._wave_words(256, 8, 1024, sms) == 2  # N = 2048
+        assert ln._wave_words(512, 8, 256, sms) == 1  # N = 4096
+        assert ln._wave_words(512, 8, 1024, sms) is None
+        assert ln._wave_words(132, 8, 1, sms) is None  # N = 1056: no exact layout
+        assert ln._wave_words(64, 8, 1, sms) is None  # N = 512
+        assert ln._wave_words(1024, 8, 1, sms) is None  # N = 8192
+        assert ln._wave_words(256, 4, 1, sms) is None  # float32
+        assert ln._lean_layout(1024, 8, m=256, sms=sms) == (1, 128)
+        assert ln._lean_layout(2048, 8, True, m=1024, sms=sms) == (2, 128)
+    with ln.tuning(fwd_wave=False):
+        assert ln._wave_words(128, 8, 1, sms) is None
+    with ln.tuning(fwd_words=4):
+        assert ln._lean_layout(1024, 8, m=256, sms=sms) == (4, 32)
+
+
+def test_rms_lean_caps_rule():
+    """v21: at the default fwd_block (256), 16-bit RMSNorm rows of N = 1024 / 2048 /
+    4096 take two groups a thread with launch bounds of 5 blocks of 256 an SM;
+    LayerNorm keeps four groups, uncapped; other N keep their layouts; fwd_lean_regs
+    None turns the cap off."""
+    with ln.tuning(fwd_block=256):
+        for n in (1024, 2048, 4096):
+            assert ln._lean_layout(n, 8, True) == (2, n // 16), n
+            assert ln._lean_layout(n, 8) == (4, n // 32), n
+        for n in (512, 1536, 3072, 8192):
+            assert ln._lean_layout(n, 8, True)[0] != 2, n
+        assert ln._lean_bounds(8, 256, 2, True, rms=True) == (256, 5)
+        assert ln._lean_bounds(8, 256, 2, True, rms=False) is None
+        assert ln._lean_bounds(8, 256, 2, False, rms=True) is None
+        assert ln._lean_bounds(4, 256, 2, True, rms=True) == (256, 6)
+        with ln.tuning(fwd_lean_regs=None):
+            assert ln._lean_layout(2048, 8, True) == (4, 64)
+            assert ln._lean_bounds(8, 256, 2, True, rms=True) is None
 
 
 def test_lean_block_per_row_rule():
