@@ -132,6 +132,15 @@ def _layer_norm(nf, torch, dt):
             with tuning(fwd_lean=True, fwd_words=2, fwd_lean_regs=40):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x, w)
+        # v22 (the default) runs these 29-row 16-bit batches at N = 4096 as one group a
+        # thread (512 threads a row); past a wave, v21's RMSNorm rows of two groups
+        # capped at 48 registers (5 blocks of 256 an SM), and LayerNorm's two groups.
+        if n == 4096:
+            with tuning(fwd_wave=False):
+                nf.rms_norm_forward(x, w)
+                nf.rms_norm_forward(x)
+            with tuning(fwd_words=2):
+                nf.layer_norm_forward(x, w, b)
         # v12 (the default) compiles exact-layout backward row kernels of one-row
         # blocks with the slot constant; here the general kernel they replace, which
         # bwd_one_row=False keeps (N = 4096: 256 threads a 16-bit row, 512 a float32
