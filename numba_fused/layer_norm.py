@@ -3236,10 +3236,12 @@ def _wave_words(ng, vec, m, sms):
     layout's own pick). With every row resident the call lasts one thread's serial
     work (loads, two row reductions, the write pass), which fewer groups a thread
     shorten; once rows queue, four groups' bytes in flight win (16-bit M = 4096, N =
-    1024: 8.1 us against 9.9 with two groups, 11.7 with one). H100, us, default ->
-    this rule (bench/notes_layer_norm.md, twentieth session): fp16 LayerNorm M = 256,
-    N = 1024 6.0 / 5.3 -> 4.7 (one group), N = 2048 6.4 / 6.1 -> 4.7-5.6 (one); M =
-    1024, N = 2048 7.2 / 6.8 -> 5.9-6.7 (two)."""
+    1024: 8.1 us against 9.9 with two groups, 11.7 with one). H100, us, off -> on,
+    two passes (bench/notes_layer_norm.md, twentieth session): fp16 LayerNorm M =
+    256, N = 1024 6.0 / 5.9 -> 5.4 / 4.6, N = 2048 5.5 / 6.2 -> 4.8 / 4.8, N = 4096
+    5.9 / 6.7 -> 5.5 / 6.2 (one group each); M = 1024, N = 1024 6.3 / 6.3 -> 5.2 /
+    6.0 (one), bf16 N = 2048 6.7 / 7.3 -> 6.1 / 6.1 (two); RMSNorm 0.2-0.5 us.
+    Float32 rows showed no consistent gain."""
     if not _tune["fwd_wave"] or vec != 8 or not _WAVE_N[0] <= ng * vec <= _WAVE_N[1]:
         return None
     for words in (1, 2):

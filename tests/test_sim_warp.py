@@ -577,20 +577,25 @@ def test_timeout_when_a_lane_never_comes(monkeypatch):
     monkeypatch.setattr(sim_support, "JOIN_S", 0.5)
 
     woke = []
+    release = threading.Event()
 
     @cuda.jit
     def kernel(x):
         i = cuda.threadIdx.x
         if i == 0:
-            time.sleep(20.0)  # stands for a lane stuck spinning
+            release.wait(120.0)  # stands for a lane stuck spinning
             woke.append(i)
         x[i] = cuda.shfl_down_sync(FULL, x[i], 1)
 
     # The timeout counts from the last lane's arrival, and on a loaded CI machine the
-    # healthy lanes have been seen to take several seconds to arrive (an 8 s sleep was
-    # once outlasted): the check is that the error came while lane 0 still slept.
-    msg = run_diverging(kernel, timeout=19.0)
-    assert not woke, "the launch waited for the stuck lane"
+    # healthy lanes have been seen to take many seconds to arrive (an 8 s, then a 20 s
+    # sleep were outlasted): the check is that the error came while lane 0 still
+    # waited, which is released only afterwards (so the long wait costs nothing).
+    try:
+        msg = run_diverging(kernel, timeout=119.0)
+        assert not woke, "the launch waited for the stuck lane"
+    finally:
+        release.set()
     assert "TIMEOUT_S" in msg and "lanes [0]" in msg
 
 
