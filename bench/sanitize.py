@@ -141,6 +141,12 @@ def _layer_norm(nf, torch, dt):
                 nf.rms_norm_forward(x)
             with tuning(fwd_words=2):
                 nf.layer_norm_forward(x, w, b)
+            # v23: 16-bit RMSNorm N = 5120 (blocks of 320 at 48 registers) and fp16
+            # N = 8192 (512 at 40); N = 12288 (768 at 40) runs above by default.
+            for n2 in (5120, 8192):
+                x2 = torch.randn(29, n2, device="cuda", dtype=dt)
+                nf.rms_norm_forward(x2, torch.randn(n2, device="cuda", dtype=dt))
+                nf.rms_norm_forward(x2)
         # v12 (the default) compiles exact-layout backward row kernels of one-row
         # blocks with the slot constant; here the general kernel they replace, which
         # bwd_one_row=False keeps (N = 4096: 256 threads a 16-bit row, 512 a float32

@@ -2698,9 +2698,8 @@ def shipped_kernels():
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               full, True, compensated=True)
                         # fwd_lean_regs: register-capped exact layouts.
-                        for bounds in (_LEAN_BOUNDS.get((vec, words, blk, rms))
-                                       for blk in (256, 512)):
-                            if bounds:
+                        for key, bounds in _LEAN_BOUNDS.items():
+                            if key[0] == dtype and key[1] == words and key[3] == rms:
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               True, True, bounds=bounds)
                         # Sub-warp rows (tuning fwd_subwarp): always exact layouts.
@@ -2857,9 +2856,12 @@ _TUNING_DEFAULTS = {
     # at 4096: 206). v21: 16-bit RMSNorm rows of N = 1024 / 2048 / 4096 likewise take
     # two groups in blocks of 256 at 48 registers, 5 blocks an SM (fp16, two passes:
     # 95.1 / 95.8, 95.2 / 95.2, 95.4 / 95.4 us -> 94.1 / 94.1, 93.9 / 94.6, 93.7 /
-    # 93.9). None: four groups there, no cap. Only 40 (the value that names these
-    # caps: the float32 ones do not spill at 40, the 16-bit one would); see
-    # _lean_bounds.
+    # 93.9); v23: 16-bit RMSNorm N = 5120 (4 blocks of 320 at 48 registers) and fp16
+    # RMSNorm N = 8192 / 12288 (40 registers: 3 blocks of 512, 2 of 768), two passes:
+    # fp16 95.7 / 95.6, 95.8 / 95.8, 95.2 / 95.0 -> 93.4-94.0, 94.2 / 94.5, 94.2 /
+    # 94.0; bf16 N = 5120 95.6 / 95.3 -> 93.4-93.9. None: four groups there, no cap.
+    # Only 40 (the value that names these caps; each entry of _LEAN_BOUNDS compiles
+    # without spills); see _lean_bounds.
     "fwd_lean_regs": 40,
     # Forward, lean kernel (candidate, opt-in until measured): launch bounds of the
     # launched block and fwd_lean_tpsm // block blocks an SM, so ptxas fits that many
@@ -3171,17 +3173,23 @@ def _fwd_staged(n, vec, limit=None):
 # fwd_lean_regs: the register cap, and the lean kernels it applies to (groups a
 # thread, threads a block) with their launch bounds (threads, blocks an SM).
 _LEAN_REGS = 40
-# Keyed (vec, words, block, rms). v21: 16-bit RMSNorm rows of two groups in blocks of
-# 256 threads at 48 registers (5 blocks an SM; 40 spills 4 bytes in bf16 with w).
-_LEAN_BOUNDS = {(4, 2, 256, False): (256, 6), (4, 2, 512, False): (512, 3),
-                (4, 2, 256, True): (256, 6), (4, 2, 512, True): (512, 3),
-                (8, 2, 256, True): (256, 5)}
+# Keyed (dtype, words, block, rms). v21: 16-bit RMSNorm rows of two groups in blocks of
+# 256 threads at 48 registers (5 blocks an SM); v23: the same in blocks of 320 (N =
+# 5120) at 48 (4 blocks), and fp16's in blocks of 512 / 768 (N = 8192 / 12288) at 40
+# (3 / 2 blocks), where bf16 RMSNorm with w spills 4 bytes and gained 0.6 / 0 us.
+_LEAN_BOUNDS = {
+    ("float32", 2, 256, False): (256, 6), ("float32", 2, 512, False): (512, 3),
+    ("float32", 2, 256, True): (256, 6), ("float32", 2, 512, True): (512, 3),
+    ("float16", 2, 256, True): (256, 5), ("bfloat16", 2, 256, True): (256, 5),
+    ("float16", 2, 320, True): (320, 4), ("bfloat16", 2, 320, True): (320, 4),
+    ("float16", 2, 512, True): (512, 3), ("float16", 2, 768, True): (768, 2),
+}
 
 
-def _lean_bounds(vec, block, words, full, rms=False):
+def _lean_bounds(dtype, block, words, full, rms=False):
     """Launch bounds of the lean forward kernel (two-pass statistics, rows of a warp or
-    more) for ``vec``-element groups, blocks of ``block`` threads and ``words``
-    groups a thread; None: the default ``_JIT`` bounds (1024 threads, 1 block).
+    more) for ``dtype`` rows, blocks of ``block`` threads and ``words`` groups a
+    thread; None: the default ``_JIT`` bounds (1024 threads, 1 block).
     tuning's ``fwd_lean_regs`` (40, the default): float32 exact layouts of two groups
     in blocks of 256 or 512 threads get bounds that cap ptxas at 40 registers
     without spills (48 otherwise): 6 or 3 blocks an SM, more rows in flight. 16-bit
@@ -3189,7 +3197,7 @@ def _lean_bounds(vec, block, words, full, rms=False):
     nothing at 48. H100 (bench/notes_layer_norm.md, fifteenth and sixteenth
     sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7. v21
     (``rms``): 16-bit RMSNorm of two groups in blocks of 256 threads at 48 registers,
-    5 blocks an SM (see :data:`_LEAN_BOUNDS`).
+    5 blocks an SM; v23 the same at N = 5120-12288 (see :data:`_LEAN_BOUNDS`).
     tuning's ``fwd_lean_tpsm``, if set, takes over: ``(block, fwd_lean_tpsm //
     block)`` for every layout."""
     tpsm = _tune["fwd_lean_tpsm"]
@@ -3197,7 +3205,7 @@ def _lean_bounds(vec, block, words, full, rms=False):
         return block, max(1, tpsm // block)
     if _tune["fwd_lean_regs"] is None or not full:
         return None
-    return _LEAN_BOUNDS.get((vec, words, block, bool(rms)))
+    return _LEAN_BOUNDS.get((dtype, words, block, bool(rms)))
 
 
 def _fwd_welford(vector):
@@ -3207,18 +3215,21 @@ def _fwd_welford(vector):
     return bool(vector) if wf is None else bool(wf)
 
 
-def _capped_words(ng, vec, rms=False):
+def _capped_words(ng, dtype, rms=False):
     """2 where tuning's ``fwd_lean_regs`` applies to a lean forward of two groups a
-    thread for rows of ``ng`` groups of ``vec`` (exact, in a block of the default
-    ``fwd_block`` row slots that :data:`_LEAN_BOUNDS` caps: float32 N = 1024, 2048,
-    4096; v21, 16-bit RMSNorm (``rms``) N = 1024, 2048, 4096), else None (the
-    layout's own pick). Rows shorter than N = 1024 keep their sub-warp or four-group
-    layouts: measured at N = 1024-4096 only."""
-    if _tune["fwd_lean_regs"] is None or ng % (2 * WARP) or ng * vec < 1024:
+    thread for ``dtype`` rows of ``ng`` 16-byte groups (exact, in a block of the
+    default ``fwd_block`` row slots that :data:`_LEAN_BOUNDS` caps: float32 N = 1024,
+    2048, 4096; RMSNorm (``rms``) at 16-bit N = 1024, 2048, 4096 (v21), 5120 (v23)
+    and at fp16 N = 8192, 12288 (v23)), else None (the layout's own pick; also for
+    ``dtype`` None). Rows shorter than N = 1024 keep their sub-warp or four-group
+    layouts."""
+    if dtype is None or _tune["fwd_lean_regs"] is None or ng % (2 * WARP):
+        return None
+    if ng * _vec_of(dtype, True) < 1024:
         return None
     tpr = ng // 2
     block = max(1, _tune["fwd_block"] // tpr) * tpr
-    return 2 if (vec, 2, block, bool(rms)) in _LEAN_BOUNDS else None
+    return 2 if (dtype, 2, block, bool(rms)) in _LEAN_BOUNDS else None
 
 
 # v22: a batch of 16-bit rows of N in this range that one wave of resident threads
@@ -3300,10 +3311,10 @@ def _staged_layout(n, vec, limit=None):
     return _HYBRID_WORDS, tpr, rwords
 
 
-def _lean_layout(n, vec, rms=False, m=None, sms=None):
+def _lean_layout(n, vec, rms=False, m=None, sms=None, dtype=None):
     """(words, tpr) of the lean forward: tuning's ``fwd_words`` if set; else, for a
-    batch of ``m`` rows on ``sms`` SMs (if given), :func:`_wave_words`'s; else
-    :func:`_capped_words`'s (``rms``: RMSNorm); else 4
+    batch of ``m`` rows on ``sms`` SMs (if given), :func:`_wave_words`'s; else, for
+    ``dtype`` rows (if given), :func:`_capped_words`'s (``rms``: RMSNorm); else 4
     groups a thread where that leaves no idle lane and fits 1024 threads (H200, one
     pass of row slots a block: 16-bit N = 1024-8192 0.071-0.072 ms against 0.080-0.092
     with 1 or 2; the persistent grid had favoured 2 on the H100), else the most groups
@@ -3311,7 +3322,7 @@ def _lean_layout(n, vec, rms=False, m=None, sms=None):
     1024 threads."""
     ng = n // vec
     forced = (_tune["fwd_words"] or (m is not None and _wave_words(ng, vec, m, sms))
-              or _capped_words(ng, vec, rms))
+              or _capped_words(ng, dtype, rms))
     if _tune["fwd_subwarp"]:
         for words in ((forced,) if forced else _LEAN_WORDS[::-1]):
             if ng % words == 0 and ng // words in (8, 16):
@@ -3485,7 +3496,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     lean = vector and not (stream or staged) and _fwd_lean(n, vec, rms)
     rwords = 0
     if lean:
-        words, tpr = _lean_layout(n, vec, rms, m, _sm_count(xa))
+        words, tpr = _lean_layout(n, vec, rms, m, _sm_count(xa), dtype)
     elif staged:
         words, tpr, rwords = _staged_layout(n, vec, limit)
     elif stream:
@@ -3505,7 +3516,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
     if lean:
         bounds = (None if comp or subwarp
-                  else _lean_bounds(vec, tpr * rpb, words, tpr * words * vec == n, rms))
+                  else _lean_bounds(dtype, tpr * rpb, words, tpr * words * vec == n, rms))
     else:
         bounds = None if (staged or words) else _stream_bounds(tpr)
     pipe = staged and bool(_tune["fwd_staged_pipe"]) and 2 * 16 * words * tpr <= limit

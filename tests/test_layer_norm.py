@@ -1081,15 +1081,21 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ((True, True, False), "float16", (256, 4096), "_lean1_full"),
     ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_lb256x5"),
     ((True, False, False), "float16", (3001, 1024), "_lean2_full_lb256x5"),
-    ((False, True, True), "float16", (4099, 1024), "_lean4_full")],
+    ((False, True, True), "float16", (4099, 1024), "_lean4_full"),
+    ((True, True, False), "bfloat16", (3001, 5120), "_lean2_full_lb320x4"),
+    ((True, True, False), "float16", (2000, 8192), "_lean2_full_lb512x3"),
+    ((True, False, False), "float16", (999, 12288), "_lean2_full_lb768x2"),
+    ((True, True, False), "bfloat16", (2000, 8192), "_lean4_full")],
     ids=["ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
          "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "rms-float16-3001x1024",
-         "ln_w_b-float16-4099x1024"])
+         "ln_w_b-float16-4099x1024", "rms_w-bfloat16-3001x5120", "rms_w-float16-2000x8192",
+         "rms-float16-999x12288", "rms_w-bfloat16-2000x8192"])
 def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, monkeypatch):
-    """The default forward's v21 / v22 picks on the H100's 132 SMs, against float64
+    """The default forward's v21-v23 picks on the H100's 132 SMs, against float64
     under poisoned outputs: 16-bit batches one wave holds take one or two groups a
-    thread (v22), 16-bit RMSNorm rows of N = 1024-4096 past a wave two groups capped
-    at 48 registers (v21), LayerNorm past a wave its four groups."""
+    thread (v22), 16-bit RMSNorm rows of N = 1024-5120 past a wave two groups capped
+    at 48 registers (v21, v23), fp16 ones of N = 8192 / 12288 at 40 (v23; bf16 keeps
+    four groups), LayerNorm past a wave its four groups."""
     if ln.sm_count(None) != 132:
         pytest.skip("the picks are worked out for 132 SMs")
     picked = []
@@ -1335,13 +1341,14 @@ def test_forward_lean_regs_same_bits(variant):
         with ln.tuning(fwd_lean_regs=48):
             pass
     with ln.tuning(fwd_block=256, max_tpr=1024):
-        picks = {n: ln._lean_layout(n, 4) for n in (256, 512, 768, 1024, 2048, 3072,
-                                                    4096, 5120, 8192)}
+        picks = {n: ln._lean_layout(n, 4, dtype="float32")
+                 for n in (256, 512, 768, 1024, 2048, 3072, 4096, 5120, 8192)}
         assert {n: p for n, p in picks.items() if p[0] == 2} == {
             1024: (2, 128), 2048: (2, 256), 4096: (2, 512)}, picks
-        assert all(ln._lean_layout(n, 8)[0] != 2 for n in (1024, 2048, 4096))
+        assert all(ln._lean_layout(n, 8, dtype="float16")[0] != 2 for n in (1024, 2048, 4096))
         with ln.tuning(fwd_lean_regs=None):
-            assert all(ln._lean_layout(n, 4)[0] == 4 for n in (1024, 2048, 4096))
+            assert all(ln._lean_layout(n, 4, dtype="float32")[0] == 4
+                       for n in (1024, 2048, 4096))
 
 
 @pytest.mark.parametrize("unroll", [8, 16])
@@ -1721,7 +1728,7 @@ def test_wave_words_rule():
         assert ln._wave_words(1024, 8, 1, sms) is None  # N = 8192
         assert ln._wave_words(256, 4, 1, sms) is None  # float32
         assert ln._lean_layout(1024, 8, m=256, sms=sms) == (1, 128)
-        assert ln._lean_layout(2048, 8, True, m=1024, sms=sms) == (2, 128)
+        assert ln._lean_layout(2048, 8, True, m=1024, sms=sms, dtype="bfloat16") == (2, 128)
     with ln.tuning(fwd_wave=False):
         assert ln._wave_words(128, 8, 1, sms) is None
     with ln.tuning(fwd_words=4):
@@ -1729,23 +1736,39 @@ def test_wave_words_rule():
 
 
 def test_rms_lean_caps_rule():
-    """v21: at the default fwd_block (256), 16-bit RMSNorm rows of N = 1024 / 2048 /
-    4096 take two groups a thread with launch bounds of 5 blocks of 256 an SM;
-    LayerNorm keeps four groups, uncapped; other N keep their layouts; fwd_lean_regs
-    None turns the cap off."""
+    """v21 / v23: at the default fwd_block (256), 16-bit RMSNorm rows of N = 1024 /
+    2048 / 4096 / 5120 take two groups a thread with launch bounds of 5 blocks of 256
+    (4 of 320) an SM, fp16 ones of N = 8192 / 12288 too (3 blocks of 512, 2 of 768)
+    but not bf16 ones (their kernel with w spills there); LayerNorm keeps four groups,
+    uncapped; other N keep their layouts; fwd_lean_regs None turns the caps off; each
+    capped kernel is one shipped_kernels lists."""
+    caps = {1024: (256, 5), 2048: (256, 5), 4096: (256, 5), 5120: (320, 4),
+            8192: (512, 3), 12288: (768, 2)}
     with ln.tuning(fwd_block=256):
-        for n in (1024, 2048, 4096):
-            assert ln._lean_layout(n, 8, True) == (2, n // 16), n
-            assert ln._lean_layout(n, 8) == (4, n // 32), n
-        for n in (512, 1536, 3072, 8192):
-            assert ln._lean_layout(n, 8, True)[0] != 2, n
-        assert ln._lean_bounds(8, 256, 2, True, rms=True) == (256, 5)
-        assert ln._lean_bounds(8, 256, 2, True, rms=False) is None
-        assert ln._lean_bounds(8, 256, 2, False, rms=True) is None
-        assert ln._lean_bounds(4, 256, 2, True, rms=True) == (256, 6)
+        for dtype in ("float16", "bfloat16"):
+            for n, bounds in caps.items():
+                words, tpr = ln._lean_layout(n, 8, True, dtype=dtype)
+                capped = dtype == "float16" or n <= 5120
+                assert (words == 2) == capped, (dtype, n)
+                assert ln._lean_layout(n, 8, dtype=dtype)[0] != 2, (dtype, n)
+                if capped:
+                    block = max(1, 256 // tpr) * tpr
+                    assert (tpr, block) == (n // 16, bounds[0]), (dtype, n)
+                    assert ln._lean_bounds(dtype, block, 2, True, rms=True) == bounds
+                    assert ln._lean_bounds(dtype, block, 2, True, rms=False) is None
+                    assert ln._lean_bounds(dtype, block, 2, False, rms=True) is None
+            for n in (512, 1536, 3072, 16384):
+                assert ln._lean_layout(n, 8, True, dtype=dtype)[0] != 2, (dtype, n)
+        assert ln._lean_bounds("float32", 256, 2, True, rms=True) == (256, 6)
         with ln.tuning(fwd_lean_regs=None):
-            assert ln._lean_layout(2048, 8, True) == (4, 64)
-            assert ln._lean_bounds(8, 256, 2, True, rms=True) is None
+            assert ln._lean_layout(2048, 8, True, dtype="float16") == (4, 64)
+            assert ln._lean_bounds("float16", 256, 2, True, rms=True) is None
+    shipped = {k.name for k in ln.shipped_kernels()}
+    for (dtype, words, block, rms), (threads, blocks) in ln._LEAN_BOUNDS.items():
+        for variant in ("rms", "rms_w") if rms else ("ln", "ln_w", "ln_w_b"):
+            name = (f"norm_fwd_{dtype}_{variant}_vec_lean{words}_full"
+                    f"_lb{threads}x{blocks}")
+            assert name in shipped, name
 
 
 def test_lean_block_per_row_rule():
