@@ -2978,8 +2978,8 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream,
-    fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_staged_pipe,
+    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
+    fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_staged_pipe,
     fwd_compensated, fwd_grid,
     fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
@@ -3003,7 +3003,8 @@ def tuning(**overrides):
         raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")
     ts = overrides.get("fwd_lean_tpsm", _tune["fwd_lean_tpsm"])
     if ts is not None and not (isinstance(ts, int) and 32 <= ts <= 2048 and ts % 32 == 0):
-        raise ValueError(f"fwd_lean_tpsm must be None or a multiple of 32 in [32, 2048], got {ts!r}")
+        raise ValueError("fwd_lean_tpsm must be None or a multiple of 32 in [32, 2048], "
+                         f"got {ts!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
@@ -3193,7 +3194,7 @@ def _lean_bounds(dtype, block, words, full, rms=False):
     tuning's ``fwd_lean_regs`` (40, the default): float32 exact layouts of two groups
     in blocks of 256 or 512 threads get bounds that cap ptxas at 40 registers
     without spills (48 otherwise): 6 or 3 blocks an SM, more rows in flight. 16-bit
-    kernels of two groups spill 8 bytes at 40 (LayerNorm with w and b) and gain
+    LayerNorm kernels of two groups spill 8 bytes at 40 (with w and b) and gain
     nothing at 48. H100 (bench/notes_layer_norm.md, fifteenth and sixteenth
     sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7. v21
     (``rms``): 16-bit RMSNorm of two groups in blocks of 256 threads at 48 registers,
@@ -3233,7 +3234,7 @@ def _capped_words(ng, dtype, rms=False):
 
 
 # v22: a batch of 16-bit rows of N in this range that one wave of resident threads
-# holds (at most _WAVE_THREADS a thread an SM: the 56-64 registers of the lean
+# holds (at most _WAVE_THREADS threads an SM: the 56-64 registers of the lean
 # kernels) takes fewer groups a thread (_wave_words).
 _WAVE_N = (1024, 4096)
 _WAVE_THREADS = 1024
