@@ -2863,13 +2863,14 @@ _TUNING_DEFAULTS = {
     # Only 40 (the value that names these caps; each entry of _LEAN_BOUNDS compiles
     # without spills); see _lean_bounds.
     "fwd_lean_regs": 40,
-    # Forward, lean kernel (candidate, opt-in until measured): launch bounds of the
-    # launched block and fwd_lean_tpsm // block blocks an SM, so ptxas fits that many
-    # threads an SM in the registers (2048: 32 registers, 1536: 40). One group a
-    # thread compiles to 56 registers (16-bit LayerNorm) or 40-42 unbounded, 1024 or
-    # 1536 threads an SM; at 40 / 32 it does not spill (16-bit LayerNorm spills 20
-    # bytes at 32). Inductor's LayerNorm forwards run 2048 threads an SM of 23-32
-    # registers. Overrides fwd_lean_regs; not for sub-warp rows.
+    # Forward, lean kernel (opt-in, for A/Bs): launch bounds of the launched block and
+    # fwd_lean_tpsm // block blocks an SM, so ptxas fits that many threads an SM in
+    # the registers (2048: 32 registers, 1536: 40). Overrides fwd_lean_regs; not for
+    # sub-warp rows. Twentieth session, H100, M x N = 2^26: one group a thread at
+    # inductor's occupancy (2048 threads an SM; 1536 for 16-bit LayerNorm, which
+    # spills 20 bytes at 32 registers) is slower everywhere (fp16 LayerNorm N =
+    # 1024-4096 95.6-96.4 -> 112-125 us, float32 182-183 -> 183-310); two groups at
+    # 1280-1536 gave RMSNorm v21 / v23 (_LEAN_BOUNDS) and LayerNorm nothing.
     "fwd_lean_tpsm": None,
     # Forward, lean kernel: fewer groups a thread for 16-bit batches that one wave of
     # resident threads holds (v22, see _wave_words); False: the layout's own pick.
