@@ -1268,7 +1268,7 @@ def test_forward_evict_hints_same_bits(dtype, hint):
 
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
 def test_forward_lean_tpsm_same_bits(variant):
-    """tuning(fwd_lean_tpsm=T) (candidate): the lean forward compiled with launch
+    """tuning(fwd_lean_tpsm=T) (opt-in): the lean forward compiled with launch
     bounds (block, T // block), ptxas fitting T threads an SM. Same code, so y, mean
     and rstd have the unbounded kernel's bits at the same groups a thread, within
     tolerance of float64; the bounds name the launched block; bad values raise."""
