@@ -1099,7 +1099,7 @@ def _check_hint(name, value):
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, compensated=False, subwarp=False,
                         evict=False, bounds=None, welford=False, rwords=0,
-                        pipelined=False, shifted=False):
+                        pipelined=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1140,9 +1140,6 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     pipelined: the staged kernel double-buffers its rows in shared memory, the next
     row's copies in flight while it works on this one (tuning fwd_staged_pipe): see
     :func:`_lean_forward`.
-    shifted: the lean LayerNorm kernel's statistics in one reduction round, about the
-    row's first element, with a two-pass fallback (tuning fwd_shift): see
-    :func:`_lean_forward`.
     """
     if welford and (rms or words):
         raise ValueError("welford statistics are the streaming LayerNorm kernel's "
@@ -1155,8 +1152,6 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                          "kernel's")
     if bounds and words and not lean:
         raise ValueError("launch bounds are the lean and streaming forward kernels'")
-    if shifted and not lean:
-        raise ValueError("shifted statistics are the lean forward kernel's")
     if subwarp and (not lean or staged):
         raise ValueError("sub-warp rows are the lean kernel's, two-pass statistics only")
     if rms and has_b:
@@ -1175,7 +1170,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
         return _lean_forward(dtype, rms, has_w, has_b, words, full,
                              compensated=compensated, subwarp=subwarp, evict=evict,
-                             bounds=bounds, shifted=shifted)
+                             bounds=bounds)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1517,16 +1512,9 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     return Kernel(name, norm_fwd_stream, argtypes, **jit)
 
 
-# The shifted statistics' fallback bound (see _lean_forward): a row whose mean lies
-# more than sqrt(_SHIFT_TAU) standard deviations from its first element takes the
-# two-pass deviations instead.
-_SHIFT_TAU = np.float32(8.0)
-
-
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
-                  subwarp=False, evict=False, bounds=None, rwords=0, pipelined=False,
-                  shifted=False):
+                  subwarp=False, evict=False, bounds=None, rwords=0, pipelined=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``staged``: the row in shared memory; ``compensated``: deviations about a coarse
     centre; see below).
@@ -1584,19 +1572,6 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     exact on one-binade rows, where TwoSum terms (the first form of this flag: +12
     instructions an element, +25% time) gave 7e-7 / 2e-6.
 
-    shifted (LayerNorm, register kernel): one reduction round for the statistics
-    instead of two. Every thread of a row reads the row's first element K (one
-    broadcast load) and sums s = sum(x - K) and s2 = sum((x - K)^2) in the first
-    pass; one barrier reduces both. Then d = s / n (mean = K + d) and var = s2 / n -
-    d^2, whose rounding error grows with d^2 / var (cancellation). Where d^2 >
-    :data:`_SHIFT_TAU` var (K far from the mean: about 0.5% of rows of normal data at
-    tau = 8, every row whose first element is an outlier) the row falls back to the
-    two-pass deviations about mu = K + d, so the error stays within (1 + 2 tau) float32
-    roundings of var. The branch is uniform over a row (every thread holds the
-    reduced sums' same bits); rows of more than a warp must then be alone in their
-    block (the fallback's barrier), and sub-warp rows vote over their warp (its
-    shuffles take every lane), so a warp's rows fall back together.
-
     subwarp: rows of tpr = 8 or 16 threads, 32 / tpr rows a warp (short rows: 16-bit
     N = 512 is 64 groups, 16 threads of 4); the reductions shuffle over offsets below
     tpr (:func:`_sub_pair`) and slots past the last row keep looping with their warp,
@@ -1611,15 +1586,11 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     _gvalid, _gclamp = _group_guards(full)
     if pipelined and not staged:
         raise ValueError("pipelined rows are the staged kernel's")
-    if shifted and (rms or staged or compensated):
-        raise ValueError("shifted statistics are the lean LayerNorm kernel's (not RMSNorm, "
-                         "staged or compensated)")
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
             f"{'staged' if staged else 'lean'}{words}" + (f"r{rwords}" if rwords else "")
             + ("_pipe" if pipelined else "")
             + ("_full" if full else "") + ("_comp" if compensated else "")
-            + ("_subwarp" if subwarp else "") + ("_shift" if shifted else "")
-            + _FWD_HINTS[evict][3]
+            + ("_subwarp" if subwarp else "") + _FWD_HINTS[evict][3]
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
     ldx, ldp, stx = _FWD_HINTS[evict][:3]
     rsum = _sub_sum if subwarp else _row_sum_v2
@@ -1672,15 +1643,6 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
         return sd, ss
 
     @inline_device
-    def group_shift(xr, o, kx, s, s2):
-        """First pass, shifted: s += x - K, s2 += (x - K)^2."""
-        for j in range(vec):
-            d = elem(xr, o, j) - kx
-            s += d
-            s2 += d * d
-        return s, s2
-
-    @inline_device
     def group_write(xr, o, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng, ok, mu, r, nd):
         """Write pass: y's group k of the thread = ((x - mu) r + nd) w + b, stored
         where the row is active (ok) and the group valid."""
@@ -1718,7 +1680,6 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
         xr = cuda.local.array(NXR, raw_t)
         wr = cuda.local.array(4, raw_t)
         br = cuda.local.array(4, raw_t)
-        kw = cuda.local.array(1, raw_t)
         ys = cuda.local.array(vec, np.float32)
         t = cuda.threadIdx.x
         tpr = cuda.blockDim.x
@@ -1765,50 +1726,24 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                 cp_async_wait_all()
             s = np.float32(0.0)
             amax = np.float32(0.0)
-            kx = np.float32(0.0)
-            if shifted:
-                kw[0] = x[np.uint64(4) * rb]
-                kx = elem(kw, 0, 0)
-                for k in range(RW):
-                    if _gvalid(k, tpr, t, ng):
-                        s, amax = group_shift(xr, 4 * k, kx, s, amax)
-            else:
-                for k in range(RW):
-                    if _gvalid(k, tpr, t, ng):
-                        s, amax = group_sum(xr, 4 * k, s, amax)
+            for k in range(RW):
+                if _gvalid(k, tpr, t, ng):
+                    s, amax = group_sum(xr, 4 * k, s, amax)
             for k in range(RW, KW):
                 if _gvalid(k, tpr, t, ng):
                     fetch(xr, sm, base, k - RW, tpr)
                     s, amax = group_sum(xr, 4 * RW, s, amax)
             dmu = np.float32(0.0)
             mu = np.float32(0.0)
-            two_pass = not rms
             if rms:
                 var = rsum(s, red, phase) * inv_n
-                phase ^= 1
-            elif shifted:
-                # amax holds sum((x - K)^2) here.
-                s, amax = rsum2(s, amax, red, phase)
-                phase ^= 1
-                dmu = s * inv_n
-                var = amax * inv_n - dmu * dmu
-                two_pass = dmu * dmu > _SHIFT_TAU * var
-                if subwarp:
-                    two_pass = cuda.any_sync(FULL_MASK, two_pass)
-                # mu = K + 0 where the row keeps the one round: the write pass's x - mu
-                # then is not K's own x - K of the first pass, which LLVM would
-                # otherwise keep live (32 floats) instead of the raw words.
-                mu = kx + (dmu if two_pass else np.float32(0.0))
-                if not two_pass:
-                    var = max(var, np.float32(0.0))
-            if two_pass:
+            else:
                 if compensated:
                     s, amax = rsum_max(s, amax, red, phase)
                     mu = _coarse_centre(s / nf, amax)
-                    phase ^= 1
-                elif not shifted:
+                else:
                     mu = rsum(s, red, phase) / nf
-                    phase ^= 1
+                phase ^= 1
                 sd = np.float32(0.0)
                 ss = np.float32(0.0)
                 for k in range(RW):
@@ -1819,9 +1754,9 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                         fetch(xr, sm, base, k - RW, tpr)
                         sd, ss = group_dev(xr, 4 * RW, mu, sd, ss)
                 sd, ss = rsum2(sd, ss, red, phase)
-                phase ^= 1
                 dmu = sd * inv_n
                 var = max((ss - sd * dmu) * inv_n, np.float32(0.0))
+            phase ^= 1
             r = _rsqrt(var + eps)
             nd = -(dmu * r)
             for k in range(RW):
@@ -2984,11 +2919,6 @@ _TUNING_DEFAULTS = {
     # Forward, lean and staged LayerNorm kernels: deviations about a coarse centre
     # (None: the staged kernel only, whose long rows need it; see _fwd_compensated).
     "fwd_compensated": None,
-    # Forward, lean LayerNorm kernel: the statistics in one reduction round about the
-    # row's first element, with a two-pass fallback where that loses precision
-    # (candidate, opt-in until measured; rows of more than a warp then run one a
-    # block). See _lean_forward's shifted.
-    "fwd_shift": False,
     # Row kernels are persistent: grid = SMs x resident blocks per SM (the driver's
     # occupancy for the kernel, block and shared memory), capped by these (None: no cap).
     "fwd_blocks_per_sm": None,
@@ -3051,8 +2981,8 @@ def tuning(**overrides):
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
     fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs,
-    fwd_staged_pipe, fwd_compensated, fwd_shift, fwd_grid, fwd_blocks_per_sm,
-    fwd_lean_persistent, fwd_subwarp.
+    fwd_staged_pipe, fwd_compensated, fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
+    fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
@@ -3580,13 +3510,10 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     has_w, has_b = wa is not None, ba is not None
     comp = (lean or staged) and not rms and _fwd_compensated(staged)
     subwarp = lean and tpr < WARP
-    shifted = lean and not (rms or comp) and bool(_tune["fwd_shift"])
     rpb = 1
     if lean or staged:
-        # The staged kernel: one row slot a block (its row fills the shared memory);
-        # shifted rows of several warps too (a row's fallback holds a barrier).
-        rpb = (1 if staged or (shifted and tpr > WARP)
-               else max(1, min(_tune["fwd_block"] // tpr, m)))
+        # The staged kernel: one row slot a block (its row fills the shared memory).
+        rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))
         if subwarp:  # whole warps: the shuffles take every lane
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
     if lean:
@@ -3601,7 +3528,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                  staged, comp, subwarp, lean and _tune["fwd_evict"],
                                  bounds=bounds,
                                  welford=not (words or rms) and _fwd_welford(vector),
-                                 rwords=rwords, pipelined=pipe, shifted=shifted)
+                                 rwords=rwords, pipelined=pipe)
     if lean or staged:
         shared = 16 * words * tpr * (1 + pipe) if staged else 0
         if (lean and _lean_block_per_row(tpr, words) and not _tune["fwd_lean_persistent"]
