@@ -2859,7 +2859,10 @@ _TUNING_DEFAULTS = {
     # 93.9); v23: 16-bit RMSNorm N = 5120 (4 blocks of 320 at 48 registers) and fp16
     # RMSNorm N = 8192 / 12288 (40 registers: 3 blocks of 512, 2 of 768), two passes:
     # fp16 95.7 / 95.6, 95.8 / 95.8, 95.2 / 95.0 -> 93.4-94.0, 94.2 / 94.5, 94.2 /
-    # 94.0; bf16 N = 5120 95.6 / 95.3 -> 93.4-93.9. None: four groups there, no cap.
+    # 94.0; bf16 N = 5120 95.6 / 95.3 -> 93.4-93.9. v24: 16-bit LayerNorm N = 1024 /
+    # 2048 take two groups in one-row blocks (64 / 128 threads) at 48 registers
+    # (fp16, s21_b / s21_c: 95.4-96.1 -> 94.4-95.1, 95.6-96.0 -> 94.2-94.5). None: four
+    # groups there, no cap.
     # Only 40 (the value that names these caps; each entry of _LEAN_BOUNDS compiles
     # without spills); see _lean_bounds.
     "fwd_lean_regs": 40,
@@ -3179,12 +3182,16 @@ _LEAN_REGS = 40
 # 256 threads at 48 registers (5 blocks an SM); v23: the same in blocks of 320 (N =
 # 5120) at 48 (4 blocks), and fp16's in blocks of 512 / 768 (N = 8192 / 12288) at 40
 # (3 / 2 blocks), where bf16 RMSNorm with w spills 4 bytes and gained 0.6 / 0 us.
+# v24: 16-bit LayerNorm rows of two groups (N = 1024 / 2048: 64 / 128 threads) in
+# one-row blocks at 48 registers (20 / 10 blocks an SM; see _lean_rows_per_block).
 _LEAN_BOUNDS = {
     ("float32", 2, 256, False): (256, 6), ("float32", 2, 512, False): (512, 3),
     ("float32", 2, 256, True): (256, 6), ("float32", 2, 512, True): (512, 3),
     ("float16", 2, 256, True): (256, 5), ("bfloat16", 2, 256, True): (256, 5),
     ("float16", 2, 320, True): (320, 4), ("bfloat16", 2, 320, True): (320, 4),
     ("float16", 2, 512, True): (512, 3), ("float16", 2, 768, True): (768, 2),
+    ("float16", 2, 64, False): (64, 20), ("bfloat16", 2, 64, False): (64, 20),
+    ("float16", 2, 128, False): (128, 10), ("bfloat16", 2, 128, False): (128, 10),
 }
 
 
@@ -3196,10 +3203,11 @@ def _lean_bounds(dtype, block, words, full, rms=False):
     in blocks of 256 or 512 threads get bounds that cap ptxas at 40 registers
     without spills (48 otherwise): 6 or 3 blocks an SM, more rows in flight. 16-bit
     LayerNorm kernels of two groups spill 8 bytes at 40 (with w and b) and gain
-    nothing at 48. H100 (bench/notes_layer_norm.md, fifteenth and sixteenth
-    sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7. v21
-    (``rms``): 16-bit RMSNorm of two groups in blocks of 256 threads at 48 registers,
-    5 blocks an SM; v23 the same at N = 5120-12288 (see :data:`_LEAN_BOUNDS`).
+    nothing at 48 in blocks of 256. H100 (bench/notes_layer_norm.md, fifteenth and
+    sixteenth sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7.
+    v21 (``rms``): 16-bit RMSNorm of two groups in blocks of 256 threads at 48
+    registers, 5 blocks an SM; v23 the same at N = 5120-12288; v24: 16-bit LayerNorm
+    N = 1024 / 2048 at 48 in one-row blocks (see :data:`_LEAN_BOUNDS`).
     tuning's ``fwd_lean_tpsm``, if set, takes over: ``(block, fwd_lean_tpsm //
     block)`` for every layout."""
     tpsm = _tune["fwd_lean_tpsm"]
@@ -3220,9 +3228,10 @@ def _fwd_welford(vector):
 def _capped_words(ng, dtype, rms=False):
     """2 where tuning's ``fwd_lean_regs`` applies to a lean forward of two groups a
     thread for ``dtype`` rows of ``ng`` 16-byte groups (exact, in a block of the
-    default ``fwd_block`` row slots that :data:`_LEAN_BOUNDS` caps: float32 N = 1024,
-    2048, 4096; RMSNorm (``rms``) at 16-bit N = 1024, 2048, 4096 (v21), 5120 (v23)
-    and at fp16 N = 8192, 12288 (v23)), else None (the layout's own pick; also for
+    default ``fwd_block`` row slots or of one row that :data:`_LEAN_BOUNDS` caps:
+    float32 N = 1024, 2048, 4096; RMSNorm (``rms``) at 16-bit N = 1024, 2048, 4096
+    (v21), 5120 (v23) and at fp16 N = 8192, 12288 (v23); 16-bit LayerNorm N = 1024,
+    2048 in one-row blocks (v24)), else None (the layout's own pick; also for
     ``dtype`` None). Rows shorter than N = 1024 keep their sub-warp or four-group
     layouts."""
     if dtype is None or _tune["fwd_lean_regs"] is None or ng % (2 * WARP):
@@ -3230,8 +3239,34 @@ def _capped_words(ng, dtype, rms=False):
     if ng * _vec_of(dtype, True) < 1024:
         return None
     tpr = ng // 2
-    block = max(1, _tune["fwd_block"] // tpr) * tpr
-    return 2 if (dtype, 2, block, bool(rms)) in _LEAN_BOUNDS else None
+    return 2 if _lean_rows_per_block(dtype, 2, tpr, rms, True, None) else None
+
+
+def _lean_rows_per_block(dtype, words, tpr, rms, full, m):
+    """Row slots a block of the lean forward (rows of ``tpr`` threads, more than
+    sub-warp, ``words`` groups a thread; ``m`` rows, None: no cap): tuning's
+    ``fwd_block // tpr`` (at least 1, at most m); but where tuning's
+    ``fwd_lean_regs`` caps exact rows (``full``) in one-row blocks only
+    (:data:`_LEAN_BOUNDS`, v24: 16-bit LayerNorm N = 1024 / 2048) and not in the
+    default block, one. Returns 0 where neither block has a cap and ``m`` is None
+    (:func:`_capped_words`' test).
+
+    v24 (H100, M x N = 2^26, us, bench/notes_layer_norm.md): 16-bit LayerNorm of two
+    groups a thread at 48 registers in one-row blocks (64 / 128 threads, 20 / 10 an
+    SM) against the default four groups (32 x 8 / 64 x 4 threads at 64): fp16 N =
+    1024 95.4-96.1 -> 94.4-95.1, N = 2048 95.6-96.0 -> 94.2-94.5; bf16 alike. In blocks
+    of 256 (several rows, each row's barriers waiting on the others') the same cap
+    gained nothing (twentieth session); at 40 registers it spills and loses; RMSNorm's
+    v21 rows lose 0.5-1 us in one-row blocks."""
+    rpb = max(1, _tune["fwd_block"] // tpr)
+    if m is not None:
+        rpb = max(1, min(rpb, m))
+    capped = full and _tune["fwd_lean_regs"] is not None
+    if capped and (dtype, words, rpb * tpr, bool(rms)) in _LEAN_BOUNDS:
+        return rpb
+    if capped and (dtype, words, tpr, bool(rms)) in _LEAN_BOUNDS:
+        return 1
+    return rpb if m is not None else 0
 
 
 # v22: a batch of 16-bit rows of N in this range that one wave of resident threads
@@ -3513,7 +3548,8 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     rpb = 1
     if lean or staged:
         # The staged kernel: one row slot a block (its row fills the shared memory).
-        rpb = 1 if staged else max(1, min(_tune["fwd_block"] // tpr, m))
+        rpb = 1 if staged else _lean_rows_per_block(dtype, words, tpr, rms,
+                                                    tpr * words * vec == n, m)
         if subwarp:  # whole warps: the shuffles take every lane
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
     if lean:

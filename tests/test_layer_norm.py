@@ -1077,25 +1077,30 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
 @pytest.mark.parametrize("variant,dtype,shape,suffix", [
     ((False, True, True), "float16", (256, 1024), "_lean1_full"),
     ((False, True, True), "bfloat16", (500, 2048), "_lean1_full"),
-    ((False, True, True), "float16", (1024, 2048), "_lean2_full"),
+    ((False, True, True), "float16", (1024, 2048), "_lean2_full_lb128x10"),
     ((True, True, False), "float16", (256, 4096), "_lean1_full"),
     ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_lb256x5"),
     ((True, False, False), "float16", (3001, 1024), "_lean2_full_lb256x5"),
-    ((False, True, True), "float16", (4099, 1024), "_lean4_full"),
+    ((False, True, True), "float16", (4099, 1024), "_lean2_full_lb64x20"),
+    ((False, False, False), "bfloat16", (4099, 2048), "_lean2_full_lb128x10"),
+    ((False, True, True), "float16", (4099, 4096), "_lean4_full"),
     ((True, True, False), "bfloat16", (3001, 5120), "_lean2_full_lb320x4"),
     ((True, True, False), "float16", (2000, 8192), "_lean2_full_lb512x3"),
     ((True, False, False), "float16", (999, 12288), "_lean2_full_lb768x2"),
     ((True, True, False), "bfloat16", (2000, 8192), "_lean4_full")],
     ids=["ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
          "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "rms-float16-3001x1024",
-         "ln_w_b-float16-4099x1024", "rms_w-bfloat16-3001x5120", "rms_w-float16-2000x8192",
+         "ln_w_b-float16-4099x1024", "ln-bfloat16-4099x2048", "ln_w_b-float16-4099x4096",
+         "rms_w-bfloat16-3001x5120", "rms_w-float16-2000x8192",
          "rms-float16-999x12288", "rms_w-bfloat16-2000x8192"])
 def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, monkeypatch):
-    """The default forward's v21-v23 picks on the H100's 132 SMs, against float64
+    """The default forward's v21-v24 picks on the H100's 132 SMs, against float64
     under poisoned outputs: 16-bit batches one wave holds take one or two groups a
-    thread (v22), 16-bit RMSNorm rows of N = 1024-5120 past a wave two groups capped
-    at 48 registers (v21, v23), fp16 ones of N = 8192 / 12288 at 40 (v23; bf16 keeps
-    four groups), LayerNorm past a wave its four groups."""
+    thread (v22; two-group LayerNorm rows of N = 2048 in v24's capped one-row blocks),
+    16-bit RMSNorm rows of N = 1024-5120 past a wave two groups capped at 48
+    registers (v21, v23), fp16 ones of N = 8192 / 12288 at 40 (v23; bf16 keeps four
+    groups), 16-bit LayerNorm N = 1024 / 2048 two groups in one-row blocks at 48
+    (v24), N = 4096 its four groups."""
     if ln.sm_count(None) != 132:
         pytest.skip("the picks are worked out for 132 SMs")
     picked = []
@@ -1280,7 +1285,9 @@ def test_forward_lean_tpsm_same_bits(variant):
         cases = [((4099, 1024), "float16", 1, {}, 1536, "_lb256x6"),
                  ((4099, 4096), "float16", 1, {}, 1536, "_lb512x3"),
                  ((4099, 4096), "float32", 1, {}, 2048, "_lb1024x2"),
-                 ((4099, 2048), "bfloat16", 2, {}, 1536, "_lb256x6")]
+                 # v24: LayerNorm's two-group rows of N = 2048 run one a block.
+                 ((4099, 2048), "bfloat16", 2, {}, 1536,
+                  "_lb256x6" if variant[0] else "_lb128x12")]
     for shape, dtype, words, tune, tpsm, suffix in cases:
         x, w, b, dy = _inputs(shape, dtype, variant, seed=41)
         with ln.tuning(fwd_lean=True, fwd_words=words, **tune):
@@ -1307,11 +1314,11 @@ def test_forward_lean_regs_same_bits(variant):
     groups a thread in exact blocks of 256 / 512 threads compiled with launch bounds
     that cap ptxas at 40 registers. Same code, so y, mean and rstd have the uncapped
     kernel's bits (fwd_lean_regs=None; fwd_words=2 both ways), within tolerance of
-    float64; 16-bit rows (but RMSNorm's in blocks of 256: 5 an SM, v21), checked
-    layouts and other block sizes keep the default bounds; 40 is the only value
-    taken. By default float32 rows whose two-group
-    blocks get the cap (N = 1024, 2048, 4096 at fwd_block 256) take two groups, and
-    no others do."""
+    float64; 16-bit rows (but RMSNorm's in blocks of 256: 5 an SM, v21, and
+    LayerNorm's of N = 1024 / 2048 in one-row blocks, v24), checked layouts and other
+    block sizes keep the default bounds; 40 is the only value taken. By default
+    float32 rows whose two-group blocks get the cap (N = 1024, 2048, 4096 at
+    fwd_block 256) take two groups, and no other float32 rows do."""
     picked = []
     # (shape, dtype, tuning, suffix expected). Simulator: rows of 32 threads, 8 a
     # block of 256.
@@ -1321,7 +1328,7 @@ def test_forward_lean_regs_same_bits(variant):
     if not SIMULATOR:
         cases = [((4099, 2048), "float32", {}, "_lb256x6"),
                  ((4099, 4096), "float32", {}, "_lb512x3"),
-                 ((4099, 2048), "float16", {}, "_lb256x5" if variant[0] else None),
+                 ((4099, 2048), "float16", {}, "_lb256x5" if variant[0] else "_lb128x10"),
                  ((4099, 4092), "float32", {}, None)]
     for shape, dtype, tune, suffix in cases:
         x, w, b, dy = _inputs(shape, dtype, variant, seed=37)
@@ -1345,7 +1352,8 @@ def test_forward_lean_regs_same_bits(variant):
                  for n in (256, 512, 768, 1024, 2048, 3072, 4096, 5120, 8192)}
         assert {n: p for n, p in picks.items() if p[0] == 2} == {
             1024: (2, 128), 2048: (2, 256), 4096: (2, 512)}, picks
-        assert all(ln._lean_layout(n, 8, dtype="float16")[0] != 2 for n in (1024, 2048, 4096))
+        assert [ln._lean_layout(n, 8, dtype="float16")[0] for n in (1024, 2048, 4096)] == [
+            2, 2, 4]
         with ln.tuning(fwd_lean_regs=None):
             assert all(ln._lean_layout(n, 4, dtype="float32")[0] == 4
                        for n in (1024, 2048, 4096))
@@ -1735,13 +1743,15 @@ def test_wave_words_rule():
         assert ln._lean_layout(1024, 8, m=256, sms=sms) == (4, 32)
 
 
-def test_rms_lean_caps_rule():
+def test_lean_caps_rule():
     """v21 / v23: at the default fwd_block (256), 16-bit RMSNorm rows of N = 1024 /
     2048 / 4096 / 5120 take two groups a thread with launch bounds of 5 blocks of 256
     (4 of 320) an SM, fp16 ones of N = 8192 / 12288 too (3 blocks of 512, 2 of 768)
-    but not bf16 ones (their kernel with w spills there); LayerNorm keeps four groups,
-    uncapped; other N keep their layouts; fwd_lean_regs None turns the caps off; each
-    capped kernel is one shipped_kernels lists."""
+    but not bf16 ones (their kernel with w spills there). v24: 16-bit LayerNorm rows
+    of N = 1024 / 2048 take two groups in one-row blocks (64 / 128 threads) with
+    bounds of 20 / 10 blocks an SM, exact rows only; other LayerNorm rows keep four
+    groups, uncapped; other N keep their layouts; fwd_lean_regs None turns the caps
+    off; each capped kernel is one shipped_kernels lists."""
     caps = {1024: (256, 5), 2048: (256, 5), 4096: (256, 5), 5120: (320, 4),
             8192: (512, 3), 12288: (768, 2)}
     with ln.tuning(fwd_block=256):
@@ -1750,7 +1760,7 @@ def test_rms_lean_caps_rule():
                 words, tpr = ln._lean_layout(n, 8, True, dtype=dtype)
                 capped = dtype == "float16" or n <= 5120
                 assert (words == 2) == capped, (dtype, n)
-                assert ln._lean_layout(n, 8, dtype=dtype)[0] != 2, (dtype, n)
+                assert (ln._lean_layout(n, 8, dtype=dtype)[0] == 2) == (n <= 2048), (dtype, n)
                 if capped:
                     block = max(1, 256 // tpr) * tpr
                     assert (tpr, block) == (n // 16, bounds[0]), (dtype, n)
@@ -1759,6 +1769,19 @@ def test_rms_lean_caps_rule():
                     assert ln._lean_bounds(dtype, block, 2, False, rms=True) is None
             for n in (512, 1536, 3072, 16384):
                 assert ln._lean_layout(n, 8, True, dtype=dtype)[0] != 2, (dtype, n)
+                assert ln._lean_layout(n, 8, dtype=dtype)[0] != 2, (dtype, n)
+            for n in (1024, 2048):
+                tpr = n // 16
+                assert ln._lean_layout(n, 8, dtype=dtype) == (2, tpr), (dtype, n)
+                assert ln._lean_rows_per_block(dtype, 2, tpr, False, True, 4099) == 1
+                assert ln._lean_rows_per_block(dtype, 2, tpr, False, False, 4099) == 256 // tpr
+                assert ln._lean_rows_per_block(dtype, 2, tpr, True, True, 4099) == 256 // tpr
+                assert ln._lean_bounds(dtype, tpr, 2, True) == (tpr, 1280 // tpr)
+                assert ln._lean_bounds(dtype, 256, 2, True) is None
+                with ln.tuning(fwd_lean_regs=None):
+                    assert ln._lean_layout(n, 8, dtype=dtype)[0] == 4
+                    assert ln._lean_rows_per_block(dtype, 2, tpr, False, True, 4099) == (
+                        256 // tpr)
         assert ln._lean_bounds("float32", 256, 2, True, rms=True) == (256, 6)
         with ln.tuning(fwd_lean_regs=None):
             assert ln._lean_layout(2048, 8, True, dtype="float16") == (4, 64)
