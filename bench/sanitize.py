@@ -148,13 +148,16 @@ def _layer_norm(nf, torch, dt):
                 nf.rms_norm_forward(x2, torch.randn(n2, device="cuda", dtype=dt))
                 nf.rms_norm_forward(x2)
             # v24: 16-bit LayerNorm N = 1024 / 2048, two groups in one-row blocks of
-            # 64 / 128 threads at 48 registers (without fwd_wave's one group).
+            # 64 / 128 threads at 48 registers (without fwd_wave's one group); v25:
+            # N = 512, two groups a warp, eight rows a block (RMSNorm too).
             with tuning(fwd_wave=False):
-                for n2 in (1024, 2048):
+                for n2 in (512, 1024, 2048):
                     x2 = torch.randn(29, n2, device="cuda", dtype=dt)
                     w2 = torch.randn(n2, device="cuda", dtype=dt)
                     nf.layer_norm_forward(x2, w2, torch.randn(n2, device="cuda", dtype=dt))
                     nf.layer_norm_forward(x2)
+                    if n2 == 512:
+                        nf.rms_norm_forward(x2, w2)
         # v12 (the default) compiles exact-layout backward row kernels of one-row
         # blocks with the slot constant; here the general kernel they replace, which
         # bwd_one_row=False keeps (N = 4096: 256 threads a 16-bit row, 512 a float32

@@ -2698,10 +2698,11 @@ def shipped_kernels():
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               full, True, compensated=True)
                         # fwd_lean_regs: register-capped exact layouts.
-                        for key, bounds in _LEAN_BOUNDS.items():
-                            if key[0] == dtype and key[1] == words and key[3] == rms:
-                                yield factory(dtype, rms, has_w, has_b, True, words, True,
-                                              True, True, bounds=bounds)
+                        for bounds in sorted({(tpr * rpb, blocks) for (dt, wd, tpr, r), (
+                                rpb, blocks) in _LEAN_CAPS.items()
+                                if (dt, wd, r) == (dtype, words, rms)}):
+                            yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                          True, True, bounds=bounds)
                         # Sub-warp rows (tuning fwd_subwarp): always exact layouts.
                         for comp in ((False, True) if not rms else (False,)):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, True,
@@ -2861,10 +2862,11 @@ _TUNING_DEFAULTS = {
     # fp16 95.7 / 95.6, 95.8 / 95.8, 95.2 / 95.0 -> 93.4-94.0, 94.2 / 94.5, 94.2 /
     # 94.0; bf16 N = 5120 95.6 / 95.3 -> 93.4-93.9. v24: 16-bit LayerNorm N = 1024 /
     # 2048 take two groups in one-row blocks (64 / 128 threads) at 48 registers
-    # (fp16, s21_b / s21_c: 95.4-96.1 -> 94.4-95.1, 95.6-96.0 -> 94.2-94.5). None: four
-    # groups there, no cap.
-    # Only 40 (the value that names these caps; each entry of _LEAN_BOUNDS compiles
-    # without spills); see _lean_bounds.
+    # (fp16, s21_b / s21_c: 95.4-96.1 -> 94.4-95.1, 95.6-96.0 -> 94.2-94.5); v25:
+    # 16-bit N = 512 two groups, a warp a row, eight rows a block at 48 registers (0.5
+    # us on average, LayerNorm and RMSNorm). None: four groups there, no cap.
+    # Only 40 (the value that names these caps; each entry of _LEAN_CAPS compiles
+    # without spills); see _lean_cap and _lean_bounds.
     "fwd_lean_regs": 40,
     # Forward, lean kernel (opt-in, for A/Bs): launch bounds of the launched block and
     # fwd_lean_tpsm // block blocks an SM, so ptxas fits that many threads an SM in
@@ -2873,7 +2875,8 @@ _TUNING_DEFAULTS = {
     # inductor's occupancy (2048 threads an SM; 1536 for 16-bit LayerNorm, which
     # spills 20 bytes at 32 registers) is slower everywhere (fp16 LayerNorm N =
     # 1024-4096 95.6-96.4 -> 112-125 us, float32 182-183 -> 183-310); two groups at
-    # 1280-1536 gave RMSNorm v21 / v23 (_LEAN_BOUNDS) and LayerNorm nothing.
+    # 1280-1536 gave RMSNorm v21 / v23 (_LEAN_CAPS) and, in blocks of several rows,
+    # LayerNorm nothing (in one-row blocks: v24).
     "fwd_lean_tpsm": None,
     # Forward, lean kernel: fewer groups a thread for 16-bit batches that one wave of
     # resident threads holds (v22, see _wave_words); False: the layout's own pick.
@@ -3178,44 +3181,59 @@ def _fwd_staged(n, vec, limit=None):
 # fwd_lean_regs: the register cap, and the lean kernels it applies to (groups a
 # thread, threads a block) with their launch bounds (threads, blocks an SM).
 _LEAN_REGS = 40
-# Keyed (dtype, words, block, rms). v21: 16-bit RMSNorm rows of two groups in blocks of
-# 256 threads at 48 registers (5 blocks an SM); v23: the same in blocks of 320 (N =
-# 5120) at 48 (4 blocks), and fp16's in blocks of 512 / 768 (N = 8192 / 12288) at 40
-# (3 / 2 blocks), where bf16 RMSNorm with w spills 4 bytes and gained 0.6 / 0 us.
-# v24: 16-bit LayerNorm rows of two groups (N = 1024 / 2048: 64 / 128 threads) in
-# one-row blocks at 48 registers (20 / 10 blocks an SM; see _lean_rows_per_block).
-_LEAN_BOUNDS = {
-    ("float32", 2, 256, False): (256, 6), ("float32", 2, 512, False): (512, 3),
-    ("float32", 2, 256, True): (256, 6), ("float32", 2, 512, True): (512, 3),
-    ("float16", 2, 256, True): (256, 5), ("bfloat16", 2, 256, True): (256, 5),
-    ("float16", 2, 320, True): (320, 4), ("bfloat16", 2, 320, True): (320, 4),
-    ("float16", 2, 512, True): (512, 3), ("float16", 2, 768, True): (768, 2),
-    ("float16", 2, 64, False): (64, 20), ("bfloat16", 2, 64, False): (64, 20),
-    ("float16", 2, 128, False): (128, 10), ("bfloat16", 2, 128, False): (128, 10),
+# The capped lean layouts, keyed (dtype, words, threads a row, rms): (rows a block,
+# blocks an SM); the launch bounds are (rows a block x threads a row, blocks an SM).
+# Float32 (fifteenth / sixteenth sessions): N = 1024 / 2048 / 4096 at 40 registers.
+# v21: 16-bit RMSNorm N = 1024 / 2048 / 4096 in blocks of 256 threads at 48 registers
+# (5 blocks an SM); v23: the same at N = 5120 (blocks of 320, 4 an SM), and fp16's at
+# N = 8192 / 12288 at 40 (one-row blocks, 3 / 2 an SM), where bf16 RMSNorm with w
+# spills 4 bytes and gained 0.6 / 0 us. v24: 16-bit LayerNorm N = 1024 / 2048 in
+# one-row blocks at 48 registers (20 / 10 an SM). v25: 16-bit N = 512, a warp a row,
+# eight rows a block at 48 registers (5 an SM).
+_LEAN_CAPS = {
+    ("float32", 2, 128, False): (2, 6), ("float32", 2, 256, False): (1, 6),
+    ("float32", 2, 512, False): (1, 3), ("float32", 2, 128, True): (2, 6),
+    ("float32", 2, 256, True): (1, 6), ("float32", 2, 512, True): (1, 3),
+    ("float16", 2, 64, True): (4, 5), ("bfloat16", 2, 64, True): (4, 5),
+    ("float16", 2, 128, True): (2, 5), ("bfloat16", 2, 128, True): (2, 5),
+    ("float16", 2, 256, True): (1, 5), ("bfloat16", 2, 256, True): (1, 5),
+    ("float16", 2, 320, True): (1, 4), ("bfloat16", 2, 320, True): (1, 4),
+    ("float16", 2, 512, True): (1, 3), ("float16", 2, 768, True): (1, 2),
+    ("float16", 2, 64, False): (1, 20), ("bfloat16", 2, 64, False): (1, 20),
+    ("float16", 2, 128, False): (1, 10), ("bfloat16", 2, 128, False): (1, 10),
+    ("float16", 2, 32, False): (8, 5), ("bfloat16", 2, 32, False): (8, 5),
+    ("float16", 2, 32, True): (8, 5), ("bfloat16", 2, 32, True): (8, 5),
 }
 
 
-def _lean_bounds(dtype, block, words, full, rms=False):
+def _lean_cap(dtype, words, tpr, full, rms=False):
+    """(rows a block, blocks an SM) of the capped lean layout for ``dtype`` rows of
+    ``tpr`` threads of ``words`` groups (:data:`_LEAN_CAPS`), exact rows (``full``)
+    under tuning's ``fwd_lean_regs`` (40, the default); else None."""
+    if dtype is None or _tune["fwd_lean_regs"] is None or not full:
+        return None
+    return _LEAN_CAPS.get((dtype, words, tpr, bool(rms)))
+
+
+def _lean_bounds(dtype, tpr, rpb, words, full, rms=False):
     """Launch bounds of the lean forward kernel (two-pass statistics, rows of a warp or
-    more) for ``dtype`` rows, blocks of ``block`` threads and ``words`` groups a
-    thread; None: the default ``_JIT`` bounds (1024 threads, 1 block).
-    tuning's ``fwd_lean_regs`` (40, the default): float32 exact layouts of two groups
-    in blocks of 256 or 512 threads get bounds that cap ptxas at 40 registers
-    without spills (48 otherwise): 6 or 3 blocks an SM, more rows in flight. 16-bit
-    LayerNorm kernels of two groups spill 8 bytes at 40 (with w and b) and gain
-    nothing at 48 in blocks of 256. H100 (bench/notes_layer_norm.md, fifteenth and
-    sixteenth sessions): float32 N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7.
-    v21 (``rms``): 16-bit RMSNorm of two groups in blocks of 256 threads at 48
-    registers, 5 blocks an SM; v23 the same at N = 5120-12288; v24: 16-bit LayerNorm
-    N = 1024 / 2048 at 48 in one-row blocks (see :data:`_LEAN_BOUNDS`).
-    tuning's ``fwd_lean_tpsm``, if set, takes over: ``(block, fwd_lean_tpsm //
-    block)`` for every layout."""
+    more) for ``dtype`` rows of ``tpr`` threads, ``rpb`` rows a block and ``words``
+    groups a thread; None: the default ``_JIT`` bounds (1024 threads, 1 block).
+    Where :func:`_lean_cap` has the layout at this many rows a block, its bounds cap
+    ptxas (each entry compiles without spills): float32 rows of two groups at 40
+    registers (6 blocks of 256 or 3 of 512 an SM; H100, fifteenth and sixteenth
+    sessions: N = 4096 184.0 -> 182.0 us, N = 2048 184.7 -> 182.7); 16-bit RMSNorm at
+    48 / 40 (v21, v23); 16-bit LayerNorm N = 1024 / 2048 at 48 in one-row blocks
+    (v24); 16-bit N = 512 at 48 (v25). 16-bit LayerNorm kernels of two groups spill 8
+    bytes at 40 (with w and b) and gain nothing at 48 in blocks of several rows of 64
+    or more threads. tuning's ``fwd_lean_tpsm``, if set, takes over: ``(block,
+    fwd_lean_tpsm // block)`` for every layout, ``block = tpr * rpb``."""
+    block = tpr * rpb
     tpsm = _tune["fwd_lean_tpsm"]
     if tpsm is not None:
         return block, max(1, tpsm // block)
-    if _tune["fwd_lean_regs"] is None or not full:
-        return None
-    return _LEAN_BOUNDS.get((dtype, words, block, bool(rms)))
+    cap = _lean_cap(dtype, words, tpr, full, rms)
+    return (block, cap[1]) if cap and cap[0] == rpb else None
 
 
 def _fwd_welford(vector):
@@ -3226,30 +3244,20 @@ def _fwd_welford(vector):
 
 
 def _capped_words(ng, dtype, rms=False):
-    """2 where tuning's ``fwd_lean_regs`` applies to a lean forward of two groups a
-    thread for ``dtype`` rows of ``ng`` 16-byte groups (exact, in a block of the
-    default ``fwd_block`` row slots or of one row that :data:`_LEAN_BOUNDS` caps:
-    float32 N = 1024, 2048, 4096; RMSNorm (``rms``) at 16-bit N = 1024, 2048, 4096
-    (v21), 5120 (v23) and at fp16 N = 8192, 12288 (v23); 16-bit LayerNorm N = 1024,
-    2048 in one-row blocks (v24)), else None (the layout's own pick; also for
-    ``dtype`` None). Rows shorter than N = 1024 keep their sub-warp or four-group
-    layouts."""
-    if dtype is None or _tune["fwd_lean_regs"] is None or ng % (2 * WARP):
+    """2 where :func:`_lean_cap` has exact rows of ``ng`` 16-byte groups of ``dtype`` at
+    two groups a thread (float32 N = 1024, 2048, 4096; RMSNorm (``rms``) at 16-bit N
+    = 1024, 2048, 4096 (v21), 5120 (v23) and at fp16 N = 8192, 12288 (v23); 16-bit
+    LayerNorm N = 1024, 2048 (v24); 16-bit N = 512 (v25)), else None (the layout's own
+    pick; also for ``dtype`` None)."""
+    if ng % (2 * WARP):
         return None
-    if ng * _vec_of(dtype, True) < 1024:
-        return None
-    tpr = ng // 2
-    return 2 if _lean_rows_per_block(dtype, 2, tpr, rms, True, None) else None
+    return 2 if _lean_cap(dtype, 2, ng // 2, True, rms) else None
 
 
 def _lean_rows_per_block(dtype, words, tpr, rms, full, m):
-    """Row slots a block of the lean forward (rows of ``tpr`` threads, more than
-    sub-warp, ``words`` groups a thread; ``m`` rows, None: no cap): tuning's
-    ``fwd_block // tpr`` (at least 1, at most m); but where tuning's
-    ``fwd_lean_regs`` caps exact rows (``full``) in one-row blocks only
-    (:data:`_LEAN_BOUNDS`, v24: 16-bit LayerNorm N = 1024 / 2048) and not in the
-    default block, one. Returns 0 where neither block has a cap and ``m`` is None
-    (:func:`_capped_words`' test).
+    """Row slots a block of the lean forward (rows of ``tpr`` threads, ``words``
+    groups a thread, ``m`` rows): :func:`_lean_cap`'s where it has the layout, else
+    tuning's ``fwd_block // tpr``; at least 1, at most m.
 
     v24 (H100, M x N = 2^26, us, bench/notes_layer_norm.md): 16-bit LayerNorm of two
     groups a thread at 48 registers in one-row blocks (64 / 128 threads, 20 / 10 an
@@ -3257,16 +3265,13 @@ def _lean_rows_per_block(dtype, words, tpr, rms, full, m):
     1024 95.4-96.1 -> 94.4-95.1, N = 2048 95.6-96.0 -> 94.2-94.5; bf16 alike. In blocks
     of 256 (several rows, each row's barriers waiting on the others') the same cap
     gained nothing (twentieth session); at 40 registers it spills and loses; RMSNorm's
-    v21 rows lose 0.5-1 us in one-row blocks."""
-    rpb = max(1, _tune["fwd_block"] // tpr)
-    if m is not None:
-        rpb = max(1, min(rpb, m))
-    capped = full and _tune["fwd_lean_regs"] is not None
-    if capped and (dtype, words, rpb * tpr, bool(rms)) in _LEAN_BOUNDS:
-        return rpb
-    if capped and (dtype, words, tpr, bool(rms)) in _LEAN_BOUNDS:
-        return 1
-    return rpb if m is not None else 0
+    v21 rows lose 0.5-1 us in one-row blocks. v25: 16-bit N = 512, a warp a row (no
+    barrier), eight rows a block, against sub-warp rows of four groups at 64
+    registers: 0.5 us faster on average over 14 on / off pairs of LayerNorm and
+    RMSNorm (s21_e / s21_f: -1.2 to +0.3; e.g. bf16 LayerNorm 96.0-96.3 -> 94.9-96.3)."""
+    cap = _lean_cap(dtype, words, tpr, full, rms)
+    rpb = cap[0] if cap else max(1, _tune["fwd_block"] // tpr)
+    return max(1, min(rpb, m))
 
 
 # v22: a batch of 16-bit rows of N in this range that one wave of resident threads
@@ -3554,7 +3559,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
     if lean:
         bounds = (None if comp or subwarp
-                  else _lean_bounds(dtype, tpr * rpb, words, tpr * words * vec == n, rms))
+                  else _lean_bounds(dtype, tpr, rpb, words, tpr * words * vec == n, rms))
     else:
         bounds = None if (staged or words) else _stream_bounds(tpr)
     pipe = staged and bool(_tune["fwd_staged_pipe"]) and 2 * 16 * words * tpr <= limit

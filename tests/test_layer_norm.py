@@ -1084,6 +1084,8 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ((False, True, True), "float16", (4099, 1024), "_lean2_full_lb64x20"),
     ((False, False, False), "bfloat16", (4099, 2048), "_lean2_full_lb128x10"),
     ((False, True, True), "float16", (4099, 4096), "_lean4_full"),
+    ((False, True, True), "float16", (4099, 512), "_lean2_full_lb256x5"),
+    ((True, True, False), "bfloat16", (4099, 512), "_lean2_full_lb256x5"),
     ((True, True, False), "bfloat16", (3001, 5120), "_lean2_full_lb320x4"),
     ((True, True, False), "float16", (2000, 8192), "_lean2_full_lb512x3"),
     ((True, False, False), "float16", (999, 12288), "_lean2_full_lb768x2"),
@@ -1091,16 +1093,18 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ids=["ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
          "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "rms-float16-3001x1024",
          "ln_w_b-float16-4099x1024", "ln-bfloat16-4099x2048", "ln_w_b-float16-4099x4096",
+         "ln_w_b-float16-4099x512", "rms_w-bfloat16-4099x512",
          "rms_w-bfloat16-3001x5120", "rms_w-float16-2000x8192",
          "rms-float16-999x12288", "rms_w-bfloat16-2000x8192"])
 def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, monkeypatch):
-    """The default forward's v21-v24 picks on the H100's 132 SMs, against float64
+    """The default forward's v21-v25 picks on the H100's 132 SMs, against float64
     under poisoned outputs: 16-bit batches one wave holds take one or two groups a
     thread (v22; two-group LayerNorm rows of N = 2048 in v24's capped one-row blocks),
     16-bit RMSNorm rows of N = 1024-5120 past a wave two groups capped at 48
     registers (v21, v23), fp16 ones of N = 8192 / 12288 at 40 (v23; bf16 keeps four
     groups), 16-bit LayerNorm N = 1024 / 2048 two groups in one-row blocks at 48
-    (v24), N = 4096 its four groups."""
+    (v24), N = 4096 its four groups, 16-bit N = 512 two groups a warp, eight rows a
+    block at 48 (v25)."""
     if ln.sm_count(None) != 132:
         pytest.skip("the picks are worked out for 132 SMs")
     picked = []
@@ -1310,20 +1314,20 @@ def test_forward_lean_tpsm_same_bits(variant):
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=_vid)
 def test_forward_lean_regs_same_bits(variant):
-    """tuning(fwd_lean_regs=40) (the default): float32 lean forward kernels of two
-    groups a thread in exact blocks of 256 / 512 threads compiled with launch bounds
-    that cap ptxas at 40 registers. Same code, so y, mean and rstd have the uncapped
-    kernel's bits (fwd_lean_regs=None; fwd_words=2 both ways), within tolerance of
-    float64; 16-bit rows (but RMSNorm's in blocks of 256: 5 an SM, v21, and
-    LayerNorm's of N = 1024 / 2048 in one-row blocks, v24), checked layouts and other
-    block sizes keep the default bounds; 40 is the only value taken. By default
-    float32 rows whose two-group blocks get the cap (N = 1024, 2048, 4096 at
-    fwd_block 256) take two groups, and no other float32 rows do."""
+    """tuning(fwd_lean_regs=40) (the default): the capped lean layouts (_LEAN_CAPS),
+    e.g. float32 rows of two groups a thread in blocks of 256 / 512 threads, compiled
+    with launch bounds that cap ptxas at 40 registers. Same code, so y, mean and
+    rstd have the uncapped kernel's bits (fwd_lean_regs=None; fwd_words=2 both ways,
+    the uncapped kernel in fwd_block's blocks), within tolerance of float64; 16-bit
+    rows of N = 2048 (RMSNorm's in blocks of 256: 5 an SM, v21; LayerNorm's in
+    one-row blocks, v24) take theirs; sub-warp rows and rows with idle lanes keep the
+    default bounds; 40 is the only value taken. By default float32 rows of N = 1024,
+    2048, 4096 take two groups, and no other float32 rows do."""
     picked = []
-    # (shape, dtype, tuning, suffix expected). Simulator: rows of 32 threads, 8 a
-    # block of 256.
-    sim = {"fwd_block": 256}
-    cases = [((9, 256), "float32", sim, "_lb256x6"), ((9, 256), "float16", {}, None),
+    # (shape, dtype, tuning, suffix expected). Simulator: float32 N = 1024 as rows of
+    # 128 threads, two a block.
+    sim = {"fwd_block": 64}
+    cases = [((9, 1024), "float32", sim, "_lb256x6"), ((9, 256), "float16", {}, None),
              ((9, 252), "float32", sim, None)]
     if not SIMULATOR:
         cases = [((4099, 2048), "float32", {}, "_lb256x6"),
@@ -1744,53 +1748,52 @@ def test_wave_words_rule():
 
 
 def test_lean_caps_rule():
-    """v21 / v23: at the default fwd_block (256), 16-bit RMSNorm rows of N = 1024 /
-    2048 / 4096 / 5120 take two groups a thread with launch bounds of 5 blocks of 256
-    (4 of 320) an SM, fp16 ones of N = 8192 / 12288 too (3 blocks of 512, 2 of 768)
-    but not bf16 ones (their kernel with w spills there). v24: 16-bit LayerNorm rows
-    of N = 1024 / 2048 take two groups in one-row blocks (64 / 128 threads) with
-    bounds of 20 / 10 blocks an SM, exact rows only; other LayerNorm rows keep four
-    groups, uncapped; other N keep their layouts; fwd_lean_regs None turns the caps
-    off; each capped kernel is one shipped_kernels lists."""
-    caps = {1024: (256, 5), 2048: (256, 5), 4096: (256, 5), 5120: (320, 4),
-            8192: (512, 3), 12288: (768, 2)}
-    with ln.tuning(fwd_block=256):
-        for dtype in ("float16", "bfloat16"):
-            for n, bounds in caps.items():
-                words, tpr = ln._lean_layout(n, 8, True, dtype=dtype)
-                capped = dtype == "float16" or n <= 5120
-                assert (words == 2) == capped, (dtype, n)
-                assert (ln._lean_layout(n, 8, dtype=dtype)[0] == 2) == (n <= 2048), (dtype, n)
-                if capped:
-                    block = max(1, 256 // tpr) * tpr
-                    assert (tpr, block) == (n // 16, bounds[0]), (dtype, n)
-                    assert ln._lean_bounds(dtype, block, 2, True, rms=True) == bounds
-                    assert ln._lean_bounds(dtype, block, 2, True, rms=False) is None
-                    assert ln._lean_bounds(dtype, block, 2, False, rms=True) is None
-            for n in (512, 1536, 3072, 16384):
-                assert ln._lean_layout(n, 8, True, dtype=dtype)[0] != 2, (dtype, n)
-                assert ln._lean_layout(n, 8, dtype=dtype)[0] != 2, (dtype, n)
-            for n in (1024, 2048):
-                tpr = n // 16
-                assert ln._lean_layout(n, 8, dtype=dtype) == (2, tpr), (dtype, n)
-                assert ln._lean_rows_per_block(dtype, 2, tpr, False, True, 4099) == 1
-                assert ln._lean_rows_per_block(dtype, 2, tpr, False, False, 4099) == 256 // tpr
-                assert ln._lean_rows_per_block(dtype, 2, tpr, True, True, 4099) == 256 // tpr
-                assert ln._lean_bounds(dtype, tpr, 2, True) == (tpr, 1280 // tpr)
-                assert ln._lean_bounds(dtype, 256, 2, True) is None
-                with ln.tuning(fwd_lean_regs=None):
-                    assert ln._lean_layout(n, 8, dtype=dtype)[0] == 4
-                    assert ln._lean_rows_per_block(dtype, 2, tpr, False, True, 4099) == (
-                        256 // tpr)
-        assert ln._lean_bounds("float32", 256, 2, True, rms=True) == (256, 6)
-        with ln.tuning(fwd_lean_regs=None):
-            assert ln._lean_layout(2048, 8, True, dtype="float16") == (4, 64)
-            assert ln._lean_bounds("float16", 256, 2, True, rms=True) is None
+    """The capped lean forward layouts (_LEAN_CAPS: two groups a thread, rows a block
+    and blocks an SM by dtype, threads a row and op), whatever fwd_block says:
+    float32 N = 1024 / 2048 / 4096 (blocks of 256 / 256 / 512 at 6 / 6 / 3 an SM);
+    v21 / v23: 16-bit RMSNorm N = 1024-4096 in blocks of 256 (5 an SM), 5120 of 320
+    (4), fp16 8192 / 12288 one-row (3 / 2; bf16 keeps four groups there: its kernel
+    with w spills); v24: 16-bit LayerNorm N = 1024 / 2048 in one-row blocks (20 / 10
+    an SM); v25: 16-bit N = 512 a warp a row, eight rows a block (5 an SM). Other N
+    keep their layouts; rows with idle lanes, another block or fwd_lean_regs None get
+    no bounds; each capped kernel is one shipped_kernels lists."""
+    # N -> (rows a block, blocks an SM) for dtype, op
+    want = {("float32", False): {1024: (2, 6), 2048: (1, 6), 4096: (1, 3)},
+            ("float16", True): {512: (8, 5), 1024: (4, 5), 2048: (2, 5), 4096: (1, 5),
+                                5120: (1, 4), 8192: (1, 3), 12288: (1, 2)},
+            ("float16", False): {512: (8, 5), 1024: (1, 20), 2048: (1, 10)}}
+    want[("float32", True)] = want[("float32", False)]
+    want[("bfloat16", False)] = want[("float16", False)]
+    want[("bfloat16", True)] = {n: c for n, c in want[("float16", True)].items() if n <= 5120}
+    for fwd_block in (64, 256, 1024):
+        with ln.tuning(fwd_block=fwd_block):
+            for (dtype, rms), caps in want.items():
+                vec = ln._vec_of(dtype, True)
+                for n in (512, 768, 1024, 1536, 2048, 3072, 4096, 5120, 8192, 12288, 16384):
+                    words, tpr = ln._lean_layout(n, vec, rms, dtype=dtype)
+                    rpb = ln._lean_rows_per_block(dtype, words, tpr, rms, True, 4099)
+                    bounds = ln._lean_bounds(dtype, tpr, rpb, words, True, rms)
+                    if n not in caps:
+                        assert words != 2 or bounds is None, (dtype, rms, n)
+                        continue
+                    rows, blocks = caps[n]
+                    assert (words, tpr, rpb) == (2, n // vec // 2, rows), (dtype, rms, n)
+                    assert bounds == (tpr * rows, blocks), (dtype, rms, n)
+                    assert ln._lean_rows_per_block(dtype, 2, tpr, rms, True, 3) == min(rows, 3)
+                    assert ln._lean_bounds(dtype, tpr, rpb, 2, False, rms) is None
+                    if rows > 1:
+                        assert ln._lean_bounds(dtype, tpr, 1, 2, True, rms) is None
+                    with ln.tuning(fwd_lean_regs=None):
+                        assert ln._lean_layout(n, vec, rms, dtype=dtype)[0] != 2, (
+                            dtype, rms, n)
+                        assert ln._lean_bounds(dtype, tpr, rpb, 2, True, rms) is None
+                        assert ln._lean_rows_per_block(dtype, 2, tpr, rms, True, 4099) == (
+                            max(1, fwd_block // tpr))
     shipped = {k.name for k in ln.shipped_kernels()}
-    for (dtype, words, block, rms), (threads, blocks) in ln._LEAN_BOUNDS.items():
+    for (dtype, words, tpr, rms), (rows, blocks) in ln._LEAN_CAPS.items():
         for variant in ("rms", "rms_w") if rms else ("ln", "ln_w", "ln_w_b"):
             name = (f"norm_fwd_{dtype}_{variant}_vec_lean{words}_full"
-                    f"_lb{threads}x{blocks}")
+                    f"_lb{tpr * rows}x{blocks}")
             assert name in shipped, name
 
 
