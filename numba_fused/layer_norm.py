@@ -3178,8 +3178,7 @@ def _fwd_staged(n, vec, limit=None):
     return bool(staged) or _lean_layout(n, vec)[0] == 0
 
 
-# fwd_lean_regs: the register cap, and the lean kernels it applies to (groups a
-# thread, threads a block) with their launch bounds (threads, blocks an SM).
+# fwd_lean_regs: the value that turns on the register caps of _LEAN_CAPS.
 _LEAN_REGS = 40
 # The capped lean layouts, keyed (dtype, words, threads a row, rms): (rows a block,
 # blocks an SM); the launch bounds are (rows a block x threads a row, blocks an SM).
@@ -3263,9 +3262,9 @@ def _lean_rows_per_block(dtype, words, tpr, rms, full, m):
     groups a thread at 48 registers in one-row blocks (64 / 128 threads, 20 / 10 an
     SM) against the default four groups (32 x 8 / 64 x 4 threads at 64): fp16 N =
     1024 95.4-96.1 -> 94.4-95.1, N = 2048 95.6-96.0 -> 94.2-94.5; bf16 alike. In blocks
-    of 256 (several rows, each row's barriers waiting on the others') the same cap
-    gained nothing (twentieth session); at 40 registers it spills and loses; RMSNorm's
-    v21 rows lose 0.5-1 us in one-row blocks. v25: 16-bit N = 512, a warp a row (no
+    of 256 (several rows, whose barriers then wait on each other) the same cap gained
+    nothing (twentieth session); at 40 registers it spills and loses; RMSNorm's v21
+    rows lose 0.5-1 us in one-row blocks. v25: 16-bit N = 512, a warp a row (no
     barrier), eight rows a block, against sub-warp rows of four groups at 64
     registers: 0.5 us faster on average over 14 on / off pairs of LayerNorm and
     RMSNorm (s21_e / s21_f: -1.2 to +0.3; e.g. bf16 LayerNorm 96.0-96.3 -> 94.9-96.3)."""
