@@ -2768,7 +2768,8 @@ _STAGED_REGS = 2
 _TUNING_DEFAULTS = {
     # Largest threads-per-row (multiple of 32); rows needing more stream.
     "max_tpr": _MAX_BLOCK,
-    # Forward row kernels: rows per block = fwd_block // tpr (at least 1).
+    # Forward row kernels: rows per block = fwd_block // tpr (at least 1); the capped
+    # lean layouts (_LEAN_CAPS, under fwd_lean_regs) take their own.
     "fwd_block": 256,
     # Backward row kernels: rows per block = bwd_block // tpr (at least 1). v20: 128
     # (was 256): rows of fewer than 256 threads run half as many a block, in more and
