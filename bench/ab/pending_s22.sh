@@ -14,13 +14,19 @@
 # Prints each kernel's duration, occupancy, issue rate and warp stall reasons (the
 # barrier stall is the one to read). About 3 minutes.
 #   bash bench/ab/pending_s22.sh "$OUT"
+# Ran once at the end of the twenty-first session without the per-reason metrics
+# (results/ln_fwd_ncu_h100_s21/: durations 88.6 / 90.9 / 87.1 / 87.5 / 100.8 us, the
+# sections' text gives only the long-scoreboard share); the --metrics line below
+# asks for each stall reason per issued instruction (names as ncu's WarpStateStats
+# section uses them; not yet run).
 set -uo pipefail
 OUT=${1:?usage: pending_s22.sh OUTDIR}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 NCU=(ncu --nvtx --nvtx-include "prof/" --clock-control none --cache-control none
      --section SpeedOfLight --section Occupancy --section WarpStateStats
-     --section LaunchStats --section SchedulerStats)
-PAT="^  [a-z_]+.*\(|Duration|Registers Per|Block Size|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible|Stall|Barrier"
+     --section LaunchStats --section SchedulerStats
+     --metrics smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio)
+PAT="^  [a-z_]+.*\(|Duration|Registers Per|Block Size|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible|Stall|Barrier|stalled"
 nvidia-smi -L
 run() {
   local tag=$1 op=$2 prov=$3 tune=$4 f="$OUT/ncu22_$1.txt"
