@@ -3550,22 +3550,23 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     has_w, has_b = wa is not None, ba is not None
     comp = (lean or staged) and not rms and _fwd_compensated(staged)
     subwarp = lean and tpr < WARP
+    # Exact rows: every thread's every group inside the row (no per-group checks).
+    full = bool(words) and tpr * (words + rwords) * vec == n
     rpb = 1
     if lean or staged:
         # The staged kernel: one row slot a block (its row fills the shared memory).
-        rpb = 1 if staged else _lean_rows_per_block(dtype, words, tpr, rms,
-                                                    tpr * words * vec == n, m)
+        rpb = 1 if staged else _lean_rows_per_block(dtype, words, tpr, rms, full, m)
         if subwarp:  # whole warps: the shuffles take every lane
             rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
     if lean:
         bounds = (None if comp or subwarp
-                  else _lean_bounds(dtype, tpr, rpb, words, tpr * words * vec == n, rms))
+                  else _lean_bounds(dtype, tpr, rpb, words, full, rms))
     else:
         bounds = None if (staged or words) else _stream_bounds(tpr)
     pipe = staged and bool(_tune["fwd_staged_pipe"]) and 2 * 16 * words * tpr <= limit
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
-                                 bool(words) and tpr * (words + rwords) * vec == n, lean,
+                                 full, lean,
                                  staged, comp, subwarp, lean and _tune["fwd_evict"],
                                  bounds=bounds,
                                  welford=not (words or rms) and _fwd_welford(vector),

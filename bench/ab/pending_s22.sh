@@ -28,12 +28,10 @@ NCU=(ncu --nvtx --nvtx-include "prof/" --clock-control none --cache-control none
      --metrics smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio)
 PAT="^  [a-z_]+.*\(|Duration|Registers Per|Block Size|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible|Stall|Barrier|stalled"
 nvidia-smi -L
+. bench/ab/ncu_ln.sh
 run() {
-  local tag=$1 op=$2 prov=$3 tune=$4 f="$OUT/ncu22_$1.txt"
-  timeout -k 5 85 "${NCU[@]}" python3 bench/profile_op.py "$op" --dtype float16 \
-    --shape 32768x2048 --provider "$prov" --tuning "$tune" > "$f" 2>&1
-  echo "== $tag rc $?"
-  grep -E "$PAT" "$f" | head -30
+  ncu_norm "$OUT/ncu22_$1.txt" 30 "$PAT" "$2" --dtype float16 --shape 32768x2048 \
+    --provider "$3" --tuning "$4"
 }
 run ln_v24 ln_fwd numba '{}'
 run ln_rows2 ln_fwd numba '{"fwd_lean_regs": null, "fwd_words": 2, "fwd_lean_tpsm": 1280}'
