@@ -125,6 +125,16 @@ def _layer_norm(nf, torch, dt):
             with tuning(fwd_evict=hint):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x, w)
+        # v26 (the default at 16-bit, _fwd_early_once): the lean forward with w / b
+        # loaded with the row, the statistics stored before y and one row a slot (no
+        # grid-stride loop); here on every dtype and row length, and early with its
+        # loop on a persistent grid of two blocks.
+        with tuning(fwd_early=True, fwd_once=True):
+            nf.layer_norm_forward(x, w, b)
+            nf.rms_norm_forward(x, w)
+        with tuning(fwd_early=True, fwd_grid=2):
+            nf.layer_norm_forward(x, w, b)
+            nf.rms_norm_forward(x, w)
         # Fifteenth-session candidate (opt-in): the register-capped float32 lean
         # forward of two groups (N = 4096: 512 threads, 3 blocks an SM; N = 1000
         # has idle lanes and keeps the default bounds).

@@ -1099,7 +1099,7 @@ def _check_hint(name, value):
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, compensated=False, subwarp=False,
                         evict=False, bounds=None, welford=False, rwords=0,
-                        pipelined=False):
+                        pipelined=False, early=False, once=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1140,12 +1140,19 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     pipelined: the staged kernel double-buffers its rows in shared memory, the next
     row's copies in flight while it works on this one (tuning fwd_staged_pipe): see
     :func:`_lean_forward`.
+    early: the lean kernel loads its groups' w and b into registers with the row's x
+    (their round trips overlap x's instead of following each y store) and stores
+    mean / rstd before y (tuning fwd_early).
+    once: the lean kernel takes one row a slot and returns (no grid-stride loop and
+    its state in registers); only for grids of a block per pass of row slots, which
+    cover every row (tuning fwd_once; v26 compiles early kernels so, see
+    :func:`_fwd_early_once`).
     """
     if welford and (rms or words):
         raise ValueError("welford statistics are the streaming LayerNorm kernel's "
                          "(words = 0, not RMSNorm)")
-    if evict and not lean:
-        raise ValueError("evict is the lean forward kernel's")
+    if (evict or early or once) and not lean:
+        raise ValueError("evict, early and once are the lean forward kernel's")
     _check_hint("evict", evict)
     if (rwords or pipelined) and not staged:
         raise ValueError("register groups (rwords) and pipelined rows are the staged "
@@ -1170,7 +1177,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
         return _lean_forward(dtype, rms, has_w, has_b, words, full,
                              compensated=compensated, subwarp=subwarp, evict=evict,
-                             bounds=bounds)
+                             bounds=bounds, early=early, once=once)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1514,7 +1521,8 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
-                  subwarp=False, evict=False, bounds=None, rwords=0, pipelined=False):
+                  subwarp=False, evict=False, bounds=None, rwords=0, pipelined=False,
+                  early=False, once=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``staged``: the row in shared memory; ``compensated``: deviations about a coarse
     centre; see below).
@@ -1575,7 +1583,15 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     subwarp: rows of tpr = 8 or 16 threads, 32 / tpr rows a warp (short rows: 16-bit
     N = 512 is 64 groups, 16 threads of 4); the reductions shuffle over offsets below
     tpr (:func:`_sub_pair`) and slots past the last row keep looping with their warp,
-    as with several warps a row. The block must hold whole warps."""
+    as with several warps a row. The block must hold whole warps.
+
+    early (v26): the register groups' w and b words are loaded right after the row's x
+    (into ``we`` / ``be``, 8 more registers a 16-bit group), so their round trips
+    overlap x's; otherwise each group's pair goes out after the reductions, behind
+    the previous group's y store, which a plain load may not pass. The statistics'
+    stores go out before y's. once: the slot takes its one row and stops (the grid
+    covers every row), so no loop state stays live: what lets early fit the 48
+    registers of the capped layouts without spilling."""
     vec = _vec_of(dtype, True)
     nraw = 4 * words
     raw_t = _kernel_storage(dtype, True)
@@ -1590,7 +1606,9 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             f"{'staged' if staged else 'lean'}{words}" + (f"r{rwords}" if rwords else "")
             + ("_pipe" if pipelined else "")
             + ("_full" if full else "") + ("_comp" if compensated else "")
-            + ("_subwarp" if subwarp else "") + _FWD_HINTS[evict][3]
+            + ("_subwarp" if subwarp else "") + ("_early" if early else "")
+            + ("_once" if once else "")
+            + _FWD_HINTS[evict][3]
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
     ldx, ldp, stx = _FWD_HINTS[evict][:3]
     rsum = _sub_sum if subwarp else _row_sum_v2
@@ -1601,6 +1619,8 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     RW = rwords if staged else words
     KW = words + rwords
     NXR = 4 * RW + 4 if staged else nraw
+    # early: the register groups' w and b words, loaded with the row's x.
+    NWE = 4 * RW if early else 1
 
     # Each pass visits the register groups (xr[4 k:], constant offsets once the short
     # loop unrolls) and then the shared-memory ones, each read back into xr[4 RW:]
@@ -1667,6 +1687,22 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             stx(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
         return 0
 
+    @inline_device
+    def group_write_early(xr, o, k, we, be, y, ys, rb, t, tpr, ng, ok, mu, r, nd):
+        """group_write with the group's w and b already in registers (we / be[4 k:],
+        loaded with the row: ``early``)."""
+        for j in range(vec):
+            v = (elem(xr, o, j) - mu) * r + nd
+            if has_w:
+                v = v * elem(we, 4 * k, j)
+            if has_b:
+                v = v + elem(be, 4 * k, j)
+            ys[j] = v
+        p = pack(ys, 0)
+        if ok and _gvalid(k, tpr, t, ng):
+            stx(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
+        return 0
+
     def norm_fwd_lean(x, w, b, y, mean_out, rstd_out, m, n, eps):
         """Lean row kernel (persistent): y[r, :] = (x[r, :] - mu) * rstd * w + b,
         statistics and arguments as the row kernel's (``norm_fwd_rows``). Block
@@ -1680,6 +1716,8 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
         xr = cuda.local.array(NXR, raw_t)
         wr = cuda.local.array(4, raw_t)
         br = cuda.local.array(4, raw_t)
+        we = cuda.local.array(NWE, raw_t)
+        be = cuda.local.array(NWE, raw_t)
         ys = cuda.local.array(vec, np.float32)
         t = cuda.threadIdx.x
         tpr = cuda.blockDim.x
@@ -1722,6 +1760,17 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                 q = ldx(x, rb, _gclamp(k, tpr, t, glast))
                 for i in range(4):
                     xr[4 * k + i] = q[i]
+            if early:
+                for k in range(RW):
+                    gi = _gclamp(k, tpr, t, glast)
+                    if has_w:
+                        q = ldp(w, gi)
+                        for i in range(4):
+                            we[4 * k + i] = q[i]
+                    if has_b:
+                        q = ldp(b, gi)
+                        for i in range(4):
+                            be[4 * k + i] = q[i]
             if staged and not pipelined:
                 cp_async_wait_all()
             s = np.float32(0.0)
@@ -1759,19 +1808,29 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             phase ^= 1
             r = _rsqrt(var + eps)
             nd = -(dmu * r)
+            # early: the statistics' stores go out ahead of y's.
+            if early and active and t == 0:
+                if not rms:
+                    mean_out[np.uint64(row)] = mu + dmu
+                rstd_out[np.uint64(row)] = r
             for k in range(RW):
-                group_write(xr, 4 * k, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng, active,
-                            mu, r, nd)
+                if early:
+                    group_write_early(xr, 4 * k, k, we, be, y, ys, rb, t, tpr, ng, active,
+                                      mu, r, nd)
+                else:
+                    group_write(xr, 4 * k, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng,
+                                active, mu, r, nd)
             for k in range(RW, KW):
                 fetch(xr, sm, base, k - RW, tpr)
                 group_write(xr, 4 * RW, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng,
                             active, mu, r, nd)
-            if active:
-                if t == 0:
-                    if not rms:
-                        mean_out[np.uint64(row)] = mu + dmu
-                    rstd_out[np.uint64(row)] = r
+            if not early and active and t == 0:
+                if not rms:
+                    mean_out[np.uint64(row)] = mu + dmu
+                rstd_out[np.uint64(row)] = r
             row += stride
+            if once:
+                break
 
     jit = dict(_JIT)
     if bounds and not SIMULATOR:
@@ -2672,8 +2731,9 @@ def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass and compensated statistics; rows of a warp or more, or
-    sub-warp rows) and staged forward row kernels (with register groups; float32's
-    pipelined candidates); the wide and lean wide (16-bit,
+    sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot)
+    and staged forward row kernels (with register groups; float32's pipelined
+    candidates); the wide and lean wide (16-bit,
     checked forms) backward row kernels; the
     backward row kernels' exact forms also for one-row blocks;
     the streaming and scalar kernels (the backward's also with given statistics, and
@@ -2707,6 +2767,20 @@ def shipped_kernels():
                         for comp in ((False, True) if not rms else (False,)):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, True,
                                           True, compensated=comp, subwarp=True)
+                        # v26 (_fwd_early_once): 16-bit RMSNorm rows, LayerNorm rows of
+                        # two groups, with w / b loaded with the row, one row a slot.
+                        if vec == 4 or not (rms or words == 2):
+                            continue
+                        caps = sorted({(tpr * rpb, blocks) for (dt, wd, tpr, r), (
+                            rpb, blocks) in _LEAN_CAPS.items() if (dt, wd, r) == (
+                                dtype, words, rms)})
+                        for full, bounds in ([(True, None), (False, None)]
+                                             + [(True, c) for c in caps]):
+                            yield factory(dtype, rms, has_w, has_b, True, words, True, full,
+                                          True, bounds=bounds, early=True, once=True)
+                        if rms:
+                            yield factory(dtype, rms, has_w, has_b, True, words, True, True,
+                                          True, subwarp=True, early=True, once=True)
                     for words in _STAGED_WORDS:
                         for full in (True, False):
                             for comp in ((False, True) if not rms else (False,)):
@@ -2849,6 +2923,13 @@ _TUNING_DEFAULTS = {
     # measured on the H100 in the fourteenth, eighteenth and nineteenth sessions, each
     # 0.5-2% slower or within noise ("nc": float32 LayerNorm N = 4096 182 -> 192 us).
     "fwd_evict": False,
+    # Forward, lean kernel: load w and b into registers with the row's x, before the
+    # reductions, and store mean / rstd ahead of y (fwd_early); on a grid of a block
+    # per pass of row slots, compiled to take one row a slot and stop, without the
+    # grid-stride loop's state (fwd_once). None: where _fwd_early_once measured them
+    # faster (v26).
+    "fwd_early": None,
+    "fwd_once": None,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -2986,7 +3067,7 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
+    fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
     fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs,
     fwd_staged_pipe, fwd_compensated, fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
     fwd_subwarp.
@@ -3234,6 +3315,36 @@ def _lean_bounds(dtype, tpr, rpb, words, full, rms=False):
         return block, max(1, tpsm // block)
     cap = _lean_cap(dtype, words, tpr, full, rms)
     return (block, cap[1]) if cap and cap[0] == rpb else None
+
+
+def _fwd_early_once(dtype, rms, words, tpr, lean, per_row):
+    """(early, once) for the lean forward (make_forward_kernel's flags): tuning's
+    fwd_early / fwd_once where set (once only on a grid of a block per pass of row
+    slots, ``per_row``), else v26's picks: both for 16-bit RMSNorm and for 16-bit
+    LayerNorm rows of 64 threads of two groups (N = 1024), neither elsewhere.
+
+    Early loads w and b while x's loads are in flight instead of after the reductions
+    (a round trip a group, each after the last group's y store), which the plain fp16
+    LayerNorm of bench/ab/copy_ceiling.py found worth 1-1.3 us at two groups a thread;
+    it needs 8 registers a group, which once (no loop state) frees. H100, M x N = 2^26,
+    fp16, us, against the default bracketing it (bench/ab/s22_b.sh): RMSNorm N = 768
+    94.9 / 94.8 -> 94.1, 5120 93.6 / 93.5 -> 92.9, 8192 94.2 / 94.2 -> 93.3, 12288
+    94.1 / 93.9 -> 93.2, 16384 95.5 / 95.5 -> 93.6, N = 512-4096 within 0.3;
+    LayerNorm N = 1024 95.5 / 95.2 -> 93.9 (but N = 512 / 2048 +0.3 / +0.5 us, with
+    once alone +0.1-1 us). As the default against it off (s22_c.sh, fp16 / bf16):
+    LayerNorm N = 1024 94.2, 94.2 / 94.0, 94.8 against 94.6 / 95.0; RMSNorm N = 768
+    94.3, 94.3 / 94.3, 94.1 against 95.0 / 94.8, 8192 93.2, 93.3 / 93.7, 93.8 against
+    94.4 / 95.2, 16384 93.7, 93.5 / 93.4, 93.7 against 95.3 / 95.6. Once alone at
+    16-bit LayerNorm rows of four groups read 0.3-1.3 us faster in s22_b.sh and
+    within noise in s22_c.sh (N = 8192 / 16384): not taken. Early without once spills
+    at the 48 / 40-register caps (s22_a.sh: 110-130 us); float32 gains nothing from
+    once (+-0.8 us)."""
+    early, once = _tune["fwd_early"], _tune["fwd_once"]
+    if early is None:
+        early = dtype != "float32" and per_row and (rms or (words == 2 and tpr == 64))
+    if once is None:
+        once = early
+    return bool(lean and early), bool(per_row and once)
 
 
 def _fwd_welford(vector):
@@ -3564,18 +3675,23 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     else:
         bounds = None if (staged or words) else _stream_bounds(tpr)
     pipe = staged and bool(_tune["fwd_staged_pipe"]) and 2 * 16 * words * tpr <= limit
+    # A lean grid of a block per pass of row slots covers every row once.
+    per_row = (lean and _lean_block_per_row(tpr, words) and not _tune["fwd_lean_persistent"]
+               and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None
+               and cdiv(m, rpb) <= 2**31 - 1)
+    early, once = _fwd_early_once(dtype, rms, words, tpr, lean, per_row)
     kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                  bool(_tune["prefetch"]) if words else True,
                                  full, lean,
                                  staged, comp, subwarp, lean and _tune["fwd_evict"],
                                  bounds=bounds,
                                  welford=not (words or rms) and _fwd_welford(vector),
-                                 rwords=rwords, pipelined=pipe)
+                                 rwords=rwords, pipelined=pipe,
+                                 early=early, once=once)
     if lean or staged:
         shared = 16 * words * tpr * (1 + pipe) if staged else 0
-        if (lean and _lean_block_per_row(tpr, words) and not _tune["fwd_lean_persistent"]
-                and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None):
-            grid = min(cdiv(m, rpb), 2**31 - 1)
+        if per_row:
+            grid = cdiv(m, rpb)
         else:
             grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
                                     _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])

@@ -1078,18 +1078,18 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ((False, True, True), "float16", (256, 1024), "_lean1_full"),
     ((False, True, True), "bfloat16", (500, 2048), "_lean1_full"),
     ((False, True, True), "float16", (1024, 2048), "_lean2_full_lb128x10"),
-    ((True, True, False), "float16", (256, 4096), "_lean1_full"),
-    ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_lb256x5"),
-    ((True, False, False), "float16", (3001, 1024), "_lean2_full_lb256x5"),
-    ((False, True, True), "float16", (4099, 1024), "_lean2_full_lb64x20"),
+    ((True, True, False), "float16", (256, 4096), "_lean1_full_early_once"),
+    ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_early_once_lb256x5"),
+    ((True, False, False), "float16", (3001, 1024), "_lean2_full_early_once_lb256x5"),
+    ((False, True, True), "float16", (4099, 1024), "_lean2_full_early_once_lb64x20"),
     ((False, False, False), "bfloat16", (4099, 2048), "_lean2_full_lb128x10"),
     ((False, True, True), "float16", (4099, 4096), "_lean4_full"),
     ((False, True, True), "float16", (4099, 512), "_lean2_full_lb256x5"),
-    ((True, True, False), "bfloat16", (4099, 512), "_lean2_full_lb256x5"),
-    ((True, True, False), "bfloat16", (3001, 5120), "_lean2_full_lb320x4"),
-    ((True, True, False), "float16", (2000, 8192), "_lean2_full_lb512x3"),
-    ((True, False, False), "float16", (999, 12288), "_lean2_full_lb768x2"),
-    ((True, True, False), "bfloat16", (2000, 8192), "_lean4_full")],
+    ((True, True, False), "bfloat16", (4099, 512), "_lean2_full_early_once_lb256x5"),
+    ((True, True, False), "bfloat16", (3001, 5120), "_lean2_full_early_once_lb320x4"),
+    ((True, True, False), "float16", (2000, 8192), "_lean2_full_early_once_lb512x3"),
+    ((True, False, False), "float16", (999, 12288), "_lean2_full_early_once_lb768x2"),
+    ((True, True, False), "bfloat16", (2000, 8192), "_lean4_full_early_once")],
     ids=["ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
          "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "rms-float16-3001x1024",
          "ln_w_b-float16-4099x1024", "ln-bfloat16-4099x2048", "ln_w_b-float16-4099x4096",
@@ -1104,7 +1104,8 @@ def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, m
     registers (v21, v23), fp16 ones of N = 8192 / 12288 at 40 (v23; bf16 keeps four
     groups), 16-bit LayerNorm N = 1024 / 2048 two groups in one-row blocks at 48
     (v24), N = 4096 its four groups, 16-bit N = 512 two groups a warp, eight rows a
-    block at 48 (v25)."""
+    block at 48 (v25); 16-bit RMSNorm and LayerNorm N = 1024 with w / b loaded with
+    the row and one row a slot (v26: ``_early_once``)."""
     if ln.sm_count(None) != 132:
         pytest.skip("the picks are worked out for 132 SMs")
     picked = []
@@ -1273,6 +1274,39 @@ def test_forward_evict_hints_same_bits(dtype, hint):
     with pytest.raises(ValueError, match="fwd_evict must be"):
         with ln.tuning(fwd_evict="l1"):
             pass
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+def test_forward_early_same_bits(dtype, variant):
+    """tuning(fwd_early=True): the lean forward loads w and b with the row and stores
+    mean / rstd before y; tuning(fwd_once=True): on a grid of a block per pass of row
+    slots it is compiled without its grid-stride loop. Only the order of memory
+    operations or the loop's control moves, so y, mean and rstd have the default
+    kernel's bits, each flag alone and both: exact layouts, idle lanes (three groups
+    a thread), sub-warp rows, several row slots a block with a slot past the end, and
+    the capped one-row layouts; early is the lean kernel's flag only."""
+    vec = ln._vec_of(dtype, True)
+    # (m, n, tuning)
+    cases = [(5, 64 * vec, {"fwd_words": 2}), (7, 40 * vec, {"fwd_words": 3, "fwd_block": 64}),
+             (9, 32 * vec, {"fwd_subwarp": True})]
+    if not SIMULATOR:
+        cases += [(4099, 128 * vec, {}), (1031, 256 * vec, {}), (513, 1024 * vec, {}),
+                  (257, 1000 * vec, {"fwd_words": 3})]
+    for m, n, tune in cases:
+        x, w, b, dy = _inputs((m, n), dtype, variant, seed=m + n)
+        with ln.tuning(fwd_lean=True, fwd_early=False, fwd_once=False, **tune):
+            base = _forward(variant, x, w, b, 1e-5)
+            for flags in ({"fwd_early": True}, {"fwd_once": True},
+                          {"fwd_early": True, "fwd_once": True}):
+                with ln.tuning(**flags), poison_outputs():
+                    got = _forward(variant, x, w, b, 1e-5)
+                for label, ours, plain in zip(("y", "mean", "rstd"), got, base):
+                    assert (ours is None and plain is None) or torch.equal(ours, plain), (
+                        label, m, n, flags)
+        assert_close(got[0], _reference(variant, x, w, b, dy, 1e-5)[0], dtype, "y")
+    with pytest.raises(ValueError, match="early"):
+        ln.make_forward_kernel(dtype, False, True, True, True, 2, early=True)
 
 
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
