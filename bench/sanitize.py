@@ -135,6 +135,13 @@ def _layer_norm(nf, torch, dt):
         with tuning(fwd_early=True, fwd_grid=2):
             nf.layer_norm_forward(x, w, b)
             nf.rms_norm_forward(x, w)
+        # Twenty-second-session candidates (opt-in): the serial cross-warp sums and
+        # the plain forward kernel (exact rows only; others keep the lean kernel).
+        for tune in ({"fwd_serial": True}, {"fwd_plain": True},
+                     {"fwd_plain": True, "fwd_early": True}):
+            with tuning(**tune):
+                nf.layer_norm_forward(x, w, b)
+                nf.rms_norm_forward(x, w)
         # Fifteenth-session candidate (opt-in): the register-capped float32 lean
         # forward of two groups (N = 4096: 512 threads, 3 blocks an SM; N = 1000
         # has idle lanes and keeps the default bounds).

@@ -1881,6 +1881,145 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
 
 
 @functools.lru_cache(maxsize=None)
+def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block=_MAX_BLOCK):
+    """Plain forward row kernel (tuning ``fwd_plain``, candidate; twenty-second
+    session): exact 16-byte rows of ``tpr * words`` groups, a block of ``rpb`` row
+    slots taking one row each (grid ``cdiv(m, rpb)``), no loop; compiled for blocks
+    of at most ``block`` threads (launch bounds (block, 1): ptxas may use 65536 /
+    block registers).
+
+    Math (fp32): mu = sum(x) / n; var = sum((x - mu)^2) / n (RMSNorm: mu = 0, var =
+    sum(x^2) / n); r = rsqrt(var + eps); y = (x - mu) r w + b; mean = mu, rstd = r.
+    The row's sums are :func:`_row_sum_serial`'s (a warp sum, then the warps'
+    partials summed in slot order by every thread). It is bench/ab/copy_ceiling.py's
+    "ladder" kernel: 40-48 registers at two groups a thread with w / b loaded with the
+    row (``early``: w and b into registers right after x, the statistics stored
+    before y; else w / b after the reductions, the statistics after y), where the
+    lean kernel takes 48-64 plus its compensated / correction terms. Same arguments
+    as the lean kernel: x, w, b, y raw 16-byte words (1-D), mean_out / rstd_out
+    float32 ``[m]``, m, n, eps. Block ``(tpr, rpb)``: thread t of slot s holds groups
+    ``k * tpr + t`` (k < words) of row ``blockIdx.x * rpb + s``; a slot past the last
+    row joins the barriers and stores nothing."""
+    vec = _vec_of(dtype, True)
+    wide = vec == 8
+    raw_t = _kernel_storage(dtype, True)
+    st = types.Array(raw_t, 1, "C")
+    argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
+    NW = 4 * words if early else 4
+    NX = 4 * words
+    name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_plain{words}"
+            + ("_early" if early else "") + f"_b{block}")
+
+    # A 32-bit word's two values (16-bit rows: one opaque inline-PTX conversion a word,
+    # redone in each pass, so only the raw words stay live) and back.
+    if dtype == "bfloat16":
+        @inline_device
+        def up(wd):
+            return _unpack2(wd, True)
+
+        @inline_device
+        def pk(a, c):
+            return _bf2(a, c)
+    else:
+        @inline_device
+        def up(wd):
+            return _unpack2(wd, False)
+
+        @inline_device
+        def pk(a, c):
+            return _f2h(a) | (_f2h(c) << _U32_16)
+
+    @inline_device
+    def load_wb(w, b, wr, br, o, g):
+        if has_w:
+            q = _ld16(w, g)
+            for i in range(4):
+                wr[o + i] = q[i]
+        if has_b:
+            q = _ld16(b, g)
+            for i in range(4):
+                br[o + i] = q[i]
+        return 0
+
+    @inline_device
+    def affine(v, wr, br, o, i, hi):
+        """v w + b for value ``hi`` (0 / 1) of word i of the group at wr / br[o:]."""
+        if has_w:
+            v = v * (up(wr[o + i])[hi] if wide else wr[o + i])
+        if has_b:
+            v = v + (up(br[o + i])[hi] if wide else br[o + i])
+        return v
+
+    def norm_fwd_plain(x, w, b, y, mean_out, rstd_out, m, n, eps):
+        """y[r, :] = (x[r, :] - mu) * rstd * w + b for row r = blockIdx.x * rpb +
+        threadIdx.y (see make_plain_forward_kernel)."""
+        red = cuda.shared.array((2, 2, 32), np.float32)
+        xr = cuda.local.array(NX, raw_t)
+        wr = cuda.local.array(NW, raw_t)
+        br = cuda.local.array(NW, raw_t)
+        t = cuda.threadIdx.x
+        tpr = cuda.blockDim.x
+        row = np.int32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
+        active = row < np.int32(m)
+        rb = np.uint64(np.uint32(min(row, np.int32(m - 1)))) * np.uint64(n // vec)
+        for k in range(words):
+            q = _ld16r(x, rb, np.uint32(k * tpr + t))
+            for i in range(4):
+                xr[4 * k + i] = q[i]
+        if early:
+            for k in range(words):
+                load_wb(w, b, wr, br, 4 * k, np.uint32(k * tpr + t))
+        nf = np.float32(n)
+        s = np.float32(0.0)
+        for i in range(NX):
+            if wide:
+                lo, hi = up(xr[i])
+                s += lo * lo + hi * hi if rms else lo + hi
+            else:
+                v = xr[i]
+                s += v * v if rms else v
+        mu = np.float32(0.0)
+        if rms:
+            var = _row_sum_serial(s, red, 0) / nf
+        else:
+            mu = _row_sum_serial(s, red, 0) / nf
+            ss = np.float32(0.0)
+            for i in range(NX):
+                if wide:
+                    lo, hi = up(xr[i])
+                    ss += (lo - mu) * (lo - mu) + (hi - mu) * (hi - mu)
+                else:
+                    d = xr[i] - mu
+                    ss += d * d
+            var = _row_sum_serial(ss, red, 1) / nf
+        r = _rsqrt(var + eps)
+        if early and active and t == 0:
+            if not rms:
+                mean_out[np.uint64(row)] = mu
+            rstd_out[np.uint64(row)] = r
+        for k in range(words):
+            o = 4 * k if early else 0
+            if not early:
+                load_wb(w, b, wr, br, 0, np.uint32(k * tpr + t))
+            out = cuda.local.array(4, raw_t)
+            for i in range(4):
+                if wide:
+                    lo, hi = up(xr[4 * k + i])
+                    out[i] = pk(affine((lo - mu) * r, wr, br, o, i, 0),
+                                affine((hi - mu) * r, wr, br, o, i, 1))
+                else:
+                    out[i] = affine((xr[4 * k + i] - mu) * r, wr, br, o, i, 0)
+            if active:
+                _st16r(y, rb, np.uint32(k * tpr + t), out[0], out[1], out[2], out[3])
+        if not early and active and t == 0:
+            if not rms:
+                mean_out[np.uint64(row)] = mu
+            rstd_out[np.uint64(row)] = r
+
+    return Kernel(name, norm_fwd_plain, argtypes, **_jit_for(block))
+
+
+@functools.lru_cache(maxsize=None)
 def _bwd_row_sums(dtype, vector, has_w):
     """Device function ``row_sums(dy, x, w, mu, rs, base, ng, xs, ds, ws)``: the
     streaming backward's first pass over one row, this thread's share of
@@ -2774,7 +2913,8 @@ def shipped_kernels():
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass and compensated statistics; rows of a warp or more, or
     sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot;
-    the serial cross-warp sums' candidates) and staged forward row kernels (with register groups; float32's pipelined
+    the serial cross-warp sums' and the plain kernel's candidates) and staged forward
+    row kernels (with register groups; float32's pipelined
     candidates); the wide and lean wide (16-bit,
     checked forms) backward row kernels; the
     backward row kernels' exact forms also for one-row blocks;
@@ -2813,6 +2953,10 @@ def shipped_kernels():
                         if words in (2, 4):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, True,
                                           True, serial=True)
+                        # The plain kernel (tuning fwd_plain, candidate), at its
+                        # default early flag and the tightest block (1024 threads).
+                        yield make_plain_forward_kernel(dtype, rms, has_w, has_b, words,
+                                                        words <= 2, _MAX_BLOCK)
                         # v26 (_fwd_early_once): 16-bit RMSNorm rows, LayerNorm rows of
                         # two groups, with w / b loaded with the row, one row a slot.
                         if vec == 4 or not (rms or words == 2):
@@ -2980,6 +3124,10 @@ _TUNING_DEFAULTS = {
     # shared partials by every thread instead of a second warp sum (candidate, twenty-
     # second session, not yet measured; see _row_sum_serial).
     "fwd_serial": False,
+    # Forward: exact lean layouts run make_plain_forward_kernel (candidate, twenty-
+    # second session: bench/ab/copy_ceiling.py's plain LayerNorm read 0.8-1.9 us
+    # faster than the lean kernel at 16-bit N = 2048-8192; not yet measured here).
+    "fwd_plain": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -3117,10 +3265,10 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_serial, fwd_lean_regs,
-    fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr, fwd_stream_blocks,
-    fwd_staged, fwd_staged_regs, fwd_staged_pipe, fwd_compensated, fwd_grid,
-    fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
+    fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_serial, fwd_plain,
+    fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
+    fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_staged_pipe, fwd_compensated,
+    fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
@@ -3739,6 +3887,12 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                  rwords=rwords, pipelined=pipe,
                                  early=early, once=once,
                                  serial=lean and bool(_tune["fwd_serial"]))
+    # The plain kernel (fwd_plain, candidate): exact lean rows of a warp or more with
+    # the two-pass statistics, on a grid of a block per pass of row slots.
+    if _tune["fwd_plain"] and per_row and full and not (subwarp or comp):
+        plain_early = words <= 2 if _tune["fwd_early"] is None else bool(_tune["fwd_early"])
+        kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, plain_early,
+                                           tpr * rpb)
     if lean or staged:
         shared = 16 * words * tpr * (1 + pipe) if staged else 0
         if per_row:

@@ -1340,6 +1340,38 @@ def test_forward_serial_sums_match_float64(dtype, variant):
         ln.make_forward_kernel(dtype, False, True, True, True, 2, serial=True)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
+    """tuning(fwd_plain=True) (candidate): exact lean layouts run
+    make_plain_forward_kernel (a row a slot, no loop, the two-pass statistics): y,
+    mean and rstd within the dtype's tolerance of float64 under poisoned outputs, at
+    rows of one to four groups a thread over 1, 2, 4 and 8 warps, several slots a
+    block with one past the end, w / b loaded early and late; layouts it does not
+    take (idle lanes, sub-warp rows) keep the lean kernel; bad arguments raise."""
+    vec = ln._vec_of(dtype, True)
+    # (m, n, tuning, expected kernel name part)
+    cases = [(5, 64 * vec, {"fwd_words": 2}, "_plain2_early_b"),
+             (7, 256 * vec, {"fwd_words": 2, "fwd_block": 256, "fwd_lean_regs": None},
+              "_plain2_early_b256"),
+             (3, 512 * vec, {"fwd_words": 4, "fwd_block": 128}, "_plain4_b128"),
+             (4, 128 * vec, {"fwd_words": 1, "fwd_early": False}, "_plain1_b"),
+             (3, 512 * vec, {"fwd_words": 4, "fwd_early": True}, "_plain4_early_b"),
+             (5, 40 * vec, {"fwd_words": 3, "fwd_block": 64}, "_lean3")]
+    if not SIMULATOR:
+        cases += [(4099, 1024 * vec, {}, "_plain"), (1031, 2048 * vec, {}, "_plain")]
+    for m, n, tune, part in cases:
+        picked = []
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=m + 5 * n)
+        with pytest.MonkeyPatch.context() as mp:
+            _record_kernels(mp, "make_plain_forward_kernel", picked)
+            _record_kernels(mp, "make_forward_kernel", picked)
+            with ln.tuning(fwd_lean=True, fwd_plain=True, **tune), poison_outputs():
+                got = _forward(variant, x, w, b, 1e-5)
+        assert part in picked[-1], (m, n, tune, picked)
+        _check_forward(got, None, variant, x, w, b, dtype, (m, n, tune))
+
+
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
 def test_forward_lean_tpsm_same_bits(variant):
     """tuning(fwd_lean_tpsm=T) (opt-in): the lean forward compiled with launch
