@@ -46,6 +46,7 @@ from numba.core.extending import intrinsic  # noqa: E402
 from bench.common import rotations, time_cuda  # noqa: E402
 from numba_fused import layer_norm as ln  # noqa: E402
 from numba_fused import tensor_core as tc  # noqa: E402
+from numba_fused.jit import inline_device  # noqa: E402
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 
@@ -229,6 +230,75 @@ def inductor_configs(out, tag):
         f.write(f"== {tag}\n{text}\n")
 
 
+def _ln_parts(k, tpr):
+    """Device helpers of the plain fp16 LayerNorm kernels below, for rows whose thread
+    t holds groups j * tpr + t (j < k) as raw words ``v[j, 0:4]``:
+    load4(a, idx, v, j) loads a 16-byte group into v[j]; row_stats(xr, red, t, slot,
+    nf, eps) -> (mu, r): mu = sum(x) / n, r = 1 / sqrt(sum((x - mu)^2) / n + eps) over
+    the row (warp shuffles, then, for rows of several warps, the warps' partials in
+    ``red[pass, slot * warps:]`` summed in order after a barrier); write(y, idx, xr,
+    wr, br, j, jw, mu, r, wb) stores group j of y = (x - mu) r w + b (w / b from
+    wr / br[jw] with ``wb``)."""
+    warps = max(1, tpr // 32)
+    shuffles = tuple(o for o in (16, 8, 4, 2, 1) if o < tpr)
+
+    @inline_device
+    def load4(a, idx, v, j):
+        a0, a1, a2, a3 = tc.ld_global_v4(a, idx)
+        v[j, 0] = a0
+        v[j, 1] = a1
+        v[j, 2] = a2
+        v[j, 3] = a3
+        return 0
+
+    @inline_device
+    def row_sum(s, red, p, t, slot):
+        for o in shuffles:
+            s += cuda.shfl_xor_sync(0xFFFFFFFF, s, o)
+        if warps > 1:
+            if t % 32 == 0:
+                red[p, slot * warps + t // 32] = s
+            cuda.syncthreads()
+            s = types.float32(0)
+            for i in range(warps):
+                s += red[p, slot * warps + i]
+        return s
+
+    @inline_device
+    def row_stats(xr, red, t, slot, nf, eps):
+        s = types.float32(0)
+        for j in range(k):
+            for i in range(4):
+                lo, hi = tc.unpack_f16x2(xr[j, i])
+                s += lo + hi
+        mu = row_sum(s, red, 0, t, slot) / nf
+        ss = types.float32(0)
+        for j in range(k):
+            for i in range(4):
+                lo, hi = tc.unpack_f16x2(xr[j, i])
+                ss += (lo - mu) * (lo - mu) + (hi - mu) * (hi - mu)
+        ss = row_sum(ss, red, 1, t, slot)
+        return mu, types.float32(1.0) / math.sqrt(ss / nf + types.float32(eps))
+
+    @inline_device
+    def write(y, idx, xr, wr, br, j, jw, mu, r, wb):
+        out = cuda.local.array(4, types.uint32)
+        for i in range(4):
+            lo, hi = tc.unpack_f16x2(xr[j, i])
+            lo = (lo - mu) * r
+            hi = (hi - mu) * r
+            if wb:
+                wl, wh = tc.unpack_f16x2(wr[jw, i])
+                bl, bh = tc.unpack_f16x2(br[jw, i])
+                lo = lo * wl + bl
+                hi = hi * wh + bh
+            out[i] = tc.pack_f16x2(lo, hi)
+        tc.st_global_v4(y, idx, out[0], out[1], out[2], out[3])
+        return 0
+
+    return load4, row_stats, write
+
+
 def make_lnsimple(k, tpr, rpb, wb, stats, wb_early=False, st_early=False):
     """The fp16 LayerNorm forward in its plainest form, for the ladder from the row
     copy: a block of ``rpb`` rows of ``tpr`` threads, no loop (a block a row group);
@@ -237,8 +307,7 @@ def make_lnsimple(k, tpr, rpb, wb, stats, wb_early=False, st_early=False):
     rsqrt(var + eps), y = (x - mu) r w + b (w, b only with ``wb``: loaded after the
     reductions, or with ``wb_early`` right after the row's loads, into registers);
     mean / rstd stored with ``stats`` (after y, or with ``st_early`` before it)."""
-    warps = max(1, tpr // 32)
-    shuffles = tuple(o for o in (16, 8, 4, 2, 1) if o < tpr)
+    load4, row_stats, write = _ln_parts(k, tpr)
     kw = k if (wb and wb_early) else 1
 
     @cuda.jit(lineinfo=False)
@@ -251,85 +320,21 @@ def make_lnsimple(k, tpr, rpb, wb, stats, wb_early=False, st_early=False):
         xr = cuda.local.array((k, 4), types.uint32)
         wr = cuda.local.array((kw, 4), types.uint32)
         br = cuda.local.array((kw, 4), types.uint32)
-        nf = types.float32(n)
         for j in range(k):
-            a0, a1, a2, a3 = tc.ld_global_v4(x, (base + j * tpr) * 4)
-            xr[j, 0] = a0
-            xr[j, 1] = a1
-            xr[j, 2] = a2
-            xr[j, 3] = a3
+            load4(x, (base + j * tpr) * 4, xr, j)
         if wb and wb_early:
             for j in range(k):
-                g = (j * tpr + t) * 4
-                w0, w1, w2, w3 = tc.ld_global_v4(w, g)
-                b0, b1, b2, b3 = tc.ld_global_v4(b, g)
-                wr[j, 0] = w0
-                wr[j, 1] = w1
-                wr[j, 2] = w2
-                wr[j, 3] = w3
-                br[j, 0] = b0
-                br[j, 1] = b1
-                br[j, 2] = b2
-                br[j, 3] = b3
-        s = types.float32(0)
-        for j in range(k):
-            for i in range(4):
-                lo, hi = tc.unpack_f16x2(xr[j, i])
-                s += lo + hi
-        for o in shuffles:
-            s += cuda.shfl_xor_sync(0xFFFFFFFF, s, o)
-        if warps > 1:
-            if t % 32 == 0:
-                red[0, slot * warps + t // 32] = s
-            cuda.syncthreads()
-            s = types.float32(0)
-            for i in range(warps):
-                s += red[0, slot * warps + i]
-        mu = s / nf
-        ss = types.float32(0)
-        for j in range(k):
-            for i in range(4):
-                lo, hi = tc.unpack_f16x2(xr[j, i])
-                ss += (lo - mu) * (lo - mu) + (hi - mu) * (hi - mu)
-        for o in shuffles:
-            ss += cuda.shfl_xor_sync(0xFFFFFFFF, ss, o)
-        if warps > 1:
-            if t % 32 == 0:
-                red[1, slot * warps + t // 32] = ss
-            cuda.syncthreads()
-            ss = types.float32(0)
-            for i in range(warps):
-                ss += red[1, slot * warps + i]
-        r = types.float32(1.0) / math.sqrt(ss / nf + types.float32(eps))
+                load4(w, (j * tpr + t) * 4, wr, j)
+                load4(b, (j * tpr + t) * 4, br, j)
+        mu, r = row_stats(xr, red, t, slot, types.float32(n), eps)
         if stats and st_early and t == 0:
             mean[row] = mu
             rstd[row] = r
         for j in range(k):
             if wb and not wb_early:
-                g = (j * tpr + t) * 4
-                w0, w1, w2, w3 = tc.ld_global_v4(w, g)
-                b0, b1, b2, b3 = tc.ld_global_v4(b, g)
-                wr[0, 0] = w0
-                wr[0, 1] = w1
-                wr[0, 2] = w2
-                wr[0, 3] = w3
-                br[0, 0] = b0
-                br[0, 1] = b1
-                br[0, 2] = b2
-                br[0, 3] = b3
-            jw = j if wb_early else 0
-            out = cuda.local.array(4, types.uint32)
-            for i in range(4):
-                lo, hi = tc.unpack_f16x2(xr[j, i])
-                lo = (lo - mu) * r
-                hi = (hi - mu) * r
-                if wb:
-                    wl, wh = tc.unpack_f16x2(wr[jw, i])
-                    bl, bh = tc.unpack_f16x2(br[jw, i])
-                    lo = lo * wl + bl
-                    hi = hi * wh + bh
-                out[i] = tc.pack_f16x2(lo, hi)
-            tc.st_global_v4(y, (base + j * tpr) * 4, out[0], out[1], out[2], out[3])
+                load4(w, (j * tpr + t) * 4, wr, 0)
+                load4(b, (j * tpr + t) * 4, br, 0)
+            write(y, (base + j * tpr) * 4, xr, wr, br, j, j if wb_early else 0, mu, r, wb)
         if stats and not st_early and t == 0:
             mean[row] = mu
             rstd[row] = r
@@ -340,8 +345,7 @@ def make_lnpersist(k, tpr, rpb):
     """make_lnsimple's kernel (w, b, statistics before y) on a persistent grid: w and b
     loaded once into registers, then row slot s of block i takes rows i * rpb + s,
     + gridDim.x * rpb, ..."""
-    warps = max(1, tpr // 32)
-    shuffles = tuple(o for o in (16, 8, 4, 2, 1) if o < tpr)
+    load4, row_stats, write = _ln_parts(k, tpr)
 
     @cuda.jit(lineinfo=False)
     def lnp(x, w, b, y, mean, rstd, m, n, eps):
@@ -351,69 +355,20 @@ def make_lnpersist(k, tpr, rpb):
         xr = cuda.local.array((k, 4), types.uint32)
         wr = cuda.local.array((k, 4), types.uint32)
         br = cuda.local.array((k, 4), types.uint32)
-        nf = types.float32(n)
         for j in range(k):
-            g = (j * tpr + t) * 4
-            w0, w1, w2, w3 = tc.ld_global_v4(w, g)
-            b0, b1, b2, b3 = tc.ld_global_v4(b, g)
-            wr[j, 0] = w0
-            wr[j, 1] = w1
-            wr[j, 2] = w2
-            wr[j, 3] = w3
-            br[j, 0] = b0
-            br[j, 1] = b1
-            br[j, 2] = b2
-            br[j, 3] = b3
+            load4(w, (j * tpr + t) * 4, wr, j)
+            load4(b, (j * tpr + t) * 4, br, j)
         row = cuda.blockIdx.x * rpb + slot
         while row < m:
             base = row * (tpr * k) + t
             for j in range(k):
-                a0, a1, a2, a3 = tc.ld_global_v4(x, (base + j * tpr) * 4)
-                xr[j, 0] = a0
-                xr[j, 1] = a1
-                xr[j, 2] = a2
-                xr[j, 3] = a3
-            s = types.float32(0)
-            for j in range(k):
-                for i in range(4):
-                    lo, hi = tc.unpack_f16x2(xr[j, i])
-                    s += lo + hi
-            for o in shuffles:
-                s += cuda.shfl_xor_sync(0xFFFFFFFF, s, o)
-            if warps > 1:
-                if t % 32 == 0:
-                    red[0, slot * warps + t // 32] = s
-                cuda.syncthreads()
-                s = types.float32(0)
-                for i in range(warps):
-                    s += red[0, slot * warps + i]
-            mu = s / nf
-            ss = types.float32(0)
-            for j in range(k):
-                for i in range(4):
-                    lo, hi = tc.unpack_f16x2(xr[j, i])
-                    ss += (lo - mu) * (lo - mu) + (hi - mu) * (hi - mu)
-            for o in shuffles:
-                ss += cuda.shfl_xor_sync(0xFFFFFFFF, ss, o)
-            if warps > 1:
-                if t % 32 == 0:
-                    red[1, slot * warps + t // 32] = ss
-                cuda.syncthreads()
-                ss = types.float32(0)
-                for i in range(warps):
-                    ss += red[1, slot * warps + i]
-            r = types.float32(1.0) / math.sqrt(ss / nf + types.float32(eps))
+                load4(x, (base + j * tpr) * 4, xr, j)
+            mu, r = row_stats(xr, red, t, slot, types.float32(n), eps)
             if t == 0:
                 mean[row] = mu
                 rstd[row] = r
             for j in range(k):
-                out = cuda.local.array(4, types.uint32)
-                for i in range(4):
-                    lo, hi = tc.unpack_f16x2(xr[j, i])
-                    wl, wh = tc.unpack_f16x2(wr[j, i])
-                    bl, bh = tc.unpack_f16x2(br[j, i])
-                    out[i] = tc.pack_f16x2((lo - mu) * r * wl + bl, (hi - mu) * r * wh + bh)
-                tc.st_global_v4(y, (base + j * tpr) * 4, out[0], out[1], out[2], out[3])
+                write(y, (base + j * tpr) * 4, xr, wr, br, j, j, mu, r, True)
             row += cuda.gridDim.x * rpb
     return lnp
 
