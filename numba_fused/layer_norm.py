@@ -1942,12 +1942,27 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
         return 0
 
     @inline_device
-    def affine(v, wr, br, o, i, hi):
-        """v w + b for value ``hi`` (0 / 1) of word i of the group at wr / br[o:]."""
+    def out_word(xw, wr, br, o, i, mu, r):
+        """Word i of y's group: (x - mu) r w + b for the value(s) of raw word ``xw``, w
+        and b from word i of wr / br[o:] (one conversion a word each)."""
+        if wide:
+            lo, hi = up(xw)
+            lo = (lo - mu) * r
+            hi = (hi - mu) * r
+            if has_w:
+                wl, wh = up(wr[o + i])
+                lo = lo * wl
+                hi = hi * wh
+            if has_b:
+                bl, bh = up(br[o + i])
+                lo = lo + bl
+                hi = hi + bh
+            return pk(lo, hi)
+        v = (xw - mu) * r
         if has_w:
-            v = v * (up(wr[o + i])[hi] if wide else wr[o + i])
+            v = v * wr[o + i]
         if has_b:
-            v = v + (up(br[o + i])[hi] if wide else br[o + i])
+            v = v + br[o + i]
         return v
 
     def norm_fwd_plain(x, w, b, y, mean_out, rstd_out, m, n, eps):
@@ -2003,12 +2018,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
                 load_wb(w, b, wr, br, 0, np.uint32(k * tpr + t))
             out = cuda.local.array(4, raw_t)
             for i in range(4):
-                if wide:
-                    lo, hi = up(xr[4 * k + i])
-                    out[i] = pk(affine((lo - mu) * r, wr, br, o, i, 0),
-                                affine((hi - mu) * r, wr, br, o, i, 1))
-                else:
-                    out[i] = affine((xr[4 * k + i] - mu) * r, wr, br, o, i, 0)
+                out[i] = out_word(xr[4 * k + i], wr, br, o, i, mu, r)
             if active:
                 _st16r(y, rb, np.uint32(k * tpr + t), out[0], out[1], out[2], out[3])
         if not early and active and t == 0:
