@@ -89,7 +89,7 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum
-from .tensor_core import cp_async_16, cp_async_wait_all
+from .tensor_core import cp_async_16, cp_async_wait_all, ld_global_v4, st_global_v4
 
 __all__ = [
     "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward",
@@ -1894,8 +1894,10 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
     partials summed in slot order by every thread). It is bench/ab/copy_ceiling.py's
     "ladder" kernel: 40-48 registers at two groups a thread with w / b loaded with the
     row (``early``: w and b into registers right after x, the statistics stored
-    before y; else w / b after the reductions, the statistics after y), where the
-    lean kernel takes 48-64 plus its compensated / correction terms. Same arguments
+    before y; else w / b after the reductions, the statistics after y; the launcher
+    takes early at up to two groups or blocks of up to 512 threads), where the
+    lean kernel takes 48-64 plus its compensated / correction terms; ptxas at 16-bit:
+    48 at two groups, 55 / 72 at four (w / b late / early). Same arguments
     as the lean kernel: x, w, b, y raw 16-byte words (1-D), mean_out / rstd_out
     float32 ``[m]``, m, n, eps. Block ``(tpr, rpb)``: thread t of slot s holds groups
     ``k * tpr + t`` (k < words) of row ``blockIdx.x * rpb + s``; a slot past the last
@@ -1978,7 +1980,13 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
         active = row < np.int32(m)
         rb = np.uint64(np.uint32(min(row, np.int32(m - 1)))) * np.uint64(n // vec)
         for k in range(words):
-            q = _ld16r(x, rb, np.uint32(k * tpr + t))
+            # 16-bit rows: x through the inline-PTX load (volatile, in program order):
+            # with LLVM's own loads, ptxas took 128 registers for four groups with w /
+            # b early against 72.
+            if wide:
+                q = ld_global_v4(x, (rb + np.uint64(k * tpr + t)) * np.uint64(4))
+            else:
+                q = _ld16r(x, rb, np.uint32(k * tpr + t))
             for i in range(4):
                 xr[4 * k + i] = q[i]
         if early:
@@ -2019,7 +2027,10 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
             out = cuda.local.array(4, raw_t)
             for i in range(4):
                 out[i] = out_word(xr[4 * k + i], wr, br, o, i, mu, r)
-            if active:
+            if active and wide:
+                st_global_v4(y, (rb + np.uint64(k * tpr + t)) * np.uint64(4), out[0], out[1],
+                             out[2], out[3])
+            elif active:
                 _st16r(y, rb, np.uint32(k * tpr + t), out[0], out[1], out[2], out[3])
         if not early and active and t == 0:
             if not rms:
@@ -2964,9 +2975,13 @@ def shipped_kernels():
                             yield factory(dtype, rms, has_w, has_b, True, words, True, True,
                                           True, serial=True)
                         # The plain kernel (tuning fwd_plain, candidate), at its
-                        # default early flag and the tightest block (1024 threads).
+                        # default early flag and the tightest blocks (1024 threads; 512
+                        # with w / b early at three or four groups).
                         yield make_plain_forward_kernel(dtype, rms, has_w, has_b, words,
                                                         words <= 2, _MAX_BLOCK)
+                        if words > 2:
+                            yield make_plain_forward_kernel(dtype, rms, has_w, has_b, words,
+                                                            True, 512)
                         # v26 (_fwd_early_once): 16-bit RMSNorm rows, LayerNorm rows of
                         # two groups, with w / b loaded with the row, one row a slot.
                         if vec == 4 or not (rms or words == 2):
@@ -3900,7 +3915,9 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     # The plain kernel (fwd_plain, candidate): exact lean rows of a warp or more with
     # the two-pass statistics, on a grid of a block per pass of row slots.
     if _tune["fwd_plain"] and per_row and full and not (subwarp or comp):
-        plain_early = words <= 2 if _tune["fwd_early"] is None else bool(_tune["fwd_early"])
+        # w / b early: 72 registers at four 16-bit groups, so up to 512 threads a block.
+        plain_early = ((words <= 2 or tpr * rpb <= 512) if _tune["fwd_early"] is None
+                       else bool(_tune["fwd_early"]))
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, plain_early,
                                            tpr * rpb)
     if lean or staged:

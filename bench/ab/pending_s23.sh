@@ -6,8 +6,8 @@
 #   v26's early / once: 48 registers either way, SHFL 30 -> 15, LDS 3 -> 18);
 # - fwd_plain: make_plain_forward_kernel, bench/ab/copy_ceiling.py's plain LayerNorm
 #   (a row a slot, no loop, two-pass statistics, serial sums, w / b early at up to
-#   two groups; ptxas 48 registers at two groups, 55 at four), which read 0.8-1.9 us
-#   faster than the lean kernel at N = 2048-8192 in that script.
+#   two groups or 512 threads; ptxas 48 registers at two groups, 72 at four), which
+#   read 0.8-1.9 us faster than the lean kernel at N = 2048-8192 in that script.
 # Predicted: 0.3-1 us for either at rows of 2-8 warps (N = 1024-8192), nothing for
 # RMSNorm where v26 already loads w early. Then the plain kernel's GPU test and
 # memcheck / racecheck with it forced (bench/sanitize.py). About 5 minutes.
