@@ -1902,6 +1902,13 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
     float32 ``[m]``, m, n, eps. Block ``(tpr, rpb)``: thread t of slot s holds groups
     ``k * tpr + t`` (k < words) of row ``blockIdx.x * rpb + s``; a slot past the last
     row joins the barriers and stores nothing."""
+    if rms and has_b:
+        raise ValueError("RMSNorm has no bias")
+    if words not in _LEAN_WORDS:
+        raise ValueError(f"words must be one of {_LEAN_WORDS}, got {words}")
+    if block % WARP or not WARP <= block <= _MAX_BLOCK:
+        raise ValueError(f"block must be a multiple of {WARP} in [{WARP}, {_MAX_BLOCK}], "
+                         f"got {block}")
     vec = _vec_of(dtype, True)
     wide = vec == 8
     raw_t = _kernel_storage(dtype, True)

@@ -1370,6 +1370,11 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
                 got = _forward(variant, x, w, b, 1e-5)
         assert part in picked[-1], (m, n, tune, picked)
         _check_forward(got, None, variant, x, w, b, dtype, (m, n, tune))
+    for args, match in (((True, True, True, 2), "no bias"), ((False, True, True, 5), "words"),
+                        ((False, True, True, 2, True, 48), "block"),
+                        ((False, True, True, 2, True, 2048), "block")):
+        with pytest.raises(ValueError, match=match):
+            ln.make_plain_forward_kernel(dtype, *args)
 
 
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
