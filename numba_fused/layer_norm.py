@@ -1717,12 +1717,18 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             q = ldp(b, gi)
             for i in range(4):
                 br[i] = q[i]
+        return group_store(xr, o, k, wr, br, 0, y, ys, rb, t, tpr, ng, ok, mu, r, nd)
+
+    @inline_device
+    def group_store(xr, o, k, wv, bv, vo, y, ys, rb, t, tpr, ng, ok, mu, r, nd):
+        """group_write's math and store with the group's w and b words at wv / bv[vo:]
+        (early: loaded with the row)."""
         for j in range(vec):
             v = (elem(xr, o, j) - mu) * r + nd
             if has_w:
-                v = v * elem(wr, 0, j)
+                v = v * elem(wv, vo, j)
             if has_b:
-                v = v + elem(br, 0, j)
+                v = v + elem(bv, vo, j)
             ys[j] = v
         p = pack(ys, 0)
         if ok and _gvalid(k, tpr, t, ng):
@@ -1730,19 +1736,10 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
         return 0
 
     @inline_device
-    def group_write_early(xr, o, k, we, be, y, ys, rb, t, tpr, ng, ok, mu, r, nd):
-        """group_write with the group's w and b already in registers (we / be[4 k:],
-        loaded with the row: ``early``)."""
-        for j in range(vec):
-            v = (elem(xr, o, j) - mu) * r + nd
-            if has_w:
-                v = v * elem(we, 4 * k, j)
-            if has_b:
-                v = v + elem(be, 4 * k, j)
-            ys[j] = v
-        p = pack(ys, 0)
-        if ok and _gvalid(k, tpr, t, ng):
-            stx(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
+    def store_stats(mean_out, rstd_out, row, mean, r):
+        if not rms:
+            mean_out[np.uint64(row)] = mean
+        rstd_out[np.uint64(row)] = r
         return 0
 
     def norm_fwd_lean(x, w, b, y, mean_out, rstd_out, m, n, eps):
@@ -1852,13 +1849,11 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             nd = -(dmu * r)
             # early: the statistics' stores go out ahead of y's.
             if early and active and t == 0:
-                if not rms:
-                    mean_out[np.uint64(row)] = mu + dmu
-                rstd_out[np.uint64(row)] = r
+                store_stats(mean_out, rstd_out, row, mu + dmu, r)
             for k in range(RW):
                 if early:
-                    group_write_early(xr, 4 * k, k, we, be, y, ys, rb, t, tpr, ng, active,
-                                      mu, r, nd)
+                    group_store(xr, 4 * k, k, we, be, 4 * k, y, ys, rb, t, tpr, ng, active,
+                                mu, r, nd)
                 else:
                     group_write(xr, 4 * k, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng,
                                 active, mu, r, nd)
@@ -1867,9 +1862,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                 group_write(xr, 4 * RW, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng,
                             active, mu, r, nd)
             if not early and active and t == 0:
-                if not rms:
-                    mean_out[np.uint64(row)] = mu + dmu
-                rstd_out[np.uint64(row)] = r
+                store_stats(mean_out, rstd_out, row, mu + dmu, r)
             row += stride
             if once:
                 break
@@ -1937,6 +1930,13 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
         @inline_device
         def pk(a, c):
             return _f2h(a) | (_f2h(c) << _U32_16)
+
+    @inline_device
+    def store_stats(mean_out, rstd_out, row, mean, r):
+        if not rms:
+            mean_out[np.uint64(row)] = mean
+        rstd_out[np.uint64(row)] = r
+        return 0
 
     @inline_device
     def load_wb(w, b, wr, br, o, g):
@@ -2024,9 +2024,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
             var = _row_sum_serial(ss, red, 1) / nf
         r = _rsqrt(var + eps)
         if early and active and t == 0:
-            if not rms:
-                mean_out[np.uint64(row)] = mu
-            rstd_out[np.uint64(row)] = r
+            store_stats(mean_out, rstd_out, row, mu, r)
         for k in range(words):
             o = 4 * k if early else 0
             if not early:
@@ -2040,9 +2038,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
             elif active:
                 _st16r(y, rb, np.uint32(k * tpr + t), out[0], out[1], out[2], out[3])
         if not early and active and t == 0:
-            if not rms:
-                mean_out[np.uint64(row)] = mu
-            rstd_out[np.uint64(row)] = r
+            store_stats(mean_out, rstd_out, row, mu, r)
 
     return Kernel(name, norm_fwd_plain, argtypes, **_jit_for(block))
 
@@ -3909,16 +3905,6 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     per_row = (lean and _lean_block_per_row(tpr, words) and not _tune["fwd_lean_persistent"]
                and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None
                and cdiv(m, rpb) <= 2**31 - 1)
-    early, once = _fwd_early_once(dtype, rms, words, tpr, lean, per_row)
-    kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
-                                 bool(_tune["prefetch"]) if words else True,
-                                 full, lean,
-                                 staged, comp, subwarp, lean and _tune["fwd_evict"],
-                                 bounds=bounds,
-                                 welford=not (words or rms) and _fwd_welford(vector),
-                                 rwords=rwords, pipelined=pipe,
-                                 early=early, once=once,
-                                 serial=lean and bool(_tune["fwd_serial"]))
     # The plain kernel (fwd_plain, candidate): exact lean rows of a warp or more with
     # the two-pass statistics, on a grid of a block per pass of row slots.
     if _tune["fwd_plain"] and per_row and full and not (subwarp or comp):
@@ -3927,6 +3913,17 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                        else bool(_tune["fwd_early"]))
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, plain_early,
                                            tpr * rpb)
+    else:
+        early, once = _fwd_early_once(dtype, rms, words, tpr, lean, per_row)
+        kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
+                                     bool(_tune["prefetch"]) if words else True,
+                                     full, lean,
+                                     staged, comp, subwarp, lean and _tune["fwd_evict"],
+                                     bounds=bounds,
+                                     welford=not (words or rms) and _fwd_welford(vector),
+                                     rwords=rwords, pipelined=pipe,
+                                     early=early, once=once,
+                                     serial=lean and bool(_tune["fwd_serial"]))
     if lean or staged:
         shared = 16 * words * tpr * (1 + pipe) if staged else 0
         if per_row:

@@ -118,6 +118,17 @@ def fence_mbarrier_init(typingctx):
     return types.void(), codegen
 
 
+@inline_device
+def load4(a, idx, v, j):
+    """v[j, 0:4] = the 16-byte word of uint32 array ``a`` at element ``idx``."""
+    a0, a1, a2, a3 = tc.ld_global_v4(a, idx)
+    v[j, 0] = a0
+    v[j, 1] = a1
+    v[j, 2] = a2
+    v[j, 3] = a3
+    return 0
+
+
 def make_ldg(k, block):
     @cuda.jit(lineinfo=False)
     def ldg_copy(src, dst):
@@ -125,11 +136,7 @@ def make_ldg(k, block):
         base = cuda.blockIdx.x * (block * k) + cuda.threadIdx.x
         v = cuda.local.array((k, 4), types.uint32)
         for j in range(k):
-            a, b, c, d = tc.ld_global_v4(src, (base + j * block) * 4)
-            v[j, 0] = a
-            v[j, 1] = b
-            v[j, 2] = c
-            v[j, 3] = d
+            load4(src, (base + j * block) * 4, v, j)
         for j in range(k):
             tc.st_global_v4(dst, (base + j * block) * 4, v[j, 0], v[j, 1], v[j, 2], v[j, 3])
     return ldg_copy
@@ -172,12 +179,8 @@ def make_rowcopy(k, block, nred):
         v = cuda.local.array((k, 4), types.uint32)
         s = types.float32(0)
         for j in range(k):
-            a, b, c, d = tc.ld_global_v4(src, (base + j * block) * 4)
-            v[j, 0] = a
-            v[j, 1] = b
-            v[j, 2] = c
-            v[j, 3] = d
-            s += types.float32(a & 0xFFFF) + types.float32(c & 0xFFFF)
+            load4(src, (base + j * block) * 4, v, j)
+            s += types.float32(v[j, 0] & 0xFFFF) + types.float32(v[j, 2] & 0xFFFF)
         mask = types.uint32(0)
         for r in range(nred):
             t = s
@@ -232,8 +235,8 @@ def inductor_configs(out, tag):
 
 def _ln_parts(k, tpr):
     """Device helpers of the plain fp16 LayerNorm kernels below, for rows whose thread
-    t holds groups j * tpr + t (j < k) as raw words ``v[j, 0:4]``:
-    load4(a, idx, v, j) loads a 16-byte group into v[j]; row_stats(xr, red, t, slot,
+    t holds groups j * tpr + t (j < k) as raw words ``v[j, 0:4]`` (loaded by
+    :func:`load4`): row_stats(xr, red, t, slot,
     nf, eps) -> (mu, r): mu = sum(x) / n, r = 1 / sqrt(sum((x - mu)^2) / n + eps) over
     the row (warp shuffles, then, for rows of several warps, the warps' partials in
     ``red[pass, slot * warps:]`` summed in order after a barrier); write(y, idx, xr,
@@ -241,15 +244,6 @@ def _ln_parts(k, tpr):
     wr / br[jw] with ``wb``)."""
     warps = max(1, tpr // 32)
     shuffles = tuple(o for o in (16, 8, 4, 2, 1) if o < tpr)
-
-    @inline_device
-    def load4(a, idx, v, j):
-        a0, a1, a2, a3 = tc.ld_global_v4(a, idx)
-        v[j, 0] = a0
-        v[j, 1] = a1
-        v[j, 2] = a2
-        v[j, 3] = a3
-        return 0
 
     @inline_device
     def row_sum(s, red, p, t, slot):
@@ -296,7 +290,7 @@ def _ln_parts(k, tpr):
         tc.st_global_v4(y, idx, out[0], out[1], out[2], out[3])
         return 0
 
-    return load4, row_stats, write
+    return row_stats, write
 
 
 def make_lnsimple(k, tpr, rpb, wb, stats, wb_early=False, st_early=False):
@@ -307,7 +301,7 @@ def make_lnsimple(k, tpr, rpb, wb, stats, wb_early=False, st_early=False):
     rsqrt(var + eps), y = (x - mu) r w + b (w, b only with ``wb``: loaded after the
     reductions, or with ``wb_early`` right after the row's loads, into registers);
     mean / rstd stored with ``stats`` (after y, or with ``st_early`` before it)."""
-    load4, row_stats, write = _ln_parts(k, tpr)
+    row_stats, write = _ln_parts(k, tpr)
     kw = k if (wb and wb_early) else 1
 
     @cuda.jit(lineinfo=False)
@@ -345,7 +339,7 @@ def make_lnpersist(k, tpr, rpb):
     """make_lnsimple's kernel (w, b, statistics before y) on a persistent grid: w and b
     loaded once into registers, then row slot s of block i takes rows i * rpb + s,
     + gridDim.x * rpb, ..."""
-    load4, row_stats, write = _ln_parts(k, tpr)
+    row_stats, write = _ln_parts(k, tpr)
 
     @cuda.jit(lineinfo=False)
     def lnp(x, w, b, y, mean, rstd, m, n, eps):
