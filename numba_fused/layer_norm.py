@@ -1562,6 +1562,21 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
 
 @functools.lru_cache(maxsize=None)
+def _stats_store(rms):
+    """Device function ``store_stats(mean_out, rstd_out, row, mean, r)`` of the forward
+    row kernels: row ``row``'s mean (LayerNorm only) and rstd."""
+
+    @inline_device
+    def store_stats(mean_out, rstd_out, row, mean, r):
+        if not rms:
+            mean_out[np.uint64(row)] = mean
+        rstd_out[np.uint64(row)] = r
+        return 0
+
+    return store_stats
+
+
+@functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
                   subwarp=False, evict=False, bounds=None, rwords=0, pipelined=False,
                   early=False, once=False, serial=False):
@@ -1735,12 +1750,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             stx(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
         return 0
 
-    @inline_device
-    def store_stats(mean_out, rstd_out, row, mean, r):
-        if not rms:
-            mean_out[np.uint64(row)] = mean
-        rstd_out[np.uint64(row)] = r
-        return 0
+    store_stats = _stats_store(rms)
 
     def norm_fwd_lean(x, w, b, y, mean_out, rstd_out, m, n, eps):
         """Lean row kernel (persistent): y[r, :] = (x[r, :] - mu) * rstd * w + b,
@@ -1931,12 +1941,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
         def pk(a, c):
             return _f2h(a) | (_f2h(c) << _U32_16)
 
-    @inline_device
-    def store_stats(mean_out, rstd_out, row, mean, r):
-        if not rms:
-            mean_out[np.uint64(row)] = mean
-        rstd_out[np.uint64(row)] = r
-        return 0
+    store_stats = _stats_store(rms)
 
     @inline_device
     def load_wb(w, b, wr, br, o, g):
