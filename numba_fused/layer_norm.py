@@ -89,7 +89,7 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum
-from .tensor_core import cp_async_16, cp_async_wait_all, ld_global_v4, st_global_v4
+from .tensor_core import cp_async_16, cp_async_wait_all, ld_global_v4, pack_f16x2, st_global_v4
 
 __all__ = [
     "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward",
@@ -1884,46 +1884,49 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
 
 
 @functools.lru_cache(maxsize=None)
-def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block=_MAX_BLOCK):
-    """Plain forward row kernel (tuning ``fwd_plain``, candidate; twenty-second
-    session): exact 16-byte rows of ``tpr * words`` groups, a block of ``rpb`` row
-    slots taking one row each (grid ``cdiv(m, rpb)``), no loop; compiled for blocks
-    of at most ``block`` threads (launch bounds (block, 1): ptxas may use 65536 /
-    block registers).
+def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
+                              ragged=False):
+    """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
+    bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
+    compiled in. Exact 16-byte rows of ``tpr * words`` groups; a block ``(tpr, rpb)``
+    of ``rpb`` row slots takes rows ``blockIdx.x * rpb + s`` (grid ``cdiv(m, rpb)``),
+    one each, no loop; thread t of slot s holds groups ``k * tpr + t`` (k < words) of
+    its row as raw 32-bit words. ``ragged``: m is not a multiple of rpb, so the last
+    block's spare slots read the last row again, join the barriers and store nothing.
 
     Math (fp32): mu = sum(x) / n; var = sum((x - mu)^2) / n (RMSNorm: mu = 0, var =
     sum(x^2) / n); r = rsqrt(var + eps); y = (x - mu) r w + b; mean = mu, rstd = r.
-    The row's sums are :func:`_row_sum_serial`'s (a warp sum, then the warps'
-    partials summed in slot order by every thread). It is bench/ab/copy_ceiling.py's
-    "ladder" kernel: 40-48 registers at two groups a thread with w / b loaded with the
-    row (``early``: w and b into registers right after x, the statistics stored
-    before y; else w / b after the reductions, the statistics after y; the launcher
-    takes early at up to two groups or blocks of up to 512 threads), where the
-    lean kernel takes 48-64 plus its compensated / correction terms; ptxas at 16-bit:
-    48 at two groups, 55 / 72 at four (w / b late / early). Same arguments
-    as the lean kernel: x, w, b, y raw 16-byte words (1-D), mean_out / rstd_out
-    float32 ``[m]``, m, n, eps. Block ``(tpr, rpb)``: thread t of slot s holds groups
-    ``k * tpr + t`` (k < words) of row ``blockIdx.x * rpb + s``; a slot past the last
-    row joins the barriers and stores nothing."""
+    Each row sum is a warp sum, then (rows of several warps) the warps' partials in
+    ``red[pass, s * warps:]`` summed in warp order by every thread after one barrier;
+    the two passes use separate buffers, so no second barrier. ``early``: w and b
+    loaded into registers right after x and the statistics stored before y (else w /
+    b after the reductions, the statistics after y). Arguments as the lean kernel's:
+    x, w, b, y raw 16-byte-aligned 1-D arrays of 4-byte words, mean_out / rstd_out
+    float32 ``[m]``, m, n (= tpr * words * values a word * 4), eps. Launch bounds
+    ``(tpr * rpb, 1)`` only for blocks over 512 threads."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
-    if words not in _LEAN_WORDS:
-        raise ValueError(f"words must be one of {_LEAN_WORDS}, got {words}")
-    if block % WARP or not WARP <= block <= _MAX_BLOCK:
-        raise ValueError(f"block must be a multiple of {WARP} in [{WARP}, {_MAX_BLOCK}], "
-                         f"got {block}")
-    vec = _vec_of(dtype, True)
-    wide = vec == 8
-    raw_t = _kernel_storage(dtype, True)
-    st = types.Array(raw_t, 1, "C")
+    if not (isinstance(words, int) and 1 <= words <= 8):
+        raise ValueError(f"words must be an int in [1, 8], got {words!r}")
+    if tpr % WARP or not WARP <= tpr <= _MAX_BLOCK:
+        raise ValueError(f"tpr must be a multiple of {WARP} in [{WARP}, {_MAX_BLOCK}], "
+                         f"got {tpr}")
+    if not (isinstance(rpb, int) and rpb >= 1 and tpr * rpb <= _MAX_BLOCK):
+        raise ValueError(f"the block (tpr * rpb = {tpr} * {rpb}) must hold at most "
+                         f"{_MAX_BLOCK} threads")
+    wide = _vec_of(dtype, True) == 8
+    st = types.Array(_kernel_storage(dtype, True), 1, "C")
     argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
-    NW = 4 * words if early else 4
+    warps = tpr // WARP
+    NRED = rpb * warps
+    span = tpr * words
     NX = 4 * words
+    NW = NX if early else 4
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_plain{words}"
-            + ("_early" if early else "") + f"_b{block}")
-
-    # A 32-bit word's two values (16-bit rows: one opaque inline-PTX conversion a word,
-    # redone in each pass, so only the raw words stay live) and back.
+            f"_t{tpr}x{rpb}" + ("_early" if early else "") + ("_ragged" if ragged else ""))
+    store_stats = _stats_store(rms)
+    # A 16-bit word's two values (one opaque inline-PTX conversion a word, redone in
+    # each pass, so only the raw words stay live) and back.
     if dtype == "bfloat16":
         @inline_device
         def up(wd):
@@ -1939,18 +1942,28 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
 
         @inline_device
         def pk(a, c):
-            return _f2h(a) | (_f2h(c) << _U32_16)
-
-    store_stats = _stats_store(rms)
+            return pack_f16x2(a, c)
 
     @inline_device
-    def load_wb(w, b, wr, br, o, g):
+    def row_sum(v, red, p, t, slot):
+        v = warp_sum(v)
+        if warps > 1:
+            if t % WARP == 0:
+                red[p, slot * warps + t // WARP] = v
+            cuda.syncthreads()
+            v = red[p, slot * warps]
+            for i in range(1, warps):
+                v += red[p, slot * warps + i]
+        return v
+
+    @inline_device
+    def load_wb(w, b, wr, br, o, idx):
         if has_w:
-            q = _ld16(w, g)
+            q = ld_global_v4(w, idx)
             for i in range(4):
                 wr[o + i] = q[i]
         if has_b:
-            q = _ld16(b, g)
+            q = ld_global_v4(b, idx)
             for i in range(4):
                 br[o + i] = q[i]
         return 0
@@ -1958,7 +1971,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
     @inline_device
     def out_word(xw, wr, br, o, i, mu, r):
         """Word i of y's group: (x - mu) r w + b for the value(s) of raw word ``xw``, w
-        and b from word i of wr / br[o:] (one conversion a word each)."""
+        and b from word i of wr / br[o:]."""
         if wide:
             lo, hi = up(xw)
             lo = (lo - mu) * r
@@ -1972,80 +1985,102 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, early=True, block
                 lo = lo + bl
                 hi = hi + bh
             return pk(lo, hi)
-        v = (xw - mu) * r
+        v = (u32_as_f32(xw) - mu) * r
         if has_w:
-            v = v * wr[o + i]
+            v = v * u32_as_f32(wr[o + i])
         if has_b:
-            v = v + br[o + i]
-        return v
+            v = v + u32_as_f32(br[o + i])
+        return f32_as_u32(v)
 
-    def norm_fwd_plain(x, w, b, y, mean_out, rstd_out, m, n, eps):
-        """y[r, :] = (x[r, :] - mu) * rstd * w + b for row r = blockIdx.x * rpb +
-        threadIdx.y (see make_plain_forward_kernel)."""
-        red = cuda.shared.array((2, 2, 32), np.float32)
-        xr = cuda.local.array(NX, raw_t)
-        wr = cuda.local.array(NW, raw_t)
-        br = cuda.local.array(NW, raw_t)
-        t = cuda.threadIdx.x
-        tpr = cuda.blockDim.x
-        row = np.int32(cuda.blockIdx.x * cuda.blockDim.y + cuda.threadIdx.y)
-        active = row < np.int32(m)
-        rb = np.uint64(np.uint32(min(row, np.int32(m - 1)))) * np.uint64(n // vec)
-        for k in range(words):
-            # 16-bit rows: x through the inline-PTX load (volatile, in program order):
-            # with LLVM's own loads, ptxas took 128 registers for four groups with w /
-            # b early against 72.
-            if wide:
-                q = ld_global_v4(x, (rb + np.uint64(k * tpr + t)) * np.uint64(4))
-            else:
-                q = _ld16r(x, rb, np.uint32(k * tpr + t))
-            for i in range(4):
-                xr[4 * k + i] = q[i]
-        if early:
-            for k in range(words):
-                load_wb(w, b, wr, br, 4 * k, np.uint32(k * tpr + t))
-        nf = np.float32(n)
+    @inline_device
+    def moment(xr, mu, square):
+        """sum over the thread's values of x (square False) or (x - mu)^2."""
         s = np.float32(0.0)
         for i in range(NX):
             if wide:
                 lo, hi = up(xr[i])
-                s += lo * lo + hi * hi if rms else lo + hi
-            else:
-                v = xr[i]
-                s += v * v if rms else v
-        mu = np.float32(0.0)
-        if rms:
-            var = _row_sum_serial(s, red, 0) / nf
-        else:
-            mu = _row_sum_serial(s, red, 0) / nf
-            ss = np.float32(0.0)
-            for i in range(NX):
-                if wide:
-                    lo, hi = up(xr[i])
-                    ss += (lo - mu) * (lo - mu) + (hi - mu) * (hi - mu)
+                if square:
+                    s += (lo - mu) * (lo - mu) + (hi - mu) * (hi - mu)
                 else:
-                    d = xr[i] - mu
-                    ss += d * d
-            var = _row_sum_serial(ss, red, 1) / nf
+                    s += lo + hi
+            else:
+                v = u32_as_f32(xr[i])
+                if square:
+                    s += (v - mu) * (v - mu)
+                else:
+                    s += v
+        return s
+
+    def norm_fwd_plain(x, w, b, y, mean_out, rstd_out, m, n, eps):
+        """y[r, :] = (x[r, :] - mu) * rstd * w + b for row r = blockIdx.x * rpb +
+        threadIdx.y (see make_plain_forward_kernel)."""
+        red = cuda.shared.array((2, NRED), np.float32)
+        xr = cuda.local.array(NX, np.uint32)
+        wr = cuda.local.array(NW, np.uint32)
+        br = cuda.local.array(NW, np.uint32)
+        out = cuda.local.array(4, np.uint32)
+        t = cuda.threadIdx.x
+        slot = cuda.threadIdx.y
+        row = cuda.blockIdx.x * np.int64(rpb) + slot
+        active = True
+        if ragged:
+            active = row < m
+            row = min(row, m - 1)
+        # In 4-byte elements: word k of this thread sits k * tpr 16-byte words on, a
+        # constant offset from one base address.
+        base = (row * span + t) * 4
+        for k in range(words):
+            q = ld_global_v4(x, base + k * tpr * 4)
+            for i in range(4):
+                xr[4 * k + i] = q[i]
+        if early:
+            for k in range(words):
+                load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
+        nf = np.float32(n)
+        mu = np.float32(0.0)
+        if not rms:
+            mu = row_sum(moment(xr, mu, False), red, 0, t, slot) / nf
+        var = row_sum(moment(xr, mu, True), red, 1, t, slot) / nf
         r = _rsqrt(var + eps)
         if early and active and t == 0:
             store_stats(mean_out, rstd_out, row, mu, r)
         for k in range(words):
             o = 4 * k if early else 0
             if not early:
-                load_wb(w, b, wr, br, 0, np.uint32(k * tpr + t))
-            out = cuda.local.array(4, raw_t)
+                load_wb(w, b, wr, br, 0, (k * tpr + t) * 4)
             for i in range(4):
                 out[i] = out_word(xr[4 * k + i], wr, br, o, i, mu, r)
-            if active and wide:
-                st_global_v4(y, (rb + np.uint64(k * tpr + t)) * np.uint64(4), out[0], out[1],
-                             out[2], out[3])
-            elif active:
-                _st16r(y, rb, np.uint32(k * tpr + t), out[0], out[1], out[2], out[3])
+            if active:
+                st_global_v4(y, base + k * tpr * 4, out[0], out[1], out[2], out[3])
         if not early and active and t == 0:
             store_stats(mean_out, rstd_out, row, mu, r)
 
-    return Kernel(name, norm_fwd_plain, argtypes, **_jit_for(block))
+    # Launch bounds only where the block needs them to launch: with bounds (128, 1)
+    # ptxas takes 128 registers at four 16-bit groups with w / b early where it
+    # otherwise takes the ladder's 72 (64 -> 48 at two groups).
+    block = tpr * rpb
+    return Kernel(name, norm_fwd_plain, argtypes, **(_jit_for(block) if block > 512 else {}))
+
+
+# Rows whose plain-kernel layouts shipped_kernels compiles (issue #16's sweep).
+_PLAIN_SHIPPED_N = (512, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384)
+
+
+def _plain_layout(n, vec):
+    """(words, tpr, rpb, early) of the plain forward kernel for rows of ``n`` values
+    (``vec`` a 16-byte word), or None where it has none (rows not whole warps of
+    whole words): two words a thread up to 256 groups a row, four up to 1536, else
+    eight (three where that leaves a part warp); blocks of at least 128 threads; w /
+    b early up to four words (copy_ceiling.py's ladder, twenty-second session: 72
+    registers at four, and the fastest at N = 1024-8192 fp16)."""
+    if n % vec:
+        return None
+    groups = n // vec
+    for words in ((2 if groups <= 256 else 4 if groups <= 1536 else 8), 3):
+        tpr, rem = divmod(groups, words)
+        if not (rem or tpr % WARP or tpr > _MAX_BLOCK):
+            return words, tpr, max(1, 128 // tpr), words <= 4
+    return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -2982,14 +3017,6 @@ def shipped_kernels():
                         if words in (2, 4):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, True,
                                           True, serial=True)
-                        # The plain kernel (tuning fwd_plain, candidate), at its
-                        # default early flag and the tightest blocks (1024 threads; 512
-                        # with w / b early at three or four groups).
-                        yield make_plain_forward_kernel(dtype, rms, has_w, has_b, words,
-                                                        words <= 2, _MAX_BLOCK)
-                        if words > 2:
-                            yield make_plain_forward_kernel(dtype, rms, has_w, has_b, words,
-                                                            True, 512)
                         # v26 (_fwd_early_once): 16-bit RMSNorm rows, LayerNorm rows of
                         # two groups, with w / b loaded with the row, one row a slot.
                         if vec == 4 or not (rms or words == 2):
@@ -3004,6 +3031,13 @@ def shipped_kernels():
                         if rms:
                             yield factory(dtype, rms, has_w, has_b, True, words, True, True,
                                           True, subwarp=True, early=True, once=True)
+                    # The plain kernel (tuning fwd_plain) at its layouts for the
+                    # sweep's rows, exact and ragged grids.
+                    for lay in sorted({_plain_layout(n, vec) for n in _PLAIN_SHIPPED_N}
+                                      - {None}):
+                        for ragged in ((False, True) if lay[2] > 1 else (False,)):
+                            yield make_plain_forward_kernel(dtype, rms, has_w, has_b, *lay,
+                                                            ragged)
                     for words in _STAGED_WORDS:
                         for full in (True, False):
                             for comp in ((False, True) if not rms else (False,)):
@@ -3877,48 +3911,50 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     stream = bool(_tune["fwd_stream"])
     limit = _staged_limit(xa) if vector and not stream else 0
     staged = vector and not stream and _fwd_staged(n, vec, limit)
-    lean = vector and not (stream or staged) and _fwd_lean(n, vec, rms)
-    rwords = 0
-    if lean:
-        words, tpr = _lean_layout(n, vec, rms, m, _sm_count(xa), dtype)
-    elif staged:
-        words, tpr, rwords = _staged_layout(n, vec, limit)
-    elif stream:
-        words, tpr = 0, _stream_tpr(n // vec, vec)
-    else:
-        words, tpr = _row_layout(n, vec, "fwd", m)
-    if not (lean or staged or words):
-        tpr = _tune["fwd_stream_tpr"] or tpr
     has_w, has_b = wa is not None, ba is not None
-    comp = (lean or staged) and not rms and _fwd_compensated(staged)
-    subwarp = lean and tpr < WARP
-    # Exact rows: every thread's every group inside the row (no per-group checks).
-    full = bool(words) and tpr * (words + rwords) * vec == n
-    rpb = 1
-    if lean or staged:
-        # The staged kernel: one row slot a block (its row fills the shared memory).
-        rpb = 1 if staged else _lean_rows_per_block(dtype, words, tpr, rms, full, m)
-        if subwarp:  # whole warps: the shuffles take every lane
-            rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
-    if lean:
-        bounds = (None if comp or subwarp
-                  else _lean_bounds(dtype, tpr, rpb, words, full, rms))
+    # The plain kernel (tuning fwd_plain): its own layout, a block per row group.
+    plain = (_plain_layout(n, vec) if _tune["fwd_plain"] and vector and not (stream or staged)
+             else None)
+    if plain is not None and cdiv(m, plain[2]) <= 2**31 - 1:
+        words, tpr, rpb, early = plain
+        if _tune["fwd_early"] is not None:
+            early = bool(_tune["fwd_early"])
+        kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
+                                           m % rpb != 0)
+        grid, shared = cdiv(m, rpb), 0
     else:
-        bounds = None if (staged or words) else _stream_bounds(tpr)
-    pipe = staged and bool(_tune["fwd_staged_pipe"]) and 2 * 16 * words * tpr <= limit
-    # A lean grid of a block per pass of row slots covers every row once.
-    per_row = (lean and _lean_block_per_row(tpr, words) and not _tune["fwd_lean_persistent"]
-               and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None
-               and cdiv(m, rpb) <= 2**31 - 1)
-    # The plain kernel (fwd_plain, candidate): exact lean rows of a warp or more with
-    # the two-pass statistics, on a grid of a block per pass of row slots.
-    if _tune["fwd_plain"] and per_row and full and not (subwarp or comp):
-        # w / b early: 72 registers at four 16-bit groups, so up to 512 threads a block.
-        plain_early = ((words <= 2 or tpr * rpb <= 512) if _tune["fwd_early"] is None
-                       else bool(_tune["fwd_early"]))
-        kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, plain_early,
-                                           tpr * rpb)
-    else:
+        lean = vector and not (stream or staged) and _fwd_lean(n, vec, rms)
+        rwords = 0
+        if lean:
+            words, tpr = _lean_layout(n, vec, rms, m, _sm_count(xa), dtype)
+        elif staged:
+            words, tpr, rwords = _staged_layout(n, vec, limit)
+        elif stream:
+            words, tpr = 0, _stream_tpr(n // vec, vec)
+        else:
+            words, tpr = _row_layout(n, vec, "fwd", m)
+        if not (lean or staged or words):
+            tpr = _tune["fwd_stream_tpr"] or tpr
+        comp = (lean or staged) and not rms and _fwd_compensated(staged)
+        subwarp = lean and tpr < WARP
+        # Exact rows: every thread's every group inside the row (no per-group checks).
+        full = bool(words) and tpr * (words + rwords) * vec == n
+        rpb = 1
+        if lean or staged:
+            # The staged kernel: one row slot a block (its row fills the shared memory).
+            rpb = 1 if staged else _lean_rows_per_block(dtype, words, tpr, rms, full, m)
+            if subwarp:  # whole warps: the shuffles take every lane
+                rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
+        if lean:
+            bounds = (None if comp or subwarp
+                      else _lean_bounds(dtype, tpr, rpb, words, full, rms))
+        else:
+            bounds = None if (staged or words) else _stream_bounds(tpr)
+        pipe = staged and bool(_tune["fwd_staged_pipe"]) and 2 * 16 * words * tpr <= limit
+        # A lean grid of a block per pass of row slots covers every row once.
+        per_row = (lean and _lean_block_per_row(tpr, words) and not _tune["fwd_lean_persistent"]
+                   and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None
+                   and cdiv(m, rpb) <= 2**31 - 1)
         early, once = _fwd_early_once(dtype, rms, words, tpr, lean, per_row)
         kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                      bool(_tune["prefetch"]) if words else True,
@@ -3929,28 +3965,28 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                      rwords=rwords, pipelined=pipe,
                                      early=early, once=once,
                                      serial=lean and bool(_tune["fwd_serial"]))
-    if lean or staged:
-        shared = 16 * words * tpr * (1 + pipe) if staged else 0
-        if per_row:
-            grid = cdiv(m, rpb)
-        else:
+        if lean or staged:
+            shared = 16 * words * tpr * (1 + pipe) if staged else 0
+            if per_row:
+                grid = cdiv(m, rpb)
+            else:
+                grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
+                                        _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
+        elif words:
+            rpb = _rows_per_block("fwd_block", tpr, m, "fwd", vec, words)
+            shared = (has_w + has_b) * words * vec * tpr * 4
             grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
                                     _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
-    elif words:
-        rpb = _rows_per_block("fwd_block", tpr, m, "fwd", vec, words)
-        shared = (has_w + has_b) * words * vec * tpr * 4
-        grid = _persistent_grid(kernel, xa, tpr * rpb, shared, cdiv(m, rpb),
-                                _tune["fwd_grid"], _tune["fwd_blocks_per_sm"])
-    else:
-        rpb, shared = 1, 0
-        # The streaming kernel: a block a row, or persistent where fwd_grid or
-        # fwd_blocks_per_sm asks (fewer rows in flight, so its second and third
-        # passes over a long row find it in L2).
-        if _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None:
-            grid = min(m, 2**31 - 1)
         else:
-            grid = _persistent_grid(kernel, xa, tpr, 0, m, _tune["fwd_grid"],
-                                    _tune["fwd_blocks_per_sm"])
+            rpb, shared = 1, 0
+            # The streaming kernel: a block a row, or persistent where fwd_grid or
+            # fwd_blocks_per_sm asks (fewer rows in flight, so its second and third
+            # passes over a long row find it in L2).
+            if _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None:
+                grid = min(m, 2**31 - 1)
+            else:
+                grid = _persistent_grid(kernel, xa, tpr, 0, m, _tune["fwd_grid"],
+                                        _tune["fwd_blocks_per_sm"])
     vdt = _view_dtype(dtype, vector)
     xv = _view(xa, vdt)
     rv = _view(rstd, "float32")

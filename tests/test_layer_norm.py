@@ -1343,21 +1343,22 @@ def test_forward_serial_sums_match_float64(dtype, variant):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
 def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
-    """tuning(fwd_plain=True) (candidate): exact lean layouts run
-    make_plain_forward_kernel (a row a slot, no loop, the two-pass statistics): y,
-    mean and rstd within the dtype's tolerance of float64 under poisoned outputs, at
-    rows of one to four groups a thread over 1, 2, 4 and 8 warps, several slots a
-    block with one past the end, w / b loaded early and late; layouts it does not
-    take (idle lanes, sub-warp rows) keep the lean kernel; bad arguments raise."""
+    """tuning(fwd_plain=True): make_plain_forward_kernel at _plain_layout's layout (a
+    row a slot, no loop, the two-pass statistics): y, mean and rstd within the dtype's
+    tolerance of float64 under poisoned outputs, at two, three, four and eight words a
+    thread over one to eight warps, several slots a block with spare slots past the
+    last row (ragged), w / b loaded early and late; rows it has no layout for keep the
+    lean kernel; bad arguments raise."""
     vec = ln._vec_of(dtype, True)
-    # (m, n, tuning, expected kernel name part)
-    cases = [(5, 64 * vec, {"fwd_words": 2}, "_plain2_early_b"),
-             (7, 256 * vec, {"fwd_words": 2, "fwd_block": 256, "fwd_lean_regs": None},
-              "_plain2_early_b256"),
-             (3, 512 * vec, {"fwd_words": 4, "fwd_block": 128}, "_plain4_early_b128"),
-             (4, 128 * vec, {"fwd_words": 1, "fwd_early": False}, "_plain1_b"),
-             (3, 512 * vec, {"fwd_words": 4, "fwd_early": False}, "_plain4_b"),
-             (5, 40 * vec, {"fwd_words": 3, "fwd_block": 64}, "_lean3")]
+    # (m, n, tuning, expected kernel name part; None: not the plain kernel)
+    cases = [(5, 64 * vec, {}, "_plain2_t32x4_early_ragged"),
+             (8, 64 * vec, {}, "_plain2_t32x4_early"),
+             (3, 256 * vec, {}, "_plain2_t128x1_early"),
+             (3, 96 * vec, {}, "_plain3_t32x4_early_ragged"),
+             (3, 512 * vec, {}, "_plain4_t128x1_early"),
+             (3, 512 * vec, {"fwd_early": False}, "_plain4_t128x1"),
+             (2, 2048 * vec, {}, "_plain8_t256x1"),
+             (5, 40 * vec, {}, None)]
     if not SIMULATOR:
         cases += [(4099, 1024 * vec, {}, "_plain"), (1031, 2048 * vec, {}, "_plain")]
     for m, n, tune, part in cases:
@@ -1366,13 +1367,19 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
         with pytest.MonkeyPatch.context() as mp:
             _record_kernels(mp, "make_plain_forward_kernel", picked)
             _record_kernels(mp, "make_forward_kernel", picked)
-            with ln.tuning(fwd_lean=True, fwd_plain=True, **tune), poison_outputs():
+            with ln.tuning(fwd_plain=True, **tune), poison_outputs():
                 got = _forward(variant, x, w, b, 1e-5)
-        assert part in picked[-1], (m, n, tune, picked)
+        if part is None:  # no plain layout: the default kernel
+            assert "_plain" not in picked[-1], (m, n, picked)
+        else:
+            assert part in picked[-1], (m, n, tune, picked)
+        if part and (part.endswith("_early") or part.endswith("x1")):
+            assert not picked[-1].endswith("_ragged"), picked[-1]
         _check_forward(got, None, variant, x, w, b, dtype, (m, n, tune))
-    for args, match in (((True, True, True, 2), "no bias"), ((False, True, True, 5), "words"),
-                        ((False, True, True, 2, True, 48), "block"),
-                        ((False, True, True, 2, True, 2048), "block")):
+    for args, match in (((True, True, True, 2, 32), "no bias"),
+                        ((False, True, True, 9, 32), "words"),
+                        ((False, True, True, 2, 48), "tpr"),
+                        ((False, True, True, 2, 512, 4), "block")):
         with pytest.raises(ValueError, match=match):
             ln.make_plain_forward_kernel(dtype, *args)
 
