@@ -3191,10 +3191,9 @@ _TUNING_DEFAULTS = {
     # shared partials by every thread instead of a second warp sum (candidate, twenty-
     # second session, not yet measured; see _row_sum_serial).
     "fwd_serial": False,
-    # Forward: exact lean layouts run make_plain_forward_kernel (candidate, twenty-
-    # second session: bench/ab/copy_ceiling.py's plain LayerNorm read 0.8-1.9 us
-    # faster than the lean kernel at 16-bit N = 2048-8192; not yet measured here).
-    "fwd_plain": False,
+    # Forward: the plain kernel (make_plain_forward_kernel at _plain_layout's layout)
+    # where True, never where False; None: v27's picks (_fwd_plain).
+    "fwd_plain": None,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -3612,6 +3611,39 @@ def _fwd_early_once(dtype, rms, words, tpr, lean, per_row):
     return bool(lean and early), bool(per_row and once)
 
 
+# The forward's layout tunings: set away from their defaults, v27's picks step aside.
+_FWD_LAYOUT_KEYS = ("fwd_lean", "fwd_words", "fwd_block", "fwd_early", "fwd_once",
+                    "fwd_serial", "fwd_lean_regs", "fwd_lean_tpsm", "fwd_wave",
+                    "fwd_evict", "fwd_compensated", "fwd_grid", "fwd_blocks_per_sm",
+                    "fwd_lean_persistent", "fwd_subwarp")
+
+
+def _fwd_plain(dtype, rms, groups):
+    """Whether the forward runs the plain kernel for rows of ``groups`` 16-byte words
+    (where _plain_layout has a layout): tuning's fwd_plain where set; else, with no
+    other forward layout tuning set, v27's picks, where measured: 16-bit LayerNorm rows
+    of 256-2048 groups (N = 2048-16384), float32 rows of 128-256 (N = 512-1024),
+    LayerNorm and RMSNorm.
+
+    H100, M x N = 2^26, us, default / plain, twice each alternating (bench/ab/s23_b.sh):
+    LayerNorm fp16 N = 2048 94.6, 93.9 / 93.8, 93.8; 4096 95.3, 96.3 / 94.0, 94.0; 5120
+    96.1, 95.9 / 94.2, 94.2; 8192 95.3, 96.0 / 93.7, 93.5; 12288 98.2, 97.3 / 97.3,
+    96.8; 16384 96.0, 95.8 / 95.0, 94.9; bf16 the same within 0.5 (2048 94.3, 94.5 /
+    93.4, 93.2; 5120 95.8, 95.9 / 93.5, 94.0). float32 N = 512 LayerNorm 184.8, 185.0
+    / 182.3, 182.5, RMSNorm 184.0, 183.7 / 182.1, 182.4; 1024 183.3, 182.7 / 182.3,
+    182.2 and 182.7, 182.6 / 182.1, 182.1. Not taken: 16-bit RMSNorm (v26 loads w early
+    already; +0.8-1.0 at N >= 5120, even below), 16-bit LayerNorm N = 512-1024 (within
+    0.5 either way), float32 N >= 2048 (even; LayerNorm 8192 +1.2)."""
+    plain = _tune["fwd_plain"]
+    if plain is not None:
+        return bool(plain)
+    if any(_tune[k] != _TUNING_DEFAULTS[k] for k in _FWD_LAYOUT_KEYS):
+        return False
+    if dtype == "float32":
+        return 128 <= groups <= 256
+    return not rms and 256 <= groups <= 2048
+
+
 def _fwd_welford(vector):
     """Whether the streaming LayerNorm forward takes its one-pass statistics (v14):
     tuning's ``fwd_welford``; None: 16-byte rows only."""
@@ -3912,9 +3944,9 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     limit = _staged_limit(xa) if vector and not stream else 0
     staged = vector and not stream and _fwd_staged(n, vec, limit)
     has_w, has_b = wa is not None, ba is not None
-    # The plain kernel (tuning fwd_plain): its own layout, a block per row group.
-    plain = (_plain_layout(n, vec) if _tune["fwd_plain"] and vector and not (stream or staged)
-             else None)
+    # The plain kernel (v27, _fwd_plain): its own layout, a block per row group.
+    plain = (_plain_layout(n, vec) if vector and not (stream or staged)
+             and _fwd_plain(dtype, rms, n // vec) else None)
     if plain is not None and cdiv(m, plain[2]) <= 2**31 - 1:
         words, tpr, rpb, early = plain
         if _tune["fwd_early"] is not None:

@@ -1077,13 +1077,13 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
 @pytest.mark.parametrize("variant,dtype,shape,suffix", [
     ((False, True, True), "float16", (256, 1024), "_lean1_full"),
     ((False, True, True), "bfloat16", (500, 2048), "_lean1_full"),
-    ((False, True, True), "float16", (1024, 2048), "_lean2_full_lb128x10"),
+    ((False, True, True), "float16", (1024, 2048), "_plain2_t128x1_early"),
     ((True, True, False), "float16", (256, 4096), "_lean1_full_early_once"),
     ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_early_once_lb256x5"),
     ((True, False, False), "float16", (3001, 1024), "_lean2_full_early_once_lb256x5"),
     ((False, True, True), "float16", (4099, 1024), "_lean2_full_early_once_lb64x20"),
-    ((False, False, False), "bfloat16", (4099, 2048), "_lean2_full_lb128x10"),
-    ((False, True, True), "float16", (4099, 4096), "_lean4_full"),
+    ((False, False, False), "bfloat16", (4099, 2048), "_plain2_t128x1_early"),
+    ((False, True, True), "float16", (4099, 4096), "_plain4_t128x1_early"),
     ((False, True, True), "float16", (4099, 512), "_lean2_full_lb256x5"),
     ((True, True, False), "bfloat16", (4099, 512), "_lean2_full_early_once_lb256x5"),
     ((True, True, False), "bfloat16", (3001, 5120), "_lean2_full_early_once_lb320x4"),
@@ -1105,11 +1105,13 @@ def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, m
     groups), 16-bit LayerNorm N = 1024 / 2048 two groups in one-row blocks at 48
     (v24), N = 4096 its four groups, 16-bit N = 512 two groups a warp, eight rows a
     block at 48 (v25); 16-bit RMSNorm and LayerNorm N = 1024 with w / b loaded with
-    the row and one row a slot (v26: ``_early_once``)."""
+    the row and one row a slot (v26: ``_early_once``); 16-bit LayerNorm N = 2048 /
+    4096 the plain kernel (v27: ``_plain``)."""
     if ln.sm_count(None) != 132:
         pytest.skip("the picks are worked out for 132 SMs")
     picked = []
     _record_kernels(monkeypatch, "make_forward_kernel", picked)
+    _record_kernels(monkeypatch, "make_plain_forward_kernel", picked)
     x, w, b, _ = _inputs(shape, dtype, variant, seed=shape[0])
     with poison_outputs():
         got = _forward(variant, x, w, b, 1e-5)
