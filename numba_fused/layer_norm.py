@@ -3618,12 +3618,13 @@ _FWD_LAYOUT_KEYS = ("fwd_lean", "fwd_words", "fwd_block", "fwd_early", "fwd_once
                     "fwd_lean_persistent", "fwd_subwarp")
 
 
-def _fwd_plain(dtype, rms, groups):
-    """Whether the forward runs the plain kernel for rows of ``groups`` 16-byte words
-    (where _plain_layout has a layout): tuning's fwd_plain where set; else, with no
-    other forward layout tuning set, v27's picks, where measured: 16-bit LayerNorm rows
-    of 256-2048 groups (N = 2048-16384), float32 rows of 128-256 (N = 512-1024),
-    LayerNorm and RMSNorm.
+def _fwd_plain(dtype, rms, groups, vec, m, sms):
+    """Whether the forward runs the plain kernel for ``m`` rows of ``groups`` 16-byte
+    words of ``vec`` on ``sms`` SMs (where _plain_layout has a layout): tuning's
+    fwd_plain where set; else, with no other forward layout tuning set, v27's picks,
+    where measured: 16-bit LayerNorm rows of 256-2048 groups (N = 2048-16384), float32
+    rows of 128-256 (N = 512-1024), LayerNorm and RMSNorm; not batches one wave holds
+    where v22 measured its fewer groups a thread (:func:`_wave_words`).
 
     H100, M x N = 2^26, us, default / plain, twice each alternating (bench/ab/s23_b.sh):
     LayerNorm fp16 N = 2048 94.6, 93.9 / 93.8, 93.8; 4096 95.3, 96.3 / 94.0, 94.0; 5120
@@ -3637,7 +3638,8 @@ def _fwd_plain(dtype, rms, groups):
     plain = _tune["fwd_plain"]
     if plain is not None:
         return bool(plain)
-    if any(_tune[k] != _TUNING_DEFAULTS[k] for k in _FWD_LAYOUT_KEYS):
+    if (any(_tune[k] != _TUNING_DEFAULTS[k] for k in _FWD_LAYOUT_KEYS)
+            or _wave_words(groups, vec, m, sms) is not None):
         return False
     if dtype == "float32":
         return 128 <= groups <= 256
@@ -3946,7 +3948,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     has_w, has_b = wa is not None, ba is not None
     # The plain kernel (v27, _fwd_plain): its own layout, a block per row group.
     plain = (_plain_layout(n, vec) if vector and not (stream or staged)
-             and _fwd_plain(dtype, rms, n // vec) else None)
+             and _fwd_plain(dtype, rms, n // vec, vec, m, _sm_count(xa)) else None)
     if plain is not None and cdiv(m, plain[2]) <= 2**31 - 1:
         words, tpr, rpb, early = plain
         if _tune["fwd_early"] is not None:
