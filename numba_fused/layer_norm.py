@@ -34,6 +34,12 @@ rstd`` (mu + dmu in one float32 may be half an ulp of the mean off, a large erro
 when ``|mean| >> std``). The backward keeps x and dy as raw 16-byte words (half the
 registers of fp16/bf16 floats) and converts them again for dx.
 
+The *plain forward kernel* (``make_plain_forward_kernel``, the default for 16-bit
+LayerNorm N = 2048-16384 and float32 N = 512-1024, see ``_fwd_plain``) has its layout
+compiled in: a block of ``rpb`` row slots takes one row each and stops (no loop), the
+statistics are the plain two-pass ones (the deviations' sum is not corrected), and w /
+b load with the row.
+
 *Streaming kernels* (``words == 0``) take rows of any length, one row per block at a
 time (``rpb = 1``): the forward reads ``x`` once per pass (sum, deviations, write;
 the second and third reads hit L1/L2), the backward twice (sums, then dx). The
@@ -1187,7 +1193,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     cover every row (tuning fwd_once; v26 compiles early kernels so, see
     :func:`_fwd_early_once`).
     serial: the lean kernel's row sums finish by a serial sum of the warps' partials
-    (:func:`_row_sum_serial`; tuning fwd_serial, candidate). The compensated
+    (:func:`_row_sum_serial`; tuning fwd_serial, opt-in: measured slower). The compensated
     statistics' sum-and-maximum keeps its warp reduction.
     """
     if welford and (rms or words):
@@ -2977,7 +2983,8 @@ def shipped_kernels():
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass and compensated statistics; rows of a warp or more, or
     sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot;
-    the serial cross-warp sums' and the plain kernel's candidates) and staged forward
+    the serial cross-warp sums'), v27's plain kernel at its layouts for the sweep's
+    rows, and staged forward
     row kernels (with register groups; float32's pipelined
     candidates); the wide and lean wide (16-bit,
     checked forms) backward row kernels; the
@@ -3188,8 +3195,8 @@ _TUNING_DEFAULTS = {
     "fwd_early": None,
     "fwd_once": None,
     # Forward, lean kernel: the row reductions' cross-warp step as a serial sum of the
-    # shared partials by every thread instead of a second warp sum (candidate, twenty-
-    # second session, not yet measured; see _row_sum_serial).
+    # shared partials by every thread instead of a second warp sum (opt-in; twenty-
+    # third session, H100: 0.3-15 us slower at most rows; see _row_sum_serial).
     "fwd_serial": False,
     # Forward: the plain kernel (make_plain_forward_kernel at _plain_layout's layout)
     # where True, never where False; None: v27's picks (_fwd_plain).
