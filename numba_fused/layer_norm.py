@@ -1902,6 +1902,9 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
 
     Math (fp32): mu = sum(x) / n; var = sum((x - mu)^2) / n (RMSNorm: mu = 0, var =
     sum(x^2) / n); r = rsqrt(var + eps); y = (x - mu) r w + b; mean = mu, rstd = r.
+    float32 LayerNorm corrects mu's rounding as the lean kernel: d = x - mu, dmu =
+    sum(d) / n, var = (sum(d^2) - sum(d) dmu) / n, y = (d r - dmu r) w + b, mean = mu +
+    dmu (the second pass's two sums share one barrier).
     Each row sum is a warp sum, then (rows of several warps) the warps' partials in
     ``red[pass, s * warps:]`` summed in warp order by every thread after one barrier;
     the two passes use separate buffers, so no second barrier. ``early``: w and b
@@ -1925,11 +1928,18 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
     warps = tpr // WARP
     NRED = rpb * warps
+    # float32 LayerNorm: mu's rounding corrected as the lean kernel does (dmu). At
+    # 16-bit y's own rounding hides it (rows of mean / std up to 2000 under the
+    # simulator: the same max error either way); float32 rows like 1000 + 0.01 noise
+    # read 1e-3 off without it.
+    corrected = not (rms or wide)
+    NB = 3 if corrected else 2
     span = tpr * words
     NX = 4 * words
     NW = NX if early else 4
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_plain{words}"
-            f"_t{tpr}x{rpb}" + ("_early" if early else "") + ("_ragged" if ragged else ""))
+            f"_t{tpr}x{rpb}" + ("_dmu" if corrected else "") + ("_early" if early else "")
+            + ("_ragged" if ragged else ""))
     store_stats = _stats_store(rms)
     # A 16-bit word's two values (one opaque inline-PTX conversion a word, redone in
     # each pass, so only the raw words stay live) and back.
@@ -1963,6 +1973,23 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         return v
 
     @inline_device
+    def row_sum2(a, c, red, t, slot):
+        """Two row sums through buffers 1 and 2, one barrier."""
+        a = warp_sum(a)
+        c = warp_sum(c)
+        if warps > 1:
+            if t % WARP == 0:
+                red[1, slot * warps + t // WARP] = a
+                red[2, slot * warps + t // WARP] = c
+            cuda.syncthreads()
+            a = red[1, slot * warps]
+            c = red[2, slot * warps]
+            for i in range(1, warps):
+                a += red[1, slot * warps + i]
+                c += red[2, slot * warps + i]
+        return a, c
+
+    @inline_device
     def load_wb(w, b, wr, br, o, idx):
         if has_w:
             q = ld_global_v4(w, idx)
@@ -1975,9 +2002,10 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         return 0
 
     @inline_device
-    def out_word(xw, wr, br, o, i, mu, r):
+    def out_word(xw, wr, br, o, i, mu, r, nd):
         """Word i of y's group: (x - mu) r w + b for the value(s) of raw word ``xw``, w
-        and b from word i of wr / br[o:]."""
+        and b from word i of wr / br[o:] (corrected: ((x - mu) r + nd) w + b, nd =
+        -dmu r)."""
         if wide:
             lo, hi = up(xw)
             lo = (lo - mu) * r
@@ -1992,6 +2020,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
                 hi = hi + bh
             return pk(lo, hi)
         v = (u32_as_f32(xw) - mu) * r
+        if corrected:
+            v = v + nd
         if has_w:
             v = v * u32_as_f32(wr[o + i])
         if has_b:
@@ -2020,7 +2050,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     def norm_fwd_plain(x, w, b, y, mean_out, rstd_out, m, n, eps):
         """y[r, :] = (x[r, :] - mu) * rstd * w + b for row r = blockIdx.x * rpb +
         threadIdx.y (see make_plain_forward_kernel)."""
-        red = cuda.shared.array((2, NRED), np.float32)
+        red = cuda.shared.array((NB, NRED), np.float32)
         xr = cuda.local.array(NX, np.uint32)
         wr = cuda.local.array(NW, np.uint32)
         br = cuda.local.array(NW, np.uint32)
@@ -2046,20 +2076,33 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         mu = np.float32(0.0)
         if not rms:
             mu = row_sum(moment(xr, mu, False), red, 0, t, slot) / nf
-        var = row_sum(moment(xr, mu, True), red, 1, t, slot) / nf
+        dmu = np.float32(0.0)
+        if corrected:
+            sd = np.float32(0.0)
+            ss = np.float32(0.0)
+            for i in range(NX):
+                d = u32_as_f32(xr[i]) - mu
+                sd += d
+                ss += d * d
+            sd, ss = row_sum2(sd, ss, red, t, slot)
+            dmu = sd / nf
+            var = max((ss - sd * dmu) / nf, np.float32(0.0))
+        else:
+            var = row_sum(moment(xr, mu, True), red, 1, t, slot) / nf
         r = _rsqrt(var + eps)
+        nd = -(dmu * r)
         if early and active and t == 0:
-            store_stats(mean_out, rstd_out, row, mu, r)
+            store_stats(mean_out, rstd_out, row, mu + dmu, r)
         for k in range(words):
             o = 4 * k if early else 0
             if not early:
                 load_wb(w, b, wr, br, 0, (k * tpr + t) * 4)
             for i in range(4):
-                out[i] = out_word(xr[4 * k + i], wr, br, o, i, mu, r)
+                out[i] = out_word(xr[4 * k + i], wr, br, o, i, mu, r, nd)
             if active:
                 st_global_v4(y, base + k * tpr * 4, out[0], out[1], out[2], out[3])
         if not early and active and t == 0:
-            store_stats(mean_out, rstd_out, row, mu, r)
+            store_stats(mean_out, rstd_out, row, mu + dmu, r)
 
     # Launch bounds only where the block needs them to launch: with bounds (128, 1)
     # ptxas takes 128 registers at four 16-bit groups with w / b early where it
