@@ -2115,6 +2115,23 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     return Kernel(name, norm_fwd_plain, argtypes, **(_jit_for(block) if block > 512 else {}))
 
 
+def _plain_pick(n, vec):
+    """The plain kernel's (words, tpr, rpb, early) for rows of ``n`` values: tuning's
+    fwd_plain_layout (words, rpb) where set (ValueError where it does not split the
+    row into whole warps of whole groups, or makes a block of over 1024 threads),
+    else :func:`_plain_layout`'s."""
+    lay = _tune["fwd_plain_layout"]
+    if lay is None:
+        return _plain_layout(n, vec)
+    words, rpb = lay
+    tpr, rem = divmod(n // vec, words)
+    if n % vec or rem or tpr % WARP or not WARP <= tpr * rpb <= _MAX_BLOCK:
+        raise ValueError(f"fwd_plain_layout {lay} does not split rows of {n} values "
+                         f"({vec} a group) into whole warps of {words} groups a thread, "
+                         f"at most {_MAX_BLOCK} threads a block")
+    return words, tpr, rpb, words <= 4
+
+
 # Rows whose plain-kernel layouts shipped_kernels compiles (issue #16's sweep).
 _PLAIN_SHIPPED_N = (512, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384)
 
@@ -3248,6 +3265,10 @@ _TUNING_DEFAULTS = {
     # Forward: the plain kernel (make_plain_forward_kernel at _plain_layout's layout)
     # where True, never where False; None: v27's picks (_fwd_plain).
     "fwd_plain": None,
+    # The plain kernel's layout, (words, rpb): words 16-byte groups a thread, rpb rows
+    # a block, the row's threads whatever that leaves (a whole number of warps), in
+    # place of _plain_layout's; None: _plain_layout's.
+    "fwd_plain_layout": None,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -3386,7 +3407,7 @@ def tuning(**overrides):
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_serial, fwd_plain,
-    fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
+    fwd_plain_layout ((words, rows a block) of the plain kernel), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_staged_pipe, fwd_compensated,
     fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
@@ -3412,6 +3433,12 @@ def tuning(**overrides):
     if ts is not None and not (isinstance(ts, int) and 32 <= ts <= 2048 and ts % 32 == 0):
         raise ValueError("fwd_lean_tpsm must be None or a multiple of 32 in [32, 2048], "
                          f"got {ts!r}")
+    pl = overrides.get("fwd_plain_layout", _tune["fwd_plain_layout"])
+    if pl is not None and not (isinstance(pl, (tuple, list)) and len(pl) == 2
+                               and all(isinstance(v, int) for v in pl)
+                               and 1 <= pl[0] <= 8 and 1 <= pl[1] <= 32):
+        raise ValueError("fwd_plain_layout must be None or (words in [1, 8], rows a block "
+                         f"in [1, 32]), got {pl!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
@@ -4003,7 +4030,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     staged = vector and not stream and _fwd_staged(n, vec, limit)
     has_w, has_b = wa is not None, ba is not None
     # The plain kernel (v27, _fwd_plain): its own layout, a block per row group.
-    plain = (_plain_layout(n, vec) if vector and not (stream or staged)
+    plain = (_plain_pick(n, vec) if vector and not (stream or staged)
              and _fwd_plain(dtype, rms, n // vec, vec, m, _sm_count(xa)) else None)
     if plain is not None and cdiv(m, plain[2]) <= 2**31 - 1:
         words, tpr, rpb, early = plain

@@ -1355,8 +1355,9 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
     float32 LayerNorm): y, mean and rstd within the dtype's
     tolerance of float64 under poisoned outputs, at two, three, four and eight words a
     thread over one to eight warps, several slots a block with spare slots past the
-    last row (ragged), w / b loaded early and late; rows it has no layout for keep the
-    lean kernel; bad arguments raise."""
+    last row (ragged), w / b loaded early and late, layouts set by tuning's
+    fwd_plain_layout; rows it has no layout for keep the default kernel; bad arguments
+    and layouts raise."""
     vec = ln._vec_of(dtype, True)
     # (m, n, tuning, expected kernel name part; None: not the plain kernel)
     cases = [(5, 64 * vec, {}, "_plain2_t32x4_early_ragged"),
@@ -1366,6 +1367,8 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
              (3, 512 * vec, {}, "_plain4_t128x1_early"),
              (3, 512 * vec, {"fwd_early": False}, "_plain4_t128x1"),
              (2, 2048 * vec, {}, "_plain8_t256x1"),
+             (3, 128 * vec, {"fwd_plain_layout": (4, 2)}, "_plain4_t32x2_early_ragged"),
+             (2, 256 * vec, {"fwd_plain_layout": (1, 1)}, "_plain1_t256x1_early"),
              (5, 40 * vec, {}, None)]
     if not SIMULATOR:
         cases += [(4099, 1024 * vec, {}, "_plain"), (1031, 2048 * vec, {}, "_plain")]
@@ -1387,6 +1390,14 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
         if part and (part.endswith("_early") or part.endswith("x1")):
             assert not name.endswith("_ragged"), name
         _check_forward(got, None, variant, x, w, b, dtype, (m, n, tune))
+    x, w, b, _ = _inputs((2, 96 * vec), dtype, variant, seed=3)
+    with ln.tuning(fwd_plain=True, fwd_plain_layout=(2, 1)):
+        with pytest.raises(ValueError, match="whole warps"):
+            _forward(variant, x, w, b, 1e-5)
+    for bad in ((0, 1), (2, 33), "2,1", (2.0, 1)):
+        with pytest.raises(ValueError, match="fwd_plain_layout"):
+            with ln.tuning(fwd_plain_layout=bad):
+                pass
     for args, match in (((True, True, True, 2, 32), "no bias"),
                         ((False, True, True, 9, 32), "words"),
                         ((False, True, True, 2, 48), "tpr"),
