@@ -1907,11 +1907,11 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     dmu (the second pass's two sums share one barrier).
     Each row sum is a warp sum, then (rows of several warps) the warps' partials in
     ``red[pass, s * warps:]`` summed in warp order by every thread after one barrier;
-    the two passes use separate buffers, so no second barrier. ``early``: w and b
+    each pass has its own buffer, so none waits to reuse one. ``early``: w and b
     loaded into registers right after x and the statistics stored before y (else w /
     b after the reductions, the statistics after y). Arguments as the lean kernel's:
     x, w, b, y raw 16-byte-aligned 1-D arrays of 4-byte words, mean_out / rstd_out
-    float32 ``[m]``, m, n (= tpr * words * values a word * 4), eps. Launch bounds
+    float32 ``[m]``, m, n (= tpr * words * the values of a 16-byte group), eps. Launch bounds
     ``(tpr * rpb, 1)`` only for blocks over 512 threads."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
