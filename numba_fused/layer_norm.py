@@ -1911,8 +1911,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     loaded into registers right after x and the statistics stored before y (else w /
     b after the reductions, the statistics after y). Arguments as the lean kernel's:
     x, w, b, y raw 16-byte-aligned 1-D arrays of 4-byte words, mean_out / rstd_out
-    float32 ``[m]``, m, n (= tpr * words * the values of a 16-byte group), eps. Launch bounds
-    ``(tpr * rpb, 1)`` only for blocks over 512 threads."""
+    float32 ``[m]``, m, n (= tpr * words * the values of a 16-byte group), eps.
+    Launch bounds ``(tpr * rpb, 1)`` only for blocks over 512 threads."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if not (isinstance(words, int) and 1 <= words <= 8):
@@ -3407,8 +3407,8 @@ def tuning(**overrides):
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_serial, fwd_plain,
-    fwd_plain_layout ((words, rows a block) of the plain kernel), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
-    fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_staged_pipe, fwd_compensated,
+    fwd_plain_layout ((words, rows a block) of the plain kernel), fwd_lean_regs,
+    fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_staged_pipe, fwd_compensated,
     fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
