@@ -6,10 +6,11 @@
 #   v27 measured it uncorrected: 182.2-182.5 against 183-185 at N = 512 / 1024);
 # - 16-bit N = 512 / 768 / 1024 (behind inductor's one warp a row by 1.5-2 us):
 #   one-warp blocks (rpb 1) to eight rows, one to four words;
-# - float32 N = 2048-16384 (behind by 0.3-2.5%): two, four and eight words;
+# - float32 N = 512 / 1024 at inductor's one warp a row (four / eight words), and
+#   N = 2048-8192 (behind by 0.3-2.5%): two, four and eight words;
 # - 16-bit RMSNorm N = 1024-5120 (behind by 0.3-0.6 us): two and four words.
 # Take a layout into _plain_layout / _fwd_plain only where both passes beat the
-# default. About 8 minutes.
+# default. About 9 minutes.
 #   bash bench/ab/pending_s24.sh "$OUT"
 set -uo pipefail
 OUT=${1:?usage: pending_s24.sh OUTDIR}
@@ -24,6 +25,12 @@ for op in ln rms; do
     --tunes '{}' "$(P 3 1)" "$(P 3 2)" "$(P 1 1)" '{}' "$(P 3 1)"
   tl "s24_${op}_1024" 60 --reps 30 --op "$op" --ns 1024 --dtypes float16,bfloat16 \
     --tunes '{}' "$(P 2 1)" "$(P 4 4)" "$(P 4 1)" "$(P 1 1)" '{}' "$(P 2 1)"
+done
+for op in ln rms; do
+  tl "s24_f32_${op}_512" 50 --reps 30 --op "$op" --ns 512 --dtypes float32 \
+    --tunes '{}' '{"fwd_plain": true}' "$(P 4 1)" "$(P 4 4)" '{}' "$(P 4 1)"
+  tl "s24_f32_${op}_1024" 50 --reps 30 --op "$op" --ns 1024 --dtypes float32 \
+    --tunes '{}' '{"fwd_plain": true}' "$(P 8 1)" "$(P 8 4)" "$(P 4 2)" '{}' "$(P 8 1)"
 done
 tl s24_f32_2048 50 --reps 30 --op rms --ns 2048 --dtypes float32 \
   --tunes '{}' "$(P 2 1)" "$(P 8 1)" '{}' "$(P 2 1)"
