@@ -10,12 +10,15 @@
 #   N = 2048-8192 (behind by 0.3-2.5%): two, four and eight words;
 # - 16-bit RMSNorm N = 1024-5120 (behind by 0.3-0.6 us): two and four words.
 # Take a layout into _plain_layout / _fwd_plain only where both passes beat the
-# default. About 9 minutes.
-#   bash bench/ab/pending_s24.sh "$OUT"
+# default. Two calls of about 5 minutes each: part a (the dmu kernel, 16-bit N =
+# 512-1024), part b (float32, 16-bit RMSNorm).
+#   bash bench/ab/pending_s24.sh "$OUT" a;  bash bench/ab/pending_s24.sh "$OUT" b
 set -uo pipefail
-OUT=${1:?usage: pending_s24.sh OUTDIR}
+OUT=${1:?usage: pending_s24.sh OUTDIR a|b}
+PART=${2:?usage: pending_s24.sh OUTDIR a|b}
 . bench/ab/tl.sh
 P() { echo "{\"fwd_plain\": true, \"fwd_plain_layout\": [$1, $2]}"; }
+if [ "$PART" = a ]; then
 tl s24_f32_dmu 60 --reps 30 --op ln --ns 512,768,1024 --dtypes float32 \
   --tunes '{}' '{"fwd_plain": true}' '{}' '{"fwd_plain": true}'
 for op in ln rms; do
@@ -26,6 +29,8 @@ for op in ln rms; do
   tl "s24_${op}_1024" 60 --reps 30 --op "$op" --ns 1024 --dtypes float16,bfloat16 \
     --tunes '{}' "$(P 2 1)" "$(P 4 4)" "$(P 4 1)" "$(P 1 1)" '{}' "$(P 2 1)"
 done
+fi
+if [ "$PART" = b ]; then
 for op in ln rms; do
   tl "s24_f32_${op}_512" 50 --reps 30 --op "$op" --ns 512 --dtypes float32 \
     --tunes '{}' '{"fwd_plain": true}' "$(P 4 1)" "$(P 4 4)" '{}' "$(P 4 1)"
@@ -40,4 +45,5 @@ tl s24_f32_8192 50 --reps 30 --op rms --ns 8192 --dtypes float32 \
   --tunes '{}' "$(P 4 1)" "$(P 8 1)" '{}' "$(P 8 1)"
 tl s24_rms16 80 --reps 30 --op rms --ns 2048,4096,5120 --dtypes float16 \
   --tunes '{}' '{"fwd_plain": true}' '{}' '{"fwd_plain": true}'
-tar czf "$OUT/pending_s24.tgz" -C "$TL_DIR" .
+fi
+tar czf "$OUT/pending_s24_$PART.tgz" -C "$TL_DIR" .
