@@ -1941,24 +1941,17 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             f"_t{tpr}x{rpb}" + ("_dmu" if corrected else "") + ("_early" if early else "")
             + ("_ragged" if ragged else ""))
     store_stats = _stats_store(rms)
+    bf16 = dtype == "bfloat16"
+
     # A 16-bit word's two values (one opaque inline-PTX conversion a word, redone in
     # each pass, so only the raw words stay live) and back.
-    if dtype == "bfloat16":
-        @inline_device
-        def up(wd):
-            return _unpack2(wd, True)
+    @inline_device
+    def up(wd):
+        return _unpack2(wd, bf16)
 
-        @inline_device
-        def pk(a, c):
-            return _bf2(a, c)
-    else:
-        @inline_device
-        def up(wd):
-            return _unpack2(wd, False)
-
-        @inline_device
-        def pk(a, c):
-            return pack_f16x2(a, c)
+    @inline_device
+    def pk(a, c):
+        return _bf2(a, c) if bf16 else pack_f16x2(a, c)
 
     @inline_device
     def row_sum(v, red, p, t, slot):
@@ -2124,8 +2117,8 @@ def _plain_pick(n, vec):
     if lay is None:
         return _plain_layout(n, vec)
     words, rpb = lay
-    tpr, rem = divmod(n // vec, words)
-    if n % vec or rem or tpr % WARP or not WARP <= tpr * rpb <= _MAX_BLOCK:
+    tpr = None if n % vec else _plain_tpr(n // vec, words)
+    if tpr is None or tpr * rpb > _MAX_BLOCK:
         raise ValueError(f"fwd_plain_layout {lay} does not split rows of {n} values "
                          f"({vec} a group) into whole warps of {words} groups a thread, "
                          f"at most {_MAX_BLOCK} threads a block")
@@ -2147,10 +2140,17 @@ def _plain_layout(n, vec):
         return None
     groups = n // vec
     for words in ((2 if groups <= 256 else 4 if groups <= 1536 else 8), 3):
-        tpr, rem = divmod(groups, words)
-        if not (rem or tpr % WARP or tpr > _MAX_BLOCK):
+        tpr = _plain_tpr(groups, words)
+        if tpr is not None:
             return words, tpr, max(1, 128 // tpr), words <= 4
     return None
+
+
+def _plain_tpr(groups, words):
+    """Threads a row of ``groups`` 16-byte groups at ``words`` a thread, or None where
+    that is not a whole number of warps up to a block."""
+    tpr, rem = divmod(groups, words)
+    return None if rem or tpr % WARP or not WARP <= tpr <= _MAX_BLOCK else tpr
 
 
 @functools.lru_cache(maxsize=None)
@@ -4031,8 +4031,10 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     staged = vector and not stream and _fwd_staged(n, vec, limit)
     has_w, has_b = wa is not None, ba is not None
     # The plain kernel (v27, _fwd_plain): its own layout, a block per row group.
-    plain = (_plain_pick(n, vec) if vector and not (stream or staged)
-             and _fwd_plain(dtype, rms, n // vec, vec, m, _sm_count(xa)) else None)
+    rowwise = vector and not (stream or staged)  # the plain or the lean kernel
+    sms = _sm_count(xa) if rowwise else None
+    plain = (_plain_pick(n, vec) if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms)
+             else None)
     if plain is not None and cdiv(m, plain[2]) <= 2**31 - 1:
         words, tpr, rpb, early = plain
         if _tune["fwd_early"] is not None:
@@ -4041,10 +4043,10 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                            m % rpb != 0)
         grid, shared = cdiv(m, rpb), 0
     else:
-        lean = vector and not (stream or staged) and _fwd_lean(n, vec, rms)
+        lean = rowwise and _fwd_lean(n, vec, rms)
         rwords = 0
         if lean:
-            words, tpr = _lean_layout(n, vec, rms, m, _sm_count(xa), dtype)
+            words, tpr = _lean_layout(n, vec, rms, m, sms, dtype)
         elif staged:
             words, tpr, rwords = _staged_layout(n, vec, limit)
         elif stream:
