@@ -1894,40 +1894,50 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
                               ragged=False):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
-    compiled in. Exact 16-byte rows of ``tpr * words`` groups; a block ``(tpr, rpb)``
-    of ``rpb`` row slots takes rows ``blockIdx.x * rpb + s`` (grid ``cdiv(m, rpb)``),
-    one each, no loop; thread t of slot s holds groups ``k * tpr + t`` (k < words) of
-    its row as raw 32-bit words. ``ragged``: m is not a multiple of rpb, so the last
-    block's spare slots read the last row again, join the barriers and store nothing.
+    compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
+    32, or 8 / 16: sub-warp rows, ``32 / tpr`` a warp, slots in whole warps); a block
+    ``(tpr, rpb)`` of ``rpb`` row slots takes rows ``blockIdx.x * rpb + s`` (grid
+    ``cdiv(m, rpb)``), one each, no loop; thread t of slot s holds groups ``k * tpr +
+    t`` (k < words) of its row as raw 32-bit words. ``ragged``: m is not a multiple of
+    rpb, so the last block's spare slots read the last row again, join the barriers
+    (and shuffles) and store nothing.
 
     Math (fp32): mu = sum(x) / n; var = sum((x - mu)^2) / n (RMSNorm: mu = 0, var =
     sum(x^2) / n); r = rsqrt(var + eps); y = (x - mu) r w + b; mean = mu, rstd = r.
     float32 LayerNorm corrects mu's rounding as the lean kernel: d = x - mu, dmu =
     sum(d) / n, var = (sum(d^2) - sum(d) dmu) / n, y = (d r - dmu r) w + b, mean = mu +
     dmu (the second pass's two sums share one barrier).
-    Each row sum is a warp sum, then (rows of several warps) the warps' partials in
-    ``red[pass, s * warps:]`` summed in warp order by every thread after one barrier;
-    each pass has its own buffer, so none waits to reuse one. ``early``: w and b
-    loaded into registers right after x and the statistics stored before y (else w /
-    b after the reductions, the statistics after y). Arguments as the lean kernel's:
-    x, w, b, y raw 16-byte-aligned 1-D arrays of 4-byte words, mean_out / rstd_out
-    float32 ``[m]``, m, n (= tpr * words * the values of a 16-byte group), eps.
-    Launch bounds ``(tpr * rpb, 1)`` only for blocks over 512 threads."""
+    Each row sum is a warp (sub-warp rows: segment) sum, then (rows of several
+    warps) the warps' partials in ``red[pass, s * warps:]`` summed in warp order by
+    every thread after one barrier; each pass has its own buffer, so none waits to
+    reuse one. ``early``: w and b loaded into registers right after x and the
+    statistics stored before y (else w / b after the reductions, the statistics after
+    y). Arguments as the lean kernel's: x, w, b, y raw 16-byte-aligned 1-D arrays of
+    4-byte words, mean_out / rstd_out float32 ``[m]``, m, n (= tpr * words * the
+    values of a 16-byte group), eps. Launch bounds ``(tpr * rpb, 1)`` only for blocks
+    over 512 threads."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if not (isinstance(words, int) and 1 <= words <= 8):
         raise ValueError(f"words must be an int in [1, 8], got {words!r}")
-    if tpr % WARP or not WARP <= tpr <= _MAX_BLOCK:
-        raise ValueError(f"tpr must be a multiple of {WARP} in [{WARP}, {_MAX_BLOCK}], "
-                         f"got {tpr}")
+    if tpr not in _SUB_TPR and (tpr % WARP or not WARP <= tpr <= _MAX_BLOCK):
+        raise ValueError(f"tpr must be {_SUB_TPR[0]}, {_SUB_TPR[1]} or a multiple of "
+                         f"{WARP} in [{WARP}, {_MAX_BLOCK}], got {tpr}")
     if not (isinstance(rpb, int) and rpb >= 1 and tpr * rpb <= _MAX_BLOCK):
         raise ValueError(f"the block (tpr * rpb = {tpr} * {rpb}) must hold at most "
                          f"{_MAX_BLOCK} threads")
+    if (tpr * rpb) % WARP:
+        raise ValueError(f"rows of {tpr} threads need whole warps: tpr * rpb = {tpr} * "
+                         f"{rpb} is not a multiple of {WARP}")
     wide = _vec_of(dtype, True) == 8
     st = types.Array(_kernel_storage(dtype, True), 1, "C")
     argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
-    warps = tpr // WARP
+    warps = max(1, tpr // WARP)
     NRED = rpb * warps
+    # A row's lanes: the warp, or a sub-warp segment of tpr lanes (the block's
+    # threads run x fastest, so slot s's threads are lanes s * tpr % 32 on).
+    SEG = min(tpr, WARP)
+    STEPS = SEG.bit_length() - 1
     # float32 LayerNorm: mu's rounding corrected as the lean kernel does (dmu). At
     # 16-bit y's own rounding hides it (rows of mean / std up to 2000 under the
     # simulator: the same max error either way); float32 rows like 1000 + 0.01 noise
@@ -1954,8 +1964,14 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         return _bf2(a, c) if bf16 else pack_f16x2(a, c)
 
     @inline_device
+    def seg_sum(v):
+        for k in range(STEPS):
+            v += cuda.shfl_xor_sync(FULL_MASK, v, (SEG >> 1) >> k)
+        return v
+
+    @inline_device
     def row_sum(v, red, p, t, slot):
-        v = warp_sum(v)
+        v = seg_sum(v)
         if warps > 1:
             if t % WARP == 0:
                 red[p, slot * warps + t // WARP] = v
@@ -1968,8 +1984,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     @inline_device
     def row_sum2(a, c, red, t, slot):
         """Two row sums through buffers 1 and 2, one barrier."""
-        a = warp_sum(a)
-        c = warp_sum(c)
+        a = seg_sum(a)
+        c = seg_sum(c)
         if warps > 1:
             if t % WARP == 0:
                 red[1, slot * warps + t // WARP] = a
@@ -2117,11 +2133,12 @@ def _plain_pick(n, vec):
     if lay is None:
         return _plain_layout(n, vec)
     words, rpb = lay
-    tpr = None if n % vec else _plain_tpr(n // vec, words)
-    if tpr is None or tpr * rpb > _MAX_BLOCK:
+    tpr = None if n % vec else _plain_tpr(n // vec, words, sub=True)
+    if tpr is None or tpr * rpb > _MAX_BLOCK or (tpr * rpb) % WARP:
         raise ValueError(f"fwd_plain_layout {lay} does not split rows of {n} values "
-                         f"({vec} a group) into whole warps of {words} groups a thread, "
-                         f"at most {_MAX_BLOCK} threads a block")
+                         f"({vec} a group) into whole warps (or {_SUB_TPR} threads a row "
+                         f"in whole warps) of {words} groups a thread, at most "
+                         f"{_MAX_BLOCK} threads a block")
     return words, tpr, rpb, words <= 4
 
 
@@ -2146,11 +2163,19 @@ def _plain_layout(n, vec):
     return None
 
 
-def _plain_tpr(groups, words):
+# Sub-warp rows of the plain kernel (tuning's fwd_plain_layout only): threads a row.
+_SUB_TPR = (8, 16)
+
+
+def _plain_tpr(groups, words, sub=False):
     """Threads a row of ``groups`` 16-byte groups at ``words`` a thread, or None where
-    that is not a whole number of warps up to a block."""
+    that is not a whole number of warps up to a block (``sub``: or 8 / 16 threads)."""
     tpr, rem = divmod(groups, words)
-    return None if rem or tpr % WARP or not WARP <= tpr <= _MAX_BLOCK else tpr
+    if rem:
+        return None
+    if sub and tpr in _SUB_TPR:
+        return tpr
+    return None if tpr % WARP or not WARP <= tpr <= _MAX_BLOCK else tpr
 
 
 @functools.lru_cache(maxsize=None)

@@ -1368,6 +1368,10 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
              (3, 512 * vec, {"fwd_early": False}, "_plain4_t128x1"),
              (2, 2048 * vec, {}, "_plain8_t256x1"),
              (3, 128 * vec, {"fwd_plain_layout": (4, 2)}, "_plain4_t32x2_early_ragged"),
+             # Sub-warp rows: two / four rows a warp, the last warp's spare slots idle.
+             (5, 64 * vec, {"fwd_plain_layout": (4, 2)}, "_plain4_t16x2_early_ragged"),
+             (9, 64 * vec, {"fwd_plain_layout": (8, 8)}, "_plain8_t8x8_ragged"),
+             (3, 96 * vec, {"fwd_plain_layout": (6, 4)}, "_plain6_t16x4_ragged"),
              (2, 256 * vec, {"fwd_plain_layout": (1, 1)}, "_plain1_t256x1_early"),
              (5, 40 * vec, {}, None)]
     if not SIMULATOR:
@@ -1394,6 +1398,10 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
     with ln.tuning(fwd_plain=True, fwd_plain_layout=(2, 1)):
         with pytest.raises(ValueError, match="whole warps"):
             _forward(variant, x, w, b, 1e-5)
+    x, w, b, _ = _inputs((2, 64 * vec), dtype, variant, seed=3)
+    with ln.tuning(fwd_plain=True, fwd_plain_layout=(4, 1)):  # half a warp a block
+        with pytest.raises(ValueError, match="whole warps"):
+            _forward(variant, x, w, b, 1e-5)
     for bad in ((0, 1), (2, 33), "2,1", (2.0, 1)):
         with pytest.raises(ValueError, match="fwd_plain_layout"):
             with ln.tuning(fwd_plain_layout=bad):
@@ -1401,6 +1409,8 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
     for args, match in (((True, True, True, 2, 32), "no bias"),
                         ((False, True, True, 9, 32), "words"),
                         ((False, True, True, 2, 48), "tpr"),
+                        ((False, True, True, 2, 4, 8), "tpr"),
+                        ((False, True, True, 4, 16, 1), "whole warps"),
                         ((False, True, True, 2, 512, 4), "block")):
         with pytest.raises(ValueError, match=match):
             ln.make_plain_forward_kernel(dtype, *args)
