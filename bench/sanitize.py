@@ -143,6 +143,20 @@ def _layer_norm(nf, torch, dt):
             with tuning(**tune):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x, w)
+        # v28: the plain kernel at _PLAIN_V28's layouts (16-bit LayerNorm N = 768 a
+        # warp a block, float32 RMSNorm N = 16384 at 1024 threads, ...), and sub-warp
+        # rows (tuning fwd_plain_layout: 16 threads a row, eight rows a block).
+        if n == 512:
+            with tuning(fwd_plain=True, fwd_plain_layout=(8 if dt == torch.float32 else 4,
+                                                          8)):
+                nf.layer_norm_forward(x, w, b)
+                nf.rms_norm_forward(x, w)
+            with tuning(fwd_plain=True):
+                for n2 in (768, 2048, 5120, 8192, 16384):
+                    x2 = torch.randn(29, n2, device="cuda", dtype=dt)
+                    w2 = torch.randn(n2, device="cuda", dtype=dt)
+                    nf.layer_norm_forward(x2, w2, torch.randn(n2, device="cuda", dtype=dt))
+                    nf.rms_norm_forward(x2, w2)
         # Fifteenth-session candidate (opt-in): the register-capped float32 lean
         # forward of two groups (N = 4096: 512 threads, 3 blocks an SM; N = 1000
         # has idle lanes and keeps the default bounds).

@@ -35,7 +35,8 @@ when ``|mean| >> std``). The backward keeps x and dy as raw 16-byte words (half 
 registers of fp16/bf16 floats) and converts them again for dx.
 
 The *plain forward kernel* (``make_plain_forward_kernel``, the default for 16-bit
-LayerNorm N = 2048-16384 and float32 RMSNorm N = 512-1024, see ``_fwd_plain``) has its
+LayerNorm N = 768 and 2048-16384, 16-bit RMSNorm N = 2048, float32 LayerNorm N = 512,
+1024, 4096, 12288 and float32 RMSNorm N = 512-16384, see ``_fwd_plain``) has its
 layout compiled in: a block of ``rpb`` row slots takes one row each and stops (no
 loop), the statistics are two-pass (at float32 with the dmu correction above; at
 16-bit y's rounding hides mu's), and w / b load with the row.
@@ -2124,14 +2125,14 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     return Kernel(name, norm_fwd_plain, argtypes, **(_jit_for(block) if block > 512 else {}))
 
 
-def _plain_pick(n, vec):
+def _plain_pick(n, vec, rms=False, dtype=None):
     """The plain kernel's (words, tpr, rpb, early) for rows of ``n`` values: tuning's
     fwd_plain_layout (words, rpb) where set (ValueError where it does not split the
     row into whole warps of whole groups, or makes a block of over 1024 threads),
-    else :func:`_plain_layout`'s."""
+    else :func:`_plain_layout`'s (for ``dtype`` rows, ``rms``: RMSNorm)."""
     lay = _tune["fwd_plain_layout"]
     if lay is None:
-        return _plain_layout(n, vec)
+        return _plain_layout(n, vec, rms, dtype)
     words, rpb = lay
     tpr = None if n % vec else _plain_tpr(n // vec, words, sub=True)
     if tpr is None or tpr * rpb > _MAX_BLOCK or (tpr * rpb) % WARP:
@@ -2146,16 +2147,60 @@ def _plain_pick(n, vec):
 _PLAIN_SHIPPED_N = (512, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384)
 
 
-def _plain_layout(n, vec):
+# v28 (twenty-fourth session): rows outside v27's where the plain kernel beat the
+# default forward in every pass, (dtype class, rms, groups a row) -> (words, rows a
+# block), None for _plain_layout's rule. H100, M x N = 2^26, us, default / plain
+# (bench/ab/pending_s24.sh a / b, s24_c.sh; each row's passes alternate):
+_PLAIN_V28 = {
+    # 16-bit LayerNorm N = 768, one warp a block: fp16 95.1, 95.9, 94.7, 95.3 / 94.5,
+    # 94.8, 94.4, 94.9; bf16 95.6, 95.0, 95.6, 95.6 / 94.8, 94.9, 94.7, 94.6 (four
+    # rows a block: 95.2 / 94.8; sub-warp rows of six words: 94.9 / 94.6-94.8).
+    ("16-bit", False, 96): (3, 1),
+    # 16-bit RMSNorm N = 2048: fp16 94.0, 94.0 / 93.5, 93.5.
+    ("16-bit", True, 256): None,
+    # float32 LayerNorm (mu corrected): N = 512 184.8, 185.0, 184.9, 185.1, 184.8, 184.6
+    # / 182.3, 182.9, 182.2, 182.3, 182.7; 1024 182.8, 182.8, 183.2, 182.7 / 181.8,
+    # 182.0, 181.9; 4096 182.1, 181.9 / 181.8, 181.2; 12288 189.1, 189.2 / 185.9,
+    # 185.0. Not 768 (even), 2048 (even), 5120 / 8192 / 16384 (+0.5 to +1.5; at two /
+    # four words a thread up to +146: 79 registers leave one 512-thread block an SM).
+    ("float32", False, 128): None,
+    ("float32", False, 256): None,
+    ("float32", False, 1024): None,
+    ("float32", False, 3072): None,
+    # float32 RMSNorm: N = 2048 182.6, 182.6, 182.8, 182.6 / 181.6, 181.6, 181.6, 181.7
+    # (two words); 4096 182.1, 182.1 / 181.3, 181.6 (two); 5120 183.5, 183.0 / 181.9,
+    # 181.6; 8192 183.2, 183.3 / 181.9, 182.0 (four); 12288 185.1, 185.0 / 183.6,
+    # 183.4; 16384 184.7, 184.3 / 183.1, 183.5 (four: 1024 threads; eight: 185.5,
+    # 185.7).
+    ("float32", True, 512): (2, 1),
+    ("float32", True, 1024): (2, 1),
+    ("float32", True, 1280): None,
+    ("float32", True, 2048): (4, 1),
+    ("float32", True, 3072): None,
+    ("float32", True, 4096): (4, 1),
+}
+
+
+def _dtype_class(dtype):
+    """_PLAIN_V28's key for ``dtype``: float16 and bfloat16 share theirs."""
+    return "16-bit" if dtype in ("float16", "bfloat16") else dtype
+
+
+def _plain_layout(n, vec, rms=False, dtype=None):
     """(words, tpr, rpb, early) of the plain forward kernel for rows of ``n`` values
     (``vec`` a 16-byte word), or None where it has none (rows not whole warps of
-    whole words): two words a thread up to 256 groups a row, four up to 1536, else
+    whole words): for ``dtype`` rows (``rms``: RMSNorm) _PLAIN_V28's layout where it
+    names one; else two words a thread up to 256 groups a row, four up to 1536, else
     eight (three where that leaves a part warp); blocks of at least 128 threads; w /
     b early up to four words (copy_ceiling.py's ladder, twenty-second session: 72
     registers at four, and the fastest at N = 1024-8192 fp16)."""
     if n % vec:
         return None
     groups = n // vec
+    lay = _PLAIN_V28.get((_dtype_class(dtype), bool(rms), groups))
+    if lay is not None:
+        words, rpb = lay
+        return words, _plain_tpr(groups, words), rpb, words <= 4
     for words in ((2 if groups <= 256 else 4 if groups <= 1536 else 8), 3):
         tpr = _plain_tpr(groups, words)
         if tpr is not None:
@@ -3129,8 +3174,8 @@ def shipped_kernels():
                                           True, subwarp=True, early=True, once=True)
                     # The plain kernel (tuning fwd_plain) at its layouts for the
                     # sweep's rows, exact and ragged grids.
-                    for lay in sorted({_plain_layout(n, vec) for n in _PLAIN_SHIPPED_N}
-                                      - {None}):
+                    for lay in sorted({_plain_layout(n, vec, rms, dtype)
+                                       for n in _PLAIN_SHIPPED_N} - {None}):
                         for ragged in ((False, True) if lay[2] > 1 else (False,)):
                             yield make_plain_forward_kernel(dtype, rms, has_w, has_b, *lay,
                                                             ragged)
@@ -3288,11 +3333,12 @@ _TUNING_DEFAULTS = {
     # third session, H100: 0.3-15 us slower at most rows; see _row_sum_serial).
     "fwd_serial": False,
     # Forward: the plain kernel (make_plain_forward_kernel at _plain_layout's layout)
-    # where True, never where False; None: v27's picks (_fwd_plain).
+    # where True, never where False; None: v27 / v28's picks (_fwd_plain).
     "fwd_plain": None,
     # The plain kernel's layout, (words, rpb): words 16-byte groups a thread, rpb rows
-    # a block, the row's threads whatever that leaves (a whole number of warps), in
-    # place of _plain_layout's; None: _plain_layout's.
+    # a block, the row's threads whatever that leaves (a whole number of warps, or 8
+    # / 16: sub-warp rows, slots in whole warps), in place of _plain_layout's; None:
+    # _plain_layout's.
     "fwd_plain_layout": None,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
@@ -3730,10 +3776,10 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms):
     words of ``vec`` on ``sms`` SMs (where _plain_layout has a layout): tuning's
     fwd_plain where set; else, with no other forward layout tuning set, v27's picks,
     where measured: 16-bit LayerNorm rows of 256-2048 groups (N = 2048-16384), float32
-    RMSNorm rows of 128-256 (N = 512-1024); not batches one wave holds where v22
-    measured its fewer groups a thread (:func:`_wave_words`). float32 LayerNorm gained
-    as much (below) before its mu correction (dmu) went in; corrected, it is not yet
-    timed, so it stays opt-in.
+    RMSNorm rows of 128-256 (N = 512-1024); and v28's (_PLAIN_V28: 16-bit LayerNorm N
+    = 768, RMSNorm 2048; float32 LayerNorm, corrected, N = 512, 1024, 4096, 12288;
+    float32 RMSNorm N = 2048-16384); not batches one wave holds where v22 measured its
+    fewer groups a thread (:func:`_wave_words`).
 
     H100, M x N = 2^26, us, default / plain, twice each alternating (bench/ab/s23_b.sh):
     LayerNorm fp16 N = 2048 94.6, 93.9 / 93.8, 93.8; 4096 95.3, 96.3 / 94.0, 94.0; 5120
@@ -3743,13 +3789,16 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms):
     / 182.3, 182.5, RMSNorm 184.0, 183.7 / 182.1, 182.4; 1024 183.3, 182.7 / 182.3,
     182.2 and 182.7, 182.6 / 182.1, 182.1. Not taken: 16-bit RMSNorm (v26 loads w early
     already; +0.8-1.0 at N >= 5120, even below), 16-bit LayerNorm N = 512-1024 (within
-    0.5 either way), float32 N >= 2048 (even; LayerNorm 8192 +1.2)."""
+    0.5 either way), float32 N >= 2048 (even at v27's layouts; LayerNorm 8192 +1.2;
+    v28 found other layouts for RMSNorm)."""
     plain = _tune["fwd_plain"]
     if plain is not None:
         return bool(plain)
     if (any(_tune[k] != _TUNING_DEFAULTS[k] for k in _FWD_LAYOUT_KEYS)
             or _wave_words(groups, vec, m, sms) is not None):
         return False
+    if (_dtype_class(dtype), bool(rms), groups) in _PLAIN_V28:
+        return True
     if dtype == "float32":
         return rms and 128 <= groups <= 256
     return not rms and 256 <= groups <= 2048
@@ -4058,7 +4107,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     # The plain kernel (v27, _fwd_plain): its own layout, a block per row group.
     rowwise = vector and not (stream or staged)  # the plain or the lean kernel
     sms = _sm_count(xa) if rowwise else None
-    plain = (_plain_pick(n, vec) if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms)
+    plain = (_plain_pick(n, vec, rms, dtype) if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms)
              else None)
     if plain is not None and cdiv(m, plain[2]) <= 2**31 - 1:
         words, tpr, rpb, early = plain

@@ -1084,7 +1084,10 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ((False, True, True), "bfloat16", (500, 2048), "_lean1_full"),
     ((False, True, True), "float16", (1024, 2048), "_lean2_full_lb128x10"),
     ((True, True, False), "float16", (256, 4096), "_lean1_full_early_once"),
-    ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_early_once_lb256x5"),
+    ((True, True, False), "bfloat16", (4099, 2048), "_plain2_t128x1_early"),
+    ((False, True, True), "bfloat16", (4099, 768), "_plain3_t32x1_early"),
+    ((False, True, True), "float32", (4099, 512), "_plain2_t64x2_dmu_early_ragged"),
+    ((True, True, False), "float32", (999, 16384), "_plain4_t1024x1_early"),
     ((True, False, False), "float16", (3001, 1024), "_lean2_full_early_once_lb256x5"),
     ((False, True, True), "float16", (4099, 1024), "_lean2_full_early_once_lb64x20"),
     ((False, False, False), "bfloat16", (4099, 2048), "_plain2_t128x1_early"),
@@ -1096,7 +1099,8 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ((True, False, False), "float16", (999, 12288), "_lean2_full_early_once_lb768x2"),
     ((True, True, False), "bfloat16", (2000, 8192), "_lean4_full_early_once")],
     ids=["ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
-         "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "rms-float16-3001x1024",
+         "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "ln_w_b-bfloat16-4099x768",
+         "ln_w_b-float32-4099x512", "rms_w-float32-999x16384", "rms-float16-3001x1024",
          "ln_w_b-float16-4099x1024", "ln-bfloat16-4099x2048", "ln_w_b-float16-4099x4096",
          "ln_w_b-float16-4099x512", "rms_w-bfloat16-4099x512",
          "rms_w-bfloat16-3001x5120", "rms_w-float16-2000x8192",
@@ -1111,7 +1115,9 @@ def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, m
     (v24), N = 4096 its four groups, 16-bit N = 512 two groups a warp, eight rows a
     block at 48 (v25); 16-bit RMSNorm and LayerNorm N = 1024 with w / b loaded with
     the row and one row a slot (v26: ``_early_once``); 16-bit LayerNorm N = 2048 /
-    4096 past a wave the plain kernel (v27: ``_plain``)."""
+    4096 past a wave the plain kernel (v27: ``_plain``), and (v28) 16-bit RMSNorm N =
+    2048, LayerNorm N = 768 a warp a block, float32 LayerNorm N = 512 (corrected:
+    ``_dmu``), float32 RMSNorm N = 16384 at four words a thread."""
     if ln.sm_count(None) != 132:
         pytest.skip("the picks are worked out for 132 SMs")
     picked = []
@@ -1354,19 +1360,27 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
     row a slot, no loop, the two-pass statistics, corrected for mu's rounding at
     float32 LayerNorm): y, mean and rstd within the dtype's
     tolerance of float64 under poisoned outputs, at two, three, four and eight words a
-    thread over one to eight warps, several slots a block with spare slots past the
-    last row (ragged), w / b loaded early and late, layouts set by tuning's
+    thread over one to eight warps and in sub-warp rows of 8 / 16 threads, several
+    slots a block with spare slots past the last row (ragged), w / b loaded early and late, layouts set by tuning's
     fwd_plain_layout; rows it has no layout for keep the default kernel; bad arguments
     and layouts raise."""
     vec = ln._vec_of(dtype, True)
+    # v28's measured layouts (_PLAIN_V28) in place of the rule's: 16-bit LayerNorm
+    # rows of 96 groups a warp a block, float32 RMSNorm rows of 512 / 2048 groups at
+    # two / four words.
+    v28_ln16 = dtype != "float32" and not variant[0]
+    v28_rms32 = dtype == "float32" and variant[0]
+    l96 = "_plain3_t32x1_early" if v28_ln16 else "_plain3_t32x4_early_ragged"
+    l512 = "_plain2_t256x1" if v28_rms32 else "_plain4_t128x1"
+    l2048 = "_plain4_t512x1_early" if v28_rms32 else "_plain8_t256x1"
     # (m, n, tuning, expected kernel name part; None: not the plain kernel)
     cases = [(5, 64 * vec, {}, "_plain2_t32x4_early_ragged"),
              (8, 64 * vec, {}, "_plain2_t32x4_early"),
              (3, 256 * vec, {}, "_plain2_t128x1_early"),
-             (3, 96 * vec, {}, "_plain3_t32x4_early_ragged"),
-             (3, 512 * vec, {}, "_plain4_t128x1_early"),
-             (3, 512 * vec, {"fwd_early": False}, "_plain4_t128x1"),
-             (2, 2048 * vec, {}, "_plain8_t256x1"),
+             (3, 96 * vec, {}, l96),
+             (3, 512 * vec, {}, l512 + "_early"),
+             (3, 512 * vec, {"fwd_early": False}, l512),
+             (2, 2048 * vec, {}, l2048),
              (3, 128 * vec, {"fwd_plain_layout": (4, 2)}, "_plain4_t32x2_early_ragged"),
              # Sub-warp rows: two / four rows a warp, the last warp's spare slots idle.
              (5, 64 * vec, {"fwd_plain_layout": (4, 2)}, "_plain4_t16x2_early_ragged"),
