@@ -69,6 +69,26 @@ def _norm_passes(nf, x, w, b, g, det):
     nf.rms_norm_backward(g, x, w, rstd, deterministic=det)
 
 
+def _layer_norm_plain(nf, torch, dt):
+    """v28: the plain forward kernel at _PLAIN_V28's layouts (16-bit LayerNorm N = 768
+    a warp a block, float32 RMSNorm N = 16384 at 1024 threads, ...) and in sub-warp
+    rows (tuning fwd_plain_layout: 16 threads a row, eight rows a block); 29 rows,
+    so blocks of several rows have spare slots."""
+    from numba_fused.layer_norm import tuning
+
+    x = torch.randn(29, 512, device="cuda", dtype=dt)
+    w = torch.randn(512, device="cuda", dtype=dt)
+    with tuning(fwd_plain=True, fwd_plain_layout=(8 if dt == torch.float32 else 4, 8)):
+        nf.layer_norm_forward(x, w, torch.randn_like(w))
+        nf.rms_norm_forward(x, w)
+    with tuning(fwd_plain=True):
+        for n in (768, 2048, 5120, 8192, 16384):
+            x = torch.randn(29, n, device="cuda", dtype=dt)
+            w = torch.randn(n, device="cuda", dtype=dt)
+            nf.layer_norm_forward(x, w, torch.randn_like(w))
+            nf.rms_norm_forward(x, w)
+
+
 def _layer_norm(nf, torch, dt):
     from numba_fused.layer_norm import tuning
 
@@ -143,20 +163,8 @@ def _layer_norm(nf, torch, dt):
             with tuning(**tune):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x, w)
-        # v28: the plain kernel at _PLAIN_V28's layouts (16-bit LayerNorm N = 768 a
-        # warp a block, float32 RMSNorm N = 16384 at 1024 threads, ...), and sub-warp
-        # rows (tuning fwd_plain_layout: 16 threads a row, eight rows a block).
         if n == 512:
-            with tuning(fwd_plain=True, fwd_plain_layout=(8 if dt == torch.float32 else 4,
-                                                          8)):
-                nf.layer_norm_forward(x, w, b)
-                nf.rms_norm_forward(x, w)
-            with tuning(fwd_plain=True):
-                for n2 in (768, 2048, 5120, 8192, 16384):
-                    x2 = torch.randn(29, n2, device="cuda", dtype=dt)
-                    w2 = torch.randn(n2, device="cuda", dtype=dt)
-                    nf.layer_norm_forward(x2, w2, torch.randn(n2, device="cuda", dtype=dt))
-                    nf.rms_norm_forward(x2, w2)
+            _layer_norm_plain(nf, torch, dt)
         # Fifteenth-session candidate (opt-in): the register-capped float32 lean
         # forward of two groups (N = 4096: 512 threads, 3 blocks an SM; N = 1000
         # has idle lanes and keeps the default bounds).
@@ -324,6 +332,7 @@ def _linear_act(nf, torch, dt):
 CASES = {
     "dropout": ("dropout_bias_act_forward", _dropout),
     "layer_norm": ("layer_norm_forward", _layer_norm),
+    "layer_norm_plain": ("layer_norm_forward", _layer_norm_plain),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
@@ -348,7 +357,7 @@ def main(argv):
         if wanted and op not in wanted:
             continue
         try:
-            importlib.import_module(f"numba_fused.{op.removesuffix('_wgmma')}")
+            importlib.import_module(f"numba_fused.{op.split('_wgmma')[0].split('_plain')[0]}")
             getattr(nf, probe)
         except (ImportError, AttributeError):
             print(f"{op}: not in this checkout, skipped")

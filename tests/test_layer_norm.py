@@ -1084,7 +1084,7 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ((False, True, True), "bfloat16", (500, 2048), "_lean1_full"),
     ((False, True, True), "float16", (1024, 2048), "_lean2_full_lb128x10"),
     ((True, True, False), "float16", (256, 4096), "_lean1_full_early_once"),
-    ((True, True, False), "bfloat16", (4099, 2048), "_plain2_t128x1_early"),
+    ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_early_once_lb256x5"),
     ((False, True, True), "bfloat16", (4099, 768), "_plain3_t32x1_early"),
     ((False, True, True), "float32", (4099, 512), "_plain2_t64x2_dmu_early_ragged"),
     ((True, True, False), "float32", (999, 16384), "_plain4_t1024x1_early"),
@@ -1115,9 +1115,9 @@ def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, m
     (v24), N = 4096 its four groups, 16-bit N = 512 two groups a warp, eight rows a
     block at 48 (v25); 16-bit RMSNorm and LayerNorm N = 1024 with w / b loaded with
     the row and one row a slot (v26: ``_early_once``); 16-bit LayerNorm N = 2048 /
-    4096 past a wave the plain kernel (v27: ``_plain``), and (v28) 16-bit RMSNorm N =
-    2048, LayerNorm N = 768 a warp a block, float32 LayerNorm N = 512 (corrected:
-    ``_dmu``), float32 RMSNorm N = 16384 at four words a thread."""
+    4096 past a wave the plain kernel (v27: ``_plain``), and (v28) 16-bit LayerNorm
+    N = 768 a warp a block, float32 LayerNorm N = 512 (corrected: ``_dmu``), float32
+    RMSNorm N = 16384 at four words a thread."""
     if ln.sm_count(None) != 132:
         pytest.skip("the picks are worked out for 132 SMs")
     picked = []
