@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
-# Written in the twenty-fourth session for the next: the whole norms sweep at v28's
-# defaults (the plain kernel at _PLAIN_V28's rows), for RESULTS.md's table and plots.
-# Carry .whl (Liger's wheel). About 5 minutes on an H100.
-#   bash bench/ab/pending_s25.sh "$OUT"
+# Written in the twenty-fourth session for the next. Part a: the whole norms sweep at
+# v28's defaults (the plain kernel at _PLAIN_V28's rows), for RESULTS.md's table and
+# plots; carry .whl (Liger's wheel); about 5 minutes on an H100. Part b (about a
+# minute): at 16-bit N = 512, where inductor leads by 1-2 us, the plain kernel in
+# inductor's exact block shape (32 threads, two rows of 16 threads, four words a
+# thread: 64 bytes in flight, as its XBLOCK 2 / num_warps 1) against the default;
+# s24_c timed four and eight such rows a block (64 / 128 threads) within noise.
+#   bash bench/ab/pending_s25.sh "$OUT" a;  bash bench/ab/pending_s25.sh "$OUT" b
 set -uo pipefail
-OUT=${1:?usage: pending_s25.sh OUTDIR}
-bash bench/ab/norms_sweep.sh "$OUT" h100_s25
+OUT=${1:?usage: pending_s25.sh OUTDIR a|b}
+PART=${2:?usage: pending_s25.sh OUTDIR a|b}
+if [ "$PART" = a ]; then
+  bash bench/ab/norms_sweep.sh "$OUT" h100_s25
+  exit
+fi
+. bench/ab/tl.sh
+P='{"fwd_plain": true, "fwd_plain_layout": [4, 2]}'
+for op in ln rms; do
+  tl "s25_${op}_512" 60 --reps 30 --op "$op" --ns 512 --dtypes float16,bfloat16 \
+    --tunes '{}' "$P" '{}' "$P"
+done
+tar czf "$OUT/pending_s25_b.tgz" -C "$TL_DIR" .
