@@ -105,6 +105,8 @@ __all__ = [
 ]
 
 _MAX_BLOCK = 1024
+# Threads an SM holds (sm_80-sm_90): the most a kernel's launch bounds may ask for.
+_SM_THREADS = 2048
 # ptxas must fit every kernel in 64 registers so 1024-thread blocks can launch (min
 # 1 block per SM: with the block size alone ptxas sometimes aims at 32 and spills). The
 # simulator's cuda.jit takes no launch_bounds.
@@ -1892,7 +1894,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
 
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
-                              ragged=False):
+                              ragged=False, min_blocks=None):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
     compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
@@ -1916,7 +1918,9 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     y). Arguments as the lean kernel's: x, w, b, y raw 16-byte-aligned 1-D arrays of
     4-byte words, mean_out / rstd_out float32 ``[m]``, m, n (= tpr * words * the
     values of a 16-byte group), eps. Launch bounds ``(tpr * rpb, 1)`` only for blocks
-    over 512 threads."""
+    over 512 threads; ``min_blocks`` (tuning ``fwd_plain_min_blocks``): bounds ``(tpr *
+    rpb, min_blocks)``, so ptxas fits that many blocks an SM (name ``_lb<block>x<min>``).
+    """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if not (isinstance(words, int) and 1 <= words <= 8):
@@ -1930,6 +1934,10 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     if (tpr * rpb) % WARP:
         raise ValueError(f"rows of {tpr} threads need whole warps: tpr * rpb = {tpr} * "
                          f"{rpb} is not a multiple of {WARP}")
+    if min_blocks is not None and not (isinstance(min_blocks, int) and min_blocks >= 1
+                                       and tpr * rpb * min_blocks <= _SM_THREADS):
+        raise ValueError(f"min_blocks must be None or an int >= 1 with tpr * rpb * "
+                         f"min_blocks <= {_SM_THREADS}, got {min_blocks!r}")
     wide = _vec_of(dtype, True) == 8
     st = types.Array(_kernel_storage(dtype, True), 1, "C")
     argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
@@ -1950,7 +1958,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     NW = NX if early else 4
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_plain{words}"
             f"_t{tpr}x{rpb}" + ("_dmu" if corrected else "") + ("_early" if early else "")
-            + ("_ragged" if ragged else ""))
+            + ("_ragged" if ragged else "")
+            + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else ""))
     store_stats = _stats_store(rms)
     bf16 = dtype == "bfloat16"
 
@@ -2122,7 +2131,11 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     # ptxas takes 128 registers at four 16-bit groups with w / b early where it
     # otherwise takes the ladder's 72 (64 -> 48 at two groups).
     block = tpr * rpb
-    return Kernel(name, norm_fwd_plain, argtypes, **(_jit_for(block) if block > 512 else {}))
+    if min_blocks:
+        jit = {} if SIMULATOR else {"launch_bounds": (block, min_blocks)}
+    else:
+        jit = _jit_for(block) if block > 512 else {}
+    return Kernel(name, norm_fwd_plain, argtypes, **jit)
 
 
 def _plain_pick(n, vec, rms=False, dtype=None):
@@ -3183,6 +3196,13 @@ def shipped_kernels():
                         for ragged in ((False, True) if lay[2] > 1 else (False,)):
                             yield make_plain_forward_kernel(dtype, rms, has_w, has_b, *lay,
                                                             ragged)
+                    # Its opt-in candidates: sub-warp rows (16 threads, eight rows a
+                    # block) and, at float32, launch bounds for two blocks an SM.
+                    yield make_plain_forward_kernel(dtype, rms, has_w, has_b, 4, 16, 8,
+                                                    True, True)
+                    if dtype == "float32":
+                        yield make_plain_forward_kernel(dtype, rms, has_w, has_b, 8, 512, 1,
+                                                        False, False, 2)
                     for words in _STAGED_WORDS:
                         for full in (True, False):
                             for comp in ((False, True) if not rms else (False,)):
@@ -3344,6 +3364,11 @@ _TUNING_DEFAULTS = {
     # / 16: sub-warp rows, slots in whole warps), in place of _plain_layout's; None:
     # _plain_layout's.
     "fwd_plain_layout": None,
+    # The plain kernel compiled with launch bounds (block, this): ptxas fits this many
+    # blocks an SM (opt-in candidate, twenty-fourth session: float32 LayerNorm's
+    # corrected kernel takes 68-79 registers, one to three blocks an SM); None: none
+    # up to 512 threads, (block, 1) above.
+    "fwd_plain_min_blocks": None,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -3482,7 +3507,8 @@ def tuning(**overrides):
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_serial, fwd_plain,
-    fwd_plain_layout ((words, rows a block) of the plain kernel), fwd_lean_regs,
+    fwd_plain_layout ((words, rows a block) of the plain kernel), fwd_plain_min_blocks
+    (its launch bounds' blocks an SM), fwd_lean_regs,
     fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr, fwd_stream_blocks,
     fwd_staged, fwd_staged_regs, fwd_staged_pipe, fwd_compensated, fwd_grid,
     fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
@@ -3515,6 +3541,9 @@ def tuning(**overrides):
                                and 1 <= pl[0] <= 8 and 1 <= pl[1] <= 32):
         raise ValueError("fwd_plain_layout must be None or (words in [1, 8], rows a block "
                          f"in [1, 32]), got {pl!r}")
+    mb = overrides.get("fwd_plain_min_blocks", _tune["fwd_plain_min_blocks"])
+    if mb is not None and not (isinstance(mb, int) and 1 <= mb <= 32):
+        raise ValueError(f"fwd_plain_min_blocks must be None or an int in [1, 32], got {mb!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
@@ -4118,7 +4147,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
-                                           m % rpb != 0)
+                                           m % rpb != 0, _tune["fwd_plain_min_blocks"])
         grid, shared = cdiv(m, rpb), 0
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)

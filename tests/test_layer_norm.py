@@ -1358,12 +1358,13 @@ def test_forward_serial_sums_match_float64(dtype, variant):
 def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
     """tuning(fwd_plain=True): make_plain_forward_kernel at _plain_layout's layout (a
     row a slot, no loop, the two-pass statistics, corrected for mu's rounding at
-    float32 LayerNorm): y, mean and rstd within the dtype's
-    tolerance of float64 under poisoned outputs, at two, three, four and eight words a
-    thread over one to eight warps and in sub-warp rows of 8 / 16 threads, several
-    slots a block with spare slots past the last row (ragged), w / b loaded early and late, layouts set by tuning's
-    fwd_plain_layout; rows it has no layout for keep the default kernel; bad arguments
-    and layouts raise."""
+    float32 LayerNorm): y, mean and rstd within the dtype's tolerance of float64 under
+    poisoned outputs, at two, three, four and eight words a thread over one to eight
+    warps and in sub-warp rows of 8 / 16 threads, several slots a block with spare
+    slots past the last row (ragged), w / b loaded early and late, layouts set by
+    tuning's fwd_plain_layout, launch bounds for two blocks an SM (tuning
+    fwd_plain_min_blocks); rows it has no layout for keep the default kernel; bad
+    arguments and layouts raise."""
     vec = ln._vec_of(dtype, True)
     # v28's measured layouts (_PLAIN_V28) in place of the rule's: 16-bit LayerNorm
     # rows of 96 groups a warp a block, float32 RMSNorm rows of 512 / 2048 groups at
@@ -1387,6 +1388,8 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
              (9, 64 * vec, {"fwd_plain_layout": (8, 8)}, "_plain8_t8x8_ragged"),
              (3, 96 * vec, {"fwd_plain_layout": (6, 4)}, "_plain6_t16x4_ragged"),
              (2, 256 * vec, {"fwd_plain_layout": (1, 1)}, "_plain1_t256x1_early"),
+             # Launch bounds asking ptxas for two blocks an SM (candidate).
+             (3, 256 * vec, {"fwd_plain_min_blocks": 2}, "_plain2_t128x1_early_lb128x2"),
              (5, 40 * vec, {}, None)]
     if not SIMULATOR:
         cases += [(4099, 1024 * vec, {}, "_plain"), (1031, 2048 * vec, {}, "_plain")]
@@ -1420,11 +1423,16 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
         with pytest.raises(ValueError, match="fwd_plain_layout"):
             with ln.tuning(fwd_plain_layout=bad):
                 pass
+    for bad in (0, 33, 2.0):
+        with pytest.raises(ValueError, match="fwd_plain_min_blocks"):
+            with ln.tuning(fwd_plain_min_blocks=bad):
+                pass
     for args, match in (((True, True, True, 2, 32), "no bias"),
                         ((False, True, True, 9, 32), "words"),
                         ((False, True, True, 2, 48), "tpr"),
                         ((False, True, True, 2, 4, 8), "tpr"),
                         ((False, True, True, 4, 16, 1), "whole warps"),
+                        ((False, True, True, 2, 512, 1, True, False, 5), "min_blocks"),
                         ((False, True, True, 2, 512, 4), "block")):
         with pytest.raises(ValueError, match=match):
             ln.make_plain_forward_kernel(dtype, *args)
@@ -1865,8 +1873,9 @@ def test_kernels_compile_to_ptx_without_spills(kernel):
     # the plain kernel's own block.
     max_block, min_blocks = kernel.jit_options.get("launch_bounds", (1024, 1))
     plain = re.search(r"_plain\d+_t(\d+)x(\d+)", kernel.name)
-    if plain:  # compiled for its one block (bounds only past 512 threads)
-        max_block, min_blocks = int(plain[1]) * int(plain[2]), 1
+    if plain:  # compiled for its one block (bounds past 512 threads, or min_blocks)
+        max_block = int(plain[1]) * int(plain[2])
+        min_blocks = kernel.jit_options.get("launch_bounds", (max_block, 1))[1]
     assert rep["registers"] <= 65536 // (max_block * min_blocks), rep
     # Statistics stay in float32: no double-precision arithmetic sneaked in.
     assert not re.search(r"\b(add|sub|mul|fma|div|sqrt|rcp)\.[a-z.]*f64", ptx)
