@@ -155,11 +155,9 @@ def _layer_norm(nf, torch, dt):
         with tuning(fwd_early=True, fwd_grid=2):
             nf.layer_norm_forward(x, w, b)
             nf.rms_norm_forward(x, w)
-        # The serial cross-warp sums (opt-in) and the plain forward kernel (v27: rows
-        # of whole warps of whole 16-byte words; others keep the default kernel), its
-        # w / b early and late.
-        for tune in ({"fwd_serial": True}, {"fwd_plain": True},
-                     {"fwd_plain": True, "fwd_early": False}):
+        # The plain forward kernel (v27: rows of whole warps of whole 16-byte words;
+        # others keep the default kernel), its w / b early and late.
+        for tune in ({"fwd_plain": True}, {"fwd_plain": True, "fwd_early": False}):
             with tuning(**tune):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x, w)

@@ -815,45 +815,6 @@ _row_sum_max_v2 = _row_pair(warp_max)
 
 
 @inline_device
-def _row_sum_serial(v, red, buf):
-    """:func:`_row_sum_v2` with the cross-warp step summed by every thread from the
-    row's ``nw`` shared partials in slot order (one broadcast read each) instead of a
-    second five-shuffle warp sum: fewer dependent steps for rows of 2-8 warps. Every
-    thread adds the same values in the same order, so all get the same sum; that
-    order differs from the warp sum's, so the bits can differ from the row kernels'."""
-    v = warp_sum(v)
-    if cuda.blockDim.x > WARP:
-        lane, mine, first, nw = _warp_slots()
-        if lane == 0:
-            red[buf, 0, mine] = v
-        cuda.syncthreads()
-        v = red[buf, 0, first]
-        for i in range(1, nw):
-            v += red[buf, 0, first + i]
-    return v
-
-
-@inline_device
-def _row_sum2_serial(a, b, red, buf):
-    """Two row sums as :func:`_row_sum_serial`, in one barrier (``_row_sum2_v2``'s
-    rules)."""
-    a = warp_sum(a)
-    b = warp_sum(b)
-    if cuda.blockDim.x > WARP:
-        lane, mine, first, nw = _warp_slots()
-        if lane == 0:
-            red[buf, 0, mine] = a
-            red[buf, 1, mine] = b
-        cuda.syncthreads()
-        a = red[buf, 0, first]
-        b = red[buf, 1, first]
-        for i in range(1, nw):
-            a += red[buf, 0, first + i]
-            b += red[buf, 1, first + i]
-    return a, b
-
-
-@inline_device
 def _chan(na, ma, qa, nb, mb, qb):
     """Chan et al.'s merge of two (count, mean, sum of squared deviations) triples:
     n = na + nb, d = mb - ma, mean = ma + d nb / n, q = qa + qb + d^2 na nb / n (an
@@ -1147,7 +1108,7 @@ def _check_hint(name, value):
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, compensated=False, subwarp=False,
                         evict=False, bounds=None, welford=False, rwords=0,
-                        pipelined=False, early=False, once=False, serial=False):
+                        pipelined=False, early=False, once=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1195,15 +1156,12 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     its state in registers); only for grids of a block per pass of row slots, which
     cover every row (tuning fwd_once; v26 compiles early kernels so, see
     :func:`_fwd_early_once`).
-    serial: the lean kernel's row sums finish by a serial sum of the warps' partials
-    (:func:`_row_sum_serial`; tuning fwd_serial, opt-in: measured slower). The compensated
-    statistics' sum-and-maximum keeps its warp reduction.
     """
     if welford and (rms or words):
         raise ValueError("welford statistics are the streaming LayerNorm kernel's "
                          "(words = 0, not RMSNorm)")
-    if (evict or early or once or serial) and not lean:
-        raise ValueError("evict, early, once and serial are the lean forward kernel's")
+    if (evict or early or once) and not lean:
+        raise ValueError("evict, early and once are the lean forward kernel's")
     _check_hint("evict", evict)
     if (rwords or pipelined) and not staged:
         raise ValueError("register groups (rwords) and pipelined rows are the staged "
@@ -1228,7 +1186,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
         return _lean_forward(dtype, rms, has_w, has_b, words, full,
                              compensated=compensated, subwarp=subwarp, evict=evict,
-                             bounds=bounds, early=early, once=once, serial=serial)
+                             bounds=bounds, early=early, once=once)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1588,7 +1546,7 @@ def _stats_store(rms):
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
                   subwarp=False, evict=False, bounds=None, rwords=0, pipelined=False,
-                  early=False, once=False, serial=False):
+                  early=False, once=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``staged``: the row in shared memory; ``compensated``: deviations about a coarse
     centre; see below).
@@ -1673,12 +1631,12 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
             + ("_pipe" if pipelined else "")
             + ("_full" if full else "") + ("_comp" if compensated else "")
             + ("_subwarp" if subwarp else "") + ("_early" if early else "")
-            + ("_once" if once else "") + ("_serial" if serial else "")
+            + ("_once" if once else "")
             + _FWD_HINTS[evict][3]
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
     ldx, ldp, stx = _FWD_HINTS[evict][:3]
-    rsum = _sub_sum if subwarp else (_row_sum_serial if serial else _row_sum_v2)
-    rsum2 = _sub_sum2 if subwarp else (_row_sum2_serial if serial else _row_sum2_v2)
+    rsum = _sub_sum if subwarp else _row_sum_v2
+    rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
     rsum_max = _sub_sum_max if subwarp else _row_sum_max_v2
     # Groups a thread: in registers (xr[4 k:], k < RW) and in shared memory; a group
     # read back from shared memory lands in xr[4 RW:].
@@ -3133,8 +3091,8 @@ def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass and compensated statistics; rows of a warp or more, or
-    sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot;
-    the serial cross-warp sums'), v27's plain kernel at its layouts for the sweep's
+    sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot),
+    v27's plain kernel at its layouts for the sweep's
     rows, and staged forward
     row kernels (with register groups; float32's pipelined
     candidates); the wide and lean wide (16-bit,
@@ -3171,10 +3129,6 @@ def shipped_kernels():
                         for comp in ((False, True) if not rms else (False,)):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, True,
                                           True, compensated=comp, subwarp=True)
-                        # The serial cross-warp sums (tuning fwd_serial, candidate).
-                        if words in (2, 4):
-                            yield factory(dtype, rms, has_w, has_b, True, words, True, True,
-                                          True, serial=True)
                         # v26 (_fwd_early_once): 16-bit RMSNorm rows, LayerNorm rows of
                         # two groups, with w / b loaded with the row, one row a slot.
                         if vec == 4 or not (rms or words == 2):
@@ -3352,10 +3306,6 @@ _TUNING_DEFAULTS = {
     # faster (v26).
     "fwd_early": None,
     "fwd_once": None,
-    # Forward, lean kernel: the row reductions' cross-warp step as a serial sum of the
-    # shared partials by every thread instead of a second warp sum (opt-in; twenty-
-    # third session, H100: 0.3-15 us slower at most rows; see _row_sum_serial).
-    "fwd_serial": False,
     # Forward: the plain kernel (make_plain_forward_kernel at _plain_layout's layout)
     # where True, never where False; None: v27 / v28's picks (_fwd_plain).
     "fwd_plain": None,
@@ -3506,7 +3456,7 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_serial, fwd_plain,
+    fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain,
     fwd_plain_layout ((words, rows a block) of the plain kernel), fwd_plain_min_blocks
     (its launch bounds' blocks an SM), fwd_lean_regs,
     fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr, fwd_stream_blocks,
@@ -3799,8 +3749,8 @@ def _fwd_early_once(dtype, rms, words, tpr, lean, per_row):
 
 # The forward's layout tunings: set away from their defaults, v27's picks step aside.
 _FWD_LAYOUT_KEYS = ("fwd_lean", "fwd_words", "fwd_block", "fwd_early", "fwd_once",
-                    "fwd_serial", "fwd_lean_regs", "fwd_lean_tpsm", "fwd_wave",
-                    "fwd_evict", "fwd_compensated", "fwd_grid", "fwd_blocks_per_sm",
+                    "fwd_lean_regs", "fwd_lean_tpsm", "fwd_wave", "fwd_evict",
+                    "fwd_compensated", "fwd_grid", "fwd_blocks_per_sm",
                     "fwd_lean_persistent", "fwd_subwarp")
 
 
@@ -4190,8 +4140,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                      bounds=bounds,
                                      welford=not (words or rms) and _fwd_welford(vector),
                                      rwords=rwords, pipelined=pipe,
-                                     early=early, once=once,
-                                     serial=lean and bool(_tune["fwd_serial"]))
+                                     early=early, once=once)
         if lean or staged:
             shared = 16 * words * tpr * (1 + pipe) if staged else 0
             if per_row:

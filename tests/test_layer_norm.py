@@ -1324,37 +1324,6 @@ def test_forward_early_same_bits(dtype, variant):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
-def test_forward_serial_sums_match_float64(dtype, variant):
-    """tuning(fwd_serial=True) (candidate): the lean forward's row sums finish with a
-    serial sum of the warps' partials. Rows of 2, 4 and 8 warps (one row a block and
-    several, a slot past the end), with early / once and the compensated statistics:
-    y, mean and rstd within the dtype's tolerance of float64 under poisoned outputs,
-    and the statistics within float32 rounding of the default kernel's (only the
-    order of a few partial sums moves)."""
-    vec = ln._vec_of(dtype, True)
-    # (m, n, tuning)
-    cases = [(5, 64 * vec, {"fwd_words": 1}), (7, 256 * vec, {"fwd_words": 2, "fwd_block": 256}),
-             (3, 512 * vec, {"fwd_words": 2, "fwd_early": True, "fwd_once": True})]
-    if not variant[0]:
-        cases.append((4, 128 * vec, {"fwd_words": 2, "fwd_compensated": True}))
-    if not SIMULATOR:
-        cases += [(4099, 1024 * vec, {}), (1031, 2048 * vec, {"fwd_words": 2})]
-    for m, n, tune in cases:
-        x, w, b, _ = _inputs((m, n), dtype, variant, seed=m + 3 * n)
-        with ln.tuning(fwd_lean=True, **tune):
-            base = _forward(variant, x, w, b, 1e-5)
-            with ln.tuning(fwd_serial=True), poison_outputs():
-                got = _forward(variant, x, w, b, 1e-5)
-        _check_forward(got, None, variant, x, w, b, dtype, (m, n, tune))
-        for label, ours, plain in zip(("mean", "rstd"), got[1:], base[1:]):
-            if plain is not None:
-                assert torch.allclose(ours, plain, rtol=2e-6, atol=1e-6), (label, m, n, tune)
-    with pytest.raises(ValueError, match="serial"):
-        ln.make_forward_kernel(dtype, False, True, True, True, 2, serial=True)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
 def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
     """tuning(fwd_plain=True): make_plain_forward_kernel at _plain_layout's layout (a
     row a slot, no loop, the two-pass statistics, corrected for mu's rounding at

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (fwd_serial was removed in the twenty-fourth session, after this script refuted it:
+# run this at commit 7918cea or earlier.)
 # Written in the twenty-second session for the next: two lean-forward candidates
 # against the v26 default, fp16, M x N = 2^26, alternating twice:
 # - fwd_serial: the row sums finish with a serial sum of the warps' shared partials

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (fwd_serial was removed in the twenty-fourth session, after this script refuted it:
+# run this at commit 7918cea or earlier.)
 # Twenty-third session, first call: the two candidates built in the twenty-second
 # (fwd_serial, fwd_plain; see pending_s23.sh for what each changes and the prediction:
 # 0.3-1 us at N = 1024-8192 for LayerNorm, nothing for RMSNorm) against the v26
