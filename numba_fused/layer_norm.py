@@ -36,10 +36,10 @@ registers of fp16/bf16 floats) and converts them again for dx.
 
 The *plain forward kernel* (``make_plain_forward_kernel``, the default for 16-bit
 LayerNorm N = 768 and 2048-16384, float32 LayerNorm N = 512, 1024, 12288 and float32
-RMSNorm N = 512-16384, see ``_fwd_plain``) has its
-layout compiled in: a block of ``rpb`` row slots takes one row each and stops (no
-loop), the statistics are two-pass (at float32 with the dmu correction above; at
-16-bit y's rounding hides mu's), and w / b load with the row.
+RMSNorm N = 512-16384, see ``_fwd_plain``) has its layout compiled in: a block of
+``rpb`` row slots takes one row each and stops (no loop), the statistics are two-pass
+(at float32 with the dmu correction above; at 16-bit y's rounding hides mu's), and w /
+b load with the row.
 
 *Streaming kernels* (``words == 0``) take rows of any length, one row per block at a
 time (``rpb = 1``): the forward reads ``x`` once per pass (sum, deviations, write;
@@ -113,10 +113,11 @@ _SM_THREADS = 2048
 _JIT = {} if SIMULATOR else {"launch_bounds": (_MAX_BLOCK, 1)}
 
 
-def _jit_for(max_block):
-    """jit options for a kernel never launched with more than ``max_block`` threads
-    (ptxas may then use up to 65536 / max_block registers)."""
-    return {} if SIMULATOR else {"launch_bounds": (int(max_block), 1)}
+def _jit_for(max_block, min_blocks=1):
+    """jit options for a kernel never launched with more than ``max_block`` threads,
+    ``min_blocks`` of them resident an SM (ptxas may then use up to 65536 /
+    (max_block * min_blocks) registers)."""
+    return {} if SIMULATOR else {"launch_bounds": (int(max_block), int(min_blocks))}
 
 
 # Row kernels holding more than 16 (forward) / 8 (backward) values per thread need
@@ -2089,10 +2090,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     # ptxas takes 128 registers at four 16-bit groups with w / b early where it
     # otherwise takes the ladder's 72 (64 -> 48 at two groups).
     block = tpr * rpb
-    if min_blocks:
-        jit = {} if SIMULATOR else {"launch_bounds": (block, min_blocks)}
-    else:
-        jit = _jit_for(block) if block > 512 else {}
+    jit = _jit_for(block, min_blocks or 1) if min_blocks or block > 512 else {}
     return Kernel(name, norm_fwd_plain, argtypes, **jit)
 
 
@@ -3092,10 +3090,9 @@ def shipped_kernels():
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass and compensated statistics; rows of a warp or more, or
     sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot),
-    v27's plain kernel at its layouts for the sweep's
-    rows, and staged forward
-    row kernels (with register groups; float32's pipelined
-    candidates); the wide and lean wide (16-bit,
+    the plain kernel at its layouts for the sweep's rows (v27, v28) and its sub-warp /
+    bounded candidates, and staged forward row kernels (with register groups;
+    float32's pipelined candidates); the wide and lean wide (16-bit,
     checked forms) backward row kernels; the
     backward row kernels' exact forms also for one-row blocks;
     the streaming and scalar kernels (the backward's also with given statistics, and
@@ -3456,12 +3453,12 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain,
-    fwd_plain_layout ((words, rows a block) of the plain kernel), fwd_plain_min_blocks
-    (its launch bounds' blocks an SM), fwd_lean_regs,
-    fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr, fwd_stream_blocks,
-    fwd_staged, fwd_staged_regs, fwd_staged_pipe, fwd_compensated, fwd_grid,
-    fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
+    fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
+    ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
+    bounds' blocks an SM), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
+    fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs,
+    fwd_staged_pipe, fwd_compensated, fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
+    fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
@@ -3761,8 +3758,8 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms):
     where measured: 16-bit LayerNorm rows of 256-2048 groups (N = 2048-16384), float32
     RMSNorm rows of 128-256 (N = 512-1024); and v28's (_PLAIN_V28: 16-bit LayerNorm N
     = 768; float32 LayerNorm, corrected, N = 512, 1024, 12288; float32 RMSNorm N =
-    2048-16384); not batches one wave holds where v22 measured its
-    fewer groups a thread (:func:`_wave_words`).
+    2048-16384); not batches one wave holds where v22 measured its fewer groups a
+    thread (:func:`_wave_words`).
 
     H100, M x N = 2^26, us, default / plain, twice each alternating (bench/ab/s23_b.sh):
     LayerNorm fp16 N = 2048 94.6, 93.9 / 93.8, 93.8; 4096 95.3, 96.3 / 94.0, 94.0; 5120
@@ -4090,8 +4087,8 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     # The plain kernel (v27, _fwd_plain): its own layout, a block per row group.
     rowwise = vector and not (stream or staged)  # the plain or the lean kernel
     sms = _sm_count(xa) if rowwise else None
-    plain = (_plain_pick(n, vec, rms, dtype) if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms)
-             else None)
+    plain = (_plain_pick(n, vec, rms, dtype)
+             if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms) else None)
     if plain is not None and cdiv(m, plain[2]) <= 2**31 - 1:
         words, tpr, rpb, early = plain
         if _tune["fwd_early"] is not None:
