@@ -70,10 +70,11 @@ def _norm_passes(nf, x, w, b, g, det):
 
 
 def _layer_norm_plain(nf, torch, dt):
-    """v28: the plain forward kernel at _PLAIN_V28's layouts (16-bit LayerNorm N = 768
-    a warp a block, float32 RMSNorm N = 16384 at 1024 threads, ...) and in sub-warp
-    rows (tuning fwd_plain_layout: 16 threads a row, eight rows a block); 29 rows,
-    so blocks of several rows have spare slots."""
+    """The plain forward kernel at _PLAIN_PICKS's layouts (v28: 16-bit LayerNorm N =
+    768 a warp a block, float32 RMSNorm N = 2048-12288, ...; v29: 16-bit LayerNorm N
+    = 512 in sub-warp rows, float32 LayerNorm N = 768 two rows a block, N = 16384
+    with launch bounds, ...) and in sub-warp rows of eight a block (tuning
+    fwd_plain_layout); 29 rows, so blocks of several rows have spare slots."""
     from numba_fused.layer_norm import tuning
 
     x = torch.randn(29, 512, device="cuda", dtype=dt)
@@ -82,7 +83,7 @@ def _layer_norm_plain(nf, torch, dt):
         nf.layer_norm_forward(x, w, torch.randn_like(w))
         nf.rms_norm_forward(x, w)
     with tuning(fwd_plain=True):
-        for n in (768, 2048, 5120, 8192, 16384):
+        for n in (512, 768, 1024, 2048, 5120, 8192, 12288, 16384):
             x = torch.randn(29, n, device="cuda", dtype=dt)
             w = torch.randn(n, device="cuda", dtype=dt)
             nf.layer_norm_forward(x, w, torch.randn_like(w))

@@ -2095,13 +2095,19 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
 
 
 def _plain_pick(n, vec, rms=False, dtype=None):
-    """The plain kernel's (words, tpr, rpb, early) for rows of ``n`` values: tuning's
-    fwd_plain_layout (words, rpb) where set (ValueError where it does not split the
-    row into whole warps of whole groups, or makes a block of over 1024 threads),
-    else :func:`_plain_layout`'s (for ``dtype`` rows, ``rms``: RMSNorm)."""
+    """The plain kernel's (words, tpr, rpb, early, min_blocks) for rows of ``n``
+    values: tuning's fwd_plain_layout (words, rpb) where set (ValueError where it does
+    not split the row into whole warps of whole groups, or makes a block of over 1024
+    threads), else :func:`_plain_layout`'s (for ``dtype`` rows, ``rms``: RMSNorm);
+    tuning's fwd_plain_min_blocks, where set, in place of the layout's launch
+    bounds."""
     lay = _tune["fwd_plain_layout"]
+    mb = _tune["fwd_plain_min_blocks"]
     if lay is None:
-        return _plain_layout(n, vec, rms, dtype)
+        picked = _plain_layout(n, vec, rms, dtype)
+        if picked is None or mb is None:
+            return picked
+        return picked[:4] + (mb,)
     words, rpb = lay
     tpr = None if n % vec else _plain_tpr(n // vec, words, sub=True)
     if tpr is None or tpr * rpb > _MAX_BLOCK or (tpr * rpb) % WARP:
@@ -2109,7 +2115,7 @@ def _plain_pick(n, vec, rms=False, dtype=None):
                          f"({vec} a group) into whole warps (or {_SUB_TPR} threads a row "
                          f"in whole warps) of {words} groups a thread, at most "
                          f"{_MAX_BLOCK} threads a block")
-    return words, tpr, rpb, words <= 4
+    return words, tpr, rpb, words <= 4, mb
 
 
 # Rows whose plain-kernel layouts shipped_kernels compiles (issue #16's sweep).
@@ -2154,30 +2160,82 @@ _PLAIN_V28 = {
 }
 
 
+# v29 (twenty-fifth session, the first on an H200, the machine issue #16 names):
+# rows where another plain-kernel layout beat the H100-tuned default on the H200,
+# (dtype class, rms, groups a row) -> (words, rows a block[, min blocks an SM for the
+# launch bounds]), None for _plain_layout's rule; over _PLAIN_V28 where both name a
+# row. H200, M x N = 2^26, us, default / pick, two alternating passes of
+# bench/ab/s25_a.sh (and s25_b.sh's two, after the slash-bar), fp16 unless named:
+_PLAIN_V29 = {
+    # 16-bit LayerNorm N = 512, sub-warp rows (16 threads, two rows a block): 75.0,
+    # 75.6 / 69.2, 69.4 | 69.9, 69.8 (bf16 76.1, 76.0 / 69.6, 69.7); the rule's
+    # (2, 4) 69.4, 70.0. Inductor 68.4-68.7 (the session's sweep).
+    ("16-bit", False, 64): (4, 2),
+    # 16-bit LayerNorm N = 1024, a warp a row and a block: 79.3, 79.4 / 68.6, 68.9 |
+    # 69.6, 69.1 (bf16 80.1, 79.7 / 69.2, 69.2); (4, 4) 69.3-69.8, the rule's 71.2-71.8.
+    ("16-bit", False, 128): (4, 1),
+    # 16-bit LayerNorm N = 8192 / 12288, eight words a thread: 72.9, 72.6 / 70.9, 70.5
+    # (four at 512 threads: 89.2); 81.7, 81.5 / 71.4, 71.0.
+    ("16-bit", False, 1024): (8, 1),
+    ("16-bit", False, 1536): (8, 1),
+    # 16-bit RMSNorm N = 512 (the rule: two words, four rows a block) 69.2, 69.7 /
+    # 68.6, 68.7; N = 8192, two words at 512 threads, 70.0, 70.0 / 68.6, 68.9 (the
+    # rule's four words 69.3, 69.4); N = 12288 (the rule: four words at 384 threads)
+    # 73.6, 73.7 / 69.4, 69.6.
+    ("16-bit", True, 64): None,
+    ("16-bit", True, 1024): (2, 1),
+    ("16-bit", True, 1536): None,
+    # float32 LayerNorm (corrected). N = 512 one-row blocks: 133.4, 133.1 / 131.6,
+    # 131.3 | 132.6, 131.8. N = 768 three words, two rows a block: 138.7, 139.1 /
+    # 130.5, 131.1 (one row 131.7, 131.5; six words 133.4-134.1). N = 1024 four words:
+    # 133.1, 133.2 / 130.5, 130.3. N = 2048 the rule (four words, 128 threads): 139.2,
+    # 139.3 / 130.2, 130.9. N = 4096 the rule: 148.5, 148.8 / 134.9, 134.9 (with
+    # bounds for four blocks an SM 132.2-133.5, but 8 bytes of stack). N = 8192 the
+    # rule: 137.8, 137.9 / 135.5, 135.6. N = 16384 the rule with bounds for two
+    # blocks an SM (62 registers, no spills): 160.6, 160.6 / 136.4, 136.2 (without
+    # them 150.5, 150.4).
+    ("float32", False, 128): (2, 1),
+    ("float32", False, 192): (3, 2),
+    ("float32", False, 256): (4, 1),
+    ("float32", False, 512): None,
+    ("float32", False, 1024): None,
+    ("float32", False, 2048): None,
+    ("float32", False, 4096): (8, 1, 2),
+    # float32 RMSNorm N = 16384, eight words at 512 threads: 140.0, 140.2 / 135.2,
+    # 135.2 | 136.0, 136.0 (v28's four at 1024 threads).
+    ("float32", True, 4096): (8, 1),
+}
+
+# The plain kernel's measured layouts: v29's over v28's.
+_PLAIN_PICKS = {**_PLAIN_V28, **_PLAIN_V29}
+
+
 def _dtype_class(dtype):
-    """_PLAIN_V28's key for ``dtype``: float16 and bfloat16 share theirs."""
+    """_PLAIN_PICKS's key for ``dtype``: float16 and bfloat16 share theirs."""
     return "16-bit" if dtype in ("float16", "bfloat16") else dtype
 
 
 def _plain_layout(n, vec, rms=False, dtype=None):
-    """(words, tpr, rpb, early) of the plain forward kernel for rows of ``n`` values
-    (``vec`` a 16-byte word), or None where it has none (rows not whole warps of
-    whole words): for ``dtype`` rows (``rms``: RMSNorm) _PLAIN_V28's layout where it
-    names one; else two words a thread up to 256 groups a row, four up to 1536, else
-    eight (three where that leaves a part warp); blocks of at least 128 threads; w /
-    b early up to four words (copy_ceiling.py's ladder, twenty-second session: 72
-    registers at four, and the fastest at N = 1024-8192 fp16)."""
+    """(words, tpr, rpb, early, min_blocks) of the plain forward kernel for rows of
+    ``n`` values (``vec`` a 16-byte word), or None where it has none (rows not whole
+    warps of whole words): for ``dtype`` rows (``rms``: RMSNorm) _PLAIN_PICKS's
+    layout where it names one (sub-warp rows too; ``min_blocks``: its launch bounds,
+    else None); else two words a thread up to 256 groups a row, four up to 1536,
+    else eight (three where that leaves a part warp); blocks of at least 128
+    threads; w / b early up to four words (copy_ceiling.py's ladder, twenty-second
+    session: 72 registers at four, and the fastest at N = 1024-8192 fp16)."""
     if n % vec:
         return None
     groups = n // vec
-    lay = _PLAIN_V28.get((_dtype_class(dtype), bool(rms), groups))
+    lay = _PLAIN_PICKS.get((_dtype_class(dtype), bool(rms), groups))
     if lay is not None:
-        words, rpb = lay
-        return words, _plain_tpr(groups, words), rpb, words <= 4
+        words, rpb = lay[:2]
+        return (words, _plain_tpr(groups, words, sub=True), rpb, words <= 4,
+                lay[2] if len(lay) > 2 else None)
     for words in ((2 if groups <= 256 else 4 if groups <= 1536 else 8), 3):
         tpr = _plain_tpr(groups, words)
         if tpr is not None:
-            return words, tpr, max(1, 128 // tpr), words <= 4
+            return words, tpr, max(1, 128 // tpr), words <= 4, None
     return None
 
 
@@ -3143,10 +3201,10 @@ def shipped_kernels():
                     # The plain kernel (tuning fwd_plain) at its layouts for the
                     # sweep's rows, exact and ragged grids.
                     for lay in sorted({_plain_layout(n, vec, rms, dtype)
-                                       for n in _PLAIN_SHIPPED_N} - {None}):
+                                       for n in _PLAIN_SHIPPED_N} - {None}, key=repr):
                         for ragged in ((False, True) if lay[2] > 1 else (False,)):
-                            yield make_plain_forward_kernel(dtype, rms, has_w, has_b, *lay,
-                                                            ragged)
+                            yield make_plain_forward_kernel(dtype, rms, has_w, has_b,
+                                                            *lay[:4], ragged, lay[4])
                     # Its opt-in candidates: sub-warp rows (16 threads, eight rows a
                     # block) and, at float32, launch bounds for two blocks an SM.
                     yield make_plain_forward_kernel(dtype, rms, has_w, has_b, 4, 16, 8,
@@ -3756,10 +3814,15 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms):
     words of ``vec`` on ``sms`` SMs (where _plain_layout has a layout): tuning's
     fwd_plain where set; else, with no other forward layout tuning set, v27's picks,
     where measured: 16-bit LayerNorm rows of 256-2048 groups (N = 2048-16384), float32
-    RMSNorm rows of 128-256 (N = 512-1024); and v28's (_PLAIN_V28: 16-bit LayerNorm N
+    RMSNorm rows of 128-256 (N = 512-1024); v28's (_PLAIN_V28: 16-bit LayerNorm N
     = 768; float32 LayerNorm, corrected, N = 512, 1024, 12288; float32 RMSNorm N =
-    2048-16384); not batches one wave holds where v22 measured its fewer groups a
-    thread (:func:`_wave_words`).
+    2048-16384) and v29's (_PLAIN_V29, H200: 16-bit LayerNorm N = 512 / 1024,
+    RMSNorm N = 512 / 8192 / 12288; float32 LayerNorm N = 512-16384 but 5120 /
+    12288, RMSNorm N = 16384); not batches one wave holds where v22 measured its fewer groups a
+    thread (:func:`_wave_words`). The H100 rows below were measured before v29; on
+    the H100, v29's 16-bit N = 512 sub-warp rows read within noise (s24_c.sh), its
+    float32 LayerNorm N = 4096 mixed and N = 8192 / 16384 +0.5 to +3.8 us (without
+    v29's bounds at 16384).
 
     H100, M x N = 2^26, us, default / plain, twice each alternating (bench/ab/s23_b.sh):
     LayerNorm fp16 N = 2048 94.6, 93.9 / 93.8, 93.8; 4096 95.3, 96.3 / 94.0, 94.0; 5120
@@ -3777,7 +3840,7 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms):
     if (any(_tune[k] != _TUNING_DEFAULTS[k] for k in _FWD_LAYOUT_KEYS)
             or _wave_words(groups, vec, m, sms) is not None):
         return False
-    if (_dtype_class(dtype), bool(rms), groups) in _PLAIN_V28:
+    if (_dtype_class(dtype), bool(rms), groups) in _PLAIN_PICKS:
         return True
     if dtype == "float32":
         return rms and 128 <= groups <= 256
@@ -4090,11 +4153,11 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     plain = (_plain_pick(n, vec, rms, dtype)
              if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms) else None)
     if plain is not None and cdiv(m, plain[2]) <= 2**31 - 1:
-        words, tpr, rpb, early = plain
+        words, tpr, rpb, early, min_blocks = plain
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
-                                           m % rpb != 0, _tune["fwd_plain_min_blocks"])
+                                           m % rpb != 0, min_blocks)
         grid, shared = cdiv(m, rpb), 0
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)

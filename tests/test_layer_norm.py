@@ -1086,25 +1086,29 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ((True, True, False), "float16", (256, 4096), "_lean1_full_early_once"),
     ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_early_once_lb256x5"),
     ((False, True, True), "bfloat16", (4099, 768), "_plain3_t32x1_early"),
-    ((False, True, True), "float32", (4099, 512), "_plain2_t64x2_dmu_early_ragged"),
-    ((True, True, False), "float32", (999, 16384), "_plain4_t1024x1_early"),
+    ((False, True, True), "float32", (4099, 512), "_plain2_t64x1_dmu_early"),
+    ((True, True, False), "float32", (999, 16384), "_plain8_t512x1"),
+    ((False, True, True), "float32", (999, 16384), "_plain8_t512x1_dmu_lb512x2"),
+    ((False, True, True), "float32", (4099, 768), "_plain3_t64x2_dmu_early_ragged"),
     ((True, False, False), "float16", (3001, 1024), "_lean2_full_early_once_lb256x5"),
-    ((False, True, True), "float16", (4099, 1024), "_lean2_full_early_once_lb64x20"),
+    ((False, True, True), "float16", (4099, 1024), "_plain4_t32x1_early"),
     ((False, False, False), "bfloat16", (4099, 2048), "_plain2_t128x1_early"),
     ((False, True, True), "float16", (4099, 4096), "_plain4_t128x1_early"),
-    ((False, True, True), "float16", (4099, 512), "_lean2_full_lb256x5"),
-    ((True, True, False), "bfloat16", (4099, 512), "_lean2_full_early_once_lb256x5"),
+    ((False, True, True), "float16", (4099, 512), "_plain4_t16x2_early_ragged"),
+    ((True, True, False), "bfloat16", (4099, 512), "_plain2_t32x4_early_ragged"),
     ((True, True, False), "bfloat16", (3001, 5120), "_lean2_full_early_once_lb320x4"),
-    ((True, True, False), "float16", (2000, 8192), "_lean2_full_early_once_lb512x3"),
-    ((True, False, False), "float16", (999, 12288), "_lean2_full_early_once_lb768x2"),
-    ((True, True, False), "bfloat16", (2000, 8192), "_lean4_full_early_once")],
+    ((True, True, False), "float16", (2000, 8192), "_plain2_t512x1_early"),
+    ((True, False, False), "float16", (999, 12288), "_plain4_t384x1_early"),
+    ((False, True, True), "bfloat16", (999, 12288), "_plain8_t192x1"),
+    ((True, True, False), "bfloat16", (2000, 8192), "_plain2_t512x1_early")],
     ids=["ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
          "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "ln_w_b-bfloat16-4099x768",
-         "ln_w_b-float32-4099x512", "rms_w-float32-999x16384", "rms-float16-3001x1024",
+         "ln_w_b-float32-4099x512", "rms_w-float32-999x16384", "ln_w_b-float32-999x16384",
+         "ln_w_b-float32-4099x768", "rms-float16-3001x1024",
          "ln_w_b-float16-4099x1024", "ln-bfloat16-4099x2048", "ln_w_b-float16-4099x4096",
          "ln_w_b-float16-4099x512", "rms_w-bfloat16-4099x512",
          "rms_w-bfloat16-3001x5120", "rms_w-float16-2000x8192",
-         "rms-float16-999x12288", "rms_w-bfloat16-2000x8192"])
+         "rms-float16-999x12288", "ln_w_b-bfloat16-999x12288", "rms_w-bfloat16-2000x8192"])
 def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, monkeypatch):
     """The default forward's v21-v25 picks on the H100's 132 SMs, against float64
     under poisoned outputs: 16-bit batches one wave holds take one or two groups a
@@ -1115,9 +1119,12 @@ def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, m
     (v24), N = 4096 its four groups, 16-bit N = 512 two groups a warp, eight rows a
     block at 48 (v25); 16-bit RMSNorm and LayerNorm N = 1024 with w / b loaded with
     the row and one row a slot (v26: ``_early_once``); 16-bit LayerNorm N = 2048 /
-    4096 past a wave the plain kernel (v27: ``_plain``), and (v28) 16-bit LayerNorm
-    N = 768 a warp a block, float32 LayerNorm N = 512 (corrected: ``_dmu``), float32
-    RMSNorm N = 16384 at four words a thread."""
+    4096 past a wave the plain kernel (v27: ``_plain``), (v28) 16-bit LayerNorm N =
+    768 a warp a block; and v29's plain layouts (H200), in place of v24 / v25's at
+    16-bit LayerNorm N = 512 (sub-warp rows) / 1024 and of v21 / v23's at RMSNorm N =
+    512 / 8192 / 12288: float32 LayerNorm N = 512 / 768 (corrected: ``_dmu``) and
+    16384 (launch bounds for two blocks an SM), 16-bit LayerNorm N = 12288 and float32
+    RMSNorm N = 16384 at eight words a thread."""
     if ln.sm_count(None) != 132:
         pytest.skip("the picks are worked out for 132 SMs")
     picked = []
@@ -1335,18 +1342,22 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
     fwd_plain_min_blocks); rows it has no layout for keep the default kernel; bad
     arguments and layouts raise."""
     vec = ln._vec_of(dtype, True)
-    # v28's measured layouts (_PLAIN_V28) in place of the rule's: 16-bit LayerNorm
-    # rows of 96 groups a warp a block, float32 RMSNorm rows of 512 / 2048 groups at
-    # two / four words.
+    # The measured layouts (_PLAIN_PICKS) in place of the rule's: v28's 16-bit
+    # LayerNorm rows of 96 groups a warp a block, float32 RMSNorm rows of 512 / 2048
+    # groups at two / four words; v29's 16-bit LayerNorm rows of 64 groups in sub-warp
+    # rows, float32 LayerNorm rows of 256 at four words.
     v28_ln16 = dtype != "float32" and not variant[0]
     v28_rms32 = dtype == "float32" and variant[0]
+    ln32 = dtype == "float32" and not variant[0]
+    l64 = "_plain4_t16x2_early" if v28_ln16 else "_plain2_t32x4_early"
     l96 = "_plain3_t32x1_early" if v28_ln16 else "_plain3_t32x4_early_ragged"
+    l256 = "_plain4_t64x1_early" if ln32 else "_plain2_t128x1_early"
     l512 = "_plain2_t256x1" if v28_rms32 else "_plain4_t128x1"
     l2048 = "_plain4_t512x1_early" if v28_rms32 else "_plain8_t256x1"
     # (m, n, tuning, expected kernel name part; None: not the plain kernel)
-    cases = [(5, 64 * vec, {}, "_plain2_t32x4_early_ragged"),
-             (8, 64 * vec, {}, "_plain2_t32x4_early"),
-             (3, 256 * vec, {}, "_plain2_t128x1_early"),
+    cases = [(5, 64 * vec, {}, l64 + "_ragged"),
+             (8, 64 * vec, {}, l64),
+             (3, 256 * vec, {}, l256),
              (3, 96 * vec, {}, l96),
              (3, 512 * vec, {}, l512 + "_early"),
              (3, 512 * vec, {"fwd_early": False}, l512),
@@ -1358,8 +1369,11 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
              (3, 96 * vec, {"fwd_plain_layout": (6, 4)}, "_plain6_t16x4_ragged"),
              (2, 256 * vec, {"fwd_plain_layout": (1, 1)}, "_plain1_t256x1_early"),
              # Launch bounds asking ptxas for two blocks an SM (candidate).
-             (3, 256 * vec, {"fwd_plain_min_blocks": 2}, "_plain2_t128x1_early_lb128x2"),
+             (3, 256 * vec, {"fwd_plain_min_blocks": 2},
+              l256 + ("_lb64x2" if ln32 else "_lb128x2")),
              (5, 40 * vec, {}, None)]
+    if ln32:  # v29's launch bounds for two blocks an SM (N = 16384)
+        cases.append((2, 4096 * vec, {}, "_plain8_t512x1_lb512x2"))
     if not SIMULATOR:
         cases += [(4099, 1024 * vec, {}, "_plain"), (1031, 2048 * vec, {}, "_plain")]
     for m, n, tune, part in cases:
