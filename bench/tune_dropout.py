@@ -74,6 +74,15 @@ CONFIGS = [
     ("v4 reduce kernel rows=504", {"bias_reduce": "kernel", "rows_per_block": 504}),
     # v7 candidate: the epilogue's tiles summed by one thread a column, no shuffles.
     ("tile=direct", {"tile_reduce": "direct"}),
+    # H200 (twenty-fifth session): unroll=4 read the 'none' backward 3 us faster; with
+    # the bias-grad epilogue's geometry.
+    ("unroll=4 rows=256", {"unroll": 4, "rows_per_block": 256}),
+    ("unroll=4 rows=512", {"unroll": 4, "rows_per_block": 512}),
+    ("unroll=4 step=4", {"unroll": 4, "final_step": 4}),
+    ("unroll=4 v4 reduce kernel", {"unroll": 4, "bias_reduce": "kernel"}),
+    # The gelu forward, issue-bound on the H200 (Philox + gelu, 28.6 instructions an
+    # element): one row a batch leaves fewer registers, more warps to hide latency.
+    ("unroll=1", {"unroll": 1}),
 ]
 
 

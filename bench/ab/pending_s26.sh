@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Written in the twenty-fifth session for the next (an H200 if lent; on an H100 the
+# numbers are a guide only). What v29's H200 sweep left (bench/NOTES.md, twenty-fifth
+# session), in three parts of 2-4 minutes:
+#   a: ncu (clocks free) on the forwards still 2-6 us behind inductor, ours against
+#      torch.compile's kernels: float32 RMSNorm and LayerNorm 16384 x 4096, fp16
+#      LayerNorm 131072 x 512; and the fp16 LayerNorm backward at 16384 x 4096 (0.120
+#      ms, 79% of copy, the issue's target 0.111). Reads: DRAM throughput, achieved
+#      occupancy, the stall reasons, to tell bytes in flight from issue.
+#   b: the backward's knobs on the H200 (all tuned on H100s): rows a block
+#      (bwd_block), resident threads of the persistent grid (bwd_threads_per_sm), the
+#      next-row prefetch, dwdb_unroll, at fp16 LayerNorm N = 4096, float32 LayerNorm N =
+#      8192 / 65536 and float32 RMSNorm N = 512 / 1024, the cells behind or off target.
+#   c: the dropout backward at 16384 x 4096 fp16 / bf16 ('none' 80.5 us against its
+#      bias-grad-free 73.8 and the target 74.3; unroll=4 read 77.6 once): unroll 4
+#      with the bias-grad epilogue's geometry (rows a block, final step, v4's kernel);
+#      and the gelu forward (88 us, issue-bound: Philox + gelu) at one row a batch.
+#   bash bench/ab/pending_s26.sh "$OUT" a|b|c
+set -uo pipefail
+OUT=${1:?usage: pending_s26.sh OUTDIR a|b|c}
+PART=${2:?usage: pending_s26.sh OUTDIR a|b|c}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+case "$PART" in
+a)
+  NCU=(ncu --clock-control none --cache-control none --section SpeedOfLight
+       --section Occupancy --section WarpStateStats --section LaunchStats
+       --section SchedulerStats --section MemoryWorkloadAnalysis)
+  . bench/ab/ncu_ln.sh
+  PAT="^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Registers Per|Block Size"
+  PAT="$PAT|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible"
+  PAT="$PAT|Stall|Waves Per SM"
+  for c in "rms_fwd float32 16384x4096" "ln_fwd float32 16384x4096" \
+           "ln_fwd float16 131072x512" "ln_bwd float16 16384x4096"; do
+    read -r op dt shape <<< "$c"
+    for prov in numba compile; do
+      ncu_norm "$OUT/ncu26_${op}_${dt}_${shape}_$prov.txt" 40 "$PAT" "$op" \
+        --dtype "$dt" --shape "$shape" --provider "$prov"
+    done
+  done
+  ;;
+b)
+  . bench/ab/tl.sh
+  T=('{}' '{"bwd_block": 64}' '{"bwd_block": 256}' '{"bwd_threads_per_sm": 768}'
+     '{"bwd_threads_per_sm": 1536}' '{"prefetch": false}' '{"dwdb_unroll": 8}')
+  tl b_ln16_4096 90 --reps 30 --op ln --ns 4096 --dtypes float16 --tunes "${T[@]}" "${T[@]}"
+  tl b_ln32 120 --reps 30 --op ln --ns 8192,65536 --dtypes float32 --tunes "${T[@]}" "${T[@]}"
+  tl b_rms32 90 --reps 30 --op rms --ns 512,1024 --dtypes float32 --tunes "${T[@]}" "${T[@]}"
+  tar czf "$OUT/pending_s26_b.tgz" -C "$TL_DIR" .
+  ;;
+c)
+  C="shipped,unroll=1,unroll=4,unroll=4 rows=256,unroll=4 rows=512,unroll=4 step=4"
+  C="$C,unroll=4 v4 reduce kernel,shipped,unroll=1,unroll=4"
+  for dt in float16 bfloat16; do
+    mkdir -p "$OUT/td_$dt"
+    timeout -k 5 150 python3 bench/tune_dropout.py --out "$OUT/td_$dt" --reps 30 \
+      --dtype "$dt" --configs "$C" > "$OUT/td_$dt/log.txt" 2>&1
+    echo "tune_dropout $dt rc $?"
+    grep -E "^\| .* (bwd|fwd) " "$OUT/td_$dt/log.txt" | grep -v " p0 " | head -40
+  done
+  ;;
+*) echo "PART must be a, b or c" >&2; exit 2 ;;
+esac
