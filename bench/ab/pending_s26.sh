@@ -7,10 +7,10 @@
 #      LayerNorm 131072 x 512; and the fp16 LayerNorm backward at 16384 x 4096 (0.120
 #      ms, 79% of copy, the issue's target 0.111). Reads: DRAM throughput, achieved
 #      occupancy, the stall reasons, to tell bytes in flight from issue.
-#   b: the backward's knobs on the H200 (all tuned on H100s): rows a block
-#      (bwd_block), resident threads of the persistent grid (bwd_threads_per_sm), the
-#      next-row prefetch, dwdb_unroll, at fp16 LayerNorm N = 4096, float32 LayerNorm N =
-#      8192 / 65536 and float32 RMSNorm N = 512 / 1024, the cells behind or off target.
+#   b: the backward's knobs on the H200 (all tuned on H100s): resident blocks (fewer
+#      dW / dB partial rows), rows a block, the prefetches, threads a row, the
+#      streaming kernel's grid, at fp16 LayerNorm N = 4096, float32 LayerNorm N = 8192
+#      / 65536 and float32 RMSNorm N = 512 / 1024, the cells behind or off target.
 #   c: the dropout backward at 16384 x 4096 fp16 / bf16 ('none' 80.5 us against its
 #      bias-grad-free 73.8 and the target 74.3; unroll=4 read 77.6 once): unroll 4
 #      with the bias-grad epilogue's geometry (rows a block, final step, v4's kernel);
@@ -40,11 +40,21 @@ a)
   ;;
 b)
   . bench/ab/tl.sh
-  T=('{}' '{"bwd_block": 64}' '{"bwd_block": 256}' '{"bwd_threads_per_sm": 768}'
-     '{"bwd_threads_per_sm": 1536}' '{"prefetch": false}' '{"dwdb_unroll": 8}')
-  tl b_ln16_4096 90 --reps 30 --op ln --ns 4096 --dtypes float16 --tunes "${T[@]}" "${T[@]}"
-  tl b_ln32 120 --reps 30 --op ln --ns 8192,65536 --dtypes float32 --tunes "${T[@]}" "${T[@]}"
-  tl b_rms32 90 --reps 30 --op rms --ns 512,1024 --dtypes float32 --tunes "${T[@]}" "${T[@]}"
+  # The row kernels' grid is SMs x resident blocks (bwd_blocks_per_sm caps it; each
+  # block writes a dW / dB partial row: fp16 N = 4096 at 2 blocks of 256 an SM, 264
+  # rows, 8.6 MB written and read again, 2% of the bytes); bwd_threads_per_sm sizes
+  # only the streaming kernel's grid (float32 N = 65536).
+  T16=('{}' '{"bwd_blocks_per_sm": 1}' '{"prefetch": false}' '{"max_tpr": 128}'
+       '{"bwd_wide": true}' '{"dwdb_unroll": 8}')
+  T32L=('{}' '{"bwd_threads_per_sm": 512}' '{"bwd_threads_per_sm": 2048}'
+        '{"bwd_blocks_per_sm": 1}' '{"bwd_lean_prefetch": false}' '{"sacc_bytes": 0}')
+  T32R=('{}' '{"bwd_block": 64}' '{"bwd_block": 256}' '{"bwd_blocks_per_sm": 2}'
+        '{"prefetch": false}')
+  tl b_ln16_4096 90 --reps 30 --op ln --ns 4096 --dtypes float16 --tunes "${T16[@]}" "${T16[@]}"
+  tl b_ln32 120 --reps 30 --op ln --ns 8192,65536 --dtypes float32 \
+    --tunes "${T32L[@]}" "${T32L[@]}"
+  tl b_rms32 90 --reps 30 --op rms --ns 512,1024 --dtypes float32 \
+    --tunes "${T32R[@]}" "${T32R[@]}"
   tar czf "$OUT/pending_s26_b.tgz" -C "$TL_DIR" .
   ;;
 c)
