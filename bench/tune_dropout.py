@@ -76,6 +76,7 @@ CONFIGS = [
     ("tile=direct", {"tile_reduce": "direct"}),
     # H200 (twenty-fifth session): unroll=4 read the 'none' backward 3 us faster; with
     # the bias-grad epilogue's geometry.
+    ("unroll=4 rows=128", {"unroll": 4, "rows_per_block": 128}),
     ("unroll=4 rows=256", {"unroll": 4, "rows_per_block": 256}),
     ("unroll=4 rows=512", {"unroll": 4, "rows_per_block": 512}),
     ("unroll=4 step=4", {"unroll": 4, "final_step": 4}),

@@ -13,7 +13,9 @@
 #      / 65536 and float32 RMSNorm N = 512 / 1024, the cells behind or off target.
 #   c: the dropout backward at 16384 x 4096 fp16 / bf16 ('none' 80.5 us against its
 #      bias-grad-free 73.8 and the target 74.3; unroll=4 read 77.6 once): unroll 4
-#      with the bias-grad epilogue's geometry (rows a block, final step, v4's kernel);
+#      with the bias-grad epilogue's geometry (rows a block, final step, v4's kernel:
+#      the epilogues all run at the end of the one wave, memory idle; smaller row
+#      blocks give more waves, so early epilogues overlap later blocks' streaming);
 #      and the gelu forward (88 us, issue-bound: Philox + gelu) at one row a batch.
 #   bash bench/ab/pending_s26.sh "$OUT" a|b|c
 set -uo pipefail
@@ -58,7 +60,8 @@ b)
   tar czf "$OUT/pending_s26_b.tgz" -C "$TL_DIR" .
   ;;
 c)
-  C="shipped,unroll=1,unroll=4,unroll=4 rows=256,unroll=4 rows=512,unroll=4 step=4"
+  C="shipped,unroll=1,unroll=4,unroll=4 rows=128,unroll=4 rows=256,unroll=4 rows=512"
+  C="$C,unroll=4 step=4"
   C="$C,unroll=4 v4 reduce kernel,shipped,unroll=1,unroll=4"
   for dt in float16 bfloat16; do
     mkdir -p "$OUT/td_$dt"
