@@ -35,8 +35,9 @@ when ``|mean| >> std``). The backward keeps x and dy as raw 16-byte words (half 
 registers of fp16/bf16 floats) and converts them again for dx.
 
 The *plain forward kernel* (``make_plain_forward_kernel``, the default for 16-bit
-LayerNorm N = 768 and 2048-16384, float32 LayerNorm N = 512, 1024, 12288 and float32
-RMSNorm N = 512-16384, see ``_fwd_plain``) has its layout compiled in: a block of
+LayerNorm N = 512-16384, 16-bit RMSNorm N = 512, 8192, 12288, float32 LayerNorm N =
+512-16384 but 5120, and float32 RMSNorm N = 512-16384, see ``_fwd_plain`` and
+``_PLAIN_PICKS``) has its layout compiled in: a block of
 ``rpb`` row slots takes one row each and stops (no loop), the statistics are two-pass
 (at float32 with the dmu correction above; at 16-bit y's rounding hides mu's), and w /
 b load with the row.
@@ -2239,7 +2240,8 @@ def _plain_layout(n, vec, rms=False, dtype=None):
     return None
 
 
-# Sub-warp rows of the plain kernel (tuning's fwd_plain_layout only): threads a row.
+# Sub-warp rows of the plain kernel (tuning's fwd_plain_layout and _PLAIN_PICKS'
+# layouts, not the rule): threads a row.
 _SUB_TPR = (8, 16)
 
 
@@ -3818,11 +3820,11 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms):
     = 768; float32 LayerNorm, corrected, N = 512, 1024, 12288; float32 RMSNorm N =
     2048-16384) and v29's (_PLAIN_V29, H200: 16-bit LayerNorm N = 512 / 1024,
     RMSNorm N = 512 / 8192 / 12288; float32 LayerNorm N = 512-16384 but 5120 /
-    12288, RMSNorm N = 16384); not batches one wave holds where v22 measured its fewer groups a
-    thread (:func:`_wave_words`). The H100 rows below were measured before v29; on
-    the H100, v29's 16-bit N = 512 sub-warp rows read within noise (s24_c.sh), its
-    float32 LayerNorm N = 4096 mixed and N = 8192 / 16384 +0.5 to +3.8 us (without
-    v29's bounds at 16384).
+    12288, RMSNorm N = 16384); not batches one wave holds where v22 measured its
+    fewer groups a thread (:func:`_wave_words`). The H100 rows below were measured
+    before v29; on the H100, v29's 16-bit N = 512 sub-warp rows read within noise
+    (s24_c.sh), its float32 LayerNorm N = 4096 mixed and N = 8192 / 16384 +0.5 to
+    +3.8 us (without v29's bounds at 16384).
 
     H100, M x N = 2^26, us, default / plain, twice each alternating (bench/ab/s23_b.sh):
     LayerNorm fp16 N = 2048 94.6, 93.9 / 93.8, 93.8; 4096 95.3, 96.3 / 94.0, 94.0; 5120
