@@ -36,7 +36,8 @@ def _dropout(nf, torch, dt):
     xv = torch.randn(37, 264, device="cuda", dtype=dt)
     bv = torch.randn(264, device="cuda", dtype=dt)
     gv = torch.randn_like(xv)
-    for act in ("none", "gelu"):
+    # v8: 16-bit 'none' backward at four rows a batch, gelu forward and silu at one.
+    for act in ("none", "gelu", "silu"):
         nf.dropout_bias_act_forward(xv, bv, p=0.3, seed=3, offset=8, activation=act)
         nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation=act)
         nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation=act,
@@ -327,10 +328,23 @@ def _linear_act(nf, torch, dt):
         nf.linear_act_backward(torch.randn_like(y), x, w, preact=pre, activation="gelu_tanh")
 
 
+def _layer_norm_bwd(nf, torch, dt):
+    """The backward row kernels at N = 512, where v30 drops the next row's prefetch
+    (float32, 16-bit RMSNorm), both dW / dB schemes, at 29 rows (blocks of several
+    rows with spare slots) and 1."""
+    for m in (29, 1):
+        x = torch.randn(m, 512, device="cuda", dtype=dt)
+        w = torch.randn(512, device="cuda", dtype=dt)
+        b = torch.randn(512, device="cuda", dtype=dt)
+        for det in (False, True):
+            _norm_passes(nf, x, w, b, torch.randn_like(x), det)
+
+
 CASES = {
     "dropout": ("dropout_bias_act_forward", _dropout),
     "layer_norm": ("layer_norm_forward", _layer_norm),
     "layer_norm_plain": ("layer_norm_forward", _layer_norm_plain),
+    "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
@@ -338,7 +352,8 @@ CASES = {
 
 
 # Cases that exercise part of another op's module.
-_MODULES = {"linear_act_wgmma": "linear_act", "layer_norm_plain": "layer_norm"}
+_MODULES = {"linear_act_wgmma": "linear_act", "layer_norm_plain": "layer_norm",
+            "layer_norm_bwd": "layer_norm"}
 
 
 def main(argv):

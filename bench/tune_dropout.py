@@ -97,6 +97,8 @@ def parse_args(argv=None):
     ap.add_argument("--configs", default=None,
                     help="comma-separated labels to run, in order (default: all of "
                          + ", ".join(label for label, _ in CONFIGS) + ")")
+    ap.add_argument("--acts", default="none,gelu",
+                    help="comma-separated activations to time (default: none,gelu)")
     return ap.parse_args(argv)
 
 
@@ -138,13 +140,16 @@ def _sync():
 def _check(D, direction, act, cfg, x, b, g, need_bias_grad=True):
     """Max relative error against float64 (first CHECK_ROWS rows; grad_bias against the
     column sums of the returned grad_x) and the kept fraction; raises on failure."""
+    import torch
+
     xs, gs = x[:CHECK_ROWS], g[:CHECK_ROWS]
     if direction == "fwd":
         y = D.dropout_bias_act_forward(x, b, P, SEED, OFFSET, act, config=cfg)
         _sync()
         ref = D.dropout_bias_act_ref(xs.cpu(), b.cpu(), P, SEED, OFFSET, act)
         errs = {"y": _rel(y[:CHECK_ROWS], ref)}
-        kept = float((y[:CHECK_ROWS] != 0).float().mean())
+        out = y[:CHECK_ROWS]
+        live = D.dropout_bias_act_ref(xs.cpu(), b.cpu(), 0.0, SEED, OFFSET, act)
     else:
         gx, gb = D.dropout_bias_act_backward(g, x, b, P, SEED, OFFSET, act,
                                              need_bias_grad=need_bias_grad, config=cfg)
@@ -156,7 +161,13 @@ def _check(D, direction, act, cfg, x, b, g, need_bias_grad=True):
             errs["grad_bias"] = _rel(gb, gx.double().sum(0).cpu())
         elif gb is not None:
             raise AssertionError("need_bias_grad=False returned a grad_bias")
-        kept = float((gx[:CHECK_ROWS] != 0).float().mean())
+        out = gx[:CHECK_ROWS]
+        live = D.dropout_bias_act_ref(xs.cpu(), b.cpu(), 0.0, SEED, OFFSET, act,
+                                      grad_out=gs.cpu())[1]
+    # Kept fraction among the elements the activation leaves nonzero (relu and its
+    # kin zero about half before any dropout).
+    live = torch.as_tensor(live) != 0
+    kept = float((out.cpu()[live] != 0).float().mean())
     bad = {k: v for k, v in errs.items() if not v < TOL}
     if bad or abs(kept - (1 - P)) > 0.02:
         raise AssertionError(f"{direction} {act} {cfg}: errors {errs}, kept {kept:.4f}")
@@ -175,7 +186,7 @@ def _regs(D, dtype, act, cfg):
     out = {}
     threads = cfg.threads or D._default_threads(dtype, True)
     for direction in ("fwd", "bwd"):
-        unroll = cfg.unroll or D._default_unroll(dtype, direction == "bwd", act != "none")
+        unroll = cfg.unroll or D._default_unroll(dtype, direction == "bwd", act)
         if direction == "fwd":
             k = D.make_forward_kernel(dtype, act, True, threads, unroll, False, 1)
         else:
@@ -193,6 +204,7 @@ def run(args):
     import torch
 
     from numba_fused import dropout as D
+    from numba_fused.activations import ACTIVATIONS
 
     m, n = (int(v) for v in args.shape.lower().split("x"))
     dtype = args.dtype
@@ -208,10 +220,15 @@ def run(args):
         g = torch.randn((m, n), device=dev, generator=gen).to(tdtype)
         sets.append((x, b, g))
     copy = common.copy_bandwidth()  # GB/s, read + write
-    # Bytes that must move: fwd x in, y out; bwd grad in, grad_x out (+ x in for gelu).
+    # Bytes that must move: fwd x in, y out; bwd grad in, grad_x out (+ x in for any
+    # activation but 'none').
     floor_us = {"fwd": 2 * size * m * n / copy / 1e3, "bwd none": 2 * size * m * n / copy / 1e3,
                 "bwd gelu": 3 * size * m * n / copy / 1e3}
     labels = [c.strip() for c in args.configs.split(",")] if args.configs else None
+    acts = [a.strip() for a in args.acts.split(",")]
+    bad = [a for a in acts if a not in ACTIVATIONS]
+    if bad:
+        raise SystemExit(f"unknown --acts {bad}; choose from {ACTIVATIONS}")
     known = dict(CONFIGS)
     unknown = [label for label in labels or () if label not in known]
     if unknown:
@@ -223,7 +240,7 @@ def run(args):
     regs = {}
     for label, kw in configs:
         cfg = D.LaunchConfig(**kw)
-        for act in ("none", "gelu"):
+        for act in acts:
             regs[f"{label} {act}"] = _regs(D, dtype, act, cfg)
             cases = [("fwd", True, P), ("bwd", True, P), ("bwd", False, P)]
             if label == "shipped":
@@ -243,7 +260,7 @@ def run(args):
                 if p == 0.0:
                     case += " p0"
                 floor = floor_us["fwd" if direction == "fwd" else
-                                 ("bwd gelu" if act == "gelu" else "bwd none")]
+                                 ("bwd none" if act == "none" else "bwd gelu")]
                 rows.append({"config": label, "activation": act, "case": case,
                              "call_us": round(call, 1), "gpu_us": round(gpu, 1),
                              "floor_us": round(floor, 1),

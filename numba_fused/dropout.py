@@ -1012,18 +1012,30 @@ def _tile_floats(threads, per):
                for bx in _block_x_choices(threads))
 
 
-def _default_unroll(dtype, backward, need_x):
+def _default_unroll(dtype, backward, activation):
     """Rows per batch of the vector path (the next batch's loads are issued before a
-    batch is computed): 2, but 1 for the 16-bit backward of activation 'none'.
+    batch is computed): 2, but at 16-bit 4 for the backward of activation 'none' and
+    1 for gelu's forward and silu's passes.
 
     v5 (H100, 16384 x 4096, bench/notes_dropout.md): two rows a batch put 32-64 bytes
     per thread and array in flight. float32 at 512 threads (:func:`_default_threads`):
     fwd none / gelu 260 / 261 -> 190 / 211 us, bwd 222 / 303 -> 203 / 298. 16-bit at
     256 threads: fwd 103 / 103 -> 98 / 100 us, bwd gelu 162 -> 154; the backward of
     'none' with grad_bias went from 108.5 to 113.5 us (its bias epilogue rounds), so it
-    keeps one row. Measure others with LaunchConfig.unroll (bench/tune_dropout.py)."""
-    if backward and not need_x and dtype != "float32":
+    kept one row until v8. v8 (H200, 16384 x 4096, tune_dropout.py, us, shipped /
+    this, two runs; bench/NOTES.md): 16-bit backward of 'none' 81.1-81.5 -> 78.2-78.4
+    at 4 rows (93 registers; 1 row: 48); gelu's forward 88.1-90.0 -> 86.2-86.9 at one
+    row (32 registers against 64: the Philox + gelu instruction stream is the limit,
+    more warps hide it); silu fwd 105.3-108.8 -> 102.3-104.6 and bwd 134.4-135.5 ->
+    126.3-126.7 at one row. float32 keeps 2 everywhere (4 rows: 'none' bwd 146.5 ->
+    174.7; 1 row: gelu fwd 141.3 -> 145.6). Measure others with LaunchConfig.unroll
+    (bench/tune_dropout.py)."""
+    if dtype == "float32":
+        return 2
+    if activation == "silu" or (activation == "gelu" and not backward):
         return 1
+    if backward and activation == "none":
+        return 4
     return 2
 
 
@@ -1178,7 +1190,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     """
     activations.check_activation(activation)
     _check_threads(threads)
-    unroll = _check_unroll(_default_unroll(dtype, False, False) if unroll is None else unroll)
+    unroll = _check_unroll(_default_unroll(dtype, False, activation) if unroll is None else unroll)
     if not vec:
         unroll = 1
     act, _ = kernel_act(activation, dtype)
@@ -1379,7 +1391,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     activations.check_activation(activation)
     _check_threads(threads)
     need_x = activation != "none"
-    unroll = _check_unroll(_default_unroll(dtype, True, need_x) if unroll is None else unroll)
+    unroll = _check_unroll(_default_unroll(dtype, True, activation) if unroll is None else unroll)
     if not vec:
         unroll = 1
     _, act_grad = kernel_act(activation, dtype)
@@ -2066,7 +2078,7 @@ def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     n_rows = x.size // n_cols
     vec = _vec_ok(n_cols, (x, y), mask)
     cfg = cfg._replace(threads=cfg.threads or _default_threads(x.dtype, vec))
-    unroll = (cfg.unroll or _default_unroll(x.dtype, False, False)) if vec else 1
+    unroll = (cfg.unroll or _default_unroll(x.dtype, False, activation)) if vec else 1
     draw, rng = _rng_args(seed, offset, p)
     kernel = make_forward_kernel(x.dtype, activation, vec, cfg.threads, unroll,
                                  bool(return_mask), int(draw) if vec else -1)
@@ -2150,7 +2162,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     b_used = b if need_x else None
     vec = _vec_ok(n_cols, [a for a in (g, grad_x, x_used) if a is not None], m)
     cfg = cfg._replace(threads=cfg.threads or _default_threads(g.dtype, vec))
-    unroll = (cfg.unroll or _default_unroll(g.dtype, True, need_x)) if vec else 1
+    unroll = (cfg.unroll or _default_unroll(g.dtype, True, activation)) if vec else 1
     draw, rng = _rng_args(seed, offset, p)
     mode = MODE_MASK if m is not None else (MODE_PHILOX if draw else MODE_NONE)
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,

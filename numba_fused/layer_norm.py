@@ -3249,6 +3249,14 @@ def shipped_kernels():
                                 yield factory(dtype, rms, has_w, has_b, True, 2, False, full,
                                               wide=True, one_row=r1)
                 if direction == "bwd":
+                    # v30: the exact layouts of _BWD_NO_PREFETCH's rows without it.
+                    for cls, r, groups in sorted(_BWD_NO_PREFETCH):
+                        if (cls, r) != (_dtype_class(dtype), rms):
+                            continue
+                        words = _row_layout(groups * vec, vec, "bwd")[0]
+                        for r1 in (False, True):
+                            yield factory(dtype, rms, has_w, has_b, True, words, False, True,
+                                          one_row=r1)
                     # The lean wide backward (tuning bwd_lean, bwd_lean_f32): checked forms.
                     for pf in (True, False):
                         yield make_lean_backward_kernel(dtype, rms, has_w, has_b, False, pf)
@@ -3307,8 +3315,9 @@ _TUNING_DEFAULTS = {
     # back to back, CUPTI): 4 is fastest; 16 took the fp16 16384 x 4096 reduction
     # from 5.9 to 7.0 us and 8192 x 8192 from 8.3 to 12.9 (bench/notes_layer_norm.md).
     "dwdb_unroll": 4,
-    # Row kernels: load the next row before reducing the current one.
-    "prefetch": True,
+    # Row kernels: load the next row before reducing the current one. None: the
+    # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
+    "prefetch": None,
     # Backward: row kernels of one group a thread compiled for 1024 threads (v10
     # candidate, opt-in until measured; see _bwd_wide).
     "bwd_wide": False,
@@ -3616,6 +3625,31 @@ def _fat(direction, vec, words):
     else:
         load = 8 * words + 4 * elems
     return load > _FAT_LOAD[direction]
+
+
+# v30 (twenty-sixth session, H200): backward row kernels that by default load each
+# row when they reach it, no prefetch of the next, (dtype class, rms, 16-byte groups a
+# row). M x N = 2^26, us, prefetch / none, each pass (bench/ab/pending_s26.sh b,
+# s26_d.sh, s26_e.sh): float32 LayerNorm N = 512 225.6, 225.5 / 215.5, 215.7 (105 ->
+# 77 registers: 4 -> 6 blocks of 128 an SM); float32 RMSNorm N = 512 218.7, 218.9,
+# 216.5, 216.6 / 213.6, 213.9, 212.5, 211.4; 16-bit RMSNorm N = 512 fp16 113.6, 114.1
+# / 112.4, 112.5, bf16 114.4, 113.8 / 113.1, 112.7. Slower or even elsewhere: float32
+# LayerNorm N = 768 / 1024 +1.5 / +2.4, 4096 / 8192 even; float32 RMSNorm N = 768
+# -0.6, 2048 +2.3, 4096-8192 even; 16-bit LayerNorm N = 512 +2.8, 768 +13; 16-bit
+# RMSNorm N = 768 +8; fp16 LayerNorm N = 4096 +15.
+_BWD_NO_PREFETCH = frozenset({("float32", False, 128), ("float32", True, 128),
+                              ("16-bit", True, 64)})
+
+
+def _bwd_prefetch(dtype, rms, groups, vector=True):
+    """Whether the backward row kernels load the next row before reducing the current
+    one, for ``dtype`` rows of ``groups`` 16-byte groups (``rms``: RMSNorm; ``vector``
+    False: scalar rows, always): tuning's prefetch where set, else all but
+    _BWD_NO_PREFETCH's rows."""
+    pf = _tune["prefetch"]
+    if pf is not None:
+        return bool(pf)
+    return not (vector and (_dtype_class(dtype), bool(rms), groups) in _BWD_NO_PREFETCH)
 
 
 def _row_layout(n, vec, direction, m=1):
@@ -4196,7 +4230,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                    and cdiv(m, rpb) <= 2**31 - 1)
         early, once = _fwd_early_once(dtype, rms, words, tpr, lean, per_row)
         kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
-                                     bool(_tune["prefetch"]) if words else True,
+                                     _tune["prefetch"] is not False if words else True,
                                      full, lean,
                                      staged, comp, subwarp, lean and _tune["fwd_evict"],
                                      bounds=bounds,
@@ -4288,8 +4322,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         nch = 1
     # Wide 16-bit kernels, and float32 ones of two groups, fit 64 registers only
     # without the prefetch (ptxas).
-    prefetch = (bool(_tune["prefetch"]) and not (wide and (vec == 8 or words == 2))
-                if words else True)
+    prefetch = (_bwd_prefetch(dtype, rms, n // vec, vector)
+                and not (wide and (vec == 8 or words == 2)) if words else True)
     stats_pass = _tune["bwd_stats_pass"]
     if stats_pass is None:
         stats_pass = vec == 8

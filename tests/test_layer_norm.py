@@ -930,6 +930,29 @@ def test_row_kernels_without_prefetch():
             _check_all(variant, (3, 1024), "bfloat16", False)
 
 
+def test_backward_prefetch_rule():
+    """v30: by default the backward row kernels skip the next row's prefetch at
+    _BWD_NO_PREFETCH's rows only (float32 N = 512, 16-bit RMSNorm N = 512; tuning
+    prefetch True / False overrides), and no gradient bit depends on it."""
+    assert not ln._bwd_prefetch("float32", False, 128)
+    assert not ln._bwd_prefetch("float32", True, 128)
+    assert not ln._bwd_prefetch("bfloat16", True, 64)
+    assert ln._bwd_prefetch("float16", False, 64)
+    assert ln._bwd_prefetch("float32", False, 256)
+    assert ln._bwd_prefetch("float32", False, 128, vector=False)
+    with ln.tuning(prefetch=True):
+        assert ln._bwd_prefetch("float32", False, 128)
+    with ln.tuning(prefetch=False):
+        assert not ln._bwd_prefetch("float16", False, 64)
+    for variant, dtype in ((VARIANTS[0], "float32"), (VARIANTS[4], "float32"),
+                           (VARIANTS[4], "bfloat16")):
+        rule = _check_all(variant, (5, 512), dtype, True)[4]
+        with ln.tuning(prefetch=True):
+            forced = _check_all(variant, (5, 512), dtype, True)[4]
+        for a, b in zip(rule[3:], forced[3:]):
+            assert (a is None and b is None) or torch.equal(a, b), _vid(variant)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_large_mean_small_variance(dtype):
     """Rows like 1000 + 0.01 * noise: one-pass E[x^2] - E[x]^2 would lose everything,
