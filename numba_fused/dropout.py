@@ -1785,7 +1785,13 @@ class LaunchConfig(NamedTuple):
     the partial rows, one of :data:`BIAS_REDUCES` (None: "last_block"); final_step:
     partial rows a thread of that last block loads per round, one of :data:`FINAL_STEPS`
     (None: 2); tile_reduce: how the bias-grad epilogue sums its shared tiles, one of
-    :data:`TILE_REDUCES` (None: :func:`_tile_reduce_for`'s choice).
+    :data:`TILE_REDUCES` (None: :func:`_tile_reduce_for`'s choice); fill: the grid as
+    about this many whole waves (1-8) of the compiled kernel's resident blocks (the
+    driver's occupancy calculator): ``max(1, fill x SMs x resident // column strips)``
+    row blocks, then rounded to whole batches (None: the heuristic's ``_WAVES`` /
+    ``_WAVES_BIAS_GRAD`` waves of a nominal ``2048 // threads`` blocks an SM, which
+    overestimates residency when registers bind; rows_per_block, where set, wins).
+    Candidate, twenty-sixth session (bench/notes_dropout.md v8).
     """
 
     threads: int = None
@@ -1796,6 +1802,7 @@ class LaunchConfig(NamedTuple):
     bias_reduce: str = None
     final_step: int = None
     tile_reduce: str = None
+    fill: int = None
 
 
 def _tile_reduce_for(cfg, bias_grad):
@@ -1820,7 +1827,10 @@ class _Plan(NamedTuple):
     n_row_blocks: int
 
 
-def _plan(n_rows, n_cols, vec, unroll, cfg, device, waves=_WAVES):
+def _plan(n_rows, n_cols, vec, unroll, cfg, device, waves=_WAVES, kernel=None):
+    """Grid of a launch over ``n_rows`` x ``n_cols``: cfg's geometry where set, else
+    the heuristic (``waves`` waves of a nominal ``2048 // threads`` blocks an SM, or
+    with cfg.fill, whole waves of ``kernel``'s resident blocks)."""
     threads = cfg.threads
     chunks = cdiv(n_cols, GROUP)
     if cfg.block_x is None:
@@ -1834,8 +1844,12 @@ def _plan(n_rows, n_cols, vec, unroll, cfg, device, waves=_WAVES):
     n_cb = cdiv(chunks, bx)
     batch = by * (unroll if vec else 1)
     if cfg.rows_per_block is None:
-        target = max(1, int(sm_count(device) * max(1, 2048 // threads) * waves))
-        n_rb = max(1, min(cdiv(n_rows, batch), cdiv(target, n_cb)))
+        if cfg.fill is not None:
+            resident = kernel.resident_blocks(threads, 0, device)
+            n_rb = max(1, min(cdiv(n_rows, batch), cfg.fill * sm_count(device) * resident // n_cb))
+        else:
+            target = max(1, int(sm_count(device) * max(1, 2048 // threads) * waves))
+            n_rb = max(1, min(cdiv(n_rows, batch), cdiv(target, n_cb)))
         rpb = cdiv(cdiv(n_rows, n_rb), batch) * batch
     else:
         rpb = checks.check_int(cfg.rows_per_block, "config.rows_per_block", lo=1)
@@ -1865,6 +1879,8 @@ def _config(config):
     if config.tile_reduce not in (None, *TILE_REDUCES):
         raise ValueError(f"config.tile_reduce must be one of {TILE_REDUCES} or None, got "
                          f"{config.tile_reduce!r}")
+    if config.fill is not None:
+        checks.check_int(config.fill, "config.fill", lo=1, hi=8)
     return config
 
 
@@ -2086,7 +2102,7 @@ def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     tail = [*rng, _dropout_scale(p), b is not None, draw]
     bias_arg = _bias_arg(b, x.dtype, x)
     for row0, rows in _pieces(n_rows, n_cols, vec):
-        plan = _plan(rows, n_cols, vec, unroll, cfg, x.device)
+        plan = _plan(rows, n_cols, vec, unroll, cfg, x.device, kernel=kernel)
         args = [_rows_arg(x, x.dtype, vec, x, row0, rows, n_cols), bias_arg,
                 _rows_arg(y, x.dtype, vec, x, row0, rows, n_cols),
                 _mask_rows(mask, vec, x, row0, rows, n_cols), rows, n_cols, plan.rows_per_block]
@@ -2171,7 +2187,8 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     pieces = _pieces(n_rows, n_cols, vec)
     by_kernel = bias_grad and cfg.bias_reduce == "kernel"
     waves = _WAVES_BIAS_GRAD if bias_grad and not by_kernel else _WAVES
-    plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device, waves) for _, rows in pieces]
+    plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device, waves, kernel)
+             for _, rows in pieces]
     n_parts = sum(plan.n_row_blocks for plan in plans)
     stream = stream_handle(g)
     partial = _placeholder(g, "float32")

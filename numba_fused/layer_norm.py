@@ -3041,17 +3041,21 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
 DWDB_UNROLLS = (4, 8, 16)
 
 
-def make_dwdb_kernel(dtype, unroll=4):
+def make_dwdb_kernel(dtype, unroll=4, min_blocks=1):
     """Column sums of float32 partial rows into ``dtype`` outputs; ``unroll`` (4, 8 or
-    16): partial rows a thread loads before adding any (DWDB_UNROLLS). One kernel
-    object per (dtype, unroll), however the arguments are spelled."""
+    16): partial rows a thread loads before adding any (DWDB_UNROLLS); ``min_blocks``
+    (1 or 2): launch bounds for that many 1024-thread blocks an SM (tuning
+    dwdb_min_blocks). One kernel object per (dtype, unroll, min_blocks), however the
+    arguments are spelled."""
     if unroll not in DWDB_UNROLLS:
         raise ValueError(f"unroll must be one of {DWDB_UNROLLS}, got {unroll!r}")
-    return _dwdb_kernel(dtype, unroll)
+    if min_blocks not in (1, 2):
+        raise ValueError(f"min_blocks must be 1 or 2, got {min_blocks!r}")
+    return _dwdb_kernel(dtype, unroll, min_blocks)
 
 
 @functools.lru_cache(maxsize=None)
-def _dwdb_kernel(dtype, unroll):
+def _dwdb_kernel(dtype, unroll, min_blocks=1):
     store = dtypes.storer(dtype)
     st = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
 
@@ -3121,8 +3125,10 @@ def _dwdb_kernel(dtype, unroll):
             else:
                 store(o0, col, acc)
 
-    return Kernel(f"norm_dwdb_{dtype}" + ("" if unroll == 4 else f"_u{unroll}"), norm_dwdb,
-                  (_F32_1D, _F32_1D, st, st, types.int64, types.int64), **_JIT)
+    return Kernel(f"norm_dwdb_{dtype}" + ("" if unroll == 4 else f"_u{unroll}")
+                  + ("" if min_blocks == 1 else f"_mb{min_blocks}"), norm_dwdb,
+                  (_F32_1D, _F32_1D, st, st, types.int64, types.int64),
+                  **_jit_for(_MAX_BLOCK, min_blocks))
 
 
 def _zero_kernel_fn(a, n):
@@ -3269,6 +3275,7 @@ def shipped_kernels():
                         if not (has_w and has_b):  # once per (rms, has_w)
                             yield make_bwd_stats_kernel(dtype, rms, has_w, vector)
         yield make_dwdb_kernel(dtype)
+        yield make_dwdb_kernel(dtype, min_blocks=2)
     yield _zero_kernel()
 
 
@@ -3315,6 +3322,12 @@ _TUNING_DEFAULTS = {
     # back to back, CUPTI): 4 is fastest; 16 took the fp16 16384 x 4096 reduction
     # from 5.9 to 7.0 us and 8192 x 8192 from 8.3 to 12.9 (bench/notes_layer_norm.md).
     "dwdb_unroll": 4,
+    # _dwdb: launch bounds for this many 1024-thread blocks an SM (1 or 2). Candidate,
+    # twenty-sixth session: ncu (H200, fp16 16384 x 4096) read the reduction 6.7 us at
+    # 36 registers, one block an SM: its 256 blocks (128 column blocks x dW / dB) ran
+    # in 1.94 waves of L2 latency chains; 2 fits ptxas in 32 registers, no spills, and
+    # the 256 blocks in one wave of 264.
+    "dwdb_min_blocks": 1,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
@@ -3519,7 +3532,8 @@ def tuning(**overrides):
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
     bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
-    reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), bwd_grid (force
+    reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
+    (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
@@ -3567,6 +3581,9 @@ def tuning(**overrides):
     du = overrides.get("dwdb_unroll", _tune["dwdb_unroll"])
     if du not in DWDB_UNROLLS:
         raise ValueError(f"dwdb_unroll must be one of {DWDB_UNROLLS}, got {du!r}")
+    dm = overrides.get("dwdb_min_blocks", _tune["dwdb_min_blocks"])
+    if dm not in (1, 2):
+        raise ValueError(f"dwdb_min_blocks must be 1 or 2, got {dm!r}")
     rb = overrides.get("reduce_block", _tune["reduce_block"])
     if not (len(rb) == 2 and all(isinstance(v, int) and 1 <= v <= 32 for v in rb)):
         raise ValueError(f"reduce_block must be two ints in [1, 32], got {rb!r}")
@@ -4393,7 +4410,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         bx, by = _tune["reduce_block"]
         o0 = _view(o0, dtype)
         o1 = _view(o1, dtype) if len(pairs) == 2 else _unused(o0, dtype)
-        ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"]), (cdiv(n, bx), len(pairs)),
+        ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"], _tune["dwdb_min_blocks"]),
+                  (cdiv(n, bx), len(pairs)),
                   (bx, by), stream, [p0, p1, o0, o1, nparts, n])
     return gx, gw, gb
 

@@ -332,7 +332,8 @@ CONFIGS = [D.LaunchConfig(threads=32), D.LaunchConfig(threads=64, block_x=1),
            D.LaunchConfig(threads=64, block_x=2, rows_per_block=1),
            D.LaunchConfig(threads=32, block_x=8, rows_per_block=3, unroll=1),
            D.LaunchConfig(threads=64, block_x=4, unroll=2),
-           D.LaunchConfig(threads=128, block_x=32, unroll=4)]
+           D.LaunchConfig(threads=128, block_x=32, unroll=4),
+           D.LaunchConfig(threads=64, fill=1), D.LaunchConfig(threads=32, unroll=4, fill=2)]
 
 
 @pytest.mark.parametrize("shape", [(9, 24), (9, 22)], ids=str)
@@ -351,6 +352,30 @@ def test_results_identical_across_launch_configurations(dt, shape):
             assert torch.equal(gx, base[1]), cfg
         # grad_bias sums rows in a configuration-dependent order: compared to float64.
         assert_close(gb, gb_ref, dt, f"grad_bias {cfg}")
+
+
+def test_fill_plans_whole_waves_of_resident_blocks(monkeypatch):
+    """LaunchConfig.fill: row blocks from the kernel's real residency (here 2 blocks an
+    SM of 132), not the nominal 2048 // threads: 4096 x 16384 at 4 rows a batch (64
+    column strips, batches of 32 rows) takes 4 row blocks of 1024 rows for one wave
+    (256 of 264 slots) where the half-wave heuristic asks 9 of 480 (2.2 waves at 2
+    blocks an SM)."""
+
+    class Resident2:
+        def resident_blocks(self, threads, shared, device):
+            return 2
+
+    monkeypatch.setattr(D, "sm_count", lambda device: 132)
+    cfg = D.LaunchConfig(threads=256)
+    half = D._plan(4096, 16384, True, 4, cfg, None, D._WAVES_BIAS_GRAD)
+    assert (half.grid, half.rows_per_block) == ((64, 9), 480)
+    for fill, want in ((1, ((64, 4), 1024)), (2, ((64, 8), 512))):
+        plan = D._plan(4096, 16384, True, 4, cfg._replace(fill=fill), None,
+                       D._WAVES_BIAS_GRAD, Resident2())
+        assert (plan.grid, plan.rows_per_block) == want, fill
+    # Rows too few for the wave: one batch a row block, at least one block.
+    plan = D._plan(40, 16384, True, 4, cfg._replace(fill=1), None, kernel=Resident2())
+    assert (plan.grid, plan.rows_per_block) == ((64, 2), 32)
 
 
 @pytest.mark.parametrize("dt", ["float32", "float16"])
@@ -632,6 +657,8 @@ def test_backward_without_x_for_activation_none():
                                         (D.LaunchConfig(bias_reduce="atomic"), "bias_reduce"),
                                         (D.LaunchConfig(final_step=3), "final_step"),
                                         (D.LaunchConfig(tile_reduce="tree"), "tile_reduce"),
+                                        (D.LaunchConfig(fill=0), "fill"),
+                                        (D.LaunchConfig(fill=1.5), "fill"),
                                         ({"threads": 64}, "LaunchConfig")])
 def test_bad_launch_config(config, msg):
     with pytest.raises((TypeError, ValueError), match=msg):

@@ -1289,6 +1289,9 @@ def test_bad_input():
     with pytest.raises(ValueError, match="dwdb_unroll"):
         with ln.tuning(dwdb_unroll=6):
             pass
+    with pytest.raises(ValueError, match="dwdb_min_blocks"):
+        with ln.tuning(dwdb_min_blocks=3):
+            pass
 
 
 @pytest.mark.parametrize("hint", [True, "l2", "cs", "ldcs", "stcs", "nc"])
@@ -1532,13 +1535,15 @@ def test_forward_lean_regs_same_bits(variant):
                        for n in (1024, 2048, 4096))
 
 
-@pytest.mark.parametrize("unroll", [8, 16])
+@pytest.mark.parametrize("unroll", [8, 16, "min_blocks"])
 def test_dwdb_unroll_same_bits(unroll):
     """The dW/dB reduction at dwdb_unroll 8 and 16 (loads a thread issues before adding)
     adds each thread's partial rows into the same accumulators in the same order as the
     shipped 4: dw, db bit-identical, within tolerance of float64. 40 partial rows over
     2 row slices take 3 steps at 8 and 2 (the last partial) at 16; on a GPU also the
-    default grid's partial rows over 32 row slices."""
+    default grid's partial rows over 32 row slices. "min_blocks": the shipped unroll
+    under launch bounds for two blocks an SM (tuning dwdb_min_blocks 2), same bits."""
+    knob = {"dwdb_min_blocks": 2} if unroll == "min_blocks" else {"dwdb_unroll": unroll}
     variant = (False, True, True)
     cases = [((40, 24), {"bwd_grid": 40, "reduce_block": (8, 2)})]
     if not SIMULATOR:
@@ -1548,7 +1553,7 @@ def test_dwdb_unroll_same_bits(unroll):
         with ln.tuning(**tune):
             y, mean, rstd = _forward(variant, x, w, b, 1e-5)
             base = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=True)
-            with ln.tuning(dwdb_unroll=unroll), poison_outputs():
+            with ln.tuning(**knob), poison_outputs():
                 got = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=True)
         ref = _reference(variant, x, w, b, dy, 1e-5)
         for name, ours, shipped, want in zip(("dx", "dw", "db"), got, base, ref[3:]):

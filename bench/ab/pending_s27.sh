@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Written in the twenty-sixth session for the next (an H200; on an H100 the numbers
+# are a guide only). Two candidates, about 3 minutes each:
+#   a: dropout v8's 'none' backward at four rows a batch (93 registers: 2 blocks of
+#      256 an SM) is planned for a nominal 8 blocks an SM: at 4096 x 16384 576
+#      blocks = 2.2 waves (the sweep's cell went 77 -> 83 us), at 16384 x 4096 512 =
+#      1.9 waves (78.3 us; target 74.3, grad_bias-free 73.0). LaunchConfig.fill
+#      plans whole waves of the compiled kernel's real residency. Predicted: fill=1
+#      at 4096 x 16384 back to <= 78 us; at 16384 x 4096 within 1 us either way.
+#   b: the LayerNorm backward's dW / dB reduction under launch bounds for 2 blocks an
+#      SM (tuning dwdb_min_blocks 2: 32 registers, no spills, against 36 at one
+#      block). ncu (pending_s26 a, fp16 16384 x 4096): the reduction took 6.7 us in
+#      1.94 waves of 1024-thread blocks next to the row kernel's 110.6; one wave
+#      should take 2-3 us off the 0.1207 ms pass (target 0.1115). Also fp16 N = 8192
+#      / 1024 and float32 N = 8192 (2.2 us behind Liger).
+#   bash bench/ab/pending_s27.sh "$OUT" a|b
+set -uo pipefail
+OUT=${1:?usage: pending_s27.sh OUTDIR a|b}
+PART=${2:?usage: pending_s27.sh OUTDIR a|b}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+case "$PART" in
+a)
+  C="shipped,fill=1,fill=2,fill=1 step=4,shipped"
+  for shape in 16384x4096 4096x16384 1024x65536; do
+    mkdir -p "$OUT/td_$shape"
+    timeout -k 5 100 python3 bench/tune_dropout.py --out "$OUT/td_$shape" --reps 30 \
+      --dtype float16 --shape "$shape" --configs "$C" > "$OUT/td_$shape/log.txt" 2>&1
+    echo "tune_dropout fp16 $shape rc $?"
+    grep " call " "$OUT/td_$shape/log.txt" | grep -v " p0 "
+  done
+  ;;
+b)
+  . bench/ab/tl.sh
+  D='{"dwdb_min_blocks": 2}'
+  tl b_ln16 120 --reps 30 --op ln --ns 1024,4096,8192 --dtypes float16,bfloat16 \
+    --tunes '{}' "$D" '{}' "$D"
+  tl b_ln32 90 --reps 30 --op ln --ns 4096,8192 --dtypes float32 --tunes '{}' "$D" '{}' "$D"
+  tl b_rms16 60 --reps 30 --op rms --ns 4096 --dtypes float16 --tunes '{}' "$D" '{}' "$D"
+  tar czf "$OUT/pending_s27_b.tgz" -C "$TL_DIR" .
+  ;;
+*) echo "PART must be a or b" >&2; exit 2 ;;
+esac
