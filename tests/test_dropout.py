@@ -97,7 +97,7 @@ def test_tiny_and_leading_shapes(dt, shape):
     assert_close(gb, gb_ref, dt, "grad_bias")
 
 
-@pytest.mark.parametrize("activation", ["none", "gelu"])
+@pytest.mark.parametrize("activation", ["none", "gelu", "gelu_tanh", "silu"])
 @pytest.mark.parametrize("dt", DTYPES)
 def test_error_within_twice_torch_same_dtype(dt, activation):
     """Ours against torch computing the same math (same mask) in the same dtype."""
@@ -111,7 +111,9 @@ def test_error_within_twice_torch_same_dtype(dt, activation):
     xt = x.clone().requires_grad_(True)
     bt = b.clone().requires_grad_(True)
     z = xt + bt
-    a = {"none": z, "gelu": torch.nn.functional.gelu(z)}[activation]
+    a = {"none": lambda: z, "gelu": lambda: torch.nn.functional.gelu(z),
+         "gelu_tanh": lambda: torch.nn.functional.gelu(z, approximate="tanh"),
+         "silu": lambda: torch.nn.functional.silu(z)}[activation]()
     yt = torch.where(keep, a * (1.0 / (1.0 - p)), torch.zeros_like(a))
     yt.backward(go)
     floor = TOL[dt] * 1e-2
@@ -119,6 +121,30 @@ def test_error_within_twice_torch_same_dtype(dt, activation):
                                     ("grad_bias", gb, bt.grad, gb_ref)]:
         e_ours, e_torch = rel_err(ours, ref), rel_err(theirs, ref)
         assert e_ours <= 2 * e_torch + floor, f"{what}: ours {e_ours:.2e}, torch {e_torch:.2e}"
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_silu_across_its_range(dt):
+    """The dropout kernels' silu (v9: sigmoid from exp(-|z|), one ex2 and one rcp) at
+    z in [-90, 90], around silu's minimum (z = -1.278, where silu' = 0) and at 0:
+    element by element, |ours - float64| / max(|float64|, 1e-3) within the dtype's
+    tolerance wherever the float64 value is a normal float32, and below that under
+    1e-30 (the kernel may flush to 0, as torch's float32 form does past z = -88.7)."""
+    z = np.concatenate([np.linspace(-90.0, 90.0, 721), np.linspace(-1.4, -1.15, 24),
+                        [0.0, -0.0, 1e-3, -1e-3]])
+    n = len(z)
+    x = torch.from_numpy(z.reshape(1, n)).to(torch_dtype(dt)).to(device())
+    go = torch.ones_like(x)
+    y, gx, _ = _run(x, None, go, 0.0, 1, 0, "silu")
+    y_ref, gx_ref, _ = D.dropout_bias_act_ref(x, None, 0.0, 1, 0, "silu", grad_out=go)
+    tiny = float(np.finfo(np.float32).tiny)
+    for what, ours, ref in (("y", y, y_ref), ("grad_x", gx, gx_ref)):
+        ours = ours.double().cpu().numpy().ravel()
+        ref = np.asarray(ref, dtype=np.float64).ravel()
+        normal = np.abs(ref) >= tiny
+        err = np.abs(ours - ref)[normal] / np.maximum(np.abs(ref[normal]), 1e-3)
+        assert err.max() < TOL[dt], f"{what}: {err.max():.2e} at z = {z[normal][err.argmax()]}"
+        assert np.all(np.abs(ours[~normal]) < 1e-30), what
 
 
 @pytest.mark.gpu
