@@ -1059,7 +1059,8 @@ def _default_unroll(dtype, backward, activation):
     at 4 rows (93 registers; 1 row: 48); gelu's forward 88.1-90.0 -> 86.2-86.9 at one
     row (32 registers against 64: the Philox + gelu instruction stream is the limit,
     more warps hide it); silu fwd 105.3-108.8 -> 102.3-104.6 and bwd 134.4-135.5 ->
-    126.3-126.7 at one row. float32 keeps 2 everywhere (4 rows: 'none' bwd 146.5 ->
+    126.3-126.7 at one row (its libdevice form; v9's fast form is not yet timed at
+    any rows a batch: bench/ab/pending_s27.sh c). float32 keeps 2 everywhere (4 rows: 'none' bwd 146.5 ->
     174.7; 1 row: gelu fwd 141.3 -> 145.6). Measure others with LaunchConfig.unroll
     (bench/tune_dropout.py)."""
     if dtype == "float32":
