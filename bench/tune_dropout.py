@@ -228,7 +228,7 @@ def run(args):
     # Bytes that must move: fwd x in, y out; bwd grad in, grad_x out (+ x in for any
     # activation but 'none').
     floor_us = {"fwd": 2 * size * m * n / copy / 1e3, "bwd none": 2 * size * m * n / copy / 1e3,
-                "bwd gelu": 3 * size * m * n / copy / 1e3}
+                "bwd x": 3 * size * m * n / copy / 1e3}
     labels = [c.strip() for c in args.configs.split(",")] if args.configs else None
     acts = [a.strip() for a in args.acts.split(",")]
     bad = [a for a in acts if a not in ACTIVATIONS]
@@ -265,7 +265,7 @@ def run(args):
                 if p == 0.0:
                     case += " p0"
                 floor = floor_us["fwd" if direction == "fwd" else
-                                 ("bwd none" if act == "none" else "bwd gelu")]
+                                 ("bwd none" if act == "none" else "bwd x")]
                 rows.append({"config": label, "activation": act, "case": case,
                              "call_us": round(call, 1), "gpu_us": round(gpu, 1),
                              "floor_us": round(floor, 1),

@@ -3039,23 +3039,25 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
 
 
 DWDB_UNROLLS = (4, 8, 16)
+# The dW/dB reduction's launch bounds: 1024-thread blocks an SM (tuning dwdb_min_blocks).
+DWDB_MIN_BLOCKS = (1, 2)
 
 
 def make_dwdb_kernel(dtype, unroll=4, min_blocks=1):
     """Column sums of float32 partial rows into ``dtype`` outputs; ``unroll`` (4, 8 or
     16): partial rows a thread loads before adding any (DWDB_UNROLLS); ``min_blocks``
-    (1 or 2): launch bounds for that many 1024-thread blocks an SM (tuning
+    (DWDB_MIN_BLOCKS): launch bounds for that many 1024-thread blocks an SM (tuning
     dwdb_min_blocks). One kernel object per (dtype, unroll, min_blocks), however the
     arguments are spelled."""
     if unroll not in DWDB_UNROLLS:
         raise ValueError(f"unroll must be one of {DWDB_UNROLLS}, got {unroll!r}")
-    if min_blocks not in (1, 2):
-        raise ValueError(f"min_blocks must be 1 or 2, got {min_blocks!r}")
+    if min_blocks not in DWDB_MIN_BLOCKS:
+        raise ValueError(f"min_blocks must be one of {DWDB_MIN_BLOCKS}, got {min_blocks!r}")
     return _dwdb_kernel(dtype, unroll, min_blocks)
 
 
 @functools.lru_cache(maxsize=None)
-def _dwdb_kernel(dtype, unroll, min_blocks=1):
+def _dwdb_kernel(dtype, unroll, min_blocks):
     store = dtypes.storer(dtype)
     st = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
 
@@ -3582,8 +3584,8 @@ def tuning(**overrides):
     if du not in DWDB_UNROLLS:
         raise ValueError(f"dwdb_unroll must be one of {DWDB_UNROLLS}, got {du!r}")
     dm = overrides.get("dwdb_min_blocks", _tune["dwdb_min_blocks"])
-    if dm not in (1, 2):
-        raise ValueError(f"dwdb_min_blocks must be 1 or 2, got {dm!r}")
+    if dm not in DWDB_MIN_BLOCKS:
+        raise ValueError(f"dwdb_min_blocks must be one of {DWDB_MIN_BLOCKS}, got {dm!r}")
     rb = overrides.get("reduce_block", _tune["reduce_block"])
     if not (len(rb) == 2 and all(isinstance(v, int) and 1 <= v <= 32 for v in rb)):
         raise ValueError(f"reduce_block must be two ints in [1, 32], got {rb!r}")
