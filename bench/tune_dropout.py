@@ -84,11 +84,13 @@ CONFIGS = [
     # The gelu forward, issue-bound on the H200 (Philox + gelu, 28.6 instructions an
     # element): one row a batch leaves fewer registers, more warps to hide latency.
     ("unroll=1", {"unroll": 1}),
-    # Twenty-sixth session's candidate: the grid as whole waves of the kernel's real
-    # resident blocks (v8's 4 rows a batch at 93 registers leave 2 an SM, not 8).
+    # The grid as whole waves of the kernel's real resident blocks (v8's 4 rows a
+    # batch at 93 registers leave 2 an SM, not 8); v10's backward takes 1 with a bias
+    # grad, 2 without; fill=0 is the nominal plan it replaced.
     ("fill=1", {"fill": 1}),
     ("fill=2", {"fill": 2}),
     ("fill=1 step=4", {"fill": 1, "final_step": 4}),
+    ("fill=0", {"fill": 0}),
 ]
 
 

@@ -1047,7 +1047,7 @@ def _tile_floats(threads, per):
 def _default_unroll(dtype, backward, activation):
     """Rows per batch of the vector path (the next batch's loads are issued before a
     batch is computed): 2, but at 16-bit 4 for the backward of activation 'none' and
-    1 for gelu's forward and silu's passes.
+    1 for gelu's forward.
 
     v5 (H100, 16384 x 4096, bench/notes_dropout.md): two rows a batch put 32-64 bytes
     per thread and array in flight. float32 at 512 threads (:func:`_default_threads`):
@@ -1058,18 +1058,39 @@ def _default_unroll(dtype, backward, activation):
     this, two runs; bench/NOTES.md): 16-bit backward of 'none' 81.1-81.5 -> 78.2-78.4
     at 4 rows (93 registers; 1 row: 48); gelu's forward 88.1-90.0 -> 86.2-86.9 at one
     row (32 registers against 64: the Philox + gelu instruction stream is the limit,
-    more warps hide it); silu fwd 105.3-108.8 -> 102.3-104.6 and bwd 134.4-135.5 ->
-    126.3-126.7 at one row (its libdevice form; v9's fast form is not yet timed at
-    any rows a batch: bench/ab/pending_s27.sh c). float32 keeps 2 everywhere (4 rows: 'none' bwd 146.5 ->
-    174.7; 1 row: gelu fwd 141.3 -> 145.6). Measure others with LaunchConfig.unroll
-    (bench/tune_dropout.py)."""
+    more warps hide it). v10: silu (v9's fast form) takes the 2 rows of the rest:
+    fp16 / bf16 bwd 115.3-115.6 at one row -> 108.2-108.4, fwd 74.8-75.3 at 1, 2 or
+    4. float32 keeps 2 everywhere (4 rows: 'none' bwd 146.5 -> 174.7; 1 row: gelu fwd
+    141.3 -> 145.6). Measure others with LaunchConfig.unroll (bench/tune_dropout.py)."""
     if dtype == "float32":
         return 2
-    if activation == "silu" or (activation == "gelu" and not backward):
+    if activation == "gelu" and not backward:
         return 1
     if backward and activation == "none":
         return 4
     return 2
+
+
+def _default_fill(dtype, bias_grad, by_kernel):
+    """The backward's grid in whole waves of its kernel's resident blocks (v10; see
+    LaunchConfig.fill): one wave with a bias grad summed by the last block, two
+    without; 0 (the nominal ``_WAVES_BIAS_GRAD`` / ``_WAVES`` plan) for the opt-in
+    reduction kernel, which was not measured. The nominal plan assumes ``2048 //
+    threads`` blocks an SM; at 93 registers (16-bit 'none' at four rows a batch) 2 fit,
+    so it ran 1.9-2.2 waves. H200, fp16, tune_dropout.py, us, nominal / fill:
+    'none' bwd 16384 x 4096 78.2 / 76.1, 4096 x 16384 83.0-83.4 / 77.0, 1024 x 65536
+    77.0-77.3 / 76.4; gelu bwd 111.8-112.1 / 109.5, 120.9-121.2 / 109.0, 113.0-113.2 /
+    109.4; without the bias grad at two waves 73.1-73.5 / 73.5, 71.8, 71.6 ('none'),
+    109.4-111.4 / 106.4-107.6 (gelu). The forward keeps the nominal plan (one wave:
+    'none' 72 -> 78, gelu 86 -> 91; two: even). float32 keeps the nominal plan (16384
+    x 4096, nominal / fill: gelu bwd 201.5 / 211.9, 214.6; 'none' bwd 147.1 / 141.2,
+    146.9; without the bias grad 137.8 / 138.5, 137.1 and 194.5 / 199.1, 198.4). The
+    16-bit sweep against v8 (bench/RESULTS.md): gelu bwd 2-11.5 us faster at every N
+    but 12288 (+5: 48 column strips x 5 row blocks fill 240 of 264 slots), 'none' bwd
+    N = 16384 82.7 -> 77.1, 5120 +3.5."""
+    if by_kernel or dtype == "float32":
+        return 0
+    return 1 if bias_grad else 2
 
 
 def _default_threads(dtype, vec):
@@ -1821,10 +1842,10 @@ class LaunchConfig(NamedTuple):
     :data:`TILE_REDUCES` (None: :func:`_tile_reduce_for`'s choice); fill: the grid as
     about this many whole waves (1-8) of the compiled kernel's resident blocks (the
     driver's occupancy calculator): ``max(1, fill x SMs x resident // column strips)``
-    row blocks, then rounded to whole batches (None: the heuristic's ``_WAVES`` /
-    ``_WAVES_BIAS_GRAD`` waves of a nominal ``2048 // threads`` blocks an SM, which
-    overestimates residency when registers bind; rows_per_block, where set, wins).
-    Candidate, twenty-sixth session (bench/notes_dropout.md v8).
+    row blocks, then rounded to whole batches; 0: the nominal plan, ``_WAVES`` /
+    ``_WAVES_BIAS_GRAD`` waves of ``2048 // threads`` blocks an SM, which
+    overestimates residency when registers bind (None: the forward's nominal plan, the
+    backward's :func:`_default_fill`; rows_per_block, where set, wins).
     """
 
     threads: int = None
@@ -1860,10 +1881,12 @@ class _Plan(NamedTuple):
     n_row_blocks: int
 
 
-def _plan(n_rows, n_cols, vec, unroll, cfg, device, waves=_WAVES, kernel=None):
+def _plan(n_rows, n_cols, vec, unroll, cfg, device, waves=_WAVES, kernel=None, fill=0):
     """Grid of a launch over ``n_rows`` x ``n_cols``: cfg's geometry where set, else
     the heuristic (``waves`` waves of a nominal ``2048 // threads`` blocks an SM, or
-    with cfg.fill, whole waves of ``kernel``'s resident blocks)."""
+    with ``fill`` > 0, that many whole waves of ``kernel``'s resident blocks; cfg.fill,
+    where set, wins)."""
+    fill = fill if cfg.fill is None else cfg.fill
     threads = cfg.threads
     chunks = cdiv(n_cols, GROUP)
     if cfg.block_x is None:
@@ -1877,9 +1900,9 @@ def _plan(n_rows, n_cols, vec, unroll, cfg, device, waves=_WAVES, kernel=None):
     n_cb = cdiv(chunks, bx)
     batch = by * (unroll if vec else 1)
     if cfg.rows_per_block is None:
-        if cfg.fill is not None:
+        if fill:
             resident = kernel.resident_blocks(threads, 0, device)
-            n_rb = max(1, min(cdiv(n_rows, batch), cfg.fill * sm_count(device) * resident // n_cb))
+            n_rb = max(1, min(cdiv(n_rows, batch), fill * sm_count(device) * resident // n_cb))
         else:
             target = max(1, int(sm_count(device) * max(1, 2048 // threads) * waves))
             n_rb = max(1, min(cdiv(n_rows, batch), cdiv(target, n_cb)))
@@ -1913,7 +1936,7 @@ def _config(config):
         raise ValueError(f"config.tile_reduce must be one of {TILE_REDUCES} or None, got "
                          f"{config.tile_reduce!r}")
     if config.fill is not None:
-        checks.check_int(config.fill, "config.fill", lo=1, hi=8)
+        checks.check_int(config.fill, "config.fill", lo=0, hi=8)
     return config
 
 
@@ -2220,7 +2243,8 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     pieces = _pieces(n_rows, n_cols, vec)
     by_kernel = bias_grad and cfg.bias_reduce == "kernel"
     waves = _WAVES_BIAS_GRAD if bias_grad and not by_kernel else _WAVES
-    plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device, waves, kernel)
+    fill = _default_fill(g.dtype, bias_grad, by_kernel)
+    plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device, waves, kernel, fill)
              for _, rows in pieces]
     n_parts = sum(plan.n_row_blocks for plan in plans)
     stream = stream_handle(g)

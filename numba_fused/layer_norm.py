@@ -3324,12 +3324,16 @@ _TUNING_DEFAULTS = {
     # back to back, CUPTI): 4 is fastest; 16 took the fp16 16384 x 4096 reduction
     # from 5.9 to 7.0 us and 8192 x 8192 from 8.3 to 12.9 (bench/notes_layer_norm.md).
     "dwdb_unroll": 4,
-    # _dwdb: launch bounds for this many 1024-thread blocks an SM (1 or 2). Candidate,
-    # twenty-sixth session: ncu (H200, fp16 16384 x 4096) read the reduction 6.7 us at
-    # 36 registers, one block an SM: its 256 blocks (128 column blocks x dW / dB) ran
-    # in 1.94 waves of L2 latency chains; 2 fits ptxas in 32 registers, no spills, and
-    # the 256 blocks in one wave of 264.
-    "dwdb_min_blocks": 1,
+    # _dwdb: launch bounds for this many 1024-thread blocks an SM (1 or 2). v31: ncu
+    # (H200, fp16 16384 x 4096) read the reduction 6.7 us at 36 registers, one block
+    # an SM: its 256 blocks (128 column blocks x dW / dB) ran in 1.94 waves of L2
+    # latency chains; 2 fits ptxas in 32 registers, no spills, and the 256 blocks in
+    # one wave of 264. H200, LayerNorm bwd, us, 1 / 2, two runs: fp16 4096 120.4,
+    # 120.2 / 118.9, 118.7; 8192 125.9, 126.0 / 124.8, 123.5; bf16 4096 120.5, 120.0
+    # / 119.4, 119.1; 8192 126.3, 127.0 / 123.9, 124.3; float32 4096 223.1, 224.0 /
+    # 222.6, 221.7; 8192 231.7, 230.7 / 228.8, 229.6; even at 16-bit N = 1024 and
+    # fp16 RMSNorm 4096 (bench/NOTES.md).
+    "dwdb_min_blocks": 2,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,

@@ -1542,8 +1542,9 @@ def test_dwdb_unroll_same_bits(unroll):
     shipped 4: dw, db bit-identical, within tolerance of float64. 40 partial rows over
     2 row slices take 3 steps at 8 and 2 (the last partial) at 16; on a GPU also the
     default grid's partial rows over 32 row slices. "min_blocks": the shipped unroll
-    under launch bounds for two blocks an SM (tuning dwdb_min_blocks 2), same bits."""
-    knob = {"dwdb_min_blocks": 2} if unroll == "min_blocks" else {"dwdb_unroll": unroll}
+    under launch bounds for one block an SM (tuning dwdb_min_blocks 1; v31 ships 2),
+    same bits."""
+    knob = {"dwdb_min_blocks": 1} if unroll == "min_blocks" else {"dwdb_unroll": unroll}
     variant = (False, True, True)
     cases = [((40, 24), {"bwd_grid": 40, "reduce_block": (8, 2)})]
     if not SIMULATOR:
