@@ -64,8 +64,10 @@ column strip (after a fence), and the last block to arrive sums the strip's part
 rows in a fixed order (deterministic) into grad_bias and resets the counter (v1
 launched a second kernel for this). No block waits for another. Each round of
 resident blocks pays that epilogue with no loads in flight, so the backward with
-grad_bias runs on about half a wave of blocks, the others on two (v3,
-``_WAVES_BIAS_GRAD``).
+grad_bias runs on few blocks: at 16 bits one wave of the kernel's real resident
+blocks (the driver's occupancy calculator), two without grad_bias (v10,
+``_default_fill``); float32 keeps v3's plan, half a wave of a nominal ``2048 //
+threads`` blocks an SM with grad_bias and two without (``_WAVES_BIAS_GRAD``).
 """
 
 import functools
