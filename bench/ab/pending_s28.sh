@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Written in the twenty-seventh session for the next (an H200; on an H100 the numbers
+# are a guide only). About 2-3 minutes a part:
+#   a: dropout v10's 16-bit backward grid (one wave of real resident blocks with a
+#      bias grad, two without) regressed two sweep cells against v8's nominal plan:
+#      gelu bwd N = 12288 110.6 -> 115.6 us (48 column strips x 5 row blocks = 240 of
+#      264 slots at 2 blocks an SM; the nominal plan's 11 row blocks were exactly two
+#      waves) and 'none' bwd N = 5120 76.5 -> 80.1 (20 strips x 13 = 260 of 264, so
+#      not the slots). tune_dropout at those shapes and at 16384 x 4096 (the
+#      control): shipped, the nominal plan (fill=0), two waves, one wave with the
+#      last block's loads in 4s. Predicted: fill=0 or fill=2 back to ~110.6 at
+#      12288 gelu; at 5120 'none' unknown (the slots do not explain it).
+#   b: ncu of the 16-bit gelu forward (86 us against 72 for 'none'; 27.9 SASS
+#      instructions an element, ptxas 32 registers): is it issue-bound (the
+#      scheduler statistics) or short of bytes in flight (one row a batch: 16 bytes a
+#      thread)? Against gelu_tanh (21.8 instructions, 76 us) and 'none'.
+#   bash bench/ab/pending_s28.sh "$OUT" a|b
+set -uo pipefail
+OUT=${1:?usage: pending_s28.sh OUTDIR a|b}
+PART=${2:?usage: pending_s28.sh OUTDIR a|b}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+case "$PART" in
+a)
+  C="shipped,fill=0,fill=2,fill=1 step=4,shipped"
+  for shape in 5461x12288 13107x5120 16384x4096; do
+    mkdir -p "$OUT/td_$shape"
+    timeout -k 5 100 python3 bench/tune_dropout.py --out "$OUT/td_$shape" --reps 30 \
+      --dtype float16 --shape "$shape" --configs "$C" > "$OUT/td_$shape/log.txt" 2>&1
+    echo "tune_dropout fp16 $shape rc $?"
+    grep " call " "$OUT/td_$shape/log.txt" | grep -v " p0 "
+  done
+  ;;
+b)
+  NCU=(ncu --nvtx --nvtx-include "prof/" --clock-control none --cache-control none
+       --section SpeedOfLight --section Occupancy --section WarpStateStats
+       --section LaunchStats --section SchedulerStats --section MemoryWorkloadAnalysis)
+  PAT="^  [a-z_]+.*\(|Duration|Registers Per|Block Size|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible|Stall|Waves Per SM|Memory Throughput|DRAM Throughput"
+  for act in gelu gelu_tanh none; do
+    f="$OUT/ncu28_fwd_$act.txt"
+    timeout -k 5 85 "${NCU[@]}" python3 bench/profile_op.py dropout_fwd --shape 16384x4096 \
+      --dtype float16 --activation "$act" > "$f" 2>&1
+    echo "== ncu fwd $act rc $?"
+    grep -E "$PAT" "$f" | head -40
+  done
+  ;;
+*) echo "PART must be a or b" >&2; exit 2 ;;
+esac
