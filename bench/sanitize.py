@@ -331,11 +331,22 @@ def _linear_act(nf, torch, dt):
 def _layer_norm_bwd(nf, torch, dt):
     """The backward row kernels at N = 512, where v30 drops the next row's prefetch
     (float32, 16-bit RMSNorm), both dW / dB schemes, at 29 rows (blocks of several
-    rows with spare slots) and 1."""
+    rows with spare slots) and 1; then N = 4096 under tuning(bwd_red_direct=True)
+    (v32 candidate: one-row blocks of 8 warps at 16 bits, 16 at float32, whose two
+    row sums cross warps through shared memory, alternating two buffers) on a grid of
+    5 blocks, so each block takes several rows."""
+    from numba_fused.layer_norm import tuning
+
     for m in (29, 1):
         x = torch.randn(m, 512, device="cuda", dtype=dt)
         w = torch.randn(512, device="cuda", dtype=dt)
         b = torch.randn(512, device="cuda", dtype=dt)
+        for det in (False, True):
+            _norm_passes(nf, x, w, b, torch.randn_like(x), det)
+    x = torch.randn(37, 4096, device="cuda", dtype=dt)
+    w = torch.randn(4096, device="cuda", dtype=dt)
+    b = torch.randn(4096, device="cuda", dtype=dt)
+    with tuning(bwd_red_direct=True, bwd_grid=5):
         for det in (False, True):
             _norm_passes(nf, x, w, b, torch.randn_like(x), det)
 

@@ -813,6 +813,63 @@ def _row_pair(second):
 # lean ones (_row_sum_v2's); the row's sum and maximum (the centred statistics).
 _row_sum2 = _row_pair(warp_sum)
 _row_sum2_v2 = _row_sum2
+
+# Warps a row (a compile-time constant) of the direct cross-warp step (tuning
+# bwd_red_direct).
+RED_DIRECT_WARPS = (4, 8, 16)
+
+
+@functools.lru_cache(maxsize=None)
+def _row_sum2_direct(nw):
+    """Device function ``pair(a, b, red, buf)``: :func:`_row_sum2` for blocks of one
+    row of exactly ``nw`` warps (RED_DIRECT_WARPS), with the cross-warp step read
+    instead of shuffled: every thread loads the row's ``nw`` warp partials of each sum
+    (``nw / 4`` broadcast 16-byte shared loads) and adds them in warp_sum's butterfly
+    order (pairs ``nw / 2`` apart, then ``nw / 4``, ... 1), so the sums have
+    _row_sum2's bits, but for the sign of an all-zero sum (the butterfly's lanes past
+    ``nw`` add +0). ``red``: float32 shared ``[4 * nw]`` (``[buf][sum][warp]``),
+    16-byte aligned; calling rules as :func:`_row_sum`. Why: the 16-bit backward row
+    kernel at N = 4096 (ncu, H200) stalls on MIO; per warp and row its shuffled step
+    issues 10 SHFL and 2 LDS in a dependent chain, this one 2 LDS.128 and 14 FADD at
+    nw = 8 (v32 candidate, bench/NOTES.md)."""
+    if nw not in RED_DIRECT_WARPS:
+        raise ValueError(f"nw must be one of {RED_DIRECT_WARPS}, got {nw!r}")
+    quads = nw // 4
+    levels = tuple(nw >> k for k in range(1, nw.bit_length()))
+
+    @inline_device
+    def tree(v):
+        for m in levels:
+            for i in range(m):
+                v[i] = v[i] + v[i + m]
+        return v[0]
+
+    @inline_device
+    def pair(a, b, red, buf):
+        a = warp_sum(a)
+        b = warp_sum(b)
+        t = np.uint32(cuda.threadIdx.x)
+        base = np.uint32(buf) * np.uint32(2 * nw)
+        if t % np.uint32(WARP) == np.uint32(0):
+            w = t // np.uint32(WARP)
+            red[base + w] = a
+            red[base + np.uint32(nw) + w] = b
+        cuda.syncthreads()
+        va = cuda.local.array(nw, np.float32)
+        vb = cuda.local.array(nw, np.float32)
+        q0 = base // np.uint32(4)
+        for q in range(quads):
+            u = _ld16(red, q0 + np.uint32(q))
+            for e in range(4):
+                va[4 * q + e] = u[e]
+        sa = tree(va)
+        for q in range(quads):
+            u = _ld16(red, q0 + np.uint32(quads + q))
+            for e in range(4):
+                vb[4 * q + e] = u[e]
+        return sa, tree(vb)
+
+    return pair
 _row_sum_max_v2 = _row_pair(warp_max)
 
 
@@ -2557,7 +2614,8 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector):
 
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
-                         full=False, sacc=False, wide=False, given=False, one_row=False):
+                         full=False, sacc=False, wide=False, given=False, one_row=False,
+                         red_warps=0):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2572,7 +2630,14 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     launcher takes for exact layouts under tuning's ``bwd_one_row``): compiled for blocks of one row
     (``blockDim.y`` = 1, which the launcher guarantees), so the row index is the same
     in every thread and ptxas keeps the row addresses in uniform registers (fp16 N =
-    8192: 325 SASS instructions a row against 353)."""
+    8192: 325 SASS instructions a row against 353). ``red_warps`` (one_row kernels;
+    v32 candidate, tuning ``bwd_red_direct``): the rows' two sums cross warps through
+    :func:`_row_sum2_direct` for blocks of exactly that many warps (the launcher
+    guarantees it), not shuffles; 0: shuffles."""
+    if red_warps and not one_row:
+        raise ValueError("red_warps is for one_row kernels")
+    if red_warps not in (0, *RED_DIRECT_WARPS):
+        raise ValueError(f"red_warps must be 0 or one of {RED_DIRECT_WARPS}, got {red_warps!r}")
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     if one_row and not words:
@@ -2594,7 +2659,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     name = (f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
             + ("_sacc" if sacc else "") + ("_wide" if wide else "")
-            + ("_given" if given else "") + ("_r1" if one_row else ""))
+            + ("_given" if given else "") + ("_r1" if one_row else "")
+            + (f"_rd{red_warps}" if red_warps else ""))
 
     if words:
         elems = words * vec
@@ -2606,6 +2672,10 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         raw_t = _kernel_storage(dtype, True)
         unpack, pack = _raw_codec(dtype)
         _gvalid, _gclamp = _group_guards(full)
+        rsum2 = _row_sum2_direct(red_warps) if red_warps else _row_sum2_v2
+        red_shape = (4 * red_warps,) if red_warps else (2, 2, 32)
+        # 16-byte loads of red need its alignment (the simulator takes none).
+        red_align = 16 if red_warps and not SIMULATOR else None
 
         @inline_device
         def fold(acc, sm):
@@ -2650,7 +2720,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             b % ngroups under lock b % ngroups. use_lock: 1 = lock scheme, 0 = block b
             stores row b (R = gridDim.x).
             """
-            red = cuda.shared.array((2, 2, 32), np.float32)
+            red = cuda.shared.array(red_shape, np.float32, alignment=red_align)
             flag = cuda.shared.array(1, np.int32)
             sm = cuda.shared.array(0, types.float32)
             px = cuda.local.array(nraw, raw_t)
@@ -2774,7 +2844,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                         for i in range(4):
                             px[4 * k + i] = q[i]
                             pd[4 * k + i] = gq[i]
-                s1, s2 = _row_sum2_v2(s1, s2, red, phase)
+                s1, s2 = rsum2(s1, s2, red, phase)
                 phase ^= 1
                 a1 = s1 * inv_n * rs
                 a2 = np.float32(0.0) if rms else s2 * inv_n * rs
@@ -3174,6 +3244,9 @@ def shipped_kernels():
                     if direction == "bwd":  # exact layouts of one-row blocks (bwd_one_row)
                         yield factory(dtype, rms, has_w, has_b, True, words, True, True,
                                       one_row=True)
+                        if vec == 8 and words == 2:  # bwd_red_direct at N = 4096
+                            yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                          True, one_row=True, red_warps=8)
                     if not _fat(direction, vec, words):
                         yield factory(dtype, rms, has_w, has_b, True, words, True, False)
                 if direction == "fwd":
@@ -3344,6 +3417,12 @@ _TUNING_DEFAULTS = {
     # constant (v12, make_backward_kernel's one_row; H100 fp16 16384 x 4096 163.0 ->
     # 152.1 us, 8192 x 8192 207.6 -> 156.5, float32 29127 x 2304 364.8 -> 283.6).
     "bwd_one_row": True,
+    # Backward one-row kernels of 4, 8 or 16 warps a row: the rows' two sums cross
+    # warps by broadcast 16-byte shared loads and a fixed add tree, not shuffles
+    # (_row_sum2_direct; same bits). v32 candidate, opt-in until timed: the fp16
+    # LayerNorm backward's row kernel at N = 4096 (8 warps) stalls on MIO (ncu, H200,
+    # twenty-sixth session); per warp and row this trades 10 SHFL + 2 LDS for 4 LDS.128.
+    "bwd_red_direct": False,
     # Backward, 16-bit rows longer than the row kernels hold (more than bwd_lean_min
     # groups, None: 2 * _FAT_BLOCK, i.e. N > 8192) and at most 2 max_tpr groups: the
     # lean wide kernel (v13, make_lean_backward_kernel), with its next-row prefetch
@@ -3537,7 +3616,7 @@ def tuning(**overrides):
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
-    bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
+    bwd_red_direct, bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
@@ -4355,6 +4434,9 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # Exact layouts only: in SASS the checked forms gained nothing (bf16 RMSNorm, two
     # groups: 282 -> 285 instructions a row; fp16 LayerNorm exact: 353 -> 325).
     one_row = full and rpb == 1 and bool(_tune["bwd_one_row"])
+    red_warps = tpr // WARP if one_row and _tune["bwd_red_direct"] else 0
+    if red_warps not in RED_DIRECT_WARPS:
+        red_warps = 0
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
@@ -4363,7 +4445,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         shared = _lean_bwd_shared(has_w, has_b, tpr, vec)
     else:
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
-                                      full, sacc, wide, given, one_row)
+                                      full, sacc, wide, given, one_row, red_warps)
         shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
     if sacc:
         shared = sacc_bytes

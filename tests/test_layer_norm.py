@@ -756,6 +756,54 @@ def test_wide_backward_rows_match_float64(dtype, variant):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
+def test_direct_cross_warp_sums_same_bits(dtype, variant):
+    """tuning(bwd_red_direct=True), v32 candidate: one-row backward kernels of 4, 8 or
+    16 warps a row add the warps' partials of the row's two sums from shared memory in
+    warp_sum's butterfly order instead of shuffling them, so dx, dw and db keep the
+    shuffled kernel's bits (deterministic scheme, same grid), and the launcher's pick
+    shows in the kernel's name. Other layouts keep the shuffles. The simulator runs
+    rows of 4 warps (max_tpr raised to 128); a GPU also the default layouts that land
+    on 8 and 16 warps. The simulator (a Python thread a GPU thread) runs LayerNorm
+    only, two rows on one block (its second row takes the other buffer)."""
+    if SIMULATOR and variant[0]:
+        pytest.skip("simulator: LayerNorm only (RMSNorm's rows run on the GPU)")
+    vec = ln._vec_of(dtype, True)
+    # Rows of 256 groups at max_tpr 128: two groups a thread, one row a block (exact).
+    cases = [((2, 256 * vec), {"max_tpr": 128, "bwd_block": 128, "bwd_grid": 1}),
+             ((3, 56 * vec), {"bwd_block": 32})]
+    if not SIMULATOR:
+        cases += [((4099, n), {"bwd_grid": 97}) for n in (2048, 4096, 5120, 8192)]
+    picked, direct = [], 0
+    for shape, tune in cases:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 3)
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        n0 = len(picked)
+        with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
+            _record_kernels(mp, "make_backward_kernel", picked)
+            want = _backward(variant, dy, x, w, b, mean, rstd, True)
+            with ln.tuning(bwd_red_direct=True), poison_outputs():
+                got = _backward(variant, dy, x, w, b, mean, rstd, True)
+        # No name where another factory's kernel ran (the lean backward: float32 8192).
+        assert len(picked) - n0 in (0, 2), picked[n0:]
+        if len(picked) > n0:
+            shuffled, chosen = picked[n0:]
+            assert "_rd" not in shuffled, shape
+            if "_rd" in chosen:
+                assert int(chosen.rsplit("_rd", 1)[1]) in ln.RED_DIRECT_WARPS, chosen
+                assert chosen.startswith(shuffled), (chosen, shuffled)
+                direct += 1
+            else:
+                assert chosen == shuffled, shape
+        for g, h in zip(got, want):
+            assert (g is None) == (h is None)
+            if g is not None:
+                assert torch.equal(g, h), (shape, chosen)
+    # The first case is 4 warps a row of one-row blocks in exact layouts everywhere.
+    assert direct >= 1, picked
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=_vid)
 def test_one_row_backward_same_bits(dtype, variant):

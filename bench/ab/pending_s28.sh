@@ -14,10 +14,20 @@
 #      instructions an element, ptxas 32 registers): is it issue-bound (the
 #      scheduler statistics) or short of bytes in flight (one row a batch: 16 bytes a
 #      thread)? Against gelu_tanh (21.8 instructions, 76 us) and 'none'.
-#   bash bench/ab/pending_s28.sh "$OUT" a|b
+#   c: LayerNorm v32 candidate, tuning bwd_red_direct (written CPU-only): one-row
+#      backward kernels of 4 / 8 / 16 warps a row add the warps' partials of the
+#      row's two sums from shared memory (broadcast 16-byte loads, warp_sum's add
+#      order, same bits) instead of a second round of shuffles. SASS of the fp16
+#      LayerNorm N = 4096 row kernel (8 warps): 325 -> 303 instructions a row, SHFL
+#      20 -> 10, LDS 2 + 4 LDS.128 -> 8 LDS.128, 128 registers either way, no spills;
+#      MIO ops a warp and row 28 -> 20. First its GPU test and memcheck / racecheck,
+#      then the A/B at the layouts it reaches (16-bit N = 4096: 8 warps, 8192: 16;
+#      float32 4096: 16). Predicted: 1-4 us off the 16-bit backward at 4096 (0.1190
+#      ms, target 0.1115), less at 8192.
+#   bash bench/ab/pending_s28.sh "$OUT" a|b|c
 set -uo pipefail
-OUT=${1:?usage: pending_s28.sh OUTDIR a|b}
-PART=${2:?usage: pending_s28.sh OUTDIR a|b}
+OUT=${1:?usage: pending_s28.sh OUTDIR a|b|c}
+PART=${2:?usage: pending_s28.sh OUTDIR a|b|c}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 case "$PART" in
 a)
@@ -43,5 +53,20 @@ b)
     grep -E "$PAT" "$f" | head -40
   done
   ;;
-*) echo "PART must be a or b" >&2; exit 2 ;;
+c)
+  V=$(mktemp -d)
+  TESTS="tests/test_layer_norm.py" SAN_OPS="layer_norm_bwd" SAN_TOOLS="memcheck racecheck" \
+    SAN_TIMEOUT=120 timeout -k 10 200 bash bench/gpu_harness.sh "$V" --stages tests,sanitize \
+    --workers 14 -k "direct_cross_warp or one_row" --timeout 150 > "$V/harness.out" 2>&1
+  echo "harness rc $?"
+  cat "$V/summary.md"
+  tar czf "$OUT/pending_s28_c.tgz" -C "$V" .
+  . bench/ab/tl.sh
+  R='{"bwd_red_direct": true}'
+  tl c_ln16 120 --reps 30 --op ln --ns 4096,8192 --dtypes float16,bfloat16 --tunes '{}' "$R" '{}' "$R"
+  tl c_rms16 60 --reps 30 --op rms --ns 4096,8192 --dtypes float16 --tunes '{}' "$R" '{}' "$R"
+  tl c_ln32 60 --reps 30 --op ln --ns 4096 --dtypes float32 --tunes '{}' "$R" '{}' "$R"
+  tar czf "$OUT/pending_s28_c_tl.tgz" -C "$TL_DIR" .
+  ;;
+*) echo "PART must be a, b or c" >&2; exit 2 ;;
 esac
