@@ -54,14 +54,8 @@ b)
   done
   ;;
 c)
-  V=$(mktemp -d)
-  TESTS="tests/test_layer_norm.py" SAN_OPS="layer_norm_bwd" SAN_TOOLS="memcheck racecheck" \
-    SAN_TIMEOUT=120 timeout -k 10 200 bash bench/gpu_harness.sh "$V" --stages tests,sanitize \
-    --workers 14 -k "direct_cross_warp or one_row" --timeout 150 > "$V/harness.out" 2>&1
-  echo "harness rc $?"
-  cat "$V/summary.md"
-  tar czf "$OUT/pending_s28_c.tgz" -C "$V" .
   . bench/ab/tl.sh
+  ab_verify pending_s28_c 220 "direct_cross_warp or one_row" layer_norm_bwd
   R='{"bwd_red_direct": true}'
   tl c_ln16 120 --reps 30 --op ln --ns 4096,8192 --dtypes float16,bfloat16 --tunes '{}' "$R" '{}' "$R"
   tl c_rms16 60 --reps 30 --op rms --ns 4096,8192 --dtypes float16 --tunes '{}' "$R" '{}' "$R"
