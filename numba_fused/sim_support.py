@@ -54,6 +54,8 @@ dropout bias gradient of ~1e32, a float32 GEMM). :func:`install` replaces it wit
 same lookup under a lock.
 """
 
+import os
+import queue
 import sys
 import threading
 import time
@@ -72,11 +74,15 @@ JOIN_S = 10.0
 # How often waiting lanes look for lanes stuck in syncthreads or aborted kernels:
 # the simulator signals neither to us.
 _POLL_S = 0.05
-# The simulator's block manager busy-polls its threads while holding the GIL, so each
-# lane woken from a warp call can wait out a whole switch interval (5 ms by default)
-# before it runs: warp calls ran 3-6x faster at 1 ms. install() lowers the process's
-# interval to this (never raises it); None leaves it alone.
-SWITCH_INTERVAL_S = 0.001
+# The simulator's own block manager busy-polled its threads while holding the GIL, so
+# each lane woken from a warp call could wait out a whole switch interval (5 ms by
+# default) before it ran, and install() lowered the interval to 1 ms. Its
+# replacement (_track_threads) sleeps, and there the default is the faster one:
+# a barrier cost each thread (256-thread blocks, 2-core host) 36-44 us at 5 ms against
+# 83-93 at 1 ms, a shuffle 25% less; LayerNorm, GEMM and dropout simulator tests ran
+# 0-18% faster. If set, install() lowers the process's interval to this (never
+# raises it); None leaves it alone.
+SWITCH_INTERVAL_S = None
 _FULL = 0xFFFFFFFF
 _WARP = 32
 
@@ -106,6 +112,7 @@ def install():
             from numba.cuda.simulator import kernel, kernelapi
 
             _track_threads(kernel.BlockThread, kernel.BlockManager)
+            os.register_at_fork(after_in_child=_forget_pool)
             kernelapi.FakeCUDAShared.array = _shared_array
             fake = kernelapi.FakeCUDAModule
             for fn in _PRIMITIVES:
@@ -221,54 +228,208 @@ def _block_of(thread):
     return block
 
 
+class _Gate:
+    """Barrier state of one simulated block (see :func:`_track_threads`).
+
+    ``live`` counts the block's threads that have not exited (from before the first
+    one starts), ``waiting`` the threads in the open barrier. The barrier opens when
+    every live thread waits in it, as the simulator's own manager decides, but the
+    last thread to arrive (or to exit) opens it, under ``lock``, instead of a manager
+    thread that polls every thread's flags while holding the GIL.
+    """
+
+    def __init__(self, nthreads):
+        self.lock = threading.Lock()
+        self.opened = threading.Condition(self.lock)  # barrier waiters
+        self.changed = threading.Condition(self.lock)  # the manager: exits, failures
+        self.live = nthreads
+        self.waiting = []
+        self.generation = 0
+        self.failed = None  # the first thread error: (exception, traceback)
+
+    def open(self):
+        """Release the barrier's threads (lock held): their flags clear at once, so a
+        released lane is never seen waiting in a barrier it has left."""
+        for thread in self.waiting:
+            thread.syncthreads_blocked = False
+        self.waiting = []
+        self.generation += 1
+        self.opened.notify_all()
+
+
+class _Pool:
+    """Simulator threads kept between blocks: a task queue and the count of threads
+    waiting on it. Starting a Python thread costs ~140 us (start, join) on a 2-core
+    host against ~55 us to hand a waiting one a task, and CI's simulated kernels
+    start hundreds of thousands."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.tasks = queue.SimpleQueue()
+        self.idle = 0
+
+    def reserve(self, n):
+        """Take ``n`` threads for a block: returns how many new ones to start."""
+        with self.lock:
+            taken = min(self.idle, n)
+            self.idle -= taken
+        return n - taken
+
+
+_pool = None
+
+
+def _forget_pool():
+    global _pool
+    _pool = None  # a forked child has none of its parent's threads
+
+
 def _track_threads(block_thread_cls, manager_cls):
-    """Record each simulated thread's start, exit and barriers passed, and make a
-    failed block's launch wait for its threads.
+    """Run each simulated block without the simulator's polling manager, on pooled
+    threads; record each thread's exit and barriers passed, and make a failed
+    block's launch wait for its threads.
+
+    numba-cuda's BlockManager.run starts a thread per CUDA thread and polls them all
+    in a loop (flags, ``is_alive``) until they have exited, holding the GIL against
+    the threads it waits for: py-spy of a LayerNorm simulator test read most of the
+    process's samples there. Here a :class:`_Gate` per block does the same
+    bookkeeping when threads arrive at a barrier or exit, the manager sleeps until
+    the last thread exits or one raises, and threads come from a :class:`_Pool`
+    (each is a BlockThread given the CUDA thread's identity for one task; the
+    simulator's debug mode keeps a fresh thread per CUDA thread).
 
     The barrier count tells a lane that waits in syncthreads to be released from one
-    that never will be (see _Warp.blocker). The simulator re-raises a thread's error
-    as soon as it sees it, while the block's other threads still run until their next
-    barrier or warp call: such a thread could run on into the next launch of a kernel
-    of the same module, whose ``cuda`` global (the simulator swaps it per launch) would
-    then hand it that launch's shared arrays. So a failing block's threads, told to
-    abort, are joined (up to JOIN_S; a lane spinning on a lock may never stop) before
+    that never will be (see _Warp.blocker). The block re-raises the first thread
+    error it sees while its other threads may still run until their next barrier or
+    warp call: such a thread could run on into the next launch of a kernel of the
+    same module, whose ``cuda`` global (the simulator swaps it per launch) would then
+    hand it that launch's shared arrays. So a failing block's threads, told to abort,
+    are waited for (up to JOIN_S; a lane spinning on a lock may never stop) before
     the error leaves the launch.
     """
+    from numba.cuda.simulator.kernelapi import Dim3
+
     run = block_thread_cls.run
-    syncthreads = block_thread_cls.syncthreads
 
     def run_tracked(self):
         self.barriers_passed = 0
+        gate = self._manager._gate
         block = _block_of(self)
         block.threads[self.thread_id] = self
+        if gate.failed is not None:
+            # A pooled thread that picks its task up after another failed runs to
+            # its first barrier or warp call, as the simulator's threads, all started
+            # at once, did.
+            self.abort = True
         try:
             run(self)
         finally:
             block.thread_exited(self.thread_id)
+            with gate.lock:
+                gate.live -= 1
+                if self.exception is not None:
+                    if gate.failed is None:
+                        # The error itself: a pooled thread's own field is reset by
+                        # its next task.
+                        gate.failed = self.exception
+                elif gate.waiting and len(gate.waiting) == gate.live:
+                    gate.open()
+                gate.changed.notify()
 
-    def syncthreads_counted(self):
-        syncthreads(self)
+    class Worker(block_thread_cls):
+        """A pooled simulator thread: runs one CUDA thread of a block per task."""
+
+        def __init__(self, pool):
+            threading.Thread.__init__(self, daemon=True)
+            self.pool = pool
+
+        def run(self):
+            pool = self.pool
+            while True:
+                manager, grid_point, block_point, target = pool.tasks.get()
+                dx, dy, _ = manager._block_dim
+                x, y, z = block_point
+                self._manager = manager
+                self.blockIdx, self.threadIdx = Dim3(*grid_point), Dim3(x, y, z)
+                self.thread_id = x + dx * (y + dy * z)
+                self.exception, self.abort, self.debug = None, False, False
+                self.syncthreads_blocked = False
+                self._target, self._args, self._kwargs = target, (), {}
+                run_tracked(self)
+                self._manager = None  # nothing of the launch is kept while idle
+                with pool.lock:
+                    pool.idle += 1
+
+    def syncthreads(self):
+        if self.abort:
+            raise RuntimeError("abort flag set on syncthreads call")
+        gate = self._manager._gate
+        with gate.lock:
+            self.syncthreads_blocked = True
+            gate.waiting.append(self)
+            if len(gate.waiting) == gate.live:
+                gate.open()
+            else:
+                generation = gate.generation
+                while gate.generation == generation and not self.abort:
+                    gate.opened.wait()
+        if self.abort:
+            raise RuntimeError("abort flag set on syncthreads clear")
         self.barriers_passed += 1
 
-    manager_run = manager_cls.run
+    def _start(self, grid_point, target, started):
+        """Start the block's threads, counting them in ``started[0]``."""
+        nthreads = int(np.prod(self._block_dim))
+        if self._debug:
+            for block_point in np.ndindex(*self._block_dim):
+                block_thread_cls(target, self, grid_point, block_point, True).start()
+                started[0] += 1
+            return
+        global _pool
+        pool = _pool
+        if pool is None:
+            pool = _pool = _Pool()
+        for _ in range(pool.reserve(nthreads)):
+            Worker(pool).start()
+        for block_point in np.ndindex(*self._block_dim):
+            pool.tasks.put((self, grid_point, block_point, target))
+            started[0] += 1
 
-    def run_joined(self, grid_point, *args):
+    def _run_block(self, grid_point, *args):
+        nthreads = int(np.prod(self._block_dim))
+        gate = self._gate = _Gate(nthreads)
+
+        def target():
+            self._f(*args)
+
+        started = [0]
         try:
-            return manager_run(self, grid_point, *args)
-        except BaseException:
-            block = getattr(self, "_warp_state", None)
-            if block is not None:
-                deadline = time.monotonic() + JOIN_S
-                for thread in list(block.threads.values()):
-                    thread.abort = True
-                    thread.syncthreads_blocked = False
-                    thread.syncthreads_event.set()
-                    thread.join(max(0.0, deadline - time.monotonic()))
-            raise
+            _start(self, grid_point, target, started)
+        finally:
+            with gate.lock:
+                # Threads never started (a failed start) will not exit: stop counting them.
+                gate.live -= nthreads - started[0]
+                if gate.waiting and len(gate.waiting) == gate.live:
+                    gate.open()
+                while gate.live and gate.failed is None:
+                    gate.changed.wait()
+                failed = gate.failed
+        if failed is None:
+            return
+        deadline = time.monotonic() + JOIN_S
+        block = getattr(self, "_warp_state", None)
+        with gate.lock:
+            for thread in list(block.threads.values()) if block else ():
+                thread.abort = True
+                thread.syncthreads_blocked = False
+            gate.opened.notify_all()
+            while gate.live and time.monotonic() < deadline:
+                gate.changed.wait(max(0.0, deadline - time.monotonic()))
+        raise failed[0].with_traceback(failed[1])
 
     block_thread_cls.run = run_tracked
-    block_thread_cls.syncthreads = syncthreads_counted
-    manager_cls.run = run_joined
+    block_thread_cls.syncthreads = syncthreads
+    manager_cls.run = _run_block
 
 
 class _Warp:

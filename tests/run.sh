@@ -14,7 +14,8 @@ if have_gpu; then
 fi
 setup_python "test,ci,torch"
 echo "== simulator suite =="
-# --durations: the slowest tests of each stage in CI's log (where its time goes).
-NUMBA_ENABLE_CUDASIM=1 "$PY" -m pytest -q -n 2 -p no:cacheprovider --durations=20 "$@"
+# --durations: the slowest tests of each stage in CI's log (where its time goes);
+# worksteal: idle workers take queued tests from busy ones (durations vary 100x).
+NUMBA_ENABLE_CUDASIM=1 "$PY" -m pytest -q -n 2 --dist worksteal -p no:cacheprovider --durations=20 "$@"
 echo "== PTX compile for sm_90 =="
-"$PY" -m pytest -q -n 2 -m ptx -p no:cacheprovider --durations=10 "$@"
+"$PY" -m pytest -q -n 2 --dist worksteal -m ptx -p no:cacheprovider --durations=20 "$@"

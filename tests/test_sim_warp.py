@@ -508,32 +508,73 @@ def test_lane_waiting_in_syncthreads():
     assert "syncwarp" in msg and "lane 7 waits in syncthreads" in msg
 
 
-class _SlowRelease(threading.Event):
-    """A barrier release that holds the simulator's block manager for a while, as a
-    starved manager thread does on a loaded machine."""
-
-    def set(self):
-        time.sleep(1.5)
-        super().set()
-
-
 @pytest.mark.sim
 def test_slow_barrier_release_is_not_divergence():
-    """Lanes released from a barrier shuffle with warp-mates the manager has not
-    released yet (still flagged in syncthreads for longer than a second): that is a
-    release in progress, not a lane stuck at a barrier."""
+    """Lanes released from a barrier shuffle with warp-mates that have not run again
+    yet (on a loaded machine a released thread can wait seconds for the GIL; here two
+    lanes sleep as they leave the barrier): that is a release in progress, not a lane
+    stuck at a barrier. The released lanes' barrier flags are already clear, so the
+    waiting lanes never read them as blocked."""
 
     @cuda.jit
-    def kernel(x):
+    def kernel(x, flagged):
         i = cuda.threadIdx.x
-        if i == 7 or i == 20:
-            threading.current_thread().syncthreads_event = _SlowRelease()
         cuda.syncthreads()
+        if i == 7 or i == 20:
+            time.sleep(1.5)
+        else:
+            me = threading.current_thread()
+            flagged[i] = me.syncthreads_blocked
         x[i] = cuda.shfl_xor_sync(FULL, x[i], 1)
 
     x = np.arange(32, dtype=np.float32)
-    kernel[1, 32](x)
+    flagged = np.ones(32, dtype=np.bool_)
+    flagged[[7, 20]] = False
+    kernel[1, 32](x, flagged)
     np.testing.assert_array_equal(x, np.arange(32) ^ 1)
+    assert not flagged.any()
+
+
+@pytest.mark.sim
+def test_pooled_threads_start_each_block_clean():
+    """Simulated threads are pooled between blocks and launches: after a launch whose
+    block failed, and across blocks of other shapes, each CUDA thread still sees its
+    own thread and block index, no abort flag, no error and no barrier passed."""
+
+    @cuda.jit
+    def fails(x):
+        if cuda.threadIdx.x == 3:
+            raise ValueError("lane 3")
+        cuda.syncthreads()
+        x[cuda.threadIdx.x] = 1.0
+
+    with pytest.raises(ValueError, match="lane 3"):
+        fails[1, 64](np.zeros(64, np.float32))
+
+    @cuda.jit
+    def identity(out):
+        me = threading.current_thread()
+        t = cuda.threadIdx.x + cuda.blockDim.x * cuda.threadIdx.y
+        row = out[cuda.blockIdx.x * cuda.blockDim.x * cuda.blockDim.y + t]
+        row[0] = cuda.threadIdx.x
+        row[1] = cuda.threadIdx.y
+        row[2] = cuda.blockIdx.x
+        row[3] = me.thread_id
+        row[4] = me.abort or me.exception is not None or me.barriers_passed != 0
+        cuda.syncthreads()
+        row[5] = me.barriers_passed
+
+    for grid, block in ((3, (8, 5)), (2, (33, 2)), (1, (17, 1))):
+        n = grid * block[0] * block[1]
+        out = np.full((n, 6), -1, np.int64)
+        identity[grid, block](out)
+        t = np.arange(n) % (block[0] * block[1])
+        np.testing.assert_array_equal(out[:, 0], t % block[0])
+        np.testing.assert_array_equal(out[:, 1], t // block[0])
+        np.testing.assert_array_equal(out[:, 2], np.arange(n) // (block[0] * block[1]))
+        np.testing.assert_array_equal(out[:, 3], t)
+        assert not out[:, 4].any()
+        assert (out[:, 5] == 1).all()
 
 
 @pytest.mark.sim
