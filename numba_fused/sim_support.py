@@ -256,6 +256,11 @@ class _Gate:
         self.generation += 1
         self.opened.notify_all()
 
+    def open_if_all_wait(self):
+        """Open the barrier if every live thread waits in it (lock held)."""
+        if self.waiting and len(self.waiting) == self.live:
+            self.open()
+
 
 class _Pool:
     """Simulator threads kept between blocks: a task queue and the count of threads
@@ -332,8 +337,8 @@ def _track_threads(block_thread_cls, manager_cls):
                         # The error itself: a pooled thread's own field is reset by
                         # its next task.
                         gate.failed = self.exception
-                elif gate.waiting and len(gate.waiting) == gate.live:
-                    gate.open()
+                else:
+                    gate.open_if_all_wait()
                 gate.changed.notify()
 
     class Worker(block_thread_cls):
@@ -367,19 +372,16 @@ def _track_threads(block_thread_cls, manager_cls):
         with gate.lock:
             self.syncthreads_blocked = True
             gate.waiting.append(self)
-            if len(gate.waiting) == gate.live:
-                gate.open()
-            else:
-                generation = gate.generation
-                while gate.generation == generation and not self.abort:
-                    gate.opened.wait()
+            generation = gate.generation
+            gate.open_if_all_wait()
+            while gate.generation == generation and not self.abort:
+                gate.opened.wait()
         if self.abort:
             raise RuntimeError("abort flag set on syncthreads clear")
         self.barriers_passed += 1
 
-    def _start(self, grid_point, target, started):
-        """Start the block's threads, counting them in ``started[0]``."""
-        nthreads = int(np.prod(self._block_dim))
+    def _start(self, nthreads, grid_point, target, started):
+        """Start the block's ``nthreads`` threads, counting them in ``started[0]``."""
         if self._debug:
             for block_point in np.ndindex(*self._block_dim):
                 block_thread_cls(target, self, grid_point, block_point, True).start()
@@ -404,13 +406,12 @@ def _track_threads(block_thread_cls, manager_cls):
 
         started = [0]
         try:
-            _start(self, grid_point, target, started)
+            _start(self, nthreads, grid_point, target, started)
         finally:
             with gate.lock:
                 # Threads never started (a failed start) will not exit: stop counting them.
                 gate.live -= nthreads - started[0]
-                if gate.waiting and len(gate.waiting) == gate.live:
-                    gate.open()
+                gate.open_if_all_wait()
                 while gate.live and gate.failed is None:
                     gate.changed.wait()
                 failed = gate.failed
