@@ -332,7 +332,7 @@ def _layer_norm_bwd(nf, torch, dt):
     """The backward row kernels at N = 512, where v30 drops the next row's prefetch
     (float32, 16-bit RMSNorm), both dW / dB schemes, at 29 rows (blocks of several
     rows with spare slots) and 1; then N = 4096 under tuning(bwd_red_direct=True)
-    (v32 candidate: one-row blocks of 8 warps at 16 bits, 16 at float32, whose two
+    (v32: one-row blocks of 8 warps at 16 bits, 16 at float32, whose two
     row sums cross warps through shared memory, alternating two buffers) on a grid of
     5 blocks, so each block takes several rows."""
     from numba_fused.layer_norm import tuning

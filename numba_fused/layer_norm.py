@@ -815,8 +815,9 @@ _row_sum2 = _row_pair(warp_sum)
 _row_sum2_v2 = _row_sum2
 
 # Warps a row (a compile-time constant) of the direct cross-warp step (tuning
-# bwd_red_direct).
+# bwd_red_direct), and those its default (v32) takes at 16 bits.
 RED_DIRECT_WARPS = (4, 8, 16)
+_RED_DIRECT_DEFAULT = (8, 16)
 
 
 @functools.lru_cache(maxsize=None)
@@ -831,7 +832,7 @@ def _row_sum2_direct(nw):
     16-byte aligned; calling rules as :func:`_row_sum`. Why: the 16-bit backward row
     kernel at N = 4096 (ncu, H200) stalls on MIO; per warp and row its shuffled step
     issues 10 SHFL and 2 LDS in a dependent chain, this one 2 LDS.128 and 14 FADD at
-    nw = 8 (v32 candidate, bench/NOTES.md)."""
+    nw = 8 (v32, bench/NOTES.md)."""
     if nw not in RED_DIRECT_WARPS:
         raise ValueError(f"nw must be one of {RED_DIRECT_WARPS}, got {nw!r}")
     quads = nw // 4
@@ -2631,7 +2632,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     (``blockDim.y`` = 1, which the launcher guarantees), so the row index is the same
     in every thread and ptxas keeps the row addresses in uniform registers (fp16 N =
     8192: 325 SASS instructions a row against 353). ``red_warps`` (one_row kernels;
-    v32 candidate, tuning ``bwd_red_direct``): the rows' two sums cross warps through
+    v32, tuning ``bwd_red_direct``): the rows' two sums cross warps through
     :func:`_row_sum2_direct` for blocks of exactly that many warps (the launcher
     guarantees it), not shuffles; 0: shuffles."""
     if red_warps and not one_row:
@@ -3244,9 +3245,10 @@ def shipped_kernels():
                     if direction == "bwd":  # exact layouts of one-row blocks (bwd_one_row)
                         yield factory(dtype, rms, has_w, has_b, True, words, True, True,
                                       one_row=True)
-                        if vec == 8 and words == 2:  # bwd_red_direct at N = 4096
-                            yield factory(dtype, rms, has_w, has_b, True, words, True,
-                                          True, one_row=True, red_warps=8)
+                        if vec == 8 and words == 2:  # bwd_red_direct's default (v32)
+                            for nw in _RED_DIRECT_DEFAULT:
+                                yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                              True, one_row=True, red_warps=nw)
                     if not _fat(direction, vec, words):
                         yield factory(dtype, rms, has_w, has_b, True, words, True, False)
                 if direction == "fwd":
@@ -3419,10 +3421,16 @@ _TUNING_DEFAULTS = {
     "bwd_one_row": True,
     # Backward one-row kernels of 4, 8 or 16 warps a row: the rows' two sums cross
     # warps by broadcast 16-byte shared loads and a fixed add tree, not shuffles
-    # (_row_sum2_direct; same bits). v32 candidate, opt-in until timed: the fp16
-    # LayerNorm backward's row kernel at N = 4096 (8 warps) stalls on MIO (ncu, H200,
-    # twenty-sixth session); per warp and row this trades 10 SHFL + 2 LDS for 4 LDS.128.
-    "bwd_red_direct": False,
+    # (_row_sum2_direct; same bits). The fp16 LayerNorm backward's row kernel at N =
+    # 4096 (8 warps) stalls on MIO (ncu, H200, twenty-sixth session); per warp and row
+    # this trades 10 SHFL + 2 LDS for 4 LDS.128. v32: None (the default) takes it for
+    # 16-bit rows of 8 or 16 warps (_RED_DIRECT_DEFAULT), True for any of
+    # RED_DIRECT_WARPS, False never. H200, M x N = 2^26, us, shuffles / direct, two
+    # passes each: fp16 LayerNorm 4096 118.1, 117.6 / 117.3, 117.8; 8192 123.5, 123.0 /
+    # 122.4, 121.9; bf16 4096 117.5, 117.7 / 117.0, 117.6; RMSNorm fp16 4096 113.3,
+    # 113.2 / 111.4, 111.4; 8192 117.4, 116.4 / 115.0, 116.3; float32 LayerNorm 4096
+    # (16 warps) 220.1, 219.8 / 219.8, 219.4, within the spread, so not taken there.
+    "bwd_red_direct": None,
     # Backward, 16-bit rows longer than the row kernels hold (more than bwd_lean_min
     # groups, None: 2 * _FAT_BLOCK, i.e. N > 8192) and at most 2 max_tpr groups: the
     # lean wide kernel (v13, make_lean_backward_kernel), with its next-row prefetch
@@ -4434,9 +4442,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # Exact layouts only: in SASS the checked forms gained nothing (bf16 RMSNorm, two
     # groups: 282 -> 285 instructions a row; fp16 LayerNorm exact: 353 -> 325).
     one_row = full and rpb == 1 and bool(_tune["bwd_one_row"])
-    red_warps = tpr // WARP if one_row and _tune["bwd_red_direct"] else 0
-    if red_warps not in RED_DIRECT_WARPS:
-        red_warps = 0
+    red_warps = _red_direct_warps(tpr, vec) if one_row else 0
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
@@ -4502,6 +4508,17 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                   (cdiv(n, bx), len(pairs)),
                   (bx, by), stream, [p0, p1, o0, o1, nparts, n])
     return gx, gw, gb
+
+
+def _red_direct_warps(tpr, vec):
+    """Warps a row of a one-row backward block of ``tpr`` threads whose row sums
+    cross warps directly (tuning's ``bwd_red_direct``; None: :data:`_RED_DIRECT_DEFAULT`'s
+    warps at 16 bits, ``vec`` 8), else 0 (shuffles)."""
+    nw = tpr // WARP
+    on = _tune["bwd_red_direct"]
+    if on is None:
+        on = vec == 8 and nw in _RED_DIRECT_DEFAULT
+    return nw if on and tpr % WARP == 0 and nw in RED_DIRECT_WARPS else 0
 
 
 def _bwd_lean(ng, vec, m):

@@ -758,14 +758,16 @@ def test_wide_backward_rows_match_float64(dtype, variant):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
 def test_direct_cross_warp_sums_same_bits(dtype, variant):
-    """tuning(bwd_red_direct=True), v32 candidate: one-row backward kernels of 4, 8 or
-    16 warps a row add the warps' partials of the row's two sums from shared memory in
-    warp_sum's butterfly order instead of shuffling them, so dx, dw and db keep the
-    shuffled kernel's bits (deterministic scheme, same grid), and the launcher's pick
-    shows in the kernel's name. Other layouts keep the shuffles. The simulator runs
-    rows of 4 warps (max_tpr raised to 128); a GPU also the default layouts that land
-    on 8 and 16 warps. The simulator (a Python thread a GPU thread) runs LayerNorm
-    only, two rows on one block (its second row takes the other buffer)."""
+    """tuning(bwd_red_direct=True): one-row backward kernels of 4, 8 or 16 warps a row
+    add the warps' partials of the row's two sums from shared memory in warp_sum's
+    butterfly order instead of shuffling them, so dx, dw and db keep the shuffled
+    kernel's (bwd_red_direct=False) bits (deterministic scheme, same grid), and the
+    launcher's pick shows in the kernel's name. Other layouts keep the shuffles. The
+    default (None, v32) picks the direct step at 16 bits on rows of 8 or 16 warps
+    only. The simulator runs rows of 4 warps (max_tpr raised to 128); a GPU also the
+    default layouts that land on 8 and 16 warps. The simulator (a Python thread a GPU
+    thread) runs LayerNorm only, two rows on one block (its second row takes the
+    other buffer)."""
     if SIMULATOR and variant[0]:
         pytest.skip("simulator: LayerNorm only (RMSNorm's rows run on the GPU)")
     vec = ln._vec_of(dtype, True)
@@ -781,20 +783,30 @@ def test_direct_cross_warp_sums_same_bits(dtype, variant):
         n0 = len(picked)
         with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
             _record_kernels(mp, "make_backward_kernel", picked)
-            want = _backward(variant, dy, x, w, b, mean, rstd, True)
+            with ln.tuning(bwd_red_direct=False):
+                want = _backward(variant, dy, x, w, b, mean, rstd, True)
             with ln.tuning(bwd_red_direct=True), poison_outputs():
                 got = _backward(variant, dy, x, w, b, mean, rstd, True)
+            with poison_outputs():
+                default = _backward(variant, dy, x, w, b, mean, rstd, True)
         # No name where another factory's kernel ran (the lean backward: float32 8192).
-        assert len(picked) - n0 in (0, 2), picked[n0:]
+        assert len(picked) - n0 in (0, 3), picked[n0:]
         if len(picked) > n0:
-            shuffled, chosen = picked[n0:]
+            shuffled, chosen, by_default = picked[n0:]
             assert "_rd" not in shuffled, shape
             if "_rd" in chosen:
-                assert int(chosen.rsplit("_rd", 1)[1]) in ln.RED_DIRECT_WARPS, chosen
+                nw = int(chosen.rsplit("_rd", 1)[1])
+                assert nw in ln.RED_DIRECT_WARPS, chosen
                 assert chosen.startswith(shuffled), (chosen, shuffled)
                 direct += 1
+                on = ln._vec_of(dtype, True) == 8 and nw in ln._RED_DIRECT_DEFAULT
+                assert by_default == (chosen if on else shuffled), (shape, by_default)
             else:
-                assert chosen == shuffled, shape
+                assert chosen == shuffled == by_default, shape
+        for g, h in zip(default, want):
+            assert (g is None) == (h is None)
+            if g is not None:
+                assert torch.equal(g, h), (shape, by_default)
         for g, h in zip(got, want):
             assert (g is None) == (h is None)
             if g is not None:
