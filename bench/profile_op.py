@@ -4,7 +4,7 @@
         python3 bench/profile_op.py dropout_bwd --shape 16384x4096 --dtype float16 \\
         [--activation gelu] [--config '{"bias_reduce": "kernel"}']
     ncu ... python3 bench/profile_op.py ln_bwd --shape 16384x4096 --dtype float32 \\
-        [--tuning '{"bwd_wide": true}']
+        [--tuning '{"bwd_red_direct": false}']
 
 Ops: dropout_fwd, dropout_bwd (with grad_bias; --no-bias-grad without), ln_fwd,
 ln_bwd, rms_fwd, rms_bwd; ``--provider compile`` profiles torch.compile's kernels for

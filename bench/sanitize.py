@@ -116,21 +116,14 @@ def _layer_norm(nf, torch, dt):
             with tuning(fwd_staged=True, fwd_words=words):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x)
-            # Pipelined (fwd_staged_pipe candidate): two blocks, so each loops over
-            # rows and its copies of the next row land while it reads this one.
-            with tuning(fwd_staged=True, fwd_words=words, fwd_staged_pipe=True, fwd_grid=2):
-                nf.layer_norm_forward(x, w, b)
-                nf.rms_norm_forward(x)
-        # v10 (opt-in): the wide backward row kernels, one group a thread (N = 1000,
-        # 4096); float32 N = 4096 also takes v10c's two groups by default (512
-        # threads); v10b's two groups at 1024 threads with idle lanes: N = 8000.
-        if n in (1000, 4096):
-            rows = [(x, w, b, g)]
-            if dt == torch.float32 and n == 4096:
-                x2 = torch.randn(29, 8000, device="cuda", dtype=dt)
-                w2 = torch.randn(8000, device="cuda", dtype=dt)
-                rows.append((x2, w2, torch.randn_like(w2), torch.randn_like(x2)))
-            with tuning(bwd_wide=True, bwd_wide2=True):
+        # The wide backward row kernels (bwd_wide2, the default): float32 N = 4096 as
+        # v10c's two groups in 512 threads; v10b's two groups at 1024 threads with idle
+        # lanes: N = 8000 (bwd_lean_f32 off, else the lean kernel takes it).
+        if n == 4096 and dt == torch.float32:
+            x2 = torch.randn(29, 8000, device="cuda", dtype=dt)
+            w2 = torch.randn(8000, device="cuda", dtype=dt)
+            rows = [(x, w, b, g), (x2, w2, torch.randn_like(w2), torch.randn_like(x2))]
+            with tuning(bwd_wide2=True, bwd_lean_f32=False):
                 for xx, ww, bb, gg in rows:
                     for det in (False, True):
                         y, mean, rstd = nf.layer_norm_forward(xx, ww, bb)

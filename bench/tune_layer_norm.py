@@ -4,7 +4,7 @@ for N in {768, 1024, 4096, 8192, 16384}, plus a few launch knobs at 16384 x 4096
 
     python3 bench/tune_layer_norm.py --out DIR [--reps 50] [--quick]
     python3 bench/tune_layer_norm.py --out DIR --ns 4096,8192 --dtypes float32 \
-        --tunes '{}' '{"bwd_wide": true}'      # an A/B: each tuning at each (N, dtype)
+        --tunes '{}' '{"bwd_red_direct": false}'      # an A/B: each tuning at each (N, dtype)
     python3 bench/tune_layer_norm.py --op rms ...   # the same for RMSNorm (w, no b)
 
 Method (bench/common.py): every output is first checked against float64 (y, mean, rstd, dx on a

@@ -1166,9 +1166,9 @@ def _check_hint(name, value):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
-                        lean=False, staged=False, compensated=False, subwarp=False,
+                        lean=False, staged=False, subwarp=False,
                         evict=False, bounds=None, welford=False, rwords=0,
-                        pipelined=False, early=False, once=False):
+                        early=False, once=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1181,10 +1181,9 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     lean: row kernel holding only x's raw 16-byte words (no float32 copy, no
     prefetch, w and b read from global memory): see :func:`_lean_forward`.
     staged: the lean kernel's math with the raw words in dynamic shared memory (rows
-    too long for registers): see :func:`_lean_forward`.
-    compensated: the lean or staged LayerNorm kernel takes the deviations about a
-    coarse centre, free of mu's rounding bias (the streaming kernel carries TwoSum
-    terms instead): see :func:`_lean_forward`.
+    too long for registers); its LayerNorm takes the deviations about a coarse
+    centre, free of mu's rounding bias (the streaming kernel carries TwoSum terms
+    instead): see :func:`_lean_forward`.
     subwarp: the lean kernel for rows of 8 or 16 threads (several rows per warp).
     evict: the lean kernel's cache hints, a key of ``_FWD_HINTS`` (False: none).
     True: x's loads marked first out of L1 and w, b's last (``L1::evict_first`` /
@@ -1206,9 +1205,6 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     rwords: the staged kernel keeps this many of a thread's groups in registers
     besides its ``words`` in shared memory (rows longer than the shared memory holds;
     tuning fwd_staged_regs): see :func:`_lean_forward`.
-    pipelined: the staged kernel double-buffers its rows in shared memory, the next
-    row's copies in flight while it works on this one (tuning fwd_staged_pipe): see
-    :func:`_lean_forward`.
     early: the lean kernel loads its groups' w and b into registers with the row's x
     (their round trips overlap x's instead of following each y store) and stores
     mean / rstd before y (tuning fwd_early).
@@ -1223,29 +1219,25 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     if (evict or early or once) and not lean:
         raise ValueError("evict, early and once are the lean forward kernel's")
     _check_hint("evict", evict)
-    if (rwords or pipelined) and not staged:
-        raise ValueError("register groups (rwords) and pipelined rows are the staged "
-                         "kernel's")
+    if rwords and not staged:
+        raise ValueError("register groups (rwords) are the staged kernel's")
     if bounds and words and not lean:
         raise ValueError("launch bounds are the lean and streaming forward kernels'")
     if subwarp and (not lean or staged):
         raise ValueError("sub-warp rows are the lean kernel's, two-pass statistics only")
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
-    if compensated and (rms or not (lean or staged)):
-        raise ValueError("compensated deviations are the lean / staged LayerNorm kernels' "
-                         "two-pass statistics (not RMSNorm or the row kernel)")
     if staged:
         if not (vector and words) or lean:
             raise ValueError("staged forward kernels are 16-byte row kernels (vector, "
                              "words > 0), not lean ones")
         return _lean_forward(dtype, rms, has_w, has_b, words, full, staged=True,
-                             compensated=compensated, rwords=rwords, pipelined=pipelined)
+                             rwords=rwords)
     if lean:
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
         return _lean_forward(dtype, rms, has_w, has_b, words, full,
-                             compensated=compensated, subwarp=subwarp, evict=evict,
+                             subwarp=subwarp, evict=evict,
                              bounds=bounds, early=early, once=once)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
@@ -1604,11 +1596,11 @@ def _stats_store(rms):
 
 
 @functools.lru_cache(maxsize=None)
-def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensated=False,
-                  subwarp=False, evict=False, bounds=None, rwords=0, pipelined=False,
+def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
+                  subwarp=False, evict=False, bounds=None, rwords=0,
                   early=False, once=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
-    ``staged``: the row in shared memory; ``compensated``: deviations about a coarse
+    ``staged``: the row in shared memory, and LayerNorm's deviations about a coarse
     centre; see below).
 
     The row kernel keeps each thread's groups twice (raw words for the next row,
@@ -1631,8 +1623,8 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     a group back (``fetch``) where the register kernel indexes it. Thread ``t`` of
     a row slot owns groups ``k * tpr + t`` at ``sm[4 (slot * words * tpr + k * tpr +
     t):][:4]``: only it reads them back, so its own ``cp.async.wait_all`` is all the
-    synchronisation needed. Bit-identical to the register kernel at the same layout
-    (and the same ``compensated``).
+    synchronisation needed. Its LayerNorm statistics are compensated (below); its
+    RMSNorm is bit-identical to the register kernel at the same layout.
 
     rwords (staged only): the thread's first ``rwords`` groups (``k * tpr + t``, k <
     rwords) stay in registers as in the register kernel and the next ``words`` go to
@@ -1641,14 +1633,10 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     is still read from global memory once. The cp.async copies are issued first, so
     the register loads overlap them.
 
-    pipelined (staged only): two row buffers in shared memory (``2 * 16 * words * tpr
-    * rpb`` bytes); a block issues the copies of its next row into the other buffer
-    before it works on this one, so a row's load overlaps the previous row's
-    reductions and stores (the lean kernels have no prefetch; the staged one alone
-    keeps one row an SM in flight). Each thread still reads back only the slots it
-    copied, after its own ``cp.async.wait_all``: no barrier. Same bits as without.
-
-    compensated (two-pass LayerNorm): mu's low bits are rounded off the same way in
+    compensated (the staged LayerNorm; the lean one measured 7% slower with it at N <=
+    4096 and ran without by default, so its form was retired in the twenty-ninth
+    session with tuning ``fwd_compensated``; the lean kernel's bias on one-binade rows
+    is a strict xfail in the tests): mu's low bits are rounded off the same way in
     every x - mu of one binade, and again in every sd + d, so a plain sum carries a
     bias into the mean's correction dmu that grows with n (6e-5 of the mean at 16-bit
     N = 65536, against the 1e-5 float32 statistics are held to). The deviations are
@@ -1684,11 +1672,9 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
     _, elem = _raw_io(dtype)
     _, pack = _raw_codec(dtype)
     _gvalid, _gclamp = _group_guards(full)
-    if pipelined and not staged:
-        raise ValueError("pipelined rows are the staged kernel's")
+    compensated = staged and not rms
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_"
             f"{'staged' if staged else 'lean'}{words}" + (f"r{rwords}" if rwords else "")
-            + ("_pipe" if pipelined else "")
             + ("_full" if full else "") + ("_comp" if compensated else "")
             + ("_subwarp" if subwarp else "") + ("_early" if early else "")
             + ("_once" if once else "")
@@ -1786,7 +1772,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
         threadIdx.y``, + ``gridDim.x * rpb``, ...; its ``tpr`` threads each hold
         groups ``k * tpr + threadIdx.x`` (k < words + rwords) of the row as raw words
         ``xr`` (staged: all but the first rwords in dynamic shared memory, ``16 *
-        words * tpr * rpb`` bytes, twice that pipelined; else none)."""
+        words * tpr * rpb`` bytes; else none)."""
         red = cuda.shared.array((2, 2, 32), np.float32)
         sm = cuda.shared.array(0, raw_t)
         xr = cuda.local.array(NXR, raw_t)
@@ -1813,24 +1799,11 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
         mlast = np.int32(m32 - 1)
         glast = ng - np.uint32(1)
         phase = 0
-        # Pipelined: the two row buffers' offsets; the first row's copies go out here.
-        span = np.uint32(words * tpr * rpb)
-        buf = np.uint32(0)
-        if pipelined and row < row_end:
-            stage(sm, own, x, np.uint64(np.uint32(min(row, mlast))) * ngw, t, tpr, glast)
         while row < row_end:
             active = row < m32
             rb = np.uint64(np.uint32(min(row, mlast))) * ngw
             base = own
-            if pipelined:
-                cp_async_wait_all()
-                base = own + buf * span
-                nxt = row + stride
-                if nxt < row_end:
-                    stage(sm, own + (buf ^ np.uint32(1)) * span, x,
-                          np.uint64(np.uint32(min(nxt, mlast))) * ngw, t, tpr, glast)
-                buf ^= np.uint32(1)
-            elif staged:
+            if staged:
                 stage(sm, own, x, rb, t, tpr, glast)
             for k in range(RW):
                 q = ldx(x, rb, _gclamp(k, tpr, t, glast))
@@ -1847,7 +1820,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False, compensat
                         q = ldp(b, gi)
                         for i in range(4):
                             be[4 * k + i] = q[i]
-            if staged and not pipelined:
+            if staged:
                 cp_async_wait_all()
             s = np.float32(0.0)
             amax = np.float32(0.0)
@@ -2622,9 +2595,9 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
     only): the block's dw/db accumulators live in dynamic shared memory and go out
     as one partial row at the end, instead of a read-modify-write of the partial
-    row in global memory for every row. ``wide`` (row kernels of one group a thread,
-    or two of float32 without the prefetch: see :func:`_bwd_wide_words`): compiled
-    for blocks of up to 1024 threads (64 registers) instead of :data:`_FAT_BLOCK`.
+    row in global memory for every row. ``wide`` (float32 row kernels of two groups a
+    thread without the prefetch: see :func:`_bwd_wide_words`): compiled for blocks of
+    up to 1024 threads (64 registers) instead of :data:`_FAT_BLOCK`.
     ``given`` (streaming kernels with sacc; v11 candidate): the rows' c1, c2 come
     from :func:`make_bwd_stats_kernel`'s pass (argument ``c12``) instead of each
     block's first pass over the whole row. ``one_row`` (row kernels; v12, which the
@@ -2645,9 +2618,10 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         raise ValueError("one_row is for row kernels (words >= 1)")
     if sacc and (words or not (has_w or has_b)):
         raise ValueError("sacc is for streaming kernels with a weight or a bias")
-    if wide and words not in (1, 2):
-        raise ValueError(f"wide backward row kernels hold one or two groups a thread, got "
-                         f"words={words}")
+    if wide and (words != 2 or prefetch or _vec_of(dtype, vector) != 4):
+        raise ValueError(f"wide backward row kernels are float32's of two 16-byte groups a "
+                         f"thread without the prefetch, got {dtype}, words={words}, "
+                         f"vector={vector}, prefetch={prefetch}")
     if given and not sacc:
         raise ValueError("given statistics are for streaming kernels with sacc")
     vec = _vec_of(dtype, vector)
@@ -2896,9 +2870,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
 
         # Backward row kernels are compiled for <= _FAT_BLOCK threads: with 1 group per
         # thread, w, b and the prefetch, 64 registers spilled 8-12 bytes (ptxas). The
-        # wide ones fit 64 without spills: float32 with the prefetch (64), 16-bit
-        # without it (64), float32 of two groups without it (64; the launcher turns it
-        # off for both).
+        # wide ones (float32, two groups, no prefetch) fit 64 without spills.
         return Kernel(name, norm_bwd_rows, argtypes,
                       **_jit_for(_MAX_BLOCK if wide else _FAT_BLOCK))
 
@@ -3227,11 +3199,11 @@ def _variants():
 def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
-    the lean (two-pass and compensated statistics; rows of a warp or more, or
+    the lean (two-pass statistics; rows of a warp or more, or
     sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot),
     the plain kernel at its layouts for the sweep's rows (v27, v28) and its sub-warp /
-    bounded candidates, and staged forward row kernels (with register groups;
-    float32's pipelined candidates); the wide and lean wide (16-bit,
+    bounded candidates, and staged forward row kernels (LayerNorm's with compensated
+    statistics; with register groups); the wide and lean wide (16-bit,
     checked forms) backward row kernels; the
     backward row kernels' exact forms also for one-row blocks;
     the streaming and scalar kernels (the backward's also with given statistics, and
@@ -3256,9 +3228,6 @@ def shipped_kernels():
                         for full in (True, False):
                             yield factory(dtype, rms, has_w, has_b, True, words, True, full,
                                           True)
-                            if not rms:
-                                yield factory(dtype, rms, has_w, has_b, True, words, True,
-                                              full, True, compensated=True)
                         # fwd_lean_regs: register-capped exact layouts.
                         for bounds in sorted({(tpr * rpb, blocks) for (dt, wd, tpr, r), (
                                 rpb, blocks) in _LEAN_CAPS.items()
@@ -3266,9 +3235,8 @@ def shipped_kernels():
                             yield factory(dtype, rms, has_w, has_b, True, words, True,
                                           True, True, bounds=bounds)
                         # Sub-warp rows (tuning fwd_subwarp): always exact layouts.
-                        for comp in ((False, True) if not rms else (False,)):
-                            yield factory(dtype, rms, has_w, has_b, True, words, True, True,
-                                          True, compensated=comp, subwarp=True)
+                        yield factory(dtype, rms, has_w, has_b, True, words, True, True,
+                                      True, subwarp=True)
                         # v26 (_fwd_early_once): 16-bit RMSNorm rows, LayerNorm rows of
                         # two groups, with w / b loaded with the row, one row a slot.
                         if vec == 4 or not (rms or words == 2):
@@ -3299,22 +3267,13 @@ def shipped_kernels():
                                                         False, False, 2)
                     for words in _STAGED_WORDS:
                         for full in (True, False):
-                            for comp in ((False, True) if not rms else (False,)):
-                                yield factory(dtype, rms, has_w, has_b, True, words, True,
-                                              full, staged=True, compensated=comp)
-                    # Pipelined (tuning fwd_staged_pipe, candidate): the float32
-                    # layouts it is for (N = 16384 as 4 groups of 1024 threads or 8 of
-                    # 512), exact rows.
-                    for words in ((4, 8) if vec == 4 else ()):
-                        yield factory(dtype, rms, has_w, has_b, True, words, True, True,
-                                      staged=True, compensated=not rms, pipelined=True)
+                            yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                          full, staged=True)
                     # With register groups (tuning fwd_staged_regs).
                     for rwords in range(1, _STAGED_REGS + 1):
                         for full in (True, False):
-                            for comp in ((False, True) if not rms else (False,)):
-                                yield factory(dtype, rms, has_w, has_b, True, _HYBRID_WORDS,
-                                              True, full, staged=True, compensated=comp,
-                                              rwords=rwords)
+                            yield factory(dtype, rms, has_w, has_b, True, _HYBRID_WORDS,
+                                          True, full, staged=True, rwords=rwords)
                 yield factory(dtype, rms, has_w, has_b, True, 0)
                 yield factory(dtype, rms, has_w, has_b, False, 0)
                 if direction == "fwd" and not rms:
@@ -3322,15 +3281,11 @@ def shipped_kernels():
                     for vector in (True, False):
                         yield factory(dtype, rms, has_w, has_b, vector, 0, welford=True)
                 if direction == "bwd":
-                    # Wide row kernels (tuning bwd_wide, bwd_wide2), with the prefetch
-                    # they take.
-                    for full in (True, False):
+                    # Wide row kernels (tuning bwd_wide2): float32, two groups.
+                    for full in ((True, False) if vec == 4 else ()):
                         for r1 in ((False, True) if full else (False,)):
-                            yield factory(dtype, rms, has_w, has_b, True, 1, vec != 8, full,
+                            yield factory(dtype, rms, has_w, has_b, True, 2, False, full,
                                           wide=True, one_row=r1)
-                            if vec == 4:
-                                yield factory(dtype, rms, has_w, has_b, True, 2, False, full,
-                                              wide=True, one_row=r1)
                 if direction == "bwd":
                     # v30: the exact layouts of _BWD_NO_PREFETCH's rows without it.
                     for cls, r, groups in sorted(_BWD_NO_PREFETCH):
@@ -3412,9 +3367,6 @@ _TUNING_DEFAULTS = {
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
-    # Backward: row kernels of one group a thread compiled for 1024 threads (v10
-    # candidate, opt-in until measured; see _bwd_wide).
-    "bwd_wide": False,
     # Backward row kernels whose blocks hold one row: compiled with the row slot a
     # constant (v12, make_backward_kernel's one_row; H100 fp16 16384 x 4096 163.0 ->
     # 152.1 us, 8192 x 8192 207.6 -> 156.5, float32 29127 x 2304 364.8 -> 283.6).
@@ -3559,15 +3511,6 @@ _TUNING_DEFAULTS = {
     # 280.2 -> 210.8 / 209.5; N = 131072 fp16 170.8 -> 120.8, bf16 186.1 -> 121.2.
     # 0: none (those rows stream).
     "fwd_staged_regs": _STAGED_REGS,
-    # Forward, staged kernel: two row buffers, the next row's copies in flight while a
-    # block works on this one, where twice the layout's shared memory fits the device
-    # (candidate, opt-in until measured: for the float32 forwards at N = 12288 / 16384,
-    # 0.92-0.94x inductor, whose lean kernels keep one row an SM in flight with nothing
-    # prefetched; e.g. with fwd_staged True and fwd_words 4, 1024 threads, 2 x 64 KiB).
-    "fwd_staged_pipe": False,
-    # Forward, lean and staged LayerNorm kernels: deviations about a coarse centre
-    # (None: the staged kernel only, whose long rows need it; see _fwd_compensated).
-    "fwd_compensated": None,
     # Row kernels are persistent: grid = SMs x resident blocks per SM (the driver's
     # occupancy for the kernel, block and shared memory), capped by these (None: no cap).
     "fwd_blocks_per_sm": None,
@@ -3623,7 +3566,7 @@ def tuning(**overrides):
     Keys: bwd_scheme ("partials" | "lock": the dW/dB scheme of
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
-    streaming backward), bwd_wide, bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
+    streaming backward), bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
     bwd_red_direct, bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_grid (force
@@ -3633,7 +3576,7 @@ def tuning(**overrides):
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
     bounds' blocks an SM), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
     fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs,
-    fwd_staged_pipe, fwd_compensated, fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
+    fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
     fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
@@ -3951,7 +3894,7 @@ def _fwd_early_once(dtype, rms, words, tpr, lean, per_row):
 # The forward's layout tunings: set away from their defaults, v27's picks step aside.
 _FWD_LAYOUT_KEYS = ("fwd_lean", "fwd_words", "fwd_block", "fwd_early", "fwd_once",
                     "fwd_lean_regs", "fwd_lean_tpsm", "fwd_wave", "fwd_evict",
-                    "fwd_compensated", "fwd_grid", "fwd_blocks_per_sm",
+                    "fwd_grid", "fwd_blocks_per_sm",
                     "fwd_lean_persistent", "fwd_subwarp")
 
 
@@ -4060,16 +4003,6 @@ def _wave_words(ng, vec, m, sms):
     return None
 
 
-def _fwd_compensated(staged):
-    """Whether the lean (``staged`` False) or staged LayerNorm forward takes its
-    deviations about a coarse centre (:func:`_coarse_centre`): tuning's
-    ``fwd_compensated``; None: the staged kernel only (its rows, N >= 32768, are
-    where the plain sum's bias passed the 1e-5 bound: 6e-5 at 16-bit N = 65536, H200
-    2026-11-26; the centre costs the lean kernel 7% at N <= 4096, the staged 2%)."""
-    comp = _tune["fwd_compensated"]
-    return staged if comp is None else bool(comp)
-
-
 # Groups a thread the staged forward kernels are built for (16-bit rows up to 48K,
 # 64K (N = 65536: 8 at 1024 threads) and 96K elements).
 _STAGED_WORDS = (6, 8, 12)
@@ -4148,30 +4081,18 @@ def _rows_per_block(key, tpr, m, direction, vec, words, wide=False):
     return rpb
 
 
-def _bwd_wide(ng):
-    """Whether the backward takes a wide row kernel (one 16-byte group a thread,
-    compiled for 1024 threads) for rows of ``ng`` groups: tuning's ``bwd_wide`` and
-    the row fits 1024 threads. v10 candidate: today's row kernels are compiled for 512
-    threads, so 16-bit N = 8192 and float32 N = 4096 take 2 groups a thread in 512
-    threads and 105-128 registers, one block (one row) per SM; Liger's backward runs
-    such rows as 1024 threads of 8 elements (16-bit N = 8192: 0.154 ms against our
-    0.178). Wide kernels take 64 registers (16-bit without the prefetch), so a 1024-
-    thread row, or two rows of 512, per SM."""
-    return bool(_tune["bwd_wide"]) and 0 < ng <= _MAX_BLOCK
-
-
 def _bwd_wide_words(ng, vec):
     """Groups a thread of the wide backward row kernel that rows of ``ng`` groups of
-    ``vec`` take (0: none): 1 where :func:`_bwd_wide`; 2 for float32 rows of
+    ``vec`` take (0: none): 2 for float32 rows of
     ``max_tpr / 2`` (or ``bwd_wide2_min``) to ``2 max_tpr`` groups with tuning's
     ``bwd_wide2`` (the default) whose rows of two groups a thread take a divisor of
     1024 threads, so that 64-register rows fill the SM (v10b, v10c: the previous
     layouts were 512 threads of 4 groups at N = 8192 and of 2 groups in 105 registers
     at N = 4096, one row an SM; Liger's is 1024 threads of 8 elements). ptxas fits
     two groups in 64 registers without spills only without the prefetch, 16-bit
-    not at all."""
-    if _bwd_wide(ng):
-        return 1
+    not at all. (v10's one group a thread at 1024 threads, tuning ``bwd_wide``, was
+    slower wherever measured, fp16 N = 4096 120 -> 134 us on the H200, and was
+    retired in the twenty-ninth session.)"""
     tpr = _tune["max_tpr"]
     lo = tpr // 2 if _tune["bwd_wide2_min"] is None else int(_tune["bwd_wide2_min"])
     row = _round_warp(cdiv(ng, 2))
@@ -4318,7 +4239,6 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
             words, tpr = _row_layout(n, vec, "fwd", m)
         if not (lean or staged or words):
             tpr = _tune["fwd_stream_tpr"] or tpr
-        comp = (lean or staged) and not rms and _fwd_compensated(staged)
         subwarp = lean and tpr < WARP
         # Exact rows: every thread's every group inside the row (no per-group checks).
         full = bool(words) and tpr * (words + rwords) * vec == n
@@ -4329,11 +4249,10 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
             if subwarp:  # whole warps: the shuffles take every lane
                 rpb = cdiv(rpb, WARP // tpr) * (WARP // tpr)
         if lean:
-            bounds = (None if comp or subwarp
+            bounds = (None if subwarp
                       else _lean_bounds(dtype, tpr, rpb, words, full, rms))
         else:
             bounds = None if (staged or words) else _stream_bounds(tpr)
-        pipe = staged and bool(_tune["fwd_staged_pipe"]) and 2 * 16 * words * tpr <= limit
         # A lean grid of a block per pass of row slots covers every row once.
         per_row = (lean and _lean_block_per_row(tpr, words) and not _tune["fwd_lean_persistent"]
                    and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None
@@ -4341,14 +4260,12 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         early, once = _fwd_early_once(dtype, rms, words, tpr, lean, per_row)
         kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                      _tune["prefetch"] is not False if words else True,
-                                     full, lean,
-                                     staged, comp, subwarp, lean and _tune["fwd_evict"],
-                                     bounds=bounds,
+                                     full, lean, staged, subwarp,
+                                     lean and _tune["fwd_evict"], bounds=bounds,
                                      welford=not (words or rms) and _fwd_welford(vector),
-                                     rwords=rwords, pipelined=pipe,
-                                     early=early, once=once)
+                                     rwords=rwords, early=early, once=once)
         if lean or staged:
-            shared = 16 * words * tpr * (1 + pipe) if staged else 0
+            shared = 16 * words * tpr if staged else 0
             if per_row:
                 grid = cdiv(m, rpb)
             else:
@@ -4433,7 +4350,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # Wide 16-bit kernels, and float32 ones of two groups, fit 64 registers only
     # without the prefetch (ptxas).
     prefetch = (_bwd_prefetch(dtype, rms, n // vec, vector)
-                and not (wide and (vec == 8 or words == 2)) if words else True)
+                and not wide if words else True)
     stats_pass = _tune["bwd_stats_pass"]
     if stats_pass is None:
         stats_pass = vec == 8
