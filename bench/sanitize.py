@@ -321,6 +321,24 @@ def _linear_act(nf, torch, dt):
         nf.linear_act_backward(torch.randn_like(y), x, w, preact=pre, activation="gelu_tanh")
 
 
+def _layer_norm_staged(nf, torch, dt):
+    """The staged forward alone (the row in shared memory through cp.async; LayerNorm's
+    deviations about a coarse centre): forced at N = 4096 at its picked layout and at
+    one with idle lanes, on a grid of 2 blocks over 29 rows (each block refills its
+    shared row), and by default at N = 65536 (16-bit: 8 groups a thread; float32: 14 in
+    shared memory and 2 in registers). A short workload for the sanitizers."""
+    from numba_fused.layer_norm import tuning
+
+    for n, tune in ((4096, {"fwd_staged": True, "fwd_grid": 2}),
+                    (4096, {"fwd_staged": True, "fwd_words": 6, "fwd_grid": 2}),
+                    (65536, {})):
+        x = torch.randn(29, n, device="cuda", dtype=dt)
+        w = torch.randn(n, device="cuda", dtype=dt)
+        with tuning(**tune):
+            nf.layer_norm_forward(x, w, torch.randn_like(w))
+            nf.rms_norm_forward(x, w)
+
+
 def _layer_norm_bwd(nf, torch, dt):
     """The backward row kernels at N = 512, where v30 drops the next row's prefetch
     (float32, 16-bit RMSNorm), both dW / dB schemes, at 29 rows (blocks of several
@@ -348,6 +366,7 @@ CASES = {
     "dropout": ("dropout_bias_act_forward", _dropout),
     "layer_norm": ("layer_norm_forward", _layer_norm),
     "layer_norm_plain": ("layer_norm_forward", _layer_norm_plain),
+    "layer_norm_staged": ("layer_norm_forward", _layer_norm_staged),
     "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
@@ -357,7 +376,7 @@ CASES = {
 
 # Cases that exercise part of another op's module.
 _MODULES = {"linear_act_wgmma": "linear_act", "layer_norm_plain": "layer_norm",
-            "layer_norm_bwd": "layer_norm"}
+            "layer_norm_staged": "layer_norm", "layer_norm_bwd": "layer_norm"}
 
 
 def main(argv):

@@ -782,7 +782,8 @@ def test_one_row_backward_same_bits(dtype, variant):
                 _record_kernels(mp, "make_backward_kernel", picked)
                 with poison_outputs():
                     got = _backward(variant, dy, x, w, b, mean, rstd, det)
-            assert picked.pop().endswith("_r1") == r1, shape
+            # v32's direct cross-warp sums add "_rd<warps>" to some one-row kernels.
+            assert picked.pop().split("_rd")[0].endswith("_r1") == r1, shape
             assert torch.equal(got[0], want[0]), (shape, det)
             for g, h in zip(got[1:], want[1:]):
                 if g is None or h is None:
