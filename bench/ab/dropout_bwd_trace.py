@@ -6,8 +6,9 @@ loop's. Twenty-ninth session: ncu read the kernel 73.06 us alone with the bias g
 tune_dropout's loop 76.3. The lent image has no nsys: torch.profiler (CUPTI) records
 the kernels; each launch's duration and the gap before it are printed.
 
-    python3 bench/ab/dropout_bwd_trace.py
+    python3 bench/ab/dropout_bwd_trace.py      # DROPOUT_FILL=k: LaunchConfig(fill=k)
 """
+import os
 import statistics
 
 import torch
@@ -32,6 +33,8 @@ def main():
 
 
 def _loops():
+    fill = os.environ.get("DROPOUT_FILL")
+    cfg = D.LaunchConfig(fill=int(fill)) if fill else None
     gen = torch.Generator(device="cuda").manual_seed(0)
     sets = [tuple(torch.randn(M, N, device="cuda", dtype=torch.float16, generator=gen)
                   for _ in range(2)) + (torch.randn(N, device="cuda", dtype=torch.float16,
@@ -39,7 +42,8 @@ def _loops():
     for need in (True, False, True, False):
         def call(i):
             g, x, b = sets[i % 3]
-            return D.dropout_bias_act_backward(g, x, b, P, 1, 0, "none", need_bias_grad=need)
+            return D.dropout_bias_act_backward(g, x, b, P, 1, 0, "none", need_bias_grad=need,
+                                               config=cfg)
 
         for i in range(5):
             call(i)
