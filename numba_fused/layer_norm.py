@@ -931,7 +931,7 @@ def _sub_pair(second):
     """Device function ``pair(a, b, red, buf)`` as :func:`_row_pair`'s for rows of
     ``tpr`` = 8 or 16 threads (several rows per warp): xor-shuffles over offsets below
     tpr only, so each row's lanes reduce among themselves; ``second`` combines two
-    values (sum or max). No shared memory, no barrier."""
+    values of the second sum. No shared memory, no barrier."""
 
     @inline_device
     def pair(a, b, red, buf):
@@ -952,7 +952,6 @@ def _add(a, b):
 
 
 _sub_sum2 = _sub_pair(_add)
-_sub_sum_max = _sub_pair(max)
 
 
 @inline_device
@@ -1683,7 +1682,6 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
     ldx, ldp, stx = _FWD_HINTS[evict][:3]
     rsum = _sub_sum if subwarp else _row_sum_v2
     rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
-    rsum_max = _sub_sum_max if subwarp else _row_sum_max_v2
     # Groups a thread: in registers (xr[4 k:], k < RW) and in shared memory; a group
     # read back from shared memory lands in xr[4 RW:].
     RW = rwords if staged else words
@@ -1837,7 +1835,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
                 var = rsum(s, red, phase) * inv_n
             else:
                 if compensated:
-                    s, amax = rsum_max(s, amax, red, phase)
+                    s, amax = _row_sum_max_v2(s, amax, red, phase)
                     mu = _coarse_centre(s / nf, amax)
                 else:
                     mu = rsum(s, red, phase) / nf
