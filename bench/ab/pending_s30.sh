@@ -12,10 +12,13 @@
 #      grad (fill=2) against v10's one wave, to see whether the ~4 us that the
 #      bias-grad kernel loses back to back (bench/NOTES.md, twenty-ninth session) is the
 #      one wave's tail: set DROPOUT_FILL=2 for the second run.
-#   bash bench/ab/pending_s30.sh "$OUT" a|b|c|d|e
+#   f: memcheck and racecheck of bench/sanitize.py's long layer_norm workload, one
+#      process a dtype and tool, concurrently, under 540 s each (this session's 150 s /
+#      90 s gave no verdict; earlier sessions needed up to ~330 s a dtype).
+#   bash bench/ab/pending_s30.sh "$OUT" a|b|c|d|e|f
 set -uo pipefail
-OUT=${1:?usage: pending_s30.sh OUTDIR a|b|c|d|e}
-PART=${2:?usage: pending_s30.sh OUTDIR a|b|c|d|e}
+OUT=${1:?usage: pending_s30.sh OUTDIR a|b|c|d|e|f}
+PART=${2:?usage: pending_s30.sh OUTDIR a|b|c|d|e|f}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 case "$PART" in
 a) bash bench/ab/norms_sweep.sh "$OUT" h200_s30_v32 | tail -5 ;;
@@ -28,5 +31,10 @@ e)
     > "$OUT/trace_fill2.txt" 2>&1
   grep events "$OUT"/trace_fill*.txt
   ;;
-*) echo "PART must be a, b, c, d or e" >&2; exit 2 ;;
+f)
+  SAN_OPS="layer_norm:float16 layer_norm:bfloat16 layer_norm:float32" \
+    SAN_TOOLS="memcheck racecheck" SAN_TIMEOUT=540 timeout -k 10 570 \
+    bash bench/gpu_harness.sh "$OUT/san" --stages sanitize | tail -3
+  ;;
+*) echo "PART must be a, b, c, d, e or f" >&2; exit 2 ;;
 esac
