@@ -927,36 +927,23 @@ def _row_chan(n, m, q, red, buf):
     return n, m, q
 
 
-def _sub_pair(second):
-    """Device function ``pair(a, b, red, buf)`` as :func:`_row_pair`'s for rows of
-    ``tpr`` = 8 or 16 threads (several rows per warp): xor-shuffles over offsets below
-    tpr only, so each row's lanes reduce among themselves; ``second`` combines two
-    values of the second sum. No shared memory, no barrier."""
-
-    @inline_device
-    def pair(a, b, red, buf):
-        tpr = cuda.blockDim.x
-        for k in range(4):
-            off = 8 >> k
-            if off < tpr:
-                a += cuda.shfl_xor_sync(FULL_MASK, a, off)
-                b = second(b, cuda.shfl_xor_sync(FULL_MASK, b, off))
-        return a, b
-
-    return pair
-
-
 @inline_device
-def _add(a, b):
-    return a + b
-
-
-_sub_sum2 = _sub_pair(_add)
+def _sub_sum2(a, b, red, buf):
+    """:func:`_row_sum2` for rows of ``tpr`` = 8 or 16 threads (several rows per
+    warp): xor-shuffles over offsets below tpr only, so each row's lanes reduce among
+    themselves. No shared memory, no barrier."""
+    tpr = cuda.blockDim.x
+    for k in range(4):
+        off = 8 >> k
+        if off < tpr:
+            a += cuda.shfl_xor_sync(FULL_MASK, a, off)
+            b += cuda.shfl_xor_sync(FULL_MASK, b, off)
+    return a, b
 
 
 @inline_device
 def _sub_sum(v, red, buf):
-    """:func:`_row_sum_v2` for rows of 8 or 16 threads (see :func:`_sub_pair`)."""
+    """:func:`_row_sum_v2` for rows of 8 or 16 threads (see :func:`_sub_sum2`)."""
     return _sub_sum2(v, np.float32(0.0), red, buf)[0]
 
 
@@ -1653,7 +1640,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
 
     subwarp: rows of tpr = 8 or 16 threads, 32 / tpr rows a warp (short rows: 16-bit
     N = 512 is 64 groups, 16 threads of 4); the reductions shuffle over offsets below
-    tpr (:func:`_sub_pair`) and slots past the last row keep looping with their warp,
+    tpr (:func:`_sub_sum2`) and slots past the last row keep looping with their warp,
     as with several warps a row. The block must hold whole warps.
 
     early (v26): the register groups' w and b words are loaded right after the row's x
@@ -4345,8 +4332,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     sacc = not words and affine and sacc_bytes > 0
     if words or not sacc:
         nch = 1
-    # Wide 16-bit kernels, and float32 ones of two groups, fit 64 registers only
-    # without the prefetch (ptxas).
+    # The wide kernels (float32, two groups) fit 64 registers only without the
+    # prefetch (ptxas).
     prefetch = (_bwd_prefetch(dtype, rms, n // vec, vector)
                 and not wide if words else True)
     stats_pass = _tune["bwd_stats_pass"]
