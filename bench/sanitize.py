@@ -74,7 +74,8 @@ def _layer_norm_plain(nf, torch, dt):
     """The plain forward kernel at _PLAIN_PICKS's layouts (v28: 16-bit LayerNorm N =
     768 a warp a block, float32 RMSNorm N = 2048-12288, ...; v29: 16-bit LayerNorm N
     = 512 in sub-warp rows, float32 LayerNorm N = 768 two rows a block, N = 16384
-    with launch bounds, ...) and in sub-warp rows of eight a block (tuning
+    with launch bounds, ...; v33: float32 LayerNorm N = 4096 and RMSNorm N = 16384
+    with w / b late under launch bounds) and in sub-warp rows of eight a block (tuning
     fwd_plain_layout); 29 rows, so blocks of several rows have spare slots."""
     from numba_fused.layer_norm import tuning
 
@@ -84,7 +85,7 @@ def _layer_norm_plain(nf, torch, dt):
         nf.layer_norm_forward(x, w, torch.randn_like(w))
         nf.rms_norm_forward(x, w)
     with tuning(fwd_plain=True):
-        for n in (512, 768, 1024, 2048, 5120, 8192, 12288, 16384):
+        for n in (512, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384):
             x = torch.randn(29, n, device="cuda", dtype=dt)
             w = torch.randn(n, device="cuda", dtype=dt)
             nf.layer_norm_forward(x, w, torch.randn_like(w))

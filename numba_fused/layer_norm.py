@@ -2223,8 +2223,26 @@ _PLAIN_V29 = {
     ("float32", True, 4096): (8, 1),
 }
 
-# The plain kernel's measured layouts: v29's over v28's.
-_PLAIN_PICKS = {**_PLAIN_V28, **_PLAIN_V29}
+# v33 (thirtieth session, H200): float32 rows where the plain kernel with w / b loaded
+# after the reductions (late) and launch bounds for more blocks an SM beat v29's
+# layout, (dtype class, rms, groups a row) -> (words, rows a block, min blocks an SM,
+# early). M x N = 2^26, us, default / pick, two alternating passes of
+# bench/ab/s30_b.sh (results/s30_ab/b), every output checked against float64 first:
+_PLAIN_V33 = {
+    # float32 LayerNorm N = 4096, 46 registers, five blocks an SM (v29's rule: 79, 3):
+    # 134.7, 135.0 / 134.2, 133.7. The twenty-sixth session had w / b late without
+    # the bounds (48 registers, five an SM) 0.5-1 us ahead too, in one pass each. Two
+    # words a thread at 512 threads and 32 registers, four blocks an SM: 145.0, 145.9.
+    ("float32", False, 1024): (4, 1, 5, False),
+    # float32 RMSNorm N = 16384, four words at 1024 threads, 32 registers, two blocks
+    # an SM (v29: eight words at 512 threads, 54 registers, 2): 135.2, 135.3 / 134.0,
+    # 134.1. Full occupancy lost at N = 2048 / 4096 / 8192 (+1.3 to +2.0 us, w / b
+    # early or late) and at LayerNorm N = 2048 (+3.3).
+    ("float32", True, 4096): (4, 1, 2, False),
+}
+
+# The plain kernel's measured layouts: v33's over v29's over v28's.
+_PLAIN_PICKS = {**_PLAIN_V28, **_PLAIN_V29, **_PLAIN_V33}
 
 
 def _dtype_class(dtype):
@@ -2237,7 +2255,7 @@ def _plain_layout(n, vec, rms=False, dtype=None):
     ``n`` values (``vec`` a 16-byte word), or None where it has none (rows not whole
     warps of whole words): for ``dtype`` rows (``rms``: RMSNorm) _PLAIN_PICKS's
     layout where it names one (sub-warp rows too; ``min_blocks``: its launch bounds,
-    else None); else two words a thread up to 256 groups a row, four up to 1536,
+    else None; early: its own where it names one, else up to four words); else two words a thread up to 256 groups a row, four up to 1536,
     else eight (three where that leaves a part warp); blocks of at least 128
     threads; w / b early up to four words (copy_ceiling.py's ladder, twenty-second
     session: 72 registers at four, and the fastest at N = 1024-8192 fp16)."""
@@ -2247,8 +2265,8 @@ def _plain_layout(n, vec, rms=False, dtype=None):
     lay = _PLAIN_PICKS.get((_dtype_class(dtype), bool(rms), groups))
     if lay is not None:
         words, rpb = lay[:2]
-        return (words, _plain_tpr(groups, words, sub=True), rpb, words <= 4,
-                lay[2] if len(lay) > 2 else None)
+        return (words, _plain_tpr(groups, words, sub=True), rpb,
+                lay[3] if len(lay) > 3 else words <= 4, lay[2] if len(lay) > 2 else None)
     for words in ((2 if groups <= 256 else 4 if groups <= 1536 else 8), 3):
         tpr = _plain_tpr(groups, words)
         if tpr is not None:

@@ -1093,7 +1093,8 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_early_once_lb256x5"),
     ((False, True, True), "bfloat16", (4099, 768), "_plain3_t32x1_early"),
     ((False, True, True), "float32", (4099, 512), "_plain2_t64x1_dmu_early"),
-    ((True, True, False), "float32", (999, 16384), "_plain8_t512x1"),
+    ((True, True, False), "float32", (999, 16384), "_plain4_t1024x1_lb1024x2"),
+    ((False, True, True), "float32", (999, 4096), "_plain4_t256x1_dmu_lb256x5"),
     ((False, True, True), "float32", (999, 16384), "_plain8_t512x1_dmu_lb512x2"),
     ((False, True, True), "float32", (4099, 768), "_plain3_t64x2_dmu_early_ragged"),
     ((True, False, False), "float16", (3001, 1024), "_lean2_full_early_once_lb256x5"),
@@ -1109,7 +1110,7 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     ((True, True, False), "bfloat16", (2000, 8192), "_plain2_t512x1_early")],
     ids=["ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
          "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "ln_w_b-bfloat16-4099x768",
-         "ln_w_b-float32-4099x512", "rms_w-float32-999x16384", "ln_w_b-float32-999x16384",
+         "ln_w_b-float32-4099x512", "rms_w-float32-999x16384", "ln_w_b-float32-999x4096", "ln_w_b-float32-999x16384",
          "ln_w_b-float32-4099x768", "rms-float16-3001x1024",
          "ln_w_b-float16-4099x1024", "ln-bfloat16-4099x2048", "ln_w_b-float16-4099x4096",
          "ln_w_b-float16-4099x512", "rms_w-bfloat16-4099x512",
@@ -1383,6 +1384,9 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
              (5, 40 * vec, {}, None)]
     if ln32:  # v29's launch bounds for two blocks an SM (N = 16384)
         cases.append((2, 4096 * vec, {}, "_plain8_t512x1_lb512x2"))
+    if dtype == "float32":  # v33: w / b late under bounds for five / two blocks an SM
+        cases.append((2, 1024 * vec, {}, "_plain4_t256x1_lb256x5") if ln32 else
+                     (2, 4096 * vec, {}, "_plain4_t1024x1_lb1024x2"))
     if not SIMULATOR:
         cases += [(4099, 1024 * vec, {}, "_plain"), (1031, 2048 * vec, {}, "_plain")]
     for m, n, tune, part in cases:
