@@ -2255,10 +2255,11 @@ def _plain_layout(n, vec, rms=False, dtype=None):
     ``n`` values (``vec`` a 16-byte word), or None where it has none (rows not whole
     warps of whole words): for ``dtype`` rows (``rms``: RMSNorm) _PLAIN_PICKS's
     layout where it names one (sub-warp rows too; ``min_blocks``: its launch bounds,
-    else None; early: its own where it names one, else up to four words); else two words a thread up to 256 groups a row, four up to 1536,
-    else eight (three where that leaves a part warp); blocks of at least 128
-    threads; w / b early up to four words (copy_ceiling.py's ladder, twenty-second
-    session: 72 registers at four, and the fastest at N = 1024-8192 fp16)."""
+    else None; ``early``: its own where it names one, v33, else up to four words);
+    else two words a thread up to 256 groups a row, four up to 1536, else eight
+    (three where that leaves a part warp); blocks of at least 128 threads; w / b
+    early up to four words (copy_ceiling.py's ladder, twenty-second session: 72
+    registers at four, and the fastest at N = 1024-8192 fp16)."""
     if n % vec:
         return None
     groups = n // vec
