@@ -1350,7 +1350,8 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
     warps and in sub-warp rows of 8 / 16 threads, several slots a block with spare
     slots past the last row (ragged), w / b loaded early and late, layouts set by
     tuning's fwd_plain_layout, launch bounds for two blocks an SM (tuning
-    fwd_plain_min_blocks); rows it has no layout for keep the default kernel; bad
+    fwd_plain_min_blocks) and v33's float32 picks (w / b late under bounds for five /
+    two blocks an SM); rows it has no layout for keep the default kernel; bad
     arguments and layouts raise."""
     vec = ln._vec_of(dtype, True)
     # The measured layouts (_PLAIN_PICKS) in place of the rule's: v28's 16-bit
