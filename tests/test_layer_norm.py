@@ -737,6 +737,71 @@ def test_direct_cross_warp_sums_same_bits(dtype, variant):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", [(False, True, True), (False, False, True),
+                                     (True, True, False)], ids=_vid)
+def test_fused_dwdb_matches_kernel(dtype, variant):
+    """tuning(bwd_fused_dwdb=True), v34 candidate: one-row backward kernels sum dW /
+    dB themselves (their last arrivals, once every partial row is out) instead of
+    the dW / dB kernel. dx keeps its bits; dw, db are within the dtype's tolerance of
+    float64, the same bits from run to run (the sums' order depends only on the grid
+    and the block) and, on the simulator's few rows, the dW / dB kernel's bits; under
+    poisoned outputs, deterministic False and True (the simulator: True); the counters
+    are zero after each call. Kernels that are not one-row ignore the tuning; the factory refuses the
+    kernels it is not for. The GPU cases run many reducing blocks (half the grid),
+    the simulator one."""
+    vec = ln._vec_of(dtype, True)
+    # (shape, tuning, fused expected; None: not checked). Rows of one warp, of two
+    # (their column sums added through shared memory), and with idle lanes.
+    cases = [((5, 64 * vec), {"bwd_block": 32}, True),
+             ((3, 128 * vec), {"bwd_block": 64}, True),
+             ((3, 56 * vec), {"bwd_block": 32}, False)]
+    if not SIMULATOR:
+        cases += [((4099, 4096), {}, True if vec == 8 else None),
+                  ((1000, 8192), {}, True if vec == 8 else None)]
+
+    def run(det):
+        if variant[0]:
+            gx, gw = ln.rms_norm_backward(dy, x, w, rstd, deterministic=det)
+            return gx, gw, None
+        return ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=det)
+
+    picked = []
+    for shape, tune, fused in cases:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 7)
+        _, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        ref = _reference(variant, x, w, b, dy, 1e-5)
+        # The fused sums are the same code either way: the simulator runs one.
+        for det in (True,) if SIMULATOR else (False, True):
+            with ln.tuning(bwd_scheme="partials", **tune):
+                want = run(det)
+            with ln.tuning(bwd_scheme="partials", bwd_fused_dwdb=True, **tune):
+                with pytest.MonkeyPatch.context() as mp:
+                    _record_kernels(mp, "make_backward_kernel", picked)
+                    with poison_outputs():
+                        got = run(det)
+                again = run(det)
+            if fused is not None:
+                assert picked.pop().endswith("_fd") == fused, (shape, det)
+            assert torch.equal(got[0], want[0]), (shape, det)
+            for g, a, h, r, name in zip(got[1:], again[1:], want[1:], ref[4:], ("dw", "db")):
+                if h is None:
+                    assert g is None and a is None
+                    continue
+                assert torch.equal(g, a), (shape, det, name)
+                assert_close(g, r, dtype, name)
+                if SIMULATOR or not fused:
+                    assert torch.equal(g, h), (shape, det, name)
+            for counters in ln._FUSED_COUNTERS.values():
+                held = counters.host if counters.host is not None else counters.owner.cpu()
+                assert not np.asarray(held).any(), held
+    for args, kwargs in (((False, True, True, True, 2), {"fused": True}),
+                         ((False, False, False, True, 2), {"one_row": True, "full": True,
+                                                            "fused": True})):
+        with pytest.raises(ValueError, match="fused"):
+            ln.make_backward_kernel(dtype, *args, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=_vid)
 def test_one_row_backward_same_bits(dtype, variant):
