@@ -3685,7 +3685,8 @@ def tuning(**overrides):
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
     bwd_red_direct, bwd_fused_dwdb (v34 candidate: dW / dB summed in the one-row
-    kernels), bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch, reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
+    kernels), bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch, reduce_block
+    ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
@@ -4567,9 +4568,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         gb = ex.alloc(ga, ba.shape, dtype) if has_b else None
     if words and not lean:  # row kernels: the fused dW / dB outputs (else unused)
         outs = [_view(o, dtype) for o in (gw, gb) if o is not None] if fused else []
-        while len(outs) < 2:
-            outs.append(_unused(_view(gx, dtype), dtype))
-        extra = outs
+        spare = _unused(_view(gx, dtype), dtype)
+        extra = (outs + [spare, spare])[:2]
     ex.launch(kernel, (nch, grid) if not words else (grid,), (tpr, rpb), stream, [
         gv, xv, wv, mv, rv, _view(gx, vdt),
         rv if pw is None else pw, rv if pb is None else pb, locks,
