@@ -346,8 +346,7 @@ def _layer_norm_bwd(nf, torch, dt):
     rows with spare slots) and 1; then N = 4096 under tuning(bwd_red_direct=True)
     (v32: one-row blocks of 8 warps at 16 bits, 16 at float32, whose two
     row sums cross warps through shared memory, alternating two buffers) on a grid of
-    5 blocks, so each block takes several rows; then the same with the v34 candidate
-    tuning(bwd_fused_dwdb=True)."""
+    5 blocks, so each block takes several rows."""
     from numba_fused.layer_norm import tuning
 
     for m in (29, 1):
@@ -362,12 +361,6 @@ def _layer_norm_bwd(nf, torch, dt):
     with tuning(bwd_red_direct=True, bwd_grid=5):
         for det in (False, True):
             _norm_passes(nf, x, w, b, torch.randn_like(x), det)
-    # v34 candidate: dW / dB summed in the one-row kernels by their last arrivals, on
-    # the persistent grid (a block a row here, half of them reducing) and on 5 blocks.
-    for tune in ({"bwd_fused_dwdb": True}, {"bwd_fused_dwdb": True, "bwd_grid": 5}):
-        with tuning(**tune):
-            for det in (False, True):
-                _norm_passes(nf, x, w, b, torch.randn_like(x), det)
 
 
 CASES = {

@@ -84,7 +84,6 @@ import contextlib
 import functools
 import math
 import numbers
-import threading
 
 import numpy as np
 from numba import cuda, types
@@ -93,7 +92,7 @@ from interop.dlpack import KernelArray, empty_like_lib, stream_handle
 from numba_fused.dtypes import STORAGE
 
 from . import checks, dtypes
-from .intrinsics import f32_as_u32, fence_acq_rel_gpu, fma_rn, mul_rn, u32_as_f32
+from .intrinsics import f32_as_u32, fma_rn, mul_rn, u32_as_f32
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count, smem_optin
 from .plan import NOW, Recorder
@@ -2591,15 +2590,10 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector):
     return Kernel(name, norm_bwd_stats, argtypes, **_JIT)
 
 
-# The fused dW / dB sums (make_backward_kernel's fused, v34 candidate): partial rows a
-# thread loads before adding any.
-FUSED_UNROLL = 16
-
-
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
-                         red_warps=0, fused=False):
+                         red_warps=0):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2617,14 +2611,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     8192: 325 SASS instructions a row against 353). ``red_warps`` (one_row kernels;
     v32, tuning ``bwd_red_direct``): the rows' two sums cross warps through
     :func:`_row_sum2_direct` for blocks of exactly that many warps (the launcher
-    guarantees it), not shuffles; 0: shuffles. ``fused`` (one_row kernels with w or b,
-    blocks of whole warps; v34 candidate, tuning ``bwd_fused_dwdb``): the dW / dB
-    column sums in this kernel instead of :func:`make_dwdb_kernel`'s (see
-    ``norm_bwd_rows``). Row kernels take two more arguments, ``o0, o1``: the ``[n]``
-    dW / dB outputs of a fused kernel (o0 = dW, or dB without w; o1 = dB), unused
-    otherwise."""
-    if fused and not (one_row and (has_w or has_b)):
-        raise ValueError("fused dW/dB is for one_row kernels with a weight or a bias")
+    guarantees it), not shuffles; 0: shuffles."""
     if red_warps and not one_row:
         raise ValueError("red_warps is for one_row kernels")
     if red_warps not in (0, *RED_DIRECT_WARPS):
@@ -2652,7 +2639,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
             + ("_sacc" if sacc else "") + ("_wide" if wide else "")
             + ("_given" if given else "") + ("_r1" if one_row else "")
-            + (f"_rd{red_warps}" if red_warps else "") + ("_fd" if fused else ""))
+            + (f"_rd{red_warps}" if red_warps else ""))
 
     if words:
         elems = words * vec
@@ -2666,10 +2653,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         _gvalid, _gclamp = _group_guards(full)
         rsum2 = _row_sum2_direct(red_warps) if red_warps else _row_sum2_v2
         red_shape = (4 * red_warps,) if red_warps else (2, 2, 32)
-        out_t = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
-        row_argtypes = argtypes + (out_t, out_t)
-        store_out = dtypes.storer(dtype)
-        nparts = int(has_w) + int(has_b)
         # 16-byte loads of red need its alignment (the simulator takes none).
         red_align = 16 if red_warps and not SIMULATOR else None
 
@@ -2694,90 +2677,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                             acc[4 * q + e] += v[e]
                 cuda.syncthreads()
 
-        @inline_device
-        def fused_dwdb(pw, pb, o0, o1, locks, sm, flag, n, nred):
-            """v34 candidate (``fused``): dW / dB summed by the last ``nred`` blocks
-            to arrive, once every block's partial row is out; called by every thread
-            of every block after its partial row is stored.
-
-            Block b's arrival: a barrier, then thread 0's release fence and
-            ``locks[0] += 1`` (k = the old value). Blocks with k < G - nred (G =
-            gridDim.x, the partial rows) leave. The others are reducers j = k - (G -
-            nred): thread 0 waits for ``locks[0] == G`` and fences (acquire), then
-            the block sums column groups j, j + nred, ... of 32 columns of the
-            concatenated [pw | pb] rows (dW then dB): warp s adds rows s, s + S, ...
-            (S = warps a block) in four interleaved accumulators in row order,
-            FUSED_UNROLL loads in flight a step, and
-            warp 0 adds the S sums in warp order and stores them in dtype to o0 / o1.
-            The order depends only on (G, blockDim), so the result is deterministic.
-            The last reducer to finish resets ``locks[0:2]`` to zero for the next
-            launch. At most nred blocks ever wait, and only for blocks that never
-            wait: with nred below the resident blocks none can starve the others
-            (the launcher takes half the grid; the simulator, whose blocks run one
-            after another, 1)."""
-            vals = cuda.local.array(FUSED_UNROLL, np.float32)
-            accs = cuda.local.array(4, np.float32)
-            t = cuda.threadIdx.x
-            cuda.syncthreads()
-            if t == 0:
-                fence_acq_rel_gpu()
-                flag[0] = cuda.atomic.add(locks, 0, 1)
-            cuda.syncthreads()
-            k = flag[0]
-            g_rows = cuda.gridDim.x
-            first_reducer = g_rows - nred
-            if k >= first_reducer:
-                if t == 0:
-                    while cuda.atomic.add(locks, 0, 0) < g_rows:
-                        pass
-                    fence_acq_rel_gpu()
-                cuda.syncthreads()
-                lane = t % WARP
-                s = t // WARP
-                nsl = cuda.blockDim.x // WARP
-                total = nparts * n
-                g = k - first_reducer
-                while g * WARP < total:
-                    c = g * WARP + lane
-                    second = c >= n
-                    col = c - n if second else c
-                    use_b = (second or not has_w) and has_b
-                    for q in range(4):
-                        accs[q] = np.float32(0.0)
-                    if c < total:
-                        p = pb if use_b else pw
-                        # FUSED_UNROLL rows' loads in flight a step (each step costs an
-                        # L2 round trip); row s + k * nsl goes to accumulator k % 4.
-                        i = s
-                        while i < g_rows:
-                            for u in range(FUSED_UNROLL):
-                                iu = i + u * nsl
-                                vals[u] = (_ldcg(p, iu * n + col) if iu < g_rows
-                                           else np.float32(0.0))
-                            for u in range(FUSED_UNROLL):
-                                if i + u * nsl < g_rows:
-                                    accs[u % 4] += vals[u]
-                            i += FUSED_UNROLL * nsl
-                    sm[t] = (accs[0] + accs[1]) + (accs[2] + accs[3])
-                    cuda.syncthreads()
-                    if s == 0 and c < total:
-                        acc = sm[lane]
-                        for q in range(1, nsl):
-                            acc += sm[q * WARP + lane]
-                        if use_b and has_w:
-                            store_out(o1, col, acc)
-                        else:
-                            store_out(o0, col, acc)
-                    cuda.syncthreads()
-                    g += nred
-                if t == 0:
-                    if cuda.atomic.add(locks, 1, 1) == nred - 1:
-                        locks[0] = 0
-                        locks[1] = 0
-            return 0
-
-        def norm_bwd_rows(dy, x, w, mean, rstd, dx, pw, pb, locks, m, n, ngroups, use_lock,
-                          o0, o1):
+        def norm_bwd_rows(dy, x, w, mean, rstd, dx, pw, pb, locks, m, n, ngroups, use_lock):
             """Row kernel (persistent): dx[r, :] = (wdy - (xhat * c1 + c2)) * rstd[r]
             with xhat = (x - mean[r]) * rstd[r], wdy = w * dy, c1 = sum(xhat * wdy) /
             n, c2 = sum(wdy) / n (RMSNorm: mean = 0, c2 = 0); the block's share of
@@ -2794,12 +2694,10 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             w: ``[n]`` view (unused without has_w). mean, rstd: float32 ``[m]`` saved
             by the forward (mean unused for RMSNorm).
             pw, pb: float32 partial rows, flattened ``[R, n]`` (unused when not wanted).
-            locks: int32 ``[2 * ngroups]``, zero on entry (lock scheme only; fused:
-            ``[2]``, the arrival and done counters, zero on entry and on exit).
+            locks: int32 ``[2 * ngroups]``, zero on entry (lock scheme only).
             ngroups: lock scheme: R = ngroups <= gridDim.x; block b adds into row
-            b % ngroups under lock b % ngroups (fused: the reducing blocks, nred).
-            use_lock: 1 = lock scheme, 0 = block b stores row b (R = gridDim.x).
-            o0, o1: fused: dW / dB ``[n]`` in dtype (see ``fused_dwdb``); else unused.
+            b % ngroups under lock b % ngroups. use_lock: 1 = lock scheme, 0 = block b
+            stores row b (R = gridDim.x).
             """
             red = cuda.shared.array(red_shape, np.float32, alignment=red_align)
             flag = cuda.shared.array(1, np.int32)
@@ -2973,13 +2871,11 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                                 part_store(pw, e, aw, k * vec)
                             if has_b:
                                 part_store(pb, e, ab, k * vec)
-                    if fused:  # one row a block: every thread is here
-                        fused_dwdb(pw, pb, o0, o1, locks, sm, flag, n, ngroups)
 
         # Backward row kernels are compiled for <= _FAT_BLOCK threads: with 1 group per
         # thread, w, b and the prefetch, 64 registers spilled 8-12 bytes (ptxas). The
         # wide ones (float32, two groups, no prefetch) fit 64 without spills.
-        return Kernel(name, norm_bwd_rows, row_argtypes,
+        return Kernel(name, norm_bwd_rows, argtypes,
                       **_jit_for(_MAX_BLOCK if wide else _FAT_BLOCK))
 
     unroll = _UNROLL[vec]
@@ -3329,10 +3225,6 @@ def shipped_kernels():
                             for nw in _RED_DIRECT_DEFAULT:
                                 yield factory(dtype, rms, has_w, has_b, True, words, True,
                                               True, one_row=True, red_warps=nw)
-                                if has_w or has_b:  # with bwd_fused_dwdb (v34 candidate)
-                                    yield factory(dtype, rms, has_w, has_b, True, words,
-                                                  True, True, one_row=True, red_warps=nw,
-                                                  fused=True)
                     if not _fat(direction, vec, words):
                         yield factory(dtype, rms, has_w, has_b, True, words, True, False)
                 if direction == "fwd":
@@ -3495,11 +3387,6 @@ _TUNING_DEFAULTS = {
     # 113.2 / 111.4, 111.4; 8192 117.4, 116.4 / 115.0, 116.3; float32 LayerNorm 4096
     # (16 warps) 220.1, 219.8 / 219.8, 219.4, within the spread, so not taken there.
     "bwd_red_direct": None,
-    # Backward, one-row kernels with w or b under the partials scheme (v34 candidate,
-    # thirtieth session, not yet measured): True sums dW / dB in the row kernel by its
-    # last arrivals (make_backward_kernel's fused) instead of a second kernel. False:
-    # the dW / dB kernel.
-    "bwd_fused_dwdb": False,
     # Backward, 16-bit rows longer than the row kernels hold (more than bwd_lean_min
     # groups, None: 2 * _FAT_BLOCK, i.e. N > 8192) and at most 2 max_tpr groups: the
     # lean wide kernel (v13, make_lean_backward_kernel), with its next-row prefetch
@@ -3684,9 +3571,8 @@ def tuning(**overrides):
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
-    bwd_red_direct, bwd_fused_dwdb (v34 candidate: dW / dB summed in the one-row
-    kernels), bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch, reduce_block
-    ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
+    bwd_red_direct, bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
+    reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
@@ -4292,29 +4178,6 @@ def _check_stats(obj, name, m, xa):
     return a
 
 
-# The fused dW / dB reduction's arrival and done counters (v34 candidate), one pair per
-# (library, device, stream): zero between launches (the last reducing block resets
-# them), and launches on one stream never overlap.
-_FUSED_COUNTERS = {}
-_FUSED_COUNTERS_LOCK = threading.Lock()
-
-
-def _fused_counters(like, stream):
-    """Two int32 zeros for fused backward launches on ``stream`` (in the library and
-    on the device of KernelArray ``like``)."""
-    key = (like.lib, like.device, stream)
-    with _FUSED_COUNTERS_LOCK:
-        have = _FUSED_COUNTERS.get(key)
-        if have is None:
-            have = empty_like_lib(like, (2,), "int32")
-            if have.host is not None:
-                have.host.fill(0)
-            else:
-                _zero_kernel().launch((1,), (256,), stream, [_view(have, "uint8"), 8])
-            _FUSED_COUNTERS[key] = have
-        return have
-
-
 def _zero(a):
     """Fill KernelArray ``a`` with zero bytes on its library's current stream."""
     if a.lib == "torch":
@@ -4467,7 +4330,6 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         return gx, outs[0], outs[1]
     if n == 0:
         raise ValueError(f"x's last dimension (the normalized one) must be >= 1, got shape {xa.shape}")
-    caller = ga
     if ex.recording:
         ga, xa, wa, ba, meana, rstda = ex.inputs
     gx = ex.alloc(ga, ga.shape, dtype)
@@ -4502,9 +4364,6 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # groups: 282 -> 285 instructions a row; fp16 LayerNorm exact: 353 -> 325).
     one_row = full and rpb == 1 and bool(_tune["bwd_one_row"])
     red_warps = _red_direct_warps(tpr, vec) if one_row else 0
-    use_lock = affine and not deterministic and _tune["bwd_scheme"] == "lock"
-    fused = (one_row and affine and not (lean or use_lock) and tpr % WARP == 0
-             and bool(_tune["bwd_fused_dwdb"]))
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
@@ -4513,10 +4372,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         shared = _lean_bwd_shared(has_w, has_b, tpr, vec)
     else:
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
-                                      full, sacc, wide, given, one_row, red_warps, fused)
+                                      full, sacc, wide, given, one_row, red_warps)
         shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
-        if fused:  # the column sums' scratch: a float a thread
-            shared = max(shared, 4 * tpr)
     if sacc:
         shared = sacc_bytes
     if words:
@@ -4527,6 +4384,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     else:
         grid = min(rows, max(1, cdiv(_sm_count(ga) * max(1, _tune["bwd_threads_per_sm"] // block),
                                      nch)))
+    use_lock = affine and not deterministic and _tune["bwd_scheme"] == "lock"
     if use_lock:
         ngroups = min(int(_tune["group_size"] or group_size_m(n)), grid)
         nparts = ngroups
@@ -4538,14 +4396,6 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     rv = _view(rstda, "float32")
     if use_lock:
         locks = ex.alloc(ga, (2 * ngroups * nch,), "int32", zero=_zero)
-    elif fused:
-        # The arrival / done counters (zero between launches), and the reducing
-        # blocks: half the grid, so that they cannot fill the SMs while a row block
-        # waits for one (one under the simulator, which runs blocks in order).
-        # The counters' factory must not keep the caller's tensor alive in a plan.
-        anchor = caller if not ex.recording else empty_like_lib(caller, (1,), "int32")
-        locks = ex.stream_buffer(functools.partial(_fused_counters, anchor), stream)
-        ngroups = 1 if SIMULATOR else max(1, grid // 2)
     else:
         locks = _view(rstda, "int32")
     vdt = _view_dtype(dtype, vector)
@@ -4562,19 +4412,14 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         extra = [c12]
     elif not words:
         extra = [rv]
-    gw = gb = None
-    if affine:
-        gw = ex.alloc(ga, wa.shape, dtype) if has_w else None
-        gb = ex.alloc(ga, ba.shape, dtype) if has_b else None
-    if words and not lean:  # row kernels: the fused dW / dB outputs (else unused)
-        outs = [_view(o, dtype) for o in (gw, gb) if o is not None] if fused else []
-        spare = _unused(_view(gx, dtype), dtype)
-        extra = (outs + [spare, spare])[:2]
     ex.launch(kernel, (nch, grid) if not words else (grid,), (tpr, rpb), stream, [
         gv, xv, wv, mv, rv, _view(gx, vdt),
         rv if pw is None else pw, rv if pb is None else pb, locks,
         m, n, ngroups, 1 if use_lock else 0] + extra, shared=shared)
-    if affine and not fused:
+    gw = gb = None
+    if affine:
+        gw = ex.alloc(ga, wa.shape, dtype) if has_w else None
+        gb = ex.alloc(ga, ba.shape, dtype) if has_b else None
         pairs = [(p, o) for p, o in ((pw, gw), (pb, gb)) if p is not None]
         (p0, o0), (p1, o1) = pairs[0], pairs[-1]
         bx, by = _tune["reduce_block"]
