@@ -185,7 +185,7 @@ if SIMULATOR:
     # Cache-hinted loads and stores: the same values (the hints only steer the caches
     # on the GPU).
     _ld16r_ef = _ld16r_ef2 = _ld16r_cs = _ld16r
-    _ld16_el = _ld16_el2 = _ld16_nc = _ld16
+    _ld16_el = _ld16_el2 = _ld16_ef2 = _ld16_nc = _ld16
     _st16r_cs = _st16r
 
     def _bf2(lo, hi):
@@ -437,6 +437,9 @@ else:
     _ld16_cg = _group_loader("ld.global.cg", f32_only=True, side_effect=True)
     _ld16_el = _group_loader("ld.global.L1::evict_last")
     _ld16_el2 = _group_loader("ld.global.L1::evict_last.L2::cache_hint", policy="L2::evict_last")
+    # The streaming forward's second read of x from L2 (tuning fwd_stream_l2): its
+    # statistics pass marks x last out of L2 (_ld16_el2), its output pass first out.
+    _ld16_ef2 = _group_loader("ld.global.L1::evict_first.L2::cache_hint", policy="L2::evict_first")
     # w and b through the non-coherent (read-only) path: no kernel writes them, so
     # ptxas may issue a row's loads of them ahead of its earlier y stores (a plain
     # ld.global after an st.global must wait for it: they might alias).
@@ -508,8 +511,11 @@ def _view_dtype(dtype, vector):
 
 
 @functools.lru_cache(maxsize=None)
-def _group_io(dtype, vector):
-    """(load_group(a, gi, buf, off), store_group(a, gi, buf, off)) device functions."""
+def _group_io(dtype, vector, hint=None):
+    """(load_group(a, gi, buf, off), store_group(a, gi, buf, off)) device functions;
+    ``hint``: the 16-byte loads' cache hint ("last": ``_ld16_el2``, "first":
+    ``_ld16_ef2``; None: plain ``ld.global``)."""
+    ld16 = {None: _ld16, "last": _ld16_el2, "first": _ld16_ef2}[hint]
     if not vector:
         load = dtypes.loader(dtype)
         store = dtypes.storer(dtype)
@@ -528,7 +534,7 @@ def _group_io(dtype, vector):
 
         @inline_device
         def load_group(a, gi, buf, off):
-            q = _ld16(a, gi)
+            q = ld16(a, gi)
             buf[off] = q[0]
             buf[off + 1] = q[1]
             buf[off + 2] = q[2]
@@ -566,7 +572,7 @@ def _group_io(dtype, vector):
 
     @inline_device
     def load_group(a, gi, buf, off):
-        q = _ld16(a, gi)
+        q = ld16(a, gi)
         unpack(q[0], buf, off)
         unpack(q[1], buf, off + 2)
         unpack(q[2], buf, off + 4)
@@ -1154,7 +1160,7 @@ def _check_hint(name, value):
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, subwarp=False,
                         evict=False, bounds=None, welford=False, rwords=0,
-                        early=False, once=False):
+                        early=False, once=False, l2=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1198,6 +1204,10 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     its state in registers); only for grids of a block per pass of row slots, which
     cover every row (tuning fwd_once; v26 compiles early kernels so, see
     :func:`_fwd_early_once`).
+    l2: the 16-byte streaming kernel's cache hints, after inductor's: the statistics
+    passes load x (and every pass w, b) marked last out of L1 and L2, the output pass
+    loads x marked first out, so that its second read of the row finds it in L2
+    (tuning fwd_stream_l2).
     """
     if welford and (rms or words):
         raise ValueError("welford statistics are the streaming LayerNorm kernel's "
@@ -1207,6 +1217,8 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     _check_hint("evict", evict)
     if rwords and not staged:
         raise ValueError("register groups (rwords) are the staged kernel's")
+    if l2 and (words or not vector):
+        raise ValueError("l2 cache hints are the 16-byte streaming kernel's (vector, words = 0)")
     if bounds and words and not lean:
         raise ValueError("launch bounds are the lean and streaming forward kernels'")
     if subwarp and (not lean or staged):
@@ -1231,7 +1243,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
-            + ("_wf" if welford else "")
+            + ("_wf" if welford else "") + ("_l2h" if l2 else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds and not words else ""))
 
     if words:
@@ -1407,6 +1419,9 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
     unroll = _UNROLL[vec]
     chunk = unroll * vec
+    # The statistics passes' loads (and w, b's) and the output pass's x loads.
+    load_stat = _group_io(dtype, vector, "last" if l2 else None)[0]
+    load_out = _group_io(dtype, vector, "first" if l2 else None)[0]
 
     @inline_device
     def load_chunk(x, base, c, tpr, ng, xs, fill):
@@ -1415,7 +1430,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         for u in range(unroll):
             gi = c + u * tpr
             if gi < ng:
-                load_group(x, base + gi, xs, u * vec)
+                load_stat(x, base + gi, xs, u * vec)
             else:
                 for j in range(vec):
                     xs[u * vec + j] = fill
@@ -1457,7 +1472,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                     for u in range(unroll):
                         gi = c + u * tpr
                         if gi < ng:
-                            load_group(x, base + gi, xs, u * vec)
+                            load_stat(x, base + gi, xs, u * vec)
                             k += vec
                     # The loaded groups are xs' first k elements; constant trip
                     # counts keep xs in registers.
@@ -1526,14 +1541,14 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                 for u in range(unroll):
                     gi = c + u * tpr
                     if gi < ng:
-                        load_group(x, base + gi, xs, u * vec)
+                        load_out(x, base + gi, xs, u * vec)
                 for u in range(unroll):
                     gi = c + u * tpr
                     if gi < ng:
                         if has_w:
-                            load_group(w, gi, ws, 0)
+                            load_stat(w, gi, ws, 0)
                         if has_b:
-                            load_group(b, gi, bs, 0)
+                            load_stat(b, gi, bs, 0)
                         for j in range(vec):
                             xv = xs[u * vec + j]
                             v = ((xv - mu) - dmu) * r
@@ -3504,6 +3519,9 @@ _TUNING_DEFAULTS = {
     # measured 298.0 -> 291.4 us, inductor's kernel runs 4 blocks of 512 an SM.
     "fwd_stream_tpr": None,
     "fwd_stream_blocks": None,
+    # Forward, 16-byte streaming kernel: inductor's cache hints (make_forward_kernel's
+    # l2: x's first read last out of L2, its second first out). Candidate, opt-in.
+    "fwd_stream_l2": False,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
@@ -3579,7 +3597,8 @@ def tuning(**overrides):
     fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
     bounds' blocks an SM), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
-    fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs,
+    fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_stream_l2, fwd_staged,
+    fwd_staged_regs,
     fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
     fwd_subwarp.
     """
@@ -4267,7 +4286,8 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                      full, lean, staged, subwarp,
                                      lean and _tune["fwd_evict"], bounds=bounds,
                                      welford=not (words or rms) and _fwd_welford(vector),
-                                     rwords=rwords, early=early, once=once)
+                                     rwords=rwords, early=early, once=once,
+                                     l2=bool(vector and not words and _tune["fwd_stream_l2"]))
         if lean or staged:
             shared = 16 * words * tpr if staged else 0
             if per_row:

@@ -477,6 +477,38 @@ def test_forward_stream_threads_and_bounds(dtype, monkeypatch):
                 pass
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_forward_stream_l2_hints(dtype):
+    """tuning(fwd_stream_l2=True) (candidate): the 16-byte streaming forward loads x
+    marked last out of L2 in its statistics passes and first out in its output pass.
+    Hints change no arithmetic: y, mean and rstd keep the unhinted kernel's bits and
+    are within tolerance of float64; rows that are not 16-byte keep the unhinted
+    kernel; the factory refuses the hints for row kernels."""
+    vec = ln._vec_of(dtype, True)
+    picked = []
+    shapes = [(3, 64 * vec), (2, 64 * vec + 1)] if SIMULATOR else [
+        (4099, 4096), (333, 16384), (65, 1000 * vec + vec), (7, 4097)]
+    for shape in shapes:
+        for variant in ((False, True, True), (True, True, False), (False, False, False)):
+            x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 3)
+            outs = []
+            for l2 in (False, True):
+                with ln.tuning(fwd_stream=True, fwd_stream_l2=l2), \
+                        pytest.MonkeyPatch.context() as mp:
+                    _record_kernels(mp, "make_forward_kernel", picked)
+                    with poison_outputs():
+                        outs.append(_forward(variant, x, w, b, 1e-5))
+                name = picked.pop()
+                assert "_stream" in name, name
+                assert name.endswith("_l2h") == (l2 and shape[-1] % vec == 0), name
+            _check_forward(outs[1], outs[0], variant, x, w, b, dtype, (shape,))
+            _check_forward(outs[1], None, variant, x, w, b, dtype, (shape,))
+    with pytest.raises(ValueError, match="l2"):
+        ln.make_forward_kernel(dtype, False, True, True, True, 2, l2=True)
+    with pytest.raises(ValueError, match="l2"):
+        ln.make_forward_kernel(dtype, False, True, True, False, 0, l2=True)
+
+
 def _check_forward(got, same, variant, x, w, b, dtype, where):
     """(y, mean, rstd) ``got``: the bits of ``same`` (another kernel's outputs), or
     where ``same`` is None within the dtype's tolerance of float64."""
