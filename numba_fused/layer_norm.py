@@ -3620,6 +3620,9 @@ def tuning(**overrides):
     sb = overrides.get("fwd_stream_blocks", _tune["fwd_stream_blocks"])
     if sb is not None and not (isinstance(sb, int) and 1 <= sb <= 32):
         raise ValueError(f"fwd_stream_blocks must be None or an int in [1, 32], got {sb!r}")
+    l2 = overrides.get("fwd_stream_l2", _tune["fwd_stream_l2"])
+    if not isinstance(l2, bool):
+        raise ValueError(f"fwd_stream_l2 must be True or False, got {l2!r}")
     scheme = overrides.get("bwd_scheme", _tune["bwd_scheme"])
     if scheme not in ("partials", "lock"):
         raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")

@@ -483,7 +483,7 @@ def test_forward_stream_l2_hints(dtype):
     marked last out of L2 in its statistics passes and first out in its output pass.
     Hints change no arithmetic: y, mean and rstd keep the unhinted kernel's bits and
     are within tolerance of float64; rows that are not 16-byte keep the unhinted
-    kernel; the factory refuses the hints for row kernels."""
+    kernel; the factory refuses the hints for row kernels, tuning a non-bool."""
     vec = ln._vec_of(dtype, True)
     picked = []
     shapes = [(3, 64 * vec), (2, 64 * vec + 1)] if SIMULATOR else [
@@ -507,6 +507,9 @@ def test_forward_stream_l2_hints(dtype):
         ln.make_forward_kernel(dtype, False, True, True, True, 2, l2=True)
     with pytest.raises(ValueError, match="l2"):
         ln.make_forward_kernel(dtype, False, True, True, False, 0, l2=True)
+    with pytest.raises(ValueError, match="fwd_stream_l2"):
+        with ln.tuning(fwd_stream_l2="yes"):
+            pass
 
 
 def _check_forward(got, same, variant, x, w, b, dtype, where):
