@@ -1420,8 +1420,8 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     unroll = _UNROLL[vec]
     chunk = unroll * vec
     # The statistics passes' loads (and w, b's) and the output pass's x loads.
-    load_stat = _group_io(dtype, vector, "last" if l2 else None)[0]
-    load_out = _group_io(dtype, vector, "first" if l2 else None)[0]
+    load_stat = _group_io(dtype, vector, "last")[0] if l2 else load_group
+    load_out = _group_io(dtype, vector, "first")[0] if l2 else load_group
 
     @inline_device
     def load_chunk(x, base, c, tpr, ng, xs, fill):
