@@ -224,6 +224,10 @@ def _layer_norm(nf, torch, dt):
             with tuning(fwd_stream=True, fwd_stream_tpr=256, fwd_stream_blocks=6):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x, w)
+            # The same with inductor's cache hints (fwd_stream_l2 candidate).
+            with tuning(fwd_stream=True, fwd_stream_tpr=256, fwd_stream_l2=True):
+                nf.layer_norm_forward(x, w, b)
+                nf.rms_norm_forward(x, w)
         # The staged forward with register groups (fwd_staged_regs candidate): float32
         # N = 65536 as 14 groups a thread in 224 KiB of shared memory and 2 in registers.
         if n == 65536 and dt == torch.float32:

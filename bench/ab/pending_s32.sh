@@ -9,10 +9,12 @@
 #      2-5 us gap is not the shape. Per-instruction stall sampling (the source page,
 #      SASS) plus the DRAM bytes read / written, to find where ours waits that
 #      inductor's does not. ~3 minutes.
-#   bash bench/ab/pending_s32.sh "$OUT" a|b|c
+#   d: memcheck / racecheck of sanitize.py's layer_norm workload (now with the streaming
+#      forward under fwd_stream_l2, not yet sanitized), float32 and float16. ~4 minutes.
+#   bash bench/ab/pending_s32.sh "$OUT" a|b|c|d
 set -uo pipefail
-OUT=${1:?usage: pending_s32.sh OUTDIR a|b|c}
-PART=${2:?usage: pending_s32.sh OUTDIR a|b|c}
+OUT=${1:?usage: pending_s32.sh OUTDIR a|b|c|d}
+PART=${2:?usage: pending_s32.sh OUTDIR a|b|c|d}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 case "$PART" in
 a) bash bench/ab/full_suite.sh "$OUT" 1 ;;
@@ -33,5 +35,11 @@ c)
     rm -f "$rep.ncu-rep"
   done
   ;;
-*) echo "PART must be a, b or c" >&2; exit 2 ;;
+d)
+  SAN_OPS="layer_norm:float32 layer_norm:float16" SAN_TOOLS="memcheck racecheck" \
+    SAN_TIMEOUT=250 timeout -k 10 560 bash bench/gpu_harness.sh "$OUT/san" \
+    --stages sanitize > "$OUT/san.out" 2>&1
+  echo "harness rc $?"; cat "$OUT/san/summary.md"
+  ;;
+*) echo "PART must be a, b, c or d" >&2; exit 2 ;;
 esac
