@@ -367,12 +367,30 @@ def _layer_norm_bwd(nf, torch, dt):
             _norm_passes(nf, x, w, b, torch.randn_like(x), det)
 
 
+def _layer_norm_pdl(nf, torch, dt):
+    """The backward under tuning(bwd_pdl=True): the row kernels trigger the dW / dB
+    kernel's dependent launch, which waits for their partial rows; rows of 512 and
+    4096 (the 16-bit default layouts' one-row kernels) and 16384 (the lean kernels),
+    both dW / dB schemes, twice back to back so a dependent launch follows a
+    dependent launch."""
+    from numba_fused.layer_norm import tuning
+
+    with tuning(bwd_pdl=True):
+        for m, n in ((29, 512), (37, 4096), (9, 16384)):
+            x = torch.randn(m, n, device="cuda", dtype=dt)
+            w = torch.randn(n, device="cuda", dtype=dt)
+            b = torch.randn(n, device="cuda", dtype=dt)
+            for det in (False, True, True):
+                _norm_passes(nf, x, w, b, torch.randn_like(x), det)
+
+
 CASES = {
     "dropout": ("dropout_bias_act_forward", _dropout),
     "layer_norm": ("layer_norm_forward", _layer_norm),
     "layer_norm_plain": ("layer_norm_forward", _layer_norm_plain),
     "layer_norm_staged": ("layer_norm_forward", _layer_norm_staged),
     "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
+    "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
@@ -381,7 +399,8 @@ CASES = {
 
 # Cases that exercise part of another op's module.
 _MODULES = {"linear_act_wgmma": "linear_act", "layer_norm_plain": "layer_norm",
-            "layer_norm_staged": "layer_norm", "layer_norm_bwd": "layer_norm"}
+            "layer_norm_staged": "layer_norm", "layer_norm_bwd": "layer_norm",
+            "layer_norm_pdl": "layer_norm"}
 
 
 def main(argv):

@@ -9,7 +9,8 @@ same bits. Which set is bound is decided once, from numba's config at import.
 import numpy as np
 from numba import config
 
-__all__ = ["f32_as_u32", "u32_as_f32", "mul_rn", "fma_rn", "fence_acq_rel_gpu"]
+__all__ = ["f32_as_u32", "u32_as_f32", "mul_rn", "fma_rn", "fence_acq_rel_gpu",
+           "grid_dependency_wait", "grid_dependents_launch"]
 
 if config.ENABLE_CUDASIM:
 
@@ -51,6 +52,13 @@ if config.ENABLE_CUDASIM:
     def fence_acq_rel_gpu():
         """PTX ``fence.acq_rel.gpu``; the simulator's memory is coherent: nothing to do."""
 
+    def grid_dependency_wait():
+        """PTX ``griddepcontrol.wait``; the simulator runs grids one after another."""
+
+    def grid_dependents_launch():
+        """PTX ``griddepcontrol.launch_dependents``; nothing to launch early in the
+        simulator."""
+
 else:
     from llvmlite import ir
     from numba import types
@@ -71,6 +79,29 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+    def _void_asm(text):
+        @intrinsic
+        def op(typingctx):
+            def codegen(context, builder, signature, args):
+                fty = ir.FunctionType(ir.VoidType(), [])
+                builder.asm(fty, text, "~{memory}", [], side_effect=True)
+                return context.get_dummy_value()
+
+            return types.void(), codegen
+
+        return op
+
+    # Programmatic dependent launch (sm_90, PTX ISA 7.8). A kernel launched with the
+    # programmatic-stream-serialization attribute may start before the previous
+    # kernel in its stream has finished: grid_dependency_wait blocks until that
+    # kernel has completed and its memory operations are visible, and returns at
+    # once when the launch had no such dependency (a plain launch). The previous
+    # kernel's blocks call grid_dependents_launch to let it be scheduled before they
+    # exit (without it, only at their exit). The memory clobber keeps the compiler
+    # from moving loads or stores across either.
+    grid_dependency_wait = _void_asm("griddepcontrol.wait;")
+    grid_dependents_launch = _void_asm("griddepcontrol.launch_dependents;")
 
     @intrinsic
     def f32_as_u32(typingctx, x):

@@ -113,7 +113,62 @@ def _libcuda():
     lib.cuMemsetD8Async.restype = ctypes.c_int
     lib.cuKernelGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
     lib.cuKernelGetFunction.restype = ctypes.c_int
+    if hasattr(lib, "cuLaunchKernelEx"):
+        lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p,
+                                         ctypes.c_void_p, ctypes.c_void_p]
+        lib.cuLaunchKernelEx.restype = ctypes.c_int
     return lib
+
+
+class _LaunchAttribute(ctypes.Structure):
+    # CUlaunchAttribute: the id, padding to 8 bytes, a 64-byte value union.
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    # CUlaunchConfig (ctypes aligns hStream at 32, as C does).
+    _fields_ = [("dims", ctypes.c_uint * 6), ("sharedMemBytes", ctypes.c_uint),
+                ("hStream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)),
+                ("numAttrs", ctypes.c_uint)]
+
+
+_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class _DependentLaunch(threading.local):
+    """A thread's launch configuration carrying the programmatic-stream-serialization
+    attribute (see :class:`Kernel`'s ``dependent``)."""
+
+    def __init__(self):
+        self.attr = _LaunchAttribute()
+        self.attr.id = _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        self.attr.value[0] = 1
+        self.cfg = _LaunchConfig()
+        self.cfg.attrs = ctypes.pointer(self.attr)
+        self.cfg.numAttrs = 1
+        self.ref = ctypes.byref(self.cfg)
+
+
+@functools.lru_cache(maxsize=None)
+def _dependent_launch_tls():
+    return _DependentLaunch()
+
+
+def _launch_dependent(lib, handle, dims, shared, stream, params):
+    """cuLaunchKernelEx of ``handle`` with programmatic stream serialization allowed:
+    the launch may begin while the previous kernel in ``stream`` runs, and the
+    kernel's ``grid_dependency_wait`` holds it until that kernel is done. Drivers
+    without cuLaunchKernelEx get a plain launch, which the wait also serves."""
+    if not hasattr(lib, "cuLaunchKernelEx"):
+        gx, gy, gz, bx, by, bz = dims
+        return lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream or None,
+                                  params, None)
+    tls = _dependent_launch_tls()
+    cfg = tls.cfg
+    cfg.dims[:] = dims
+    cfg.sharedMemBytes = shared
+    cfg.hStream = stream or None
+    return lib.cuLaunchKernelEx(tls.ref, handle, params, None)
 
 
 def _context_function(kernel_handle):
@@ -285,10 +340,16 @@ class Kernel:
     argtypes: tuple of numba types, one per kernel parameter.
     jit_options: passed to ``cuda.jit`` / ``cuda.compile_ptx`` (``fastmath``,
     ``lineinfo``, ``launch_bounds``).
+    dependent: the kernel calls :func:`intrinsics.grid_dependency_wait` before it
+    reads anything the previous kernel in its stream wrote, so the direct and
+    prepared launches give it programmatic stream serialization (sm_90's dependent
+    launch): its blocks may be scheduled while that kernel finishes. The other
+    launch modes launch it plainly, which is as correct.
     """
 
-    def __init__(self, name, pyfunc, argtypes, **jit_options):
+    def __init__(self, name, pyfunc, argtypes, dependent=False, **jit_options):
         self.name = name
+        self.dependent = bool(dependent)
         self.pyfunc = pyfunc
         self.argtypes = tuple(argtypes)
         self.jit_options = jit_options
@@ -466,8 +527,12 @@ class Kernel:
         # caller has current (issue #21: another device's pointers are garbage in the
         # current one's context); the caller's context is put back afterwards.
         prev = _enter(lib, device)
-        err = lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream or None,
-                                 buf.ptrs, None)
+        if self.dependent:
+            err = _launch_dependent(lib, handle, (gx, gy, gz, bx, by, bz), shared, stream,
+                                    buf.ptrs)
+        else:
+            err = lib.cuLaunchKernel(handle, gx, gy, gz, bx, by, bz, shared, stream or None,
+                                     buf.ptrs, None)
         if prev is not None:
             lib.cuCtxSetCurrent(prev)
         if err:
@@ -574,7 +639,7 @@ class PreparedLaunch:
         if self._lib is None:
             raise RuntimeError("libcuda.so.1 not found: prepared launches need the CUDA driver")
         self._handle = kernel.function(device)[1]
-        self._bind = _bindings_launch(self._handle)
+        self._bind = None if kernel.dependent else _bindings_launch(self._handle)
 
     def _buffer(self):
         buf = _ParamBuffer(len(self._template) // 8)
@@ -595,7 +660,10 @@ class PreparedLaunch:
                 views[kind][idx] = v
         gx, gy, gz, bx, by, bz = self.dims
         prev = _enter(self._lib, self.device)
-        if self._bind is not None:
+        if self.kernel.dependent:
+            err = _launch_dependent(self._lib, self._handle, self.dims, self.shared, stream,
+                                    buf.ptrs)
+        elif self._bind is not None:
             launch, kern, streams = self._bind
             hs = streams.get(stream)
             if hs is None:

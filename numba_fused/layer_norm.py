@@ -92,7 +92,8 @@ from interop.dlpack import KernelArray, empty_like_lib, stream_handle
 from numba_fused.dtypes import STORAGE
 
 from . import checks, dtypes
-from .intrinsics import f32_as_u32, fma_rn, mul_rn, u32_as_f32
+from .intrinsics import (f32_as_u32, fma_rn, grid_dependency_wait, grid_dependents_launch,
+                         mul_rn, u32_as_f32)
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count, smem_optin
 from .plan import NOW, Recorder
@@ -2366,7 +2367,7 @@ def _lean_bwd_shared(has_w, has_b, tpr, vec):
 
 
 @functools.lru_cache(maxsize=None)
-def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
+def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=False):
     """Lean wide backward row kernel (v13, tuning ``bwd_lean``, the default) for 16-bit
     rows longer than the row kernels hold (N = 8200-16384: 1025-2048 groups of 8), and
     under ``bwd_lean_f32`` (v15, the default) float32 ones (N = 4100-8192, groups of 4):
@@ -2384,7 +2385,8 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
     where the row kernel's float32 copies and register accumulators need 128 at 512.
     Shared bytes: :func:`_lean_bwd_shared` (LayerNorm with w and b at 1024 threads:
     192 KiB, within the H100's 227).
-    Arguments as ``norm_bwd_rows``' (block ``(tpr, 1)``)."""
+    Arguments as ``norm_bwd_rows``' (block ``(tpr, 1)``); ``trigger`` as
+    :func:`make_backward_kernel`'s."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
     vec = _vec_of(dtype, True)
@@ -2404,7 +2406,8 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
     argtypes = (st, st, st, _F32_1D, _F32_1D, st, _F32_1D, _F32_1D, _I32_1D,
                 types.int64, types.int64, types.int64, types.int32)
     name = (f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_lean{words}"
-            + ("" if prefetch else "_nopf") + ("_full" if full else ""))
+            + ("" if prefetch else "_nopf") + ("_full" if full else "")
+            + ("_trig" if trigger else ""))
     # Region offsets in units of tpr quads.
     aw_at = nq if has_w else 0
     ab_at = aw_at + (nq if has_w else 0)
@@ -2434,6 +2437,8 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch):
         ys = cuda.local.array(vec, np.float32)
         # A quad's dW (0-3) and dB (4-7) sums.
         acc = cuda.local.array(8, np.float32)
+        if trigger:
+            grid_dependents_launch()
         t = cuda.threadIdx.x
         tpr = cuda.blockDim.x
         tq = np.uint32(t)
@@ -2608,7 +2613,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector):
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
-                         red_warps=0):
+                         red_warps=0, trigger=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2626,7 +2631,12 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     8192: 325 SASS instructions a row against 353). ``red_warps`` (one_row kernels;
     v32, tuning ``bwd_red_direct``): the rows' two sums cross warps through
     :func:`_row_sum2_direct` for blocks of exactly that many warps (the launcher
-    guarantees it), not shuffles; 0: shuffles."""
+    guarantees it), not shuffles; 0: shuffles. ``trigger`` (row kernels; tuning
+    ``bwd_pdl``, sm_90): each block first lets the dW / dB kernel's dependent launch
+    proceed (:func:`~numba_fused.intrinsics.grid_dependents_launch`), so its blocks
+    take SM slots as the row kernel's blocks leave."""
+    if trigger and not words:
+        raise ValueError("trigger is for row kernels (words >= 1)")
     if red_warps and not one_row:
         raise ValueError("red_warps is for one_row kernels")
     if red_warps not in (0, *RED_DIRECT_WARPS):
@@ -2654,7 +2664,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
             + ("_sacc" if sacc else "") + ("_wide" if wide else "")
             + ("_given" if given else "") + ("_r1" if one_row else "")
-            + (f"_rd{red_warps}" if red_warps else ""))
+            + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else ""))
 
     if words:
         elems = words * vec
@@ -2718,6 +2728,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             flag = cuda.shared.array(1, np.int32)
             sm = cuda.shared.array(0, types.float32)
             px = cuda.local.array(nraw, raw_t)
+            if trigger:
+                grid_dependents_launch()
             pd = cuda.local.array(nraw, raw_t)
             xs = cuda.local.array(elems, np.float32)
             gs = cuda.local.array(elems, np.float32)
@@ -3105,21 +3117,26 @@ DWDB_UNROLLS = (4, 8, 16)
 DWDB_MIN_BLOCKS = (1, 2)
 
 
-def make_dwdb_kernel(dtype, unroll=4, min_blocks=1):
+def make_dwdb_kernel(dtype, unroll=4, min_blocks=1, dependent=False):
     """Column sums of float32 partial rows into ``dtype`` outputs; ``unroll`` (4, 8 or
     16): partial rows a thread loads before adding any (DWDB_UNROLLS); ``min_blocks``
     (DWDB_MIN_BLOCKS): launch bounds for that many 1024-thread blocks an SM (tuning
-    dwdb_min_blocks). One kernel object per (dtype, unroll, min_blocks), however the
-    arguments are spelled."""
+    dwdb_min_blocks); ``dependent`` (tuning bwd_pdl, sm_90): a dependent launch
+    (:class:`~numba_fused.launch.Kernel`'s ``dependent``), its blocks scheduled
+    while the row kernel before it finishes, each waiting for that kernel's partial
+    rows before its first load. One kernel object per (dtype, unroll, min_blocks,
+    dependent), however the arguments are spelled."""
     if unroll not in DWDB_UNROLLS:
         raise ValueError(f"unroll must be one of {DWDB_UNROLLS}, got {unroll!r}")
     if min_blocks not in DWDB_MIN_BLOCKS:
         raise ValueError(f"min_blocks must be one of {DWDB_MIN_BLOCKS}, got {min_blocks!r}")
-    return _dwdb_kernel(dtype, unroll, min_blocks)
+    if not isinstance(dependent, bool):
+        raise ValueError(f"dependent must be a bool, got {dependent!r}")
+    return _dwdb_kernel(dtype, unroll, min_blocks, dependent)
 
 
 @functools.lru_cache(maxsize=None)
-def _dwdb_kernel(dtype, unroll, min_blocks):
+def _dwdb_kernel(dtype, unroll, min_blocks, dependent):
     store = dtypes.storer(dtype)
     st = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
 
@@ -3137,6 +3154,8 @@ def _dwdb_kernel(dtype, unroll, min_blocks):
         tile = cuda.shared.array((32, 33), np.float32)
         vals = cuda.local.array(unroll, np.float32)
         accs = cuda.local.array(4, np.float32)
+        if dependent:
+            grid_dependency_wait()
         tx = cuda.threadIdx.x
         ty = cuda.threadIdx.y
         by = cuda.blockDim.y
@@ -3190,9 +3209,10 @@ def _dwdb_kernel(dtype, unroll, min_blocks):
                 store(o0, col, acc)
 
     return Kernel(f"norm_dwdb_{dtype}" + ("" if unroll == 4 else f"_u{unroll}")
-                  + ("" if min_blocks == 1 else f"_mb{min_blocks}"), norm_dwdb,
+                  + ("" if min_blocks == 1 else f"_mb{min_blocks}")
+                  + ("_dep" if dependent else ""), norm_dwdb,
                   (_F32_1D, _F32_1D, st, st, types.int64, types.int64),
-                  **_jit_for(_MAX_BLOCK, min_blocks))
+                  dependent=dependent, **_jit_for(_MAX_BLOCK, min_blocks))
 
 
 def _zero_kernel_fn(a, n):
@@ -3383,6 +3403,18 @@ _TUNING_DEFAULTS = {
     # 222.6, 221.7; 8192 231.7, 230.7 / 228.8, 229.6; even at 16-bit N = 1024 and
     # fp16 RMSNorm 4096 (bench/NOTES.md).
     "dwdb_min_blocks": 2,
+    # The backward's row (and lean) kernels and the dW / dB reduction after them as a
+    # programmatic dependent launch (sm_90; other devices launch as before): every
+    # row block first triggers the reduction's launch, whose blocks then wait in
+    # griddepcontrol.wait for the row kernel's partial rows, so its launch and
+    # block scheduling overlap the row kernel's tail instead of following it.
+    # Thirty-second session, H200, LayerNorm bwd (partials scheme), us, plain / pdl,
+    # two alternating passes: fp16 16384 x 4096 117.0, 116.6 / 115.2, 115.8; 8192 x
+    # 8192 122.2, 122.1 / 120.5, 120.3; float32 16384 x 4096 219.7, 220.1 / 218.9,
+    # 218.2 (the lock scheme likewise, bench/NOTES.md). Opt-in
+    # until its CUDA-graph test and the GPU suite have run with it on (the lean
+    # kernels' trigger is not yet timed).
+    "bwd_pdl": False,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
@@ -3594,7 +3626,8 @@ def tuning(**overrides):
     streaming backward), bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
     bwd_red_direct, bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
-    (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_grid (force
+    (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_pdl (bool: the
+    dW/dB reduction as a dependent launch of the row kernels, sm_90), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
@@ -3646,6 +3679,9 @@ def tuning(**overrides):
     du = overrides.get("dwdb_unroll", _tune["dwdb_unroll"])
     if du not in DWDB_UNROLLS:
         raise ValueError(f"dwdb_unroll must be one of {DWDB_UNROLLS}, got {du!r}")
+    pdl = overrides.get("bwd_pdl", _tune["bwd_pdl"])
+    if not isinstance(pdl, bool):
+        raise ValueError(f"bwd_pdl must be a bool, got {pdl!r}")
     dm = overrides.get("dwdb_min_blocks", _tune["dwdb_min_blocks"])
     if dm not in DWDB_MIN_BLOCKS:
         raise ValueError(f"dwdb_min_blocks must be one of {DWDB_MIN_BLOCKS}, got {dm!r}")
@@ -3694,6 +3730,16 @@ def _sm_count(arr):
 
 def _round_warp(v):
     return cdiv(v, WARP) * WARP
+
+
+@functools.lru_cache(maxsize=None)
+def _dependent_launch_ok(device):
+    """Whether CUDA device ``device`` (an ordinal; None: the current one) runs
+    griddepcontrol (sm_90 and later); the simulator takes the same code path."""
+    if SIMULATOR:
+        return True
+    dev = cuda.get_current_device() if device is None else cuda.gpus[device]
+    return dev.compute_capability >= (9, 0)
 
 
 def _fat(direction, vec, words):
@@ -4390,15 +4436,18 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # groups: 282 -> 285 instructions a row; fp16 LayerNorm exact: 353 -> 325).
     one_row = full and rpb == 1 and bool(_tune["bwd_one_row"])
     red_warps = _red_direct_warps(tpr, vec) if one_row else 0
+    # The dW / dB kernel's dependent launch, after the row and lean kernels (tuning
+    # bwd_pdl); the streaming ones keep plain launches.
+    pdl = (bool(words) and affine and _tune["bwd_pdl"] and _dependent_launch_ok(ga.device))
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
         kernel = make_lean_backward_kernel(dtype, rms, has_w, has_b, False,
-                                           bool(_tune["bwd_lean_prefetch"]))
+                                           bool(_tune["bwd_lean_prefetch"]), pdl)
         shared = _lean_bwd_shared(has_w, has_b, tpr, vec)
     else:
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
-                                      full, sacc, wide, given, one_row, red_warps)
+                                      full, sacc, wide, given, one_row, red_warps, pdl)
         shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
     if sacc:
         shared = sacc_bytes
@@ -4451,7 +4500,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         bx, by = _tune["reduce_block"]
         o0 = _view(o0, dtype)
         o1 = _view(o1, dtype) if len(pairs) == 2 else _unused(o0, dtype)
-        ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"], _tune["dwdb_min_blocks"]),
+        ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"], _tune["dwdb_min_blocks"], pdl),
                   (cdiv(n, bx), len(pairs)),
                   (bx, by), stream, [p0, p1, o0, o1, nparts, n])
     return gx, gw, gb

@@ -1312,6 +1312,9 @@ def test_bad_input():
     with pytest.raises(ValueError, match="dwdb_min_blocks"):
         with ln.tuning(dwdb_min_blocks=3):
             pass
+    with pytest.raises(ValueError, match="bwd_pdl"):
+        with ln.tuning(bwd_pdl=1):
+            pass
 
 
 @pytest.mark.parametrize("hint", [True, "l2", "cs", "ldcs", "stcs", "nc"])
@@ -1584,6 +1587,104 @@ def test_dwdb_unroll_same_bits(unroll):
         for name, ours, shipped, want in zip(("dx", "dw", "db"), got, base, ref[3:]):
             assert torch.equal(ours, shipped), name
             assert_close(ours, want, "float32", name)
+
+
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, False, True)], ids=_vid)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_pdl_same_bits(dtype, variant):
+    """tuning(bwd_pdl=True): the row kernels trigger the dW / dB kernel's dependent
+    launch and it waits (griddepcontrol) for their partial rows, so dx, dw and db
+    keep the plain launches' bits (deterministic scheme), call after call. The calls
+    alternate two gradients, so a reduction that read its partial rows before the
+    row kernel had written them would sum the other call's rows (the allocator hands
+    back the same buffer) and differ. The lock scheme, whose order is the arrival
+    order, is held to float64's tolerance. The kernel names show the pick: the
+    trigger on the row kernel (the lean one at float32 N = 8192), the dependent dW /
+    dB kernel after it; a GPU also runs the default layouts of both 16-bit and
+    float32 rows."""
+    vec = ln._vec_of(dtype, True)
+    cases = [((3, 56 * vec), {"bwd_block": 32, **FEW_PARTIALS})]
+    if not SIMULATOR:
+        cases += [((4099, n), {}) for n in (1024, 4096, 8192)] + [((1031, 16384), {})]
+    for shape, tune in cases:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 7)
+        dys = (dy, _randn(shape, dtype, shape[-1] + 8, 2.0))
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        with ln.tuning(**tune):
+            want = [_backward(variant, g, x, w, b, mean, rstd, True) for g in dys]
+            picked = []
+            with ln.tuning(bwd_pdl=True), pytest.MonkeyPatch.context() as mp:
+                _record_kernels(mp, "make_backward_kernel", picked)
+                _record_kernels(mp, "make_lean_backward_kernel", picked)
+                _record_kernels(mp, "make_dwdb_kernel", picked)
+                for k in range(6):
+                    with poison_outputs():
+                        got = _backward(variant, dys[k % 2], x, w, b, mean, rstd, True)
+                    for name, g, h in zip(("dx", "dw", "db"), got, want[k % 2]):
+                        assert (g is None) == (h is None), name
+                        if g is not None:
+                            assert torch.equal(g, h), (shape, k, name)
+                with poison_outputs():
+                    lock = _backward(variant, dys[0], x, w, b, mean, rstd, False)
+        # Row and lean kernels (float32 N = 8192) trigger; the reduction after them
+        # waits.
+        rows = [k for k in picked if k.startswith("norm_bwd_")]
+        dwdb = [k for k in picked if k.startswith("norm_dwdb_")]
+        assert rows and dwdb, picked
+        assert all(k.endswith("_trig") for k in rows), picked
+        assert all(k.endswith("_dep") for k in dwdb), picked
+        ref = _reference(variant, x.double(), None if w is None else w.double(),
+                         None if b is None else b.double(), dys[0].double(), 1e-5)
+        for name, g, r in zip(("dx", "dw", "db"), lock, ref[3:]):
+            if r is not None:
+                assert_close(g, r, dtype, name)
+
+
+@pytest.mark.gpu
+def test_bwd_pdl_in_cuda_graph():
+    """The dependent dW / dB launch (tuning bwd_pdl) captured in a CUDA graph through
+    the torch front end, replayed with new gradients: the plain launches' bits. The
+    front end's plans are cached by signature, not by tuning: the test empties the
+    cache around each tuning so each records its own."""
+    from interop.torch import layer_norm as tln
+
+    tl_mod = importlib.import_module("interop.torch.layer_norm")
+
+    shape = (4099, 4096)
+    variant = (False, True, True)
+    x, w, b, dy = _inputs(shape, "float16", variant, seed=5)
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    b.requires_grad_(True)
+    g_in = dy.clone()
+
+    def step():
+        out = tln(x, (shape[-1],), w, b, 1e-5)
+        return torch.autograd.grad(out, (x, w, b), g_in)
+
+    tl_mod._BWD_PLANS.clear()
+    with ln.tuning(bwd_pdl=True):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            step()
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            grads = step()
+    tl_mod._BWD_PLANS.clear()
+    try:
+        for seed in (11, 12):
+            g_in.copy_(_randn(shape, "float16", seed))
+            graph.replay()
+            torch.cuda.synchronize()
+            with ln.tuning(bwd_pdl=False):
+                want = step()
+            for name, g, h in zip(("dx", "dw", "db"), grads, want):
+                assert torch.equal(g, h), (seed, name)
+    finally:
+        tl_mod._BWD_PLANS.clear()
 
 
 @pytest.mark.gpu
@@ -1921,6 +2022,40 @@ def test_kernels_compile_to_ptx_without_spills(kernel):
     elif "_vec_" in kernel.name:
         assert "ld.global.v4" in ptx, "16-byte loads expected"
     assert not math.isnan(rep["registers"])
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pdl_kernels_ptx(dtype):
+    """tuning bwd_pdl's kernels (opt-in): the LayerNorm backward's row kernel at N =
+    4096 (the launcher's layout) and its lean kernel with the trigger, and the dW / dB
+    kernel with the wait, compile for sm_90 with their griddepcontrol instruction and the registers
+    of their plain forms, which have none."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    vec = ln._vec_of(dtype, True)
+    ng = 4096 // vec
+    words, tpr = ln._row_layout(4096, vec, "bwd")
+    wide = words == ln._bwd_wide_words(ng, vec)
+    prefetch = ln._bwd_prefetch(dtype, False, ng) and not wide
+    red = ln._red_direct_warps(tpr, vec)
+    pairs = [(ln.make_backward_kernel(dtype, False, True, True, True, words, prefetch, True,
+                                      False, wide, False, True, red, trig),
+              "griddepcontrol.launch_dependents") for trig in (False, True)]
+    pairs += [(ln.make_lean_backward_kernel(dtype, False, True, True, False, True, trig),
+               "griddepcontrol.launch_dependents") for trig in (False, True)]
+    pairs += [(ln.make_dwdb_kernel(dtype, 4, 2, dep), "griddepcontrol.wait")
+              for dep in (False, True)]
+    reports = []
+    with offline_compile():
+        for i, (kernel, instruction) in enumerate(pairs):
+            ptx = kernel.ptx()
+            assert (instruction in ptx) == (i % 2 == 1), kernel.name
+            assert ("griddepcontrol" in ptx) == (i % 2 == 1), kernel.name
+            reports.append(ptxas_report(ptx))
+    for plain, dependent in (reports[:2], reports[2:4], reports[4:]):
+        assert dependent == plain, (plain, dependent)
+        assert dependent["spill_stores"] == 0 and dependent["stack"] == 0, dependent
 
 
 def test_wave_words_rule():

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Written in the thirty-second session for the next (an H200). Each part fits one call:
+#   a: tuning bwd_pdl's GPU checks: test_layer_norm.py -k bwd_pdl (the bits over
+#      back-to-back calls at every dtype, now with the lean kernels' trigger at
+#      float32 N = 8192 and 16-bit N = 16384; the CUDA-graph capture through the torch
+#      front end, i.e. the prepared launch path of a dependent kernel), then memcheck
+#      / racecheck of sanitize.py's layer_norm_pdl workload. ~4 minutes.
+#   b: the A/B default / bwd_pdl (two alternating passes) at the backward cells not yet
+#      timed: bf16 4096, fp16 1024 / 16384 (lean), RMSNorm fp16 4096, float32
+#      LayerNorm 8192 (lean, behind Liger by 2.0 us in the v33 sweep) and RMSNorm 768
+#      / 4096 (behind by 1.1-1.2). ~4 minutes.
+#   If both hold, set bwd_pdl's default to True, then GPU suite parts 1 and 3
+#   (bench/ab/full_suite.sh OUT 1 / 3) and the norms sweep (bench/ab/norms_sweep.sh).
+#   bash bench/ab/pending_s33.sh "$OUT" a|b
+set -uo pipefail
+OUT=${1:?usage: pending_s33.sh OUTDIR a|b}
+PART=${2:?usage: pending_s33.sh OUTDIR a|b}
+. bench/ab/tl.sh
+P='{"bwd_pdl": true}'
+case "$PART" in
+a)
+  timeout -k 5 260 python3 -m pytest -q -p no:cacheprovider -n 6 tests/test_layer_norm.py \
+    -k "bwd_pdl" > "$OUT/pdl_tests.log" 2>&1
+  echo "tests rc $?"; tail -4 "$OUT/pdl_tests.log"
+  for tool in memcheck racecheck; do
+    timeout -k 5 120 compute-sanitizer --tool "$tool" --report-api-errors no python3 \
+      bench/sanitize.py layer_norm_pdl:float16 layer_norm_pdl:float32 \
+      > "$OUT/san_$tool.log" 2>&1
+    echo "$tool rc $?"; grep -E "ran|FAILED|SUMMARY" "$OUT/san_$tool.log"
+  done
+  ;;
+b)
+  tl ln16 100 --reps 30 --op ln --ns 1024,16384 --dtypes float16 --tunes '{}' "$P" '{}' "$P"
+  tl lnbf 50 --reps 30 --op ln --ns 4096 --dtypes bfloat16 --tunes '{}' "$P" '{}' "$P"
+  tl rms16 50 --reps 30 --op rms --ns 4096 --dtypes float16 --tunes '{}' "$P" '{}' "$P"
+  tl ln32 60 --reps 30 --op ln --ns 8192 --dtypes float32 --tunes '{}' "$P" '{}' "$P"
+  tl rms32 80 --reps 30 --op rms --ns 768,4096 --dtypes float32 --tunes '{}' "$P" '{}' "$P"
+  cp "$TL_DIR"/*.log "$OUT/"
+  ;;
+*) echo "PART must be a or b" >&2; exit 2 ;;
+esac
