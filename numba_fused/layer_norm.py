@@ -2613,7 +2613,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector):
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
-                         red_warps=0, trigger=False):
+                         red_warps=0, trigger=False, bounds=None):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2634,9 +2634,16 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     guarantees it), not shuffles; 0: shuffles. ``trigger`` (row kernels; tuning
     ``bwd_pdl``, sm_90): each block first lets the dW / dB kernel's dependent launch
     proceed (:func:`~numba_fused.intrinsics.grid_dependents_launch`), so its blocks
-    take SM slots as the row kernel's blocks leave."""
+    take SM slots as the row kernel's blocks leave. ``bounds`` (row kernels but the
+    wide ones; tuning ``bwd_min_blocks``): launch bounds ``(threads, blocks an SM)``
+    in place of ``(_FAT_BLOCK, 1)``, so ptxas fits that many blocks of that size an
+    SM in the registers (None: the default)."""
     if trigger and not words:
         raise ValueError("trigger is for row kernels (words >= 1)")
+    if bounds is not None and (not words or wide or len(bounds) != 2
+                               or not all(isinstance(v, int) and v >= 1 for v in bounds)):
+        raise ValueError(f"bounds are two positive ints, for row kernels but the wide "
+                         f"ones, got {bounds!r}")
     if red_warps and not one_row:
         raise ValueError("red_warps is for one_row kernels")
     if red_warps not in (0, *RED_DIRECT_WARPS):
@@ -2664,7 +2671,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
             + ("_sacc" if sacc else "") + ("_wide" if wide else "")
             + ("_given" if given else "") + ("_r1" if one_row else "")
-            + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else ""))
+            + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
+            + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
 
     if words:
         elems = words * vec
@@ -2903,7 +2911,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         # thread, w, b and the prefetch, 64 registers spilled 8-12 bytes (ptxas). The
         # wide ones (float32, two groups, no prefetch) fit 64 without spills.
         return Kernel(name, norm_bwd_rows, argtypes,
-                      **_jit_for(_MAX_BLOCK if wide else _FAT_BLOCK))
+                      **_jit_for(*(bounds or (_MAX_BLOCK if wide else _FAT_BLOCK, 1))))
 
     unroll = _UNROLL[vec]
     chunk = unroll * vec
@@ -3415,6 +3423,13 @@ _TUNING_DEFAULTS = {
     # until its CUDA-graph test and the GPU suite have run with it on (the lean
     # kernels' trigger is not yet timed).
     "bwd_pdl": False,
+    # Backward row kernels (not the wide or lean ones) compiled with launch bounds
+    # for this many of their blocks an SM (None: (_FAT_BLOCK, 1), up to 128
+    # registers). Candidate (thirty-second session, not yet timed): the fp16
+    # LayerNorm row kernel at N = 4096 (256 threads) without the prefetch fits 80
+    # registers at 3 blocks, no spills (125 unbounded, 2 blocks); with the prefetch
+    # it spills 144 bytes.
+    "bwd_min_blocks": None,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
@@ -3626,7 +3641,8 @@ def tuning(**overrides):
     streaming backward), bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
     bwd_red_direct, bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
-    (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_pdl (bool: the
+    (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
+    row kernels' launch bounds, blocks an SM), bwd_pdl (bool: the
     dW/dB reduction as a dependent launch of the row kernels, sm_90), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
@@ -3679,6 +3695,9 @@ def tuning(**overrides):
     du = overrides.get("dwdb_unroll", _tune["dwdb_unroll"])
     if du not in DWDB_UNROLLS:
         raise ValueError(f"dwdb_unroll must be one of {DWDB_UNROLLS}, got {du!r}")
+    bm = overrides.get("bwd_min_blocks", _tune["bwd_min_blocks"])
+    if bm is not None and not (isinstance(bm, int) and 1 <= bm <= 32):
+        raise ValueError(f"bwd_min_blocks must be None or an int in [1, 32], got {bm!r}")
     pdl = overrides.get("bwd_pdl", _tune["bwd_pdl"])
     if not isinstance(pdl, bool):
         raise ValueError(f"bwd_pdl must be a bool, got {pdl!r}")
@@ -4446,8 +4465,11 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                                            bool(_tune["bwd_lean_prefetch"]), pdl)
         shared = _lean_bwd_shared(has_w, has_b, tpr, vec)
     else:
+        bm = _tune["bwd_min_blocks"]
+        bounds = (block, int(bm)) if bm is not None and words and not wide else None
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
-                                      full, sacc, wide, given, one_row, red_warps, pdl)
+                                      full, sacc, wide, given, one_row, red_warps, pdl,
+                                      bounds)
         shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
     if sacc:
         shared = sacc_bytes

@@ -1315,6 +1315,9 @@ def test_bad_input():
     with pytest.raises(ValueError, match="bwd_pdl"):
         with ln.tuning(bwd_pdl=1):
             pass
+    with pytest.raises(ValueError, match="bwd_min_blocks"):
+        with ln.tuning(bwd_min_blocks=0):
+            pass
 
 
 @pytest.mark.parametrize("hint", [True, "l2", "cs", "ldcs", "stcs", "nc"])
@@ -1639,6 +1642,51 @@ def test_bwd_pdl_same_bits(dtype, variant):
         for name, g, r in zip(("dx", "dw", "db"), lock, ref[3:]):
             if r is not None:
                 assert_close(g, r, dtype, name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_min_blocks_same_bits(dtype):
+    """tuning(bwd_min_blocks=k) compiles the backward row kernels with launch bounds
+    for k of their blocks an SM (the name says so) and changes no bit of dx, dw, db
+    (deterministic scheme), with and without the prefetch. A GPU also runs the
+    16-bit default layout at N = 4096 at 3 blocks without the prefetch (the
+    candidate: 80 registers)."""
+    variant = (False, True, True)
+    vec = ln._vec_of(dtype, True)
+    cases = [((3, 56 * vec), {"bwd_block": 32, **FEW_PARTIALS}, 2)]
+    if not SIMULATOR:
+        cases.append(((4099, 4096), {}, 3))
+    for shape, tune, blocks in cases:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 9)
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        for prefetch in (True, False):
+            with ln.tuning(prefetch=prefetch, **tune):
+                want = _backward(variant, dy, x, w, b, mean, rstd, True)
+                picked = []
+                with ln.tuning(bwd_min_blocks=blocks), pytest.MonkeyPatch.context() as mp, \
+                        poison_outputs():
+                    _record_kernels(mp, "make_backward_kernel", picked)
+                    got = _backward(variant, dy, x, w, b, mean, rstd, True)
+            assert picked and all(f"x{blocks}" in k.rsplit("_lb", 1)[-1] for k in picked), picked
+            for name, g, h in zip(("dx", "dw", "db"), got, want):
+                assert torch.equal(g, h), (shape, prefetch, name)
+
+
+@pytest.mark.ptx
+def test_bwd_min_blocks_candidate_ptx():
+    """The bwd_min_blocks candidate: the fp16 LayerNorm row kernel at N = 4096 (two
+    groups, 256 threads, one row a block) without the prefetch under bounds for 3
+    blocks an SM fits 80 registers without spills or stack."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    words, tpr = ln._row_layout(4096, 8, "bwd")
+    kernel = ln.make_backward_kernel("float16", False, True, True, True, words, False, True,
+                                     False, False, False, True, ln._red_direct_warps(tpr, 8),
+                                     False, (tpr, 3))
+    with offline_compile():
+        rep = ptxas_report(kernel.ptx())
+    assert rep["registers"] <= 65536 // (3 * tpr), rep
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
 
 
 @pytest.mark.gpu

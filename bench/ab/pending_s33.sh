@@ -9,12 +9,19 @@
 #      timed: bf16 4096, fp16 1024 / 16384 (lean), RMSNorm fp16 4096, float32
 #      LayerNorm 8192 (lean, behind Liger by 2.0 us in the v33 sweep) and RMSNorm 768
 #      / 4096 (behind by 1.1-1.2). ~4 minutes.
-#   If both hold, set bwd_pdl's default to True, then GPU suite parts 1 and 3
+#   c: two candidates for the 16-bit LayerNorm backward (0.115 ms under bwd_pdl against
+#      the 0.112 target), each on top of bwd_pdl: (1) the dW / dB reduction's loads
+#      in one round, dwdb_unroll 16 (or 8) at its shipped 2 blocks an SM (32
+#      registers, no spills; the fourteenth session's +1.1 us at 16 was measured at
+#      one block an SM, 1.94 waves); (2) the row kernel without the prefetch under
+#      bounds for 3 blocks an SM (bwd_min_blocks 3: 80 registers, no spills, against
+#      2 blocks of 125-128; 396 partial rows instead of 264). ~4 minutes.
+#   If a and b hold, set bwd_pdl's default to True, then GPU suite parts 1 and 3
 #   (bench/ab/full_suite.sh OUT 1 / 3) and the norms sweep (bench/ab/norms_sweep.sh).
-#   bash bench/ab/pending_s33.sh "$OUT" a|b
+#   bash bench/ab/pending_s33.sh "$OUT" a|b|c
 set -uo pipefail
-OUT=${1:?usage: pending_s33.sh OUTDIR a|b}
-PART=${2:?usage: pending_s33.sh OUTDIR a|b}
+OUT=${1:?usage: pending_s33.sh OUTDIR a|b|c}
+PART=${2:?usage: pending_s33.sh OUTDIR a|b|c}
 . bench/ab/tl.sh
 P='{"bwd_pdl": true}'
 case "$PART" in
@@ -37,5 +44,16 @@ b)
   tl rms32 80 --reps 30 --op rms --ns 768,4096 --dtypes float32 --tunes '{}' "$P" '{}' "$P"
   cp "$TL_DIR"/*.log "$OUT/"
   ;;
-*) echo "PART must be a or b" >&2; exit 2 ;;
+c)
+  U16='{"bwd_pdl": true, "dwdb_unroll": 16}'
+  U8='{"bwd_pdl": true, "dwdb_unroll": 8}'
+  M3='{"bwd_pdl": true, "prefetch": false, "bwd_min_blocks": 3}'
+  tl unroll 110 --reps 30 --op ln --ns 4096,8192 --dtypes float16 \
+    --tunes "$P" "$U16" "$U8" "$P" "$U16" "$U8"
+  tl mb3 110 --reps 30 --op ln --ns 4096 --dtypes float16,bfloat16 \
+    --tunes "$P" "$M3" "$P" "$M3"
+  tl mb3rms 60 --reps 30 --op rms --ns 4096 --dtypes float16 --tunes "$P" "$M3" "$P" "$M3"
+  cp "$TL_DIR"/*.log "$OUT/"
+  ;;
+*) echo "PART must be a, b or c" >&2; exit 2 ;;
 esac
