@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Written in the thirty-second session for the next (an H200). Each part fits one call:
-#   a: tuning bwd_pdl's GPU checks: test_layer_norm.py -k bwd_pdl (the bits over
+#   a: tuning bwd_pdl's GPU checks: test_layer_norm.py -k "bwd_pdl or bwd_min_blocks" (bits over
 #      back-to-back calls at every dtype, now with the lean kernels' trigger at
 #      float32 N = 8192 and 16-bit N = 16384; the CUDA-graph capture through the torch
 #      front end, i.e. the prepared launch path of a dependent kernel), then memcheck
@@ -16,18 +16,25 @@
 #      one block an SM, 1.94 waves); (2) the row kernel without the prefetch under
 #      bounds for 3 blocks an SM (bwd_min_blocks 3: 80 registers, no spills, against
 #      2 blocks of 125-128; 396 partial rows instead of 264). ~4 minutes.
+#   d: the float32 LayerNorm forward at N = 4096 (ours 134 us, inductor 129): ncu in
+#      the thirty-second session read 40 warps an SM against inductor's 64, with the
+#      same stall profile, so more bytes or warps in flight an SM: the plain kernel at
+#      6 blocks an SM (40 registers, 12 bytes spilled), at 8 words a thread, 128
+#      threads, 8 blocks an SM (64 registers, no spills: 128 KB of loads in flight an
+#      SM against 80 KB). (2 words at 512 threads takes w / b early in
+#      fwd_plain_layout, refuted at 4 blocks in the thirtieth session.) ~2 minutes.
 #   If a and b hold, set bwd_pdl's default to True, then GPU suite parts 1 and 3
 #   (bench/ab/full_suite.sh OUT 1 / 3) and the norms sweep (bench/ab/norms_sweep.sh).
-#   bash bench/ab/pending_s33.sh "$OUT" a|b|c
+#   bash bench/ab/pending_s33.sh "$OUT" a|b|c|d
 set -uo pipefail
-OUT=${1:?usage: pending_s33.sh OUTDIR a|b|c}
-PART=${2:?usage: pending_s33.sh OUTDIR a|b|c}
+OUT=${1:?usage: pending_s33.sh OUTDIR a|b|c|d}
+PART=${2:?usage: pending_s33.sh OUTDIR a|b|c|d}
 . bench/ab/tl.sh
 P='{"bwd_pdl": true}'
 case "$PART" in
 a)
   timeout -k 5 260 python3 -m pytest -q -p no:cacheprovider -n 6 tests/test_layer_norm.py \
-    -k "bwd_pdl" > "$OUT/pdl_tests.log" 2>&1
+    -k "bwd_pdl or bwd_min_blocks" > "$OUT/pdl_tests.log" 2>&1
   echo "tests rc $?"; tail -4 "$OUT/pdl_tests.log"
   for tool in memcheck racecheck; do
     timeout -k 5 120 compute-sanitizer --tool "$tool" --report-api-errors no python3 \
@@ -55,5 +62,12 @@ c)
   tl mb3rms 60 --reps 30 --op rms --ns 4096 --dtypes float16 --tunes "$P" "$M3" "$P" "$M3"
   cp "$TL_DIR"/*.log "$OUT/"
   ;;
-*) echo "PART must be a, b or c" >&2; exit 2 ;;
+d)
+  B6='{"fwd_plain_min_blocks": 6}'
+  W8='{"fwd_plain_layout": [8, 1], "fwd_plain_min_blocks": 8}'
+  tl f32fwd 100 --reps 30 --op ln --ns 4096 --dtypes float32 \
+    --tunes '{}' "$B6" "$W8" '{}' "$B6" "$W8"
+  cp "$TL_DIR"/*.log "$OUT/"
+  ;;
+*) echo "PART must be a, b, c or d" >&2; exit 2 ;;
 esac
