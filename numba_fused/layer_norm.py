@@ -2736,14 +2736,14 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             flag = cuda.shared.array(1, np.int32)
             sm = cuda.shared.array(0, types.float32)
             px = cuda.local.array(nraw, raw_t)
-            if trigger:
-                grid_dependents_launch()
             pd = cuda.local.array(nraw, raw_t)
             xs = cuda.local.array(elems, np.float32)
             gs = cuda.local.array(elems, np.float32)
             aw = cuda.local.array(acc_w, np.float32)
             ab = cuda.local.array(acc_b, np.float32)
             tmp = cuda.local.array(vec, np.float32)
+            if trigger:
+                grid_dependents_launch()
             t = cuda.threadIdx.x
             tpr = cuda.blockDim.x
             # one_row: compile-time constants, so the row is provably block-uniform.
