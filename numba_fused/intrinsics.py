@@ -64,25 +64,13 @@ else:
     from numba import types
     from numba.core.extending import intrinsic
 
-    @intrinsic
-    def fence_acq_rel_gpu(typingctx):
-        # An acquire-release fence at GPU scope. numba's cuda.threadfence() emits
-        # membar.gl, i.e. fence.sc.gpu, the sequentially consistent (and slower) form.
-        # Cumulative: run by one thread after a block barrier it orders the whole
-        # block's earlier writes before that thread's next (relaxed) atomic, the
-        # pattern of cooperative groups' grid sync.
-        sig = types.void()
+    def plain_asm(name, text):
+        """A no-argument ``@intrinsic`` named ``name`` that emits the PTX ``text`` as
+        a side-effecting inline asm with a memory clobber: the compiler keeps it in
+        place and moves no load or store across it."""
 
-        def codegen(context, builder, signature, args):
-            fty = ir.FunctionType(ir.VoidType(), [])
-            builder.asm(fty, "fence.acq_rel.gpu;", "~{memory}", [], side_effect=True)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    def _void_asm(text):
         @intrinsic
-        def op(typingctx):
+        def impl(typingctx):
             def codegen(context, builder, signature, args):
                 fty = ir.FunctionType(ir.VoidType(), [])
                 builder.asm(fty, text, "~{memory}", [], side_effect=True)
@@ -90,7 +78,15 @@ else:
 
             return types.void(), codegen
 
-        return op
+        impl.__name__ = name
+        return impl
+
+    # An acquire-release fence at GPU scope. numba's cuda.threadfence() emits
+    # membar.gl, i.e. fence.sc.gpu, the sequentially consistent (and slower) form.
+    # Cumulative: run by one thread after a block barrier it orders the whole
+    # block's earlier writes before that thread's next (relaxed) atomic, the
+    # pattern of cooperative groups' grid sync.
+    fence_acq_rel_gpu = plain_asm("fence_acq_rel_gpu", "fence.acq_rel.gpu;")
 
     # Programmatic dependent launch (sm_90, PTX ISA 7.8). A kernel launched with the
     # programmatic-stream-serialization attribute may start before the previous
@@ -100,8 +96,9 @@ else:
     # kernel's blocks call grid_dependents_launch to let it be scheduled before they
     # exit (without it, only at their exit). The memory clobber keeps the compiler
     # from moving loads or stores across either.
-    grid_dependency_wait = _void_asm("griddepcontrol.wait;")
-    grid_dependents_launch = _void_asm("griddepcontrol.launch_dependents;")
+    grid_dependency_wait = plain_asm("grid_dependency_wait", "griddepcontrol.wait;")
+    grid_dependents_launch = plain_asm("grid_dependents_launch",
+                                       "griddepcontrol.launch_dependents;")
 
     @intrinsic
     def f32_as_u32(typingctx, x):

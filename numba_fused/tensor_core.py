@@ -871,6 +871,8 @@ else:
     from numba.core.errors import TypingError
     from numba.core.extending import intrinsic
 
+    from .intrinsics import plain_asm
+
     _I32 = ir.IntType(32)
     _I64 = ir.IntType(64)
     _F32 = ir.FloatType()
@@ -1161,23 +1163,9 @@ else:
         return sig, codegen
 
 
-    def _plain_asm(name, text):
-        @intrinsic
-        def impl(typingctx):
-            sig = types.void()
-
-            def codegen(context, builder, signature, args):
-                _asm(builder, ir.VoidType(), [], text, "~{memory}", [], True)
-                return context.get_dummy_value()
-
-            return sig, codegen
-
-        impl.__name__ = name
-        return impl
-
-    fence_proxy_async = _plain_asm("fence_proxy_async", "fence.proxy.async.shared::cta;")
-    wgmma_fence = _plain_asm("wgmma_fence", "wgmma.fence.sync.aligned;")
-    wgmma_commit = _plain_asm("wgmma_commit", "wgmma.commit_group.sync.aligned;")
+    fence_proxy_async = plain_asm("fence_proxy_async", "fence.proxy.async.shared::cta;")
+    wgmma_fence = plain_asm("wgmma_fence", "wgmma.fence.sync.aligned;")
+    wgmma_commit = plain_asm("wgmma_commit", "wgmma.commit_group.sync.aligned;")
 
     @intrinsic
     def wgmma_wait(typingctx, n):
