@@ -3254,22 +3254,27 @@ def shipped_kernels():
     checked forms) backward row kernels; the
     backward row kernels' exact forms also for one-row blocks;
     the streaming and scalar kernels (the backward's also with given statistics, and
-    their statistics pass); the dW/dB reduction."""
+    their statistics pass); the dW/dB reduction, also as bwd_pdl's dependent launch
+    (the backward row and lean kernels before it carry its trigger)."""
     for dtype in dtypes.DTYPES:
         vec = _vec_of(dtype, True)
         for rms, has_w, has_b in _variants():
             for direction, factory in (("fwd", make_forward_kernel), ("bwd", make_backward_kernel)):
+                # Backward row and lean kernels as the launcher picks them on sm_90:
+                # with bwd_pdl's trigger when a dW / dB reduction follows them.
+                trig = direction == "bwd" and (has_w or has_b) and _TUNING_DEFAULTS["bwd_pdl"]
+                row = functools.partial(factory, trigger=trig) if direction == "bwd" else factory
                 for words in _WORDS[(direction, vec)]:
-                    yield factory(dtype, rms, has_w, has_b, True, words, True, True)
+                    yield row(dtype, rms, has_w, has_b, True, words, True, True)
                     if direction == "bwd":  # exact layouts of one-row blocks (bwd_one_row)
-                        yield factory(dtype, rms, has_w, has_b, True, words, True, True,
+                        yield row(dtype, rms, has_w, has_b, True, words, True, True,
                                       one_row=True)
                         if vec == 8 and words == 2:  # bwd_red_direct's default (v32)
                             for nw in _RED_DIRECT_DEFAULT:
-                                yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                yield row(dtype, rms, has_w, has_b, True, words, True,
                                               True, one_row=True, red_warps=nw)
                     if not _fat(direction, vec, words):
-                        yield factory(dtype, rms, has_w, has_b, True, words, True, False)
+                        yield row(dtype, rms, has_w, has_b, True, words, True, False)
                 if direction == "fwd":
                     for words in _LEAN_WORDS:
                         for full in (True, False):
@@ -3331,7 +3336,7 @@ def shipped_kernels():
                     # Wide row kernels (tuning bwd_wide2): float32, two groups.
                     for full in ((True, False) if vec == 4 else ()):
                         for r1 in ((False, True) if full else (False,)):
-                            yield factory(dtype, rms, has_w, has_b, True, 2, False, full,
+                            yield row(dtype, rms, has_w, has_b, True, 2, False, full,
                                           wide=True, one_row=r1)
                 if direction == "bwd":
                     # v30: the exact layouts of _BWD_NO_PREFETCH's rows without it.
@@ -3340,11 +3345,12 @@ def shipped_kernels():
                             continue
                         words = _row_layout(groups * vec, vec, "bwd")[0]
                         for r1 in (False, True):
-                            yield factory(dtype, rms, has_w, has_b, True, words, False, True,
+                            yield row(dtype, rms, has_w, has_b, True, words, False, True,
                                           one_row=r1)
                     # The lean wide backward (tuning bwd_lean, bwd_lean_f32): checked forms.
                     for pf in (True, False):
-                        yield make_lean_backward_kernel(dtype, rms, has_w, has_b, False, pf)
+                        yield make_lean_backward_kernel(dtype, rms, has_w, has_b, False, pf,
+                                                        trig)
                 if direction == "bwd" and (has_w or has_b):
                     for vector in (True, False):
                         yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True)
@@ -3355,6 +3361,7 @@ def shipped_kernels():
                             yield make_bwd_stats_kernel(dtype, rms, has_w, vector)
         yield make_dwdb_kernel(dtype)
         yield make_dwdb_kernel(dtype, min_blocks=2)
+        yield make_dwdb_kernel(dtype, min_blocks=2, dependent=True)
     yield _zero_kernel()
 
 
@@ -3419,10 +3426,13 @@ _TUNING_DEFAULTS = {
     # Thirty-second session, H200, LayerNorm bwd (partials scheme), us, plain / pdl,
     # two alternating passes: fp16 16384 x 4096 117.0, 116.6 / 115.2, 115.8; 8192 x
     # 8192 122.2, 122.1 / 120.5, 120.3; float32 16384 x 4096 219.7, 220.1 / 218.9,
-    # 218.2 (the lock scheme likewise, bench/NOTES.md). Opt-in
-    # until its CUDA-graph test and the GPU suite have run with it on (the lean
-    # kernels' trigger is not yet timed).
-    "bwd_pdl": False,
+    # 218.2 (the lock scheme likewise, bench/NOTES.md). Thirty-third session, same
+    # method: bf16 4096 116.9, 116.2 / 115.2, 115.3; RMSNorm fp16 4096 112.0, 111.6 /
+    # 111.1, 111.3; float32 LayerNorm 8192 x 8192 (lean) 227.7, 228.0 / 225.8, 225.2;
+    # RMSNorm 768 214.3, 214.3 / 213.1, 213.3; 4096 214.0, 214.0 / 214.3, 213.9;
+    # fp16 1024 122.0, 122.5 / 122.3, 122.6 and 16384 146.5, 147.2 / 146.2, 145.0
+    # (within the runs' spread): on by default since.
+    "bwd_pdl": True,
     # Backward row kernels (not the wide or lean ones) compiled with launch bounds
     # for this many of their blocks an SM (None: (_FAT_BLOCK, 1), up to 128
     # registers). Candidate (thirty-second session, not yet timed): the fp16
