@@ -1326,6 +1326,25 @@ def test_bad_input():
             pass
 
 
+def test_dependent_and_bounds_factory_checks():
+    """The factories behind bwd_pdl and bwd_min_blocks refuse what they cannot build:
+    a non-bool ``dependent``, a trigger on a streaming kernel, and bounds that are not
+    two positive ints or that name a streaming or wide kernel."""
+    with pytest.raises(ValueError, match="dependent must be a bool"):
+        ln.make_dwdb_kernel("float16", 4, 2, 1)
+    with pytest.raises(ValueError, match="trigger is for row kernels"):
+        ln.make_backward_kernel("float16", False, True, True, True, 0, trigger=True)
+    for bounds in ((256,), (256, 0), (256, 2.0), (0, 3), (256, 3, 1)):
+        with pytest.raises(ValueError, match="bounds are two positive ints"):
+            ln.make_backward_kernel("float16", False, True, True, True, 2, False, True,
+                                    bounds=bounds)
+    with pytest.raises(ValueError, match="bounds are two positive ints"):
+        ln.make_backward_kernel("float16", False, True, True, True, 0, bounds=(256, 2))
+    with pytest.raises(ValueError, match="bounds are two positive ints"):
+        ln.make_backward_kernel("float32", False, True, True, True, 2, False, True,
+                                wide=True, bounds=(512, 2))
+
+
 @pytest.mark.parametrize("hint", [True, "l2", "cs", "ldcs", "stcs", "nc"])
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_forward_evict_hints_same_bits(dtype, hint):
