@@ -384,6 +384,22 @@ def _layer_norm_pdl(nf, torch, dt):
                 _norm_passes(nf, x, w, b, torch.randn_like(x), det)
 
 
+def _layer_norm_stages(nf, torch, dt):
+    """The backward under tuning(bwd_stages=3) (candidate): row kernels reading x and
+    dy from a cp.async ring in shared memory, two rows ahead; rows of 512, 4096 (one
+    row a block) and 1000 (ragged: clamped groups), more rows than blocks so the ring
+    turns over, both dW / dB schemes, each norm _norm_passes runs."""
+    from numba_fused.layer_norm import tuning
+
+    with tuning(bwd_stages=3, bwd_grid=7):
+        for m, n in ((29, 512), (37, 4096), (23, 1000)):
+            x = torch.randn(m, n, device="cuda", dtype=dt)
+            w = torch.randn(n, device="cuda", dtype=dt)
+            b = torch.randn(n, device="cuda", dtype=dt)
+            for det in (False, True):
+                _norm_passes(nf, x, w, b, torch.randn_like(x), det)
+
+
 CASES = {
     "dropout": ("dropout_bias_act_forward", _dropout),
     "layer_norm": ("layer_norm_forward", _layer_norm),
@@ -391,6 +407,7 @@ CASES = {
     "layer_norm_staged": ("layer_norm_forward", _layer_norm_staged),
     "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
     "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
+    "layer_norm_stages": ("layer_norm_backward", _layer_norm_stages),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
@@ -400,7 +417,7 @@ CASES = {
 # Cases that exercise part of another op's module.
 _MODULES = {"linear_act_wgmma": "linear_act", "layer_norm_plain": "layer_norm",
             "layer_norm_staged": "layer_norm", "layer_norm_bwd": "layer_norm",
-            "layer_norm_pdl": "layer_norm"}
+            "layer_norm_pdl": "layer_norm", "layer_norm_stages": "layer_norm"}
 
 
 def main(argv):

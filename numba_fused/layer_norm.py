@@ -98,7 +98,8 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum
-from .tensor_core import cp_async_16, cp_async_wait_all, ld_global_v4, pack_f16x2, st_global_v4
+from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait, cp_async_wait_all,
+                          ld_global_v4, pack_f16x2, st_global_v4)
 
 __all__ = [
     "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward",
@@ -825,6 +826,9 @@ _row_sum2_v2 = _row_sum2
 # bwd_red_direct), and those its default (v32) takes at 16 bits.
 RED_DIRECT_WARPS = (4, 8, 16)
 _RED_DIRECT_DEFAULT = (8, 16)
+# Row buffers of the backward row kernels' cp.async ring (tuning bwd_stages; 0: the
+# register prefetch or none).
+BWD_STAGES = (0, 2, 3, 4)
 
 
 @functools.lru_cache(maxsize=None)
@@ -2613,7 +2617,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector):
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
-                         red_warps=0, trigger=False, bounds=None):
+                         red_warps=0, trigger=False, bounds=None, stages=0):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2637,7 +2641,16 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     take SM slots as the row kernel's blocks leave. ``bounds`` (row kernels but the
     wide ones; tuning ``bwd_min_blocks``): launch bounds ``(threads, blocks an SM)``
     in place of ``(_FAT_BLOCK, 1)``, so ptxas fits that many blocks of that size an
-    SM in the registers (None: the default)."""
+    SM in the registers (None: the default). ``stages`` (row kernels but the wide
+    ones, without the prefetch, 16-byte groups; tuning ``bwd_stages``, candidate): x
+    and dy come through a ring of ``stages`` row buffers in dynamic shared memory
+    filled by cp.async, ``stages - 1`` rows ahead of the row being reduced, in place
+    of the one row the register prefetch holds (0: off)."""
+    if stages not in BWD_STAGES:
+        raise ValueError(f"stages must be one of {BWD_STAGES}, got {stages!r}")
+    if stages and (not words or wide or prefetch or not vector):
+        raise ValueError("stages are for row kernels of 16-byte groups but the wide ones, "
+                         "without the prefetch")
     if trigger and not words:
         raise ValueError("trigger is for row kernels (words >= 1)")
     if bounds is not None and (not words or wide or len(bounds) != 2
@@ -2672,7 +2685,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + ("_sacc" if sacc else "") + ("_wide" if wide else "")
             + ("_given" if given else "") + ("_r1" if one_row else "")
             + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
-            + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
+            + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
+            + (f"_st{stages}" if stages else ""))
 
     if words:
         elems = words * vec
@@ -2688,6 +2702,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         red_shape = (4 * red_warps,) if red_warps else (2, 2, 32)
         # 16-byte loads of red need its alignment (the simulator takes none).
         red_align = 16 if red_warps and not SIMULATOR else None
+        # cp.async.wait_group's count is an immediate: a closure constant.
+        in_flight = max(stages - 1, 0)
 
         @inline_device
         def fold(acc, sm):
@@ -2742,6 +2758,10 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             aw = cuda.local.array(acc_w, np.float32)
             ab = cuda.local.array(acc_b, np.float32)
             tmp = cuda.local.array(vec, np.float32)
+            # The stages' ring, in 4-byte words after w's floats: its raw groups have
+            # x's element type (uint32 at 16 bits), and every dynamic shared array
+            # starts at the same address.
+            ring = cuda.shared.array(0, raw_t)
             if trigger:
                 grid_dependents_launch()
             t = cuda.threadIdx.x
@@ -2795,12 +2815,62 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                     for i in range(4):
                         px[4 * k + i] = q[i]
                         pd[4 * k + i] = gq[i]
+            # The ring in 16-byte pieces: w's floats first, then per row slot
+            # (threadIdx.y) ``stages`` buffers of x's then dy's groups, thread-major, so
+            # a thread only ever reads back what its own cp.async wrote (no barrier).
+            # Piece of (buffer b, x, group k): rbase + (2 b words + k) tpr + t; dy's is
+            # words tpr further.
+            rbase = np.uint32(words * quads + slot * stages * 2 * words) * tpq + tq
+            dyo = np.uint32(words) * tpq
+            wbuf = 0
+            rbuf = 0
+            if stages:
+                # Buffers 0 .. stages - 2 take rows row, row + stride, ... (clamped
+                # to row m - 1: slots past the end run on its data, as above).
+                for b in range(stages - 1):
+                    lb = np.uint64(np.uint32(min(row + np.int32(b) * stride, mlast))) * ngw
+                    for k in range(words):
+                        gi = np.uint64(_gclamp(k, tpr, t, glast))
+                        o = rbase + np.uint32(2 * b * words + k) * tpq
+                        cp_async_16(ring, np.uint32(4) * o, x, np.uint64(4) * (lb + gi), 16)
+                        cp_async_16(ring, np.uint32(4) * (o + dyo), dy,
+                                    np.uint64(4) * (lb + gi), 16)
+                    cp_async_commit()
+                wbuf = stages - 1
+                lr = np.uint64(np.uint32(min(row, mlast)))
+                if not rms:
+                    pmu = mean[lr]
+                prs = rstd[lr]
             phase = 0
             while row < row_end:
                 active = row < m32
                 rb = np.uint64(np.uint32(row)) * ngw
                 nxt = np.int32(row + stride)
-                if not prefetch:
+                if stages:
+                    # Row row + (stages - 1) stride into the buffer the last row
+                    # emptied (its words reached registers before that row's first
+                    # pass), then wait for this row's buffer: stages - 1 groups stay
+                    # in flight.
+                    lb = np.uint64(np.uint32(min(row + np.int32(stages - 1) * stride,
+                                                 mlast))) * ngw
+                    for k in range(words):
+                        gi = np.uint64(_gclamp(k, tpr, t, glast))
+                        o = rbase + np.uint32(2 * wbuf * words + k) * tpq
+                        cp_async_16(ring, np.uint32(4) * o, x, np.uint64(4) * (lb + gi), 16)
+                        cp_async_16(ring, np.uint32(4) * (o + dyo), dy,
+                                    np.uint64(4) * (lb + gi), 16)
+                    cp_async_commit()
+                    cp_async_wait(in_flight)
+                    for k in range(words):
+                        o = rbase + np.uint32(2 * rbuf * words + k) * tpq
+                        q = _ld16(ring, o)
+                        gq = _ld16(ring, o + dyo)
+                        for i in range(4):
+                            px[4 * k + i] = q[i]
+                            pd[4 * k + i] = gq[i]
+                    wbuf = rbuf
+                    rbuf = rbuf + 1 if rbuf + 1 < stages else 0
+                elif not prefetch:
                     lr = np.uint64(np.uint32(min(row, mlast)))
                     if not rms:
                         pmu = mean[lr]
@@ -2844,6 +2914,11 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                                 s2 += wd
                                 xs[o + e] = hx
                                 gs[o + e] = wd
+                if stages:
+                    lr = np.uint64(np.uint32(min(nxt, mlast)))
+                    if not rms:
+                        pmu = mean[lr]
+                    prs = rstd[lr]
                 # Next row's loads after the first pass (its raw words are dead).
                 if prefetch:
                     lr = np.uint64(np.uint32(min(nxt, mlast)))
@@ -2872,6 +2947,9 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                     if active and _gvalid(k, tpr, t, ng):
                         _st16r(dx, rb, gi, p[0], p[1], p[2], p[3])
                 row = nxt
+            if stages:
+                # No copy may land after the block has left its shared memory.
+                cp_async_wait_all()
             if affine:
                 if rpb > 1:
                     cuda.syncthreads()
@@ -3440,6 +3518,15 @@ _TUNING_DEFAULTS = {
     # registers at 3 blocks, no spills (125 unbounded, 2 blocks); with the prefetch
     # it spills 144 bytes.
     "bwd_min_blocks": None,
+    # Backward row kernels (not the wide or lean ones) with x and dy brought through
+    # a cp.async ring of this many row buffers in shared memory, that many - 1 rows
+    # ahead (0: the register prefetch, one row ahead). Candidate (thirty-third
+    # session, not yet timed): the 16-bit row kernel at N = 4096 runs 2 blocks of 256
+    # threads an SM with 32 KB of loads in flight, about what a 1 us DRAM latency
+    # asks at the copy rate; 3 buffers hold two rows ahead without the prefetch's 16
+    # registers. Rows whose ring does not fit the device's shared memory keep
+    # their plain kernel.
+    "bwd_stages": 0,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
@@ -3652,7 +3739,8 @@ def tuning(**overrides):
     bwd_red_direct, bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
-    row kernels' launch bounds, blocks an SM), bwd_pdl (bool: the
+    row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
+    kernels' cp.async ring of row buffers), bwd_pdl (bool: the
     dW/dB reduction as a dependent launch of the row kernels, sm_90), bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
@@ -3708,6 +3796,9 @@ def tuning(**overrides):
     bm = overrides.get("bwd_min_blocks", _tune["bwd_min_blocks"])
     if bm is not None and not (isinstance(bm, int) and 1 <= bm <= 32):
         raise ValueError(f"bwd_min_blocks must be None or an int in [1, 32], got {bm!r}")
+    bs = overrides.get("bwd_stages", _tune["bwd_stages"])
+    if bs not in BWD_STAGES or isinstance(bs, bool):
+        raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
     pdl = overrides.get("bwd_pdl", _tune["bwd_pdl"])
     if not isinstance(pdl, bool):
         raise ValueError(f"bwd_pdl must be a bool, got {pdl!r}")
@@ -4477,10 +4568,18 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     else:
         bm = _tune["bwd_min_blocks"]
         bounds = (block, int(bm)) if bm is not None and words and not wide else None
+        shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
+        stages = _tune["bwd_stages"] if words and vector and not wide else 0
+        if stages:
+            # The ring follows w's floats, which it then always reserves.
+            ring_bytes = words * vec * tpr * 4 + stages * 2 * words * 16 * block
+            if ring_bytes <= _staged_limit(ga):
+                prefetch, shared = False, ring_bytes
+            else:
+                stages = 0
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
-                                      bounds)
-        shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
+                                      bounds, stages)
     if sacc:
         shared = sacc_bytes
     if words:

@@ -1701,6 +1701,86 @@ def test_bwd_min_blocks_same_bits(dtype):
                 assert torch.equal(g, h), (shape, prefetch, name)
 
 
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, False, True), (False, False, False)], ids=_vid)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_stages_same_bits(dtype, variant):
+    """tuning(bwd_stages=k): the row kernels read x and dy from a cp.async ring of k
+    row buffers instead of the register prefetch, and change no bit of dx, dw, db
+    (deterministic scheme; the grid fixed, since the ring's shared memory changes how
+    many blocks an SM holds). Cases: several row slots a block (each its own ring),
+    one exact row a block, a ragged row (clamped groups); on a GPU also the default
+    layouts at N = 1024, 4096, 8192. float32 rows of two groups a thread are wide
+    kernels, which keep no ring. Names show the pick; poisoned outputs show every
+    element is written."""
+    vec = ln._vec_of(dtype, True)
+    cases = [((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}),
+             ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2, **FEW_PARTIALS}),
+             ((4, 37 * vec), {"bwd_grid": 3, **FEW_PARTIALS})]
+    if not SIMULATOR:
+        cases += [((4099, n), {"bwd_grid": 97}) for n in (1024, 4096, 8192)]
+    for shape, tune in cases:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 11)
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        with ln.tuning(**tune):
+            want = _backward(variant, dy, x, w, b, mean, rstd, True)
+            for stages in ln.BWD_STAGES[1:]:
+                picked = []
+                with ln.tuning(bwd_stages=stages), pytest.MonkeyPatch.context() as mp, \
+                        poison_outputs():
+                    _record_kernels(mp, "make_backward_kernel", picked)
+                    got = _backward(variant, dy, x, w, b, mean, rstd, True)
+                rows = [k for k in picked if "_wide" not in k]
+                assert all(_untriggered(k).endswith(f"_st{stages}") for k in rows), picked
+                # float32 rows of two groups a thread take the wide kernel (no ring).
+                assert picked and (rows or vec == 4), picked
+                for name, g, h in zip(("dx", "dw", "db"), got, want):
+                    assert (g is None) == (h is None), name
+                    if g is not None:
+                        assert torch.equal(g, h), (shape, stages, name)
+
+
+def test_bwd_stages_checks():
+    """bwd_stages takes 0, 2, 3 or 4; the factory builds rings only for row kernels of
+    16-byte groups without the prefetch, and not the wide ones."""
+    for bad in (1, 5, True, "3", None):
+        with pytest.raises(ValueError, match="bwd_stages"):
+            with ln.tuning(bwd_stages=bad):
+                pass
+    with pytest.raises(ValueError, match="stages must be one of"):
+        ln.make_backward_kernel("float16", False, True, True, True, 2, False, stages=5)
+    for args in ((True, 0, False), (True, 2, True), (False, 2, False)):
+        vector, words, prefetch = args
+        with pytest.raises(ValueError, match="stages are for row kernels"):
+            ln.make_backward_kernel("float16", False, True, True, vector, words, prefetch,
+                                    stages=3)
+    with pytest.raises(ValueError, match="stages are for row kernels"):
+        ln.make_backward_kernel("float32", False, True, True, True, 2, False, True,
+                                wide=True, stages=3)
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_bwd_stages_candidate_ptx(stages):
+    """The bwd_stages candidate, the 16-bit LayerNorm row kernel at N = 4096 (the
+    launcher's layout, one row a block) with its ring: cp.async in the PTX, no spills
+    or stack, and at most the prefetching kernel's registers."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    words, tpr = ln._row_layout(4096, 8, "bwd")
+    red = ln._red_direct_warps(tpr, 8)
+    common = ("float16", False, True, True, True, words)
+    with offline_compile():
+        base = ptxas_report(ln.make_backward_kernel(*common, True, True, False, False, False,
+                                                    True, red, True).ptx())
+        ptx = ln.make_backward_kernel(*common, False, True, False, False, False, True, red,
+                                      True, None, stages).ptx()
+        rep = ptxas_report(ptx)
+    assert "cp.async.cg.shared.global" in ptx and f"cp.async.wait_group {stages - 1}" in ptx
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+    assert rep["registers"] <= base["registers"], (rep, base)
+
+
 @pytest.mark.ptx
 def test_bwd_min_blocks_candidate_ptx():
     """The bwd_min_blocks candidate: the fp16 LayerNorm row kernel at N = 4096 (two

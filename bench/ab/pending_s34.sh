@@ -14,10 +14,20 @@
 #      inductor by 1.4 us). Default and balanced alternate twice. ~5 minutes.
 #   b: the norms sweep at v35 (bwd_pdl on), for RESULTS.md: bench/ab/norms_sweep.sh
 #      (~8 minutes; carry .whl).
-#   bash bench/ab/pending_s34.sh "$OUT" a|b
+#   c: the bwd_stages candidate (written on the CPU in the thirty-third session): the
+#      row kernels read x and dy from a cp.async ring of 2-4 row buffers in shared
+#      memory instead of the register prefetch (one row ahead). The 16-bit row kernel
+#      at N = 4096 holds 32 KB of loads in flight an SM at 2 blocks; 3 buffers hold 64
+#      KB (123 registers, no spills; ptxas). First its GPU bits test and memcheck /
+#      racecheck of sanitize.py's layer_norm_stages, then the A/B (default, stages
+#      2 / 3 / 4, alternating) at fp16 / bf16 LayerNorm 4096 and 8192 and RMSNorm
+#      4096 (float32 rows of two groups are wide kernels: no ring). Prediction: 2-5
+#      us off the 16-bit 4096 backward (115.7 -> ~111-113) if bytes in flight bound
+#      it, nothing if the MIO-bound row loop does. ~7 minutes.
+#   bash bench/ab/pending_s34.sh "$OUT" a|b|c
 set -uo pipefail
-OUT=${1:?usage: pending_s34.sh OUTDIR a|b}
-PART=${2:?usage: pending_s34.sh OUTDIR a|b}
+OUT=${1:?usage: pending_s34.sh OUTDIR a|b|c}
+PART=${2:?usage: pending_s34.sh OUTDIR a|b|c}
 case "$PART" in
 a)
   . bench/ab/tl.sh
@@ -36,5 +46,25 @@ a)
 b)
   bash bench/ab/norms_sweep.sh "$OUT" h200_s34_v35
   ;;
-*) echo "PART must be a or b" >&2; exit 2 ;;
+c)
+  timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
+    -k "bwd_stages" > "$OUT/stages_tests.log" 2>&1
+  echo "tests rc $?"; tail -3 "$OUT/stages_tests.log"
+  for tool in memcheck racecheck; do
+    timeout -k 5 100 compute-sanitizer --tool "$tool" --report-api-errors no python3 \
+      bench/sanitize.py layer_norm_stages:float16 layer_norm_stages:float32 \
+      > "$OUT/san_$tool.log" 2>&1
+    echo "$tool rc $?"; grep -E "ran|FAILED|SUMMARY" "$OUT/san_$tool.log"
+  done
+  . bench/ab/tl.sh
+  S2='{"bwd_stages": 2}'
+  S3='{"bwd_stages": 3}'
+  S4='{"bwd_stages": 4}'
+  tl st16 110 --reps 30 --op ln --ns 4096,8192 --dtypes float16,bfloat16 \
+    --tunes '{}' "$S2" "$S3" "$S4" '{}' "$S3"
+  tl strms 60 --reps 30 --op rms --ns 4096 --dtypes float16,bfloat16 \
+    --tunes '{}' "$S2" "$S3" "$S4" '{}' "$S3"
+  cp "$TL_DIR"/*.log "$OUT/"
+  ;;
+*) echo "PART must be a, b or c" >&2; exit 2 ;;
 esac
