@@ -2726,6 +2726,18 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                             acc[4 * q + e] += v[e]
                 cuda.syncthreads()
 
+        @inline_device
+        def ring_fill(ring, x, dy, lb, buf, rbase, dyo, t, tpr, tpq, glast):
+            """cp.async of the row at group offset ``lb`` of x and dy into ring buffer
+            ``buf`` (this thread's pieces), as one commit group."""
+            for k in range(words):
+                gi = np.uint64(_gclamp(k, tpr, t, glast))
+                o = rbase + np.uint32(2 * buf * words + k) * tpq
+                cp_async_16(ring, np.uint32(4) * o, x, np.uint64(4) * (lb + gi), 16)
+                cp_async_16(ring, np.uint32(4) * (o + dyo), dy, np.uint64(4) * (lb + gi), 16)
+            cp_async_commit()
+            return 0
+
         def norm_bwd_rows(dy, x, w, mean, rstd, dx, pw, pb, locks, m, n, ngroups, use_lock):
             """Row kernel (persistent): dx[r, :] = (wdy - (xhat * c1 + c2)) * rstd[r]
             with xhat = (x - mean[r]) * rstd[r], wdy = w * dy, c1 = sum(xhat * wdy) /
@@ -2829,13 +2841,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 # to row m - 1: slots past the end run on its data, as above).
                 for b in range(stages - 1):
                     lb = np.uint64(np.uint32(min(row + np.int32(b) * stride, mlast))) * ngw
-                    for k in range(words):
-                        gi = np.uint64(_gclamp(k, tpr, t, glast))
-                        o = rbase + np.uint32(2 * b * words + k) * tpq
-                        cp_async_16(ring, np.uint32(4) * o, x, np.uint64(4) * (lb + gi), 16)
-                        cp_async_16(ring, np.uint32(4) * (o + dyo), dy,
-                                    np.uint64(4) * (lb + gi), 16)
-                    cp_async_commit()
+                    ring_fill(ring, x, dy, lb, b, rbase, dyo, t, tpr, tpq, glast)
                 wbuf = stages - 1
                 lr = np.uint64(np.uint32(min(row, mlast)))
                 if not rms:
@@ -2853,13 +2859,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                     # in flight.
                     lb = np.uint64(np.uint32(min(row + np.int32(stages - 1) * stride,
                                                  mlast))) * ngw
-                    for k in range(words):
-                        gi = np.uint64(_gclamp(k, tpr, t, glast))
-                        o = rbase + np.uint32(2 * wbuf * words + k) * tpq
-                        cp_async_16(ring, np.uint32(4) * o, x, np.uint64(4) * (lb + gi), 16)
-                        cp_async_16(ring, np.uint32(4) * (o + dyo), dy,
-                                    np.uint64(4) * (lb + gi), 16)
-                    cp_async_commit()
+                    ring_fill(ring, x, dy, lb, wbuf, rbase, dyo, t, tpr, tpq, glast)
                     cp_async_wait(in_flight)
                     for k in range(words):
                         o = rbase + np.uint32(2 * rbuf * words + k) * tpq
