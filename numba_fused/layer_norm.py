@@ -2770,10 +2770,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             aw = cuda.local.array(acc_w, np.float32)
             ab = cuda.local.array(acc_b, np.float32)
             tmp = cuda.local.array(vec, np.float32)
-            # The stages' ring, in 4-byte words after w's floats: its raw groups have
-            # x's element type (uint32 at 16 bits), and every dynamic shared array
-            # starts at the same address.
-            ring = cuda.shared.array(0, raw_t)
             if trigger:
                 grid_dependents_launch()
             t = cuda.threadIdx.x
@@ -2814,11 +2810,12 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             glast = ng - np.uint32(1)
             pmu = np.float32(0.0)
             prs = np.float32(0.0)
-            if prefetch:
+            if prefetch or stages:
                 lr = np.uint64(np.uint32(min(row, mlast)))
                 if not rms:
                     pmu = mean[lr]
                 prs = rstd[lr]
+            if prefetch:
                 rb = lr * ngw
                 for k in range(words):
                     gi = _gclamp(k, tpr, t, glast)
@@ -2827,26 +2824,24 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                     for i in range(4):
                         px[4 * k + i] = q[i]
                         pd[4 * k + i] = gq[i]
-            # The ring in 16-byte pieces: w's floats first, then per row slot
-            # (threadIdx.y) ``stages`` buffers of x's then dy's groups, thread-major, so
-            # a thread only ever reads back what its own cp.async wrote (no barrier).
-            # Piece of (buffer b, x, group k): rbase + (2 b words + k) tpr + t; dy's is
-            # words tpr further.
-            rbase = np.uint32(words * quads + slot * stages * 2 * words) * tpq + tq
-            dyo = np.uint32(words) * tpq
-            wbuf = 0
-            rbuf = 0
             if stages:
+                # The ring, in 4-byte words after w's floats: its raw groups have x's
+                # element type (uint32 at 16 bits), and every dynamic shared array
+                # starts at the same address. In 16-byte pieces: per row slot
+                # (threadIdx.y) ``stages`` buffers of x's then dy's groups,
+                # thread-major, so a thread only ever reads back what its own cp.async
+                # wrote (no barrier). Piece of (buffer b, x, group k): rbase + (2 b
+                # words + k) tpr + t; dy's is words tpr further.
+                ring = cuda.shared.array(0, raw_t)
+                rbase = np.uint32(words * quads + slot * stages * 2 * words) * tpq + tq
+                dyo = np.uint32(words) * tpq
                 # Buffers 0 .. stages - 2 take rows row, row + stride, ... (clamped
                 # to row m - 1: slots past the end run on its data, as above).
                 for b in range(stages - 1):
                     lb = np.uint64(np.uint32(min(row + np.int32(b) * stride, mlast))) * ngw
                     ring_fill(ring, x, dy, lb, b, rbase, dyo, t, tpr, tpq, glast)
                 wbuf = stages - 1
-                lr = np.uint64(np.uint32(min(row, mlast)))
-                if not rms:
-                    pmu = mean[lr]
-                prs = rstd[lr]
+                rbuf = 0
             phase = 0
             while row < row_end:
                 active = row < m32
@@ -2914,17 +2909,13 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                                 s2 += wd
                                 xs[o + e] = hx
                                 gs[o + e] = wd
-                if stages:
-                    lr = np.uint64(np.uint32(min(nxt, mlast)))
-                    if not rms:
-                        pmu = mean[lr]
-                    prs = rstd[lr]
                 # Next row's loads after the first pass (its raw words are dead).
-                if prefetch:
+                if prefetch or stages:
                     lr = np.uint64(np.uint32(min(nxt, mlast)))
                     if not rms:
                         pmu = mean[lr]
                     prs = rstd[lr]
+                if prefetch:
                     nb = lr * ngw
                     for k in range(words):
                         gi = _gclamp(k, tpr, t, glast)

@@ -47,16 +47,8 @@ b)
   bash bench/ab/norms_sweep.sh "$OUT" h200_s34_v35
   ;;
 c)
-  timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
-    -k "bwd_stages" > "$OUT/stages_tests.log" 2>&1
-  echo "tests rc $?"; tail -3 "$OUT/stages_tests.log"
-  for tool in memcheck racecheck; do
-    timeout -k 5 100 compute-sanitizer --tool "$tool" --report-api-errors no python3 \
-      bench/sanitize.py layer_norm_stages:float16 layer_norm_stages:float32 \
-      > "$OUT/san_$tool.log" 2>&1
-    echo "$tool rc $?"; grep -E "ran|FAILED|SUMMARY" "$OUT/san_$tool.log"
-  done
   . bench/ab/tl.sh
+  ab_verify stages_verify 300 "bwd_stages" "layer_norm_stages:float16 layer_norm_stages:float32"
   S2='{"bwd_stages": 2}'
   S3='{"bwd_stages": 3}'
   S4='{"bwd_stages": 4}'
