@@ -97,7 +97,7 @@ from .intrinsics import (f32_as_u32, fma_rn, grid_dependency_wait, grid_dependen
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count, smem_optin
 from .plan import NOW, Recorder
-from .reductions import FULL_MASK, WARP, warp_max, warp_sum
+from .reductions import FULL_MASK, WARP, warp_max, warp_sum, warp_sum2, warp_sum_halves
 from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait, cp_async_wait_all,
                           ld_global_v4, pack_f16x2, st_global_v4)
 
@@ -817,9 +817,32 @@ def _row_pair(second):
     return pair
 
 
-# Two row sums at once (one barrier), for the row kernels (_row_sum's rules) and the
-# lean ones (_row_sum_v2's); the row's sum and maximum (the centred statistics).
-_row_sum2 = _row_pair(warp_sum)
+@inline_device
+def _row_sum2(a, b, red, buf):
+    """Two row sums at once (one barrier), for the row kernels (:func:`_row_sum`'s
+    rules) and the lean ones (:func:`_row_sum_v2`'s): ``_row_pair(warp_sum)``'s
+    results, bit for bit, in fewer shuffles (v36). Within a warp the sums go through
+    :func:`warp_sum_halves` (five shuffles, not ten): lane 0 ends with a's warp
+    partial, lane 16 with b's, and those two lanes store them in one instruction;
+    the cross-warp step (and a row of one warp) takes :func:`warp_sum2` (six, not
+    ten). ``red``: float32 shared ``(2, 2, 32)``."""
+    tpr = cuda.blockDim.x
+    if tpr > WARP:
+        v = warp_sum_halves(a, b)
+        lane, mine, first, nw = _warp_slots()
+        if lane % np.uint32(16) == 0:
+            red[buf, lane // 16, mine] = v
+        cuda.syncthreads()
+        sa = np.float32(0.0)
+        sb = np.float32(0.0)
+        if lane < nw:
+            sa = red[buf, 0, first + lane]
+            sb = red[buf, 1, first + lane]
+        return warp_sum2(sa, sb)
+    return warp_sum2(a, b)
+
+
+# The lean kernels' name for it; the row's sum and maximum (the centred statistics).
 _row_sum2_v2 = _row_sum2
 
 # Warps a row (a compile-time constant) of the direct cross-warp step (tuning
@@ -858,14 +881,13 @@ def _row_sum2_direct(nw):
 
     @inline_device
     def pair(a, b, red, buf):
-        a = warp_sum(a)
-        b = warp_sum(b)
+        # v36: lane 0 holds a's warp partial, lane 16 b's (warp_sum's bits).
+        v = warp_sum_halves(a, b)
         t = np.uint32(cuda.threadIdx.x)
         base = np.uint32(buf) * np.uint32(2 * nw)
-        if t % np.uint32(WARP) == np.uint32(0):
+        if t % np.uint32(16) == np.uint32(0):
             w = t // np.uint32(WARP)
-            red[base + w] = a
-            red[base + np.uint32(nw) + w] = b
+            red[base + (t // np.uint32(16)) % np.uint32(2) * np.uint32(nw) + w] = v
         cuda.syncthreads()
         va = cuda.local.array(nw, np.float32)
         vb = cuda.local.array(nw, np.float32)
@@ -3511,12 +3533,14 @@ _TUNING_DEFAULTS = {
     "bwd_min_blocks": None,
     # Backward row kernels (not the wide or lean ones) with x and dy brought through
     # a cp.async ring of this many row buffers in shared memory, that many - 1 rows
-    # ahead (0: the register prefetch, one row ahead). Candidate (thirty-third
-    # session, not yet timed): the 16-bit row kernel at N = 4096 runs 2 blocks of 256
-    # threads an SM with 32 KB of loads in flight, about what a 1 us DRAM latency
-    # asks at the copy rate; 3 buffers hold two rows ahead without the prefetch's 16
-    # registers. Rows whose ring does not fit the device's shared memory keep
-    # their plain kernel.
+    # ahead (0: the register prefetch, one row ahead). Written for the 16-bit row
+    # kernel at N = 4096 (2 blocks of 256 threads an SM, 32 KB of loads in flight);
+    # rows whose ring does not fit the device's shared memory keep their plain
+    # kernel. Refuted (H200, thirty-fourth session; us, default / 2 / 3 / 4 buffers):
+    # fp16 LayerNorm bwd 4096 115.6 / 119.0 / 120.0 / 120.4, bf16 115.1 / 119.5 /
+    # 119.6 / 121.4, fp16 RMSNorm 4096 111.6 / 117.0 / 117.3 / 118.4; N = 8192 even
+    # to +1 us. The row loop waits on MIO, and the ring adds a shared-memory round
+    # trip an element to it.
     "bwd_stages": 0,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).

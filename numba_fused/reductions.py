@@ -13,7 +13,8 @@ from numba import cuda
 
 from .jit import inline_device
 
-__all__ = ["FULL_MASK", "warp_sum", "warp_max", "block_sum", "block_max", "WARP"]
+__all__ = ["FULL_MASK", "warp_sum", "warp_sum_halves", "warp_sum2", "warp_max", "block_sum",
+           "block_max", "WARP"]
 
 FULL_MASK = 0xFFFFFFFF
 WARP = 32
@@ -25,6 +26,34 @@ def warp_sum(v):
     for k in range(5):
         v += cuda.shfl_xor_sync(FULL_MASK, v, 16 >> k)
     return v
+
+
+@inline_device
+def warp_sum_halves(a, b):
+    """Sums of float32 ``a`` and ``b`` over the warp in five shuffles, not the ten of
+    two :func:`warp_sum` calls: lanes 0-15 end with the sum of ``a``, lanes 16-31 with
+    that of ``b``. The first step (lanes 16 apart) sends the value the partner keeps,
+    so each half-warp goes on with one value alone. Every lane adds the same pairs in
+    the same order as warp_sum's butterfly (its own value first), so each sum has
+    warp_sum's bits."""
+    hi = (cuda.laneid & 16) != 0
+    keep = b if hi else a
+    send = a if hi else b
+    v = keep + cuda.shfl_xor_sync(FULL_MASK, send, 16)
+    for k in range(1, 5):
+        v += cuda.shfl_xor_sync(FULL_MASK, v, 16 >> k)
+    return v
+
+
+@inline_device
+def warp_sum2(a, b):
+    """``(warp_sum(a), warp_sum(b))`` to every lane, with warp_sum's bits, in six
+    shuffles (:func:`warp_sum_halves` and one swap of the halves) instead of ten."""
+    v = warp_sum_halves(a, b)
+    other = cuda.shfl_xor_sync(FULL_MASK, v, 16)
+    if (cuda.laneid & 16) != 0:
+        return other, v
+    return v, other
 
 
 @inline_device

@@ -86,6 +86,22 @@ def _warp_kernel(x, sums, maxs):
 WARP = Kernel("test_warp_reduce", _warp_kernel, (F32, F32, F32))
 
 
+def _warp_pair_kernel(a, b, ref, got):
+    """ref[0 / 1, i]: warp_sum of a / b; got[0 / 1, i]: warp_sum2's; got[2, i]:
+    warp_sum_halves' (a's sum in lanes 0-15, b's in 16-31)."""
+    i = cuda.grid(1)
+    n = a.shape[0]
+    ref[i] = reductions.warp_sum(a[i])
+    ref[n + i] = reductions.warp_sum(b[i])
+    s, t = reductions.warp_sum2(a[i], b[i])
+    got[i] = s
+    got[n + i] = t
+    got[2 * n + i] = reductions.warp_sum_halves(a[i], b[i])
+
+
+WARP_PAIR = Kernel("test_warp_pair", _warp_pair_kernel, (F32, F32, F32, F32))
+
+
 def _block_kernel(x, sums, maxs):
     scratch = cuda.shared.array(32, dtype=np.float32)
     i = cuda.grid(1)
@@ -110,7 +126,7 @@ def _rounding_kernel(a, b, c, prod, fused, resid):
 
 ROUNDING = Kernel("test_rounding", _rounding_kernel, (F32,) * 6)
 
-ALL = [PHILOX, UNIFORM, WARP, BLOCK, ROUNDING, *ROUNDTRIP.values()]
+ALL = [PHILOX, UNIFORM, WARP, WARP_PAIR, BLOCK, ROUNDING, *ROUNDTRIP.values()]
 
 # ---- tests ----
 
@@ -192,6 +208,27 @@ def test_warp_reductions():
                                np.repeat(xs.sum(1, keepdims=True), 32, 1), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(maxs.cpu().numpy().reshape(-1, 32),
                                   np.repeat(x.reshape(-1, 32).max(1, keepdims=True), 32, 1))
+
+
+def test_warp_pair_sums_same_bits():
+    """warp_sum2 (six shuffles) and warp_sum_halves (five) give each lane warp_sum's
+    bits for both sums. The values span 2^-20 .. 2^20 with both signs, so another
+    order of the additions would round differently somewhere in the 64 warps."""
+    rng = np.random.default_rng(7)
+    n = 64 * 32
+    a, b = (rng.standard_normal(n) * np.exp2(rng.integers(-20, 21, n)) for _ in range(2))
+    a = torch.from_numpy(a.astype(np.float32)).to(device())
+    b = torch.from_numpy(b.astype(np.float32)).to(device())
+    ref = torch.full((2 * n,), float("nan"), device=device())
+    got = torch.full((3 * n,), float("nan"), device=device())
+    _launch(WARP_PAIR, 16, 128, a, b, ref, got)
+    ref, got = ref.cpu().view(2, -1, 32), got.cpu().view(3, -1, 32)
+    assert torch.equal(got[:2], ref)
+    assert torch.equal(got[2, :, :16], ref[0, :, :16])
+    assert torch.equal(got[2, :, 16:], ref[1, :, 16:])
+    # The bits test means something: the sums in float64 differ from warp_sum's.
+    exact = a.cpu().double().view(-1, 32).sum(1)
+    assert not torch.equal(ref[0, :, 0].double(), exact)
 
 
 @pytest.mark.parametrize("block", [32, 96, 256])

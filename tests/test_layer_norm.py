@@ -9,10 +9,12 @@ import re
 import numpy as np
 import pytest
 import torch
+from numba import cuda, types
 
 import numba_fused  # noqa: F401  (installs the simulator primitives / numpy shim)
 from interop.dlpack import poison_outputs
 from numba_fused import layer_norm as ln
+from numba_fused.launch import Kernel
 from tests.util import (DTYPES, SIMULATOR, TOL, assert_close, compile_backend, compiled_targets,
                         device, rel_err, torch_dtype)
 
@@ -715,6 +717,68 @@ def test_row_slots_share_barriers(dtype):
         assert min(slots) > 1 and m % 2 == 1, slots
         for variant in (VARIANTS[0], VARIANTS[2], VARIANTS[4]):
             _check_all(variant, (m, n), dtype, (False, True))
+
+
+def _row_sums_kernel():
+    """A kernel putting ``_row_sum2`` (v36: split-warp shuffles), ``_row_pair(warp_sum)``
+    (the shuffles before v36) and, on rows of 4 warps, ``_row_sum2_direct(4)`` side by
+    side: thread (t, r) of block b reads a[b, r, t], b[b, r, t] and writes its three
+    pairs of results to out[b, r, :, t] (six values)."""
+    f32 = types.Array(types.float32, 1, "C")
+    old = ln._row_pair(ln.warp_sum)
+    direct = ln._row_sum2_direct(4)
+
+    def k(a, b, out):
+        red = cuda.shared.array((2, 2, 32), np.float32)
+        red4 = cuda.shared.array(16, np.float32)
+        tpr = cuda.blockDim.x
+        rows = cuda.blockDim.y
+        i = (cuda.blockIdx.x * rows + cuda.threadIdx.y) * tpr + cuda.threadIdx.x
+        o = (cuda.blockIdx.x * rows + cuda.threadIdx.y) * 6 * tpr + cuda.threadIdx.x
+        s, t = ln._row_sum2(a[i], b[i], red, 0)
+        out[o] = s
+        out[o + tpr] = t
+        s, t = old(a[i], b[i], red, 1)
+        out[o + 2 * tpr] = s
+        out[o + 3 * tpr] = t
+        if tpr == 128 and rows == 1:
+            s, t = direct(a[i], b[i], red4, 0)
+            out[o + 4 * tpr] = s
+            out[o + 5 * tpr] = t
+
+    return Kernel("test_row_sums", k, (f32, f32, f32))
+
+
+@pytest.mark.parametrize("tpr, rows", [(32, 4), (64, 2), (128, 1), (256, 1)] +
+                         ([] if SIMULATOR else [(512, 2), (1024, 1)]))
+def test_row_sum2_same_bits(tpr, rows):
+    """v36's row sums (``_row_sum2``: lanes 0-15 reduce a while 16-31 reduce b after one
+    exchanged shuffle, lanes 0 and 16 store the warp partials in one instruction; the
+    cross-warp step by ``warp_sum2``) keep the two-warp_sum shuffles' bits in every
+    thread, at rows of one warp (no cross-warp step) to 32, several rows a block; so
+    does the direct step (v32) built on them, at rows of 4 warps. Values of both signs
+    over 2^-20 .. 2^20, so a changed order would show."""
+    from interop.dlpack import as_kernel_array, stream_handle
+
+    rng = np.random.default_rng(tpr + rows)
+    blocks = 3
+    n = blocks * rows * tpr
+    a, b = (torch.from_numpy((rng.standard_normal(n) * np.exp2(rng.integers(-20, 21, n)))
+                             .astype(np.float32)).to(device()) for _ in range(2))
+    out = torch.full((6 * n,), float("nan"), device=device())
+    args = [as_kernel_array(t, "t") for t in (a, b, out)]
+    _row_sums_kernel().launch(blocks, (tpr, rows), stream_handle(args[0]), args)
+    out = out.cpu().view(blocks * rows, 6, tpr)
+    assert not out[:, :4].isnan().any()
+    assert torch.equal(out[:, 0], out[:, 2]) and torch.equal(out[:, 1], out[:, 3])
+    # Every thread of a row holds the same sums, and they are the row's.
+    assert torch.equal(out[:, :2], out[:, :2, :1].expand_as(out[:, :2]))
+    a64 = a.cpu().double().view(-1, tpr)
+    # float32 sums of tpr terms: within tpr float32 roundings of the terms' size.
+    err = (out[:, 0, 0].double() - a64.sum(1)).abs()
+    assert (err <= tpr * 2.0 ** -24 * a64.abs().sum(1)).all(), err
+    if tpr == 128 and rows == 1:
+        assert torch.equal(out[:, 4:], out[:, :2])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -1710,15 +1774,17 @@ def test_bwd_stages_same_bits(dtype, variant):
     (deterministic scheme; the grid fixed, since the ring's shared memory changes how
     many blocks an SM holds). Cases: several row slots a block (each its own ring),
     one exact row a block, a ragged row (clamped groups); on a GPU also the default
-    layouts at N = 1024, 4096, 8192. float32 rows of two groups a thread are wide
-    kernels, which keep no ring. Names show the pick; poisoned outputs show every
+    layouts at N = 1024, 4096, 8192 (float32: 1024, 4096). float32 rows of two groups
+    a thread are wide kernels, which keep no ring. Names show the pick; poisoned outputs show every
     element is written."""
     vec = ln._vec_of(dtype, True)
     cases = [((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}),
              ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2, **FEW_PARTIALS}),
              ((4, 37 * vec), {"bwd_grid": 3, **FEW_PARTIALS})]
     if not SIMULATOR:
-        cases += [((4099, n), {"bwd_grid": 97}) for n in (1024, 4096, 8192)]
+        # float32 N = 8192 takes the lean backward (another factory, no ring).
+        ns = (1024, 4096, 8192) if vec == 8 else (1024, 4096)
+        cases += [((4099, n), {"bwd_grid": 97}) for n in ns]
     for shape, tune in cases:
         x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 11)
         y, mean, rstd = _forward(variant, x, w, b, 1e-5)
