@@ -821,11 +821,15 @@ def _row_pair(second):
 def _row_sum2(a, b, red, buf):
     """Two row sums at once (one barrier), for the row kernels (:func:`_row_sum`'s
     rules) and the lean ones (:func:`_row_sum_v2`'s): ``_row_pair(warp_sum)``'s
-    results, bit for bit, in fewer shuffles (v36). Within a warp the sums go through
-    :func:`warp_sum_halves` (five shuffles, not ten): lane 0 ends with a's warp
-    partial, lane 16 with b's, and those two lanes store them in one instruction;
-    the cross-warp step (and a row of one warp) takes :func:`warp_sum2` (six, not
-    ten). ``red``: float32 shared ``(2, 2, 32)``."""
+    results, bit for bit, in fewer shuffles (v36). On rows of several warps the
+    sums go through :func:`warp_sum_halves` (five shuffles, not ten): lane 0 ends
+    with a's warp partial, lane 16 with b's, and those two lanes store them in one
+    instruction; the cross-warp step takes :func:`warp_sum2` (six, not ten). Rows of
+    one warp keep two :func:`warp_sum` calls: two independent chains of five
+    shuffles, where warp_sum2's one chain is six deep, and there the chain's latency
+    is what counts (H200, fp16 RMSNorm bwd 131072 x 512, one-warp rows: 111.7 ->
+    114.0-114.8 us with warp_sum2; bench/NOTES.md, thirty-fourth session). ``red``:
+    float32 shared ``(2, 2, 32)``."""
     tpr = cuda.blockDim.x
     if tpr > WARP:
         v = warp_sum_halves(a, b)
@@ -839,7 +843,7 @@ def _row_sum2(a, b, red, buf):
             sa = red[buf, 0, first + lane]
             sb = red[buf, 1, first + lane]
         return warp_sum2(sa, sb)
-    return warp_sum2(a, b)
+    return warp_sum(a), warp_sum(b)
 
 
 # The lean kernels' name for it; the row's sum and maximum (the centred statistics).

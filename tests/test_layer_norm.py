@@ -752,12 +752,13 @@ def _row_sums_kernel():
 @pytest.mark.parametrize("tpr, rows", [(32, 4), (64, 2), (128, 1), (256, 1)] +
                          ([] if SIMULATOR else [(512, 2), (1024, 1)]))
 def test_row_sum2_same_bits(tpr, rows):
-    """v36's row sums (``_row_sum2``: lanes 0-15 reduce a while 16-31 reduce b after one
-    exchanged shuffle, lanes 0 and 16 store the warp partials in one instruction; the
-    cross-warp step by ``warp_sum2``) keep the two-warp_sum shuffles' bits in every
-    thread, at rows of one warp (no cross-warp step) to 32, several rows a block; so
-    does the direct step (v32) built on them, at rows of 4 warps. Values of both signs
-    over 2^-20 .. 2^20, so a changed order would show."""
+    """v36's row sums (``_row_sum2`` on rows of several warps: lanes 0-15 reduce a
+    while 16-31 reduce b after one exchanged shuffle, lanes 0 and 16 store the warp
+    partials in one instruction, the cross-warp step by ``warp_sum2``; rows of one
+    warp: two warp_sums) keep the two-warp_sum shuffles' bits in every thread, at
+    rows of one warp to 32, several rows a block; so does the direct step (v32) built
+    on them, at rows of 4 warps. Values of both signs over 2^-20 .. 2^20, so a
+    changed order would show."""
     from interop.dlpack import as_kernel_array, stream_handle
 
     rng = np.random.default_rng(tpr + rows)
