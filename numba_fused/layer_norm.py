@@ -819,8 +819,8 @@ def _row_pair(second):
 
 @inline_device
 def _row_sum2(a, b, red, buf):
-    """Two row sums at once (one barrier), for the row kernels (:func:`_row_sum`'s
-    rules) and the lean ones (:func:`_row_sum_v2`'s): ``_row_pair(warp_sum)``'s
+    """Two row sums at once (one barrier), for the backward kernels (row kernels:
+    :func:`_row_sum`'s rules, lean ones: :func:`_row_sum_v2`'s): ``_row_pair(warp_sum)``'s
     results, bit for bit, in fewer shuffles (v36). On rows of several warps the
     sums go through :func:`warp_sum_halves` (five shuffles, not ten): lane 0 ends
     with a's warp partial, lane 16 with b's, and those two lanes store them in one
@@ -846,8 +846,14 @@ def _row_sum2(a, b, red, buf):
     return warp_sum(a), warp_sum(b)
 
 
-# The lean kernels' name for it; the row's sum and maximum (the centred statistics).
+# The backward row and lean kernels' name for it; the row's sum and maximum (the
+# centred statistics).
 _row_sum2_v2 = _row_sum2
+# The forward kernels' pair: v35's two warp_sums at every step. v36's both-branch
+# code cost the register-capped lean forwards spills (16-bit LayerNorm two groups
+# under 64 x 20 .. 256 x 5 bounds, four groups at 64 registers; float32 at 256 x 6 /
+# 512 x 3; ptxas, sm_90), and v36's A/B found no forward faster (within 0.4 us).
+_row_sum2_fwd = _row_pair(warp_sum)
 
 # Warps a row (a compile-time constant) of the direct cross-warp step (tuning
 # bwd_red_direct), and those its default (v32) takes at 16 bits.
@@ -1411,7 +1417,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                     # rounding error of mu in the variance, and in y: mu + dmu in one
                     # float32 could be off by half an ulp of the mean, a large error
                     # when |mean| >> std.
-                    sd, ss = _row_sum2_v2(sd, ss, red, phase)
+                    sd, ss = _row_sum2_fwd(sd, ss, red, phase)
                     dmu = sd * inv_n
                     var = max((ss - sd * dmu) * inv_n, np.float32(0.0))
                 phase ^= 1
@@ -1556,7 +1562,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             elif rms:
                 var = _row_sum(ss, red, phase) / nf
             else:
-                sd, ss = _row_sum2(sd, ss, red2, phase)
+                sd, ss = _row_sum2_fwd(sd, ss, red2, phase)
                 se = _row_sum(se, red, phase)
                 dmu = (sd + se) / nf
                 var = max((ss - sd * dmu) / nf, np.float32(0.0))
@@ -1597,7 +1603,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                         store_group(y, base + gi, xs, u * vec)
                 c += step
             if welford:
-                sd, se = _row_sum2(sd, se, red2, phase)
+                sd, se = _row_sum2_fwd(sd, se, red2, phase)
                 dmu = (sd + se) / nf
                 phase ^= 1
             if t == 0:
@@ -1714,7 +1720,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
     ldx, ldp, stx = _FWD_HINTS[evict][:3]
     rsum = _sub_sum if subwarp else _row_sum_v2
-    rsum2 = _sub_sum2 if subwarp else _row_sum2_v2
+    rsum2 = _sub_sum2 if subwarp else _row_sum2_fwd
     # Groups a thread: in registers (xr[4 k:], k < RW) and in shared memory; a group
     # read back from shared memory lands in xr[4 RW:].
     RW = rwords if staged else words

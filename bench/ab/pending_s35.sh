@@ -13,10 +13,16 @@
 #      prediction), 768, 2048, 5120 at fp16 and float32, LayerNorm and RMSNorm;
 #      three alternating passes. ~7 minutes.
 #   c: the norms sweep at v36 for RESULTS.md (~8 minutes; carry .whl).
-#   bash bench/ab/pending_s35.sh "$OUT" a|b|c|d
+#   e: ncu of the 16-bit LayerNorm backward at v36 (16384 x 4096, the 0.112 target
+#      v36 did not move; 65536 x 1024, where it took 10 us off): stall reasons,
+#      occupancy, DRAM throughput of the row kernel and of the dW / dB reduction.
+#      The thirty-fourth session removed 6 of ~20 MIO instructions a warp and row
+#      from the 4096 row kernel and gained nothing, so "MIO-bound" (twenty-sixth
+#      session, before v32 / v35) needs a fresh reading. ~4 minutes.
+#   bash bench/ab/pending_s35.sh "$OUT" a|b|c|d|e
 set -uo pipefail
-OUT=${1:?usage: pending_s35.sh OUTDIR a|b|c|d}
-PART=${2:?usage: pending_s35.sh OUTDIR a|b|c|d}
+OUT=${1:?usage: pending_s35.sh OUTDIR a|b|c|d|e}
+PART=${2:?usage: pending_s35.sh OUTDIR a|b|c|d|e}
 NEW=$PWD
 OLD=/tmp/v35_tree
 old_tree() {
@@ -65,5 +71,19 @@ b)
 c)
   bash bench/ab/norms_sweep.sh "$OUT" h200_s35_v36
   ;;
-*) echo "PART must be a, b, c or d" >&2; exit 2 ;;
+e)
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  NCU=(ncu --clock-control none --cache-control none --section SpeedOfLight
+       --section Occupancy --section WarpStateStats --section LaunchStats
+       --section SchedulerStats --section MemoryWorkloadAnalysis)
+  . bench/ab/ncu_ln.sh
+  PAT="^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Registers Per|Block Size"
+  PAT="$PAT|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible"
+  PAT="$PAT|Stall|Waves Per SM"
+  for shape in 16384x4096 65536x1024; do
+    ncu_norm "$OUT/ncu35_ln_bwd_float16_$shape.txt" 60 "$PAT" ln_bwd --dtype float16 \
+      --shape "$shape" --provider numba
+  done
+  ;;
+*) echo "PART must be a, b, c, d or e" >&2; exit 2 ;;
 esac
