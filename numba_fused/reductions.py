@@ -48,7 +48,10 @@ def warp_sum_halves(a, b):
 @inline_device
 def warp_sum2(a, b):
     """``(warp_sum(a), warp_sum(b))`` to every lane, with warp_sum's bits, in six
-    shuffles (:func:`warp_sum_halves` and one swap of the halves) instead of ten."""
+    shuffles (:func:`warp_sum_halves` and one swap of the halves) instead of ten.
+    They form one dependent chain six deep where two warp_sums are two chains of five
+    that interleave: fewer instructions, more latency (slower where nothing else
+    hides the chain, e.g. LayerNorm's one-warp rows)."""
     v = warp_sum_halves(a, b)
     other = cuda.shfl_xor_sync(FULL_MASK, v, 16)
     if (cuda.laneid & 16) != 0:
