@@ -788,6 +788,19 @@ def _row_sum(v, red, buf):
     return v
 
 
+@inline_device
+def _warp_partials2(red, buf, lane, first, nw):
+    """The cross-warp step's operands of two row sums, after the barrier: lane ``l``
+    reads the row's warp partials ``l`` of both from ``red[buf]`` (0 past the row's
+    ``nw`` warps; ``first``: the row's first slot, see :func:`_warp_slots`)."""
+    sa = np.float32(0.0)
+    sb = np.float32(0.0)
+    if lane < nw:
+        sa = red[buf, 0, first + lane]
+        sb = red[buf, 1, first + lane]
+    return sa, sb
+
+
 def _row_pair(second):
     """Device function ``pair(a, b, red, buf)`` reducing two values over the row's
     threads in one barrier, ``a`` by sum and ``b`` by ``second`` (:func:`warp_sum`, or
@@ -805,11 +818,7 @@ def _row_pair(second):
                 red[buf, 0, mine] = a
                 red[buf, 1, mine] = b
             cuda.syncthreads()
-            sa = np.float32(0.0)
-            sb = np.float32(0.0)
-            if lane < nw:
-                sa = red[buf, 0, first + lane]
-                sb = red[buf, 1, first + lane]
+            sa, sb = _warp_partials2(red, buf, lane, first, nw)
             a = warp_sum(sa)
             b = second(sb)
         return a, b
@@ -837,18 +846,11 @@ def _row_sum2(a, b, red, buf):
         if lane % np.uint32(16) == 0:
             red[buf, lane // 16, mine] = v
         cuda.syncthreads()
-        sa = np.float32(0.0)
-        sb = np.float32(0.0)
-        if lane < nw:
-            sa = red[buf, 0, first + lane]
-            sb = red[buf, 1, first + lane]
+        sa, sb = _warp_partials2(red, buf, lane, first, nw)
         return warp_sum2(sa, sb)
     return warp_sum(a), warp_sum(b)
 
 
-# The backward row and lean kernels' name for it; the row's sum and maximum (the
-# centred statistics).
-_row_sum2_v2 = _row_sum2
 # The forward kernels' pair: v35's two warp_sums at every step. v36's both-branch
 # code cost the register-capped lean forwards spills (16-bit LayerNorm two groups
 # under 64 x 20 .. 256 x 5 bounds, four groups at 64 registers; float32 at 256 x 6 /
@@ -914,6 +916,9 @@ def _row_sum2_direct(nw):
         return sa, tree(vb)
 
     return pair
+
+
+# The row's sum and maximum at once (the lean forward's centred statistics).
 _row_sum_max_v2 = _row_pair(warp_max)
 
 
@@ -2553,7 +2558,7 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=
             if prefetch:
                 pmu, prs = load_row(x, dy, mean, rstd, np.uint64(np.uint32(min(nxt, mlast))),
                                     ngw, t, tpr, glast, qx, qd)
-            s1, s2 = _row_sum2_v2(s1, s2, red, phase)
+            s1, s2 = _row_sum2(s1, s2, red, phase)
             phase ^= 1
             a1 = s1 * inv_n * rs
             a2 = np.float32(0.0) if rms else s2 * inv_n * rs
@@ -2730,7 +2735,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         raw_t = _kernel_storage(dtype, True)
         unpack, pack = _raw_codec(dtype)
         _gvalid, _gclamp = _group_guards(full)
-        rsum2 = _row_sum2_direct(red_warps) if red_warps else _row_sum2_v2
+        rsum2 = _row_sum2_direct(red_warps) if red_warps else _row_sum2
         red_shape = (4 * red_warps,) if red_warps else (2, 2, 32)
         # 16-byte loads of red need its alignment (the simulator takes none).
         red_align = 16 if red_warps and not SIMULATOR else None

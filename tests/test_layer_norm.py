@@ -2,6 +2,7 @@
 every kernel layout, both dW/dB schemes, bad input, the torch and CuPy front ends,
 and the PTX compile of every shipped kernel."""
 
+import functools
 import importlib
 import math
 import re
@@ -719,6 +720,7 @@ def test_row_slots_share_barriers(dtype):
             _check_all(variant, (m, n), dtype, (False, True))
 
 
+@functools.lru_cache(maxsize=None)
 def _row_sums_kernel():
     """A kernel putting ``_row_sum2`` (v36: split-warp shuffles), ``_row_pair(warp_sum)``
     (the shuffles before v36) and, on rows of 4 warps, ``_row_sum2_direct(4)`` side by

@@ -24,13 +24,8 @@ PART=${2:?usage: pending_s26.sh OUTDIR a|b|c}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 case "$PART" in
 a)
-  NCU=(ncu --clock-control none --cache-control none --section SpeedOfLight
-       --section Occupancy --section WarpStateStats --section LaunchStats
-       --section SchedulerStats --section MemoryWorkloadAnalysis)
   . bench/ab/ncu_ln.sh
-  PAT="^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Registers Per|Block Size"
-  PAT="$PAT|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible"
-  PAT="$PAT|Stall|Waves Per SM"
+  ncu_norm_setup
   for c in "rms_fwd float32 16384x4096" "ln_fwd float32 16384x4096" \
            "ln_fwd float16 131072x512" "ln_bwd float16 16384x4096"; do
     read -r op dt shape <<< "$c"

@@ -73,13 +73,8 @@ c)
   ;;
 e)
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-  NCU=(ncu --clock-control none --cache-control none --section SpeedOfLight
-       --section Occupancy --section WarpStateStats --section LaunchStats
-       --section SchedulerStats --section MemoryWorkloadAnalysis)
   . bench/ab/ncu_ln.sh
-  PAT="^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Registers Per|Block Size"
-  PAT="$PAT|Grid Size|Achieved Occupancy|Warp Cycles Per Issued|Issued Warp Per|No Eligible"
-  PAT="$PAT|Stall|Waves Per SM"
+  ncu_norm_setup
   for shape in 16384x4096 65536x1024; do
     ncu_norm "$OUT/ncu35_ln_bwd_float16_$shape.txt" 60 "$PAT" ln_bwd --dtype float16 \
       --shape "$shape" --provider numba
