@@ -20,6 +20,10 @@
 #      from the 4096 row kernel and gained nothing, so "MIO-bound" (twenty-sixth
 #      session, before v32 / v35) needs a fresh reading. ~4 minutes.
 #   bash bench/ab/pending_s35.sh "$OUT" a|b|c|d|e
+# The v35 tree: v36_split.patch stopped reversing after 8fb4b3c's review, so d and b
+# take v35's package from v35_pkg.tgz at the checkout's root when it is there (make it
+# with `git archive 0dbfc41 numba_fused | gzip > v35_pkg.tgz`; leave it uncommitted:
+# untracked files travel with the call).
 set -uo pipefail
 OUT=${1:?usage: pending_s35.sh OUTDIR a|b|c|d|e}
 PART=${2:?usage: pending_s35.sh OUTDIR a|b|c|d|e}
@@ -28,7 +32,8 @@ OLD=/tmp/v35_tree
 old_tree() {
   [ -d "$OLD" ] && return 0
   mkdir -p "$OLD" && cp -a "$NEW"/. "$OLD"/ && rm -rf "$OLD/.git" \
-    && (cd "$OLD" && patch -R -p1 --quiet < bench/ab/v36_split.patch) \
+    && if [ -f "$NEW/v35_pkg.tgz" ]; then rm -rf "$OLD/numba_fused" && tar -xzf "$NEW/v35_pkg.tgz" -C "$OLD"; \
+       else (cd "$OLD" && patch -R -p1 --quiet < bench/ab/v36_split.patch); fi \
     || { echo "could not build the v35 tree" >&2; return 3; }
 }
 case "$PART" in
@@ -45,10 +50,10 @@ a)
   ;;
 d)
   old_tree || exit 3
-  timeout -k 5 200 python3 bench/ab/bits_dump.py --out "$OUT/bits_v36.json" \
+  PYTHONPATH="$NEW" timeout -k 5 300 python3 bench/ab/bits_dump.py --out "$OUT/bits_v36.json" \
     > "$OUT/bits_v36.log" 2>&1
   echo "v36 dump rc $?"
-  (cd "$OLD" && PYTHONPATH="$OLD" timeout -k 5 200 python3 bench/ab/bits_dump.py \
+  [ -f "$OUT/bits_v35.json" ] || (cd "$OLD" && PYTHONPATH="$OLD" timeout -k 5 300 python3 bench/ab/bits_dump.py \
     --out "$OUT/bits_v35.json" > "$OUT/bits_v35.log" 2>&1)
   echo "v35 dump rc $?"
   python3 bench/ab/bits_dump.py --compare "$OUT/bits_v35.json" "$OUT/bits_v36.json"
@@ -56,7 +61,7 @@ d)
   ;;
 b)
   old_tree || exit 3
-  for pass in 1 2 3; do
+  for pass in $(seq 1 "${PASSES:-3}"); do
     for tree in "$OLD" "$NEW"; do
       tag=$([ "$tree" = "$OLD" ] && echo v35 || echo v36)_$pass
       (cd "$tree" && PYTHONPATH= TL_DIR="$OUT/tl_$tag" && mkdir -p "$TL_DIR" \
