@@ -400,6 +400,28 @@ def _layer_norm_stages(nf, torch, dt):
                 _norm_passes(nf, x, w, b, torch.randn_like(x), det)
 
 
+def _layer_norm_rms_sum1(nf, torch, dt):
+    """RMSNorm's backward under tuning(bwd_rms_sum1=True) (v37 candidate: the row step
+    reduces one sum): rows of 512 (several a block) and 4096 (one a block, shuffled and
+    direct cross-warp steps), 16384 (the lean kernel), and rows of 3000 streamed in
+    column chunks with the statistics pass; more rows than blocks, both dW schemes,
+    with w and without."""
+    from numba_fused.layer_norm import tuning
+
+    cases = (((29, 512), {}), ((37, 4096), {"bwd_red_direct": False}),
+             ((37, 4096), {"bwd_red_direct": True}), ((9, 16384), {}),
+             ((7, 3000), {"max_tpr": 64, "sacc_bytes": 2048, "bwd_stats_pass": True}))
+    for (m, n), tune in cases:
+        x = torch.randn(m, n, device="cuda", dtype=dt)
+        w = torch.randn(n, device="cuda", dtype=dt)
+        g = torch.randn_like(x)
+        with tuning(bwd_rms_sum1=True, bwd_grid=5, **tune):
+            for wt in (w, None):
+                y, rstd = nf.rms_norm_forward(x, wt)
+                for det in (False, True):
+                    nf.rms_norm_backward(g, x, wt, rstd, deterministic=det)
+
+
 CASES = {
     "dropout": ("dropout_bias_act_forward", _dropout),
     "layer_norm": ("layer_norm_forward", _layer_norm),
@@ -408,6 +430,7 @@ CASES = {
     "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
     "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
     "layer_norm_stages": ("layer_norm_backward", _layer_norm_stages),
+    "layer_norm_rms_sum1": ("rms_norm_backward", _layer_norm_rms_sum1),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
@@ -417,7 +440,8 @@ CASES = {
 # Cases that exercise part of another op's module.
 _MODULES = {"linear_act_wgmma": "linear_act", "layer_norm_plain": "layer_norm",
             "layer_norm_staged": "layer_norm", "layer_norm_bwd": "layer_norm",
-            "layer_norm_pdl": "layer_norm", "layer_norm_stages": "layer_norm"}
+            "layer_norm_pdl": "layer_norm", "layer_norm_stages": "layer_norm",
+            "layer_norm_rms_sum1": "layer_norm"}
 
 
 def main(argv):

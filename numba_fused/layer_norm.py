@@ -851,6 +851,27 @@ def _row_sum2(a, b, red, buf):
     return warp_sum(a), warp_sum(b)
 
 
+@inline_device
+def _row_sum1(a, b, red, buf):
+    """RMSNorm's backward step in :func:`_row_sum2`'s place (v37 candidate, tuning
+    ``bwd_rms_sum1``): ``(sum of a, 0)`` with ``a``'s bits there, ``b`` ignored
+    (RMSNorm's dx needs one row sum, ``s1 = sum_c xhat_c w_c dy_c``; the pair reduced
+    and dropped ``s2``). One :func:`warp_sum` each side of the barrier: two chains of
+    five shuffles, as deep as v35's pair with half its shuffles, one shallower than
+    v36's (5 + 6). ``red``: float32 shared ``(2, 2, 32)`` (``red[buf, 0]`` used);
+    calling rules as :func:`_row_sum`."""
+    a = warp_sum(a)
+    tpr = cuda.blockDim.x
+    if tpr > WARP:
+        lane, mine, first, nw = _warp_slots()
+        if lane == 0:
+            red[buf, 0, mine] = a
+        cuda.syncthreads()
+        sa = red[buf, 0, first + lane] if lane < nw else np.float32(0.0)
+        a = warp_sum(sa)
+    return a, np.float32(0.0)
+
+
 # The forward kernels' pair: v35's two warp_sums at every step. v36's both-branch
 # code cost the register-capped lean forwards spills (16-bit LayerNorm two groups
 # under 64 x 20 .. 256 x 5 bounds, four groups at 64 registers; float32 at 256 x 6 /
@@ -867,7 +888,7 @@ BWD_STAGES = (0, 2, 3, 4)
 
 
 @functools.lru_cache(maxsize=None)
-def _row_sum2_direct(nw):
+def _row_sum2_direct(nw, rms=False):
     """Device function ``pair(a, b, red, buf)``: :func:`_row_sum2` for blocks of one
     row of exactly ``nw`` warps (RED_DIRECT_WARPS), with the cross-warp step read
     instead of shuffled: every thread loads the row's ``nw`` warp partials of each sum
@@ -878,7 +899,9 @@ def _row_sum2_direct(nw):
     16-byte aligned; calling rules as :func:`_row_sum`. Why: the 16-bit backward row
     kernel at N = 4096 (ncu, H200) stalls on MIO; per warp and row its shuffled step
     issues 10 SHFL and 2 LDS in a dependent chain, this one 2 LDS.128 and 14 FADD at
-    nw = 8 (v32, bench/NOTES.md)."""
+    nw = 8 (v32, bench/NOTES.md). ``rms`` (v37): :func:`_row_sum1`'s step instead,
+    ``(sum of a, 0)`` with the same bits of a: one warp_sum, one warp partial a warp
+    (``red[buf * nw + warp]``), ``nw / 4`` loads."""
     if nw not in RED_DIRECT_WARPS:
         raise ValueError(f"nw must be one of {RED_DIRECT_WARPS}, got {nw!r}")
     quads = nw // 4
@@ -890,6 +913,25 @@ def _row_sum2_direct(nw):
             for i in range(m):
                 v[i] = v[i] + v[i + m]
         return v[0]
+
+    if rms:
+        @inline_device
+        def one(a, b, red, buf):
+            v = warp_sum(a)
+            t = np.uint32(cuda.threadIdx.x)
+            base = np.uint32(buf) * np.uint32(nw)
+            if t % np.uint32(WARP) == np.uint32(0):
+                red[base + t // np.uint32(WARP)] = v
+            cuda.syncthreads()
+            va = cuda.local.array(nw, np.float32)
+            q0 = base // np.uint32(4)
+            for q in range(quads):
+                u = _ld16(red, q0 + np.uint32(q))
+                for e in range(4):
+                    va[4 * q + e] = u[e]
+            return tree(va), np.float32(0.0)
+
+        return one
 
     @inline_device
     def pair(a, b, red, buf):
@@ -2408,7 +2450,8 @@ def _lean_bwd_shared(has_w, has_b, tpr, vec):
 
 
 @functools.lru_cache(maxsize=None)
-def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=False):
+def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=False,
+                              sum1=False):
     """Lean wide backward row kernel (v13, tuning ``bwd_lean``, the default) for 16-bit
     rows longer than the row kernels hold (N = 8200-16384: 1025-2048 groups of 8), and
     under ``bwd_lean_f32`` (v15, the default) float32 ones (N = 4100-8192, groups of 4):
@@ -2426,11 +2469,14 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=
     where the row kernel's float32 copies and register accumulators need 128 at 512.
     Shared bytes: :func:`_lean_bwd_shared` (LayerNorm with w and b at 1024 threads:
     192 KiB, within the H100's 227).
-    Arguments as ``norm_bwd_rows``' (block ``(tpr, 1)``); ``trigger`` as
+    Arguments as ``norm_bwd_rows``' (block ``(tpr, 1)``); ``trigger`` and ``sum1`` as
     :func:`make_backward_kernel`'s."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
+    if sum1 and not rms:
+        raise ValueError("sum1 is RMSNorm's (one row sum)")
     vec = _vec_of(dtype, True)
+    rsum2 = _row_sum1 if sum1 else _row_sum2
     words = _LEAN_BWD_WORDS
     quads = vec // 4
     nq = words * quads
@@ -2448,7 +2494,7 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=
                 types.int64, types.int64, types.int64, types.int32)
     name = (f"norm_bwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_lean{words}"
             + ("" if prefetch else "_nopf") + ("_full" if full else "")
-            + ("_trig" if trigger else ""))
+            + ("_trig" if trigger else "") + ("_s1" if sum1 else ""))
     # Region offsets in units of tpr quads.
     aw_at = nq if has_w else 0
     ab_at = aw_at + (nq if has_w else 0)
@@ -2558,7 +2604,7 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=
             if prefetch:
                 pmu, prs = load_row(x, dy, mean, rstd, np.uint64(np.uint32(min(nxt, mlast))),
                                     ngw, t, tpr, glast, qx, qd)
-            s1, s2 = _row_sum2(s1, s2, red, phase)
+            s1, s2 = rsum2(s1, s2, red, phase)
             phase ^= 1
             a1 = s1 * inv_n * rs
             a2 = np.float32(0.0) if rms else s2 * inv_n * rs
@@ -2604,7 +2650,7 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=
 
 
 @functools.lru_cache(maxsize=None)
-def make_bwd_stats_kernel(dtype, rms, has_w, vector):
+def make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1=False):
     """Row statistics of the backward as a pass of their own (v11, tuning
     ``bwd_stats_pass``): for the streaming backward over several column chunks, whose
     blocks would otherwise each read the whole row for them.
@@ -2612,14 +2658,17 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector):
     ``c12[2 r] = c1 = sum_c xhat d / N`` and ``c12[2 r + 1] = c2 = sum_c d / N`` (0 for
     RMSNorm) of every row r, ``xhat = (x - mean) rstd``, ``d = dy w`` (``dy`` without
     w), summed as the streaming kernel's first pass sums them (:func:`_bwd_row_sums`;
-    bit for bit at the same ``tpr``)."""
+    bit for bit at the same ``tpr``). ``sum1``: as :func:`make_backward_kernel`'s."""
+    if sum1 and not rms:
+        raise ValueError("sum1 is RMSNorm's (one row sum)")
     vec = _vec_of(dtype, vector)
     chunk = _UNROLL[vec] * vec
     row_sums = _bwd_row_sums(dtype, vector, has_w)
+    rsum2 = _row_sum1 if sum1 else _row_sum2
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
     argtypes = (st, st, st, _F32_1D, _F32_1D, _F32_1D, types.int64, types.int64)
     name = (f"norm_bwd_stats_{dtype}_{_variant_name(rms, has_w, False)}_"
-            f"{_layout_name(vector, 0)}")
+            f"{_layout_name(vector, 0)}" + ("_s1" if sum1 else ""))
 
     def norm_bwd_stats(dy, x, w, mean, rstd, c12, m, n):
         """dy, x: ``[m, n]`` rows (16-byte groups in vector mode); w: ``[n]`` (read iff
@@ -2641,7 +2690,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector):
                 mu = mean[np.uint64(row)]
             rs = rstd[np.uint64(row)]
             s1, s2 = row_sums(dy, x, w, mu, rs, row * ng, ng, xs, ds, ws)
-            s1, s2 = _row_sum2(s1, s2, red, phase)
+            s1, s2 = rsum2(s1, s2, red, phase)
             phase ^= 1
             if cuda.threadIdx.x == 0:
                 c12[np.uint64(2 * row)] = s1 / nf
@@ -2654,7 +2703,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector):
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
-                         red_warps=0, trigger=False, bounds=None, stages=0):
+                         red_warps=0, trigger=False, bounds=None, stages=0, sum1=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2682,7 +2731,10 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     ones, without the prefetch, 16-byte groups; tuning ``bwd_stages``, candidate): x
     and dy come through a ring of ``stages`` row buffers in dynamic shared memory
     filled by cp.async, ``stages - 1`` rows ahead of the row being reduced, in place
-    of the one row the register prefetch holds (0: off)."""
+    of the one row the register prefetch holds (0: off). ``sum1`` (RMSNorm; tuning
+    ``bwd_rms_sum1``, v37 candidate): the row step reduces RMSNorm's one sum
+    (:func:`_row_sum1`, or :func:`_row_sum2_direct` with ``rms``) instead of the pair
+    whose second it drops; same bits."""
     if stages not in BWD_STAGES:
         raise ValueError(f"stages must be one of {BWD_STAGES}, got {stages!r}")
     if stages and (not words or wide or prefetch or not vector):
@@ -2700,6 +2752,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         raise ValueError(f"red_warps must be 0 or one of {RED_DIRECT_WARPS}, got {red_warps!r}")
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
+    if sum1 and not rms:
+        raise ValueError("sum1 is RMSNorm's (one row sum)")
     if one_row and not words:
         raise ValueError("one_row is for row kernels (words >= 1)")
     if sacc and (words or not (has_w or has_b)):
@@ -2723,7 +2777,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + ("_given" if given else "") + ("_r1" if one_row else "")
             + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
-            + (f"_st{stages}" if stages else ""))
+            + (f"_st{stages}" if stages else "") + ("_s1" if sum1 else ""))
 
     if words:
         elems = words * vec
@@ -2735,7 +2789,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         raw_t = _kernel_storage(dtype, True)
         unpack, pack = _raw_codec(dtype)
         _gvalid, _gclamp = _group_guards(full)
-        rsum2 = _row_sum2_direct(red_warps) if red_warps else _row_sum2
+        rsum2 = (_row_sum2_direct(red_warps, sum1) if red_warps
+                 else _row_sum1 if sum1 else _row_sum2)
         red_shape = (4 * red_warps,) if red_warps else (2, 2, 32)
         # 16-byte loads of red need its alignment (the simulator takes none).
         red_align = 16 if red_warps and not SIMULATOR else None
@@ -3071,6 +3126,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             buf[off] = sm[slot]
 
     row_sums = _bwd_row_sums(dtype, vector, has_w)
+    rsum2 = _row_sum1 if sum1 else _row_sum2
 
     if given:
         @inline_device
@@ -3146,7 +3202,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 c2 = c12[np.uint64(2 * row + 1)]
             else:
                 s1, s2 = row_sums(dy, x, w, mu, rs, base, ng, xs, ds, ws)
-                s1, s2 = _row_sum2(s1, s2, red, phase)
+                s1, s2 = rsum2(s1, s2, red, phase)
                 phase ^= 1
                 c1 = s1 / nf
                 c2 = np.float32(0.0) if rms else s2 / nf
@@ -3539,6 +3595,13 @@ _TUNING_DEFAULTS = {
     # fp16 1024 122.0, 122.5 / 122.3, 122.6 and 16384 146.5, 147.2 / 146.2, 145.0
     # (within the runs' spread): on by default since.
     "bwd_pdl": True,
+    # RMSNorm's backward kernels reduce its one row sum (_row_sum1; the direct step
+    # with rms=True) instead of LayerNorm's pair, whose second they dropped. Candidate
+    # (v37, thirty-fifth session, not yet timed): same bits (simulator, every kernel
+    # kind); ptxas, sm_90: 98 RMSNorm backward kernels, SHFL 1916 -> 1020 and 139.5k
+    # -> 130.2k static instructions in all, no spills, but 13 take more registers
+    # (float32 with w, two groups, several rows a block: 80 -> 89).
+    "bwd_rms_sum1": False,
     # Backward row kernels (not the wide or lean ones) compiled with launch bounds
     # for this many of their blocks an SM (None: (_FAT_BLOCK, 1), up to 128
     # registers). Candidate (thirty-second session, not yet timed): the fp16
@@ -3771,7 +3834,9 @@ def tuning(**overrides):
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
     kernels' cp.async ring of row buffers), bwd_pdl (bool: the
-    dW/dB reduction as a dependent launch of the row kernels, sm_90), bwd_grid (force
+    dW/dB reduction as a dependent launch of the row kernels, sm_90), bwd_rms_sum1
+    (bool: RMSNorm's backward reduces its one row sum, not a pair; v37 candidate),
+    bwd_grid (force
     the backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
@@ -3829,9 +3894,10 @@ def tuning(**overrides):
     bs = overrides.get("bwd_stages", _tune["bwd_stages"])
     if bs not in BWD_STAGES or isinstance(bs, bool):
         raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
-    pdl = overrides.get("bwd_pdl", _tune["bwd_pdl"])
-    if not isinstance(pdl, bool):
-        raise ValueError(f"bwd_pdl must be a bool, got {pdl!r}")
+    for key in ("bwd_pdl", "bwd_rms_sum1"):
+        flag = overrides.get(key, _tune[key])
+        if not isinstance(flag, bool):
+            raise ValueError(f"{key} must be a bool, got {flag!r}")
     dm = overrides.get("dwdb_min_blocks", _tune["dwdb_min_blocks"])
     if dm not in DWDB_MIN_BLOCKS:
         raise ValueError(f"dwdb_min_blocks must be one of {DWDB_MIN_BLOCKS}, got {dm!r}")
@@ -4589,11 +4655,12 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # The dW / dB kernel's dependent launch, after the row and lean kernels (tuning
     # bwd_pdl); the streaming ones keep plain launches.
     pdl = (bool(words) and affine and _tune["bwd_pdl"] and _dependent_launch_ok(ga.device))
+    sum1 = rms and _tune["bwd_rms_sum1"]
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
         kernel = make_lean_backward_kernel(dtype, rms, has_w, has_b, False,
-                                           bool(_tune["bwd_lean_prefetch"]), pdl)
+                                           bool(_tune["bwd_lean_prefetch"]), pdl, sum1)
         shared = _lean_bwd_shared(has_w, has_b, tpr, vec)
     else:
         bm = _tune["bwd_min_blocks"]
@@ -4609,7 +4676,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                 stages = 0
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
-                                      bounds, stages)
+                                      bounds, stages, sum1)
     if sacc:
         shared = sacc_bytes
     if words:
@@ -4642,7 +4709,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     extra = []
     if given:
         c12 = ex.alloc(ga, (2 * m,), "float32")
-        stats = make_bwd_stats_kernel(dtype, rms, has_w, vector)
+        stats = make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1)
         ex.launch(stats, (_persistent_grid(stats, ga, tpr, 0, m, None, None),), (tpr, 1),
                   stream, [gv, xv, wv, mv, rv, c12, m, n])
         extra = [c12]

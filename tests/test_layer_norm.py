@@ -723,30 +723,41 @@ def test_row_slots_share_barriers(dtype):
 @functools.lru_cache(maxsize=None)
 def _row_sums_kernel():
     """A kernel putting ``_row_sum2`` (v36: split-warp shuffles), ``_row_pair(warp_sum)``
-    (the shuffles before v36) and, on rows of 4 warps, ``_row_sum2_direct(4)`` side by
-    side: thread (t, r) of block b reads a[b, r, t], b[b, r, t] and writes its three
-    pairs of results to out[b, r, :, t] (six values)."""
+    (the shuffles before v36), ``_row_sum1`` (v37, RMSNorm's one sum) and, on rows of
+    4 warps, ``_row_sum2_direct(4)`` and ``_row_sum2_direct(4, rms=True)`` side by
+    side: thread (t, r) of block b reads a[b, r, t], b[b, r, t] and writes its five
+    pairs of results to out[b, r, :, t] (ten values)."""
     f32 = types.Array(types.float32, 1, "C")
     old = ln._row_pair(ln.warp_sum)
     direct = ln._row_sum2_direct(4)
+    direct1 = ln._row_sum2_direct(4, rms=True)
 
     def k(a, b, out):
         red = cuda.shared.array((2, 2, 32), np.float32)
         red4 = cuda.shared.array(16, np.float32)
+        red1 = cuda.shared.array(8, np.float32)
         tpr = cuda.blockDim.x
         rows = cuda.blockDim.y
         i = (cuda.blockIdx.x * rows + cuda.threadIdx.y) * tpr + cuda.threadIdx.x
-        o = (cuda.blockIdx.x * rows + cuda.threadIdx.y) * 6 * tpr + cuda.threadIdx.x
+        o = (cuda.blockIdx.x * rows + cuda.threadIdx.y) * 10 * tpr + cuda.threadIdx.x
         s, t = ln._row_sum2(a[i], b[i], red, 0)
         out[o] = s
         out[o + tpr] = t
         s, t = old(a[i], b[i], red, 1)
         out[o + 2 * tpr] = s
         out[o + 3 * tpr] = t
+        # Buffer 0 again: old's barrier ordered every read of _row_sum2's.
+        s, t = ln._row_sum1(a[i], b[i], red, 0)
+        out[o + 6 * tpr] = s
+        out[o + 7 * tpr] = t
         if tpr == 128 and rows == 1:
             s, t = direct(a[i], b[i], red4, 0)
             out[o + 4 * tpr] = s
             out[o + 5 * tpr] = t
+            # Buffer 1: its partials at red1[4:8], the second 16-byte quad.
+            s, t = direct1(a[i], b[i], red1, 1)
+            out[o + 8 * tpr] = s
+            out[o + 9 * tpr] = t
 
     return Kernel("test_row_sums", k, (f32, f32, f32))
 
@@ -759,8 +770,9 @@ def test_row_sum2_same_bits(tpr, rows):
     partials in one instruction, the cross-warp step by ``warp_sum2``; rows of one
     warp: two warp_sums) keep the two-warp_sum shuffles' bits in every thread, at
     rows of one warp to 32, several rows a block; so does the direct step (v32) built
-    on them, at rows of 4 warps. Values of both signs over 2^-20 .. 2^20, so a
-    changed order would show."""
+    on them, at rows of 4 warps. RMSNorm's one-sum steps (v37: ``_row_sum1``, the
+    direct one with ``rms=True``) return a's sum with those bits and 0 for b. Values
+    of both signs over 2^-20 .. 2^20, so a changed order would show."""
     from interop.dlpack import as_kernel_array, stream_handle
 
     rng = np.random.default_rng(tpr + rows)
@@ -768,12 +780,13 @@ def test_row_sum2_same_bits(tpr, rows):
     n = blocks * rows * tpr
     a, b = (torch.from_numpy((rng.standard_normal(n) * np.exp2(rng.integers(-20, 21, n)))
                              .astype(np.float32)).to(device()) for _ in range(2))
-    out = torch.full((6 * n,), float("nan"), device=device())
+    out = torch.full((10 * n,), float("nan"), device=device())
     args = [as_kernel_array(t, "t") for t in (a, b, out)]
     _row_sums_kernel().launch(blocks, (tpr, rows), stream_handle(args[0]), args)
-    out = out.cpu().view(blocks * rows, 6, tpr)
+    out = out.cpu().view(blocks * rows, 10, tpr)
     assert not out[:, :4].isnan().any()
     assert torch.equal(out[:, 0], out[:, 2]) and torch.equal(out[:, 1], out[:, 3])
+    assert torch.equal(out[:, 6], out[:, 0]) and not out[:, 7].any()
     # Every thread of a row holds the same sums, and they are the row's.
     assert torch.equal(out[:, :2], out[:, :2, :1].expand_as(out[:, :2]))
     a64 = a.cpu().double().view(-1, tpr)
@@ -781,7 +794,10 @@ def test_row_sum2_same_bits(tpr, rows):
     err = (out[:, 0, 0].double() - a64.sum(1)).abs()
     assert (err <= tpr * 2.0 ** -24 * a64.abs().sum(1)).all(), err
     if tpr == 128 and rows == 1:
-        assert torch.equal(out[:, 4:], out[:, :2])
+        assert torch.equal(out[:, 4:6], out[:, :2])
+        assert torch.equal(out[:, 8], out[:, 0]) and not out[:, 9].any()
+    else:
+        assert out[:, 4:6].isnan().all() and out[:, 8:].isnan().all()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -1826,6 +1842,113 @@ def test_bwd_stages_checks():
     with pytest.raises(ValueError, match="stages are for row kernels"):
         ln.make_backward_kernel("float32", False, True, True, True, 2, False, True,
                                 wide=True, stages=3)
+
+
+def _sum1_cases(vec):
+    """(shape, tuning) of test_bwd_rms_sum1_same_bits: every backward kernel kind, the
+    grid fixed (the two forms' registers, so their blocks an SM, may differ)."""
+    lean = {"bwd_lean": True, "bwd_lean_min": 0, "bwd_lean_f32": True}
+    cases = [
+        # Rows of 4 warps, one a block: the shuffled cross-warp step, then the direct one.
+        ((2, 256 * vec), {"max_tpr": 128, "bwd_grid": 1, "bwd_red_direct": False}),
+        ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2, "bwd_red_direct": True}),
+        # Rows of one warp, several a block (a ragged row: checked groups).
+        ((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}),
+        # The lean kernel, two rows on one block.
+        ((2, 64 * vec), {**lean, "bwd_grid": 1, "bwd_block": 32}),
+        # Streaming rows in column chunks, their statistics from the pass of their own.
+        ((3, 2048), {"max_tpr": 64, "bwd_grid": 2, "sacc_bytes": 2048,
+                     "bwd_stats_pass": True}),
+    ]
+    if not SIMULATOR:
+        cases += [((4099, n), {"bwd_grid": 97}) for n in (512, 1024, 4096, 8192, 16384)]
+    return cases
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_rms_sum1_same_bits(dtype):
+    """tuning(bwd_rms_sum1=True) (v37 candidate): RMSNorm's backward kernels reduce
+    their one row sum (``_row_sum1``; the direct step with ``rms``) instead of the
+    pair, and dx and dw keep every bit (deterministic scheme, the grid fixed), with
+    w and without, at every kernel kind: rows of several warps (shuffled and direct
+    cross-warp steps), rows of one warp, the lean kernel, the streaming kernel and its
+    statistics pass. Every kernel the three factories build carries ``_s1``; the
+    outputs are poisoned first."""
+    vec = ln._vec_of(dtype, True)
+    factories = ("make_backward_kernel", "make_lean_backward_kernel", "make_bwd_stats_kernel")
+    kinds = set()
+    for shape, tune in _sum1_cases(vec):
+        for variant in ((True, True, False), (True, False, False)):
+            x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 7)
+            _, mean, rstd = _forward(variant, x, w, b, 1e-6)
+            with ln.tuning(**tune):
+                want = _backward(variant, dy, x, w, b, mean, rstd, True)
+                picked = []
+                with ln.tuning(bwd_rms_sum1=True), pytest.MonkeyPatch.context() as mp, \
+                        poison_outputs():
+                    for f in factories:
+                        _record_kernels(mp, f, picked)
+                    got = _backward(variant, dy, x, w, b, mean, rstd, True)
+            assert picked and all(_untriggered(k).endswith("_s1") for k in picked), picked
+            kinds.update(re.sub(r"_(float16|bfloat16|float32)_rms(_w)?_", "_", k)
+                         for k in picked)
+            for name, g, h in zip(("dx", "dw"), got, want):
+                assert (g is None) == (h is None), name
+                if g is not None:
+                    assert torch.equal(g, h), (shape, variant, name)
+    # Every kind ran: rows of 4 warps shuffled and direct, one-warp rows, lean, stream, stats.
+    assert any("_r1_s1" in k for k in kinds) and any("_rd4" in k for k in kinds), kinds
+    assert any("lean" in k for k in kinds) and any("stats" in k for k in kinds), kinds
+    assert any("_given" in k for k in kinds), kinds
+
+
+def test_bwd_rms_sum1_checks():
+    """bwd_rms_sum1 takes a bool; the factories build one-sum kernels for RMSNorm only."""
+    for bad in (1, None, "yes"):
+        with pytest.raises(ValueError, match="bwd_rms_sum1"):
+            with ln.tuning(bwd_rms_sum1=bad):
+                pass
+    with pytest.raises(ValueError, match="sum1 is RMSNorm's"):
+        ln.make_backward_kernel("float16", False, True, True, True, 2, sum1=True)
+    with pytest.raises(ValueError, match="sum1 is RMSNorm's"):
+        ln.make_lean_backward_kernel("float16", False, True, True, False, True, sum1=True)
+    with pytest.raises(ValueError, match="sum1 is RMSNorm's"):
+        ln.make_bwd_stats_kernel("float16", False, True, True, sum1=True)
+
+
+@pytest.mark.ptx
+def test_bwd_rms_sum1_candidate_ptx():
+    """The bwd_rms_sum1 candidate's fp16 RMSNorm (with w) kernels at the launcher's
+    layouts of N = 2048 (rows of 4 warps: shuffled step), 4096 (8 warps: direct), the
+    lean kernel and the streaming statistics pass: no spills or stack, no more
+    shuffles or shared loads in the PTX than the pair's kernels, and fewer shuffles
+    but in the direct step's kernel."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    def pair(sum1):
+        out = []
+        for n in (2048, 4096):
+            words, tpr = ln._row_layout(n, 8, "bwd")
+            out.append(ln.make_backward_kernel("float16", True, True, False, True, words, True,
+                                               True, False, False, False, True,
+                                               ln._red_direct_warps(tpr, 8), True, sum1=sum1))
+        out.append(ln.make_lean_backward_kernel("float16", True, True, False, False, True, True,
+                                                sum1=sum1))
+        out.append(ln.make_bwd_stats_kernel("float16", True, True, True, sum1=sum1))
+        return out
+
+    with offline_compile():
+        for old, new in zip(pair(False), pair(True)):
+            ptx_old, ptx_new = old.ptx(), new.ptx()
+            rep = ptxas_report(ptx_new)
+            assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, \
+                (new.name, rep)
+            counts = [(p.count("shfl.sync"), p.count("ld.shared")) for p in (ptx_old, ptx_new)]
+            assert all(n <= o for o, n in zip(*counts)), (new.name, counts)
+            # The direct step's second sum was dead code already (NVVM drops its loads
+            # and adds; warp_sum_halves' five shuffles and warp_sum's are as many).
+            if "_rd" not in new.name:
+                assert counts[1][0] < counts[0][0], (new.name, counts)
 
 
 @pytest.mark.ptx

@@ -2,12 +2,15 @@
 a GPU that a change keeps every bit (run it in two trees, then compare the files).
 
     python3 bench/ab/bits_dump.py --out A.json          # in each tree
+    python3 bench/ab/bits_dump.py --out B.json --tune '{"bwd_rms_sum1": true}'
     python3 bench/ab/bits_dump.py --compare A.json B.json
 
 Inputs are fixed by seed; each row length of the sweep (M x N = 2^24, so the
 persistent grids and layouts are the sweep's but for M), every dtype, LayerNorm with
 w and b and RMSNorm with w, forward and backward (deterministic). A digest is the
-SHA-256 of an output's bytes.
+SHA-256 of an output's bytes. ``--tune``: a JSON dict of ``layer_norm.tuning`` keys
+every call runs under (one tree, two tunings; fix ``bwd_grid`` in both when the two
+forms' registers may differ, since the deterministic dW's grouping follows the grid).
 """
 
 import argparse
@@ -26,9 +29,14 @@ def _digest(t):
                           .tobytes()).hexdigest()
 
 
-def dump(path):
+def dump(path, tune=None):
     from numba_fused import layer_norm as ln
 
+    with ln.tuning(**(tune or {})):
+        return _dump(ln, path)
+
+
+def _dump(ln, path):
     out = {}
     for dtype in DTYPES:
         td = getattr(torch, dtype)
@@ -70,12 +78,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out")
     ap.add_argument("--compare", nargs=2)
+    ap.add_argument("--tune", type=json.loads, default={})
     args = ap.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
     if not args.out:
         ap.error("--out or --compare")
-    return dump(args.out)
+    return dump(args.out, args.tune)
 
 
 if __name__ == "__main__":
