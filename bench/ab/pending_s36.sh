@@ -13,7 +13,13 @@
 #      two passes. Prediction: 16-bit 1-3 us faster at N = 512-5120 where the row
 #      step shuffles (the 4096 / 8192 direct-step kernels even: their second sum was
 #      dead code already), float32 within 1 us (some of its kernels take more
-#      registers). ~8 minutes.
+#      registers). Then one pass of the 16-bit LayerNorm backward at N = 2048, 4096,
+#      8192 with the lean kernel (tuning bwd_lean_min 0: w and dW / dB in shared
+#      memory, 64 registers, so 4 blocks of 256 an SM at 4096 where the row kernel's
+#      128 registers hold 2; never timed below N = 8192). Prediction: if the row
+#      kernel's barrier wait (ncu, thirty-fifth session: 38% of issue gaps at 16 warps
+#      an SM) bounds 4096, the lean kernel's 32 warps take 2-5 us off; if its shared
+#      w / dW / dB traffic costs more, it loses as at 8192 on the H100 (+6%). ~9 minutes.
 #   a: memcheck / racecheck of sanitize.py's layer_norm_rms_sum1 (the candidate's
 #      kernels: row kernels at N = 512 and 4096 both cross-warp steps, lean at 16384,
 #      streaming with the statistics pass), then its GPU tests. ~7 minutes.
@@ -39,6 +45,8 @@ b)
       --dtypes float16,bfloat16,float32 --tunes '{}' '{"bwd_rms_sum1": true}' \
       | tee -a "$OUT/b_rows.log"
   done
+  tl ln_lean 150 --reps 30 --op ln --ns 2048,4096,8192 --dtypes float16,bfloat16 \
+    --tunes '{}' '{"bwd_lean_min": 0}' | tee -a "$OUT/b_rows.log"
   ;;
 a)
   SAN_OPS="layer_norm_rms_sum1:float16 layer_norm_rms_sum1:float32" \
