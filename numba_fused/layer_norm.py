@@ -851,27 +851,6 @@ def _row_sum2(a, b, red, buf):
     return warp_sum(a), warp_sum(b)
 
 
-@inline_device
-def _row_sum1(a, b, red, buf):
-    """RMSNorm's backward step in :func:`_row_sum2`'s place (v37 candidate, tuning
-    ``bwd_rms_sum1``): ``(sum of a, 0)`` with ``a``'s bits there, ``b`` ignored
-    (RMSNorm's dx needs one row sum, ``s1 = sum_c xhat_c w_c dy_c``; the pair reduced
-    and dropped ``s2``). One :func:`warp_sum` each side of the barrier: two chains of
-    five shuffles, as deep as v35's pair with half its shuffles, one shallower than
-    v36's (5 + 6). ``red``: float32 shared ``(2, 2, 32)`` (``red[buf, 0]`` used);
-    calling rules as :func:`_row_sum`."""
-    a = warp_sum(a)
-    tpr = cuda.blockDim.x
-    if tpr > WARP:
-        lane, mine, first, nw = _warp_slots()
-        if lane == 0:
-            red[buf, 0, mine] = a
-        cuda.syncthreads()
-        sa = red[buf, 0, first + lane] if lane < nw else np.float32(0.0)
-        a = warp_sum(sa)
-    return a, np.float32(0.0)
-
-
 # The forward kernels' pair: v35's two warp_sums at every step. v36's both-branch
 # code cost the register-capped lean forwards spills (16-bit LayerNorm two groups
 # under 64 x 20 .. 256 x 5 bounds, four groups at 64 registers; float32 at 256 x 6 /
@@ -1056,6 +1035,19 @@ def _row_sum_v2(v, red, buf):
         s = red[buf, 0, first + lane] if lane < nw else np.float32(0.0)
         v = warp_sum(s)
     return v
+
+
+@inline_device
+def _row_sum1(a, b, red, buf):
+    """RMSNorm's backward step in :func:`_row_sum2`'s place (v37 candidate, tuning
+    ``bwd_rms_sum1``): ``(sum of a, 0)`` with ``a``'s bits there, ``b`` ignored
+    (RMSNorm's dx needs one row sum, ``s1 = sum_c xhat_c w_c dy_c``; the pair reduced
+    and dropped ``s2``). One :func:`warp_sum` each side of the barrier: a chain of
+    five shuffles on each side, as v35's pair (which ran two side by side), where
+    v36's step after the barrier is six deep. ``red``: float32 shared ``(2, 2, 32)``
+    (``red[buf, 0]`` used); calling rules as :func:`_row_sum`: :func:`_row_sum_v2`'s
+    step."""
+    return _row_sum_v2(a, red, buf), np.float32(0.0)
 
 
 @inline_device
