@@ -878,7 +878,8 @@ def _row_sum2_direct(nw, rms=False):
     16-byte aligned; calling rules as :func:`_row_sum`. Why: the 16-bit backward row
     kernel at N = 4096 (ncu, H200) stalls on MIO; per warp and row its shuffled step
     issues 10 SHFL and 2 LDS in a dependent chain, this one 2 LDS.128 and 14 FADD at
-    nw = 8 (v32, bench/NOTES.md). ``rms`` (v37): :func:`_row_sum1`'s step instead,
+    nw = 8 (v32, bench/NOTES.md). ``rms`` (v37 candidate, tuning ``bwd_rms_sum1``):
+    :func:`_row_sum1`'s step instead,
     ``(sum of a, 0)`` with the same bits of a: one warp_sum, one warp partial a warp
     (``red[buf * nw + warp]``), ``nw / 4`` loads."""
     if nw not in RED_DIRECT_WARPS:
@@ -3825,11 +3826,10 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
-    kernels' cp.async ring of row buffers), bwd_pdl (bool: the
-    dW/dB reduction as a dependent launch of the row kernels, sm_90), bwd_rms_sum1
-    (bool: RMSNorm's backward reduces its one row sum, not a pair; v37 candidate),
-    bwd_grid (force
-    the backward grid; a block per row reproduces the seed's per-row locking),
+    kernels' cp.async ring of row buffers), bwd_pdl (bool: the dW/dB reduction as a
+    dependent launch of the row kernels, sm_90), bwd_rms_sum1 (bool: RMSNorm's
+    backward reduces its one row sum, not a pair; v37 candidate), bwd_grid (force the
+    backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
