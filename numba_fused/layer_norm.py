@@ -879,9 +879,8 @@ def _row_sum2_direct(nw, rms=False):
     kernel at N = 4096 (ncu, H200) stalls on MIO; per warp and row its shuffled step
     issues 10 SHFL and 2 LDS in a dependent chain, this one 2 LDS.128 and 14 FADD at
     nw = 8 (v32, bench/NOTES.md). ``rms`` (v37 candidate, tuning ``bwd_rms_sum1``):
-    :func:`_row_sum1`'s step instead,
-    ``(sum of a, 0)`` with the same bits of a: one warp_sum, one warp partial a warp
-    (``red[buf * nw + warp]``), ``nw / 4`` loads."""
+    :func:`_row_sum1`'s step instead, ``(sum of a, 0)`` with the same bits of a: one
+    warp_sum, one warp partial a warp (``red[buf * nw + warp]``), ``nw / 4`` loads."""
     if nw not in RED_DIRECT_WARPS:
         raise ValueError(f"nw must be one of {RED_DIRECT_WARPS}, got {nw!r}")
     quads = nw // 4
