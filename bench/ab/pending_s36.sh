@@ -39,9 +39,11 @@ d)
   python3 bench/ab/bits_dump.py --compare "$OUT/bits_default.json" "$OUT/bits_sum1.json"
   ;;
 b)
+  # 42 rows a pass, more than tl prints: the whole logs come back under $OUT/tl.
+  export TL_DIR="$OUT/tl" && mkdir -p "$TL_DIR"
   . bench/ab/tl.sh
   for pass in $(seq 1 "${PASSES:-2}"); do
-    tl "rms_$pass" 280 --reps 30 --op rms --ns 512,768,1024,2048,4096,5120,8192 \
+    tl "rms_$pass" 290 --reps 30 --op rms --ns 512,768,1024,2048,4096,5120,8192 \
       --dtypes float16,bfloat16,float32 --tunes '{}' '{"bwd_rms_sum1": true}' \
       | tee -a "$OUT/b_rows.log"
   done
