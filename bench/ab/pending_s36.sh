@@ -24,10 +24,13 @@
 #      kernels: row kernels at N = 512 and 4096 both cross-warp steps, lean at 16384,
 #      streaming with the statistics pass), then its GPU tests. ~7 minutes.
 #   c: if b wins: make it the default first, then the norms sweep (carry .whl).
-#   bash bench/ab/pending_s36.sh "$OUT" d|b|a|c
+#   f: memcheck / racecheck of sanitize.py's fp16 layer_norm workload (the forwards,
+#      every layout) alone: with three other jobs on the GPU it ran past 330 s in the
+#      thirty-fifth session. ~6 minutes.
+#   bash bench/ab/pending_s36.sh "$OUT" d|b|a|c|f
 set -uo pipefail
-OUT=${1:?usage: pending_s36.sh OUTDIR d|b|a|c}
-PART=${2:?usage: pending_s36.sh OUTDIR d|b|a|c}
+OUT=${1:?usage: pending_s36.sh OUTDIR d|b|a|c|f}
+PART=${2:?usage: pending_s36.sh OUTDIR d|b|a|c|f}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 case "$PART" in
 d)
@@ -62,5 +65,11 @@ a)
 c)
   bash bench/ab/norms_sweep.sh "$OUT" h200_s36_v37
   ;;
-*) echo "PART must be d, b, a or c" >&2; exit 2 ;;
+f)
+  SAN_OPS="layer_norm:float16" SAN_TOOLS="memcheck racecheck" SAN_TIMEOUT=330 \
+    timeout -k 10 350 bash bench/gpu_harness.sh "$OUT/san_f" --stages sanitize \
+    > "$OUT/san_f.out" 2>&1
+  echo "sanitize rc $?"; cat "$OUT/san_f/summary.md"
+  ;;
+*) echo "PART must be d, b, a, c or f" >&2; exit 2 ;;
 esac
