@@ -887,7 +887,13 @@ def _row_sum2_direct(nw, rms=False):
     levels = tuple(nw >> k for k in range(1, nw.bit_length()))
 
     @inline_device
-    def tree(v):
+    def read_sum(red, q0):
+        # The nw partials at red's quads q0, q0 + 1, ... added in the butterfly's order.
+        v = cuda.local.array(nw, np.float32)
+        for q in range(quads):
+            u = _ld16(red, q0 + np.uint32(q))
+            for e in range(4):
+                v[4 * q + e] = u[e]
         for m in levels:
             for i in range(m):
                 v[i] = v[i] + v[i + m]
@@ -902,13 +908,7 @@ def _row_sum2_direct(nw, rms=False):
             if t % np.uint32(WARP) == np.uint32(0):
                 red[base + t // np.uint32(WARP)] = v
             cuda.syncthreads()
-            va = cuda.local.array(nw, np.float32)
-            q0 = base // np.uint32(4)
-            for q in range(quads):
-                u = _ld16(red, q0 + np.uint32(q))
-                for e in range(4):
-                    va[4 * q + e] = u[e]
-            return tree(va), np.float32(0.0)
+            return read_sum(red, base // np.uint32(4)), np.float32(0.0)
 
         return one
 
@@ -922,19 +922,9 @@ def _row_sum2_direct(nw, rms=False):
             w = t // np.uint32(WARP)
             red[base + (t // np.uint32(16)) % np.uint32(2) * np.uint32(nw) + w] = v
         cuda.syncthreads()
-        va = cuda.local.array(nw, np.float32)
-        vb = cuda.local.array(nw, np.float32)
         q0 = base // np.uint32(4)
-        for q in range(quads):
-            u = _ld16(red, q0 + np.uint32(q))
-            for e in range(4):
-                va[4 * q + e] = u[e]
-        sa = tree(va)
-        for q in range(quads):
-            u = _ld16(red, q0 + np.uint32(quads + q))
-            for e in range(4):
-                vb[4 * q + e] = u[e]
-        return sa, tree(vb)
+        sa = read_sum(red, q0)
+        return sa, read_sum(red, q0 + np.uint32(quads))
 
     return pair
 
@@ -1048,6 +1038,18 @@ def _row_sum1(a, b, red, buf):
     (``red[buf, 0]`` used); calling rules as :func:`_row_sum`: :func:`_row_sum_v2`'s
     step."""
     return _row_sum_v2(a, red, buf), np.float32(0.0)
+
+
+def _bwd_row_step(rms, sum1, red_warps=0):
+    """The backward kernels' row step ``(s1, s2) = step(s1, s2, red, buf)``: the pair
+    (:func:`_row_sum2`, or :func:`_row_sum2_direct` for one-row blocks of
+    ``red_warps`` warps), or under ``sum1`` (RMSNorm only; tuning ``bwd_rms_sum1``)
+    RMSNorm's one sum (:func:`_row_sum1`, the direct step with ``rms``)."""
+    if sum1 and not rms:
+        raise ValueError("sum1 is RMSNorm's (one row sum)")
+    if red_warps:
+        return _row_sum2_direct(red_warps, sum1)
+    return _row_sum1 if sum1 else _row_sum2
 
 
 @inline_device
@@ -2465,10 +2467,8 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=
     :func:`make_backward_kernel`'s."""
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
-    if sum1 and not rms:
-        raise ValueError("sum1 is RMSNorm's (one row sum)")
+    rsum2 = _bwd_row_step(rms, sum1)
     vec = _vec_of(dtype, True)
-    rsum2 = _row_sum1 if sum1 else _row_sum2
     words = _LEAN_BWD_WORDS
     quads = vec // 4
     nq = words * quads
@@ -2651,12 +2651,10 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1=False):
     RMSNorm) of every row r, ``xhat = (x - mean) rstd``, ``d = dy w`` (``dy`` without
     w), summed as the streaming kernel's first pass sums them (:func:`_bwd_row_sums`;
     bit for bit at the same ``tpr``). ``sum1``: as :func:`make_backward_kernel`'s."""
-    if sum1 and not rms:
-        raise ValueError("sum1 is RMSNorm's (one row sum)")
+    rsum2 = _bwd_row_step(rms, sum1)
     vec = _vec_of(dtype, vector)
     chunk = _UNROLL[vec] * vec
     row_sums = _bwd_row_sums(dtype, vector, has_w)
-    rsum2 = _row_sum1 if sum1 else _row_sum2
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
     argtypes = (st, st, st, _F32_1D, _F32_1D, _F32_1D, types.int64, types.int64)
     name = (f"norm_bwd_stats_{dtype}_{_variant_name(rms, has_w, False)}_"
@@ -2744,8 +2742,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         raise ValueError(f"red_warps must be 0 or one of {RED_DIRECT_WARPS}, got {red_warps!r}")
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
-    if sum1 and not rms:
-        raise ValueError("sum1 is RMSNorm's (one row sum)")
+    rsum2 = _bwd_row_step(rms, sum1, red_warps)
     if one_row and not words:
         raise ValueError("one_row is for row kernels (words >= 1)")
     if sacc and (words or not (has_w or has_b)):
@@ -2781,8 +2778,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         raw_t = _kernel_storage(dtype, True)
         unpack, pack = _raw_codec(dtype)
         _gvalid, _gclamp = _group_guards(full)
-        rsum2 = (_row_sum2_direct(red_warps, sum1) if red_warps
-                 else _row_sum1 if sum1 else _row_sum2)
         red_shape = (4 * red_warps,) if red_warps else (2, 2, 32)
         # 16-byte loads of red need its alignment (the simulator takes none).
         red_align = 16 if red_warps and not SIMULATOR else None
@@ -3118,7 +3113,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             buf[off] = sm[slot]
 
     row_sums = _bwd_row_sums(dtype, vector, has_w)
-    rsum2 = _row_sum1 if sum1 else _row_sum2
 
     if given:
         @inline_device

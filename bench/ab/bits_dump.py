@@ -24,7 +24,7 @@ NS = (512, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384, 65536)
 DTYPES = ("float16", "bfloat16", "float32")
 
 
-def _digest(t):
+def digest(t):
     return hashlib.sha256(t.contiguous().view(-1).view(torch.uint8).cpu().numpy()
                           .tobytes()).hexdigest()
 
@@ -36,25 +36,31 @@ def dump(path, tune=None):
         return _dump(ln, path)
 
 
+def inputs(n, dtype):
+    """x, w, b, dy of row length ``n`` (M x N = 2^24) in torch dtype ``dtype``, seeded by
+    ``n`` (so every tree and tool draws the same)."""
+    m = max(1, (1 << 24) // n)
+    g = torch.Generator(device="cuda").manual_seed(n)
+    x = torch.randn(m, n, device="cuda", generator=g).to(dtype)
+    w = (torch.randn(n, device="cuda", generator=g) * 0.5 + 1).to(dtype)
+    b = torch.randn(n, device="cuda", generator=g).to(dtype)
+    dy = torch.randn(m, n, device="cuda", generator=g).to(dtype)
+    return x, w, b, dy
+
+
 def _dump(ln, path):
     out = {}
     for dtype in DTYPES:
-        td = getattr(torch, dtype)
         for n in NS:
-            m = max(1, (1 << 24) // n)
-            g = torch.Generator(device="cuda").manual_seed(n)
-            x = torch.randn(m, n, device="cuda", generator=g).to(td)
-            w = (torch.randn(n, device="cuda", generator=g) * 0.5 + 1).to(td)
-            b = torch.randn(n, device="cuda", generator=g).to(td)
-            dy = torch.randn(m, n, device="cuda", generator=g).to(td)
+            x, w, b, dy = inputs(n, getattr(torch, dtype))
             y, mean, rstd = ln.layer_norm_forward(x, w, b, 1e-5)
             grads = ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=True)
             for name, t in zip(("y", "mean", "rstd", "dx", "dw", "db"), (y, mean, rstd) + grads):
-                out[f"ln {dtype} {n} {name}"] = _digest(t)
+                out[f"ln {dtype} {n} {name}"] = digest(t)
             y, rstd = ln.rms_norm_forward(x, w, 1e-6)
             grads = ln.rms_norm_backward(dy, x, w, rstd, deterministic=True)
             for name, t in zip(("y", "rstd", "dx", "dw"), (y, rstd) + grads):
-                out[f"rms {dtype} {n} {name}"] = _digest(t)
+                out[f"rms {dtype} {n} {name}"] = digest(t)
     torch.cuda.synchronize()
     with open(path, "w") as f:
         json.dump(out, f, indent=0)
