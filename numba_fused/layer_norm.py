@@ -878,7 +878,7 @@ def _row_sum2_direct(nw, rms=False):
     16-byte aligned; calling rules as :func:`_row_sum`. Why: the 16-bit backward row
     kernel at N = 4096 (ncu, H200) stalls on MIO; per warp and row its shuffled step
     issues 10 SHFL and 2 LDS in a dependent chain, this one 2 LDS.128 and 14 FADD at
-    nw = 8 (v32, bench/NOTES.md). ``rms`` (v37 candidate, tuning ``bwd_rms_sum1``):
+    nw = 8 (v32, bench/NOTES.md). ``rms`` (v37, tuning ``bwd_rms_sum1``):
     :func:`_row_sum1`'s step instead, ``(sum of a, 0)`` with the same bits of a: one
     warp_sum, one warp partial a warp (``red[buf * nw + warp]``), ``nw / 4`` loads."""
     if nw not in RED_DIRECT_WARPS:
@@ -1029,7 +1029,7 @@ def _row_sum_v2(v, red, buf):
 
 @inline_device
 def _row_sum1(a, b, red, buf):
-    """RMSNorm's backward step in :func:`_row_sum2`'s place (v37 candidate, tuning
+    """RMSNorm's backward step in :func:`_row_sum2`'s place (v37, tuning
     ``bwd_rms_sum1``): ``(sum of a, 0)`` with ``a``'s bits there, ``b`` ignored
     (RMSNorm's dx needs one row sum, ``s1 = sum_c xhat_c w_c dy_c``; the pair reduced
     and dropped ``s2``). One :func:`warp_sum` each side of the barrier: a chain of
@@ -1038,6 +1038,16 @@ def _row_sum1(a, b, red, buf):
     (``red[buf, 0]`` used); calling rules as :func:`_row_sum`: :func:`_row_sum_v2`'s
     step."""
     return _row_sum_v2(a, red, buf), np.float32(0.0)
+
+
+def _bwd_sum1(flag, rpb, tpr):
+    """Whether RMSNorm's backward reduces its one row sum (v37) at blocks of ``rpb``
+    rows of ``tpr`` threads: tuning bwd_rms_sum1 ``flag``; None (the default) is yes
+    but for several rows of several warps a block (there it measured slower, H200:
+    see _TUNING_DEFAULTS)."""
+    if flag is None:
+        return rpb == 1 or tpr <= WARP
+    return bool(flag)
 
 
 def _bwd_row_step(rms, sum1, red_warps=0):
@@ -2722,7 +2732,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     and dy come through a ring of ``stages`` row buffers in dynamic shared memory
     filled by cp.async, ``stages - 1`` rows ahead of the row being reduced, in place
     of the one row the register prefetch holds (0: off). ``sum1`` (RMSNorm; tuning
-    ``bwd_rms_sum1``, v37 candidate): the row step reduces RMSNorm's one sum
+    ``bwd_rms_sum1``, v37): the row step reduces RMSNorm's one sum
     (:func:`_row_sum1`, or :func:`_row_sum2_direct` with ``rms``) instead of the pair
     whose second it drops; same bits."""
     if stages not in BWD_STAGES:
@@ -3391,6 +3401,19 @@ def _variants():
         yield True, has_w, False
 
 
+def _shipped_rows(factory, bwd, trigger, rms, *args, **kwargs):
+    """The row kernels shipped_kernels lists for one layout: the forward's one; the
+    backward's with ``trigger`` and, for RMSNorm, as bwd_rms_sum1's default picks them
+    (v37): the one-sum kernel, and where the kernel can run blocks of several rows of
+    several warps (not a one-row kernel) the pair's as well."""
+    if not bwd:
+        return [factory(*args, **kwargs)]
+    out = [factory(*args, trigger=trigger, sum1=rms, **kwargs)]
+    if rms and not kwargs.get("one_row"):
+        out.append(factory(*args, trigger=trigger, **kwargs))
+    return out
+
+
 def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
@@ -3403,7 +3426,8 @@ def shipped_kernels():
     backward row kernels' exact forms also for one-row blocks;
     the streaming and scalar kernels (the backward's also with given statistics, and
     their statistics pass); the dW/dB reduction, also as bwd_pdl's dependent launch
-    (the backward row and lean kernels before it carry its trigger)."""
+    (the backward row and lean kernels before it carry its trigger). RMSNorm's
+    backward kernels reduce one row sum (bwd_rms_sum1, v37; :func:`_shipped_rows`)."""
     for dtype in dtypes.DTYPES:
         vec = _vec_of(dtype, True)
         for rms, has_w, has_b in _variants():
@@ -3411,18 +3435,18 @@ def shipped_kernels():
                 # Backward row and lean kernels as the launcher picks them on sm_90:
                 # with bwd_pdl's trigger when a dW / dB reduction follows them.
                 trig = direction == "bwd" and (has_w or has_b) and _TUNING_DEFAULTS["bwd_pdl"]
-                row = functools.partial(factory, trigger=trig) if direction == "bwd" else factory
+                row = functools.partial(_shipped_rows, factory, direction == "bwd", trig, rms)
                 for words in _WORDS[(direction, vec)]:
-                    yield row(dtype, rms, has_w, has_b, True, words, True, True)
+                    yield from row(dtype, rms, has_w, has_b, True, words, True, True)
                     if direction == "bwd":  # exact layouts of one-row blocks (bwd_one_row)
-                        yield row(dtype, rms, has_w, has_b, True, words, True, True,
+                        yield from row(dtype, rms, has_w, has_b, True, words, True, True,
                                       one_row=True)
                         if vec == 8 and words == 2:  # bwd_red_direct's default (v32)
                             for nw in _RED_DIRECT_DEFAULT:
-                                yield row(dtype, rms, has_w, has_b, True, words, True,
+                                yield from row(dtype, rms, has_w, has_b, True, words, True,
                                               True, one_row=True, red_warps=nw)
                     if not _fat(direction, vec, words):
-                        yield row(dtype, rms, has_w, has_b, True, words, True, False)
+                        yield from row(dtype, rms, has_w, has_b, True, words, True, False)
                 if direction == "fwd":
                     for words in _LEAN_WORDS:
                         for full in (True, False):
@@ -3474,8 +3498,10 @@ def shipped_kernels():
                         for full in (True, False):
                             yield factory(dtype, rms, has_w, has_b, True, _HYBRID_WORDS,
                                           True, full, staged=True, rwords=rwords)
-                yield factory(dtype, rms, has_w, has_b, True, 0)
-                yield factory(dtype, rms, has_w, has_b, False, 0)
+                # Streaming kernels (rows of one block, so one-sum under v37).
+                one = {"sum1": rms} if direction == "bwd" else {}
+                yield factory(dtype, rms, has_w, has_b, True, 0, **one)
+                yield factory(dtype, rms, has_w, has_b, False, 0, **one)
                 if direction == "fwd" and not rms:
                     # One-pass row statistics (tuning fwd_welford).
                     for vector in (True, False):
@@ -3484,7 +3510,7 @@ def shipped_kernels():
                     # Wide row kernels (tuning bwd_wide2): float32, two groups.
                     for full in ((True, False) if vec == 4 else ()):
                         for r1 in ((False, True) if full else (False,)):
-                            yield row(dtype, rms, has_w, has_b, True, 2, False, full,
+                            yield from row(dtype, rms, has_w, has_b, True, 2, False, full,
                                           wide=True, one_row=r1)
                 if direction == "bwd":
                     # v30: the exact layouts of _BWD_NO_PREFETCH's rows without it.
@@ -3493,20 +3519,21 @@ def shipped_kernels():
                             continue
                         words = _row_layout(groups * vec, vec, "bwd")[0]
                         for r1 in (False, True):
-                            yield row(dtype, rms, has_w, has_b, True, words, False, True,
+                            yield from row(dtype, rms, has_w, has_b, True, words, False, True,
                                           one_row=r1)
                     # The lean wide backward (tuning bwd_lean, bwd_lean_f32): checked forms.
                     for pf in (True, False):
                         yield make_lean_backward_kernel(dtype, rms, has_w, has_b, False, pf,
-                                                        trig)
+                                                        trig, rms)
                 if direction == "bwd" and (has_w or has_b):
                     for vector in (True, False):
-                        yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True)
+                        yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True,
+                                      sum1=rms)
                         # Given statistics (tuning bwd_stats_pass) and their pass.
                         yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True,
-                                      given=True)
+                                      given=True, sum1=rms)
                         if not (has_w and has_b):  # once per (rms, has_w)
-                            yield make_bwd_stats_kernel(dtype, rms, has_w, vector)
+                            yield make_bwd_stats_kernel(dtype, rms, has_w, vector, rms)
         yield make_dwdb_kernel(dtype)
         yield make_dwdb_kernel(dtype, min_blocks=2)
         yield make_dwdb_kernel(dtype, min_blocks=2, dependent=True)
@@ -3582,12 +3609,17 @@ _TUNING_DEFAULTS = {
     # (within the runs' spread): on by default since.
     "bwd_pdl": True,
     # RMSNorm's backward kernels reduce its one row sum (_row_sum1; the direct step
-    # with rms=True) instead of LayerNorm's pair, whose second they dropped. Candidate
-    # (v37, thirty-fifth session, not yet timed): same bits (simulator, every kernel
-    # kind); ptxas, sm_90: 98 RMSNorm backward kernels, SHFL 1916 -> 1020 and 139.5k
-    # -> 130.2k static instructions in all, no spills, but 13 take more registers
-    # (float32 with w, two groups, several rows a block: 80 -> 89).
-    "bwd_rms_sum1": False,
+    # with rms=True) instead of LayerNorm's pair, whose second they dropped (v37): same
+    # bits (simulator, every kernel kind; H200, every sweep row length: 300 of 300
+    # outputs); ptxas, sm_90: SHFL 1916 -> 1020 over 98 kernels, no spills. None (the
+    # default): everywhere but blocks of several rows of several warps, where it lost
+    # (H200, thirty-sixth session, two passes, us: 16-bit 65536 x 1024 113.4, 113.3 ->
+    # 119.6, 118.9 and bf16 112.1, 112.0 -> 119.7, 119.5; ncu: more waiting on the next
+    # row's loads, the shorter step hid less of them); elsewhere even or faster, e.g.
+    # 16-bit 32768 x 2048 115.4, 115.7 -> 113.2, 115.1 and 115.1, 115.5 -> 112.7,
+    # 113.9; 13107 x 5120 123.6, 123.2 -> 122.3, 122.3; float32 5120 215.3, 215.5 ->
+    # 213.5, 213.7. True / False: everywhere / nowhere.
+    "bwd_rms_sum1": None,
     # Backward row kernels (not the wide or lean ones) compiled with launch bounds
     # for this many of their blocks an SM (None: (_FAT_BLOCK, 1), up to 128
     # registers). Candidate (thirty-second session, not yet timed): the fp16
@@ -3820,8 +3852,8 @@ def tuning(**overrides):
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
     kernels' cp.async ring of row buffers), bwd_pdl (bool: the dW/dB reduction as a
-    dependent launch of the row kernels, sm_90), bwd_rms_sum1 (bool: RMSNorm's
-    backward reduces its one row sum, not a pair; v37 candidate), bwd_grid (force the
+    dependent launch of the row kernels, sm_90), bwd_rms_sum1 (None, bool:
+    RMSNorm's backward reduces its one row sum, not a pair; v37), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
@@ -3881,8 +3913,9 @@ def tuning(**overrides):
         raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
     for key in ("bwd_pdl", "bwd_rms_sum1"):
         flag = overrides.get(key, _tune[key])
-        if not isinstance(flag, bool):
-            raise ValueError(f"{key} must be a bool, got {flag!r}")
+        if not (isinstance(flag, bool) or (flag is None and key == "bwd_rms_sum1")):
+            kind = "None or a bool" if key == "bwd_rms_sum1" else "a bool"
+            raise ValueError(f"{key} must be {kind}, got {flag!r}")
     dm = overrides.get("dwdb_min_blocks", _tune["dwdb_min_blocks"])
     if dm not in DWDB_MIN_BLOCKS:
         raise ValueError(f"dwdb_min_blocks must be one of {DWDB_MIN_BLOCKS}, got {dm!r}")
@@ -4640,7 +4673,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # The dW / dB kernel's dependent launch, after the row and lean kernels (tuning
     # bwd_pdl); the streaming ones keep plain launches.
     pdl = (bool(words) and affine and _tune["bwd_pdl"] and _dependent_launch_ok(ga.device))
-    sum1 = rms and _tune["bwd_rms_sum1"]
+    sum1 = rms and _bwd_sum1(_tune["bwd_rms_sum1"], rpb, tpr)
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).

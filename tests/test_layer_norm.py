@@ -1867,7 +1867,7 @@ def _sum1_cases(vec):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bwd_rms_sum1_same_bits(dtype):
-    """tuning(bwd_rms_sum1=True) (v37 candidate): RMSNorm's backward kernels reduce
+    """tuning(bwd_rms_sum1=True) (v37): RMSNorm's backward kernels reduce
     their one row sum (``_row_sum1``; the direct step with ``rms``) instead of the
     pair, and dx and dw keep every bit (deterministic scheme, the grid fixed), with
     w and without, at every kernel kind: rows of several warps (shuffled and direct
@@ -1882,7 +1882,8 @@ def test_bwd_rms_sum1_same_bits(dtype):
             x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 7)
             _, mean, rstd = _forward(variant, x, w, b, 1e-6)
             with ln.tuning(**tune):
-                want = _backward(variant, dy, x, w, b, mean, rstd, True)
+                with ln.tuning(bwd_rms_sum1=False):
+                    want = _backward(variant, dy, x, w, b, mean, rstd, True)
                 picked = []
                 with ln.tuning(bwd_rms_sum1=True), pytest.MonkeyPatch.context() as mp, \
                         poison_outputs():
@@ -1902,9 +1903,52 @@ def test_bwd_rms_sum1_same_bits(dtype):
     assert any("_given" in k for k in kinds), kinds
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_bwd_rms_sum1_default(dtype):
+    """bwd_rms_sum1's default (None, v37): RMSNorm's backward picks the one-sum kernels
+    but for blocks of several rows of several warps (16-bit N = 1024's layout on the
+    H200: two rows of two warps, where it measured slower), LayerNorm never; True and
+    False force it everywhere / nowhere. Bits as the pair's (the grid fixed), outputs
+    poisoned first."""
+    assert ln._TUNING_DEFAULTS["bwd_rms_sum1"] is None
+    assert ln._bwd_sum1(None, 1, 512) and ln._bwd_sum1(None, 4, 32)
+    assert ln._bwd_sum1(None, 8, 16) and not ln._bwd_sum1(None, 2, 64)
+    assert ln._bwd_sum1(True, 2, 64) and not ln._bwd_sum1(False, 1, 32)
+    vec = ln._vec_of(dtype, True)
+    # (shape, tuning, one-sum expected): rows of two warps two a block; one row of four
+    # warps a block; rows of one warp several a block.
+    cases = (((3, 128 * vec), {"bwd_block": 128, "bwd_grid": 1}, False),
+             ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2}, True),
+             ((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}, True))
+    for shape, tune, expect in cases:
+        with ln.tuning(**tune):
+            words, tpr = ln._row_layout(shape[1], vec, "bwd", shape[0])
+            rpb = ln._rows_per_block("bwd_block", tpr, shape[0], "bwd", vec, words)
+        assert (rpb > 1 and tpr > 32) is not expect, (shape, words, tpr, rpb)
+        for variant in ((True, True, False), (False, True, True)):
+            x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 3)
+            _, mean, rstd = _forward(variant, x, w, b, 1e-6)
+            with ln.tuning(**tune):
+                with ln.tuning(bwd_rms_sum1=False):
+                    want = _backward(variant, dy, x, w, b, mean, rstd, True)
+                picked = []
+                with pytest.MonkeyPatch.context() as mp, poison_outputs():
+                    _record_kernels(mp, "make_backward_kernel", picked)
+                    got = _backward(variant, dy, x, w, b, mean, rstd, True)
+            one_sum = [_untriggered(k).endswith("_s1") for k in picked]
+            assert one_sum == [expect and variant[0]], (shape, variant, picked)
+            for name, g, h in zip(("dx", "dw", "db"), got, want):
+                assert (g is None) == (h is None), name
+                if g is not None:
+                    assert torch.equal(g, h), (shape, variant, name)
+
+
 def test_bwd_rms_sum1_checks():
-    """bwd_rms_sum1 takes a bool; the factories build one-sum kernels for RMSNorm only."""
-    for bad in (1, None, "yes"):
+    """bwd_rms_sum1 takes None or a bool; the factories build one-sum kernels for
+    RMSNorm only."""
+    with ln.tuning(bwd_rms_sum1=None):
+        pass
+    for bad in (1, 0.0, "yes"):
         with pytest.raises(ValueError, match="bwd_rms_sum1"):
             with ln.tuning(bwd_rms_sum1=bad):
                 pass
