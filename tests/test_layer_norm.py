@@ -1866,6 +1866,28 @@ def _sum1_cases(vec):
     return cases
 
 
+def _same_bits_as_pair(shape, dtype, variant, tune, factories, seed, **pick):
+    """The deterministic backward under tuning ``tune`` and ``pick`` (outputs poisoned)
+    against the same under ``tune`` with bwd_rms_sum1 False (the pair's row step):
+    every output bit for bit. Returns the names of the kernels ``factories`` built for
+    the former."""
+    x, w, b, dy = _inputs(shape, dtype, variant, seed=seed)
+    _, mean, rstd = _forward(variant, x, w, b, 1e-6)
+    picked = []
+    with ln.tuning(**tune):
+        with ln.tuning(bwd_rms_sum1=False):
+            want = _backward(variant, dy, x, w, b, mean, rstd, True)
+        with ln.tuning(**pick), pytest.MonkeyPatch.context() as mp, poison_outputs():
+            for f in factories:
+                _record_kernels(mp, f, picked)
+            got = _backward(variant, dy, x, w, b, mean, rstd, True)
+    for name, g, h in zip(("dx", "dw", "db"), got, want):
+        assert (g is None) == (h is None), name
+        if g is not None:
+            assert torch.equal(g, h), (shape, variant, name)
+    return picked
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bwd_rms_sum1_same_bits(dtype):
     """tuning(bwd_rms_sum1=True) (v37): RMSNorm's backward kernels reduce
@@ -1880,24 +1902,11 @@ def test_bwd_rms_sum1_same_bits(dtype):
     kinds = set()
     for shape, tune in _sum1_cases(vec):
         for variant in ((True, True, False), (True, False, False)):
-            x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 7)
-            _, mean, rstd = _forward(variant, x, w, b, 1e-6)
-            with ln.tuning(**tune):
-                with ln.tuning(bwd_rms_sum1=False):
-                    want = _backward(variant, dy, x, w, b, mean, rstd, True)
-                picked = []
-                with ln.tuning(bwd_rms_sum1=True), pytest.MonkeyPatch.context() as mp, \
-                        poison_outputs():
-                    for f in factories:
-                        _record_kernels(mp, f, picked)
-                    got = _backward(variant, dy, x, w, b, mean, rstd, True)
+            picked = _same_bits_as_pair(shape, dtype, variant, tune, factories,
+                                        shape[-1] + 7, bwd_rms_sum1=True)
             assert picked and all(k.endswith("_s1") for k in picked), picked
             kinds.update(re.sub(r"_(float16|bfloat16|float32)_rms(_w)?_", "_", k)
                          for k in picked)
-            for name, g, h in zip(("dx", "dw"), got, want):
-                assert (g is None) == (h is None), name
-                if g is not None:
-                    assert torch.equal(g, h), (shape, variant, name)
     # Every kind ran: rows of 4 warps shuffled and direct, one-warp rows, lean, stream, stats.
     assert any("_r1_s1" in k for k in kinds) and any("_rd4" in k for k in kinds), kinds
     assert any("lean" in k for k in kinds) and any("stats" in k for k in kinds), kinds
@@ -1927,21 +1936,10 @@ def test_bwd_rms_sum1_default(dtype):
             rpb = ln._rows_per_block("bwd_block", tpr, shape[0], "bwd", vec, words)
         assert (rpb > 1 and tpr > 32) is not expect, (shape, words, tpr, rpb)
         for variant in ((True, True, False), (False, True, True)):
-            x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 3)
-            _, mean, rstd = _forward(variant, x, w, b, 1e-6)
-            with ln.tuning(**tune):
-                with ln.tuning(bwd_rms_sum1=False):
-                    want = _backward(variant, dy, x, w, b, mean, rstd, True)
-                picked = []
-                with pytest.MonkeyPatch.context() as mp, poison_outputs():
-                    _record_kernels(mp, "make_backward_kernel", picked)
-                    got = _backward(variant, dy, x, w, b, mean, rstd, True)
+            picked = _same_bits_as_pair(shape, dtype, variant, tune,
+                                        ("make_backward_kernel",), shape[-1] + 3)
             one_sum = [k.endswith("_s1") for k in picked]
             assert one_sum == [expect and variant[0]], (shape, variant, picked)
-            for name, g, h in zip(("dx", "dw", "db"), got, want):
-                assert (g is None) == (h is None), name
-                if g is not None:
-                    assert torch.equal(g, h), (shape, variant, name)
 
 
 def test_bwd_rms_sum1_checks():
