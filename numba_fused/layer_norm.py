@@ -3440,11 +3440,11 @@ def shipped_kernels():
                     yield from row(dtype, rms, has_w, has_b, True, words, True, True)
                     if direction == "bwd":  # exact layouts of one-row blocks (bwd_one_row)
                         yield from row(dtype, rms, has_w, has_b, True, words, True, True,
-                                      one_row=True)
+                                       one_row=True)
                         if vec == 8 and words == 2:  # bwd_red_direct's default (v32)
                             for nw in _RED_DIRECT_DEFAULT:
                                 yield from row(dtype, rms, has_w, has_b, True, words, True,
-                                              True, one_row=True, red_warps=nw)
+                                               True, one_row=True, red_warps=nw)
                     if not _fat(direction, vec, words):
                         yield from row(dtype, rms, has_w, has_b, True, words, True, False)
                 if direction == "fwd":
@@ -3511,7 +3511,7 @@ def shipped_kernels():
                     for full in ((True, False) if vec == 4 else ()):
                         for r1 in ((False, True) if full else (False,)):
                             yield from row(dtype, rms, has_w, has_b, True, 2, False, full,
-                                          wide=True, one_row=r1)
+                                           wide=True, one_row=r1)
                 if direction == "bwd":
                     # v30: the exact layouts of _BWD_NO_PREFETCH's rows without it.
                     for cls, r, groups in sorted(_BWD_NO_PREFETCH):
@@ -3520,7 +3520,7 @@ def shipped_kernels():
                         words = _row_layout(groups * vec, vec, "bwd")[0]
                         for r1 in (False, True):
                             yield from row(dtype, rms, has_w, has_b, True, words, False, True,
-                                          one_row=r1)
+                                           one_row=r1)
                     # The lean wide backward (tuning bwd_lean, bwd_lean_f32): checked forms.
                     for pf in (True, False):
                         yield make_lean_backward_kernel(dtype, rms, has_w, has_b, False, pf,
