@@ -3911,11 +3911,12 @@ def tuning(**overrides):
     bs = overrides.get("bwd_stages", _tune["bwd_stages"])
     if bs not in BWD_STAGES or isinstance(bs, bool):
         raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
-    for key in ("bwd_pdl", "bwd_rms_sum1"):
-        flag = overrides.get(key, _tune[key])
-        if not (isinstance(flag, bool) or (flag is None and key == "bwd_rms_sum1")):
-            kind = "None or a bool" if key == "bwd_rms_sum1" else "a bool"
-            raise ValueError(f"{key} must be {kind}, got {flag!r}")
+    pdl = overrides.get("bwd_pdl", _tune["bwd_pdl"])
+    if not isinstance(pdl, bool):
+        raise ValueError(f"bwd_pdl must be a bool, got {pdl!r}")
+    s1 = overrides.get("bwd_rms_sum1", _tune["bwd_rms_sum1"])
+    if not (s1 is None or isinstance(s1, bool)):
+        raise ValueError(f"bwd_rms_sum1 must be None or a bool, got {s1!r}")
     dm = overrides.get("dwdb_min_blocks", _tune["dwdb_min_blocks"])
     if dm not in DWDB_MIN_BLOCKS:
         raise ValueError(f"dwdb_min_blocks must be one of {DWDB_MIN_BLOCKS}, got {dm!r}")
