@@ -143,8 +143,10 @@ def device_act(activation):
     return _DEVICE[check_activation(activation)]
 
 
-def _erf64(z):
-    return np.vectorize(math.erf, otypes=[np.float64])(z)
+def _phi64(z):
+    # The normal CDF as erfc(-z / sqrt 2) / 2: (1 + erf(z / sqrt 2)) / 2 cancels to 0
+    # for z below about -8.3, where gelu(z) is still a normal float32 down to z = -13.
+    return 0.5 * np.vectorize(math.erfc, otypes=[np.float64])(-z / math.sqrt(2.0))
 
 
 def act_ref(activation, z):
@@ -155,7 +157,7 @@ def act_ref(activation, z):
     if activation == "relu":
         return np.maximum(z, 0.0)
     if activation == "gelu":
-        return 0.5 * z * (1.0 + _erf64(z / math.sqrt(2.0)))
+        return z * _phi64(z)
     if activation == "gelu_tanh":
         return 0.5 * z * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
     if activation == "squared_relu":
@@ -176,8 +178,7 @@ def act_grad_ref(activation, z):
     if activation == "relu":
         return np.where(z <= 0, 0.0, 1.0)
     if activation == "gelu":
-        return 0.5 * (1.0 + _erf64(z / math.sqrt(2.0))) + z * np.exp(-0.5 * z * z) / math.sqrt(
-            2.0 * math.pi)
+        return _phi64(z) + z * np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
     if activation == "gelu_tanh":
         c = math.sqrt(2.0 / math.pi)
         t = np.tanh(c * (z + 0.044715 * z**3))

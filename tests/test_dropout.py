@@ -156,6 +156,44 @@ def test_silu_across_its_range(dt):
         assert np.all(np.abs(ours[~normal]) < 1e-30), what
 
 
+@pytest.mark.parametrize("p", [0.0, 0.3, 1.0])
+@pytest.mark.parametrize("n", [768, 765])
+@pytest.mark.parametrize("dt", DTYPES)
+def test_gelu_across_its_range(dt, n, p):
+    """The dropout kernels' gelu at z in [-14, 14] and near 0, element by element:
+    |ours - float64| / max(scale, 1e-3) within the dtype's tolerance wherever the
+    float64 value is a normal float32 (below that, |ours| < 1e-30), dropped elements
+    exactly 0; the vector path (n = 768) and the scalar one (n = 765), p = 1 (scale 0)
+    included. The float64 reference takes Phi(z) as erfc(-z / sqrt 2) / 2, which keeps
+    the negative tail that (1 + erf) / 2 cancels to 0 below z = -8.3. scale is
+    |float64| for y; for grad_x = s (Phi(z) + z phi(z)), s = 1 / (1 - p), it is
+    s (Phi(z) + |z| phi(z)), the size of the terms (they cancel near z = -0.75)."""
+    z = np.concatenate([np.linspace(-14.0, 14.0, n - 8),
+                        [0.0, -0.0, 1e-3, -1e-3, 1e-6, -1e-6, -0.7518, 0.5]])
+    x = torch.from_numpy(z.reshape(1, n)).to(torch_dtype(dt)).to(device())
+    go = torch.ones_like(x)
+    seed, offset = 21, 4
+    y, gx, _ = _run(x, None, go, p, seed, offset, "gelu")
+    y_ref, gx_ref, _ = D.dropout_bias_act_ref(x, None, p, seed, offset, "gelu", grad_out=go)
+    keep = D.dropout_keep_mask((1, n), p, seed, offset).ravel()
+    tiny = float(np.finfo(np.float32).tiny)
+    z64 = x.double().cpu().numpy().ravel()
+    s = 0.0 if p >= 1.0 else 1.0 / (1.0 - p)
+    phi = np.exp(-z64 * z64 / 2.0) / math.sqrt(2.0 * math.pi)
+    cdf = np.array([math.erfc(-v / math.sqrt(2.0)) / 2.0 for v in z64])
+    terms = s * (cdf + np.abs(z64) * phi)
+    for what, ours, ref in (("y", y, y_ref), ("grad_x", gx, gx_ref)):
+        ours = ours.double().cpu().numpy().ravel()
+        ref = np.asarray(ref, dtype=np.float64).ravel()
+        assert np.all(ours[~keep] == 0.0), what
+        scale = np.abs(ref) if what == "y" else np.maximum(np.abs(ref), terms)
+        normal = keep & (np.abs(ref) >= tiny)
+        err = np.abs(ours - ref)[normal] / np.maximum(scale[normal], 1e-3)
+        if err.size:
+            assert err.max() < TOL[dt], f"{what}: {err.max():.2e} at z = {z64[normal][err.argmax()]}"
+        assert np.all(np.abs(ours[keep & ~normal]) < 1e-30), what
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("activation", ["none", "gelu", "squared_relu"])
 @pytest.mark.parametrize("shape", GPU_LARGE, ids=str)
