@@ -59,6 +59,23 @@ def _dropout(nf, torch, dt):
     nf.dropout_bias_act_backward(g, x, b, p=0.3, seed=3, activation="gelu", mask=mask)
 
 
+def _dropout_staged(nf, torch, dt):
+    # LaunchConfig.stages (v13 candidate): the 16-bit forward's cp.async ring, rows a
+    # thread not a multiple of the ring, with and without draws and the mask output.
+    from numba_fused.dropout import LaunchConfig
+
+    x = torch.randn(301, 264, device="cuda", dtype=dt)
+    b = torch.randn(264, device="cuda", dtype=dt)
+    for stages in (2, 3, 4):
+        cfg = LaunchConfig(stages=stages, rows_per_block=37)
+        for act in ("none", "gelu"):
+            for p in (0.0, 0.3):
+                nf.dropout_bias_act_forward(x, b, p=p, seed=3, offset=8, activation=act,
+                                            config=cfg)
+        nf.dropout_bias_act_forward(x, b, p=0.3, seed=3, activation="gelu", return_mask=True,
+                                    config=cfg)
+
+
 def _norm_passes(nf, x, w, b, g, det):
     """Forward and backward of LayerNorm with w and b, LayerNorm without them, and
     RMSNorm with w (``det``: the backward's deterministic flag)."""
@@ -424,6 +441,7 @@ def _layer_norm_rms_sum1(nf, torch, dt):
 
 CASES = {
     "dropout": ("dropout_bias_act_forward", _dropout),
+    "dropout_staged": ("dropout_bias_act_forward", _dropout_staged),
     "layer_norm": ("layer_norm_forward", _layer_norm),
     "layer_norm_plain": ("layer_norm_forward", _layer_norm_plain),
     "layer_norm_staged": ("layer_norm_forward", _layer_norm_staged),
@@ -438,7 +456,7 @@ CASES = {
 
 
 # Cases that exercise part of another op's module.
-_MODULES = {"linear_act_wgmma": "linear_act", "layer_norm_plain": "layer_norm",
+_MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act", "layer_norm_plain": "layer_norm",
             "layer_norm_staged": "layer_norm", "layer_norm_bwd": "layer_norm",
             "layer_norm_pdl": "layer_norm", "layer_norm_stages": "layer_norm",
             "layer_norm_rms_sum1": "layer_norm"}

@@ -87,6 +87,7 @@ from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .philox import philox4x32, philox4x32_np, split_u64
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK
+from .tensor_core import cp_async_16, cp_async_commit, cp_async_wait
 
 __all__ = [
     "dropout_bias_act_forward", "dropout_bias_act_backward", "dropout_bias_act_ref",
@@ -541,6 +542,10 @@ if SIMULATOR:
     from .tensor_core import ld_global_v4 as _ld16
     from .tensor_core import st_global_v4 as _st16
 
+    def _lds16(arr, idx):
+        i = int(idx)
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
+
     def _ld_cg4(arr, idx):
         i = int(idx)
         return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
@@ -634,6 +639,26 @@ else:
 
     _ld_cg4 = _cg_load(4)
     _ld_cg1 = _cg_load(1)
+
+    @intrinsic
+    def _lds16(typingctx, arr, idx):
+        # arr[idx : idx + 4] of a shared uint32 array as one 16-byte ld.shared (idx a
+        # multiple of 4, the array 16-byte aligned).
+        if not _check_words(arr, idx):
+            return None
+        sig = types.UniTuple(types.uint32, 4)(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            ary = context.make_array(signature.args[0])(context, builder, value=args[0])
+            i = context.cast(builder, args[1], signature.args[1], types.intp)
+            ptr = builder.gep(ary.data, [i])
+            sptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 3))
+            vec = builder.load(builder.bitcast(sptr, ir.PointerType(_V4I32, 3)), align=16)
+            vals = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k))
+                    for k in range(4)]
+            return context.make_tuple(builder, signature.return_type, vals)
+
+        return sig, codegen
 
 
 _Z4 = (np.uint32(0), np.uint32(0), np.uint32(0), np.uint32(0))
@@ -1111,6 +1136,15 @@ def _jit_bounds(threads):
     return {} if SIMULATOR or threads <= 256 else {"launch_bounds": (int(threads), 1)}
 
 
+STAGES = (0, 2, 3, 4)
+
+
+def _check_stages(stages):
+    if stages not in STAGES:
+        raise ValueError(f"stages must be one of {STAGES}, got {stages!r}")
+    return int(stages)
+
+
 def _check_threads(threads):
     if threads not in (32, 64, 128, 256, 512, 1024):
         raise ValueError(f"threads must be a power of two in [32, 1024], got {threads!r}")
@@ -1229,7 +1263,7 @@ def _scalar_io(dtype):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_mask=False,
-                        fixed_dropout=-1):
+                        fixed_dropout=-1, stages=0):
     """Forward kernel: ``y = dropout(act(x + bias), p)`` (and optionally the uint8 mask).
 
     dtype: 'float32' | 'float16' | 'bfloat16'; activation: one of ``ACTIVATIONS``;
@@ -1243,12 +1277,25 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     read at run time). The launchers compile it in on the vector path: the run-time
     switch cost 4-5 registers (36 against 31 at fp16, ptxas 13.0), i.e. 6 instead of 8
     resident blocks; the scalar path reads it.
+    stages: 0, or 2-4 (v13 candidate, :attr:`LaunchConfig.stages`): the 16-bit vector
+    path reads its rows through a ring of ``stages`` shared-memory slots (16 bytes a
+    thread each) filled by cp.async, ``stages - 1`` rows ahead of the one computed, one
+    row a batch (unroll is then 1): rows in flight without registers held for them.
+    Ignored at float32 and on the scalar path.
     """
     activations.check_activation(activation)
     _check_threads(threads)
     unroll = _check_unroll(_default_unroll(dtype, False, activation) if unroll is None else unroll)
     if not vec:
         unroll = 1
+    staged = _check_stages(stages) > 0 and bool(vec) and dtype != "float32"
+    if staged:
+        unroll = 1
+    slot_words = 4 * threads
+    ring_words = max(int(stages), 1) * slot_words
+    ahead = int(stages) - 1  # rows in flight; cp.async.wait_group takes it as an immediate
+    # cp.async needs 16-byte slots (the simulator takes no alignment argument).
+    ring_align = None if SIMULATOR else 16
     act, _ = kernel_act(activation, dtype)
     bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
@@ -1327,6 +1374,35 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
             row_end = np.uint32(min(n_rows, row0 + rows_per_block))
             r = np.uint32(row0 + cuda.threadIdx.y)
             q = np.uint32(r * chunks + j)
+            if staged:
+                # Row r + i step is in slot (r's slot + i) mod stages; each thread reads
+                # only the 16 bytes it copied, so waiting on its own groups suffices.
+                ring = cuda.shared.array(ring_words, np.uint32, alignment=ring_align)
+                me = np.uint32(4 * (cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x))
+                for i in range(ahead):
+                    if np.uint32(r + np.uint32(i) * step) < row_end:
+                        cp_async_16(ring, np.uint32(i * slot_words) + me, x,
+                                    np.uint64(4) * np.uint32(q + np.uint32(i) * gstep), 16)
+                    cp_async_commit()
+                cur = np.uint32(0)
+                far = np.uint32(ahead * slot_words)
+                while r < row_end:
+                    if np.uint32(r + np.uint32(ahead) * step) < row_end:
+                        cp_async_16(ring, far + me, x,
+                                    np.uint64(4) * np.uint32(q + np.uint32(ahead) * gstep), 16)
+                    cp_async_commit()
+                    cp_async_wait(ahead)
+                    chunk(y, mask, g_base, q, _lds16(ring, cur + me), b, keys, off_lo,
+                          off_hi, thr, scale, dropout)
+                    cur = np.uint32(cur + slot_words)
+                    if cur == ring_words:
+                        cur = np.uint32(0)
+                    far = np.uint32(far + slot_words)
+                    if far == ring_words:
+                        far = np.uint32(0)
+                    r = np.uint32(r + step)
+                    q = np.uint32(q + gstep)
+                return
             # Batch of rows r, r + step, ...: loaded one batch ahead.
             wa = ld_if(x, q, r < row_end)
             wb = wc = wd = zero
@@ -1425,8 +1501,15 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
                 *base, *_RNG_ARGS, types.float32, types.boolean, types.boolean)
     path = f"v16u{unroll}" if vec else "scalar"
     tag = ("_mask" if write_mask else "") + {-1: "_rt", 0: "_p0", 1: ""}[fixed_dropout]
+    bounds = _jit_bounds(threads)
+    if staged:
+        path += f"st{stages}"
+        if not SIMULATOR:
+            # Full occupancy: v12's two-slot form fit 32 registers under these bounds
+            # (40 without), no spills (ptxas 13.0, fp16 gelu).
+            bounds = {"launch_bounds": (int(threads), 2048 // int(threads))}
     return Kernel(f"dropout_fwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes,
-                  **_jit_bounds(threads))
+                  **bounds)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1847,7 +1930,9 @@ class LaunchConfig(NamedTuple):
     row blocks, then rounded to whole batches; 0: the nominal plan, ``_WAVES`` /
     ``_WAVES_BIAS_GRAD`` waves of ``2048 // threads`` blocks an SM, which
     overestimates residency when registers bind (None: the forward's nominal plan, the
-    backward's :func:`_default_fill`; rows_per_block, where set, wins).
+    backward's :func:`_default_fill`; rows_per_block, where set, wins); stages: the
+    16-bit vector forward's cp.async ring (v13 candidate, :func:`make_forward_kernel`),
+    one of :data:`STAGES` (None or 0: off, the register-prefetched batches).
     """
 
     threads: int = None
@@ -1859,6 +1944,7 @@ class LaunchConfig(NamedTuple):
     final_step: int = None
     tile_reduce: str = None
     fill: int = None
+    stages: int = None
 
 
 def _tile_reduce_for(cfg, bias_grad):
@@ -1939,6 +2025,9 @@ def _config(config):
                          f"{config.tile_reduce!r}")
     if config.fill is not None:
         checks.check_int(config.fill, "config.fill", lo=0, hi=8)
+    if config.stages not in (None, *STAGES):
+        raise ValueError(f"config.stages must be one of {STAGES} or None, got "
+                         f"{config.stages!r}")
     return config
 
 
@@ -2153,9 +2242,12 @@ def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     vec = _vec_ok(n_cols, (x, y), mask)
     cfg = cfg._replace(threads=cfg.threads or _default_threads(x.dtype, vec))
     unroll = (cfg.unroll or _default_unroll(x.dtype, False, activation)) if vec else 1
+    stages = (cfg.stages or 0) if vec and x.dtype != "float32" else 0
+    if stages:
+        unroll = 1
     draw, rng = _rng_args(seed, offset, p)
     kernel = make_forward_kernel(x.dtype, activation, vec, cfg.threads, unroll,
-                                 bool(return_mask), int(draw) if vec else -1)
+                                 bool(return_mask), int(draw) if vec else -1, stages)
     stream = stream_handle(x)
     tail = [*rng, _dropout_scale(p), b is not None, draw]
     bias_arg = _bias_arg(b, x.dtype, x)

@@ -407,7 +407,9 @@ CONFIGS = [D.LaunchConfig(threads=32), D.LaunchConfig(threads=64, block_x=1),
            D.LaunchConfig(threads=64, block_x=4, unroll=2),
            D.LaunchConfig(threads=128, block_x=32, unroll=4),
            D.LaunchConfig(threads=64, fill=1), D.LaunchConfig(threads=32, unroll=4, fill=2),
-           D.LaunchConfig(threads=64, fill=0)]
+           D.LaunchConfig(threads=64, fill=0), D.LaunchConfig(threads=64, stages=2),
+           D.LaunchConfig(threads=32, block_x=8, rows_per_block=5, stages=3),
+           D.LaunchConfig(threads=64, stages=4)]
 
 
 @pytest.mark.parametrize("shape", [(9, 24), (9, 22)], ids=str)
@@ -426,6 +428,38 @@ def test_results_identical_across_launch_configurations(dt, shape):
             assert torch.equal(gx, base[1]), cfg
         # grad_bias sums rows in a configuration-dependent order: compared to float64.
         assert_close(gb, gb_ref, dt, f"grad_bias {cfg}")
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+@pytest.mark.parametrize("p,return_mask", [(0.0, False), (0.3, False), (0.3, True)])
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_staged_forward_same_bits(dt, activation, p, return_mask, stages):
+    """LaunchConfig.stages (v13 candidate): the 16-bit vector forward reading its rows
+    through a cp.async ring of ``stages`` shared slots gives the bits (y and the mask)
+    of the register-prefetched kernel, with rows per block not a multiple of the ring
+    (a thread's last rows leave slots unfilled) and p = 0 (no draws), and against
+    float64."""
+    shape = (45, 64) if SIMULATOR else (4099, 4096)
+    x, b, _ = _inputs(shape, dt, seed=8)
+    threads = 64 if SIMULATOR else 256
+    # Simulator: one block of 8 x 8 threads, 5-6 rows a thread, so the ring wraps.
+    rpb = 45 if SIMULATOR else None
+    base = D.LaunchConfig(threads=threads, rows_per_block=rpb)
+    staged = base._replace(stages=stages)
+    with poison_outputs():
+        want = D.dropout_bias_act_forward(x, b, p, 9, 2, activation, return_mask=return_mask,
+                                          config=base)
+        got = D.dropout_bias_act_forward(x, b, p, 9, 2, activation, return_mask=return_mask,
+                                         config=staged)
+    if return_mask:
+        assert torch.equal(got[1], want[1])
+        want, got = want[0], got[0]
+    assert torch.equal(got, want)
+    assert_close(got, D.dropout_bias_act_ref(x, b, p, 9, 2, activation), dt, "y")
+    kernel = D.make_forward_kernel(dt, activation, True, threads, 1, return_mask,
+                                   1 if p else 0, stages)
+    assert f"st{stages}" in kernel.name
 
 
 def test_fill_plans_whole_waves_of_resident_blocks(monkeypatch):
@@ -743,6 +777,8 @@ def test_backward_without_x_for_activation_none():
                                         (D.LaunchConfig(fill=9), "fill"),
                                         (D.LaunchConfig(fill=-1), "fill"),
                                         (D.LaunchConfig(fill=1.5), "fill"),
+                                        (D.LaunchConfig(stages=1), "stages"),
+                                        (D.LaunchConfig(stages=5), "stages"),
                                         ({"threads": 64}, "LaunchConfig")])
 def test_bad_launch_config(config, msg):
     with pytest.raises((TypeError, ValueError), match=msg):
@@ -956,10 +992,13 @@ def test_cupy_front_end():
 FENCE_THREAD = [D.make_backward_kernel(dt, act, True, D._default_threads(dt, True),
                                        fixed_mode=D.MODE_PHILOX, fence="thread")
                 for dt in DTYPES for act in ("none", "gelu")]
+# LaunchConfig.stages (v13 candidate, opt-in): the 16-bit forwards through the cp.async ring.
+STAGED = [D.make_forward_kernel(dt, act, True, 256, 1, False, 1, st)
+          for dt in ("float16", "bfloat16") for act in ("none", "gelu") for st in (2, 3, 4)]
 
 
 @pytest.mark.ptx
-@pytest.mark.parametrize("kernel", [*D.shipped_kernels(), *FENCE_THREAD, PHILOX_GROUP],
+@pytest.mark.parametrize("kernel", [*D.shipped_kernels(), *FENCE_THREAD, PHILOX_GROUP, *STAGED],
                          ids=lambda k: k.name)
 def test_kernels_compile_to_ptx_without_spills(kernel):
     from numba_fused.registry import offline_compile, ptxas_report
@@ -984,5 +1023,12 @@ def test_kernels_compile_to_ptx_without_spills(kernel):
         assert ("membar.gl" in ptx) == thread, kernel.name
         assert ("fence.acq_rel.gpu" in ptx) != thread, kernel.name
     if kernel.name.startswith(("dropout_fwd", "dropout_bwd")) and "_v16" in kernel.name:
-        # The vector path moves its data in 16-byte accesses.
-        assert "ld.global.v4.u32" in ptx and "st.global.v4.u32" in ptx, kernel.name
+        # The vector path moves its data in 16-byte accesses; the staged forward reads
+        # through its shared ring (16-byte cp.async in, 16-byte ld.shared out) and, under
+        # its launch bounds, keeps to 32 registers (8 blocks of 256 an SM).
+        if "st" in name.split("_v16")[1].split("_")[0]:
+            assert "cp.async.cg.shared.global" in ptx and "ld.shared.v4.u32" in ptx, kernel.name
+            assert rep["registers"] <= 32, rep
+        else:
+            assert "ld.global.v4.u32" in ptx, kernel.name
+        assert "st.global.v4.u32" in ptx, kernel.name
