@@ -556,32 +556,42 @@ if SIMULATOR:
 else:
     _V4I32 = ir.VectorType(ir.IntType(32), 4)
 
-    def _global_vec_ptr(context, builder, arrty, arr, idxty, idx):
+    def _vec_ptr(context, builder, arrty, arr, idxty, idx, space=1):
+        # <4 x i32> pointer to arr[idx] in address space ``space`` (1 global, 3 shared).
         ary = context.make_array(arrty)(context, builder, value=arr)
         i = context.cast(builder, idx, idxty, types.intp)
         ptr = builder.gep(ary.data, [i])
-        gptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 1))
-        return builder.bitcast(gptr, ir.PointerType(_V4I32, 1))
+        sptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, space))
+        return builder.bitcast(sptr, ir.PointerType(_V4I32, space))
 
     def _check_words(arr, idx):
         return (isinstance(arr, types.Array) and arr.dtype == types.uint32 and arr.layout == "C"
                 and isinstance(idx, types.Integer))
 
-    @intrinsic
-    def _ld16(typingctx, arr, idx):
-        if not _check_words(arr, idx):
-            return None
-        sig = types.UniTuple(types.uint32, 4)(arr, idx)
+    def _load16(space):
+        # arr[idx : idx + 4] of a uint32 array as one 16-byte load (idx a multiple of
+        # 4): ld.global.v4 (space 1) or, from a 16-byte aligned shared array, ld.shared.v4
+        # (space 3).
+        @intrinsic
+        def op(typingctx, arr, idx):
+            if not _check_words(arr, idx):
+                return None
+            sig = types.UniTuple(types.uint32, 4)(arr, idx)
 
-        def codegen(context, builder, signature, args):
-            vp = _global_vec_ptr(context, builder, signature.args[0], args[0],
-                                 signature.args[1], args[1])
-            vec = builder.load(vp, align=16)
-            vals = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i))
-                    for i in range(4)]
-            return context.make_tuple(builder, signature.return_type, vals)
+            def codegen(context, builder, signature, args):
+                vp = _vec_ptr(context, builder, signature.args[0], args[0],
+                              signature.args[1], args[1], space)
+                vec = builder.load(vp, align=16)
+                vals = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i))
+                        for i in range(4)]
+                return context.make_tuple(builder, signature.return_type, vals)
 
-        return sig, codegen
+            return sig, codegen
+
+        return op
+
+    _ld16 = _load16(1)
+    _lds16 = _load16(3)
 
     @intrinsic
     def _st16(typingctx, arr, idx, v0, v1, v2, v3):
@@ -592,8 +602,8 @@ else:
         sig = types.void(arr, idx, v0, v1, v2, v3)
 
         def codegen(context, builder, signature, args):
-            vp = _global_vec_ptr(context, builder, signature.args[0], args[0],
-                                 signature.args[1], args[1])
+            vp = _vec_ptr(context, builder, signature.args[0], args[0],
+                          signature.args[1], args[1])
             vec = ir.Constant(_V4I32, ir.Undefined)
             for i, v in enumerate(args[2:]):
                 vec = builder.insert_element(vec, _to_i32(builder, v),
@@ -639,26 +649,6 @@ else:
 
     _ld_cg4 = _cg_load(4)
     _ld_cg1 = _cg_load(1)
-
-    @intrinsic
-    def _lds16(typingctx, arr, idx):
-        # arr[idx : idx + 4] of a shared uint32 array as one 16-byte ld.shared (idx a
-        # multiple of 4, the array 16-byte aligned).
-        if not _check_words(arr, idx):
-            return None
-        sig = types.UniTuple(types.uint32, 4)(arr, idx)
-
-        def codegen(context, builder, signature, args):
-            ary = context.make_array(signature.args[0])(context, builder, value=args[0])
-            i = context.cast(builder, args[1], signature.args[1], types.intp)
-            ptr = builder.gep(ary.data, [i])
-            sptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 3))
-            vec = builder.load(builder.bitcast(sptr, ir.PointerType(_V4I32, 3)), align=16)
-            vals = [builder.extract_element(vec, ir.Constant(ir.IntType(32), k))
-                    for k in range(4)]
-            return context.make_tuple(builder, signature.return_type, vals)
-
-        return sig, codegen
 
 
 _Z4 = (np.uint32(0), np.uint32(0), np.uint32(0), np.uint32(0))
