@@ -60,12 +60,14 @@ def _dropout(nf, torch, dt):
 
 
 def _dropout_staged(nf, torch, dt):
-    # LaunchConfig.stages (v13 candidate): the 16-bit forward's cp.async ring, rows a
-    # thread not a multiple of the ring, with and without draws and the mask output.
+    # LaunchConfig.stages (v13 candidate): the 16-bit passes' cp.async ring, rows a
+    # thread not a multiple of the ring, with and without draws, the mask output and
+    # the bias grad.
     from numba_fused.dropout import LaunchConfig
 
     x = torch.randn(301, 264, device="cuda", dtype=dt)
     b = torch.randn(264, device="cuda", dtype=dt)
+    g = torch.randn_like(x)
     for stages in (2, 3, 4):
         cfg = LaunchConfig(stages=stages, rows_per_block=37)
         for act in ("none", "gelu"):
@@ -74,6 +76,12 @@ def _dropout_staged(nf, torch, dt):
                                             config=cfg)
         nf.dropout_bias_act_forward(x, b, p=0.3, seed=3, activation="gelu", return_mask=True,
                                     config=cfg)
+        for act in ("none", "gelu"):
+            for p in (0.0, 0.3):
+                nf.dropout_bias_act_backward(g, x, b, p=p, seed=3, offset=8, activation=act,
+                                             config=cfg)
+            nf.dropout_bias_act_backward(g, x, b, p=0.3, seed=3, offset=8, activation=act,
+                                         need_bias_grad=False, config=cfg)
 
 
 def _norm_passes(nf, x, w, b, g, det):

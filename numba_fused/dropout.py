@@ -1127,12 +1127,21 @@ def _jit_bounds(threads):
 
 
 STAGES = (0, 2, 3, 4)
+_STATIC_SMEM = 48 * 1024  # a kernel's static shared memory, at most
 
 
 def _check_stages(stages):
     if stages not in STAGES:
         raise ValueError(f"stages must be one of {STAGES}, got {stages!r}")
     return int(stages)
+
+
+def _check_ring(stages, threads, ring_bytes, other_bytes=0):
+    if ring_bytes + other_bytes > _STATIC_SMEM:
+        raise ValueError(
+            f"config.stages={stages} at {threads} threads a block needs "
+            f"{(ring_bytes + other_bytes) // 1024} KB of shared memory, over "
+            f"{_STATIC_SMEM // 1024} KB: fewer stages or threads")
 
 
 def _check_threads(threads):
@@ -1286,6 +1295,8 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     ahead = int(stages) - 1  # rows in flight; cp.async.wait_group takes it as an immediate
     # cp.async needs 16-byte slots (the simulator takes no alignment argument).
     ring_align = None if SIMULATOR else 16
+    if staged:
+        _check_ring(stages, threads, 4 * ring_words)
     act, _ = kernel_act(activation, dtype)
     bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
@@ -1504,7 +1515,8 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
 
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed_mode=-1,
-                         fence="block", final_step=_FINAL_STEP, tile_reduce="shuffle"):
+                         fence="block", final_step=_FINAL_STEP, tile_reduce="shuffle",
+                         stages=0):
     """Backward kernel: grad_x, and (bias_grad) grad_bias through per-row-block float32
     partial sums reduced by the last block of each column strip (:func:`_bias_epilogue`).
 
@@ -1515,7 +1527,9 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     of 6 resident blocks); the scalar path reads it. fence: how blocks publish their
     bias-grad partial rows (:data:`FENCES`); final_step: partial rows a thread loads per
     round of the last block's sum (:data:`FINAL_STEPS`); tile_reduce: how the epilogue's
-    tiles are summed (:data:`TILE_REDUCES`).
+    tiles are summed (:data:`TILE_REDUCES`); stages: as the forward's (v13 candidate),
+    grad_out's and (activation not 'none') x's 16 bytes a row through the ring, at
+    fixed_mode 0 or 1 (the stored-mask kernels keep the register batches).
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -1523,10 +1537,22 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     unroll = _check_unroll(_default_unroll(dtype, True, activation) if unroll is None else unroll)
     if not vec:
         unroll = 1
+    staged = (_check_stages(stages) > 0 and bool(vec) and dtype != "float32"
+              and fixed_mode in (MODE_NONE, MODE_PHILOX))
+    if staged:
+        unroll = 1
+    # Ring slot: grad_out's 16 bytes a thread, then x's (activation not 'none').
+    slot_words = (2 if need_x else 1) * 4 * threads
+    x_words = 4 * threads
+    ring_words = max(int(stages), 1) * slot_words
+    ahead = int(stages) - 1
+    ring_align = None if SIMULATOR else 16
     _, act_grad = kernel_act(activation, dtype)
     bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
     tile_n = _tile_floats(threads, GROUP)
+    if staged:
+        _check_ring(stages, threads, 4 * ring_words, 4 * tile_n + 4)
     epilogue = _bias_epilogue(dtype, vec, fence, final_step, tile_reduce)
 
     @inline_device
@@ -1623,48 +1649,85 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
                 row_end = np.uint32(min(n_rows, row0 + rows_per_block))
                 r = np.uint32(row0 + cuda.threadIdx.y)
                 q = np.uint32(r * chunks + j)
-                wa = ld_if(grad, x, mask, q, r < row_end, mode)
-                wb = wc = wd = wa
-                if u2:
-                    wb = ld_if(grad, x, mask, np.uint32(q + gstep), np.uint32(r + step) < row_end,
-                               mode)
-                if u4:
-                    wc = ld_if(grad, x, mask, np.uint32(q + 2 * gstep),
-                               np.uint32(r + 2 * step) < row_end, mode)
-                    wd = ld_if(grad, x, mask, np.uint32(q + 3 * gstep),
-                               np.uint32(r + 3 * step) < row_end, mode)
-                while r < row_end:
-                    rn = np.uint32(r + unroll * step)
-                    qn = np.uint32(q + unroll * gstep)
-                    na = ld_if(grad, x, mask, qn, rn < row_end, mode)
-                    nb = nc = nd = na
+                if staged:
+                    # The forward's ring (make_forward_kernel), one or two copies a row.
+                    ring = cuda.shared.array(ring_words, np.uint32, alignment=ring_align)
+                    me = np.uint32(4 * (cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x))
+                    for i in range(ahead):
+                        if np.uint32(r + np.uint32(i) * step) < row_end:
+                            qi = np.uint64(4) * np.uint32(q + np.uint32(i) * gstep)
+                            cp_async_16(ring, np.uint32(i * slot_words) + me, grad, qi, 16)
+                            if need_x:
+                                cp_async_16(ring, np.uint32(i * slot_words + x_words) + me, x,
+                                            qi, 16)
+                        cp_async_commit()
+                    cur = np.uint32(0)
+                    far = np.uint32(ahead * slot_words)
+                    while r < row_end:
+                        if np.uint32(r + np.uint32(ahead) * step) < row_end:
+                            qf = np.uint64(4) * np.uint32(q + np.uint32(ahead) * gstep)
+                            cp_async_16(ring, far + me, grad, qf, 16)
+                            if need_x:
+                                cp_async_16(ring, far + np.uint32(x_words) + me, x, qf, 16)
+                        cp_async_commit()
+                        cp_async_wait(ahead)
+                        gw = _lds16(ring, cur + me)
+                        xw = gw
+                        if need_x:
+                            xw = _lds16(ring, cur + np.uint32(x_words) + me)
+                        acc = add8(acc, chunk(grad_x, g_base, q, (gw, xw, _U0), b, keys, off_lo,
+                                              off_hi, thr, scale, mode))
+                        cur = np.uint32(cur + slot_words)
+                        if cur == ring_words:
+                            cur = np.uint32(0)
+                        far = np.uint32(far + slot_words)
+                        if far == ring_words:
+                            far = np.uint32(0)
+                        r = np.uint32(r + step)
+                        q = np.uint32(q + gstep)
+                else:
+                    wa = ld_if(grad, x, mask, q, r < row_end, mode)
+                    wb = wc = wd = wa
                     if u2:
-                        nb = ld_if(grad, x, mask, np.uint32(qn + gstep),
-                                   np.uint32(rn + step) < row_end, mode)
+                        wb = ld_if(grad, x, mask, np.uint32(q + gstep),
+                                   np.uint32(r + step) < row_end, mode)
                     if u4:
-                        nc = ld_if(grad, x, mask, np.uint32(qn + 2 * gstep),
-                                   np.uint32(rn + 2 * step) < row_end, mode)
-                        nd = ld_if(grad, x, mask, np.uint32(qn + 3 * gstep),
-                                   np.uint32(rn + 3 * step) < row_end, mode)
-                    acc = add8(acc, chunk(grad_x, g_base, q, wa, b, keys, off_lo, off_hi, thr,
-                                          scale, mode))
-                    if u2:
-                        if np.uint32(r + step) < row_end:
-                            acc = add8(acc, chunk(grad_x, g_base, np.uint32(q + gstep), wb, b,
-                                                  keys, off_lo, off_hi, thr, scale, mode))
-                    if u4:
-                        if np.uint32(r + 2 * step) < row_end:
-                            acc = add8(acc, chunk(grad_x, g_base, np.uint32(q + 2 * gstep), wc,
-                                                  b, keys, off_lo, off_hi, thr, scale, mode))
-                        if np.uint32(r + 3 * step) < row_end:
-                            acc = add8(acc, chunk(grad_x, g_base, np.uint32(q + 3 * gstep), wd,
-                                                  b, keys, off_lo, off_hi, thr, scale, mode))
-                    r = rn
-                    q = qn
-                    wa = na
-                    wb = nb
-                    wc = nc
-                    wd = nd
+                        wc = ld_if(grad, x, mask, np.uint32(q + 2 * gstep),
+                                   np.uint32(r + 2 * step) < row_end, mode)
+                        wd = ld_if(grad, x, mask, np.uint32(q + 3 * gstep),
+                                   np.uint32(r + 3 * step) < row_end, mode)
+                    while r < row_end:
+                        rn = np.uint32(r + unroll * step)
+                        qn = np.uint32(q + unroll * gstep)
+                        na = ld_if(grad, x, mask, qn, rn < row_end, mode)
+                        nb = nc = nd = na
+                        if u2:
+                            nb = ld_if(grad, x, mask, np.uint32(qn + gstep),
+                                       np.uint32(rn + step) < row_end, mode)
+                        if u4:
+                            nc = ld_if(grad, x, mask, np.uint32(qn + 2 * gstep),
+                                       np.uint32(rn + 2 * step) < row_end, mode)
+                            nd = ld_if(grad, x, mask, np.uint32(qn + 3 * gstep),
+                                       np.uint32(rn + 3 * step) < row_end, mode)
+                        acc = add8(acc, chunk(grad_x, g_base, q, wa, b, keys, off_lo, off_hi, thr,
+                                              scale, mode))
+                        if u2:
+                            if np.uint32(r + step) < row_end:
+                                acc = add8(acc, chunk(grad_x, g_base, np.uint32(q + gstep), wb, b,
+                                                      keys, off_lo, off_hi, thr, scale, mode))
+                        if u4:
+                            if np.uint32(r + 2 * step) < row_end:
+                                acc = add8(acc, chunk(grad_x, g_base, np.uint32(q + 2 * gstep), wc,
+                                                      b, keys, off_lo, off_hi, thr, scale, mode))
+                            if np.uint32(r + 3 * step) < row_end:
+                                acc = add8(acc, chunk(grad_x, g_base, np.uint32(q + 3 * gstep), wd,
+                                                      b, keys, off_lo, off_hi, thr, scale, mode))
+                        r = rn
+                        q = qn
+                        wa = na
+                        wb = nb
+                        wc = nc
+                        wd = nd
             if bias_grad:
                 epilogue(tile, tile_stride, acc, partial, part0 + cuda.blockIdx.y, n_cols,
                          counters, n_parts, final, grad_bias, flag)
@@ -1732,6 +1795,8 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     tag += "" if fence == "block" else f"_fence_{fence}"
     tag += "" if final_step == _FINAL_STEP else f"_step{final_step}"
     tag += "" if tile_reduce == "shuffle" else f"_tile_{tile_reduce}"
+    if staged:
+        path += f"st{stages}"
     return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes,
                   **_jit_bounds(threads))
 
@@ -1921,8 +1986,9 @@ class LaunchConfig(NamedTuple):
     ``_WAVES_BIAS_GRAD`` waves of ``2048 // threads`` blocks an SM, which
     overestimates residency when registers bind (None: the forward's nominal plan, the
     backward's :func:`_default_fill`; rows_per_block, where set, wins); stages: the
-    16-bit vector forward's cp.async ring (v13 candidate, :func:`make_forward_kernel`),
-    one of :data:`STAGES` (None or 0: off, the register-prefetched batches).
+    16-bit vector passes' cp.async ring (v13 candidate, :func:`make_forward_kernel`; the
+    backward's too, but with a stored mask), one of :data:`STAGES` (None or 0: off, the
+    register-prefetched batches).
     """
 
     threads: int = None
@@ -2321,9 +2387,13 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     unroll = (cfg.unroll or _default_unroll(g.dtype, True, activation)) if vec else 1
     draw, rng = _rng_args(seed, offset, p)
     mode = MODE_MASK if m is not None else (MODE_PHILOX if draw else MODE_NONE)
+    stages = (cfg.stages or 0) if vec and g.dtype != "float32" and mode != MODE_MASK else 0
+    if stages:
+        unroll = 1
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
                                   mode if vec else -1, cfg.fence or "block",
-                                  cfg.final_step or _FINAL_STEP, _tile_reduce_for(cfg, bias_grad))
+                                  cfg.final_step or _FINAL_STEP, _tile_reduce_for(cfg, bias_grad),
+                                  stages)
     pieces = _pieces(n_rows, n_cols, vec)
     by_kernel = bias_grad and cfg.bias_reduce == "kernel"
     waves = _WAVES_BIAS_GRAD if bias_grad and not by_kernel else _WAVES

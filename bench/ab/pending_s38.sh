@@ -8,14 +8,15 @@
 # the lever left is bytes in flight, which unroll 2 bought with registers (64, 4 blocks
 # an SM: slower) and the ring buys with shared memory (bench/notes_dropout.md v12).
 #   a: tune_dropout.py at 16384 x 4096, fp16 and bf16, configs shipped / stages=2 /
-#      stages=3 / stages=4 / shipped, activations gelu and none (forward rows are what
-#      matter; the backward rows are the same kernel in every config, a drift check).
+#      stages=3 / stages=4 / shipped, activations gelu and none (forward and backward:
+#      the knob stages both passes, the backward at 48 registers against 93-96).
 #      Prediction: gelu fwd 86 -> 74-78 us at stages 3 or 4 (2-3 rows in flight, twice
 #      to three times v12's bytes); 'none' fwd 72 -> 66-70 (stages 3: 64 warps x 2 rows
-#      against unroll 2's 32 x 2); stages 2 even with shipped (v12's form). ~4 minutes.
+#      against unroll 2's 32 x 2); stages 2 even with shipped (v12's form); 'none' bwd
+#      76 -> 72-74; gelu bwd within 2 us of 110. ~4 minutes.
 #   t: the staged GPU tests (`-k "staged or identical_across or bad_launch"`) and
 #      memcheck / racecheck of a staged forward workload. ~3 minutes.
-#   If a wins: the forward's default stages per activation (a `_default_stages`, the
+#   If a wins: the default stages per pass and activation (a `_default_stages`, the
 #   shipped_kernels entries, the sweep `bench/dropout.py` at 16-bit for RESULTS.md).
 #   bash bench/ab/pending_s38.sh "$OUT" a|t
 set -uo pipefail
