@@ -91,8 +91,8 @@ CONFIGS = [
     ("fill=2", {"fill": 2}),
     ("fill=1 step=4", {"fill": 1, "final_step": 4}),
     ("fill=0", {"fill": 0}),
-    # v13 candidate: the 16-bit forward's rows through a cp.async ring of 2-4 shared
-    # slots, 1-3 rows in flight a thread at 32 registers (the backward is unchanged).
+    # v13 candidate: the 16-bit passes' rows through a cp.async ring of 2-4 shared
+    # slots, 1-3 rows in flight a thread (forward 32 registers, backward 48).
     ("stages=2", {"stages": 2}),
     ("stages=3", {"stages": 3}),
     ("stages=4", {"stages": 4}),

@@ -1128,20 +1128,83 @@ def _jit_bounds(threads):
 
 STAGES = (0, 2, 3, 4)
 _STATIC_SMEM = 48 * 1024  # a kernel's static shared memory, at most
+# cp.async needs 16-byte slots (the simulator takes no alignment argument).
+_RING_ALIGN = None if SIMULATOR else 16
 
 
-def _check_stages(stages):
+def _ring_stages(stages, dtype, vec, mode=MODE_PHILOX):
+    """The ring's slots for a kernel asked for ``stages``: those where it applies (the
+    16-bit vector path, without a stored mask), else 0."""
     if stages not in STAGES:
         raise ValueError(f"stages must be one of {STAGES}, got {stages!r}")
-    return int(stages)
+    return int(stages) if vec and dtype != "float32" and mode != MODE_MASK else 0
 
 
-def _check_ring(stages, threads, ring_bytes, other_bytes=0):
-    if ring_bytes + other_bytes > _STATIC_SMEM:
+class _Ring(NamedTuple):
+    words: int  # the shared ring, uint32 words
+    prime: object
+    fetch: object
+    read: object
+    next: object
+
+
+@functools.lru_cache(maxsize=None)
+def _ring(stages, threads, two, other_bytes=0):
+    """The cp.async ring of ``stages`` slots, one row of a thread's 16 bytes from one
+    array (two: then 16 more from a second) a slot; ``stages - 1`` rows in flight.
+
+    Row r + i step is in slot (r's slot + i) mod stages. Each thread reads only the
+    bytes it copied, so waiting on its own commit groups suffices (no barrier).
+    ``prime`` copies the first ``stages - 1`` rows; each step then ``fetch`` es row r +
+    (stages - 1) step into slot ``far`` and waits for row r, ``read`` returns row r's
+    words from slot ``cur`` (the second array's too), ``next`` advances a slot offset.
+    other_bytes: the kernel's other static shared memory, for the 48 KB check."""
+    second = 4 * threads
+    slot = (2 if two else 1) * second
+    words = stages * slot
+    if 4 * words + other_bytes > _STATIC_SMEM:
         raise ValueError(
             f"config.stages={stages} at {threads} threads a block needs "
-            f"{(ring_bytes + other_bytes) // 1024} KB of shared memory, over "
+            f"{(4 * words + other_bytes) // 1024} KB of shared memory, over "
             f"{_STATIC_SMEM // 1024} KB: fewer stages or threads")
+    ahead = stages - 1  # cp.async.wait_group takes it as an immediate
+
+    @inline_device
+    def copy(ring, o, a, b, q):
+        g = np.uint64(4) * q
+        cp_async_16(ring, o, a, g, 16)
+        if two:
+            cp_async_16(ring, np.uint32(o + second), b, g, 16)
+
+    @inline_device
+    def prime(ring, me, a, b, r, q, step, gstep, row_end):
+        for i in range(ahead):
+            if np.uint32(r + np.uint32(i) * step) < row_end:
+                copy(ring, np.uint32(i * slot) + me, a, b, np.uint32(q + np.uint32(i) * gstep))
+            cp_async_commit()
+        return np.uint32(ahead * slot)
+
+    @inline_device
+    def fetch(ring, me, a, b, r, q, step, gstep, row_end, far):
+        if np.uint32(r + np.uint32(ahead) * step) < row_end:
+            copy(ring, far + me, a, b, np.uint32(q + np.uint32(ahead) * gstep))
+        cp_async_commit()
+        cp_async_wait(ahead)
+
+    @inline_device
+    def read(ring, cur, me):
+        w = _lds16(ring, cur + me)
+        v = w
+        if two:
+            v = _lds16(ring, np.uint32(cur + second) + me)
+        return w, v
+
+    @inline_device
+    def advance(o):
+        o = np.uint32(o + slot)
+        return np.uint32(0) if o == words else o
+
+    return _Ring(words, prime, fetch, read, advance)
 
 
 def _check_threads(threads):
@@ -1287,16 +1350,12 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     unroll = _check_unroll(_default_unroll(dtype, False, activation) if unroll is None else unroll)
     if not vec:
         unroll = 1
-    staged = _check_stages(stages) > 0 and bool(vec) and dtype != "float32"
+    stages = _ring_stages(stages, dtype, vec)
+    staged = stages > 0
     if staged:
         unroll = 1
-    slot_words = 4 * threads
-    ring_words = max(int(stages), 1) * slot_words
-    ahead = int(stages) - 1  # rows in flight; cp.async.wait_group takes it as an immediate
-    # cp.async needs 16-byte slots (the simulator takes no alignment argument).
-    ring_align = None if SIMULATOR else 16
-    if staged:
-        _check_ring(stages, threads, 4 * ring_words)
+        ring = _ring(stages, threads, False)
+    ring_words = ring.words if staged else 1
     act, _ = kernel_act(activation, dtype)
     bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
@@ -1376,31 +1435,17 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
             r = np.uint32(row0 + cuda.threadIdx.y)
             q = np.uint32(r * chunks + j)
             if staged:
-                # Row r + i step is in slot (r's slot + i) mod stages; each thread reads
-                # only the 16 bytes it copied, so waiting on its own groups suffices.
-                ring = cuda.shared.array(ring_words, np.uint32, alignment=ring_align)
+                sm = cuda.shared.array(ring_words, np.uint32, alignment=_RING_ALIGN)
                 me = np.uint32(4 * (cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x))
-                for i in range(ahead):
-                    if np.uint32(r + np.uint32(i) * step) < row_end:
-                        cp_async_16(ring, np.uint32(i * slot_words) + me, x,
-                                    np.uint64(4) * np.uint32(q + np.uint32(i) * gstep), 16)
-                    cp_async_commit()
                 cur = np.uint32(0)
-                far = np.uint32(ahead * slot_words)
+                far = ring.prime(sm, me, x, x, r, q, step, gstep, row_end)
                 while r < row_end:
-                    if np.uint32(r + np.uint32(ahead) * step) < row_end:
-                        cp_async_16(ring, far + me, x,
-                                    np.uint64(4) * np.uint32(q + np.uint32(ahead) * gstep), 16)
-                    cp_async_commit()
-                    cp_async_wait(ahead)
-                    chunk(y, mask, g_base, q, _lds16(ring, cur + me), b, keys, off_lo,
-                          off_hi, thr, scale, dropout)
-                    cur = np.uint32(cur + slot_words)
-                    if cur == ring_words:
-                        cur = np.uint32(0)
-                    far = np.uint32(far + slot_words)
-                    if far == ring_words:
-                        far = np.uint32(0)
+                    ring.fetch(sm, me, x, x, r, q, step, gstep, row_end, far)
+                    words, _ = ring.read(sm, cur, me)
+                    chunk(y, mask, g_base, q, words, b, keys, off_lo, off_hi, thr, scale,
+                          dropout)
+                    cur = ring.next(cur)
+                    far = ring.next(far)
                     r = np.uint32(r + step)
                     q = np.uint32(q + gstep)
                 return
@@ -1537,22 +1582,18 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     unroll = _check_unroll(_default_unroll(dtype, True, activation) if unroll is None else unroll)
     if not vec:
         unroll = 1
-    staged = (_check_stages(stages) > 0 and bool(vec) and dtype != "float32"
-              and fixed_mode in (MODE_NONE, MODE_PHILOX))
-    if staged:
-        unroll = 1
-    # Ring slot: grad_out's 16 bytes a thread, then x's (activation not 'none').
-    slot_words = (2 if need_x else 1) * 4 * threads
-    x_words = 4 * threads
-    ring_words = max(int(stages), 1) * slot_words
-    ahead = int(stages) - 1
-    ring_align = None if SIMULATOR else 16
+    # The run-time mode (-1) may be the stored mask: no ring then.
+    stages = _ring_stages(stages, dtype, vec, MODE_MASK if fixed_mode < 0 else fixed_mode)
+    staged = stages > 0
     _, act_grad = kernel_act(activation, dtype)
     bias8 = _bias_loader(dtype)
-    u2, u4 = unroll >= 2, unroll >= 4
     tile_n = _tile_floats(threads, GROUP)
     if staged:
-        _check_ring(stages, threads, 4 * ring_words, 4 * tile_n + 4)
+        unroll = 1
+        # A slot: grad_out's 16 bytes a thread, then x's (activation not 'none').
+        ring = _ring(stages, threads, need_x, 4 * tile_n + 4)
+    ring_words = ring.words if staged else 1
+    u2, u4 = unroll >= 2, unroll >= 4
     epilogue = _bias_epilogue(dtype, vec, fence, final_step, tile_reduce)
 
     @inline_device
@@ -1650,39 +1691,17 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
                 r = np.uint32(row0 + cuda.threadIdx.y)
                 q = np.uint32(r * chunks + j)
                 if staged:
-                    # The forward's ring (make_forward_kernel), one or two copies a row.
-                    ring = cuda.shared.array(ring_words, np.uint32, alignment=ring_align)
+                    sm = cuda.shared.array(ring_words, np.uint32, alignment=_RING_ALIGN)
                     me = np.uint32(4 * (cuda.threadIdx.y * cuda.blockDim.x + cuda.threadIdx.x))
-                    for i in range(ahead):
-                        if np.uint32(r + np.uint32(i) * step) < row_end:
-                            qi = np.uint64(4) * np.uint32(q + np.uint32(i) * gstep)
-                            cp_async_16(ring, np.uint32(i * slot_words) + me, grad, qi, 16)
-                            if need_x:
-                                cp_async_16(ring, np.uint32(i * slot_words + x_words) + me, x,
-                                            qi, 16)
-                        cp_async_commit()
                     cur = np.uint32(0)
-                    far = np.uint32(ahead * slot_words)
+                    far = ring.prime(sm, me, grad, x, r, q, step, gstep, row_end)
                     while r < row_end:
-                        if np.uint32(r + np.uint32(ahead) * step) < row_end:
-                            qf = np.uint64(4) * np.uint32(q + np.uint32(ahead) * gstep)
-                            cp_async_16(ring, far + me, grad, qf, 16)
-                            if need_x:
-                                cp_async_16(ring, far + np.uint32(x_words) + me, x, qf, 16)
-                        cp_async_commit()
-                        cp_async_wait(ahead)
-                        gw = _lds16(ring, cur + me)
-                        xw = gw
-                        if need_x:
-                            xw = _lds16(ring, cur + np.uint32(x_words) + me)
+                        ring.fetch(sm, me, grad, x, r, q, step, gstep, row_end, far)
+                        gw, xw = ring.read(sm, cur, me)
                         acc = add8(acc, chunk(grad_x, g_base, q, (gw, xw, _U0), b, keys, off_lo,
                                               off_hi, thr, scale, mode))
-                        cur = np.uint32(cur + slot_words)
-                        if cur == ring_words:
-                            cur = np.uint32(0)
-                        far = np.uint32(far + slot_words)
-                        if far == ring_words:
-                            far = np.uint32(0)
+                        cur = ring.next(cur)
+                        far = ring.next(far)
                         r = np.uint32(r + step)
                         q = np.uint32(q + gstep)
                 else:
@@ -2298,7 +2317,7 @@ def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     vec = _vec_ok(n_cols, (x, y), mask)
     cfg = cfg._replace(threads=cfg.threads or _default_threads(x.dtype, vec))
     unroll = (cfg.unroll or _default_unroll(x.dtype, False, activation)) if vec else 1
-    stages = (cfg.stages or 0) if vec and x.dtype != "float32" else 0
+    stages = _ring_stages(cfg.stages or 0, x.dtype, vec)
     if stages:
         unroll = 1
     draw, rng = _rng_args(seed, offset, p)
@@ -2387,7 +2406,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     unroll = (cfg.unroll or _default_unroll(g.dtype, True, activation)) if vec else 1
     draw, rng = _rng_args(seed, offset, p)
     mode = MODE_MASK if m is not None else (MODE_PHILOX if draw else MODE_NONE)
-    stages = (cfg.stages or 0) if vec and g.dtype != "float32" and mode != MODE_MASK else 0
+    stages = _ring_stages(cfg.stages or 0, g.dtype, vec, mode)
     if stages:
         unroll = 1
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
