@@ -91,11 +91,33 @@ CONFIGS = [
     ("fill=2", {"fill": 2}),
     ("fill=1 step=4", {"fill": 1, "final_step": 4}),
     ("fill=0", {"fill": 0}),
-    # v13 candidate: the 16-bit passes' rows through a cp.async ring of 2-4 shared
-    # slots, 1-3 rows in flight a thread (forward 32 registers, backward 48).
+    # v13: the 16-bit passes' rows through a cp.async ring of 2-4 shared slots, 1-3
+    # rows in flight a thread (forward 32 registers, backward 40-48).
     ("stages=2", {"stages": 2}),
     ("stages=3", {"stages": 3}),
     ("stages=4", {"stages": 4}),
+    # v13's backward with a bias grad ran 8-12 us behind its run without one (shipped:
+    # 2-3): its one-wave grid (fill 1 at 5 blocks an SM) against two waves, the nominal
+    # plan, the reduction kernel and the last block's step.
+    ("stages=3 fill=2", {"stages": 3, "fill": 2}),
+    ("stages=3 fill=3", {"stages": 3, "fill": 3}),
+    ("stages=3 fill=0", {"stages": 3, "fill": 0}),
+    ("stages=3 reduce kernel", {"stages": 3, "bias_reduce": "kernel"}),
+    ("stages=3 step=4", {"stages": 3, "final_step": 4}),
+    ("stages=2 fill=2", {"stages": 2, "fill": 2}),
+    # Its trace (bench/ab/pending_s38c.sh a): with its predecessor's dirty L2 the staged
+    # kernel with a bias grad ran 82 us, after a 512 MB read 72; through the reduction
+    # kernel (no fence, no counter) 69.7 + 4.4. Fewer, larger blocks: one fence and one
+    # arrival per 16 warps, 264 blocks as shipped's.
+    ("stages=3 threads=512", {"stages": 3, "threads": 512}),
+    ("stages=2 threads=512", {"stages": 2, "threads": 512}),
+    ("stages=3 threads=512 fill=2", {"stages": 3, "threads": 512, "fill": 2}),
+    ("stages=3 threads=512 step=4", {"stages": 3, "threads": 512, "final_step": 4}),
+    # v13 ships stages 3 at three waves for the 16-bit backward without a bias grad
+    # (Philox draws); stages=0 is v10's register batches there.
+    ("stages=0", {"stages": 0}),
+    ("stages=4 fill=3", {"stages": 4, "fill": 3}),
+    ("fill=3", {"fill": 3}),
 ]
 
 
@@ -109,6 +131,9 @@ def parse_args(argv=None):
     ap.add_argument("--configs", default=None,
                     help="comma-separated labels to run, in order (default: all of "
                          + ", ".join(label for label, _ in CONFIGS) + ")")
+    ap.add_argument("--cases", default="fwd,bwd,bwd nobias",
+                    help="comma-separated cases to time: fwd, bwd, bwd nobias (the "
+                         "shipped configuration's p = 0 rows come with fwd / bwd)")
     ap.add_argument("--acts", default="none,gelu",
                     help="comma-separated activations to time (default: none,gelu)")
     return ap.parse_args(argv)
@@ -193,6 +218,12 @@ def _time(fn, sets, reps, warmup):
     return call, gpu
 
 
+def _device():
+    import torch
+
+    return torch.cuda.current_device()
+
+
 def _regs(D, dtype, act, cfg):
     """Registers of the kernels the p > 0 rows launch (vector path, Philox compiled in)."""
     out = {}
@@ -200,13 +231,15 @@ def _regs(D, dtype, act, cfg):
     for direction in ("fwd", "bwd"):
         unroll = cfg.unroll or D._default_unroll(dtype, direction == "bwd", act)
         if direction == "fwd":
-            k = D.make_forward_kernel(dtype, act, True, threads, unroll, False, 1)
+            k = D.make_forward_kernel(dtype, act, True, threads, unroll, False, 1,
+                                      cfg.stages or 0)
         else:
             k = D.make_backward_kernel(dtype, act, True, threads, unroll, D.MODE_PHILOX,
                                        cfg.fence or "block", cfg.final_step or D._FINAL_STEP,
-                                       D._tile_reduce_for(cfg, True))
+                                       D._tile_reduce_for(cfg, True), cfg.stages or 0)
         try:
-            out[direction] = k.regs_per_thread
+            out[direction] = (f"{k.regs_per_thread} registers, "
+                              f"{k.resident_blocks(threads, 0, _device())} blocks an SM")
         except Exception as exc:  # noqa: BLE001 (reported, not fatal)
             out[direction] = f"? ({type(exc).__name__})"
     return out
@@ -238,6 +271,9 @@ def run(args):
                 "bwd x": 3 * size * m * n / copy / 1e3}
     labels = [c.strip() for c in args.configs.split(",")] if args.configs else None
     acts = [a.strip() for a in args.acts.split(",")]
+    wanted = {c.strip() for c in args.cases.split(",")}
+    if not wanted <= {"fwd", "bwd", "bwd nobias"}:
+        raise SystemExit(f"unknown --cases {sorted(wanted)}; choose from fwd, bwd, bwd nobias")
     bad = [a for a in acts if a not in ACTIVATIONS]
     if bad:
         raise SystemExit(f"unknown --acts {bad}; choose from {ACTIVATIONS}")
@@ -257,6 +293,8 @@ def run(args):
             cases = [("fwd", True, P), ("bwd", True, P), ("bwd", False, P)]
             if label == "shipped":
                 cases += [("fwd", True, 0.0), ("bwd", True, 0.0)]
+            cases = [c for c in cases
+                     if (c[0] if c[0] == "fwd" or c[1] else "bwd nobias") in wanted]
             for direction, nbg, p in cases:
                 x, b, g = sets[0]
                 err, kept = _check(D, direction, act, cfg, x, b, g, nbg) if p else (0.0, 1.0)

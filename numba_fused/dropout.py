@@ -68,6 +68,10 @@ grad_bias runs on few blocks: at 16 bits one wave of the kernel's real resident
 blocks (the driver's occupancy calculator), two without grad_bias (v10,
 ``_default_fill``); float32 keeps v3's plan, half a wave of a nominal ``2048 //
 threads`` blocks an SM with grad_bias and two without (``_WAVES_BIAS_GRAD``).
+Without grad_bias the 16-bit backward with Philox draws (but of silu) reads its rows
+through a cp.async ring of 3 shared-memory slots instead (v13, ``_default_stages``):
+two rows in flight a thread at 40 registers (6 blocks an SM, three waves) against the
+register batches' 93-96 (2 blocks).
 """
 
 import functools
@@ -1088,7 +1092,7 @@ def _default_unroll(dtype, backward, activation):
     return 2
 
 
-def _default_fill(dtype, bias_grad, by_kernel):
+def _default_fill(dtype, bias_grad, by_kernel, staged=False):
     """The backward's grid in whole waves of its kernel's resident blocks (v10; see
     LaunchConfig.fill): one wave with a bias grad summed by the last block, two
     without; 0 (the nominal ``_WAVES_BIAS_GRAD`` / ``_WAVES`` plan) for the opt-in
@@ -1104,9 +1108,14 @@ def _default_fill(dtype, bias_grad, by_kernel):
     146.9; without the bias grad 137.8 / 138.5, 137.1 and 194.5 / 199.1, 198.4). The
     16-bit sweep against v8 (bench/RESULTS.md): gelu bwd 2-11.5 us faster at every N
     but 12288 (+5: 48 column strips x 5 row blocks fill 240 of 264 slots), 'none' bwd
-    N = 16384 82.7 -> 77.1, 5120 +3.5."""
+    N = 16384 82.7 -> 77.1, 5120 +3.5. v13 (staged: the ring of :func:`_default_stages`,
+    40 registers, 6 blocks an SM): three waves (fp16 16384 x 4096 without a bias grad,
+    stages 3, fill 2 / 3 / 0: 'none' 72.8 / 71.1 / 71.4 us, gelu 105.7 / 103.5 /
+    104.4)."""
     if by_kernel or dtype == "float32":
         return 0
+    if staged:
+        return 3
     return 1 if bias_grad else 2
 
 
@@ -1130,6 +1139,30 @@ STAGES = (0, 2, 3, 4)
 _STATIC_SMEM = 48 * 1024  # a kernel's static shared memory, at most
 # cp.async needs 16-byte slots (the simulator takes no alignment argument).
 _RING_ALIGN = None if SIMULATOR else 16
+
+
+def _default_stages(dtype, activation, vec, mode, bias_grad):
+    """The backward's ring slots when LaunchConfig.stages is None (v13): 3 for the
+    16-bit vector backward with Philox draws and no bias grad but of silu, else 0 (off).
+
+    H200, fp16, tune_dropout.py, gpu us, shipped (v10) / stages 3 at three waves
+    (:func:`_default_fill`), without a bias grad, M x N = 2^26: 'none' 72.5 / 72.1
+    (N = 512), 74.2-74.4 / 71.6 (768), 72.4-72.6 / 71.7 (1024), 72.6-73.6 / 71.2
+    (4096), 72.5 / 71.6 (5120), 72.1-72.2 / 70.7 (12288), 71.0-71.1 / 70.3 (65536);
+    gelu 107.5 / 103.3, 108.7-108.9 / 104.1, 107.2-107.4 / 103.2, 107.4-107.8 / 103.4,
+    106.9-107.3 / 103.3, 106.1-106.2 / 102.9, 106.9-107.0 / 104.0. With the bias grad
+    the ring lost at every fill, reduction and step tried: fp16 16384 x 4096 'none'
+    75-77 -> 81-85, gelu 110 -> 113.6-118.9; its trace put the kernel at 82 us behind
+    a predecessor's dirty L2 and 72 after a 512 MB read (shipped: 74 and 69;
+    bench/notes_dropout.md). The forward's ring lost too (gelu 86 -> 87.4-89.3 us).
+    The other activations at 16384 x 4096 without a bias grad, stages 0 / 3 (fp16, bf16):
+    relu 102.9 / 101.7-102.1, 102.8 / 101.2-101.6; gelu_tanh 104.3 / 103.9-104.1, 104.0
+    / 103.9-104.2; squared_relu 102.9 / 102.2-102.4, 102.9 / 101.4-102.0; leaky_relu
+    102.6 / 101.6-101.8, 102.5 / 101.4-101.6; silu 103.6 / 104.2, 103.4 / 104.2-104.3:
+    silu keeps its register batches (two rows a batch, :func:`_default_unroll`)."""
+    if bias_grad or mode != MODE_PHILOX or activation == "silu":
+        return 0
+    return 3 if vec and dtype != "float32" else 0
 
 
 def _ring_stages(stages, dtype, vec, mode=MODE_PHILOX):
@@ -1339,11 +1372,12 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     read at run time). The launchers compile it in on the vector path: the run-time
     switch cost 4-5 registers (36 against 31 at fp16, ptxas 13.0), i.e. 6 instead of 8
     resident blocks; the scalar path reads it.
-    stages: 0, or 2-4 (v13 candidate, :attr:`LaunchConfig.stages`): the 16-bit vector
-    path reads its rows through a ring of ``stages`` shared-memory slots (16 bytes a
-    thread each) filled by cp.async, ``stages - 1`` rows ahead of the one computed, one
-    row a batch (unroll is then 1): rows in flight without registers held for them.
-    Ignored at float32 and on the scalar path.
+    stages: 0, or 2-4 (v13, :attr:`LaunchConfig.stages`, opt-in: 0.5-3 us slower than
+    the register batches at 16-bit 16384 x 4096 on the H200): the 16-bit vector path
+    reads its rows through a ring of ``stages`` shared-memory slots (16 bytes a thread
+    each) filled by cp.async, ``stages - 1`` rows ahead of the one computed, one row a
+    batch (unroll is then 1): rows in flight without registers held for them. Ignored
+    at float32 and on the scalar path.
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -1572,9 +1606,10 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     of 6 resident blocks); the scalar path reads it. fence: how blocks publish their
     bias-grad partial rows (:data:`FENCES`); final_step: partial rows a thread loads per
     round of the last block's sum (:data:`FINAL_STEPS`); tile_reduce: how the epilogue's
-    tiles are summed (:data:`TILE_REDUCES`); stages: as the forward's (v13 candidate),
-    grad_out's and (activation not 'none') x's 16 bytes a row through the ring, at
-    fixed_mode 0 or 1 (the stored-mask kernels keep the register batches).
+    tiles are summed (:data:`TILE_REDUCES`); stages: as the forward's (v13; the
+    default without a bias grad, :func:`_default_stages`), grad_out's and (activation
+    not 'none') x's 16 bytes a row through the ring, at fixed_mode 0 or 1 (the
+    stored-mask kernels keep the register batches).
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -1882,6 +1917,11 @@ def shipped_kernels():
                     yield make_backward_kernel(dt, act, True, threads, fixed_mode=mode,
                                                tile_reduce=tile_reduce)
                 yield make_backward_kernel(dt, act, False, tile_reduce=tile_reduce)
+            stages = _default_stages(dt, act, True, MODE_PHILOX, False)
+            if stages:  # without a bias grad: the shuffle tile, never run
+                yield make_backward_kernel(dt, act, True, threads, fixed_mode=MODE_PHILOX,
+                                           tile_reduce=_tile_reduce_for(LaunchConfig(), False),
+                                           stages=stages)
         yield make_bias_grad_kernel(dt)
         yield make_bias_grad_kernel(dt, _REDUCE_THREADS)
     yield _ZERO_U32
@@ -2004,10 +2044,12 @@ class LaunchConfig(NamedTuple):
     row blocks, then rounded to whole batches; 0: the nominal plan, ``_WAVES`` /
     ``_WAVES_BIAS_GRAD`` waves of ``2048 // threads`` blocks an SM, which
     overestimates residency when registers bind (None: the forward's nominal plan, the
-    backward's :func:`_default_fill`; rows_per_block, where set, wins); stages: the
-    16-bit vector passes' cp.async ring (v13 candidate, :func:`make_forward_kernel`; the
-    backward's too, but with a stored mask), one of :data:`STAGES` (None or 0: off, the
-    register-prefetched batches).
+    backward's :func:`_default_fill`; rows_per_block, where set, wins); stages: slots of
+    the 16-bit vector passes' cp.async ring (v13, :func:`make_forward_kernel`,
+    :func:`make_backward_kernel`; not with a stored mask), one of :data:`STAGES` (0:
+    off, the register-prefetched batches; None: the backward's :func:`_default_stages`
+    unless unroll is set, 3 without a bias grad, and off in the forward, where the ring
+    measured slower).
     """
 
     threads: int = None
@@ -2406,7 +2448,12 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     unroll = (cfg.unroll or _default_unroll(g.dtype, True, activation)) if vec else 1
     draw, rng = _rng_args(seed, offset, p)
     mode = MODE_MASK if m is not None else (MODE_PHILOX if draw else MODE_NONE)
-    stages = _ring_stages(cfg.stages or 0, g.dtype, vec, mode)
+    stages = cfg.stages
+    if stages is None:
+        # An explicit unroll asks for the register batches.
+        stages = 0 if cfg.unroll else _default_stages(g.dtype, activation, vec, mode,
+                                                      bias_grad)
+    stages = _ring_stages(stages, g.dtype, vec, mode)
     if stages:
         unroll = 1
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
@@ -2416,7 +2463,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     pieces = _pieces(n_rows, n_cols, vec)
     by_kernel = bias_grad and cfg.bias_reduce == "kernel"
     waves = _WAVES_BIAS_GRAD if bias_grad and not by_kernel else _WAVES
-    fill = _default_fill(g.dtype, bias_grad, by_kernel)
+    fill = _default_fill(g.dtype, bias_grad, by_kernel, stages > 0)
     plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device, waves, kernel, fill)
              for _, rows in pieces]
     n_parts = sum(plan.n_row_blocks for plan in plans)

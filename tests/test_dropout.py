@@ -435,8 +435,9 @@ def test_results_identical_across_launch_configurations(dt, shape):
 @pytest.mark.parametrize("activation", ["none", "gelu"])
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_staged_forward_same_bits(dt, activation, p, return_mask, stages):
-    """LaunchConfig.stages (v13 candidate): the 16-bit vector forward reading its rows
-    through a cp.async ring of ``stages`` shared slots gives the bits (y and the mask)
+    """LaunchConfig.stages (v13, opt-in in the forward): the 16-bit vector forward
+    reading its rows through a cp.async ring of ``stages`` shared slots gives the bits (y
+    and the mask)
     of the register-prefetched kernel, with rows per block not a multiple of the ring
     (a thread's last rows leave slots unfilled) and p = 0 (no draws), and against
     float64."""
@@ -467,7 +468,7 @@ def test_staged_forward_same_bits(dt, activation, p, return_mask, stages):
 @pytest.mark.parametrize("activation", ["none", "gelu"])
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_staged_backward_same_bits(dt, activation, how, stages):
-    """LaunchConfig.stages in the backward (v13 candidate): grad_out and x through the
+    """LaunchConfig.stages in the backward (v13): grad_out and x through the
     cp.async ring give the bits of grad_x and grad_bias of the register-batched kernel
     at one row a batch and the same rows per block (so the same partial rows), with
     draws, at p = 0, without a bias grad, and with a stored mask (that mode keeps the
@@ -498,6 +499,57 @@ def test_staged_backward_same_bits(dt, activation, how, stages):
                                         tile_reduce=D._tile_reduce_for(base, how != "nobias"),
                                         stages=stages)
         assert f"st{stages}" in kernel.name
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_default_ring_without_bias_grad_same_bits(dt, activation, monkeypatch):
+    """v13's default: the 16-bit backward with Philox draws and no bias grad reads its
+    rows through a 3-slot ring (at three waves; silu keeps two rows a batch); its grad_x
+    has the bits of the register batches (stages=0), for every activation, including
+    rows that do not fill the last block. The launcher's pick is checked on the kernel
+    it makes."""
+    shape = (45, 64) if SIMULATOR else (4099, 4096)
+    x, b, go = _inputs(shape, dt, seed=14)
+    threads = 64 if SIMULATOR else None
+    made = []
+    real = D.make_backward_kernel
+
+    def spy(*args, **kwargs):
+        kernel = real(*args, **kwargs)
+        made.append(kernel.name)
+        return kernel
+
+    monkeypatch.setattr(D, "make_backward_kernel", spy)
+    with poison_outputs():
+        got, none = D.dropout_bias_act_backward(go, x, b, 0.3, 4, 1, activation,
+                                                need_bias_grad=False,
+                                                config=D.LaunchConfig(threads=threads))
+        want, _ = D.dropout_bias_act_backward(go, x, b, 0.3, 4, 1, activation,
+                                              need_bias_grad=False,
+                                              config=D.LaunchConfig(threads=threads, stages=0))
+    assert none is None
+    paths = [name.split("_v16u")[1].split("_t")[0] for name in made]
+    assert paths[0] == ("2" if activation == "silu" else "1st3") and "st" not in paths[1], made
+    assert torch.equal(got, want)
+    _, gx_ref, _ = D.dropout_bias_act_ref(x, b, 0.3, 4, 1, activation, grad_out=go)
+    assert_close(got, gx_ref, dt, "grad_x")
+
+
+def test_default_stages_only_without_bias_grad_with_draws():
+    """Where the ring is the default (v13): 16-bit, vector path, Philox draws, no bias
+    grad, every activation but silu; off with a bias grad and for silu (both measured
+    slower), at p = 0, with a stored mask, at float32 and on the scalar path."""
+    for act in ACTIVATIONS:
+        want = 0 if act == "silu" else 3
+        assert D._default_stages("float16", act, True, D.MODE_PHILOX, False) == want
+        assert D._default_stages("bfloat16", act, True, D.MODE_PHILOX, False) == want
+        assert D._default_stages("float16", act, True, D.MODE_PHILOX, True) == 0
+        assert D._default_stages("float16", act, True, D.MODE_NONE, False) == 0
+        assert D._default_stages("float16", act, True, D.MODE_MASK, False) == 0
+        assert D._default_stages("float32", act, True, D.MODE_PHILOX, False) == 0
+        assert D._default_stages("float16", act, False, D.MODE_PHILOX, False) == 0
+    assert D._default_fill("float16", False, False, True) == 3
 
 
 def test_fill_plans_whole_waves_of_resident_blocks(monkeypatch):
@@ -1047,7 +1099,8 @@ def test_cupy_front_end():
 FENCE_THREAD = [D.make_backward_kernel(dt, act, True, D._default_threads(dt, True),
                                        fixed_mode=D.MODE_PHILOX, fence="thread")
                 for dt in DTYPES for act in ("none", "gelu")]
-# LaunchConfig.stages (v13 candidate, opt-in): the 16-bit passes through the cp.async ring.
+# LaunchConfig.stages (v13; the backward's default without a bias grad, in
+# shipped_kernels): the 16-bit passes through the cp.async ring.
 STAGED = [k for dt in ("float16", "bfloat16") for act in ("none", "gelu") for st in (2, 3, 4)
           for k in (D.make_forward_kernel(dt, act, True, 256, 1, False, 1, st),
                     D.make_backward_kernel(dt, act, True, 256, 1, D.MODE_PHILOX,
