@@ -117,6 +117,13 @@ CONFIGS = [
     # (Philox draws); stages=0 is v10's register batches there.
     ("stages=0", {"stages": 0}),
     ("stages=4 fill=3", {"stages": 4, "fill": 3}),
+    # v14 candidate: the bias grad's reduction kernel as a dependent launch (no fence,
+    # no counter: the epilogue that costs 5-13 us back to back with a dirty L2).
+    ("reduce pdl", {"bias_reduce": "kernel_pdl"}),
+    ("reduce pdl fill=1", {"bias_reduce": "kernel_pdl", "fill": 1}),
+    ("reduce pdl fill=2", {"bias_reduce": "kernel_pdl", "fill": 2}),
+    ("stages=3 reduce pdl", {"stages": 3, "bias_reduce": "kernel_pdl"}),
+    ("stages=3 reduce pdl fill=3", {"stages": 3, "bias_reduce": "kernel_pdl", "fill": 3}),
     ("fill=3", {"fill": 3}),
 ]
 

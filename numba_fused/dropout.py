@@ -85,9 +85,10 @@ from numba import cuda, types
 from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_handle
 
 from . import activations, checks, dtypes
-from .intrinsics import f32_as_u32, fence_acq_rel_gpu, u32_as_f32
+from .intrinsics import (f32_as_u32, fence_acq_rel_gpu, grid_dependency_wait,
+                         grid_dependents_launch, u32_as_f32)
 from .jit import inline_device
-from .launch import SIMULATOR, Kernel, cdiv, sm_count
+from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count
 from .philox import philox4x32, philox4x32_np, split_u64
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK
@@ -839,8 +840,10 @@ FENCES = ("block", "thread")
 # strip to arrive (v2, v3); "kernel", a reduction kernel of its own launched after
 # (v4 candidate, opt-in until measured: the backward then ends its blocks without the
 # count and the last block's sum, on the two-wave grid, and the reduction reads the
-# partial rows with 1024-thread blocks).
-BIAS_REDUCES = ("last_block", "kernel")
+# partial rows with 1024-thread blocks); "kernel_pdl", that kernel as a dependent
+# launch (v14 candidate, sm_90: the backward's blocks trigger it as they start, its
+# blocks wait in griddepcontrol.wait for the partial rows; no fence, no counter).
+BIAS_REDUCES = ("last_block", "kernel", "kernel_pdl")
 # Threads of the v4 reduction's blocks (32 columns x 32 row slices; the simulator's
 # threads are Python threads: 64 there).
 _REDUCE_THREADS = 64 if SIMULATOR else 1024
@@ -1595,7 +1598,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed_mode=-1,
                          fence="block", final_step=_FINAL_STEP, tile_reduce="shuffle",
-                         stages=0):
+                         stages=0, trigger=False):
     """Backward kernel: grad_x, and (bias_grad) grad_bias through per-row-block float32
     partial sums reduced by the last block of each column strip (:func:`_bias_epilogue`).
 
@@ -1609,7 +1612,10 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     tiles are summed (:data:`TILE_REDUCES`); stages: as the forward's (v13; the
     default without a bias grad, :func:`_default_stages`), grad_out's and (activation
     not 'none') x's 16 bytes a row through the ring, at fixed_mode 0 or 1 (the
-    stored-mask kernels keep the register batches).
+    stored-mask kernels keep the register batches); trigger (v14 candidate,
+    ``bias_reduce="kernel_pdl"``): each block first lets the dependent launch of the
+    bias-grad reduction proceed (:func:`~numba_fused.intrinsics.grid_dependents_launch`),
+    so its blocks take SM slots as this kernel's leave.
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -1712,6 +1718,8 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
             """
             tile = cuda.shared.array(tile_n, np.float32)
             flag = cuda.shared.array(1, np.int32)
+            if trigger:
+                grid_dependents_launch()
             keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                     k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
             chunks = np.uint32(n_cols >> 3)
@@ -1804,6 +1812,8 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
             """
             tile = cuda.shared.array(tile_n, np.float32)
             flag = cuda.shared.array(1, np.int32)
+            if trigger:
+                grid_dependents_launch()
             keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                     k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
             chunks = (n_cols + 7) >> 3
@@ -1849,6 +1859,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     tag += "" if fence == "block" else f"_fence_{fence}"
     tag += "" if final_step == _FINAL_STEP else f"_step{final_step}"
     tag += "" if tile_reduce == "shuffle" else f"_tile_{tile_reduce}"
+    tag += "_trig" if trigger else ""
     if staged:
         path += f"st{stages}"
     return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes,
@@ -1856,13 +1867,16 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
 
 
 @functools.lru_cache(maxsize=None)
-def make_bias_grad_kernel(dtype, threads=256):
+def make_bias_grad_kernel(dtype, threads=256, dependent=False):
     """Reduction ``grad_bias[c] = sum_i partial[i, c]`` as a kernel of its own.
 
     The backward kernel reduces its partials itself (last block per strip) by default;
     this kernel writes grad_bias of an empty grad_out (n_parts = 0 writes zeros) and
     sums the partial rows for ``LaunchConfig(bias_reduce="kernel")``. Launched with
     blocks of (32, threads // 32); block bx covers columns 32 bx .. 32 bx + 31.
+    dependent (``bias_reduce="kernel_pdl"``, v14 candidate): a dependent launch
+    (:class:`~numba_fused.launch.Kernel`'s ``dependent``) whose blocks wait for the
+    backward kernel's partial rows (griddepcontrol.wait) before their first load.
     """
     _check_threads(threads)
     store = dtypes.storer(dtype)
@@ -1876,6 +1890,8 @@ def make_bias_grad_kernel(dtype, threads=256):
         combines the blockDim.y sums per column through the padded tile and shfl_down.
         n_parts = 0 writes zeros."""
         tile = cuda.shared.array(tile_n, np.float32)
+        if dependent:
+            grid_dependency_wait()
         col = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
         s = _F0
         if col < n_cols:
@@ -1889,7 +1905,8 @@ def make_bias_grad_kernel(dtype, threads=256):
 
     out = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
     argtypes = (_F32_ARRAY, out, types.int64, types.int64, types.int64)
-    return Kernel(f"dropout_bias_grad_{dtype}_t{threads}", kernel, argtypes)
+    return Kernel(f"dropout_bias_grad_{dtype}_t{threads}" + ("_dep" if dependent else ""),
+                  kernel, argtypes, dependent=bool(dependent))
 
 
 def _zero_kernel_fn(a, n):
@@ -2035,7 +2052,8 @@ class LaunchConfig(NamedTuple):
     unroll: rows per batch on the vector path (1, 2 or 4; the next batch's loads are
     issued before a batch is computed); fence: how the backward's blocks publish their
     bias-grad partial rows, one of :data:`FENCES` (None: "block"); bias_reduce: who sums
-    the partial rows, one of :data:`BIAS_REDUCES` (None: "last_block"); final_step:
+    the partial rows, one of :data:`BIAS_REDUCES` (None: "last_block"; "kernel_pdl" on
+    a GPU older than sm_90 launches the kernel plainly); final_step:
     partial rows a thread of that last block loads per round, one of :data:`FINAL_STEPS`
     (None: 2); tile_reduce: how the bias-grad epilogue sums its shared tiles, one of
     :data:`TILE_REDUCES` (None: :func:`_tile_reduce_for`'s choice); fill: the grid as
@@ -2456,12 +2474,15 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     stages = _ring_stages(stages, g.dtype, vec, mode)
     if stages:
         unroll = 1
+    by_kernel = bias_grad and cfg.bias_reduce in ("kernel", "kernel_pdl")
+    # The reduction as a dependent launch (v14 candidate): every row piece's kernel
+    # triggers; only the last one's trigger reaches it (the pieces launch plainly).
+    pdl = by_kernel and cfg.bias_reduce == "kernel_pdl" and dependent_launch_ok(g.device)
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
                                   mode if vec else -1, cfg.fence or "block",
                                   cfg.final_step or _FINAL_STEP, _tile_reduce_for(cfg, bias_grad),
-                                  stages)
+                                  stages, pdl)
     pieces = _pieces(n_rows, n_cols, vec)
-    by_kernel = bias_grad and cfg.bias_reduce == "kernel"
     waves = _WAVES_BIAS_GRAD if bias_grad and not by_kernel else _WAVES
     fill = _default_fill(g.dtype, bias_grad, by_kernel, stages > 0)
     plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device, waves, kernel, fill)
@@ -2496,7 +2517,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
         part0 += plan.n_row_blocks
     if by_kernel:
         by = _REDUCE_THREADS // 32
-        ex.launch(make_bias_grad_kernel(g.dtype, _REDUCE_THREADS), (cdiv(n_cols, 32),),
+        ex.launch(make_bias_grad_kernel(g.dtype, _REDUCE_THREADS, pdl), (cdiv(n_cols, 32),),
                   (32, by), stream, [partial, grad_bias, n_parts, n_cols, tile_stride(32, by, 1)])
     return grad_x, grad_bias
 

@@ -48,6 +48,16 @@ def sm_count(device=None):
 
 
 @functools.lru_cache(maxsize=None)
+def dependent_launch_ok(device=None):
+    """Whether CUDA device ``device`` (an ordinal; None: the current one) runs
+    griddepcontrol (sm_90 and later); the simulator takes the same code path."""
+    if SIMULATOR:
+        return True
+    dev = cuda.get_current_device() if device is None else cuda.gpus[device]
+    return dev.compute_capability >= (9, 0)
+
+
+@functools.lru_cache(maxsize=None)
 def smem_optin(device=None):
     """Bytes of shared memory (static and dynamic) a block of CUDA device ``device``
     (None: the current one) may opt in to: 227 KiB on an H100 or H200, 163 KiB on an

@@ -95,7 +95,7 @@ from . import checks, dtypes
 from .intrinsics import (f32_as_u32, fma_rn, grid_dependency_wait, grid_dependents_launch,
                          mul_rn, u32_as_f32)
 from .jit import inline_device
-from .launch import SIMULATOR, Kernel, cdiv, sm_count, smem_optin
+from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum, warp_sum2, warp_sum_halves
 from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait, cp_async_wait_all,
@@ -3967,16 +3967,6 @@ def _round_warp(v):
     return cdiv(v, WARP) * WARP
 
 
-@functools.lru_cache(maxsize=None)
-def _dependent_launch_ok(device):
-    """Whether CUDA device ``device`` (an ordinal; None: the current one) runs
-    griddepcontrol (sm_90 and later); the simulator takes the same code path."""
-    if SIMULATOR:
-        return True
-    dev = cuda.get_current_device() if device is None else cuda.gpus[device]
-    return dev.compute_capability >= (9, 0)
-
-
 def _fat(direction, vec, words):
     """Whether the row kernel holds so many values per thread that it is compiled for
     blocks of at most _FAT_BLOCK threads (more registers per thread). The load is
@@ -4673,7 +4663,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     red_warps = _red_direct_warps(tpr, vec) if one_row else 0
     # The dW / dB kernel's dependent launch, after the row and lean kernels (tuning
     # bwd_pdl); the streaming ones keep plain launches.
-    pdl = (bool(words) and affine and _tune["bwd_pdl"] and _dependent_launch_ok(ga.device))
+    pdl = (bool(words) and affine and _tune["bwd_pdl"] and dependent_launch_ok(ga.device))
     sum1 = rms and _bwd_sum1(_tune["bwd_rms_sum1"], rpb, tpr)
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with

@@ -613,11 +613,64 @@ def test_row_pieces_match_one_launch(dt, monkeypatch):
     assert_close(gb_m, gb_ref, dt, "grad_bias (mask)")
 
 
+@pytest.mark.parametrize("shape", [(37, 16), (37, 14)], ids=str)
+@pytest.mark.parametrize("dt", DTYPES)
+def test_bias_reduce_kernel_pdl_same_bits(dt, shape):
+    """bias_reduce="kernel_pdl" (v14 candidate): the reduction kernel as a dependent
+    launch, the backward's blocks triggering it, gives the bits of the plain reduction
+    kernel (grad_bias) and of the default (grad_x), on the vector and scalar paths;
+    the launcher makes the trigger and wait variants (on a GPU of sm_90 or later)."""
+    x, b, go = _inputs(shape, dt, seed=16)
+    base = D.LaunchConfig(threads=32, block_x=2, rows_per_block=1)
+    with poison_outputs():
+        want = D.dropout_bias_act_backward(go, x, b, 0.2, 9, 1, "gelu",
+                                           config=base._replace(bias_reduce="kernel"))
+        got = D.dropout_bias_act_backward(go, x, b, 0.2, 9, 1, "gelu",
+                                          config=base._replace(bias_reduce="kernel_pdl"))
+        plain = D.dropout_bias_act_backward(go, x, b, 0.2, 9, 1, "gelu", config=base)
+    assert torch.equal(got[1], want[1])
+    assert torch.equal(got[0], want[0]) and torch.equal(got[0], plain[0])
+    vec = shape[1] % 8 == 0
+    trig = D.make_backward_kernel(dt, "gelu", vec, 32, None, D.MODE_PHILOX if vec else -1,
+                                  tile_reduce="direct", trigger=True)
+    assert trig.name.endswith("_trig")
+    dep = D.make_bias_grad_kernel(dt, D._REDUCE_THREADS, True)
+    assert dep.dependent and dep.name.endswith("_dep")
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("dt", DTYPES)
+def test_bias_reduce_pdl_kernels_ptx(dt):
+    """v14 candidate's kernels compile for sm_90 with their griddepcontrol instruction
+    (the backward's trigger, the reduction's wait) and the registers of their plain
+    forms, which have none."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    threads = D._default_threads(dt, True)
+    pairs = [(D.make_backward_kernel(dt, act, True, threads, fixed_mode=D.MODE_PHILOX,
+                                     tile_reduce="direct", trigger=trig),
+              "griddepcontrol.launch_dependents")
+             for act in ("none", "gelu") for trig in (False, True)]
+    pairs += [(D.make_bias_grad_kernel(dt, 1024, dep), "griddepcontrol.wait")
+              for dep in (False, True)]
+    reports = []
+    with offline_compile():
+        for i, (kernel, instruction) in enumerate(pairs):
+            ptx = kernel.ptx()
+            assert (instruction in ptx) == (i % 2 == 1), kernel.name
+            assert ("griddepcontrol" in ptx) == (i % 2 == 1), kernel.name
+            reports.append(ptxas_report(ptx))
+    for plain, dependent in zip(reports[::2], reports[1::2]):
+        assert dependent["spill_stores"] == 0 and dependent["stack"] == 0, dependent
+        assert dependent["registers"] <= plain["registers"] + 2, (plain, dependent)
+
+
 @pytest.mark.parametrize("dt", ["float16", "float32"])
 @pytest.mark.parametrize("activation", ["none", "gelu"])
 @pytest.mark.parametrize("fence,reduce,step,tile", [("block", "last_block", None, None),
                                                     ("thread", "last_block", None, None),
                                                     ("block", "kernel", None, None),
+                                                    ("block", "kernel_pdl", None, None),
                                                     ("block", "last_block", 1, None),
                                                     ("block", "last_block", 4, None),
                                                     ("block", "last_block", None, "shuffle")])
@@ -626,7 +679,8 @@ def test_bias_grad_last_block_reduction(dt, activation, fence, reduce, step, til
     final_step x blockDim.y = 16, 32 or 64 rows the last block sums per round: 3, 2 or
     1 rounds, the last one partial) on the vector and scalar paths, with either way of
     publishing the partial rows (one fence a block, or one a thread) and either
-    reduction (the last block of each strip, or a kernel of its own): against float64,
+    reduction (the last block of each strip, or a kernel of its own, plainly or as a
+    dependent launch): against float64,
     bit-identical run to run (fixed summation order whichever block arrives last), the
     arrival counters back at zero after each launch, and at every final_step the same
     bits as at the default; the tiles summed directly (the default with a bias grad) or
