@@ -18,13 +18,16 @@
 #   t: the GPU tests of the candidate and of the bias-grad reductions (`-k "pdl or
 #      last_block_reduction or default_ring"`), then memcheck / racecheck of the
 #      dropout workload (both reductions). ~4 minutes.
+#   r: what the thirty-seventh session's run of the float64 gelu reference fix left
+#      (747 passed, ~27 of linear_act's slowest cut off by its 200 s limit): the same
+#      selection with 400 s. ~6 minutes.
 #   If a wins: the default bias_reduce for the 16-bit backward (and the ring with it
 #   where it wins), shipped_kernels entries, the dropout sweep (bench/dropout.py via
 #   bench/ab/pending_sweep.sh) for RESULTS.md.
-#   bash bench/ab/pending_s39.sh "$OUT" a|t
+#   bash bench/ab/pending_s39.sh "$OUT" a|t|r
 set -uo pipefail
-OUT=${1:?usage: pending_s39.sh OUTDIR a|t}
-PART=${2:?usage: pending_s39.sh OUTDIR a|t}
+OUT=${1:?usage: pending_s39.sh OUTDIR a|t|r}
+PART=${2:?usage: pending_s39.sh OUTDIR a|t|r}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 case "$PART" in
 a)
@@ -46,5 +49,11 @@ t)
     > "$OUT/san.out" 2>&1
   echo "sanitize rc $?"; cat "$OUT/san/summary.md"
   ;;
-*) echo "PART must be a or t" >&2; exit 2 ;;
+r)
+  timeout -k 5 420 python3 -m pytest -q -p no:cacheprovider -n 14 tests/test_dropout.py \
+    tests/test_linear_act.py -m "not ptx" -k "gelu or ref or within_twice or linear_act" \
+    --timeout 300 > "$OUT/r_tests.log" 2>&1
+  echo "tests rc $?"; tail -2 "$OUT/r_tests.log"; grep -E "^FAILED" "$OUT/r_tests.log" | head -20
+  ;;
+*) echo "PART must be a, t or r" >&2; exit 2 ;;
 esac
