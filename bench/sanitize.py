@@ -469,10 +469,10 @@ CASES = {
 
 
 # Cases that exercise part of another op's module.
-_MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act", "layer_norm_plain": "layer_norm",
-            "layer_norm_staged": "layer_norm", "layer_norm_bwd": "layer_norm",
-            "layer_norm_pdl": "layer_norm", "layer_norm_stages": "layer_norm",
-            "layer_norm_rms_sum1": "layer_norm"}
+_MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
+            "layer_norm_plain": "layer_norm", "layer_norm_staged": "layer_norm",
+            "layer_norm_bwd": "layer_norm", "layer_norm_pdl": "layer_norm",
+            "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm"}
 
 
 def main(argv):

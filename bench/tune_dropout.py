@@ -225,6 +225,11 @@ def _time(fn, sets, reps, warmup):
     return call, gpu
 
 
+def _case(direction, need_bias_grad):
+    """A row's case: fwd, bwd (with the bias grad) or bwd nobias."""
+    return direction if direction == "fwd" or need_bias_grad else "bwd nobias"
+
+
 def _device():
     import torch
 
@@ -300,8 +305,7 @@ def run(args):
             cases = [("fwd", True, P), ("bwd", True, P), ("bwd", False, P)]
             if label == "shipped":
                 cases += [("fwd", True, 0.0), ("bwd", True, 0.0)]
-            cases = [c for c in cases
-                     if (c[0] if c[0] == "fwd" or c[1] else "bwd nobias") in wanted]
+            cases = [c for c in cases if _case(c[0], c[1]) in wanted]
             for direction, nbg, p in cases:
                 x, b, g = sets[0]
                 err, kept = _check(D, direction, act, cfg, x, b, g, nbg) if p else (0.0, 1.0)
@@ -313,7 +317,7 @@ def run(args):
                         return D.dropout_bias_act_backward(g, x, b, p, SEED, OFFSET, act,
                                                            need_bias_grad=nbg, config=cfg)
                 call, gpu = _time(fn, sets, args.reps, args.warmup)
-                case = direction if direction == "fwd" else ("bwd" if nbg else "bwd nobias")
+                case = _case(direction, nbg)
                 if p == 0.0:
                     case += " p0"
                 floor = floor_us["fwd" if direction == "fwd" else

@@ -68,7 +68,7 @@ grad_bias runs on few blocks: at 16 bits one wave of the kernel's real resident
 blocks (the driver's occupancy calculator), two without grad_bias (v10,
 ``_default_fill``); float32 keeps v3's plan, half a wave of a nominal ``2048 //
 threads`` blocks an SM with grad_bias and two without (``_WAVES_BIAS_GRAD``).
-Without grad_bias the 16-bit backward with Philox draws (but of silu) reads its rows
+Without grad_bias the 16-bit backward with Philox draws (silu's aside) reads its rows
 through a cp.async ring of 3 shared-memory slots instead (v13, ``_default_stages``):
 two rows in flight a thread at 40 registers (6 blocks an SM, three waves) against the
 register batches' 93-96 (2 blocks).
@@ -1146,7 +1146,7 @@ _RING_ALIGN = None if SIMULATOR else 16
 
 def _default_stages(dtype, activation, vec, mode, bias_grad):
     """The backward's ring slots when LaunchConfig.stages is None (v13): 3 for the
-    16-bit vector backward with Philox draws and no bias grad but of silu, else 0 (off).
+    16-bit vector backward with Philox draws and no bias grad, except silu's; else 0.
 
     H200, fp16, tune_dropout.py, gpu us, shipped (v10) / stages 3 at three waves
     (:func:`_default_fill`), without a bias grad, M x N = 2^26: 'none' 72.5 / 72.1

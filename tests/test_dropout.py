@@ -18,7 +18,7 @@ from numba_fused.activations import ACTIVATIONS
 from numba_fused.launch import Kernel
 from numba_fused.philox import philox4x32_np
 from tests.util import (DTYPES, SIMULATOR, TOL, assert_close, compile_backend, compiled_targets,
-                        device, rel_err, torch_dtype)
+                        device, griddep_pair_reports, rel_err, torch_dtype)
 
 # The simulator runs every thread as a Python thread: small blocks there.
 CFG = D.LaunchConfig(threads=64) if SIMULATOR else D.LaunchConfig()
@@ -644,8 +644,6 @@ def test_bias_reduce_pdl_kernels_ptx(dt):
     """v14 candidate's kernels compile for sm_90 with their griddepcontrol instruction
     (the backward's trigger, the reduction's wait) and the registers of their plain
     forms, which have none."""
-    from numba_fused.registry import offline_compile, ptxas_report
-
     threads = D._default_threads(dt, True)
     pairs = [(D.make_backward_kernel(dt, act, True, threads, fixed_mode=D.MODE_PHILOX,
                                      tile_reduce="direct", trigger=trig),
@@ -653,13 +651,7 @@ def test_bias_reduce_pdl_kernels_ptx(dt):
              for act in ("none", "gelu") for trig in (False, True)]
     pairs += [(D.make_bias_grad_kernel(dt, 1024, dep), "griddepcontrol.wait")
               for dep in (False, True)]
-    reports = []
-    with offline_compile():
-        for i, (kernel, instruction) in enumerate(pairs):
-            ptx = kernel.ptx()
-            assert (instruction in ptx) == (i % 2 == 1), kernel.name
-            assert ("griddepcontrol" in ptx) == (i % 2 == 1), kernel.name
-            reports.append(ptxas_report(ptx))
+    reports = griddep_pair_reports(pairs)
     for plain, dependent in zip(reports[::2], reports[1::2]):
         assert dependent["spill_stores"] == 0 and dependent["stack"] == 0, dependent
         assert dependent["registers"] <= plain["registers"] + 2, (plain, dependent)

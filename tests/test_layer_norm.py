@@ -17,7 +17,7 @@ from interop.dlpack import poison_outputs
 from numba_fused import layer_norm as ln
 from numba_fused.launch import Kernel
 from tests.util import (DTYPES, SIMULATOR, TOL, assert_close, compile_backend, compiled_targets,
-                        device, rel_err, torch_dtype)
+                        device, griddep_pair_reports, rel_err, torch_dtype)
 
 # (rms, has_w, has_b)
 VARIANTS = [(False, True, True), (False, True, False), (False, False, True),
@@ -2423,8 +2423,6 @@ def test_pdl_kernels_ptx(dtype):
     4096 (the launcher's layout) and its lean kernel with the trigger, and the dW / dB
     kernel with the wait, compile for sm_90 with their griddepcontrol instruction and the registers
     of their plain forms, which have none."""
-    from numba_fused.registry import offline_compile, ptxas_report
-
     vec = ln._vec_of(dtype, True)
     ng = 4096 // vec
     words, tpr = ln._row_layout(4096, vec, "bwd")
@@ -2438,13 +2436,7 @@ def test_pdl_kernels_ptx(dtype):
                "griddepcontrol.launch_dependents") for trig in (False, True)]
     pairs += [(ln.make_dwdb_kernel(dtype, 4, 2, dep), "griddepcontrol.wait")
               for dep in (False, True)]
-    reports = []
-    with offline_compile():
-        for i, (kernel, instruction) in enumerate(pairs):
-            ptx = kernel.ptx()
-            assert (instruction in ptx) == (i % 2 == 1), kernel.name
-            assert ("griddepcontrol" in ptx) == (i % 2 == 1), kernel.name
-            reports.append(ptxas_report(ptx))
+    reports = griddep_pair_reports(pairs)
     for plain, dependent in (reports[:2], reports[2:4], reports[4:]):
         assert dependent == plain, (plain, dependent)
         assert dependent["spill_stores"] == 0 and dependent["stack"] == 0, dependent

@@ -94,3 +94,20 @@ def compiled_targets(fn, *args):
     torch.compile(fn, backend=backend, fullgraph=True)(*args)
     torch._dynamo.reset()
     return seen
+
+
+def griddep_pair_reports(pairs):
+    """ptxas reports of ``(kernel, instruction)`` pairs listed plain form first, then
+    its dependent-launch form: each dependent form's PTX has its griddepcontrol
+    ``instruction`` and the plain form has no griddepcontrol at all. Compiles offline
+    (sm_90, no GPU needed); returns the reports in the pairs' order."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    reports = []
+    with offline_compile():
+        for i, (kernel, instruction) in enumerate(pairs):
+            ptx = kernel.ptx()
+            assert (instruction in ptx) == (i % 2 == 1), kernel.name
+            assert ("griddepcontrol" in ptx) == (i % 2 == 1), kernel.name
+            reports.append(ptxas_report(ptx))
+    return reports
