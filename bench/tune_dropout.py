@@ -117,14 +117,29 @@ CONFIGS = [
     # (Philox draws); stages=0 is v10's register batches there.
     ("stages=0", {"stages": 0}),
     ("stages=4 fill=3", {"stages": 4, "fill": 3}),
-    # v14 candidate: the bias grad's reduction kernel as a dependent launch (no fence,
-    # no counter: the epilogue that costs 5-13 us back to back with a dirty L2).
+    # v14 (refuted, thirty-ninth session: 1-2 us behind the last block at best): the
+    # bias grad's reduction kernel as a dependent launch (no fence, no counter: the
+    # epilogue that costs 5-13 us back to back with a dirty L2).
     ("reduce pdl", {"bias_reduce": "kernel_pdl"}),
     ("reduce pdl fill=1", {"bias_reduce": "kernel_pdl", "fill": 1}),
     ("reduce pdl fill=2", {"bias_reduce": "kernel_pdl", "fill": 2}),
     ("stages=3 reduce pdl", {"stages": 3, "bias_reduce": "kernel_pdl"}),
     ("stages=3 reduce pdl fill=3", {"stages": 3, "bias_reduce": "kernel_pdl", "fill": 3}),
     ("fill=3", {"fill": 3}),
+    # Thirty-ninth session: the gelu forward's blocks as more, shorter waves (one wave
+    # read 5 us slower than two: do blocks that start together compute together and
+    # leave the DRAM idle? 1 us gained; fill 4 shipped as v15), and the backward with a
+    # bias grad on fewer, larger blocks (one fence and one arrival per 16 warps) or
+    # narrower column strips (gains at some N, losses at others: not taken).
+    ("rows=32", {"rows_per_block": 32}),
+    ("fill=4", {"fill": 4}),
+    ("fill=8", {"fill": 8}),
+    ("bx=16", {"block_x": 16}),
+    ("bx=8", {"block_x": 8}),
+    ("threads=128 rows=64", {"threads": 128, "rows_per_block": 64}),
+    ("threads=512 fill=1", {"threads": 512, "fill": 1}),
+    ("threads=128 fill=1", {"threads": 128, "fill": 1}),
+    ("bx=16 fill=1", {"block_x": 16, "fill": 1}),
 ]
 
 

@@ -71,7 +71,9 @@ threads`` blocks an SM with grad_bias and two without (``_WAVES_BIAS_GRAD``).
 Without grad_bias the 16-bit backward with Philox draws (silu's aside) reads its rows
 through a cp.async ring of 3 shared-memory slots instead (v13, ``_default_stages``):
 two rows in flight a thread at 40 registers (6 blocks an SM, three waves) against the
-register batches' 93-96 (2 blocks).
+register batches' 93-96 (2 blocks). The 16-bit gelu forward (one row a batch, 8
+blocks an SM) runs four waves of its resident blocks on rows up to 16384 columns
+(v15, ``_default_fwd_fill``); the other forwards keep the nominal plan.
 """
 
 import functools
@@ -841,8 +843,10 @@ FENCES = ("block", "thread")
 # (v4 candidate, opt-in until measured: the backward then ends its blocks without the
 # count and the last block's sum, on the two-wave grid, and the reduction reads the
 # partial rows with 1024-thread blocks); "kernel_pdl", that kernel as a dependent
-# launch (v14 candidate, sm_90: the backward's blocks trigger it as they start, its
-# blocks wait in griddepcontrol.wait for the partial rows; no fence, no counter).
+# launch (v14, sm_90: the backward's blocks trigger it as they start, its blocks wait
+# in griddepcontrol.wait for the partial rows; no fence, no counter). Both stay opt-in:
+# H200, fp16 16384 x 4096, 'none' / gelu backward, us: last block 75.1-75.5 /
+# 109.6; "kernel" 83.4 / 120.5; "kernel_pdl" 81.7 / 120.0, at one wave 76.8 / 110.8.
 BIAS_REDUCES = ("last_block", "kernel", "kernel_pdl")
 # Threads of the v4 reduction's blocks (32 columns x 32 row slices; the simulator's
 # threads are Python threads: 64 there).
@@ -1120,6 +1124,33 @@ def _default_fill(dtype, bias_grad, by_kernel, staged=False):
     if staged:
         return 3
     return 1 if bias_grad else 2
+
+
+# The widest rows whose gelu forward takes _default_fwd_fill's four waves (64 column
+# strips of 256 threads x 8 columns).
+_FWD_FILL_MAX_N = 16384
+
+
+def _default_fwd_fill(dtype, activation, vec, n_cols, draws, unroll, stages, return_mask):
+    """The forward's grid in whole waves of its kernel's resident blocks (dropout v15;
+    see LaunchConfig.fill): 4 for the 16-bit gelu forward with Philox draws (one row
+    a batch, 32 registers, 8 blocks an SM) on rows of at most ``_FWD_FILL_MAX_N``
+    columns; 0 (the nominal plan, about two waves of 8 blocks an SM) otherwise.
+
+    H200, tune_dropout.py, fp16, M x N = 2^26, gelu forward, us, nominal (two passes) /
+    fill 4 (bench/notes_dropout.md, v15): N = 512 86.1, 86.4 / 85.2; 768 86.2, 86.5 /
+    85.2; 1024 86.1, 86.3 / 84.9; 2048 86.2, 86.4 / 85.3; 4096 86.0, 86.0 / 84.9 (bf16
+    86.8, 87.0 / 85.8); 5120 86.3, 86.3 / 84.6; 8192 86.6, 86.0 / 84.9; 12288 86.1,
+    86.4 / 83.5; 16384 86.3, 86.2 / 84.7; but 65536 83.2, 83.5 / 85.0 (bf16 84.1, 83.9
+    / 85.8), where the nominal plan's 2304 blocks of 120 rows beat 4096 of 64, so rows
+    that long keep it. The other activations hold 63-64 registers, 4 blocks an SM,
+    where fill 4 is about the nominal plan: within 0.5 us at every measured N.
+    Unmeasured, so left on the nominal plan: p = 0 (no draws), a returned mask, an
+    explicit unroll, the cp.async ring, the scalar path, float32."""
+    if (dtype == "float32" or activation != "gelu" or not vec or not draws or unroll
+            or stages or return_mask or n_cols > _FWD_FILL_MAX_N):
+        return 0
+    return 4
 
 
 def _default_threads(dtype, vec):
@@ -2061,8 +2092,9 @@ class LaunchConfig(NamedTuple):
     driver's occupancy calculator): ``max(1, fill x SMs x resident // column strips)``
     row blocks, then rounded to whole batches; 0: the nominal plan, ``_WAVES`` /
     ``_WAVES_BIAS_GRAD`` waves of ``2048 // threads`` blocks an SM, which
-    overestimates residency when registers bind (None: the forward's nominal plan, the
-    backward's :func:`_default_fill`; rows_per_block, where set, wins); stages: slots of
+    overestimates residency when registers bind (None: the forward's
+    :func:`_default_fwd_fill`, the backward's :func:`_default_fill`; rows_per_block,
+    where set, wins); stages: slots of
     the 16-bit vector passes' cp.async ring (v13, :func:`make_forward_kernel`,
     :func:`make_backward_kernel`; not with a stored mask), one of :data:`STAGES` (0:
     off, the register-prefetched batches; None: the backward's :func:`_default_stages`
@@ -2386,8 +2418,10 @@ def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     stream = stream_handle(x)
     tail = [*rng, _dropout_scale(p), b is not None, draw]
     bias_arg = _bias_arg(b, x.dtype, x)
+    fill = _default_fwd_fill(x.dtype, activation, vec, n_cols, draw, cfg.unroll, stages,
+                             return_mask)
     for row0, rows in _pieces(n_rows, n_cols, vec):
-        plan = _plan(rows, n_cols, vec, unroll, cfg, x.device, kernel=kernel)
+        plan = _plan(rows, n_cols, vec, unroll, cfg, x.device, kernel=kernel, fill=fill)
         args = [_rows_arg(x, x.dtype, vec, x, row0, rows, n_cols), bias_arg,
                 _rows_arg(y, x.dtype, vec, x, row0, rows, n_cols),
                 _mask_rows(mask, vec, x, row0, rows, n_cols), rows, n_cols, plan.rows_per_block]

@@ -552,6 +552,56 @@ def test_default_stages_only_without_bias_grad_with_draws():
     assert D._default_fill("float16", False, False, True) == 3
 
 
+def test_default_fwd_fill_gelu_16bit_rows_to_16384():
+    """Where the forward's grid is four waves of resident blocks (v15): the 16-bit gelu
+    forward with Philox draws on the vector path, rows of at most 16384 columns, the
+    shipped kernel (no explicit unroll, no ring, no returned mask); the nominal plan
+    everywhere else (measured slower at N = 65536, unmeasured for the rest)."""
+    fill = D._default_fwd_fill
+    for dt in ("float16", "bfloat16"):
+        for n in (8, 512, 4096, 12288, D._FWD_FILL_MAX_N):
+            assert fill(dt, "gelu", True, n, True, None, 0, False) == 4, (dt, n)
+        assert fill(dt, "gelu", True, D._FWD_FILL_MAX_N + 8, True, None, 0, False) == 0
+        assert fill(dt, "gelu", True, 65536, True, None, 0, False) == 0
+        for act in ACTIVATIONS:
+            if act != "gelu":
+                assert fill(dt, act, True, 4096, True, None, 0, False) == 0, act
+        assert fill(dt, "gelu", False, 4096, True, None, 0, False) == 0
+        assert fill(dt, "gelu", True, 4096, False, None, 0, False) == 0
+        assert fill(dt, "gelu", True, 4096, True, 1, 0, False) == 0
+        assert fill(dt, "gelu", True, 4096, True, None, 3, False) == 0
+        assert fill(dt, "gelu", True, 4096, True, None, 0, True) == 0
+    assert fill("float32", "gelu", True, 4096, True, None, 0, False) == 0
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_default_fwd_fill_same_bits(dt, monkeypatch):
+    """The gelu forward's default four waves (v15) reach _plan as fill 4 and give the
+    nominal plan's bits (LaunchConfig(fill=0)), with a last row block that is not
+    full; at p = 0 the forward keeps the nominal plan."""
+    shape = (45, 64) if SIMULATOR else (4099, 4096)
+    x, b, _ = _inputs(shape, dt, seed=15)
+    threads = 64 if SIMULATOR else None
+    fills = []
+    real = D._plan
+
+    def spy(*args, **kwargs):
+        fills.append(kwargs.get("fill", 0))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(D, "_plan", spy)
+    with poison_outputs():
+        got = D.dropout_bias_act_forward(x, b, 0.3, 4, 1, "gelu",
+                                         config=D.LaunchConfig(threads=threads))
+        want = D.dropout_bias_act_forward(x, b, 0.3, 4, 1, "gelu",
+                                          config=D.LaunchConfig(threads=threads, fill=0))
+        D.dropout_bias_act_forward(x, b, 0.0, 4, 1, "gelu", config=D.LaunchConfig(threads=threads))
+    assert fills == [4, 4, 0]
+    assert torch.equal(got, want)
+    y_ref = D.dropout_bias_act_ref(x, b, 0.3, 4, 1, "gelu")
+    assert_close(got, y_ref, dt, "y")
+
+
 def test_fill_plans_whole_waves_of_resident_blocks(monkeypatch):
     """LaunchConfig.fill: row blocks from the kernel's real residency (here 2 blocks an
     SM of 132), not the nominal 2048 // threads: 4096 x 16384 at 4 rows a batch (64
