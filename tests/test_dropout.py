@@ -44,6 +44,21 @@ def _run(x, b, go, p, seed, offset, activation, config=CFG):
     return y, gx, gb
 
 
+def _spy(monkeypatch, name):
+    """Wrap ``D.<name>`` so each call's ``(args, kwargs, result)`` is appended to the
+    returned list (the launcher's picks, checked on what it made)."""
+    calls = []
+    real = getattr(D, name)
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append((args, kwargs, out))
+        return out
+
+    monkeypatch.setattr(D, name, spy)
+    return calls
+
+
 def _mask_from_formula(numel, p, seed, offset):
     """The module docstring's keying, written out element by element: element e draws
     16-bit half e % 2 (0 = low) of word (e % 8) // 2 of Philox(counter = (e // 8, offset),
@@ -512,15 +527,7 @@ def test_default_ring_without_bias_grad_same_bits(dt, activation, monkeypatch):
     shape = (45, 64) if SIMULATOR else (4099, 4096)
     x, b, go = _inputs(shape, dt, seed=14)
     threads = 64 if SIMULATOR else None
-    made = []
-    real = D.make_backward_kernel
-
-    def spy(*args, **kwargs):
-        kernel = real(*args, **kwargs)
-        made.append(kernel.name)
-        return kernel
-
-    monkeypatch.setattr(D, "make_backward_kernel", spy)
+    calls = _spy(monkeypatch, "make_backward_kernel")
     with poison_outputs():
         got, none = D.dropout_bias_act_backward(go, x, b, 0.3, 4, 1, activation,
                                                 need_bias_grad=False,
@@ -529,6 +536,7 @@ def test_default_ring_without_bias_grad_same_bits(dt, activation, monkeypatch):
                                               need_bias_grad=False,
                                               config=D.LaunchConfig(threads=threads, stages=0))
     assert none is None
+    made = [kernel.name for _, _, kernel in calls]
     paths = [name.split("_v16u")[1].split("_t")[0] for name in made]
     assert paths[0] == ("2" if activation == "silu" else "1st3") and "st" not in paths[1], made
     assert torch.equal(got, want)
@@ -582,21 +590,14 @@ def test_default_fwd_fill_same_bits(dt, monkeypatch):
     shape = (45, 64) if SIMULATOR else (4099, 4096)
     x, b, _ = _inputs(shape, dt, seed=15)
     threads = 64 if SIMULATOR else None
-    fills = []
-    real = D._plan
-
-    def spy(*args, **kwargs):
-        fills.append(kwargs.get("fill", 0))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(D, "_plan", spy)
+    calls = _spy(monkeypatch, "_plan")
     with poison_outputs():
         got = D.dropout_bias_act_forward(x, b, 0.3, 4, 1, "gelu",
                                          config=D.LaunchConfig(threads=threads))
         want = D.dropout_bias_act_forward(x, b, 0.3, 4, 1, "gelu",
                                           config=D.LaunchConfig(threads=threads, fill=0))
         D.dropout_bias_act_forward(x, b, 0.0, 4, 1, "gelu", config=D.LaunchConfig(threads=threads))
-    assert fills == [4, 4, 0]
+    assert [kwargs["fill"] for _, kwargs, _ in calls] == [4, 4, 0]
     assert torch.equal(got, want)
     y_ref = D.dropout_bias_act_ref(x, b, 0.3, 4, 1, "gelu")
     assert_close(got, y_ref, dt, "y")
@@ -773,18 +774,13 @@ def test_default_tile_reduce_by_bias_grad(monkeypatch, need_bias_grad, config, w
     (5-7 us faster on the H100) and keeps the 40-register shuffle kernel when it does
     not (the unused epilogue's 48 registers cost 2.6 us there); a configured
     tile_reduce wins either way."""
-    picked = []
-    make = D.make_backward_kernel
-
-    def spy(*args, **kwargs):
-        picked.append(args[8] if len(args) > 8 else kwargs.get("tile_reduce", "shuffle"))
-        return make(*args, **kwargs)
-
-    monkeypatch.setattr(D, "make_backward_kernel", spy)
+    calls = _spy(monkeypatch, "make_backward_kernel")
     x, b, go = _inputs((4, 16), "float16", seed=3)
     gx, gb = D.dropout_bias_act_backward(go, x, b, 0.2, 9, 1, "none",
                                          need_bias_grad=need_bias_grad,
                                          config=D.LaunchConfig(tile_reduce=config))
+    picked = [args[8] if len(args) > 8 else kwargs.get("tile_reduce", "shuffle")
+              for args, kwargs, _ in calls]
     assert picked == [want]
     assert (gb is not None) == need_bias_grad
 
