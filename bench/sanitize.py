@@ -52,13 +52,6 @@ def _dropout(nf, torch, dt):
                                      config=LaunchConfig(rows_per_block=1, final_step=step))
     nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation="none",
                                  config=LaunchConfig(rows_per_block=1, tile_reduce="direct"))
-    # v16 candidate: the forward's loads two rows ahead, at the default grid and at 20
-    # rows a block (the last two loads of each block's rows guarded off).
-    for act in ("none", "gelu"):
-        nf.dropout_bias_act_forward(xv, bv, p=0.3, seed=3, offset=8, activation=act,
-                                    config=LaunchConfig(ahead=2))
-        nf.dropout_bias_act_forward(xv, bv, p=0.3, seed=3, offset=8, activation=act,
-                                    config=LaunchConfig(ahead=2, rows_per_block=20))
     # v14 candidate: the reduction kernel as a dependent launch (trigger and wait).
     for reduce in ("kernel", "kernel_pdl"):
         nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation="gelu",

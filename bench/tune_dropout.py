@@ -140,11 +140,6 @@ CONFIGS = [
     ("threads=512 fill=1", {"threads": 512, "fill": 1}),
     ("threads=128 fill=1", {"threads": 128, "fill": 1}),
     ("bx=16 fill=1", {"block_x": 16, "fill": 1}),
-    # v16 candidate: the forward's loads two rows ahead at one row a batch (ncu at v15:
-    # the gelu forward's warps wait on their loads together, no pipe near its limit).
-    ("ahead=2", {"ahead": 2}),
-    ("ahead=2 fill=0", {"ahead": 2, "fill": 0}),
-    ("ahead=2 threads=512", {"ahead": 2, "threads": 512}),
 ]
 
 
@@ -263,9 +258,8 @@ def _regs(D, dtype, act, cfg):
     for direction in ("fwd", "bwd"):
         unroll = cfg.unroll or D._default_unroll(dtype, direction == "bwd", act)
         if direction == "fwd":
-            ahead = cfg.ahead or 1
-            k = D.make_forward_kernel(dtype, act, True, threads, 1 if ahead == 2 else unroll,
-                                      False, 1, cfg.stages or 0, ahead)
+            k = D.make_forward_kernel(dtype, act, True, threads, unroll, False, 1,
+                                      cfg.stages or 0)
         else:
             k = D.make_backward_kernel(dtype, act, True, threads, unroll, D.MODE_PHILOX,
                                        cfg.fence or "block", cfg.final_step or D._FINAL_STEP,

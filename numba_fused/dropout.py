@@ -1170,9 +1170,6 @@ def _jit_bounds(threads):
 
 
 STAGES = (0, 2, 3, 4)
-# Rows ahead of the one computed whose loads are in flight, at one row a batch in the
-# forward (LaunchConfig.ahead, v16 candidate).
-AHEADS = (1, 2)
 _STATIC_SMEM = 48 * 1024  # a kernel's static shared memory, at most
 # cp.async needs 16-byte slots (the simulator takes no alignment argument).
 _RING_ALIGN = None if SIMULATOR else 16
@@ -1395,7 +1392,7 @@ def _scalar_io(dtype):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_mask=False,
-                        fixed_dropout=-1, stages=0, ahead=1):
+                        fixed_dropout=-1, stages=0):
     """Forward kernel: ``y = dropout(act(x + bias), p)`` (and optionally the uint8 mask).
 
     dtype: 'float32' | 'float16' | 'bfloat16'; activation: one of ``ACTIVATIONS``;
@@ -1415,10 +1412,6 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     each) filled by cp.async, ``stages - 1`` rows ahead of the one computed, one row a
     batch (unroll is then 1): rows in flight without registers held for them. Ignored
     at float32 and on the scalar path.
-    ahead: 1, or 2 (v16 candidate, :attr:`LaunchConfig.ahead`, opt-in): at one row a
-    batch on the vector path without the ring, the load of row r + 2 steps is issued
-    before row r is computed (two rows in flight a thread, 16 more bytes of registers);
-    1 is the register batches' one batch ahead. Ignored elsewhere.
     """
     activations.check_activation(activation)
     _check_threads(threads)
@@ -1427,9 +1420,6 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
         unroll = 1
     stages = _ring_stages(stages, dtype, vec)
     staged = stages > 0
-    if ahead not in AHEADS:
-        raise ValueError(f"ahead must be one of {AHEADS}, got {ahead!r}")
-    two_ahead = ahead == 2 and vec and unroll == 1 and not staged
     if staged:
         unroll = 1
         ring = _ring(stages, threads, False)
@@ -1526,18 +1516,6 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
                     far = ring.next(far)
                     r = np.uint32(r + step)
                     q = np.uint32(q + gstep)
-                return
-            if two_ahead:
-                # Rows r and r + step in registers; r + 2 steps loaded before r is computed.
-                wa = ld_if(x, q, r < row_end)
-                wb = ld_if(x, np.uint32(q + gstep), np.uint32(r + step) < row_end)
-                while r < row_end:
-                    wn = ld_if(x, np.uint32(q + 2 * gstep), np.uint32(r + 2 * step) < row_end)
-                    chunk(y, mask, g_base, q, wa, b, keys, off_lo, off_hi, thr, scale, dropout)
-                    r = np.uint32(r + step)
-                    q = np.uint32(q + gstep)
-                    wa = wb
-                    wb = wn
                 return
             # Batch of rows r, r + step, ...: loaded one batch ahead.
             wa = ld_if(x, q, r < row_end)
@@ -1638,8 +1616,6 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     path = f"v16u{unroll}" if vec else "scalar"
     tag = ("_mask" if write_mask else "") + {-1: "_rt", 0: "_p0", 1: ""}[fixed_dropout]
     bounds = _jit_bounds(threads)
-    if two_ahead:
-        path += "a2"
     if staged:
         path += f"st{stages}"
         if not SIMULATOR:
@@ -2123,10 +2099,7 @@ class LaunchConfig(NamedTuple):
     :func:`make_backward_kernel`; not with a stored mask), one of :data:`STAGES` (0:
     off, the register-prefetched batches; None: the backward's :func:`_default_stages`
     unless unroll is set, 3 without a bias grad, and off in the forward, where the ring
-    measured slower); ahead: the forward's loads this many rows ahead of the row computed
-    at one row a batch, one of :data:`AHEADS` (None: 1; 2, the v16 candidate, needs
-    unroll None or 1 and no ring, and sets the forward's unroll to 1; the backward
-    ignores it).
+    measured slower).
     """
 
     threads: int = None
@@ -2139,7 +2112,6 @@ class LaunchConfig(NamedTuple):
     tile_reduce: str = None
     fill: int = None
     stages: int = None
-    ahead: int = None
 
 
 def _tile_reduce_for(cfg, bias_grad):
@@ -2223,12 +2195,6 @@ def _config(config):
     if config.stages not in (None, *STAGES):
         raise ValueError(f"config.stages must be one of {STAGES} or None, got "
                          f"{config.stages!r}")
-    if config.ahead not in (None, *AHEADS):
-        raise ValueError(f"config.ahead must be one of {AHEADS} or None, got {config.ahead!r}")
-    if config.ahead == 2 and (config.unroll not in (None, 1) or config.stages):
-        raise ValueError("config.ahead=2 needs one row a batch and no ring (unroll None or 1, "
-                         f"stages None or 0), got unroll={config.unroll!r}, "
-                         f"stages={config.stages!r}")
     return config
 
 
@@ -2444,12 +2410,11 @@ def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     cfg = cfg._replace(threads=cfg.threads or _default_threads(x.dtype, vec))
     unroll = (cfg.unroll or _default_unroll(x.dtype, False, activation)) if vec else 1
     stages = _ring_stages(cfg.stages or 0, x.dtype, vec)
-    ahead = cfg.ahead or 1
-    if stages or ahead == 2:
+    if stages:
         unroll = 1
     draw, rng = _rng_args(seed, offset, p)
     kernel = make_forward_kernel(x.dtype, activation, vec, cfg.threads, unroll,
-                                 bool(return_mask), int(draw) if vec else -1, stages, ahead)
+                                 bool(return_mask), int(draw) if vec else -1, stages)
     stream = stream_handle(x)
     tail = [*rng, _dropout_scale(p), b is not None, draw]
     bias_arg = _bias_arg(b, x.dtype, x)

@@ -961,39 +961,10 @@ def test_backward_without_x_for_activation_none():
                                         (D.LaunchConfig(fill=1.5), "fill"),
                                         (D.LaunchConfig(stages=1), "stages"),
                                         (D.LaunchConfig(stages=5), "stages"),
-                                        (D.LaunchConfig(ahead=3), "ahead"),
-                                        (D.LaunchConfig(ahead=2, unroll=2), "ahead=2"),
-                                        (D.LaunchConfig(ahead=2, stages=3), "ahead=2"),
                                         ({"threads": 64}, "LaunchConfig")])
 def test_bad_launch_config(config, msg):
     with pytest.raises((TypeError, ValueError), match=msg):
         D.dropout_bias_act_forward(torch.randn(2, 8, device=device()), config=config)
-
-
-@pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("activation", ["none", "gelu"])
-def test_forward_two_rows_ahead_same_bits(dt, activation, monkeypatch):
-    """v16 candidate, LaunchConfig(ahead=2): the forward at one row a batch with the
-    loads two rows ahead gives the shipped forward's bits (y and the mask) on the
-    vector path, three rows a thread with a last row block that is not full, and its
-    kernel is the "a2" one; the scalar path ignores it."""
-    threads = 64 if SIMULATOR else 256
-    for shape, tag in (((45, 64) if SIMULATOR else (4099, 4096), "a2_"), ((7, 13), "")):
-        x, b, _ = _inputs(shape, dt, seed=16)
-        calls = _spy(monkeypatch, "make_forward_kernel")
-        rows = 24 if SIMULATOR else 96
-        with poison_outputs():
-            got, got_mask = D.dropout_bias_act_forward(
-                x, b, 0.3, 4, 1, activation, return_mask=True,
-                config=D.LaunchConfig(threads=threads, rows_per_block=rows, ahead=2))
-            want, want_mask = D.dropout_bias_act_forward(
-                x, b, 0.3, 4, 1, activation, return_mask=True,
-                config=D.LaunchConfig(threads=threads, rows_per_block=rows))
-        names = [kernel.name for _, _, kernel in calls]
-        assert ("u1a2_" in names[0]) == bool(tag) and "a2_" not in names[1], names
-        assert torch.equal(got, want) and torch.equal(got_mask, want_mask)
-        monkeypatch.undo()
-    assert_close(got, D.dropout_bias_act_ref(x, b, 0.3, 4, 1, activation), dt, "y")
 
 
 @pytest.mark.parametrize("backward", [False, True])
@@ -1226,15 +1197,11 @@ STAGED = [k for dt in ("float16", "bfloat16") for act in ("none", "gelu") for st
           for k in (D.make_forward_kernel(dt, act, True, 256, 1, False, 1, st),
                     D.make_backward_kernel(dt, act, True, 256, 1, D.MODE_PHILOX,
                                            tile_reduce="direct", stages=st))]
-# v16 candidate (LaunchConfig.ahead): the forward's loads two rows ahead.
-AHEAD2 = [D.make_forward_kernel(dt, act, True, D._default_threads(dt, True), 1, False, 1,
-                                ahead=2)
-          for dt in DTYPES for act in ("none", "gelu")]
 
 
 @pytest.mark.ptx
-@pytest.mark.parametrize("kernel", [*D.shipped_kernels(), *FENCE_THREAD, PHILOX_GROUP, *STAGED,
-                                    *AHEAD2], ids=lambda k: k.name)
+@pytest.mark.parametrize("kernel", [*D.shipped_kernels(), *FENCE_THREAD, PHILOX_GROUP, *STAGED],
+                         ids=lambda k: k.name)
 def test_kernels_compile_to_ptx_without_spills(kernel):
     from numba_fused.registry import offline_compile, ptxas_report
 
