@@ -52,7 +52,7 @@ def _dropout(nf, torch, dt):
                                      config=LaunchConfig(rows_per_block=1, final_step=step))
     nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation="none",
                                  config=LaunchConfig(rows_per_block=1, tile_reduce="direct"))
-    # v14 candidate: the reduction kernel as a dependent launch (trigger and wait).
+    # v14 (opt-in): the reduction kernel as a dependent launch (trigger and wait).
     for reduce in ("kernel", "kernel_pdl"):
         nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation="gelu",
                                      config=LaunchConfig(rows_per_block=3, bias_reduce=reduce))

@@ -1643,7 +1643,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     tiles are summed (:data:`TILE_REDUCES`); stages: as the forward's (v13; the
     default without a bias grad, :func:`_default_stages`), grad_out's and (activation
     not 'none') x's 16 bytes a row through the ring, at fixed_mode 0 or 1 (the
-    stored-mask kernels keep the register batches); trigger (v14 candidate,
+    stored-mask kernels keep the register batches); trigger (v14, opt-in,
     ``bias_reduce="kernel_pdl"``): each block first lets the dependent launch of the
     bias-grad reduction proceed (:func:`~numba_fused.intrinsics.grid_dependents_launch`),
     so its blocks take SM slots as this kernel's leave.
@@ -1905,7 +1905,7 @@ def make_bias_grad_kernel(dtype, threads=256, dependent=False):
     this kernel writes grad_bias of an empty grad_out (n_parts = 0 writes zeros) and
     sums the partial rows for ``LaunchConfig(bias_reduce="kernel")``. Launched with
     blocks of (32, threads // 32); block bx covers columns 32 bx .. 32 bx + 31.
-    dependent (``bias_reduce="kernel_pdl"``, v14 candidate): a dependent launch
+    dependent (``bias_reduce="kernel_pdl"``, v14, opt-in): a dependent launch
     (:class:`~numba_fused.launch.Kernel`'s ``dependent``) whose blocks wait for the
     backward kernel's partial rows (griddepcontrol.wait) before their first load.
     """
@@ -2509,7 +2509,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     if stages:
         unroll = 1
     by_kernel = bias_grad and cfg.bias_reduce in ("kernel", "kernel_pdl")
-    # The reduction as a dependent launch (v14 candidate): every row piece's kernel
+    # The reduction as a dependent launch (v14, opt-in): every row piece's kernel
     # triggers; only the last one's trigger reaches it (the pieces launch plainly).
     pdl = by_kernel and cfg.bias_reduce == "kernel_pdl" and dependent_launch_ok(g.device)
     kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,

@@ -452,10 +452,9 @@ def test_results_identical_across_launch_configurations(dt, shape):
 def test_staged_forward_same_bits(dt, activation, p, return_mask, stages):
     """LaunchConfig.stages (v13, opt-in in the forward): the 16-bit vector forward
     reading its rows through a cp.async ring of ``stages`` shared slots gives the bits (y
-    and the mask)
-    of the register-prefetched kernel, with rows per block not a multiple of the ring
-    (a thread's last rows leave slots unfilled) and p = 0 (no draws), and against
-    float64."""
+    and the mask) of the register-prefetched kernel, with rows per block not a multiple
+    of the ring (a thread's last rows leave slots unfilled) and p = 0 (no draws), and
+    against float64."""
     shape = (45, 64) if SIMULATOR else (4099, 4096)
     x, b, _ = _inputs(shape, dt, seed=8)
     threads = 64 if SIMULATOR else 256
@@ -667,7 +666,7 @@ def test_row_pieces_match_one_launch(dt, monkeypatch):
 @pytest.mark.parametrize("shape", [(37, 16), (37, 14)], ids=str)
 @pytest.mark.parametrize("dt", DTYPES)
 def test_bias_reduce_kernel_pdl_same_bits(dt, shape):
-    """bias_reduce="kernel_pdl" (v14 candidate): the reduction kernel as a dependent
+    """bias_reduce="kernel_pdl" (v14, opt-in): the reduction kernel as a dependent
     launch, the backward's blocks triggering it, gives the bits of the plain reduction
     kernel (grad_bias) and of the default (grad_x), on the vector and scalar paths;
     the launcher makes the trigger and wait variants (on a GPU of sm_90 or later)."""
@@ -692,7 +691,7 @@ def test_bias_reduce_kernel_pdl_same_bits(dt, shape):
 @pytest.mark.ptx
 @pytest.mark.parametrize("dt", DTYPES)
 def test_bias_reduce_pdl_kernels_ptx(dt):
-    """v14 candidate's kernels compile for sm_90 with their griddepcontrol instruction
+    """v14's kernels (opt-in) compile for sm_90 with their griddepcontrol instruction
     (the backward's trigger, the reduction's wait) and the registers of their plain
     forms, which have none."""
     threads = D._default_threads(dt, True)
@@ -719,16 +718,15 @@ def test_bias_reduce_pdl_kernels_ptx(dt):
                                                     ("block", "last_block", None, "shuffle")])
 def test_bias_grad_last_block_reduction(dt, activation, fence, reduce, step, tile):
     """grad_bias from many row blocks (rows_per_block=1: 37 partial rows, more than the
-    final_step x blockDim.y = 16, 32 or 64 rows the last block sums per round: 3, 2 or
-    1 rounds, the last one partial) on the vector and scalar paths, with either way of
+    final_step x blockDim.y = 16, 32 or 64 rows the last block sums per round: 3, 2 or 1
+    rounds, the last one partial) on the vector and scalar paths, with either way of
     publishing the partial rows (one fence a block, or one a thread) and either
     reduction (the last block of each strip, or a kernel of its own, plainly or as a
-    dependent launch): against float64,
-    bit-identical run to run (fixed summation order whichever block arrives last), the
-    arrival counters back at zero after each launch, and at every final_step the same
-    bits as at the default; the tiles summed directly (the default with a bias grad) or
-    by shuffles (tile_reduce="shuffle"). On a GPU also 3001 row blocks of 2 rows racing
-    over 16 strips."""
+    dependent launch): against float64, bit-identical run to run (fixed summation order
+    whichever block arrives last), the arrival counters back at zero after each launch,
+    and at every final_step the same bits as at the default; the tiles summed directly
+    (the default with a bias grad) or by shuffles (tile_reduce="shuffle"). On a GPU also
+    3001 row blocks of 2 rows racing over 16 strips."""
     if SIMULATOR and (step, tile) != (None, None) and (dt, activation) != ("float16", "none"):
         pytest.skip("simulator: final_step and tile_reduce on one dtype and activation "
                     "(~40 s a case); the GPU runs every combination")
