@@ -73,7 +73,9 @@ through a cp.async ring of 3 shared-memory slots instead (v13, ``_default_stages
 two rows in flight a thread at 40 registers (6 blocks an SM, three waves) against the
 register batches' 93-96 (2 blocks). The 16-bit gelu forward (one row a batch, 8
 blocks an SM) runs four waves of its resident blocks on rows up to 16384 columns
-(v15, ``_default_fwd_fill``); the other forwards keep the nominal plan.
+(v15, ``_default_fwd_fill``); the other forwards keep the nominal plan. Its gelu
+takes the dropout scale inside its exponential (v17, :func:`_make_gelu_scaled`): that
+forward's time follows its instruction count (bench/notes_dropout.md v17-v19).
 """
 
 import functools
@@ -278,8 +280,10 @@ _FINAL_STEP = 2
 #   gelu:      Phi(z) = 1 - q (z >= 0) or q (z < 0), q = erfc(|z|/sqrt 2) / 2, with
 #              erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a/2) (Numerical Recipes'
 #              erfcc form; a shorter fit for 16-bit outputs): relative error of gelu
-#              below 3e-6 (float32) / 1.1e-5 (16-bit) for every z, where the textbook
-#              z/2 (1 + erf(z/sqrt 2)) cancels for z < 0;
+#              below 3e-6 (float32) / 1.1e-5 (16-bit) for z in [-6, 10] (below -6 the
+#              exponent's float32 rounding adds about z^2 2^-25: 8e-6 / 1.9e-5 at
+#              z = -13 / -12), where the textbook z/2 (1 + erf(z/sqrt 2)) cancels
+#              for z < 0;
 #              gelu'(z) = Phi(z) + z phi(z), phi(z) = exp(-z^2/2) / sqrt(2 pi).
 #   gelu_tanh: z (1 + tanh u) / 2 = z sigmoid(2u), u = sqrt(2/pi) (z + 0.044715 z^3).
 #   silu:      z s, s = sigmoid(z) from exp(-|z|) (v9: libdevice's expf and an IEEE
@@ -324,6 +328,11 @@ if SIMULATOR:
     def _fast_rcp(x):
         return np.float32(_F1 / np.float32(x))
 
+    def _lg2(x):
+        # lg2.approx gives -inf at 0 without a fault; so does this.
+        with np.errstate(divide="ignore"):
+            return np.float32(np.log2(np.float32(x)))
+
 else:
 
     def _approx_f32(instruction):
@@ -345,11 +354,31 @@ else:
 
     _ex2 = _approx_f32("ex2.approx.ftz.f32")
     _fast_rcp = _approx_f32("rcp.approx.ftz.f32")
+    _lg2 = _approx_f32("lg2.approx.ftz.f32")
 
 
 @inline_device
 def _fast_exp(x):
     return _ex2(x * _LOG2E)
+
+
+def _horner(coeffs):
+    """Device function ``t -> coeffs[0] + t (coeffs[1] + t (...))``, unrolled at build
+    time (a ``for`` over a coefficient tuple may compile to an indexed loop)."""
+    c0 = coeffs[0]
+    if len(coeffs) == 1:
+        @inline_device
+        def last(t):
+            return c0
+
+        return last
+    inner = _horner(coeffs[1:])
+
+    @inline_device
+    def step(t):
+        return c0 + t * inner(t)
+
+    return step
 
 
 def _fold_erfcc(coeffs):
@@ -390,6 +419,26 @@ def _make_gelu(folded):
         return cdf + z * e * _INV_SQRT_2PI
 
     return gelu, gelu_grad
+
+
+@functools.lru_cache(maxsize=None)
+def _make_gelu_scaled(folded):
+    """Device function ``gelu_s(z, scale, c0s) = scale gelu(z)`` (v17) for the
+    forward's ``scale = 1 / (1 - p)``, with ``c0s = P'(0) + log2(scale)`` (P' as in
+    :func:`_make_gelu`, computed once a thread by :func:`_scaled_act`): then
+    ``qs = t' 2^(P'(t') - log2(e) z^2 / 2)`` with c0s for P''s constant term is
+    ``scale q``, and ``scale gelu(z) = z (scale - qs)`` (z >= 0) or ``z qs`` (z < 0),
+    the cancellation-free form of gelu with one multiply an element fewer than
+    ``gelu(z) * scale``. At scale 1, c0s is P'(0) and the bits are gelu's."""
+    tail = _horner(folded[1:])
+
+    @inline_device
+    def gelu_s(z, scale, c0s):
+        t = _fast_rcp(abs(z) * _SQRT1_2 + _TWO)
+        qs = t * _ex2(c0s + t * tail(t) - z * z * _HALF_LOG2E)
+        return z * (scale - qs) if z >= _F0 else z * qs
+
+    return gelu_s
 
 
 @inline_device
@@ -453,6 +502,39 @@ def kernel_act(activation, dtype):
         return _silu_fast, _silu_fast_grad
     return activations.device_act(activation)
 
+
+# log2 of the smallest normal: at p = 1 (scale 0) every element is dropped anyway.
+_LG2_FLOOR = np.float32(np.finfo(np.float32).tiny)
+
+
+@functools.lru_cache(maxsize=None)
+def _scaled_act(activation, dtype, fold):
+    """``(prep, act_s)`` for the forward: ``c = prep(scale)`` once a thread, then
+    ``act_s(z, scale, c) = scale act(z)`` an element. With ``fold``, gelu folds the
+    scale into its exponential (c = P''s constant term + log2(scale),
+    :func:`_make_gelu_scaled`); otherwise, and for every other activation, act(z) is
+    multiplied by the scale (c unused)."""
+    if activation == "gelu" and fold:
+        folded = _gelu_coeffs(dtype)
+        c_0 = folded[0]
+        gelu_s = _make_gelu_scaled(folded)
+
+        @inline_device
+        def prep_gelu(scale):
+            return c_0 + _lg2(max(scale, _LG2_FLOOR))
+
+        return prep_gelu, gelu_s
+    act, _ = kernel_act(activation, dtype)
+
+    @inline_device
+    def prep(scale):
+        return _F0
+
+    @inline_device
+    def act_s(z, scale, c):
+        return act(z) * scale
+
+    return prep, act_s
 
 
 # ---------------------------------------------------------------------------
@@ -664,12 +746,14 @@ _Z8 = _Z4 + _Z4
 
 @inline_device
 def _ld_h(a, q):
-    return _ld16(a, np.uint32(q << np.uint32(2)))
+    # The word index in 64 bits: the address is then one IMAD.WIDE of q, where a 32-bit
+    # shift first cost a SHF per access (v17).
+    return _ld16(a, np.uint64(q) << np.uint64(2))
 
 
 @inline_device
 def _st_h(a, q, w):
-    _st16(a, np.uint32(q << np.uint32(2)), w[0], w[1], w[2], w[3])
+    _st16(a, np.uint64(q) << np.uint64(2), w[0], w[1], w[2], w[3])
 
 
 @inline_device
@@ -1424,23 +1508,29 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
         unroll = 1
         ring = _ring(stages, threads, False)
     ring_words = ring.words if staged else 1
-    act, _ = kernel_act(activation, dtype)
+    # v17: the 16-bit vector path's gelu takes the scale in its exponential (223 -> 215
+    # SASS instructions per 8 elements). The scalar path keeps act(z) * scale (c's
+    # register would cost it a block an SM), and so does float32 (v11 folded it there
+    # too and lost 17-19 us, unexplained).
+    prep, act_s = _scaled_act(activation, dtype, bool(vec) and dtype != "float32")
     bias8 = _bias_loader(dtype)
     u2, u4 = unroll >= 2, unroll >= 4
 
     @inline_device
-    def math8(v, b, k, scale):
+    def math8(v, b, k, sc):
         # A select, not a multiply by a 0/1 mask: dropped elements are exact zeros
         # even where act(x + b) is inf or NaN. The activation is computed for every
         # element first: branching around it per element costs more than it saves.
-        a0 = act(v[0] + b[0]) * scale
-        a1 = act(v[1] + b[1]) * scale
-        a2 = act(v[2] + b[2]) * scale
-        a3 = act(v[3] + b[3]) * scale
-        a4 = act(v[4] + b[4]) * scale
-        a5 = act(v[5] + b[5]) * scale
-        a6 = act(v[6] + b[6]) * scale
-        a7 = act(v[7] + b[7]) * scale
+        # sc = (scale, prep(scale)).
+        scale, c = sc
+        a0 = act_s(v[0] + b[0], scale, c)
+        a1 = act_s(v[1] + b[1], scale, c)
+        a2 = act_s(v[2] + b[2], scale, c)
+        a3 = act_s(v[3] + b[3], scale, c)
+        a4 = act_s(v[4] + b[4], scale, c)
+        a5 = act_s(v[5] + b[5], scale, c)
+        a6 = act_s(v[6] + b[6], scale, c)
+        a7 = act_s(v[7] + b[7], scale, c)
         return ((a0 if k[0] else _F0), (a1 if k[1] else _F0), (a2 if k[2] else _F0),
                 (a3 if k[3] else _F0), (a4 if k[4] else _F0), (a5 if k[5] else _F0),
                 (a6 if k[6] else _F0), (a7 if k[7] else _F0))
@@ -1455,16 +1545,16 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
             return zero
 
         @inline_device
-        def chunk(y, mask, g_base, q, words, b, keys, off_lo, off_hi, thr, scale, dropout):
+        def chunk(y, mask, g_base, q, words, b, keys, off_lo, off_hi, thr, sc, dropout):
             # Whole bodies per branch: no keep flag lives across a branch.
             v = unpack(words)
             if (dropout if fixed_dropout < 0 else fixed_dropout > 0):
                 k = _keep8(g_base + np.uint64(q), keys, off_lo, off_hi, thr)
-                stc(y, q, pack(math8(v, b, k, scale)))
+                stc(y, q, pack(math8(v, b, k, sc)))
                 if write_mask:
                     mask[q] = _mask_word8(k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7])
             else:
-                stc(y, q, pack(math8(v, b, _ALL_KEPT, scale)))
+                stc(y, q, pack(math8(v, b, _ALL_KEPT, sc)))
                 if write_mask:
                     mask[q] = _ALL_KEPT_WORD
 
@@ -1490,6 +1580,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
             """
             keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                     k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
+            sc = (scale, prep(scale))
             # Every index of one launch is below 2^31: 32-bit arithmetic throughout.
             chunks = np.uint32(n_cols >> 3)
             j = np.uint32(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x)
@@ -1510,7 +1601,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
                 while r < row_end:
                     ring.fetch(sm, me, x, x, r, q, step, gstep, row_end, far)
                     words, _ = ring.read(sm, cur, me)
-                    chunk(y, mask, g_base, q, words, b, keys, off_lo, off_hi, thr, scale,
+                    chunk(y, mask, g_base, q, words, b, keys, off_lo, off_hi, thr, sc,
                           dropout)
                     cur = ring.next(cur)
                     far = ring.next(far)
@@ -1535,18 +1626,18 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
                 if u4:
                     nc = ld_if(x, np.uint32(qn + 2 * gstep), np.uint32(rn + 2 * step) < row_end)
                     nd = ld_if(x, np.uint32(qn + 3 * gstep), np.uint32(rn + 3 * step) < row_end)
-                chunk(y, mask, g_base, q, wa, b, keys, off_lo, off_hi, thr, scale, dropout)
+                chunk(y, mask, g_base, q, wa, b, keys, off_lo, off_hi, thr, sc, dropout)
                 if u2:
                     if np.uint32(r + step) < row_end:
                         chunk(y, mask, g_base, np.uint32(q + gstep), wb, b, keys, off_lo,
-                              off_hi, thr, scale, dropout)
+                              off_hi, thr, sc, dropout)
                 if u4:
                     if np.uint32(r + 2 * step) < row_end:
                         chunk(y, mask, g_base, np.uint32(q + 2 * gstep), wc, b, keys, off_lo,
-                              off_hi, thr, scale, dropout)
+                              off_hi, thr, sc, dropout)
                     if np.uint32(r + 3 * step) < row_end:
                         chunk(y, mask, g_base, np.uint32(q + 3 * gstep), wd, b, keys, off_lo,
-                              off_hi, thr, scale, dropout)
+                              off_hi, thr, sc, dropout)
                 r = rn
                 q = qn
                 wa = na
@@ -1572,6 +1663,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
             """
             keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
                     k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
+            sc = (scale, prep(scale))
             chunks = (n_cols + 7) >> 3
             j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
             if j >= chunks:
@@ -1588,7 +1680,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
                 k = _ALL_KEPT
                 if dropout:
                     k = _scalar_flags(e0, nv, keys, off_lo, off_hi, thr)
-                store8(y, e0, nv, math8(v, b, k, scale))
+                store8(y, e0, nv, math8(v, b, k, sc))
                 if write_mask:
                     mask[e0] = np.uint8(k[0])
                     if nv > 1:
