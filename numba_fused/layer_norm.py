@@ -3577,7 +3577,9 @@ _TUNING_DEFAULTS = {
     # this many bytes per block (else a partial row in global memory per block,
     # read-modified-written for every row). 0 turns it off.
     "sacc_bytes": 192 * 1024,
-    # _dwdb block (columns, row slices), each at most 32.
+    # _dwdb block (columns, row slices), each at most 32. H200, fortieth session, fp16
+    # LayerNorm bwd 16384 x 4096, us: (32, 32) 116.8, 116.4; (16, 32) 116.3; (8, 32)
+    # 116.8; (32, 16) 117.3: even.
     "reduce_block": (32, 32),
     # _dwdb: partial rows a thread loads before adding (4, 8, 16). Measured (H100,
     # back to back, CUPTI): 4 is fastest; 16 took the fp16 16384 x 4096 reduction
@@ -3622,10 +3624,11 @@ _TUNING_DEFAULTS = {
     "bwd_rms_sum1": None,
     # Backward row kernels (not the wide or lean ones) compiled with launch bounds
     # for this many of their blocks an SM (None: (_FAT_BLOCK, 1), up to 128
-    # registers). Candidate (thirty-second session, not yet timed): the fp16
-    # LayerNorm row kernel at N = 4096 (256 threads) without the prefetch fits 80
-    # registers at 3 blocks, no spills (125 unbounded, 2 blocks); with the prefetch
-    # it spills 144 bytes.
+    # registers). The fp16 LayerNorm row kernel at N = 4096 (256 threads) without the
+    # prefetch fits 80 registers at 3 blocks, no spills (122 unbounded, 2 blocks);
+    # with the prefetch it spills 144 bytes. Refuted (H200, fortieth session, us,
+    # 16384 x 4096 fp16 / bf16): shipped 116.3-116.9, prefetch off at 3 blocks 121.6 /
+    # 122.4, prefetch off at 2 blocks 129.3 / 129.1.
     "bwd_min_blocks": None,
     # Backward row kernels (not the wide or lean ones) with x and dy brought through
     # a cp.async ring of this many row buffers in shared memory, that many - 1 rows

@@ -27,7 +27,21 @@
 # f: v17's gelu forward across N (numba and eager, fp16 / bf16, M x N = 2^26), as the
 #    thirty-ninth session's v15 sweep (RESULTS.md). Predicted: 0.5-1 us under v15's
 #    83.3-86.0 at every N.
-#   bash bench/ab/pending_s40.sh "$OUT" a|b|c|d|e|f
+# g: the 16-bit LayerNorm backward at 16384 x 4096 on 3 blocks an SM: the row kernel
+#    without the next row's prefetch under launch bounds for 3 blocks of 256 (80
+#    registers, no spills, ptxas 13.0; shipped: 128 with the prefetch, 2 blocks), the
+#    lever the thirty-fifth session's ncu pointed at (38% of the row kernel's cycles at
+#    the row's barrier, nothing else to issue). tune_layer_norm A/B, shipped first and
+#    last. Predicted: the row kernel 1-3 us faster, the dW / dB reduction ~1 us slower
+#    (396 partial rows against 264): between -2 and +2 us; the knob alone
+#    (prefetch off, 2 blocks) slower.
+# h: the dW / dB reduction's block shape, never timed on the H200 (reduce_block (32, 32):
+#    256 blocks of 1024 threads, each thread 8-9 of the 264 partial rows in rounds of
+#    4): (16, 32) and (8, 32) spread the columns over 2x / 4x the blocks, (32, 16)
+#    halves the row slices; dwdb_unroll 8 (one round of 8). fp16 LayerNorm bwd at
+#    16384 x 4096, shipped first and last. Predicted: within 1 us either way (the
+#    reduction is ~5 us of the backward's 115 and mostly L2 latency rounds).
+#   bash bench/ab/pending_s40.sh "$OUT" a|b|c|d|e|f|g|h
 set -uo pipefail
 OUT=${1:?usage: pending_s40.sh OUTDIR a}
 PART=${2:?usage: pending_s40.sh OUTDIR a}
@@ -94,6 +108,18 @@ f)
     --activations gelu --directions fwd --providers numba,eager --reps 30 --warmup 5 \
     --no-host-overhead --no-memory --json "$OUT/gelu_fwd_sweep.json" > "$OUT/f_sweep.log" 2>&1
   echo "sweep rc $?"; tail -30 "$OUT/f_sweep.log"
+  ;;
+g)
+  timeout -k 10 400 python3 bench/tune_layer_norm.py --out "$OUT/g" --reps 50 --ns 4096 \
+    --dtypes float16,bfloat16 --tunes '{}' '{"prefetch": false, "bwd_min_blocks": 3}' \
+    '{"prefetch": false}' '{}' > "$OUT/g_ln.log" 2>&1
+  echo "tune rc $?"; tail -14 "$OUT/g_ln.log"
+  ;;
+h)
+  timeout -k 10 400 python3 bench/tune_layer_norm.py --out "$OUT/h" --reps 50 --ns 4096 \
+    --dtypes float16 --tunes '{}' '{"reduce_block": [16, 32]}' '{"reduce_block": [8, 32]}' \
+    '{"reduce_block": [32, 16]}' '{"dwdb_unroll": 8}' '{}' > "$OUT/h_ln.log" 2>&1
+  echo "tune rc $?"; tail -12 "$OUT/h_ln.log"
   ;;
 *) echo "unknown part $PART"; exit 2 ;;
 esac
