@@ -34,14 +34,27 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 VARIANTS = ("deg5", "deg3", "deg1", "tanh1", "none1", "estrin")
 
 
+def input_sets(dtype, m=16384, n=4096):
+    """Three rotated (x, bias, x) sets of random normals on the GPU (x about 400 MB a
+    set at 16 bits, beyond the L2), the forward's arguments for tune_dropout's timer."""
+    import torch
+
+    tdtype = getattr(torch, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    sets = []
+    for _ in range(3):
+        x = torch.randn((m, n), device="cuda", generator=gen).to(tdtype)
+        b = torch.randn((n,), device="cuda", generator=gen).to(tdtype)
+        sets.append((x, b, x))
+    return sets
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("variant", choices=VARIANTS)
     ap.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args(argv)
-
-    import torch
 
     from bench import tune_dropout as T
     from numba_fused import dropout as D
@@ -56,14 +69,7 @@ def main(argv=None):
         D._GELU_ESTRIN = True
     act = {"tanh1": "gelu_tanh", "none1": "none"}.get(v, "gelu")
     cfg = D.LaunchConfig(unroll=1, fill=4)
-    m, n = 16384, 4096
-    tdtype = getattr(torch, args.dtype)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    sets = []
-    for _ in range(3):
-        x = torch.randn((m, n), device="cuda", generator=gen).to(tdtype)
-        b = torch.randn((n,), device="cuda", generator=gen).to(tdtype)
-        sets.append((x, b, x))
+    sets = input_sets(args.dtype)
     if v in ("deg5", "estrin"):
         T._check(D, "fwd", act, cfg, *sets[0])
 

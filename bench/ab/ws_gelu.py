@@ -254,14 +254,10 @@ def main(argv=None):
     from bench import tune_dropout as T
     from numba_fused import dropout as D
 
+    from gelu_cost import input_sets  # this script's folder is on the path
+
     m, n = 16384, 4096
-    tdtype = getattr(torch, args.dtype)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    sets = []
-    for _ in range(3):
-        x = torch.randn((m, n), device="cuda", generator=gen).to(tdtype)
-        b = torch.randn((n,), device="cuda", generator=gen).to(tdtype)
-        sets.append((x, b, x))
+    sets = input_sets(args.dtype, m, n)
     kern = make_ws_kernel(args.dtype, args.stages, args.min_blocks)
     _, rng = D._rng_args(T.SEED, T.OFFSET, T.P)
     scale = float(D._dropout_scale(T.P))
