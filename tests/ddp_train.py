@@ -16,6 +16,7 @@ losses and parameters agree up to float summation order.
 """
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -116,10 +117,16 @@ def main(argv=None):
             json.dump({"losses": losses, "params": params, "world": world}, f)
     if world > 1:
         # Both ranks leave together: rank 1 no longer tears its gloo pairs down while
-        # rank 0 is still writing the results (the simulator's DDP test aborted twice
-        # in CI under load with "terminate called without an active exception" in rank
-        # 1; not reproduced on demand, so this is shutdown hygiene, not a proven fix).
+        # rank 0 is still writing the results (the simulator's DDP test aborted four
+        # times in CI under load with "terminate called without an active exception" in
+        # rank 1). Then the process group goes while the interpreter is alive:
+        # destroy_process_group only drops the registry's reference, and DDP's reducer
+        # holds another, freed with the module's reference cycles by the interpreter's
+        # last collection, where gloo's threads are torn down mid-finalisation
+        # (pytorch/pytorch#179291 describes that abort).
         dist.barrier()
+        del model, opt
+        gc.collect()
         dist.destroy_process_group()
 
 
