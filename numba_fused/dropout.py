@@ -503,7 +503,8 @@ def kernel_act(activation, dtype):
     return activations.device_act(activation)
 
 
-# log2 of the smallest normal: at p = 1 (scale 0) every element is dropped anyway.
+# The scale's floor before its lg2 (the smallest normal; lg2(0) is -inf): at p = 1,
+# scale 0, every element is dropped anyway.
 _LG2_FLOOR = np.float32(np.finfo(np.float32).tiny)
 
 
