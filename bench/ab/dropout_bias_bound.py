@@ -1,5 +1,5 @@
 """How much of the 16-bit dropout backward with a bias grad is its bias-grad
-reduction? (written in the fortieth session for the next one; not yet run)
+reduction? (fortieth session; one pass run, bench/NOTES.md)
 
     python3 bench/ab/dropout_bias_bound.py [--dtype float16] [--reps 30]
 
