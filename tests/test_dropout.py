@@ -274,10 +274,10 @@ PHILOX_GROUP = Kernel("test_dropout_philox_group", _philox_group_kernel,
                        types.Array(types.uint32, 1, "C")))
 
 
-def _gelu_scaled_kernel(coeffs):
-    gelu, _ = D._make_gelu(coeffs)
-    prep, gelu_s = D._scaled_act("gelu", "float16" if coeffs == D._GELU16_FOLDED
-                                 else "float32", True)
+def _gelu_scaled_kernel(dt):
+    """The plain and the scaled gelu of storage dtype ``dt``'s coefficients."""
+    gelu, _ = D.kernel_act("gelu", dt)
+    prep, gelu_s = D._scaled_act("gelu", dt, True)
 
     def kernel(z, s, plain, scaled):
         i = cuda.grid(1)
@@ -290,16 +290,15 @@ def _gelu_scaled_kernel(coeffs):
     return Kernel("test_dropout_gelu_scaled", kernel, (f32, f32, f32, f32))
 
 
-@pytest.mark.parametrize("coeffs", ["16-bit", "float32"])
-def test_gelu_scaled_is_scale_times_gelu(coeffs):
+@pytest.mark.parametrize("dt", ["float16", "float32"])
+def test_gelu_scaled_is_scale_times_gelu(dt):
     """v17's forward gelu with the dropout scale in its exponential: at scale 1 the
     bits of the plain gelu (z in [-14, 14]); at the scales of p = 0.1, 0.3, 0.5, 0.999
     within the fit's relative error of float64 scale gelu(z) for z in [-6, 10] (16-bit
     coefficients 1.1e-5, float32's 3e-6; below -6 the exponent's float32 rounding adds
     about z^2 2^-25), plus 2e-7 for the scale's lg2 and the roundings; at scale 0 (p = 1)
     finite and below 1e-30."""
-    folded = D._GELU16_FOLDED if coeffs == "16-bit" else D._fold_erfcc(D._ERFCC_F32)
-    bound, lo, hi = (1.1e-5 if coeffs == "16-bit" else 3e-6), -6.0, 10.0
+    bound, lo, hi = (1.1e-5 if dt == "float16" else 3e-6), -6.0, 10.0
     z = np.concatenate([np.linspace(-14.0, 14.0, 245), [0.0, -0.0, 1e-6, -1e-6, -0.7518]])
     z = z.astype(np.float32)
     scales = np.array([1.0, 1 / 0.9, 1 / 0.7, 2.0, 1 / 0.001, 0.0], np.float32)
@@ -309,7 +308,7 @@ def test_gelu_scaled_is_scale_times_gelu(coeffs):
     args = [as_kernel_array(torch.from_numpy(z).to(device()), "z"),
             as_kernel_array(torch.from_numpy(scales).to(device()), "s"),
             as_kernel_array(plain, "plain"), as_kernel_array(scaled, "scaled")]
-    _gelu_scaled_kernel(folded).launch(-(-z.size // 64), 64, stream_handle(args[0]), args)
+    _gelu_scaled_kernel(dt).launch(-(-z.size // 64), 64, stream_handle(args[0]), args)
     if not SIMULATOR:
         torch.cuda.synchronize()
     plain = plain.cpu().numpy()
