@@ -261,6 +261,36 @@ def memset_zero(ptr, nbytes, stream, device):
         raise _driver_error(lib, err)
 
 
+def _unload_each_library_once():
+    """Leave one unloading finalizer per loaded library across numba's contexts.
+
+    numba-cuda (0.30) compiles a kernel once per compute capability into one library
+    (``cuLibraryLoad``: not tied to a context) and, on each device the kernel first
+    runs on, registers that library as a module of the device's context with a
+    finalizer that unloads it. A kernel used on two devices therefore has its library
+    unloaded twice when the modules are finalized (at interpreter exit), and the second
+    ``cuLibraryUnload`` frees freed memory: the process aborts with "double free or
+    corruption" after every test passed. Of the modules sharing a library, the first
+    whose finalizer is still armed keeps it; the others give theirs up. Called after
+    each first load of a kernel on a device, so it stays off the launch path.
+    """
+    from numba.cuda.cudadrv.driver import driver
+
+    armed = set()
+    for dev in list(driver.devices.values()):
+        ctx = dev.primary_context
+        if ctx is None:
+            continue
+        for key, module in list(ctx.modules.items()):
+            fin = getattr(module, "_finalizer", None)
+            if fin is None or not fin.alive:
+                continue
+            if int(key) in armed:
+                fin.detach()
+            else:
+                armed.add(int(key))
+
+
 def _device_of(args, array_idx):
     """Device ordinal of the first array argument that knows its device, else None."""
     for i in array_idx:
@@ -422,6 +452,7 @@ class Kernel:
                 with cuda.gpus[device]:
                     cufunc = kernel._codelibrary.get_cufunc()
                     handle = _context_function(int(cufunc.handle))
+            _unload_each_library_once()
             hit = self._on_device[device] = (cufunc, handle)
         return hit
 
@@ -492,6 +523,7 @@ class Kernel:
             mode = "core"
         device = _device_of(args, self._array_idx)
         if mode == "dispatcher":
+            self.function(device)
             if device is None:
                 self._launch_dispatcher(grid, block, stream, args, shared)
             else:

@@ -287,6 +287,49 @@ def test_row_stack_shim_only_when_missing():
     assert hasattr(np, "row_stack")
 
 
+def test_each_library_unloaded_once(monkeypatch):
+    """Of the modules that share one library across devices' contexts, one keeps its
+    unloading finalizer: the first still armed, in numba's device order."""
+    import weakref
+
+    from numba.cuda.cudadrv.driver import driver
+
+    from numba_fused import launch
+
+    class Module:
+        pass
+
+    unloads = []
+
+    def module(lib):
+        m = Module()
+        m._finalizer = weakref.finalize(m, unloads.append, lib)
+        return m
+
+    def context(**mods):
+        return pytypes.SimpleNamespace(modules={int(k[1:]): m for k, m in mods.items()})
+
+    a0, b0, a1, b1, c1 = module(7), module(8), module(7), module(8), module(9)
+    a2, d0, d1 = module(7), module(10), module(10)
+    d0._finalizer.detach()  # disarmed by an earlier call: not the one that unloads
+    devices = {0: pytypes.SimpleNamespace(primary_context=context(k7=a0, k8=b0, k10=d0)),
+               3: pytypes.SimpleNamespace(primary_context=None),
+               1: pytypes.SimpleNamespace(primary_context=context(k7=a1, k8=b1, k9=c1,
+                                                                  k10=d1))}
+    monkeypatch.setattr(driver, "devices", devices, raising=False)
+    launch._unload_each_library_once()
+    alive = [m._finalizer.alive for m in (a0, b0, a1, b1, c1, d1)]
+    assert alive == [True, True, False, False, True, True]
+    # A third device loads library 7 later: its copy is disarmed, and one unload of
+    # each library is left for exit (weakref.finalize's exit hook calls them all).
+    devices[2] = pytypes.SimpleNamespace(primary_context=context(k7=a2))
+    launch._unload_each_library_once()
+    assert a0._finalizer.alive and not a2._finalizer.alive
+    for m in (a0, b0, a1, b1, c1, a2, d0, d1):
+        m._finalizer()
+    assert sorted(unloads) == [7, 8, 9, 10]
+
+
 @pytest.mark.ptx
 @pytest.mark.parametrize("kernel", ALL, ids=lambda k: k.name)
 def test_helper_kernels_compile_to_ptx(kernel):

@@ -8,6 +8,11 @@ agree bit for bit (same kernels, same device, deterministic options). Needs two
 GPUs (the lent ``nvidia-h200-x2``); skipped with a reason elsewhere.
 """
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.util import SIMULATOR, rel_err
@@ -184,6 +189,40 @@ def test_inputs_on_two_devices_raise_before_launch():
     with pytest.raises(ValueError, match="device"):
         linear_act(x, lw)
     _assert_healthy()
+
+
+_EXIT_SCRIPT = """
+import torch
+from interop.torch import layer_norm
+for d in (1, 0):
+    x = torch.randn(8, 256, device=f"cuda:{d}", dtype=torch.float16, requires_grad=True)
+    layer_norm(x, (256,)).float().sum().backward()
+    torch.cuda.synchronize(d)
+"""
+
+
+@needs_two
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["direct", "core", "dispatcher"])
+def test_process_exits_cleanly_after_kernels_on_both_devices(mode):
+    """The same kernels loaded on both devices are unloaded once at interpreter exit.
+
+    numba gives each device's copy of a module a finalizer that unloads the one library
+    they share; two unloads abort the process ("double free or corruption") after the
+    work itself succeeded. numba flushes those finalizers in batches, so whether an
+    exit crashed depended on how many kernels had run; with no pending batch allowed
+    (``NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT=0``) every unload happens and one kernel
+    pair is enough.
+    """
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT="0", NUMBA_FUSED_LAUNCH=mode,
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-X", "faulthandler", "-c", _EXIT_SCRIPT], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=240)
+    # faulthandler ends with a long list of extension modules: show what came before it.
+    said = "\n".join(line for line in proc.stderr.splitlines()
+                     if not line.startswith("Extension modules"))
+    assert proc.returncode == 0, f"exit code {proc.returncode}: {said[-3000:]}"
 
 
 def _assert_healthy():

@@ -11,6 +11,7 @@
 #   numba   numba device arrays on the other device
 #   raise   inputs on two devices (raises before any launch)
 # then, if gdb is there, the whole file under gdb for the native stack of the crash.
+# Before those: the library versions and the smallest processes (mini_*).
 #   bash bench/ab/multi_gpu_exit.sh "$OUT"
 set -uo pipefail
 OUT=${1:?usage: multi_gpu_exit.sh OUTDIR}
@@ -20,6 +21,37 @@ run() {
     tests/test_multi_gpu.py -k "$2" > "$OUT/exit_$1.log" 2>&1
   echo "$1: rc $?"; tail -4 "$OUT/exit_$1.log"
 }
+pip list 2> /dev/null | grep -iE "cuda|numba|cupy|torch" > "$OUT/versions.txt"
+# The smallest processes: which library's use of device 1 is enough for the crash?
+mini() {
+  timeout -k 5 120 python3 -X faulthandler -c "$2" > "$OUT/mini_$1.log" 2>&1
+  echo "mini $1: rc $?"; tail -3 "$OUT/mini_$1.log"
+}
+NB="from numba import cuda; import numpy as np"
+mini numba1 "$NB
+with cuda.gpus[1]:
+    a = cuda.to_device(np.ones(4)); cuda.synchronize()"
+mini numba01 "$NB
+for d in (0, 1):
+    with cuda.gpus[d]:
+        a = cuda.to_device(np.ones(4)); cuda.synchronize()"
+mini torch1 "import torch; x = torch.ones(4, device='cuda:1'); torch.cuda.synchronize(1)"
+mini torch_numba1 "import torch; $NB
+x = torch.ones(4, device='cuda:1')
+with cuda.gpus[1]:
+    a = cuda.to_device(np.ones(4)); cuda.synchronize()"
+mini torch0_numba1 "import torch; $NB
+x = torch.ones(4, device='cuda:0')
+with cuda.gpus[1]:
+    a = cuda.to_device(np.ones(4)); cuda.synchronize()"
+mini op1 "import torch; from interop.torch import layer_norm
+x = torch.randn(8, 256, device='cuda:1', dtype=torch.float16)
+y = layer_norm(x, (256,)); torch.cuda.synchronize(1)"
+mini cupy_numba1 "import cupy; $NB
+with cupy.cuda.Device(1):
+    c = cupy.ones(4)
+with cuda.gpus[1]:
+    a = cuda.to_device(np.ones(4)); cuda.synchronize()"
 run torch "test_torch_op_on_other_device"
 run mask "test_dropout_mask_same_on_other_device"
 run cupy "test_cupy_on_other_device"
