@@ -13,6 +13,9 @@
 # then, if gdb is there, the whole file under gdb for the native stack of the crash.
 # Before those: the library versions and the smallest processes (mini_*).
 #   bash bench/ab/multi_gpu_exit.sh "$OUT"
+# Answered in the forty-first session: only the torch group aborted, in numba's
+# module_unload at exit (one library unloaded once per device that ran the kernel);
+# fixed by launch._unload_each_library_once (bench/NOTES.md).
 set -uo pipefail
 OUT=${1:?usage: multi_gpu_exit.sh OUTDIR}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONFAULTHANDLER=1
