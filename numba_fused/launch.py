@@ -285,10 +285,11 @@ def _unload_each_library_once():
             fin = getattr(module, "_finalizer", None)
             if fin is None or not fin.alive:
                 continue
-            if int(key) in armed:
+            lib = int(key)
+            if lib in armed:
                 fin.detach()
             else:
-                armed.add(int(key))
+                armed.add(lib)
 
 
 def _device_of(args, array_idx):

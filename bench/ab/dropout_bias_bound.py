@@ -37,31 +37,15 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args(argv)
 
-    import functools
-
-    import torch
+    from gelu_cost import input_sets  # this script's folder is on the path
+    from noop_kernel import noop_factory
 
     from bench import tune_dropout as T
     from numba_fused import dropout as D
-    from numba_fused.launch import Kernel
 
     real = D.make_bias_grad_kernel
-
-    @functools.lru_cache(maxsize=None)
-    def noop_kernel(dtype, threads=256, dependent=False):
-        k = real(dtype, threads, dependent)
-        return Kernel(k.name + "_noop", _noop, k.argtypes, dependent=k.dependent,
-                      **k.jit_options)
-
-    m, n = 16384, 4096
-    tdtype = getattr(torch, args.dtype)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    sets = []
-    for _ in range(3):
-        x = torch.randn((m, n), device="cuda", generator=gen).to(tdtype)
-        b = torch.randn((n,), device="cuda", generator=gen).to(tdtype)
-        g = torch.randn((m, n), device="cuda", generator=gen).to(tdtype)
-        sets.append((x, b, g))
+    noop_kernel = noop_factory(real, _noop)
+    sets = input_sets(args.dtype, grad=True)
     variants = [
         ("shipped", D.LaunchConfig(), True, real),
         ("tile only", D.LaunchConfig(bias_reduce="kernel_pdl", fill=1), True, noop_kernel),

@@ -34,9 +34,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 VARIANTS = ("deg5", "deg3", "deg1", "tanh1", "none1", "estrin")
 
 
-def input_sets(dtype, m=16384, n=4096):
+def input_sets(dtype, m=16384, n=4096, grad=False):
     """Three rotated (x, bias, x) sets of random normals on the GPU (x about 400 MB a
-    set at 16 bits, beyond the L2), the forward's arguments for tune_dropout's timer."""
+    set at 16 bits, beyond the L2), the forward's arguments for tune_dropout's timer;
+    with ``grad``, (x, bias, grad_out) with grad_out drawn after the bias (the
+    backward's)."""
     import torch
 
     tdtype = getattr(torch, dtype)
@@ -45,7 +47,8 @@ def input_sets(dtype, m=16384, n=4096):
     for _ in range(3):
         x = torch.randn((m, n), device="cuda", generator=gen).to(tdtype)
         b = torch.randn((n,), device="cuda", generator=gen).to(tdtype)
-        sets.append((x, b, x))
+        g = torch.randn((m, n), device="cuda", generator=gen).to(tdtype) if grad else x
+        sets.append((x, b, g))
     return sets
 
 
