@@ -64,7 +64,7 @@ import numpy as np
 
 from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_handle
 
-from . import checks
+from . import checks, dtypes
 from .attention_bwd import (DQ_ATOMIC, DQ_MODES, DQ_SLICES, make_attention_bwd_kernel,
                             make_attention_bwd_prep_kernel, make_bias_grad_reduce_kernel,
                             make_dq_store_kernel)
@@ -666,19 +666,6 @@ def dropout_keep_ref(num_seqs, heads, rows, cols, p, seed, offset):
     return keep.reshape(num_seqs, heads, rows, groups * 4)[..., :cols]
 
 
-def _to64(x):
-    if x is None:
-        return None
-    if hasattr(x, "detach"):
-        return x.detach().to("cpu").double().numpy()
-    if hasattr(x, "get"):
-        x = x.get()
-    x = np.asarray(x)
-    if x.dtype == np.uint16:
-        return (x.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-    return x.astype(np.float64)
-
-
 def _zero_stride_dims(x):
     if hasattr(x, "stride") and callable(x.stride):
         strides = x.stride()
@@ -693,15 +680,15 @@ def attention_ref(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, seed
     arrays; bfloat16 NumPy data as uint16 bits). Returns ``(out, lse)``, or with
     ``grad_out`` ``(out, lse, grad_q, grad_k, grad_v, grad_bias_or_None)``; grad_bias is
     reduced over the bias's stride-0 dimensions as ``attention_backward`` does."""
-    qn, kn, vn = _to64(q), _to64(k), _to64(v)
-    bn = _to64(bias)
-    gon = _to64(grad_out)
+    qn, kn, vn = dtypes.to_float64(q), dtypes.to_float64(k), dtypes.to_float64(v)
+    bn = dtypes.to_float64(bias)
+    gon = dtypes.to_float64(grad_out)
     B, Sq, H, D = qn.shape
     Sk = kn.shape[1]
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if cu_seqlens_q is not None:
-        cq = _to64(cu_seqlens_q).astype(np.int64)
-        ck = _to64(cu_seqlens_k).astype(np.int64)
+        cq = dtypes.to_float64(cu_seqlens_q).astype(np.int64)
+        ck = dtypes.to_float64(cu_seqlens_k).astype(np.int64)
         nb = cq.shape[0] - 1
         rows = int(np.max(np.diff(cq))) if nb else 0
         cols = int(np.max(np.diff(ck))) if nb else 0

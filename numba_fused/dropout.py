@@ -2109,22 +2109,6 @@ def dropout_keep_mask(shape, p, seed=0, offset=0):
     return (h >= t16).reshape(shape)
 
 
-def _host64(a, name):
-    """float64 NumPy copy of a torch tensor / CuPy / numba / NumPy array."""
-    if a is None:
-        return None
-    if hasattr(a, "detach"):
-        return a.detach().to("cpu").double().numpy()
-    if hasattr(a, "get") and not isinstance(a, np.ndarray):
-        return np.asarray(a.get(), dtype=np.float64)
-    if hasattr(a, "copy_to_host"):
-        return np.asarray(a.copy_to_host(), dtype=np.float64)
-    try:
-        return np.asarray(a, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name}: cannot read {type(a).__name__} as float64") from exc
-
-
 def _host_bool(a):
     if hasattr(a, "detach"):
         return a.detach().to("cpu").numpy().astype(bool)
@@ -2146,15 +2130,15 @@ def dropout_bias_act_ref(x, bias=None, p=0.0, seed=0, offset=0, activation="none
     sums the float64 grad_x over every leading dimension.
     """
     activations.check_activation(activation)
-    x64 = _host64(x, "x")
-    b64 = _host64(bias, "bias")
+    x64 = dtypes.to_float64(x, "x")
+    b64 = dtypes.to_float64(bias, "bias")
     z = x64 if b64 is None else x64 + b64
     keep = dropout_keep_mask(x64.shape, p, seed, offset) if mask is None else _host_bool(mask)
     scale = _dropout_scale(p)
     y = np.where(keep, activations.act_ref(activation, z) * scale, 0.0)
     if grad_out is None:
         return y
-    g64 = _host64(grad_out, "grad_out")
+    g64 = dtypes.to_float64(grad_out, "grad_out")
     gx = np.where(keep, g64 * scale * activations.act_grad_ref(activation, z), 0.0)
     gb = None
     if b64 is not None:

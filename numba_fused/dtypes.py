@@ -18,7 +18,7 @@ from .jit import inline_device
 
 __all__ = [
     "DTYPES", "STORAGE", "canonical_dtype", "loader", "storer",
-    "bf16_bits_to_f32", "f32_to_bf16_bits", "numba_storage_type",
+    "bf16_bits_to_f32", "f32_to_bf16_bits", "numba_storage_type", "to_float64",
 ]
 
 # Public dtype name -> NumPy dtype of the array the kernel sees.
@@ -52,6 +52,30 @@ def numba_storage_type(dtype):
 
     return {"float32": types.float32, "float16": types.float16,
             "bfloat16": types.uint16}[dtype]
+
+
+def to_float64(a, name="array"):
+    """float64 NumPy copy of ``a`` for the float64 references (``<op>_ref``), or None
+    for None: a torch tensor (any device), a CuPy array, a numba device array or
+    anything NumPy reads. uint16 data are bfloat16 raw bits (:data:`STORAGE`), so a
+    kernel's own bfloat16 array reads as its values. ``name`` goes into the
+    TypeError raised for what cannot be read as numbers."""
+    if a is None:
+        return None
+    kind = type(a).__name__
+    if hasattr(a, "detach"):
+        return a.detach().cpu().double().numpy()
+    if hasattr(a, "get") and not isinstance(a, np.ndarray):
+        a = a.get()
+    elif hasattr(a, "copy_to_host"):
+        a = a.copy_to_host()
+    try:
+        a = np.asarray(a)
+        if a.dtype == np.uint16:
+            return (a.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+        return a.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name}: cannot read {kind} as float64") from exc
 
 
 _ROUND_BIAS = np.uint32(0x7FFF)

@@ -35,7 +35,7 @@ from . import checks, dtypes
 from .activations import act_grad_ref, act_ref, check_activation
 from .launch import Kernel, cdiv
 from .linear_act import (ACT_CODES, F_BIAS, F_GATED, F_PREACT, _check_flag, _flat, _gemm,
-                         _linear_inputs, _matrix, _to64, _wgrad, act_by_code,
+                         _linear_inputs, _matrix, _wgrad, act_by_code,
                          act_grad_by_code)
 from .plan import NOW
 
@@ -222,7 +222,7 @@ def gated_linear_backward(grad_h, x, weight, preact, activation="silu"):
 
 def gated_linear_ref(x, weight, bias=None, activation="silu", save_preact=False):
     """float64 NumPy reference of :func:`gated_linear_forward`."""
-    x, w, b = _to64(x), _to64(weight), _to64(bias)
+    x, w, b = dtypes.to_float64(x), dtypes.to_float64(weight), dtypes.to_float64(bias)
     z = x @ w.T
     if b is not None:
         z = z + b
@@ -240,14 +240,14 @@ def _pairs_grad_ref(dh, z, activation):
 
 def gated_linear_dgrad_ref(grad_out, weight, preact, activation="silu"):
     """float64 reference of :func:`gated_linear_dgrad`."""
-    return _pairs_grad_ref(_to64(grad_out) @ _to64(weight), _to64(preact), activation)
+    return _pairs_grad_ref(dtypes.to_float64(grad_out) @ dtypes.to_float64(weight), dtypes.to_float64(preact), activation)
 
 
 def gated_linear_backward_ref(grad_h, x, weight, preact, activation="silu"):
     """float64 reference of :func:`gated_linear_backward`: (grad_x, grad_weight,
     grad_bias)."""
-    dz = _pairs_grad_ref(_to64(grad_h), _to64(preact), activation)
-    x, w = _to64(x), _to64(weight)
+    dz = _pairs_grad_ref(dtypes.to_float64(grad_h), dtypes.to_float64(preact), activation)
+    x, w = dtypes.to_float64(x), dtypes.to_float64(weight)
     dz2 = dz.reshape(-1, w.shape[0])
     return dz @ w, dz2.T @ x.reshape(-1, w.shape[1]), dz2.sum(axis=0)
 

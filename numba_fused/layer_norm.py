@@ -4873,18 +4873,6 @@ def _plan_inputs(*objs):
 # float64 references (tests, benchmarks)
 # ---------------------------------------------------------------------------------
 
-def _f64(a):
-    if a is None:
-        return None
-    if hasattr(a, "detach"):
-        return a.detach().cpu().double().numpy()
-    if hasattr(a, "get") and not isinstance(a, np.ndarray):
-        return np.asarray(a.get(), dtype=np.float64)
-    if hasattr(a, "copy_to_host"):
-        return np.asarray(a.copy_to_host(), dtype=np.float64)
-    return np.asarray(a, dtype=np.float64)
-
-
 def _ref_backward(x64, xhat, rstd, w, dy, centered):
     n = x64.shape[-1]
     wdy = dy if w is None else dy * w
@@ -4901,9 +4889,9 @@ def layer_norm_ref(x, weight=None, bias=None, eps=1e-5, grad_out=None):
     """float64 LayerNorm on the host. Arrays: NumPy, torch tensors (any device) or
     CuPy. Returns ``(y, mean, rstd)``, and with ``grad_out`` also ``(grad_x,
     grad_weight or None, grad_bias or None)``."""
-    x64 = _f64(x)
-    w = _f64(weight)
-    b = _f64(bias)
+    x64 = dtypes.to_float64(x)
+    w = dtypes.to_float64(weight)
+    b = dtypes.to_float64(bias)
     mean = x64.mean(-1, keepdims=True)
     var = ((x64 - mean) ** 2).mean(-1, keepdims=True)
     rstd = 1.0 / np.sqrt(var + float(eps))
@@ -4914,7 +4902,7 @@ def layer_norm_ref(x, weight=None, bias=None, eps=1e-5, grad_out=None):
     out = (y, mean[..., 0], rstd[..., 0])
     if grad_out is None:
         return out
-    dx, dw, db = _ref_backward(x64, xhat, rstd, w, _f64(grad_out), centered=True)
+    dx, dw, db = _ref_backward(x64, xhat, rstd, w, dtypes.to_float64(grad_out), centered=True)
     return out + (dx, dw, None if b is None else db)
 
 
@@ -4923,14 +4911,14 @@ def rms_norm_ref(x, weight=None, eps=1e-6, grad_out=None, rstd=None):
     ``(grad_x, grad_weight or None)``. ``rstd`` (e.g. the float32 one a forward
     returned) replaces the float64 rstd in the gradients: the exact derivative at the
     value :func:`rms_norm_backward` is given, which has no eps to recompute it from."""
-    x64 = _f64(x)
-    w = _f64(weight)
+    x64 = dtypes.to_float64(x)
+    w = dtypes.to_float64(weight)
     r64 = 1.0 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + float(eps))
     y = x64 * r64 if w is None else x64 * r64 * w
     out = (y, r64[..., 0])
     if grad_out is None:
         return out
     if rstd is not None:
-        r64 = _f64(rstd).reshape(r64.shape)
-    dx, dw, _ = _ref_backward(x64, x64 * r64, r64, w, _f64(grad_out), centered=False)
+        r64 = dtypes.to_float64(rstd).reshape(r64.shape)
+    dx, dw, _ = _ref_backward(x64, x64 * r64, r64, w, dtypes.to_float64(grad_out), centered=False)
     return out + (dx, dw)

@@ -2125,22 +2125,10 @@ def linear_act_backward(grad_out, x, weight, preact=None, activation="none"):
 # ---------------------------------------------------------------------------
 
 
-def _to64(a):
-    if a is None:
-        return None
-    if hasattr(a, "detach"):
-        return a.detach().to("cpu").double().numpy()
-    if hasattr(a, "get") and not isinstance(a, np.ndarray):
-        return np.asarray(a.get(), dtype=np.float64)
-    if hasattr(a, "copy_to_host"):
-        return np.asarray(a.copy_to_host(), dtype=np.float64)
-    return np.asarray(a, dtype=np.float64)
-
-
 def linear_act_ref(x, weight, bias=None, activation="none", save_preact=False):
     """float64 NumPy reference of :func:`linear_act_forward` (inputs taken exactly as
     given: their float64 values)."""
-    x, w, b = _to64(x), _to64(weight), _to64(bias)
+    x, w, b = dtypes.to_float64(x), dtypes.to_float64(weight), dtypes.to_float64(bias)
     pre = x @ w.T
     if b is not None:
         pre = pre + b
@@ -2150,17 +2138,17 @@ def linear_act_ref(x, weight, bias=None, activation="none", save_preact=False):
 
 def linear_act_dgrad_ref(grad_out, weight, activation="none", preact=None):
     """float64 reference of :func:`linear_act_dgrad`."""
-    d = _to64(grad_out) @ _to64(weight)
+    d = dtypes.to_float64(grad_out) @ dtypes.to_float64(weight)
     if activation != "none":
-        d = d * act_grad_ref(activation, _to64(preact))
+        d = d * act_grad_ref(activation, dtypes.to_float64(preact))
     return d
 
 
 def linear_act_backward_ref(grad_out, x, weight, preact=None, activation="none"):
     """float64 reference of :func:`linear_act_backward`: (grad_x, grad_weight, grad_bias)."""
-    g, x, w = _to64(grad_out), _to64(x), _to64(weight)
+    g, x, w = dtypes.to_float64(grad_out), dtypes.to_float64(x), dtypes.to_float64(weight)
     if activation != "none":
-        g = g * act_grad_ref(activation, _to64(preact))
+        g = g * act_grad_ref(activation, dtypes.to_float64(preact))
     g2 = g.reshape(-1, w.shape[0])
     x2 = x.reshape(-1, w.shape[1])
     return (g @ w), g2.T @ x2, g2.sum(axis=0)

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import numba_fused as nf
 from interop.dlpack import poison_outputs
 from numba_fused import gated_linear as gl
+from numba_fused.dtypes import to_float64
 from tests.util import DTYPES, SIMULATOR, assert_close, device, rel_err, torch_dtype
 
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
@@ -154,7 +155,7 @@ def test_backward_vs_float64(shape, act, dtype):
     with poison_outputs():
         dz = nf.gated_act_backward(dh, z, activation=act)
         gx, gw, gb = nf.gated_linear_backward(dh, x, w, z, activation=act)
-    dz_ref = gl._pairs_grad_ref(gl._to64(dh), gl._to64(z), act)
+    dz_ref = gl._pairs_grad_ref(to_float64(dh), to_float64(z), act)
     theirs = _torch_pair_grads(lambda: (F.linear(x, wg, bg), F.linear(x, wu, bu)), dh, act)
     _vs_torch(dz, theirs, dz_ref, dtype, "dz")
     refs = gl.gated_linear_backward_ref(dh, x, w, z, act)

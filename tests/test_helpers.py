@@ -274,6 +274,24 @@ def test_mul_rn_and_fma_rn_round_once():
         assert Fraction(float(prod[i])) + Fraction(float(resid[i])) == exact, i
 
 
+def test_to_float64_reads_every_array_kind():
+    """The float64 host copy every <op>_ref reads its inputs through: torch tensors
+    (bfloat16 too), NumPy (uint16 as bfloat16 bits, the kernels' storage), numba
+    device arrays, sequences; None stays None; what holds no numbers is a TypeError
+    naming the argument."""
+    vals = np.array([1.5, -2.25, 3.0e38, -0.0], dtype=np.float64)
+    bf = torch.tensor(vals, dtype=torch.bfloat16)
+    want = bf.double().numpy()
+    bits = bf.view(torch.int16).numpy().view(np.uint16)
+    assert dtypes.to_float64(None) is None
+    for a in (bf, bits, cuda.to_device(bits), list(want), want.astype(np.float32)):
+        got = dtypes.to_float64(a)
+        assert got.dtype == np.float64 and np.array_equal(got, want), type(a)
+    assert np.array_equal(dtypes.to_float64(torch.tensor(vals, device=device())), vals)
+    with pytest.raises(TypeError, match="grad_out: cannot read list as float64"):
+        dtypes.to_float64(["a", "b"], "grad_out")
+
+
 def test_row_stack_shim_only_when_missing():
     fake = pytypes.SimpleNamespace(vstack=np.vstack)
     assert _compat.ensure_numpy_row_stack(fake) is True

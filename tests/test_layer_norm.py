@@ -15,6 +15,7 @@ from numba import cuda, types
 import numba_fused  # noqa: F401  (installs the simulator primitives / numpy shim)
 from interop.dlpack import poison_outputs
 from numba_fused import layer_norm as ln
+from numba_fused.dtypes import to_float64
 from numba_fused.launch import Kernel
 from tests.util import (DTYPES, SIMULATOR, TOL, assert_close, compile_backend, compiled_targets,
                         device, griddep_pair_reports, rel_err, torch_dtype)
@@ -132,9 +133,9 @@ def _check_all(variant, shape, dtype, det, eps=1e-5, seed=0, scale=1.0, shift=0.
                 # RMSNorm of one element: dx = w*dy*rstd*(1 - xhat^2) with xhat^2 = 1 -
                 # eps*rstd^2, a cancellation no float32 formula avoids; the error is
                 # measured against the size of the cancelling terms instead.
-                scale = (ref[2][..., None] * (ln._f64(w) if w is not None else 1.0)
-                         * ln._f64(dy))
-                err = np.linalg.norm(ln._f64(out) - want) / np.linalg.norm(scale)
+                scale = (ref[2][..., None] * (to_float64(w) if w is not None else 1.0)
+                         * to_float64(dy))
+                err = np.linalg.norm(to_float64(out) - want) / np.linalg.norm(scale)
                 assert err < TOL[dtype], f"dx (N=1 RMSNorm): {err:.2e}"
                 continue
             if name in ("mean", "rstd"):

@@ -3,6 +3,8 @@
 import numpy as np
 from numba import config
 
+from numba_fused.dtypes import to_float64
+
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
 # docs/API.md, "Conventions": ||out - ref|| / ||ref|| against float64.
@@ -21,17 +23,6 @@ def torch_dtype(name):
     return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[name]
 
 
-def to64(x):
-    """float64 NumPy copy of a torch tensor / CuPy / NumPy array (None stays None)."""
-    if x is None:
-        return None
-    if hasattr(x, "detach"):
-        return x.detach().to("cpu").double().numpy()
-    if hasattr(x, "get"):
-        return x.get().astype(np.float64)
-    return np.asarray(x, dtype=np.float64)
-
-
 def torch_act(activation):
     """torch's own activation named ``activation`` (numba_fused.activations' names), as a
     callable of one tensor."""
@@ -47,8 +38,8 @@ def torch_act(activation):
 
 def rel_err(out, ref):
     """||out - ref|| / ||ref|| in float64; inf if out has a NaN/inf where ref does not."""
-    out = to64(out)
-    ref = to64(ref)
+    out = to_float64(out)
+    ref = to_float64(ref)
     assert out.shape == ref.shape, (out.shape, ref.shape)
     if not np.all(np.isfinite(out) == np.isfinite(ref)):
         return float("inf")
