@@ -359,3 +359,28 @@ def test_helper_kernels_compile_to_ptx(kernel):
     rep = ptxas_report(ptx)
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
     assert not math.isnan(rep["registers"])
+
+
+def test_ptx_digest_ignores_only_names_and_env_order():
+    """tools/ptx_report.py's digest (the check that a refactor left every kernel's
+    PTX as it was): equal for PTX that differs only in the order of numba's
+    environment declarations and in the unique-id parts of mangled names, different
+    when an instruction differs."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "tools", "ptx_report.py")
+    spec = importlib.util.spec_from_file_location("ptx_report", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    env = [".common .global .align 8 .u64 _ZN08NumbaEnv5dummy3fooB2v1B4abcdEj;",
+           ".common .global .align 8 .u64 _ZN08NumbaEnv5dummy3barB2v2B4abcdEj;"]
+    body = (".visible .entry _ZN6cudapy5k{0}B2v{1}Ej(\n.param .u64 _ZN6cudapy5k{0}B2v{1}Ej_param_0\n)"
+            "{{\nld.param.u64 %rd1, [_ZN6cudapy5k{0}B2v{1}Ej_param_0];\n{2}\nret;\n}}\n")
+    a = "\n".join(env) + "\n" + body.format("a", 7, "add.f32 %f1, %f2, %f3;")
+    b = "\n".join(env[::-1]) + "\n" + body.format("a", 31, "add.f32 %f1, %f2, %f3;")
+    c = "\n".join(env) + "\n" + body.format("a", 7, "sub.f32 %f1, %f2, %f3;")
+    assert tool.ptx_digest(a) == tool.ptx_digest(b)
+    assert tool.ptx_digest(a) != tool.ptx_digest(c)
+    assert tool.compare_digests({"k": "1", "gone": "2"}, {"k": "3", "new": "4"}) == [
+        "PTX gone: gone", "PTX changed: k", "PTX new: new"]
