@@ -71,8 +71,7 @@ from . import dtypes
 from .attention_bwd import BWD_PARAMS, DQ_ATOMIC, DQ_LOCK, DQ_SLICES, schedule
 from .attention_fwd import FWD_PARAMS, MASK_BOTTOM_RIGHT, MASK_NONE, _device, argtypes_for
 from .launch import SIMULATOR, Kernel
-from .dropout import philox_ir
-from .philox import philox4x32, uniform_from_bits
+from .philox import philox4x32_i32, uniform_from_bits
 from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait_all, ldmatrix_x4_at,
                           ldmatrix_x4_trans_at, mma_bf16, mma_f16, pack_bf16x2, pack_f16x2,
                           red_add_v2_f32, shared_address)
@@ -98,13 +97,7 @@ _U32_DT = np.dtype(np.uint32)
 _I64_DT = np.dtype(np.int64)
 _BACKOFF_NS = np.uint32(40)
 
-_W0 = 0x9E3779B9  # Philox's Weyl key increments
-_W1 = 0xBB67AE85
-
 if SIMULATOR:
-    def _philox32(c0, c1, c2, c3, k0, k1):
-        return philox4x32(c0, c1, c2, c3, k0, k1)
-
     def _exp(x):
         return np.float32(np.exp(np.float32(x)))
 
@@ -160,29 +153,6 @@ else:
 
     _ldsm = _make_ldsm(False)
     _ldsm_t = _make_ldsm(True)
-
-    @intrinsic
-    def _philox32(typingctx, c0, c1, c2, c3, k0, k1):
-        # Philox4x32-10 on 32-bit IR (dropout.philox_ir): numba Python widens every
-        # uint32 operation to 64 bits, and the 64-bit rounds pushed the dropout
-        # kernels past 255 registers.
-        args = (c0, c1, c2, c3, k0, k1)
-        if not all(isinstance(a, types.Integer) for a in args):
-            raise TypingError("_philox32: counter and key words must be integers")
-        ret = types.UniTuple(types.uint32, 4)
-
-        def codegen(context, builder, signature, llargs):
-            i32 = ir.IntType(32)
-            vals = [context.cast(builder, v, t, types.uint32)
-                    for v, t in zip(llargs, signature.args)]
-            keys = []
-            for r in range(10):
-                keys.append(builder.add(vals[4], ir.Constant(i32, (r * _W0) & _LO32)))
-                keys.append(builder.add(vals[5], ir.Constant(i32, (r * _W1) & _LO32)))
-            out = philox_ir(builder, vals[:4], keys)
-            return context.make_tuple(builder, ret, out)
-
-        return ret(*args), codegen
 
 
 class TcConfig(namedtuple("TcConfig", "blk qn")):
@@ -366,7 +336,7 @@ def _helpers(dtype, d_max, cfg):
         """Bit c set when dropout keeps key j0 + c of query i (j0 % 4 == 0): the
         kernels' Philox keying (see attention_fwd)."""
         pos = (np.int64(bh) * rows + i) * groups + j0 // 4
-        r0, r1, r2, r3 = _philox32(pos & _LO32, pos >> 32, off_lo, off_hi, seed_lo, seed_hi)
+        r0, r1, r2, r3 = philox4x32_i32(pos & _LO32, pos >> 32, off_lo, off_hi, seed_lo, seed_hi)
         bits = 0
         if uniform(r0) >= p:
             bits |= 1

@@ -37,7 +37,7 @@ Design (v2)
 -----------
 Instruction issue and memory both bound these kernels. One Philox call (ten rounds
 of two 32x32->64 multiplies and two 3-input xors, ~40 instructions) serves eight
-elements. Philox is emitted as 32-bit LLVM IR (:func:`philox_ir`; numba would widen
+elements. Philox is emitted as 32-bit LLVM IR (:func:`philox.philox_ir`; numba would widen
 it to 64-bit) with its 20 round keys passed as kernel parameters; gelu and gelu_tanh
 use branch-free forms (see "Activations" below); 16-bit data are unpacked and packed
 two at a time (cvt.f32.f16 on both halves, cvt.rn.{f16x2,bf16x2}.f32). Flags that
@@ -93,7 +93,7 @@ from .intrinsics import (f32_as_u32, fence_acq_rel_gpu, grid_dependency_wait,
                          grid_dependents_launch, u32_as_f32)
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count
-from .philox import philox4x32, philox4x32_np, split_u64
+from .philox import philox4x32_np, philox4x32_round_keys, round_keys, split_u64
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK
 from .tensor_core import cp_async_16, cp_async_commit, cp_async_wait
@@ -105,58 +105,13 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------
-# Bit-level helpers with exact simulator twins. numba types every uint32 operation
-# as 64-bit, so a Philox written in numba Python keeps its state and keys in 64-bit
-# registers and multiplies with mul.lo.u64; ``philox_ir`` emits the rounds on i32
-# values instead (mul.wide.u32 and 32-bit xors), which is what the RNG-bound
-# kernels need. The kernels take the 20 round keys as parameters: ptxas then keeps
-# them in uniform registers instead of 18 per-thread ones. numba keeps float16 as an
-# i16 in LLVM.
+# Bit-level helpers with exact simulator twins. Philox runs on 32-bit IR
+# (``philox.philox4x32_round_keys``, what these RNG-bound kernels need); the kernels
+# take the 20 round keys as parameters: ptxas then keeps them in uniform registers
+# instead of 18 per-thread ones. numba keeps float16 as an i16 in LLVM.
 # ---------------------------------------------------------------------------
-_PHILOX_M0 = 0xD2511F53
-_PHILOX_M1 = 0xCD9E8D57
-_PHILOX_W0 = 0x9E3779B9
-_PHILOX_W1 = 0xBB67AE85
-
-
-def round_keys(seed):
-    """The 20 Philox4x32-10 round keys of a 64-bit ``seed``, as Python ints:
-    ``(k0 + i W0, k1 + i W1) mod 2**32`` for rounds i = 0..9, interleaved."""
-    k0, k1 = split_u64(seed)
-    out = []
-    for i in range(10):
-        out += [(k0 + i * _PHILOX_W0) & 0xFFFFFFFF, (k1 + i * _PHILOX_W1) & 0xFFFFFFFF]
-    return out
-
-
-def philox_ir(builder, counter, keys):
-    """Emit Philox4x32-10 with llvmlite ``builder``: counter is four i32 values, keys the
-    20 i32 round keys (:func:`round_keys`); returns the four i32 outputs. Used by the
-    kernels' intrinsic and, in the tests, JIT-compiled for the host CPU and checked
-    against the known answers."""
-    from llvmlite import ir
-
-    i32, i64 = ir.IntType(32), ir.IntType(64)
-    m0, m1 = ir.Constant(i64, _PHILOX_M0), ir.Constant(i64, _PHILOX_M1)
-    s32 = ir.Constant(i64, 32)
-    c0, c1, c2, c3 = counter
-    for r in range(10):
-        k0, k1 = keys[2 * r], keys[2 * r + 1]
-        # zext(i32) * constant in i64: NVPTX selects mul.wide.u32.
-        p0 = builder.mul(builder.zext(c0, i64), m0)
-        p1 = builder.mul(builder.zext(c2, i64), m1)
-        hi0 = builder.trunc(builder.lshr(p0, s32), i32)
-        hi1 = builder.trunc(builder.lshr(p1, s32), i32)
-        c0, c1, c2, c3 = (builder.xor(builder.xor(hi1, c1), k0), builder.trunc(p1, i32),
-                          builder.xor(builder.xor(hi0, c3), k1), builder.trunc(p0, i32))
-    return c0, c1, c2, c3
-
 
 if SIMULATOR:
-
-    def _philox_words(c0, c1, c2, c3, keys):
-        # The GPU intrinsic takes the low 32 bits of each counter word.
-        return philox4x32(int(c0) & 0xFFFFFFFF, int(c1) & 0xFFFFFFFF, c2, c3, keys[0], keys[1])
 
     def _pack_h2(lo, hi):
         return (np.uint32(np.float16(lo).view(np.uint16))
@@ -175,30 +130,7 @@ else:
     from llvmlite import ir
     from numba.core.extending import intrinsic
 
-    def _to_i32(builder, value):
-        width = value.type.width
-        if width > 32:
-            return builder.trunc(value, ir.IntType(32))
-        if width < 32:
-            return builder.zext(value, ir.IntType(32))
-        return value
-
-    @intrinsic
-    def _philox_words(typingctx, c0, c1, c2, c3, keys):
-        counter = (c0, c1, c2, c3)
-        if not all(isinstance(a, types.Integer) for a in counter):
-            return None
-        if not (isinstance(keys, types.BaseTuple) and len(keys) == 20
-                and all(isinstance(k, types.Integer) for k in keys)):
-            return None
-        ret = types.UniTuple(types.uint32, 4)
-
-        def codegen(context, builder, signature, llargs):
-            ks = [_to_i32(builder, builder.extract_value(llargs[4], i)) for i in range(20)]
-            out = philox_ir(builder, [_to_i32(builder, v) for v in llargs[:4]], ks)
-            return context.make_tuple(builder, ret, out)
-
-        return ret(c0, c1, c2, c3, keys), codegen
+    from .intrinsics import ir_i32
 
     def _cvt_pack(instruction):
         # One F2FP.PACK_AB: two float32 rounded to nearest even into one 32-bit word,
@@ -236,7 +168,7 @@ else:
             asm = ir.InlineAsm(
                 fnty, "{ .reg .b16 %hl, %hh; mov.b32 {%hl, %hh}, $2; "
                 "cvt.f32.f16 $0, %hl; cvt.f32.f16 $1, %hh; }", "=f,=f,r")
-            out = builder.call(asm, [_to_i32(builder, args[0])])
+            out = builder.call(asm, [ir_i32(builder, args[0])])
             return context.make_tuple(builder, ret, [builder.extract_value(out, 0),
                                                      builder.extract_value(out, 1)])
 
@@ -549,13 +481,13 @@ GROUP = 8
 @inline_device
 def _philox_group(g, keys, off_lo, off_hi):
     """Philox words of element group ``g`` (int64): counter (g_lo, g_hi, off_lo, off_hi)."""
-    return _philox_words(g, g >> 32, off_lo, off_hi, keys)
+    return philox4x32_round_keys(g, g >> 32, off_lo, off_hi, keys)
 
 
 @inline_device
 def _philox_u64(g, keys, off_lo, off_hi):
     """:func:`_philox_group` of a uint64 group index."""
-    return _philox_words(g, g >> _S32, off_lo, off_hi, keys)
+    return philox4x32_round_keys(g, g >> _S32, off_lo, off_hi, keys)
 
 
 @inline_device
@@ -696,7 +628,7 @@ else:
                           signature.args[1], args[1])
             vec = ir.Constant(_V4I32, ir.Undefined)
             for i, v in enumerate(args[2:]):
-                vec = builder.insert_element(vec, _to_i32(builder, v),
+                vec = builder.insert_element(vec, ir_i32(builder, v),
                                              ir.Constant(ir.IntType(32), i))
             builder.store(vec, vp, align=16)
             return context.get_dummy_value()

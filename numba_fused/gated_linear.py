@@ -240,7 +240,8 @@ def _pairs_grad_ref(dh, z, activation):
 
 def gated_linear_dgrad_ref(grad_out, weight, preact, activation="silu"):
     """float64 reference of :func:`gated_linear_dgrad`."""
-    return _pairs_grad_ref(dtypes.to_float64(grad_out) @ dtypes.to_float64(weight), dtypes.to_float64(preact), activation)
+    g64 = dtypes.to_float64(grad_out) @ dtypes.to_float64(weight)
+    return _pairs_grad_ref(g64, dtypes.to_float64(preact), activation)
 
 
 def gated_linear_backward_ref(grad_h, x, weight, preact, activation="silu"):

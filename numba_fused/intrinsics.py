@@ -10,7 +10,7 @@ import numpy as np
 from numba import config
 
 __all__ = ["f32_as_u32", "u32_as_f32", "mul_rn", "fma_rn", "fence_acq_rel_gpu",
-           "grid_dependency_wait", "grid_dependents_launch"]
+           "grid_dependency_wait", "grid_dependents_launch", "ir_i32"]
 
 if config.ENABLE_CUDASIM:
 
@@ -63,6 +63,16 @@ else:
     from llvmlite import ir
     from numba import types
     from numba.core.extending import intrinsic
+
+    def ir_i32(builder, value):
+        """An LLVM integer ``value`` as i32 for an intrinsic's codegen: truncated from
+        wider, zero-extended from narrower (numba passes uint32 arguments as i64)."""
+        width = value.type.width
+        if width > 32:
+            return builder.trunc(value, ir.IntType(32))
+        if width < 32:
+            return builder.zext(value, ir.IntType(32))
+        return value
 
     def plain_asm(name, text):
         """A no-argument ``@intrinsic`` named ``name`` that emits the PTX ``text`` as

@@ -8,15 +8,24 @@ words 0-1, each draw serving four consecutive elements.
 
 ``philox4x32`` is the device function; ``philox4x32_np`` is the same function
 vectorised in NumPy for tests and host references.
+
+numba types every uint32 operation as 64-bit, so ``philox4x32`` keeps its state and
+keys in 64-bit registers; kernels whose issue rate Philox bounds use the 32-bit forms
+instead, emitted as LLVM IR (:func:`philox_ir`: ``mul.wide.u32`` and 32-bit xors):
+``philox4x32_round_keys`` takes the 20 round keys (:func:`round_keys`, passed as
+kernel parameters so that ptxas keeps them in uniform registers), ``philox4x32_i32``
+the two key words (the round keys added in the kernel). Under the simulator both are
+``philox4x32`` itself (the same bits).
 """
 
 import numpy as np
-from numba import cuda
+from numba import config, cuda, types
 
 from .jit import inline_device
 
 __all__ = [
-    "philox4x32", "philox4x32_np", "uniform_from_bits", "uniform_from_bits_np",
+    "philox4x32", "philox4x32_np", "philox4x32_round_keys", "philox4x32_i32",
+    "philox_ir", "round_keys", "uniform_from_bits", "uniform_from_bits_np",
     "split_u64", "PHILOX_ROUNDS",
 ]
 
@@ -105,6 +114,97 @@ def philox4x32_np(counter, key):
             k0 = (k0 + np.uint64(0x9E3779B9)) & mask
             k1 = (k1 + np.uint64(0xBB67AE85)) & mask
     return np.stack([c0, c1, c2, c3], axis=-1).astype(np.uint32)
+
+
+def round_keys(seed):
+    """The 20 Philox4x32-10 round keys of a 64-bit ``seed``, as Python ints:
+    ``(k0 + i W0, k1 + i W1) mod 2**32`` for rounds i = 0..9, interleaved."""
+    k0, k1 = split_u64(seed)
+    out = []
+    for i in range(PHILOX_ROUNDS):
+        out += [(k0 + i * int(_W0)) & 0xFFFFFFFF, (k1 + i * int(_W1)) & 0xFFFFFFFF]
+    return out
+
+
+def philox_ir(builder, counter, keys):
+    """Emit Philox4x32-10 with llvmlite ``builder``: counter is four i32 values, keys the
+    20 i32 round keys (:func:`round_keys`); returns the four i32 outputs. Used by the
+    kernels' intrinsics and, in the tests, JIT-compiled for the host CPU and checked
+    against the known answers."""
+    from llvmlite import ir
+
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    m0, m1 = ir.Constant(i64, int(_M0)), ir.Constant(i64, int(_M1))
+    s32 = ir.Constant(i64, 32)
+    c0, c1, c2, c3 = counter
+    for r in range(PHILOX_ROUNDS):
+        k0, k1 = keys[2 * r], keys[2 * r + 1]
+        # zext(i32) * constant in i64: NVPTX selects mul.wide.u32.
+        p0 = builder.mul(builder.zext(c0, i64), m0)
+        p1 = builder.mul(builder.zext(c2, i64), m1)
+        hi0 = builder.trunc(builder.lshr(p0, s32), i32)
+        hi1 = builder.trunc(builder.lshr(p1, s32), i32)
+        c0, c1, c2, c3 = (builder.xor(builder.xor(hi1, c1), k0), builder.trunc(p1, i32),
+                          builder.xor(builder.xor(hi0, c3), k1), builder.trunc(p0, i32))
+    return c0, c1, c2, c3
+
+
+if config.ENABLE_CUDASIM:
+
+    def philox4x32_round_keys(c0, c1, c2, c3, keys):
+        """Philox4x32-10 of counter ``(c0, c1, c2, c3)`` (the low 32 bits of each word)
+        under the 20 round keys ``keys`` (:func:`round_keys`); four uint32."""
+        return philox4x32(int(c0) & 0xFFFFFFFF, int(c1) & 0xFFFFFFFF, c2, c3, keys[0], keys[1])
+
+    def philox4x32_i32(c0, c1, c2, c3, k0, k1):
+        """Philox4x32-10 of counter ``(c0, c1, c2, c3)`` under key ``(k0, k1)``, every
+        word taken as uint32, on 32-bit IR; four uint32."""
+        return philox4x32(c0, c1, c2, c3, k0, k1)
+
+else:
+    from llvmlite import ir
+    from numba.core.errors import TypingError
+    from numba.core.extending import intrinsic
+
+    from .intrinsics import ir_i32
+
+    @intrinsic
+    def philox4x32_round_keys(typingctx, c0, c1, c2, c3, keys):
+        counter = (c0, c1, c2, c3)
+        if not all(isinstance(a, types.Integer) for a in counter):
+            return None
+        if not (isinstance(keys, types.BaseTuple) and len(keys) == 2 * PHILOX_ROUNDS
+                and all(isinstance(k, types.Integer) for k in keys)):
+            return None
+        ret = types.UniTuple(types.uint32, 4)
+
+        def codegen(context, builder, signature, llargs):
+            ks = [ir_i32(builder, builder.extract_value(llargs[4], i))
+                  for i in range(2 * PHILOX_ROUNDS)]
+            out = philox_ir(builder, [ir_i32(builder, v) for v in llargs[:4]], ks)
+            return context.make_tuple(builder, ret, out)
+
+        return ret(c0, c1, c2, c3, keys), codegen
+
+    @intrinsic
+    def philox4x32_i32(typingctx, c0, c1, c2, c3, k0, k1):
+        args = (c0, c1, c2, c3, k0, k1)
+        if not all(isinstance(a, types.Integer) for a in args):
+            raise TypingError("philox4x32_i32: counter and key words must be integers")
+        ret = types.UniTuple(types.uint32, 4)
+
+        def codegen(context, builder, signature, llargs):
+            i32 = ir.IntType(32)
+            vals = [context.cast(builder, v, t, types.uint32)
+                    for v, t in zip(llargs, signature.args)]
+            keys = []
+            for r in range(PHILOX_ROUNDS):
+                keys.append(builder.add(vals[4], ir.Constant(i32, (r * int(_W0)) & 0xFFFFFFFF)))
+                keys.append(builder.add(vals[5], ir.Constant(i32, (r * int(_W1)) & 0xFFFFFFFF)))
+            out = philox_ir(builder, vals[:4], keys)
+            return context.make_tuple(builder, ret, out)
+
+        return ret(*args), codegen
 
 
 def uniform_from_bits_np(r):

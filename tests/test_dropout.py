@@ -16,7 +16,7 @@ from interop.dlpack import as_kernel_array, poison_outputs, stream_handle
 from numba_fused import dropout as D
 from numba_fused.activations import ACTIVATIONS
 from numba_fused.launch import Kernel
-from numba_fused.philox import philox4x32_np
+from numba_fused.philox import philox4x32_np, philox_ir, round_keys
 from tests.util import (DTYPES, SIMULATOR, TOL, assert_close, compile_backend, compiled_targets,
                         device, griddep_pair_reports, rel_err, torch_dtype)
 
@@ -327,7 +327,7 @@ def test_philox_group_device_function_for_64_bit_groups():
     """The kernels' Philox (an i32 intrinsic on the GPU) for group indices past 2**32."""
     seed, offset = 0xDEADBEEF12345678, 0x0123456789ABCDEF
     gs = np.array([0, 1, 5, 2**32 - 1, 2**32, 2**32 + 3, 2**40 + 12345, 2**62 + 1], np.int64)
-    words = np.array(D.round_keys(seed) + [offset & 0xFFFFFFFF, offset >> 32], np.uint32)
+    words = np.array(round_keys(seed) + [offset & 0xFFFFFFFF, offset >> 32], np.uint32)
     out = torch.zeros(4 * gs.size, dtype=torch.int32, device=device())
     key_words = torch.from_numpy(words.view(np.int32)).to(device())
     args = [as_kernel_array(torch.from_numpy(gs).to(device()), "g"),
@@ -358,7 +358,7 @@ def test_philox_ir_known_answers_on_host_cpu():
     ctr, keys, out = fn.args
     counter = [builder.load(builder.gep(ctr, [ir.Constant(i32, i)])) for i in range(4)]
     rks = [builder.load(builder.gep(keys, [ir.Constant(i32, i)])) for i in range(20)]
-    for i, v in enumerate(D.philox_ir(builder, counter, rks)):
+    for i, v in enumerate(philox_ir(builder, counter, rks)):
         builder.store(v, builder.gep(out, [ir.Constant(i32, i)]))
     builder.ret_void()
     mod = llvm.parse_assembly(str(module))
@@ -382,7 +382,7 @@ def test_philox_ir_known_answers_on_host_cpu():
         known.append((c, s, tuple(int(v) for v in want)))
     for c, seed, want in known:
         o = (ctypes.c_uint32 * 4)()
-        call((ctypes.c_uint32 * 4)(*c), (ctypes.c_uint32 * 20)(*D.round_keys(seed)), o)
+        call((ctypes.c_uint32 * 4)(*c), (ctypes.c_uint32 * 20)(*round_keys(seed)), o)
         assert tuple(o) == want, (c, seed)
 
 
