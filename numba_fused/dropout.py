@@ -37,11 +37,11 @@ Design (v2)
 -----------
 Instruction issue and memory both bound these kernels. One Philox call (ten rounds
 of two 32x32->64 multiplies and two 3-input xors, ~40 instructions) serves eight
-elements. Philox is emitted as 32-bit LLVM IR (:func:`philox.philox_ir`; numba would widen
-it to 64-bit) with its 20 round keys passed as kernel parameters; gelu and gelu_tanh
-use branch-free forms (see "Activations" below); 16-bit data are unpacked and packed
-two at a time (cvt.f32.f16 on both halves, cvt.rn.{f16x2,bf16x2}.f32). Flags that
-would otherwise keep per-element keep flags alive across a branch are compile-time
+elements. Philox is emitted as 32-bit LLVM IR (:func:`philox.philox_ir`; numba would
+widen it to 64-bit) with its 20 round keys passed as kernel parameters; gelu and
+gelu_tanh use branch-free forms (see "Activations" below); 16-bit data are unpacked
+and packed two at a time (cvt.f32.f16 on both halves, cvt.rn.{f16x2,bf16x2}.f32).
+Flags that would otherwise keep per-element keep flags alive across a branch are compile-time
 (the forward's uint8-mask output) or select whole per-branch bodies (p = 0, the
 backward's mask source).
 
