@@ -41,9 +41,9 @@ elements. Philox is emitted as 32-bit LLVM IR (:func:`philox.philox_ir`; numba w
 widen it to 64-bit) with its 20 round keys passed as kernel parameters; gelu and
 gelu_tanh use branch-free forms (see "Activations" below); 16-bit data are unpacked
 and packed two at a time (cvt.f32.f16 on both halves, cvt.rn.{f16x2,bf16x2}.f32).
-Flags that would otherwise keep per-element keep flags alive across a branch are compile-time
-(the forward's uint8-mask output) or select whole per-branch bodies (p = 0, the
-backward's mask source).
+Flags that would otherwise keep per-element keep flags alive across a branch are
+compile-time (the forward's uint8-mask output) or select whole per-branch bodies (p =
+0, the backward's mask source).
 
 A block is ``(block_x, block_y)`` threads over a strip of ``8 * block_x`` columns
 and a range of ``rows_per_block`` rows. Each thread owns 8 consecutive columns (one
