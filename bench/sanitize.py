@@ -430,6 +430,22 @@ def _layer_norm_stages(nf, torch, dt):
                 _norm_passes(nf, x, w, b, torch.randn_like(x), det)
 
 
+def _layer_norm_w_regs(nf, torch, dt):
+    """The backward under tuning(bwd_w_regs=True) (candidate): row kernels keeping w in
+    registers; rows of 512 (several a block), 4096 (one a block) and 1000 (ragged:
+    clamped groups past the row's end), more rows than blocks, both dW / dB schemes,
+    LayerNorm and RMSNorm (_norm_passes)."""
+    from numba_fused.layer_norm import tuning
+
+    with tuning(bwd_w_regs=True, bwd_grid=7):
+        for m, n in ((29, 512), (37, 4096), (23, 1000)):
+            x = torch.randn(m, n, device="cuda", dtype=dt)
+            w = torch.randn(n, device="cuda", dtype=dt)
+            b = torch.randn(n, device="cuda", dtype=dt)
+            for det in (False, True):
+                _norm_passes(nf, x, w, b, torch.randn_like(x), det)
+
+
 def _layer_norm_rms_sum1(nf, torch, dt):
     """RMSNorm's backward under tuning(bwd_rms_sum1=True) (v37, everywhere: the row step
     reduces one sum): rows of 512 (several a block) and 4096 (one a block, shuffled and
@@ -461,6 +477,7 @@ CASES = {
     "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
     "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
     "layer_norm_stages": ("layer_norm_backward", _layer_norm_stages),
+    "layer_norm_w_regs": ("layer_norm_backward", _layer_norm_w_regs),
     "layer_norm_rms_sum1": ("rms_norm_backward", _layer_norm_rms_sum1),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
@@ -472,7 +489,8 @@ CASES = {
 _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
             "layer_norm_plain": "layer_norm", "layer_norm_staged": "layer_norm",
             "layer_norm_bwd": "layer_norm", "layer_norm_pdl": "layer_norm",
-            "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm"}
+            "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm",
+            "layer_norm_w_regs": "layer_norm"}
 
 
 def main(argv):

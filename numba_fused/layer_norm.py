@@ -2703,7 +2703,8 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1=False):
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
-                         red_warps=0, trigger=False, bounds=None, stages=0, sum1=False):
+                         red_warps=0, trigger=False, bounds=None, stages=0, sum1=False,
+                         w_regs=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2734,7 +2735,14 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     of the one row the register prefetch holds (0: off). ``sum1`` (RMSNorm; tuning
     ``bwd_rms_sum1``, v37): the row step reduces RMSNorm's one sum
     (:func:`_row_sum1`, or :func:`_row_sum2_direct` with ``rms``) instead of the pair
-    whose second it drops; same bits."""
+    whose second it drops; same bits. ``w_regs`` (row kernels with w, 16-byte groups,
+    not the wide ones nor with ``stages``; tuning ``bwd_w_regs``, candidate): each
+    thread keeps its groups of w in registers, loaded once as raw words, instead of
+    reading them back from shared memory as float32 on every row (4 LDS.128 a row a
+    thread at 16-bit N = 4096); same bits."""
+    if w_regs and (not words or not has_w or not vector or wide or stages):
+        raise ValueError("w_regs is for row kernels with w, of 16-byte groups, neither "
+                         "wide nor with stages")
     if stages not in BWD_STAGES:
         raise ValueError(f"stages must be one of {BWD_STAGES}, got {stages!r}")
     if stages and (not words or wide or prefetch or not vector):
@@ -2776,7 +2784,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + ("_given" if given else "") + ("_r1" if one_row else "")
             + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
-            + (f"_st{stages}" if stages else "") + ("_s1" if sum1 else ""))
+            + (f"_st{stages}" if stages else "") + ("_s1" if sum1 else "")
+            + ("_wr" if w_regs else ""))
 
     if words:
         elems = words * vec
@@ -2859,6 +2868,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             aw = cuda.local.array(acc_w, np.float32)
             ab = cuda.local.array(acc_b, np.float32)
             tmp = cuda.local.array(vec, np.float32)
+            wr = cuda.local.array(nraw, raw_t)
+            wf = cuda.local.array(vec, np.float32)
             if trigger:
                 grid_dependents_launch()
             t = cuda.threadIdx.x
@@ -2876,7 +2887,13 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 aw[j] = np.float32(0.0)
             for j in range(acc_b):
                 ab[j] = np.float32(0.0)
-            if has_w:
+            if has_w and w_regs:
+                # Groups past the row's end (clamped to its last) are never used.
+                for k in range(words):
+                    q = _ld16r(w, np.uint64(0), _gclamp(k, tpr, t, ng - np.uint32(1)))
+                    for i in range(4):
+                        wr[4 * k + i] = q[i]
+            elif has_w:
                 if slot == 0:
                     for k in range(words):
                         gi = np.uint32(k) * tpq + tq
@@ -2981,9 +2998,13 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 s2 = np.float32(0.0)
                 for k in range(words):
                     if _gvalid(k, tpr, t, ng):
+                        if w_regs:
+                            unpack(wr, 4 * k, wf, 0)
                         for h in range(quads):
                             o = k * vec + 4 * h
-                            if has_w:
+                            if w_regs:
+                                wv = (wf[4 * h], wf[4 * h + 1], wf[4 * h + 2], wf[4 * h + 3])
+                            elif has_w:
                                 wv = _ld16(sm, np.uint32((k * quads + h) * tpr + t))
                             for e in range(4):
                                 hx = (xs[o + e] - mu) * rs
@@ -3641,6 +3662,14 @@ _TUNING_DEFAULTS = {
     # to +1 us. The row loop waits on MIO, and the ring adds a shared-memory round
     # trip an element to it.
     "bwd_stages": 0,
+    # Backward row kernels with w (16-byte groups, not the wide ones, no ring): each
+    # thread keeps its groups of w in registers as raw words (make_backward_kernel's
+    # w_regs) instead of reading float32 w from shared memory every row. Candidate
+    # (forty-second session, CPU): ptxas fits the 16-bit LayerNorm row kernel at N =
+    # 4096 in its 128 registers without spills, and its row loop drops from 300 to
+    # 297 SASS instructions, 8 LDS.128 to 4 (the row loop waits on MIO: ncu,
+    # twenty-sixth session). Not yet timed.
+    "bwd_w_regs": False,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
@@ -3854,7 +3883,8 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
-    kernels' cp.async ring of row buffers), bwd_pdl (bool: the dW/dB reduction as a
+    kernels' cp.async ring of row buffers), bwd_w_regs (bool: the row kernels keep w
+    in registers), bwd_pdl (bool: the dW/dB reduction as a
     dependent launch of the row kernels, sm_90), bwd_rms_sum1 (None, bool:
     RMSNorm's backward reduces its one row sum, not a pair; v37), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
@@ -3911,6 +3941,9 @@ def tuning(**overrides):
     bm = overrides.get("bwd_min_blocks", _tune["bwd_min_blocks"])
     if bm is not None and not (isinstance(bm, int) and 1 <= bm <= 32):
         raise ValueError(f"bwd_min_blocks must be None or an int in [1, 32], got {bm!r}")
+    wr = overrides.get("bwd_w_regs", _tune["bwd_w_regs"])
+    if not isinstance(wr, bool):
+        raise ValueError(f"bwd_w_regs must be a bool, got {wr!r}")
     bs = overrides.get("bwd_stages", _tune["bwd_stages"])
     if bs not in BWD_STAGES or isinstance(bs, bool):
         raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
@@ -4686,9 +4719,11 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                 prefetch, shared = False, ring_bytes
             else:
                 stages = 0
+        w_regs = (bool(_tune["bwd_w_regs"]) and bool(words) and has_w and vector
+                  and not wide and not stages)
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
-                                      bounds, stages, sum1)
+                                      bounds, stages, sum1, w_regs)
     if sacc:
         shared = sacc_bytes
     if words:

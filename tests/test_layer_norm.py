@@ -1827,6 +1827,63 @@ def test_bwd_stages_same_bits(dtype, variant):
                         assert torch.equal(g, h), (shape, stages, name)
 
 
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, True, False)], ids=_vid)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_w_regs_same_bits(dtype, variant):
+    """tuning(bwd_w_regs=True) (candidate): the backward row kernels keep w in
+    registers instead of shared memory, and change no bit of dx, dw, db
+    (deterministic scheme). Cases: several row slots a block, one exact row a block,
+    a ragged row (clamped groups past its end), without the prefetch; on a GPU also
+    the default layouts at N = 1024, 4096, 8192 (float32: 1024, 4096). Row kernels
+    take the ``_wr`` form, the wide ones (float32, two groups a thread) keep theirs;
+    poisoned outputs show every element is written."""
+    vec = ln._vec_of(dtype, True)
+    cases = [((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}),
+             ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2, **FEW_PARTIALS}),
+             ((4, 37 * vec), {"bwd_grid": 3, **FEW_PARTIALS}),
+             ((4, 37 * vec), {"bwd_grid": 3, "prefetch": False, **FEW_PARTIALS})]
+    if not SIMULATOR:
+        ns = (1024, 4096, 8192) if vec == 8 else (1024, 4096)
+        cases += [((4099, n), {"bwd_grid": 97}) for n in ns]
+    for shape, tune in cases:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 13)
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        with ln.tuning(**tune):
+            want = _backward(variant, dy, x, w, b, mean, rstd, True)
+            picked = []
+            with ln.tuning(bwd_w_regs=True), pytest.MonkeyPatch.context() as mp, \
+                    poison_outputs():
+                _record_kernels(mp, "make_backward_kernel", picked)
+                got = _backward(variant, dy, x, w, b, mean, rstd, True)
+        rows = [k for k in picked if "_wide" not in k]
+        assert all(k.endswith("_wr") for k in rows), picked
+        assert picked and (rows or vec == 4), picked
+        for name, g, h in zip(("dx", "dw", "db"), got, want):
+            assert (g is None) == (h is None), name
+            if g is not None:
+                assert torch.equal(g, h), (shape, tune, name)
+
+
+def test_bwd_w_regs_checks():
+    """bwd_w_regs takes a bool; the factory keeps w in registers only for row kernels
+    with w of 16-byte groups, neither wide nor with a ring."""
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="bwd_w_regs"):
+            with ln.tuning(bwd_w_regs=bad):
+                pass
+    bad_args = (dict(has_w=False, vector=True, words=2),
+                dict(has_w=True, vector=False, words=2),
+                dict(has_w=True, vector=True, words=0))
+    for a in bad_args:
+        with pytest.raises(ValueError, match="w_regs is for row kernels"):
+            ln.make_backward_kernel("float16", False, a["has_w"], True, a["vector"],
+                                    a["words"], w_regs=True)
+    with pytest.raises(ValueError, match="w_regs is for row kernels"):
+        ln.make_backward_kernel("float16", False, True, True, True, 2, False, stages=3,
+                                w_regs=True)
+
+
 def test_bwd_stages_checks():
     """bwd_stages takes 0, 2, 3 or 4; the factory builds rings only for row kernels of
     16-byte groups without the prefetch, and not the wide ones."""
@@ -2015,6 +2072,30 @@ def test_bwd_stages_candidate_ptx(stages):
     assert "cp.async.cg.shared.global" in ptx and f"cp.async.wait_group {stages - 1}" in ptx
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
     assert rep["registers"] <= base["registers"], (rep, base)
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_bwd_w_regs_candidate_ptx(dtype):
+    """The bwd_w_regs candidate, the 16-bit LayerNorm row kernel at N = 4096 (the
+    launcher's layout, one row a block, with the prefetch): no spills or stack, the
+    shipped kernel's registers at most, and half its shared-memory loads (w's gone
+    from the row loop: 8 ld.shared.v4 in the shipped PTX's loop, the row sums' 4
+    left)."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    words, tpr = ln._row_layout(4096, 8, "bwd")
+    red = ln._red_direct_warps(tpr, 8)
+    args = (dtype, False, True, True, True, words, True, True, False, False, False, True,
+            red, True)
+    with offline_compile():
+        base = ln.make_backward_kernel(*args).ptx()
+        ptx = ln.make_backward_kernel(*args, w_regs=True).ptx()
+        rb, rep = ptxas_report(base), ptxas_report(ptx)
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+    assert rep["registers"] <= rb["registers"], (rep, rb)
+    assert base.count("ld.shared.v4.f32") - ptx.count("ld.shared.v4.f32") == words * 2, (
+        base.count("ld.shared.v4.f32"), ptx.count("ld.shared.v4.f32"))
 
 
 @pytest.mark.ptx
