@@ -414,6 +414,18 @@ def _layer_norm_pdl(nf, torch, dt):
                 _norm_passes(nf, x, w, b, torch.randn_like(x), det)
 
 
+def _norm_rows_both_schemes(nf, torch, dt):
+    """_norm_passes under both dW / dB schemes at rows of 512 (several a block), 4096
+    (one a block) and 1000 (ragged: clamped groups), more rows than the 7 blocks the
+    callers' tunings fix."""
+    for m, n in ((29, 512), (37, 4096), (23, 1000)):
+        x = torch.randn(m, n, device="cuda", dtype=dt)
+        w = torch.randn(n, device="cuda", dtype=dt)
+        b = torch.randn(n, device="cuda", dtype=dt)
+        for det in (False, True):
+            _norm_passes(nf, x, w, b, torch.randn_like(x), det)
+
+
 def _layer_norm_stages(nf, torch, dt):
     """The backward under tuning(bwd_stages=3) (candidate): row kernels reading x and
     dy from a cp.async ring in shared memory, two rows ahead; rows of 512, 4096 (one
@@ -422,12 +434,7 @@ def _layer_norm_stages(nf, torch, dt):
     from numba_fused.layer_norm import tuning
 
     with tuning(bwd_stages=3, bwd_grid=7):
-        for m, n in ((29, 512), (37, 4096), (23, 1000)):
-            x = torch.randn(m, n, device="cuda", dtype=dt)
-            w = torch.randn(n, device="cuda", dtype=dt)
-            b = torch.randn(n, device="cuda", dtype=dt)
-            for det in (False, True):
-                _norm_passes(nf, x, w, b, torch.randn_like(x), det)
+        _norm_rows_both_schemes(nf, torch, dt)
 
 
 def _layer_norm_w_regs(nf, torch, dt):
@@ -438,12 +445,7 @@ def _layer_norm_w_regs(nf, torch, dt):
     from numba_fused.layer_norm import tuning
 
     with tuning(bwd_w_regs=True, bwd_grid=7):
-        for m, n in ((29, 512), (37, 4096), (23, 1000)):
-            x = torch.randn(m, n, device="cuda", dtype=dt)
-            w = torch.randn(n, device="cuda", dtype=dt)
-            b = torch.randn(n, device="cuda", dtype=dt)
-            for det in (False, True):
-                _norm_passes(nf, x, w, b, torch.randn_like(x), det)
+        _norm_rows_both_schemes(nf, torch, dt)
 
 
 def _layer_norm_rms_sum1(nf, torch, dt):

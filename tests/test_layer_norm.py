@@ -1786,6 +1786,47 @@ def test_bwd_min_blocks_same_bits(dtype):
                 assert torch.equal(g, h), (shape, prefetch, name)
 
 
+def _row_kernel_cases(vec):
+    """(shape, tuning) cases of the backward row kernels' same-bits tests: several row
+    slots a block, one exact row a block, a ragged row (clamped groups); on a GPU also
+    the default layouts at N = 1024, 4096, 8192 (float32: 1024, 4096; its N = 8192
+    takes the lean backward, another factory)."""
+    cases = [((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}),
+             ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2, **FEW_PARTIALS}),
+             ((4, 37 * vec), {"bwd_grid": 3, **FEW_PARTIALS})]
+    if not SIMULATOR:
+        ns = (1024, 4096, 8192) if vec == 8 else (1024, 4096)
+        cases += [((4099, n), {"bwd_grid": 97}) for n in ns]
+    return cases
+
+
+def _assert_row_kernels_same_bits(dtype, variant, cases, seed, overrides, named):
+    """For each (shape, tuning) case: dx, dw, db (deterministic scheme) under each
+    tuning of ``overrides`` on top of the case's keep the bits of the case's tuning
+    alone; every row kernel (not the wide ones) that make_backward_kernel builds
+    under an override satisfies ``named(name, override)``, and float32 rows of two
+    groups a thread may take only the wide kernel. Outputs are poisoned first."""
+    vec = ln._vec_of(dtype, True)
+    for shape, tune in cases:
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + seed)
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        with ln.tuning(**tune):
+            want = _backward(variant, dy, x, w, b, mean, rstd, True)
+            for override in overrides:
+                picked = []
+                with ln.tuning(**override), pytest.MonkeyPatch.context() as mp, \
+                        poison_outputs():
+                    _record_kernels(mp, "make_backward_kernel", picked)
+                    got = _backward(variant, dy, x, w, b, mean, rstd, True)
+                rows = [k for k in picked if "_wide" not in k]
+                assert all(named(k, override) for k in rows), picked
+                assert picked and (rows or vec == 4), picked
+                for name, g, h in zip(("dx", "dw", "db"), got, want):
+                    assert (g is None) == (h is None), name
+                    if g is not None:
+                        assert torch.equal(g, h), (shape, tune, override, name)
+
+
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, True), (False, False, False)], ids=_vid)
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -1793,38 +1834,13 @@ def test_bwd_stages_same_bits(dtype, variant):
     """tuning(bwd_stages=k): the row kernels read x and dy from a cp.async ring of k
     row buffers instead of the register prefetch, and change no bit of dx, dw, db
     (deterministic scheme; the grid fixed, since the ring's shared memory changes how
-    many blocks an SM holds). Cases: several row slots a block (each its own ring),
-    one exact row a block, a ragged row (clamped groups); on a GPU also the default
-    layouts at N = 1024, 4096, 8192 (float32: 1024, 4096). float32 rows of two groups
-    a thread are wide kernels, which keep no ring. Names show the pick; poisoned outputs show every
-    element is written."""
-    vec = ln._vec_of(dtype, True)
-    cases = [((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}),
-             ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2, **FEW_PARTIALS}),
-             ((4, 37 * vec), {"bwd_grid": 3, **FEW_PARTIALS})]
-    if not SIMULATOR:
-        # float32 N = 8192 takes the lean backward (another factory, no ring).
-        ns = (1024, 4096, 8192) if vec == 8 else (1024, 4096)
-        cases += [((4099, n), {"bwd_grid": 97}) for n in ns]
-    for shape, tune in cases:
-        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 11)
-        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
-        with ln.tuning(**tune):
-            want = _backward(variant, dy, x, w, b, mean, rstd, True)
-            for stages in ln.BWD_STAGES[1:]:
-                picked = []
-                with ln.tuning(bwd_stages=stages), pytest.MonkeyPatch.context() as mp, \
-                        poison_outputs():
-                    _record_kernels(mp, "make_backward_kernel", picked)
-                    got = _backward(variant, dy, x, w, b, mean, rstd, True)
-                rows = [k for k in picked if "_wide" not in k]
-                assert all(_untriggered(k).endswith(f"_st{stages}") for k in rows), picked
-                # float32 rows of two groups a thread take the wide kernel (no ring).
-                assert picked and (rows or vec == 4), picked
-                for name, g, h in zip(("dx", "dw", "db"), got, want):
-                    assert (g is None) == (h is None), name
-                    if g is not None:
-                        assert torch.equal(g, h), (shape, stages, name)
+    many blocks an SM holds). Cases: :func:`_row_kernel_cases`. float32 rows of two
+    groups a thread are wide kernels, which keep no ring. Names show the pick; poisoned
+    outputs show every element is written."""
+    cases = _row_kernel_cases(ln._vec_of(dtype, True))
+    _assert_row_kernels_same_bits(
+        dtype, variant, cases, 11, [{"bwd_stages": k} for k in ln.BWD_STAGES[1:]],
+        lambda name, o: _untriggered(name).endswith(f"_st{o['bwd_stages']}"))
 
 
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
@@ -1833,36 +1849,14 @@ def test_bwd_stages_same_bits(dtype, variant):
 def test_bwd_w_regs_same_bits(dtype, variant):
     """tuning(bwd_w_regs=True) (candidate): the backward row kernels keep w in
     registers instead of shared memory, and change no bit of dx, dw, db
-    (deterministic scheme). Cases: several row slots a block, one exact row a block,
-    a ragged row (clamped groups past its end), without the prefetch; on a GPU also
-    the default layouts at N = 1024, 4096, 8192 (float32: 1024, 4096). Row kernels
-    take the ``_wr`` form, the wide ones (float32, two groups a thread) keep theirs;
-    poisoned outputs show every element is written."""
+    (deterministic scheme). Cases: :func:`_row_kernel_cases` and a ragged row without
+    the prefetch. Row kernels take the ``_wr`` form, the wide ones (float32, two
+    groups a thread) keep theirs; poisoned outputs show every element is written."""
     vec = ln._vec_of(dtype, True)
-    cases = [((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}),
-             ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2, **FEW_PARTIALS}),
-             ((4, 37 * vec), {"bwd_grid": 3, **FEW_PARTIALS}),
-             ((4, 37 * vec), {"bwd_grid": 3, "prefetch": False, **FEW_PARTIALS})]
-    if not SIMULATOR:
-        ns = (1024, 4096, 8192) if vec == 8 else (1024, 4096)
-        cases += [((4099, n), {"bwd_grid": 97}) for n in ns]
-    for shape, tune in cases:
-        x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 13)
-        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
-        with ln.tuning(**tune):
-            want = _backward(variant, dy, x, w, b, mean, rstd, True)
-            picked = []
-            with ln.tuning(bwd_w_regs=True), pytest.MonkeyPatch.context() as mp, \
-                    poison_outputs():
-                _record_kernels(mp, "make_backward_kernel", picked)
-                got = _backward(variant, dy, x, w, b, mean, rstd, True)
-        rows = [k for k in picked if "_wide" not in k]
-        assert all(k.endswith("_wr") for k in rows), picked
-        assert picked and (rows or vec == 4), picked
-        for name, g, h in zip(("dx", "dw", "db"), got, want):
-            assert (g is None) == (h is None), name
-            if g is not None:
-                assert torch.equal(g, h), (shape, tune, name)
+    cases = _row_kernel_cases(vec)
+    cases.insert(3, ((4, 37 * vec), {"bwd_grid": 3, "prefetch": False, **FEW_PARTIALS}))
+    _assert_row_kernels_same_bits(dtype, variant, cases, 13, [{"bwd_w_regs": True}],
+                                  lambda name, o: name.endswith("_wr"))
 
 
 def test_bwd_w_regs_checks():
