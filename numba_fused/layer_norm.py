@@ -1050,6 +1050,17 @@ def _bwd_sum1(flag, rpb, tpr):
     return bool(flag)
 
 
+def _bwd_w_regs(flag, dtype, rms):
+    """Whether the backward row kernels with w keep it in registers (v38,
+    make_backward_kernel's w_regs) for ``dtype`` rows (``rms``: RMSNorm): tuning
+    bwd_w_regs ``flag``; None (the default) is yes for 16-bit LayerNorm, where it
+    measured faster (H200, forty-third session: see _TUNING_DEFAULTS), and no
+    elsewhere (16-bit RMSNorm measured even; float32 not timed)."""
+    if flag is None:
+        return _dtype_class(dtype) == "16-bit" and not rms
+    return bool(flag)
+
+
 def _bwd_row_step(rms, sum1, red_warps=0):
     """The backward kernels' row step ``(s1, s2) = step(s1, s2, red, buf)``: the pair
     (:func:`_row_sum2`, or :func:`_row_sum2_direct` for one-row blocks of
@@ -2736,7 +2747,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     ``bwd_rms_sum1``, v37): the row step reduces RMSNorm's one sum
     (:func:`_row_sum1`, or :func:`_row_sum2_direct` with ``rms``) instead of the pair
     whose second it drops; same bits. ``w_regs`` (row kernels with w, 16-byte groups,
-    not the wide ones nor with ``stages``; tuning ``bwd_w_regs``, candidate): each
+    not the wide ones nor with ``stages``; tuning ``bwd_w_regs``, v38): each
     thread keeps its groups of w in registers, loaded once as raw words, instead of
     reading them back from shared memory as float32 on every row (4 LDS.128 a row a
     thread at 16-bit N = 4096); same bits."""
@@ -3426,12 +3437,19 @@ def _shipped_rows(factory, bwd, trigger, rms, *args, **kwargs):
     """The row kernels shipped_kernels lists for one layout: the forward's one; the
     backward's with ``trigger`` and, for RMSNorm, as bwd_rms_sum1's default picks them
     (v37): the one-sum kernel, and where the kernel can run blocks of several rows of
-    several warps (not a one-row kernel) the pair's as well."""
+    several warps (not a one-row kernel) the pair's as well; where bwd_w_regs's default
+    keeps w in registers (v38: 16-bit LayerNorm with w), that form and the one with w
+    in shared memory (tuning bwd_w_regs=False)."""
     if not bwd:
         return [factory(*args, **kwargs)]
-    out = [factory(*args, trigger=trigger, sum1=rms, **kwargs)]
-    if rms and not kwargs.get("one_row"):
-        out.append(factory(*args, trigger=trigger, **kwargs))
+    dtype, has_w = args[0], args[2]
+    out = []
+    for w_regs in ((False, True) if has_w and not kwargs.get("wide")
+                   and _bwd_w_regs(None, dtype, rms) else (False,)):
+        kw = dict(kwargs, w_regs=True) if w_regs else kwargs
+        out.append(factory(*args, trigger=trigger, sum1=rms, **kw))
+        if rms and not kwargs.get("one_row"):
+            out.append(factory(*args, trigger=trigger, **kw))
     return out
 
 
@@ -3663,13 +3681,17 @@ _TUNING_DEFAULTS = {
     # trip an element to it.
     "bwd_stages": 0,
     # Backward row kernels with w (16-byte groups, not the wide ones, no ring): each
-    # thread keeps its groups of w in registers as raw words (make_backward_kernel's
-    # w_regs) instead of reading float32 w from shared memory every row. Candidate
-    # (forty-second session, CPU): ptxas fits the 16-bit LayerNorm row kernel at N =
-    # 4096 in its 128 registers without spills, and its row loop drops from 300 to
-    # 297 SASS instructions, 8 LDS.128 to 4 (the row loop waits on MIO: ncu,
-    # twenty-sixth session). Not yet timed.
-    "bwd_w_regs": False,
+    # thread keeps its groups of w in registers as raw words (v38, make_backward_kernel's
+    # w_regs) instead of reading float32 w from shared memory every row. ptxas fits
+    # the 16-bit LayerNorm row kernel at N = 4096 in its 128 registers without spills,
+    # its row loop 300 -> 297 SASS instructions, 8 LDS.128 -> 4. H200 (forty-third
+    # session, A/B/B/A, us, 16-bit LayerNorm bwd, shipped / w_regs): fp16 65536 x 1024
+    # 114.0, 114.0 / 111.4, 111.7, bf16 113.1, 113.1 / 111.3, 111.7; fp16 8192 x 8192
+    # 120.3, 119.8 / 119.0, 119.1, bf16 120.6, 120.2 / 119.8, 119.4; 16384 x 4096
+    # even (fp16 115.3, 114.8 / 115.6, 115.0; bf16 115.1, 115.2 / 115.3, 115.4).
+    # 16-bit RMSNorm 16384 x 4096 even (111.8, 111.8 / 111.7, 111.7). None: 16-bit
+    # LayerNorm (_bwd_w_regs); True / False: every row kernel with w / none.
+    "bwd_w_regs": None,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
@@ -3883,8 +3905,8 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
-    kernels' cp.async ring of row buffers), bwd_w_regs (bool: the row kernels keep w
-    in registers), bwd_pdl (bool: the dW/dB reduction as a
+    kernels' cp.async ring of row buffers), bwd_w_regs (None, bool: the row kernels keep w
+    in registers; None: 16-bit LayerNorm, v38), bwd_pdl (bool: the dW/dB reduction as a
     dependent launch of the row kernels, sm_90), bwd_rms_sum1 (None, bool:
     RMSNorm's backward reduces its one row sum, not a pair; v37), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
@@ -3942,8 +3964,8 @@ def tuning(**overrides):
     if bm is not None and not (isinstance(bm, int) and 1 <= bm <= 32):
         raise ValueError(f"bwd_min_blocks must be None or an int in [1, 32], got {bm!r}")
     wr = overrides.get("bwd_w_regs", _tune["bwd_w_regs"])
-    if not isinstance(wr, bool):
-        raise ValueError(f"bwd_w_regs must be a bool, got {wr!r}")
+    if not (wr is None or isinstance(wr, bool)):
+        raise ValueError(f"bwd_w_regs must be None or a bool, got {wr!r}")
     bs = overrides.get("bwd_stages", _tune["bwd_stages"])
     if bs not in BWD_STAGES or isinstance(bs, bool):
         raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
@@ -4719,8 +4741,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                 prefetch, shared = False, ring_bytes
             else:
                 stages = 0
-        w_regs = (bool(_tune["bwd_w_regs"]) and bool(words) and has_w and vector
-                  and not wide and not stages)
+        w_regs = (_bwd_w_regs(_tune["bwd_w_regs"], dtype, rms) and bool(words) and has_w
+                  and vector and not wide and not stages)
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
                                       bounds, stages, sum1, w_regs)

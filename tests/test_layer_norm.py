@@ -95,9 +95,10 @@ def _record_kernels(mp, factory, names):
 
 def _untriggered(name):
     """A backward row kernel's name without bwd_pdl's ``_trig`` (the default on sm_90;
-    the simulator takes the same path) and bwd_rms_sum1's ``_s1`` (RMSNorm's default
-    since v37): the suffixes the default adds last."""
-    return name.removesuffix("_s1").removesuffix("_trig")
+    the simulator takes the same path), bwd_rms_sum1's ``_s1`` (RMSNorm's default
+    since v37) and bwd_w_regs's ``_wr`` (16-bit LayerNorm's since v38): the suffixes
+    the default adds last."""
+    return name.removesuffix("_wr").removesuffix("_s1").removesuffix("_trig")
 
 
 def _reference(variant, x, w, b, dy, eps):
@@ -1747,7 +1748,8 @@ def test_bwd_pdl_same_bits(dtype, variant):
         assert rows and dwdb, picked
         stream = "_stream" in rows[0]
         assert stream == (dtype == "float32" and shape[-1] == 16384), picked
-        assert all(k.removesuffix("_s1").endswith("_trig") != stream for k in rows), picked
+        assert all(k.removesuffix("_wr").removesuffix("_s1").endswith("_trig") != stream
+                   for k in rows), picked
         assert all(k.endswith("_dep") != stream for k in dwdb), picked
         ref = _reference(variant, x.double(), None if w is None else w.double(),
                          None if b is None else b.double(), dys[0].double(), 1e-5)
@@ -1847,22 +1849,51 @@ def test_bwd_stages_same_bits(dtype, variant):
                                      (False, True, False)], ids=_vid)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bwd_w_regs_same_bits(dtype, variant):
-    """tuning(bwd_w_regs=True) (candidate): the backward row kernels keep w in
-    registers instead of shared memory, and change no bit of dx, dw, db
+    """tuning(bwd_w_regs=True) (v38): the backward row kernels keep w in registers
+    instead of shared memory (bwd_w_regs=False), and change no bit of dx, dw, db
     (deterministic scheme). Cases: :func:`_row_kernel_cases` and a ragged row without
     the prefetch. Row kernels take the ``_wr`` form, the wide ones (float32, two
     groups a thread) keep theirs; poisoned outputs show every element is written."""
     vec = ln._vec_of(dtype, True)
     cases = _row_kernel_cases(vec)
     cases.insert(3, ((4, 37 * vec), {"bwd_grid": 3, "prefetch": False, **FEW_PARTIALS}))
+    cases = [(shape, {**tune, "bwd_w_regs": False}) for shape, tune in cases]
     _assert_row_kernels_same_bits(dtype, variant, cases, 13, [{"bwd_w_regs": True}],
                                   lambda name, o: name.endswith("_wr"))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_w_regs_default(dtype):
+    """bwd_w_regs's default (None, v38) keeps w in registers in the backward row
+    kernels of 16-bit LayerNorm only (16-bit RMSNorm measured even, float32 was not
+    timed); True and False force it everywhere / nowhere. The launcher picks the
+    ``_wr`` row kernel exactly there, and (test_bwd_w_regs_same_bits) its bits are
+    the shared-memory kernel's."""
+    assert ln._TUNING_DEFAULTS["bwd_w_regs"] is None
+    sixteen = dtype != "float32"
+    assert ln._bwd_w_regs(None, dtype, False) is sixteen
+    assert not ln._bwd_w_regs(None, dtype, True)
+    assert ln._bwd_w_regs(True, dtype, True) and not ln._bwd_w_regs(False, dtype, False)
+    vec = ln._vec_of(dtype, True)
+    shape = (5, 56 * vec)
+    for variant in ((False, True, True), (True, True, False), (False, False, True)):
+        x, w, b, dy = _inputs(shape, dtype, variant, seed=17)
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        picked = []
+        with ln.tuning(bwd_block=32, bwd_grid=2, **FEW_PARTIALS), \
+                pytest.MonkeyPatch.context() as mp, poison_outputs():
+            _record_kernels(mp, "make_backward_kernel", picked)
+            _backward(variant, dy, x, w, b, mean, rstd, True)
+        rms, has_w = variant[0], variant[1]
+        expect = sixteen and has_w and not rms
+        assert picked and all(k.endswith("_wr") is expect for k in picked), (variant,
+                                                                            picked)
+
+
 def test_bwd_w_regs_checks():
-    """bwd_w_regs takes a bool; the factory keeps w in registers only for row kernels
-    with w of 16-byte groups, neither wide nor with a ring."""
-    for bad in (1, "yes", None):
+    """bwd_w_regs takes None or a bool; the factory keeps w in registers only for row
+    kernels with w of 16-byte groups, neither wide nor with a ring."""
+    for bad in (1, "yes", 0):
         with pytest.raises(ValueError, match="bwd_w_regs"):
             with ln.tuning(bwd_w_regs=bad):
                 pass
