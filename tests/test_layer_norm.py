@@ -2101,11 +2101,11 @@ def test_bwd_stages_candidate_ptx(stages):
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_bwd_w_regs_candidate_ptx(dtype):
-    """The bwd_w_regs candidate, the 16-bit LayerNorm row kernel at N = 4096 (the
+def test_bwd_w_regs_ptx(dtype):
+    """v38 (bwd_w_regs, the 16-bit LayerNorm default), the row kernel at N = 4096 (the
     launcher's layout, one row a block, with the prefetch): no spills or stack, the
-    shipped kernel's registers at most, and half its shared-memory loads (w's gone
-    from the row loop: 8 ld.shared.v4 in the shipped PTX's loop, the row sums' 4
+    shared-memory kernel's registers at most, and half its shared-memory loads (w's
+    gone from the row loop: 8 ld.shared.v4 in the other's loop, the row sums' 4
     left)."""
     from numba_fused.registry import offline_compile, ptxas_report
 
