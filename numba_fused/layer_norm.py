@@ -3905,9 +3905,9 @@ def tuning(**overrides):
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
-    kernels' cp.async ring of row buffers), bwd_w_regs (None, bool: the row kernels keep w
-    in registers; None: 16-bit LayerNorm, v38), bwd_pdl (bool: the dW/dB reduction as a
-    dependent launch of the row kernels, sm_90), bwd_rms_sum1 (None, bool:
+    kernels' cp.async ring of row buffers), bwd_w_regs (None, bool: the row kernels
+    keep w in registers; None: 16-bit LayerNorm, v38), bwd_pdl (bool: the dW/dB
+    reduction as a dependent launch of the row kernels, sm_90), bwd_rms_sum1 (None, bool:
     RMSNorm's backward reduces its one row sum, not a pair; v37), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
