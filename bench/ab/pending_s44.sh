@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # For the next session's device time (H200), after the forty-third session made v38
 # (the backward row kernels keep w in registers, tuning bwd_w_regs) the default for
-# 16-bit LayerNorm. Four calls:
+# 16-bit LayerNorm. Four calls (d first: a win there changes what a-c should run on):
 # a: GPU suite part 4 (tests/test_layer_norm.py) at the new default; the forty-third
 #    session ran only the w_regs tests on the GPU (10 passed: same bits as the
 #    shared-memory kernels at seven layouts, N = 1024, 4096, 8192 among them).
@@ -15,9 +15,25 @@
 #    forced w_regs workload at fp16 were clean), and racecheck of linear_act_wgmma one
 #    dtype a process (all three in one process ran past 540 s with thirteen others
 #    beside it and past 370 s alone, float32 and float16 done).
-#   bash bench/ab/pending_s44.sh "$OUT" a|b|c
+# d: the cp.async ring on 3 blocks an SM (tuning bwd_stages 2 / 3 with bwd_min_blocks 3),
+#    never timed together. The thirty-fifth session's ncu puts the 16-bit row kernel
+#    at N = 4096 on a per-warp latency chain (10.5 cycles an instruction, 38% at the
+#    row's barrier, 16 warps an SM, issue 0.37), so more rows an SM should pay; 3
+#    blocks without any lookahead won back 7.5 of the prefetch's 13 us (fortieth
+#    session: 121.6 against 129.3 at 2 blocks), and the ring is the lookahead that
+#    leaves the registers (ptxas, sm_90, one row a block: LayerNorm 80 registers,
+#    spills 16 / 8 bytes at 2 stages, 20 / 12 at 3; RMSNorm 80, none). Predicted:
+#    fp16 / bf16 LayerNorm bwd 16384 x 4096 115 -> 112-116, RMSNorm 112 -> 109-113;
+#    a loss if the ring's own cost (+3.5 us at 2 blocks) or the 396 dW / dB partial
+#    rows eat the third block's gain. Beside it the bwd_acc_smem candidate (forty-third
+#    session, CPU): dw / db accumulators in shared memory, so the register prefetch
+#    itself fits 3 blocks (w in shared memory; ptxas: 80 registers, no spills, where
+#    without it 144 bytes spill), for 16 more shared-memory accesses a row a thread
+#    (v38 found 4 fewer worth nothing at 4096). Predicted: 115 -> 110-114, RMSNorm
+#    112 -> 108-112 (its memcheck / racecheck first: layer_norm_acc_smem:float16).
+#   bash bench/ab/pending_s44.sh "$OUT" a|b|c|d
 set -uo pipefail
-OUT=${1:?usage: pending_s44.sh OUTDIR a|b|c}
+OUT=${1:?usage: pending_s44.sh OUTDIR a|b|c|d}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 tune() {  # label, extra args...
   local label=$1; shift
@@ -25,7 +41,7 @@ tune() {  # label, extra args...
     > "$OUT/$label.log" 2>&1
   echo "$label rc $?"; grep '^| [0-9]' "$OUT/$label.log"
 }
-case "${2:?a, b or c}" in
+case "${2:?a, b, c or d}" in
   a) bash bench/ab/full_suite.sh "$OUT" 4 ;;
   b)
     off='{"bwd_w_regs": false}'; on='{"bwd_w_regs": true}'
@@ -50,5 +66,22 @@ case "${2:?a, b or c}" in
       echo "wgmma racecheck $dt: $(grep -h 'RACECHECK SUMMARY' "$OUT/wgmma_racecheck_$dt.log")"
     done
     ;;
-  *) echo "a, b or c" >&2; exit 2 ;;
+  d)
+    for tool in memcheck racecheck; do
+      timeout -k 5 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        --report-api-errors no python3 bench/sanitize.py layer_norm_acc_smem:float16 \
+        > "$OUT/d_$tool.log" 2>&1 &
+    done
+    wait
+    for tool in memcheck racecheck; do
+      echo "$tool: $(grep -h -E '(ERROR|RACECHECK) SUMMARY' "$OUT/d_$tool.log" | tail -1)"
+    done
+    r2='{"bwd_stages": 2, "bwd_min_blocks": 3}'; r3='{"bwd_stages": 3, "bwd_min_blocks": 3}'
+    as3='{"bwd_acc_smem": true, "bwd_w_regs": false, "bwd_min_blocks": 3}'
+    tune ring_ln --ns 4096 --dtypes float16,bfloat16 \
+      --tunes '{}' "$r2" "$r3" "$as3" "$as3" "$r3" "$r2" '{}'
+    tune ring_rms --op rms --ns 4096 --dtypes float16,bfloat16 \
+      --tunes '{}' "$r2" "$r3" "$as3" "$as3" "$r3" "$r2" '{}'
+    ;;
+  *) echo "a, b, c or d" >&2; exit 2 ;;
 esac
