@@ -3751,11 +3751,12 @@ _TUNING_DEFAULTS = {
     # One-row backward kernels with w or b (16-byte groups, not the wide ones): the dw /
     # db accumulators in dynamic shared memory (make_backward_kernel's acc_smem), so
     # the 16-bit LayerNorm row kernel at N = 4096 needs 32 registers fewer and fits
-    # bwd_min_blocks 3 (80 registers) with its prefetch. The thirty-fifth session's
-    # ncu put that kernel on a per-warp latency chain (10.5 cycles an instruction, 38%
-    # at the row's barrier, 16 warps an SM): more rows an SM should pay for 16 more
-    # shared-memory accesses a row a thread. Candidate (forty-third session, CPU);
-    # not yet timed.
+    # bwd_min_blocks 3 (80 registers) with its prefetch and w in shared memory
+    # (bwd_w_regs=False; with w in registers it spills 44 bytes). The thirty-fifth
+    # session's ncu put that kernel on a per-warp latency chain (10.5 cycles an
+    # instruction, 38% at the row's barrier, 16 warps an SM): more rows an SM should
+    # pay for 16 more shared-memory accesses a row a thread. Candidate (forty-third
+    # session, CPU); not yet timed.
     "bwd_acc_smem": False,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
