@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # For the next session's device time (H200), after the forty-third session made v38
 # (the backward row kernels keep w in registers, tuning bwd_w_regs) the default for
-# 16-bit LayerNorm. Four calls (d first: a win there changes what a-c should run on):
-# a: GPU suite part 4 (tests/test_layer_norm.py) at the new default; the forty-third
-#    session ran only the w_regs tests on the GPU (10 passed: same bits as the
-#    shared-memory kernels at seven layouts, N = 1024, 4096, 8192 among them).
+# 16-bit LayerNorm. Five calls (d first: a win there changes what a-c should run on):
+# a, a5: GPU suite parts 4 and 5 (tests/test_layer_norm.py, its same-bits tests in
+#    part 5) at the new default; the forty-third session ran only the w_regs tests on
+#    the GPU (10 passed: same bits as the shared-memory kernels at seven layouts, N =
+#    1024, 4096, 8192 among them). Two calls: part 4 alone took 502 s before.
 # b: v38 at the row lengths the forty-third session's A/B left out (it timed N = 1024,
 #    4096, 8192): 16-bit LayerNorm at N = 512, 768, 2048, 5120, 12288, 16384, default
 #    (w in registers) against bwd_w_regs=False, A/B/B/A; and float32 LayerNorm and
@@ -31,9 +32,9 @@
 #    without it 144 bytes spill), for 16 more shared-memory accesses a row a thread
 #    (v38 found 4 fewer worth nothing at 4096). Predicted: 115 -> 110-114, RMSNorm
 #    112 -> 108-112 (its memcheck / racecheck first: layer_norm_acc_smem:float16).
-#   bash bench/ab/pending_s44.sh "$OUT" a|b|c|d
+#   bash bench/ab/pending_s44.sh "$OUT" a|a5|b|c|d
 set -uo pipefail
-OUT=${1:?usage: pending_s44.sh OUTDIR a|b|c|d}
+OUT=${1:?usage: pending_s44.sh OUTDIR a|a5|b|c|d}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 tune() {  # label, extra args...
   local label=$1; shift
@@ -41,8 +42,9 @@ tune() {  # label, extra args...
     > "$OUT/$label.log" 2>&1
   echo "$label rc $?"; grep '^| [0-9]' "$OUT/$label.log"
 }
-case "${2:?a, b, c or d}" in
+case "${2:?a, a5, b, c or d}" in
   a) bash bench/ab/full_suite.sh "$OUT" 4 ;;
+  a5) bash bench/ab/full_suite.sh "$OUT" 5 ;;
   b)
     off='{"bwd_w_regs": false}'; on='{"bwd_w_regs": true}'
     tune ln16 --ns 512,768,2048,5120,12288,16384 --dtypes float16,bfloat16 \
@@ -83,5 +85,5 @@ case "${2:?a, b, c or d}" in
     tune ring_rms --op rms --ns 4096 --dtypes float16,bfloat16 \
       --tunes '{}' "$r2" "$r3" "$as3" "$as3" "$r3" "$r2" '{}'
     ;;
-  *) echo "a, b, c or d" >&2; exit 2 ;;
+  *) echo "a, a5, b, c or d" >&2; exit 2 ;;
 esac
