@@ -2912,9 +2912,9 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 aw[j] = np.float32(0.0)
             for j in range(acc_b):
                 ab[j] = np.float32(0.0)
-            abase = np.uint32(acc_at) * tpq + tq
             if acc_smem:
                 # Only this thread touches its pieces: no barrier before the first add.
+                abase = np.uint32(acc_at) * tpq + tq
                 for q in range(nq):
                     if has_w:
                         _st16(sm, abase + np.uint32(q) * tpq, np.float32(0.0),
@@ -3041,8 +3041,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                                 wv = (wf[4 * h], wf[4 * h + 1], wf[4 * h + 2], wf[4 * h + 3])
                             elif has_w:
                                 wv = _ld16(sm, np.uint32((k * quads + h) * tpr + t))
-                            ai = abase + np.uint32(k * quads + h) * tpq
                             if acc_smem:
+                                ai = abase + np.uint32(k * quads + h) * tpq
                                 if has_w:
                                     cw = _ld16(sm, ai)
                                     for e in range(4):
@@ -4802,11 +4802,13 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     else:
         bm = _tune["bwd_min_blocks"]
         bounds = (block, int(bm)) if bm is not None and words and not wide else None
-        shared = words * vec * tpr * 4 if words and (has_w or (affine and rpb > 1)) else 0
+        # w's floats (also the fold's scratch); one row's of dw or db alike.
+        w_bytes = words * vec * tpr * 4
+        shared = w_bytes if words and (has_w or (affine and rpb > 1)) else 0
         stages = _tune["bwd_stages"] if words and vector and not wide else 0
         if stages:
             # The ring follows w's floats, which it then always reserves.
-            ring_bytes = words * vec * tpr * 4 + stages * 2 * words * 16 * block
+            ring_bytes = w_bytes + stages * 2 * words * 16 * block
             if ring_bytes <= _staged_limit(ga):
                 prefetch, shared = False, ring_bytes
             else:
@@ -4817,8 +4819,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                     and not wide and affine)
         if acc_smem:
             # After w's floats (always reserved) and the ring: dw's and db's pieces.
-            w_bytes = words * vec * tpr * 4
-            acc_bytes = (max(shared, w_bytes) + (int(has_w) + int(has_b)) * w_bytes)
+            acc_bytes = max(shared, w_bytes) + (int(has_w) + int(has_b)) * w_bytes
             if acc_bytes <= _staged_limit(ga):
                 shared = acc_bytes
             else:

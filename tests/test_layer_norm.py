@@ -1862,6 +1862,18 @@ def test_bwd_w_regs_same_bits(dtype, variant):
                                   lambda name, o: name.endswith("_wr"))
 
 
+def _backward_picks(shape, dtype, variant, seed, tune):
+    """Names of the kernels make_backward_kernel builds for one deterministic backward
+    of ``variant`` at ``shape`` under tuning ``tune`` (outputs poisoned first)."""
+    x, w, b, dy = _inputs(shape, dtype, variant, seed=seed)
+    y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+    picked = []
+    with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp, poison_outputs():
+        _record_kernels(mp, "make_backward_kernel", picked)
+        _backward(variant, dy, x, w, b, mean, rstd, True)
+    return picked
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bwd_w_regs_default(dtype):
     """bwd_w_regs's default (None, v38) keeps w in registers in the backward row
@@ -1877,13 +1889,8 @@ def test_bwd_w_regs_default(dtype):
     vec = ln._vec_of(dtype, True)
     shape = (5, 56 * vec)
     for variant in ((False, True, True), (True, True, False), (False, False, True)):
-        x, w, b, dy = _inputs(shape, dtype, variant, seed=17)
-        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
-        picked = []
-        with ln.tuning(bwd_block=32, bwd_grid=2, **FEW_PARTIALS), \
-                pytest.MonkeyPatch.context() as mp, poison_outputs():
-            _record_kernels(mp, "make_backward_kernel", picked)
-            _backward(variant, dy, x, w, b, mean, rstd, True)
+        picked = _backward_picks(shape, dtype, variant, 17,
+                                 dict(bwd_block=32, bwd_grid=2, **FEW_PARTIALS))
         rms, has_w = variant[0], variant[1]
         expect = sixteen and has_w and not rms
         assert picked and all(k.endswith("_wr") is expect for k in picked), (variant,
@@ -1926,14 +1933,8 @@ def test_bwd_acc_smem_same_bits(dtype, variant):
     overrides = [{"bwd_acc_smem": True}, {"bwd_acc_smem": True, "bwd_w_regs": False}]
     _assert_row_kernels_same_bits(dtype, variant, cases, 19, overrides,
                                   lambda name, o: name.endswith("_as") or "_r1" not in name)
-    shape = (3, 256 * vec)
-    x, w, b, dy = _inputs(shape, dtype, variant, seed=23)
-    y, mean, rstd = _forward(variant, x, w, b, 1e-5)
-    picked = []
-    with ln.tuning(bwd_grid=2, bwd_acc_smem=True, **FEW_PARTIALS), \
-            pytest.MonkeyPatch.context() as mp:
-        _record_kernels(mp, "make_backward_kernel", picked)
-        _backward(variant, dy, x, w, b, mean, rstd, True)
+    picked = _backward_picks((3, 256 * vec), dtype, variant, 23,
+                             dict(bwd_grid=2, bwd_acc_smem=True, **FEW_PARTIALS))
     assert picked and all(k.endswith("_as") for k in picked), picked
 
 
@@ -2122,6 +2123,18 @@ def test_bwd_rms_sum1_candidate_ptx():
                 assert counts[1][0] < counts[0][0], (new.name, counts)
 
 
+def _row_4096():
+    """(words, tpr, red_warps) of the launcher's 16-bit backward row layout at N = 4096
+    (one row a block, the direct cross-warp step): the candidates' PTX tests' kernel."""
+    words, tpr = ln._row_layout(4096, 8, "bwd")
+    return words, tpr, ln._red_direct_warps(tpr, 8)
+
+
+def _assert_no_spills(rep):
+    """A ptxas report without spills or stack."""
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+
+
 @pytest.mark.ptx
 @pytest.mark.parametrize("stages", [2, 3, 4])
 def test_bwd_stages_candidate_ptx(stages):
@@ -2130,8 +2143,7 @@ def test_bwd_stages_candidate_ptx(stages):
     or stack, and at most the prefetching kernel's registers."""
     from numba_fused.registry import offline_compile, ptxas_report
 
-    words, tpr = ln._row_layout(4096, 8, "bwd")
-    red = ln._red_direct_warps(tpr, 8)
+    words, tpr, red = _row_4096()
     common = ("float16", False, True, True, True, words)
     with offline_compile():
         base = ptxas_report(ln.make_backward_kernel(*common, True, True, False, False, False,
@@ -2140,7 +2152,7 @@ def test_bwd_stages_candidate_ptx(stages):
                                       True, None, stages).ptx()
         rep = ptxas_report(ptx)
     assert "cp.async.cg.shared.global" in ptx and f"cp.async.wait_group {stages - 1}" in ptx
-    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+    _assert_no_spills(rep)
     assert rep["registers"] <= base["registers"], (rep, base)
 
 
@@ -2154,15 +2166,14 @@ def test_bwd_w_regs_ptx(dtype):
     left)."""
     from numba_fused.registry import offline_compile, ptxas_report
 
-    words, tpr = ln._row_layout(4096, 8, "bwd")
-    red = ln._red_direct_warps(tpr, 8)
+    words, tpr, red = _row_4096()
     args = (dtype, False, True, True, True, words, True, True, False, False, False, True,
             red, True)
     with offline_compile():
         base = ln.make_backward_kernel(*args).ptx()
         ptx = ln.make_backward_kernel(*args, w_regs=True).ptx()
         rb, rep = ptxas_report(base), ptxas_report(ptx)
-    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+    _assert_no_spills(rep)
     assert rep["registers"] <= rb["registers"], (rep, rb)
     assert base.count("ld.shared.v4.f32") - ptx.count("ld.shared.v4.f32") == words * 2, (
         base.count("ld.shared.v4.f32"), ptx.count("ld.shared.v4.f32"))
@@ -2180,8 +2191,7 @@ def test_bwd_acc_smem_candidate_ptx(dtype):
     row loop, and read once at the end."""
     from numba_fused.registry import offline_compile, ptxas_report
 
-    words, tpr = ln._row_layout(4096, 8, "bwd")
-    red = ln._red_direct_warps(tpr, 8)
+    words, tpr, red = _row_4096()
     args = (dtype, False, True, True, True, words, True, True)
     kw = dict(one_row=True, red_warps=red, trigger=True)
     with offline_compile():
@@ -2192,8 +2202,7 @@ def test_bwd_acc_smem_candidate_ptx(dtype):
                                                        bounds=(tpr, 3)).ptx())
     assert rep["registers"] < base["registers"], (rep, base)
     assert bounded["registers"] <= 80, bounded
-    assert bounded["spill_stores"] == 0 and bounded["spill_loads"] == 0, bounded
-    assert bounded["stack"] == 0, bounded
+    _assert_no_spills(bounded)
     pieces = 2 * words * 2  # dw's and db's 16-byte pieces a thread
     for op in ("st.shared.v4.f32", "ld.shared.v4.f32"):
         assert ptx.count(op) - base_ptx.count(op) == 2 * pieces, (op, ptx.count(op))
@@ -2206,10 +2215,9 @@ def test_bwd_min_blocks_candidate_ptx():
     blocks an SM fits 80 registers without spills or stack."""
     from numba_fused.registry import offline_compile, ptxas_report
 
-    words, tpr = ln._row_layout(4096, 8, "bwd")
+    words, tpr, red = _row_4096()
     kernel = ln.make_backward_kernel("float16", False, True, True, True, words, False, True,
-                                     False, False, False, True, ln._red_direct_warps(tpr, 8),
-                                     False, (tpr, 3))
+                                     False, False, False, True, red, False, (tpr, 3))
     with offline_compile():
         rep = ptxas_report(kernel.ptx())
     assert rep["registers"] <= 65536 // (3 * tpr), rep

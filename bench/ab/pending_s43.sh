@@ -44,15 +44,7 @@ case "${2:?a1, a2, b, c or d}" in
     timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -m "not ptx" -n 8 \
       tests/test_layer_norm.py -k "w_regs" > "$OUT/d_tests.log" 2>&1
     echo "tests rc $?"; tail -3 "$OUT/d_tests.log"
-    for tool in memcheck racecheck; do
-      timeout -k 5 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        --report-api-errors no python3 bench/sanitize.py layer_norm_w_regs:float16 \
-        > "$OUT/d_$tool.log" 2>&1 &
-    done
-    wait
-    for tool in memcheck racecheck; do
-      echo "$tool: $(grep -h -E '(ERROR|RACECHECK) SUMMARY' "$OUT/d_$tool.log" | tail -1)"
-    done
+    bash bench/ab/san_pair.sh "$OUT" layer_norm_w_regs:float16 d
     timeout -k 10 240 python3 bench/tune_layer_norm.py --out "$OUT/d_ln" --reps 50 \
       --ns 1024,4096,8192 --dtypes float16,bfloat16 --tunes '{}' '{"bwd_w_regs": true}' \
       '{"bwd_w_regs": true}' '{}' > "$OUT/d_ln.log" 2>&1

@@ -69,15 +69,7 @@ case "${2:?a, a5, b, c or d}" in
     done
     ;;
   d)
-    for tool in memcheck racecheck; do
-      timeout -k 5 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-        --report-api-errors no python3 bench/sanitize.py layer_norm_acc_smem:float16 \
-        > "$OUT/d_$tool.log" 2>&1 &
-    done
-    wait
-    for tool in memcheck racecheck; do
-      echo "$tool: $(grep -h -E '(ERROR|RACECHECK) SUMMARY' "$OUT/d_$tool.log" | tail -1)"
-    done
+    bash bench/ab/san_pair.sh "$OUT" layer_norm_acc_smem:float16 d
     r2='{"bwd_stages": 2, "bwd_min_blocks": 3}'; r3='{"bwd_stages": 3, "bwd_min_blocks": 3}'
     as3='{"bwd_acc_smem": true, "bwd_w_regs": false, "bwd_min_blocks": 3}'
     tune ring_ln --ns 4096 --dtypes float16,bfloat16 \
