@@ -438,8 +438,8 @@ def _layer_norm_stages(nf, torch, dt):
 
 
 def _layer_norm_w_regs(nf, torch, dt):
-    """The backward under tuning(bwd_w_regs=True) (v38; by default only 16-bit
-    LayerNorm's): row kernels keeping w in registers, here at every dtype; rows of 512
+    """The backward under tuning(bwd_w_regs=True) (v38; by default only 16-bit rows
+    of two groups a thread): row kernels keeping w in registers, here at every dtype; rows of 512
     (several a block), 4096 (one a block) and 1000 (ragged: clamped groups past the
     row's end), more rows than blocks, both dW / dB schemes, LayerNorm and RMSNorm
     (_norm_passes)."""

@@ -1050,14 +1050,16 @@ def _bwd_sum1(flag, rpb, tpr):
     return bool(flag)
 
 
-def _bwd_w_regs(flag, dtype, rms):
+def _bwd_w_regs(flag, dtype, rms, words):
     """Whether the backward row kernels with w keep it in registers (v38,
-    make_backward_kernel's w_regs) for ``dtype`` rows (``rms``: RMSNorm): tuning
-    bwd_w_regs ``flag``; None (the default) is yes for 16-bit LayerNorm, where it
-    measured faster (H200, forty-third session: see _TUNING_DEFAULTS), and no
-    elsewhere (16-bit RMSNorm measured even; float32 not timed)."""
+    make_backward_kernel's w_regs) for ``dtype`` rows of ``words`` 16-byte groups a
+    thread (``rms``: RMSNorm): tuning bwd_w_regs ``flag``; None (the default) is yes
+    for 16-bit rows of two or more groups a thread, LayerNorm and RMSNorm alike, where
+    it measured faster or even (H200, forty-third and forty-fourth sessions: see
+    _TUNING_DEFAULTS), and no for one group a thread (16-bit LayerNorm at N = 768: 80
+    -> 89 registers, 8 -> 6 blocks an SM, 116 -> 125 us) and for float32 (even)."""
     if flag is None:
-        return _dtype_class(dtype) == "16-bit" and not rms
+        return _dtype_class(dtype) == "16-bit" and words >= 2
     return bool(flag)
 
 
@@ -2740,7 +2742,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     wide ones; tuning ``bwd_min_blocks``): launch bounds ``(threads, blocks an SM)``
     in place of ``(_FAT_BLOCK, 1)``, so ptxas fits that many blocks of that size an
     SM in the registers (None: the default). ``stages`` (row kernels but the wide
-    ones, without the prefetch, 16-byte groups; tuning ``bwd_stages``, candidate): x
+    ones, without the prefetch, 16-byte groups; tuning ``bwd_stages``, refuted candidate): x
     and dy come through a ring of ``stages`` row buffers in dynamic shared memory
     filled by cp.async, ``stages - 1`` rows ahead of the row being reduced, in place
     of the one row the register prefetch holds (0: off). ``sum1`` (RMSNorm; tuning
@@ -2751,7 +2753,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     thread keeps its groups of w in registers, loaded once as raw words, instead of
     reading them back from shared memory as float32 on every row (4 LDS.128 a row a
     thread at 16-bit N = 4096); same bits. ``acc_smem`` (one-row kernels of 16-byte
-    groups with w or b, not the wide ones; tuning ``bwd_acc_smem``, candidate): the
+    groups with w or b, not the wide ones; tuning ``bwd_acc_smem``, refuted candidate): the
     dw / db accumulators live in dynamic shared memory, after w's floats and the ring
     (each thread its own 16-byte pieces, so no barrier), read and written back every
     row, instead of 2 * words * VEC registers a thread; same bits."""
@@ -3494,14 +3496,14 @@ def _shipped_rows(factory, bwd, trigger, rms, *args, **kwargs):
     backward's with ``trigger`` and, for RMSNorm, as bwd_rms_sum1's default picks them
     (v37): the one-sum kernel, and where the kernel can run blocks of several rows of
     several warps (not a one-row kernel) the pair's as well; where bwd_w_regs's default
-    keeps w in registers (v38: 16-bit LayerNorm with w), that form and the one with w
-    in shared memory (tuning bwd_w_regs=False)."""
+    keeps w in registers (v38: 16-bit rows with w of two groups a thread), that form and
+    the one with w in shared memory (tuning bwd_w_regs=False)."""
     if not bwd:
         return [factory(*args, **kwargs)]
     dtype, has_w = args[0], args[2]
     out = []
     for w_regs in ((False, True) if has_w and not kwargs.get("wide")
-                   and _bwd_w_regs(None, dtype, rms) else (False,)):
+                   and _bwd_w_regs(None, dtype, rms, args[5]) else (False,)):
         kw = dict(kwargs, w_regs=True) if w_regs else kwargs
         out.append(factory(*args, trigger=trigger, sum1=rms, **kw))
         if rms and not kwargs.get("one_row"):
@@ -3734,7 +3736,10 @@ _TUNING_DEFAULTS = {
     # fp16 LayerNorm bwd 4096 115.6 / 119.0 / 120.0 / 120.4, bf16 115.1 / 119.5 /
     # 119.6 / 121.4, fp16 RMSNorm 4096 111.6 / 117.0 / 117.3 / 118.4; N = 8192 even
     # to +1 us. The row loop waits on MIO, and the ring adds a shared-memory round
-    # trip an element to it.
+    # trip an element to it. On 3 blocks an SM (bwd_min_blocks 3; forty-fourth
+    # session, A/B/B/A, us, 16384 x 4096, default / 2 / 3 buffers): fp16 LayerNorm
+    # 115.5, 115.6 / 128.1, 127.9 / 129.2, 130.5, bf16 115.5, 115.8 / 128.1, 127.7 /
+    # 128.7, 129.7; RMSNorm fp16 112.2, 112.2 / 119.7, 120.0 / 122.8, 120.8. Refuted.
     "bwd_stages": 0,
     # Backward row kernels with w (16-byte groups, not the wide ones, no ring): each
     # thread keeps its groups of w in registers as raw words (v38, make_backward_kernel's
@@ -3745,8 +3750,23 @@ _TUNING_DEFAULTS = {
     # 114.0, 114.0 / 111.4, 111.7, bf16 113.1, 113.1 / 111.3, 111.7; fp16 8192 x 8192
     # 120.3, 119.8 / 119.0, 119.1, bf16 120.6, 120.2 / 119.8, 119.4; 16384 x 4096
     # even (fp16 115.3, 114.8 / 115.6, 115.0; bf16 115.1, 115.2 / 115.3, 115.4).
-    # 16-bit RMSNorm 16384 x 4096 even (111.8, 111.8 / 111.7, 111.7). None: 16-bit
-    # LayerNorm (_bwd_w_regs); True / False: every row kernel with w / none.
+    # 16-bit RMSNorm 16384 x 4096 even (111.8, 111.8 / 111.7, 111.7). Forty-fourth
+    # session (A/B/B/A, us, off / on): 16-bit LayerNorm fp16 131072 x 512 112.9, 113.1
+    # / 111.8, 111.8; 32768 x 2048 116.9, 117.3 / 116.4, 116.8; 13107 x 5120 126.4,
+    # 126.4 / 124.9, 124.9; 12288 and 16384 even (wide kernels, unchanged); bf16 the
+    # same. But 87381 x 768 (one group a thread) 116.3, 116.2 / 125.3, 125.0: 80 -> 89
+    # registers, 8 -> 6 blocks an SM. 16-bit RMSNorm fp16 65536 x 1024 112.4, 112.0 /
+    # 110.9, 110.9; 8192 x 8192 114.0, 113.6 / 112.3, 112.3 (bf16 113.5, 113.5 /
+    # 112.8, 112.3). float32 LayerNorm even (1024: 210.4, 209.6 / 211.6, 211.4; 4096
+    # 215.7, 215.4 / 215.6, 215.7; 8192 222.1, 221.5 / 221.2, 221.0). At this default
+    # (off / default): 16-bit RMSNorm fp16 1024 113.3, 113.1 / 112.0, 111.8; 4096 113.0,
+    # 113.2 / 113.3, 113.2; 8192 114.8, 114.8 / 113.6, 113.6; bf16 1024 112.3, 111.9 /
+    # 112.0, 111.6; 4096 113.1, 113.0 / 112.1, 112.5; 8192 114.6, 114.2 / 113.5, 113.7.
+    # One group a thread forced on: LayerNorm fp16 768 117.6, 117.3 / 126.3, 126.4;
+    # 1600 (224 threads) 133.6, 133.2 / 156.1, 155.7: 80 -> 91 registers, 3 -> 2
+    # blocks an SM (bf16 the same). None: 16-bit
+    # rows of two or more groups a thread, LayerNorm and RMSNorm (_bwd_w_regs); True /
+    # False: every row kernel with w / none.
     "bwd_w_regs": None,
     # One-row backward kernels with w or b (16-byte groups, not the wide ones): the dw /
     # db accumulators in dynamic shared memory (make_backward_kernel's acc_smem), so
@@ -3755,8 +3775,12 @@ _TUNING_DEFAULTS = {
     # (bwd_w_regs=False; with w in registers it spills 44 bytes). The thirty-fifth
     # session's ncu put that kernel on a per-warp latency chain (10.5 cycles an
     # instruction, 38% at the row's barrier, 16 warps an SM): more rows an SM should
-    # pay for 16 more shared-memory accesses a row a thread. Candidate (forty-third
-    # session, CPU); not yet timed.
+    # pay for 16 more shared-memory accesses a row a thread. Refuted (H200,
+    # forty-fourth session, A/B/B/A, us, 16384 x 4096, default / acc_smem at 3 blocks,
+    # w in shared memory): fp16 LayerNorm 115.5, 115.5 / 122.4, 122.9, bf16 115.5,
+    # 115.8 / 121.9, 122.2; RMSNorm fp16 112.2, 112.2 / 114.0, 113.7, bf16 111.6,
+    # 112.0 / 113.8, 113.6. A third block an SM does not pay for the shared-memory
+    # traffic; the latency chain is not the row count an SM. Kept opt-in.
     "bwd_acc_smem": False,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
@@ -4813,7 +4837,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                 prefetch, shared = False, ring_bytes
             else:
                 stages = 0
-        w_regs = (_bwd_w_regs(_tune["bwd_w_regs"], dtype, rms) and bool(words) and has_w
+        w_regs = (_bwd_w_regs(_tune["bwd_w_regs"], dtype, rms, words) and bool(words) and has_w
                   and vector and not wide and not stages)
         acc_smem = (_tune["bwd_acc_smem"] and one_row and bool(words) and vector
                     and not wide and affine)

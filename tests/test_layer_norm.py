@@ -96,7 +96,7 @@ def _record_kernels(mp, factory, names):
 def _untriggered(name):
     """A backward row kernel's name without bwd_pdl's ``_trig`` (the default on sm_90;
     the simulator takes the same path), bwd_rms_sum1's ``_s1`` (RMSNorm's default
-    since v37) and bwd_w_regs's ``_wr`` (16-bit LayerNorm's since v38): the suffixes
+    since v37) and bwd_w_regs's ``_wr`` (16-bit rows of two groups a thread since v38): the suffixes
     the default adds last."""
     return name.removesuffix("_wr").removesuffix("_s1").removesuffix("_trig")
 
@@ -1877,24 +1877,27 @@ def _backward_picks(shape, dtype, variant, seed, tune):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bwd_w_regs_default(dtype):
     """bwd_w_regs's default (None, v38) keeps w in registers in the backward row
-    kernels of 16-bit LayerNorm only (16-bit RMSNorm measured even, float32 was not
-    timed); True and False force it everywhere / nowhere. The launcher picks the
-    ``_wr`` row kernel exactly there, and (test_bwd_w_regs_same_bits) its bits are
-    the shared-memory kernel's."""
+    kernels of 16-bit rows of two or more groups a thread, LayerNorm and RMSNorm
+    (one group a thread lost two blocks an SM at N = 768; float32 measured even); True
+    and False force it everywhere / nowhere. The launcher picks the ``_wr`` row kernel
+    exactly there, and (test_bwd_w_regs_same_bits) its bits are the shared-memory
+    kernel's."""
     assert ln._TUNING_DEFAULTS["bwd_w_regs"] is None
     sixteen = dtype != "float32"
-    assert ln._bwd_w_regs(None, dtype, False) is sixteen
-    assert not ln._bwd_w_regs(None, dtype, True)
-    assert ln._bwd_w_regs(True, dtype, True) and not ln._bwd_w_regs(False, dtype, False)
+    for rms in (False, True):
+        assert ln._bwd_w_regs(None, dtype, rms, 2) is sixteen
+        assert ln._bwd_w_regs(None, dtype, rms, 1) is False
+        assert ln._bwd_w_regs(True, dtype, rms, 1) and not ln._bwd_w_regs(False, dtype, rms, 2)
     vec = ln._vec_of(dtype, True)
-    shape = (5, 56 * vec)
-    for variant in ((False, True, True), (True, True, False), (False, False, True)):
-        picked = _backward_picks(shape, dtype, variant, 17,
-                                 dict(bwd_block=32, bwd_grid=2, **FEW_PARTIALS))
-        rms, has_w = variant[0], variant[1]
-        expect = sixteen and has_w and not rms
-        assert picked and all(k.endswith("_wr") is expect for k in picked), (variant,
-                                                                            picked)
+    # Rows of 64 groups take two a thread (32 threads), of 56 one (64 threads, ragged).
+    for groups, words in ((64, 2), (56, 1)):
+        assert ln._row_layout(groups * vec, vec, "bwd", 5)[0] == words
+        for variant in ((False, True, True), (True, True, False), (False, False, True)):
+            picked = _backward_picks((5, groups * vec), dtype, variant, 17,
+                                     dict(bwd_block=32, bwd_grid=2, **FEW_PARTIALS))
+            expect = sixteen and variant[1] and words == 2
+            assert picked and all(k.endswith("_wr") is expect for k in picked), (
+                groups, variant, picked)
 
 
 def test_bwd_w_regs_checks():
@@ -2024,7 +2027,8 @@ def test_bwd_rms_sum1_same_bits(dtype):
     pair, and dx and dw keep every bit (deterministic scheme, the grid fixed), with
     w and without, at every kernel kind: rows of several warps (shuffled and direct
     cross-warp steps), rows of one warp, the lean kernel, the streaming kernel and its
-    statistics pass. Every kernel the three factories build carries ``_s1``; the
+    statistics pass. Every kernel the three factories build carries ``_s1`` (before
+    bwd_w_regs's ``_wr`` where that is the default); the
     outputs are poisoned first."""
     vec = ln._vec_of(dtype, True)
     factories = ("make_backward_kernel", "make_lean_backward_kernel", "make_bwd_stats_kernel")
@@ -2033,7 +2037,7 @@ def test_bwd_rms_sum1_same_bits(dtype):
         for variant in ((True, True, False), (True, False, False)):
             picked = _same_bits_as_pair(shape, dtype, variant, tune, factories,
                                         shape[-1] + 7, bwd_rms_sum1=True)
-            assert picked and all(k.endswith("_s1") for k in picked), picked
+            assert picked and all(k.removesuffix("_wr").endswith("_s1") for k in picked), picked
             kinds.update(re.sub(r"_(float16|bfloat16|float32)_rms(_w)?_", "_", k)
                          for k in picked)
     # Every kind ran: rows of 4 warps shuffled and direct, one-warp rows, lean, stream, stats.
@@ -2067,7 +2071,7 @@ def test_bwd_rms_sum1_default(dtype):
         for variant in ((True, True, False), (False, True, True)):
             picked = _same_bits_as_pair(shape, dtype, variant, tune,
                                         ("make_backward_kernel",), shape[-1] + 3)
-            one_sum = [k.endswith("_s1") for k in picked]
+            one_sum = [k.removesuffix("_wr").endswith("_s1") for k in picked]
             assert one_sum == [expect and variant[0]], (shape, variant, picked)
 
 
@@ -2159,7 +2163,7 @@ def test_bwd_stages_candidate_ptx(stages):
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_bwd_w_regs_ptx(dtype):
-    """v38 (bwd_w_regs, the 16-bit LayerNorm default), the row kernel at N = 4096 (the
+    """v38 (bwd_w_regs, the 16-bit default at two groups a thread), the row kernel at N = 4096 (the
     launcher's layout, one row a block, with the prefetch): no spills or stack, the
     shared-memory kernel's registers at most, and half its shared-memory loads (w's
     gone from the row loop: 8 ld.shared.v4 in the other's loop, the row sums' 4

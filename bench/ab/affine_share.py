@@ -1,0 +1,71 @@
+"""What the dW / dB partials and their reduction cost the backward (issue #16): the
+LayerNorm / RMSNorm backward at M x N with w and b, with w only, with b only and with
+neither (no partial rows, no dW / dB kernel), timed as tune_layer_norm.py times (CUDA
+events, a GPU sleep before each call, median over rotated input sets), in A/B/B/A
+order. The with-neither time bounds what any cheaper partial-row reduction (fewer rows,
+a cluster reduction) could win back.
+
+    python3 bench/ab/affine_share.py [--shape 16384x4096] [--dtypes float16,bfloat16]
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from numba_fused import layer_norm as ln  # noqa: E402
+from tune_layer_norm import _sleep_cycles, make_sets, time_fn  # noqa: E402
+
+VARIANTS = (("ln", True, True), ("ln", True, False), ("ln", False, True), ("ln", False, False),
+            ("rms", True, False), ("rms", False, False))
+
+
+def _bwd(op, has_w, has_b):
+    """The backward of one variant as a function of (dy, x, w, b, mean, rstd)."""
+    def run(dy, x, w, b, mean, rstd):
+        wv = w if has_w else None
+        if op == "rms":
+            return ln.rms_norm_backward(dy, x, wv, rstd)
+        return ln.layer_norm_backward(dy, x, wv, b if has_b else None, mean, rstd)
+    return run
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", default="16384x4096")
+    ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--reps", type=int, default=50)
+    args = ap.parse_args(argv)
+    m, n = (int(v) for v in args.shape.split("x"))
+    sleep = _sleep_cycles()
+    print("| op, dtype | w | b | backward us (A/B/B/A passes) |")
+    print("|---|---|---|---|")
+    for dname in args.dtypes.split(","):
+        sets = make_sets(m, n, getattr(torch, dname))
+        by_op = {}
+        for op in ("ln", "rms"):
+            rows = []
+            for x, w, b, dy in sets:
+                if op == "rms":
+                    _, rstd = ln.rms_norm_forward(x, w)
+                    mean = None
+                else:
+                    _, mean, rstd = ln.layer_norm_forward(x, w, b)
+                rows.append((dy, x, w, b, mean, rstd))
+            by_op[op] = rows
+        times = {v: [] for v in VARIANTS}
+        for order in (VARIANTS, VARIANTS[::-1], VARIANTS[::-1], VARIANTS):
+            for v in order:
+                times[v].append(time_fn(_bwd(*v), by_op[v[0]], args.reps, sleep) * 1e3)
+        for v in VARIANTS:
+            print(f"| {v[0]} {dname} | {int(v[1])} | {int(v[2])} | "
+                  + ", ".join(f"{t:.1f}" for t in times[v]) + " |")
+        del sets, by_op
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

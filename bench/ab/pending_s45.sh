@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# For the next session's device time (H200), after the forty-fourth session revised
+# v38's default (w in registers for 16-bit backward rows of two or more groups a
+# thread, LayerNorm and RMSNorm; off at one group a thread and at float32). On the GPU
+# that session ran the revised default's w_regs tests (15 passed) and memcheck /
+# racecheck of the forced workload at bfloat16, not the rest of the LayerNorm file:
+# two of its tests (bwd_rms_sum1's name checks) were fixed on the CPU after that call.
+# Four calls:
+# s: the norms sweep at the revised default, for RESULTS.md's table and plots from one
+#    run (the last whole sweep is the thirty-seventh session's, v37). Carry `.whl`
+#    (Liger; see norms_sweep.sh). Predicted: 16-bit RMSNorm backward 1-1.5 us faster at
+#    N = 1024 / 8192 than at v37 (the forty-fourth session's A/B), LayerNorm backward
+#    2-3 us faster at N = 512 / 1024 / 2048 / 5120 / 8192 (v38), the rest unchanged
+#    within the start-to-start drift (~1 us); 30 of 120 cells behind at most.
+# a, a5: GPU suite parts 4 and 5 (tests/test_layer_norm.py) at the revised default.
+# c: the four sanitizers on the LayerNorm workloads at the revised default (RMSNorm's
+#    row kernels now keep w in registers by default); first, on the idle GPU, what the
+#    dW / dB partials cost the 16-bit backward at 16384 x 4096 (ab/affine_share.py: with
+#    w and b, w, b, neither). The LayerNorm - RMSNorm gap at one-row layouts (115.5 /
+#    112.2 at 4096, 119 / 113.6 at 8192, 3-5.5 us) against 0.5 us at N = 1024 (two
+#    rows a block) tracks the partial rows' bytes (264 x 4096 x 2 floats: 8.65 MB
+#    written and read, RMSNorm half): predicted LayerNorm without w and b 3-5 us under
+#    with both; less than 2 would rule out a cluster (DSMEM) reduction of the partials
+#    as the way to 0.112.
+#   bash bench/ab/pending_s45.sh "$OUT" s|a|a5|c
+set -uo pipefail
+OUT=${1:?usage: pending_s45.sh OUTDIR s|a|a5|c}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+case "${2:?s, a, a5 or c}" in
+  s) bash bench/ab/norms_sweep.sh "$OUT" h200_s45_v38 ;;
+  a) bash bench/ab/full_suite.sh "$OUT" 4 ;;
+  a5) bash bench/ab/full_suite.sh "$OUT" 5 ;;
+  c)
+    timeout -k 10 150 python3 bench/ab/affine_share.py > "$OUT/affine_share.log" 2>&1
+    echo "affine_share rc $?"; cat "$OUT/affine_share.log"
+    SAN_TOOLS="memcheck racecheck synccheck initcheck" \
+      SAN_OPS="layer_norm:float16 layer_norm:bfloat16" SAN_TIMEOUT=400 \
+      timeout -k 10 420 bash bench/gpu_harness.sh "$OUT/san" --stages sanitize
+    cat "$OUT/san/summary.md"
+    ;;
+  *) echo "s, a, a5 or c" >&2; exit 2 ;;
+esac
