@@ -449,18 +449,6 @@ def _layer_norm_w_regs(nf, torch, dt):
         _norm_rows_both_schemes(nf, torch, dt)
 
 
-def _layer_norm_acc_smem(nf, torch, dt):
-    """The backward under tuning(bwd_acc_smem=True) (candidate), w in shared memory,
-    launch bounds for 3 blocks an SM (the candidate's timed form): one-row kernels
-    keeping dw / db in shared memory; rows of 512 (several a block: the plain
-    kernel), 4096 (one a block) and 1000 (ragged), more rows than blocks, both dW / dB
-    schemes, LayerNorm and RMSNorm (_norm_passes)."""
-    from numba_fused.layer_norm import tuning
-
-    with tuning(bwd_acc_smem=True, bwd_w_regs=False, bwd_min_blocks=3, bwd_grid=7):
-        _norm_rows_both_schemes(nf, torch, dt)
-
-
 def _layer_norm_rms_sum1(nf, torch, dt):
     """RMSNorm's backward under tuning(bwd_rms_sum1=True) (v37, everywhere: the row step
     reduces one sum): rows of 512 (several a block) and 4096 (one a block, shuffled and
@@ -493,7 +481,6 @@ CASES = {
     "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
     "layer_norm_stages": ("layer_norm_backward", _layer_norm_stages),
     "layer_norm_w_regs": ("layer_norm_backward", _layer_norm_w_regs),
-    "layer_norm_acc_smem": ("layer_norm_backward", _layer_norm_acc_smem),
     "layer_norm_rms_sum1": ("rms_norm_backward", _layer_norm_rms_sum1),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
@@ -506,7 +493,7 @@ _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
             "layer_norm_plain": "layer_norm", "layer_norm_staged": "layer_norm",
             "layer_norm_bwd": "layer_norm", "layer_norm_pdl": "layer_norm",
             "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm",
-            "layer_norm_w_regs": "layer_norm", "layer_norm_acc_smem": "layer_norm"}
+            "layer_norm_w_regs": "layer_norm"}
 
 
 def main(argv):

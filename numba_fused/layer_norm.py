@@ -2717,7 +2717,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1=False):
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
                          red_warps=0, trigger=False, bounds=None, stages=0, sum1=False,
-                         w_regs=False, acc_smem=False):
+                         w_regs=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2752,15 +2752,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     not the wide ones nor with ``stages``; tuning ``bwd_w_regs``, v38): each
     thread keeps its groups of w in registers, loaded once as raw words, instead of
     reading them back from shared memory as float32 on every row (4 LDS.128 a row a
-    thread at 16-bit N = 4096); same bits. ``acc_smem`` (one-row kernels of 16-byte
-    groups with w or b, not the wide ones; tuning ``bwd_acc_smem``, refuted candidate): the
-    dw / db accumulators live in dynamic shared memory, after w's floats and the ring
-    (each thread its own 16-byte pieces, so no barrier), read and written back every
-    row, instead of 2 * words * VEC registers a thread; same bits."""
-    if acc_smem and (not one_row or not words or not vector or wide
-                     or not (has_w or has_b)):
-        raise ValueError("acc_smem is for one_row kernels of 16-byte groups with w or b, "
-                         "not the wide ones")
+    thread at 16-bit N = 4096); same bits."""
     if w_regs and (not words or not has_w or not vector or wide or stages):
         raise ValueError("w_regs is for row kernels with w, of 16-byte groups, neither "
                          "wide nor with stages")
@@ -2806,7 +2798,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
             + (f"_st{stages}" if stages else "") + ("_s1" if sum1 else "")
-            + ("_wr" if w_regs else "") + ("_as" if acc_smem else ""))
+            + ("_wr" if w_regs else ""))
 
     if words:
         elems = words * vec
@@ -2823,10 +2815,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         red_align = 16 if red_warps and not SIMULATOR else None
         # cp.async.wait_group's count is an immediate: a closure constant.
         in_flight = max(stages - 1, 0)
-        # acc_smem: the accumulators' first piece (16-byte units) after w's floats and
-        # the ring (one row slot); db's pieces follow dw's.
-        acc_at = nq + stages * 2 * words
-        acc_b_at = nq if has_w else 0
 
         @inline_device
         def fold(acc, sm):
@@ -2895,8 +2883,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             tmp = cuda.local.array(vec, np.float32)
             wr = cuda.local.array(nraw, raw_t)
             wf = cuda.local.array(vec, np.float32)
-            qa = cuda.local.array(4, np.float32)
-            qb = cuda.local.array(4, np.float32)
             if trigger:
                 grid_dependents_launch()
             t = cuda.threadIdx.x
@@ -2914,16 +2900,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 aw[j] = np.float32(0.0)
             for j in range(acc_b):
                 ab[j] = np.float32(0.0)
-            if acc_smem:
-                # Only this thread touches its pieces: no barrier before the first add.
-                abase = np.uint32(acc_at) * tpq + tq
-                for q in range(nq):
-                    if has_w:
-                        _st16(sm, abase + np.uint32(q) * tpq, np.float32(0.0),
-                              np.float32(0.0), np.float32(0.0), np.float32(0.0))
-                    if has_b:
-                        _st16(sm, abase + np.uint32(q + acc_b_at) * tpq, np.float32(0.0),
-                              np.float32(0.0), np.float32(0.0), np.float32(0.0))
             if has_w and w_regs:
                 # Groups past the row's end (clamped to its last) are never used.
                 for k in range(words):
@@ -3043,41 +3019,19 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                                 wv = (wf[4 * h], wf[4 * h + 1], wf[4 * h + 2], wf[4 * h + 3])
                             elif has_w:
                                 wv = _ld16(sm, np.uint32((k * quads + h) * tpr + t))
-                            if acc_smem:
-                                ai = abase + np.uint32(k * quads + h) * tpq
-                                if has_w:
-                                    cw = _ld16(sm, ai)
-                                    for e in range(4):
-                                        qa[e] = cw[e]
-                                if has_b:
-                                    cb = _ld16(sm, ai + np.uint32(acc_b_at) * tpq)
-                                    for e in range(4):
-                                        qb[e] = cb[e]
                             for e in range(4):
                                 hx = (xs[o + e] - mu) * rs
                                 g = gs[o + e]
                                 wd = g
                                 if has_w:
-                                    if acc_smem:
-                                        qa[e] += g * hx
-                                    else:
-                                        aw[o + e] += g * hx
+                                    aw[o + e] += g * hx
                                     wd = g * wv[e]
                                 if has_b:
-                                    if acc_smem:
-                                        qb[e] += g * act
-                                    else:
-                                        ab[o + e] += g * act
+                                    ab[o + e] += g * act
                                 s1 += hx * wd
                                 s2 += wd
                                 xs[o + e] = hx
                                 gs[o + e] = wd
-                            if acc_smem:
-                                if has_w:
-                                    _st16(sm, ai, qa[0], qa[1], qa[2], qa[3])
-                                if has_b:
-                                    _st16(sm, ai + np.uint32(acc_b_at) * tpq, qb[0], qb[1],
-                                          qb[2], qb[3])
                 # Next row's loads after the first pass (its raw words are dead).
                 if prefetch or stages:
                     lr = np.uint64(np.uint32(min(nxt, mlast)))
@@ -3110,16 +3064,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             if stages:
                 # No copy may land after the block has left its shared memory.
                 cp_async_wait_all()
-            if acc_smem:
-                for q in range(nq):
-                    if has_w:
-                        v = _ld16(sm, abase + np.uint32(q) * tpq)
-                        for e in range(4):
-                            aw[4 * q + e] = v[e]
-                    if has_b:
-                        v = _ld16(sm, abase + np.uint32(q + acc_b_at) * tpq)
-                        for e in range(4):
-                            ab[4 * q + e] = v[e]
             if affine:
                 if rpb > 1:
                     cuda.syncthreads()
@@ -3768,20 +3712,6 @@ _TUNING_DEFAULTS = {
     # rows of two or more groups a thread, LayerNorm and RMSNorm (_bwd_w_regs); True /
     # False: every row kernel with w / none.
     "bwd_w_regs": None,
-    # One-row backward kernels with w or b (16-byte groups, not the wide ones): the dw /
-    # db accumulators in dynamic shared memory (make_backward_kernel's acc_smem), so
-    # the 16-bit LayerNorm row kernel at N = 4096 needs 32 registers fewer and fits
-    # bwd_min_blocks 3 (80 registers) with its prefetch and w in shared memory
-    # (bwd_w_regs=False; with w in registers it spills 44 bytes). The thirty-fifth
-    # session's ncu put that kernel on a per-warp latency chain (10.5 cycles an
-    # instruction, 38% at the row's barrier, 16 warps an SM): more rows an SM should
-    # pay for 16 more shared-memory accesses a row a thread. Refuted (H200,
-    # forty-fourth session, A/B/B/A, us, 16384 x 4096, default / acc_smem at 3 blocks,
-    # w in shared memory): fp16 LayerNorm 115.5, 115.5 / 122.4, 122.9, bf16 115.5,
-    # 115.8 / 121.9, 122.2; RMSNorm fp16 112.2, 112.2 / 114.0, 113.7, bf16 111.6,
-    # 112.0 / 113.8, 113.6. A third block an SM does not pay for the shared-memory
-    # traffic; the latency chain is not the row count an SM. Kept opt-in.
-    "bwd_acc_smem": False,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
@@ -3996,8 +3926,8 @@ def tuning(**overrides):
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
     kernels' cp.async ring of row buffers), bwd_w_regs (None, bool: the row kernels
-    keep w in registers; None: 16-bit LayerNorm, v38), bwd_acc_smem (bool: the one-row
-    kernels' dw / db accumulators in shared memory; candidate), bwd_pdl (bool: the dW/dB
+    keep w in registers; None: 16-bit rows of two or more groups a thread, v38),
+    bwd_pdl (bool: the dW/dB
     reduction as a dependent launch of the row kernels, sm_90), bwd_rms_sum1 (None, bool:
     RMSNorm's backward reduces its one row sum, not a pair; v37), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
@@ -4057,9 +3987,6 @@ def tuning(**overrides):
     wr = overrides.get("bwd_w_regs", _tune["bwd_w_regs"])
     if not (wr is None or isinstance(wr, bool)):
         raise ValueError(f"bwd_w_regs must be None or a bool, got {wr!r}")
-    ac = overrides.get("bwd_acc_smem", _tune["bwd_acc_smem"])
-    if not isinstance(ac, bool):
-        raise ValueError(f"bwd_acc_smem must be a bool, got {ac!r}")
     bs = overrides.get("bwd_stages", _tune["bwd_stages"])
     if bs not in BWD_STAGES or isinstance(bs, bool):
         raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
@@ -4839,18 +4766,9 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                 stages = 0
         w_regs = (_bwd_w_regs(_tune["bwd_w_regs"], dtype, rms, words) and bool(words) and has_w
                   and vector and not wide and not stages)
-        acc_smem = (_tune["bwd_acc_smem"] and one_row and bool(words) and vector
-                    and not wide and affine)
-        if acc_smem:
-            # After w's floats (always reserved) and the ring: dw's and db's pieces.
-            acc_bytes = max(shared, w_bytes) + (int(has_w) + int(has_b)) * w_bytes
-            if acc_bytes <= _staged_limit(ga):
-                shared = acc_bytes
-            else:
-                acc_smem = False
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
-                                      bounds, stages, sum1, w_regs, acc_smem)
+                                      bounds, stages, sum1, w_regs)
     if sacc:
         shared = sacc_bytes
     if words:

@@ -1919,45 +1919,6 @@ def test_bwd_w_regs_checks():
                                 w_regs=True)
 
 
-@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
-                                     (False, False, True)], ids=_vid)
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_bwd_acc_smem_same_bits(dtype, variant):
-    """tuning(bwd_acc_smem=True) (candidate): the one-row backward kernels keep their
-    dw / db accumulators in shared memory, with w in registers (16-bit LayerNorm's
-    default) or in shared memory, and change no bit of dx, dw, db (deterministic
-    scheme; db alone too). Cases: :func:`_row_kernel_cases`; the one-row kernels take
-    the ``_as`` form, the others keep theirs (float32's two-group rows there take the
-    wide kernels); rows of 256 groups at the default layout (one row of two groups a
-    thread, every dtype) pick it. Poisoned outputs show every element is written."""
-    vec = ln._vec_of(dtype, True)
-    cases = [(shape, {**tune, "bwd_acc_smem": False}) for shape, tune in
-             _row_kernel_cases(vec)]
-    overrides = [{"bwd_acc_smem": True}, {"bwd_acc_smem": True, "bwd_w_regs": False}]
-    _assert_row_kernels_same_bits(dtype, variant, cases, 19, overrides,
-                                  lambda name, o: name.endswith("_as") or "_r1" not in name)
-    picked = _backward_picks((3, 256 * vec), dtype, variant, 23,
-                             dict(bwd_grid=2, bwd_acc_smem=True, **FEW_PARTIALS))
-    assert picked and all(k.endswith("_as") for k in picked), picked
-
-
-def test_bwd_acc_smem_checks():
-    """bwd_acc_smem takes a bool; the factory keeps the accumulators in shared memory
-    only for one-row kernels of 16-byte groups with w or b, not the wide ones."""
-    for bad in (1, "yes", None):
-        with pytest.raises(ValueError, match="bwd_acc_smem"):
-            with ln.tuning(bwd_acc_smem=bad):
-                pass
-    ok = dict(has_w=True, has_b=True, vector=True, words=2, one_row=True, wide=False)
-    for change in (dict(one_row=False), dict(vector=False), dict(words=0),
-                   dict(has_w=False, has_b=False), dict(wide=True)):
-        a = {**ok, **change}
-        with pytest.raises(ValueError, match="acc_smem is for one_row"):
-            ln.make_backward_kernel("float32", False, a["has_w"], a["has_b"], a["vector"],
-                                    a["words"], not a["wide"], True, wide=a["wide"],
-                                    one_row=a["one_row"], acc_smem=True)
-
-
 def test_bwd_stages_checks():
     """bwd_stages takes 0, 2, 3 or 4; the factory builds rings only for row kernels of
     16-byte groups without the prefetch, and not the wide ones."""
@@ -2163,8 +2124,8 @@ def test_bwd_stages_candidate_ptx(stages):
 @pytest.mark.ptx
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_bwd_w_regs_ptx(dtype):
-    """v38 (bwd_w_regs, the 16-bit default at two groups a thread), the row kernel at N = 4096 (the
-    launcher's layout, one row a block, with the prefetch): no spills or stack, the
+    """v38 (bwd_w_regs, the 16-bit default at two groups a thread), the row kernel at
+    N = 4096 (the launcher's layout, one row a block, with the prefetch): no spills or stack, the
     shared-memory kernel's registers at most, and half its shared-memory loads (w's
     gone from the row loop: 8 ld.shared.v4 in the other's loop, the row sums' 4
     left)."""
@@ -2181,35 +2142,6 @@ def test_bwd_w_regs_ptx(dtype):
     assert rep["registers"] <= rb["registers"], (rep, rb)
     assert base.count("ld.shared.v4.f32") - ptx.count("ld.shared.v4.f32") == words * 2, (
         base.count("ld.shared.v4.f32"), ptx.count("ld.shared.v4.f32"))
-
-
-@pytest.mark.ptx
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_bwd_acc_smem_candidate_ptx(dtype):
-    """The bwd_acc_smem candidate, the 16-bit LayerNorm row kernel at N = 4096 (the
-    launcher's layout, one row a block, with the prefetch, w in shared memory): fewer
-    registers than without it (128 -> 109 at fp16), and under launch bounds for 3
-    blocks an SM (bwd_min_blocks 3) 80 registers with no spills or stack (without it:
-    144 bytes of spills). Its PTX has 16 st.shared.v4 and 16 ld.shared.v4 more: dw's
-    and db's 16-byte pieces (two a group of 8) zeroed, read and written back in the
-    row loop, and read once at the end."""
-    from numba_fused.registry import offline_compile, ptxas_report
-
-    words, tpr, red = _row_4096()
-    args = (dtype, False, True, True, True, words, True, True)
-    kw = dict(one_row=True, red_warps=red, trigger=True)
-    with offline_compile():
-        base_ptx = ln.make_backward_kernel(*args, **kw).ptx()
-        ptx = ln.make_backward_kernel(*args, **kw, acc_smem=True).ptx()
-        base, rep = ptxas_report(base_ptx), ptxas_report(ptx)
-        bounded = ptxas_report(ln.make_backward_kernel(*args, **kw, acc_smem=True,
-                                                       bounds=(tpr, 3)).ptx())
-    assert rep["registers"] < base["registers"], (rep, base)
-    assert bounded["registers"] <= 80, bounded
-    _assert_no_spills(bounded)
-    pieces = 2 * words * 2  # dw's and db's 16-byte pieces a thread
-    for op in ("st.shared.v4.f32", "ld.shared.v4.f32"):
-        assert ptx.count(op) - base_ptx.count(op) == 2 * pieces, (op, ptx.count(op))
 
 
 @pytest.mark.ptx

@@ -12,8 +12,9 @@
 # Parts 1 and 4 were one part until the forty-second session, when together they ran
 # past the 570 s limit (1436 passed, 4 xfailed, cut at ~99%; parts 2 and 3: 287 s and
 # 153 s). Part 4 (layer_norm alone) took 502 s in the forty-second session and has
-# gained tests since (v38's, bwd_acc_smem's): its same-bits tests, the ones that
-# compile the most kernels, run as part 5 since the forty-third.
+# gained tests since (v38's): its same-bits tests, the ones that compile the most
+# kernels, run as part 5 since the forty-third (part 4: 256 s, part 5: 358 s in the
+# forty-fourth).
 # Then, on a two-GPU kind: python3 -m pytest -q tests/test_multi_gpu.py tests/test_ddp.py
 set -uo pipefail
 K=()

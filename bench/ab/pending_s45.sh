@@ -16,12 +16,12 @@
 # c: the four sanitizers on the LayerNorm workloads at the revised default (RMSNorm's
 #    row kernels now keep w in registers by default); first, on the idle GPU, what the
 #    dW / dB partials cost the 16-bit backward at 16384 x 4096 (ab/affine_share.py: with
-#    w and b, w, b, neither). The LayerNorm - RMSNorm gap at one-row layouts (115.5 /
-#    112.2 at 4096, 119 / 113.6 at 8192, 3-5.5 us) against 0.5 us at N = 1024 (two
-#    rows a block) tracks the partial rows' bytes (264 x 4096 x 2 floats: 8.65 MB
-#    written and read, RMSNorm half): predicted LayerNorm without w and b 3-5 us under
-#    with both; less than 2 would rule out a cluster (DSMEM) reduction of the partials
-#    as the way to 0.112.
+#    w and b, w, b, neither). The fortieth session's ab/ln_dwdb_bound.py put the
+#    reduction kernel's work at 4.5 us (115.6 -> 110.8 with it a no-op); neither w nor b
+#    also drops the row kernel's 8.65 MB of partial-row stores and its accumulators.
+#    Predicted: LayerNorm without w and b 106-110 (RMSNorm's 112 -> 106-109), w only
+#    within 1 us of RMSNorm's. Under 106 would say the row kernel's own partial rows
+#    (its end: all blocks store at once) cost more than their bytes.
 #   bash bench/ab/pending_s45.sh "$OUT" s|a|a5|c
 set -uo pipefail
 OUT=${1:?usage: pending_s45.sh OUTDIR s|a|a5|c}
