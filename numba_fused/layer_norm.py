@@ -1050,14 +1050,14 @@ def _bwd_sum1(flag, rpb, tpr):
     return bool(flag)
 
 
-def _bwd_w_regs(flag, dtype, rms, words):
+def _bwd_w_regs(flag, dtype, words):
     """Whether the backward row kernels with w keep it in registers (v38,
     make_backward_kernel's w_regs) for ``dtype`` rows of ``words`` 16-byte groups a
-    thread (``rms``: RMSNorm): tuning bwd_w_regs ``flag``; None (the default) is yes
-    for 16-bit rows of two or more groups a thread, LayerNorm and RMSNorm alike, where
-    it measured faster or even (H200, forty-third and forty-fourth sessions: see
-    _TUNING_DEFAULTS), and no for one group a thread (16-bit LayerNorm at N = 768: 80
-    -> 89 registers, 8 -> 6 blocks an SM, 116 -> 125 us) and for float32 (even)."""
+    thread: tuning bwd_w_regs ``flag``; None (the default) is yes for 16-bit rows of
+    two or more groups a thread, LayerNorm and RMSNorm alike, where it measured faster
+    or even (H200, forty-third and forty-fourth sessions: see _TUNING_DEFAULTS), and
+    no for one group a thread (16-bit LayerNorm at N = 768: 80 -> 89 registers, 8 -> 6
+    blocks an SM, 116 -> 125 us) and for float32 (even)."""
     if flag is None:
         return _dtype_class(dtype) == "16-bit" and words >= 2
     return bool(flag)
@@ -3444,10 +3444,10 @@ def _shipped_rows(factory, bwd, trigger, rms, *args, **kwargs):
     the one with w in shared memory (tuning bwd_w_regs=False)."""
     if not bwd:
         return [factory(*args, **kwargs)]
-    dtype, has_w = args[0], args[2]
+    dtype, has_w, words = args[0], args[2], args[5]
     out = []
     for w_regs in ((False, True) if has_w and not kwargs.get("wide")
-                   and _bwd_w_regs(None, dtype, rms, args[5]) else (False,)):
+                   and _bwd_w_regs(None, dtype, words) else (False,)):
         kw = dict(kwargs, w_regs=True) if w_regs else kwargs
         out.append(factory(*args, trigger=trigger, sum1=rms, **kw))
         if rms and not kwargs.get("one_row"):
@@ -4753,7 +4753,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     else:
         bm = _tune["bwd_min_blocks"]
         bounds = (block, int(bm)) if bm is not None and words and not wide else None
-        # w's floats (also the fold's scratch); one row's of dw or db alike.
+        # w's floats, also the fold's scratch (one slot's dw or db).
         w_bytes = words * vec * tpr * 4
         shared = w_bytes if words and (has_w or (affine and rpb > 1)) else 0
         stages = _tune["bwd_stages"] if words and vector and not wide else 0
@@ -4764,8 +4764,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                 prefetch, shared = False, ring_bytes
             else:
                 stages = 0
-        w_regs = (_bwd_w_regs(_tune["bwd_w_regs"], dtype, rms, words) and bool(words) and has_w
-                  and vector and not wide and not stages)
+        w_regs = (_bwd_w_regs(_tune["bwd_w_regs"], dtype, words) and bool(words)
+                  and has_w and vector and not wide and not stages)
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
                                       bounds, stages, sum1, w_regs)

@@ -1884,10 +1884,8 @@ def test_bwd_w_regs_default(dtype):
     kernel's."""
     assert ln._TUNING_DEFAULTS["bwd_w_regs"] is None
     sixteen = dtype != "float32"
-    for rms in (False, True):
-        assert ln._bwd_w_regs(None, dtype, rms, 2) is sixteen
-        assert ln._bwd_w_regs(None, dtype, rms, 1) is False
-        assert ln._bwd_w_regs(True, dtype, rms, 1) and not ln._bwd_w_regs(False, dtype, rms, 2)
+    assert ln._bwd_w_regs(None, dtype, 2) is sixteen and ln._bwd_w_regs(None, dtype, 1) is False
+    assert ln._bwd_w_regs(True, dtype, 1) and not ln._bwd_w_regs(False, dtype, 2)
     vec = ln._vec_of(dtype, True)
     # Rows of 64 groups take two a thread (32 threads), of 56 one (64 threads, ragged).
     for groups, words in ((64, 2), (56, 1)):
