@@ -21,7 +21,14 @@
 #    also drops the row kernel's 8.65 MB of partial-row stores and its accumulators.
 #    Predicted: LayerNorm without w and b 106-110 (RMSNorm's 112 -> 106-109), w only
 #    within 1 us of RMSNorm's. Under 106 would say the row kernel's own partial rows
-#    (its end: all blocks store at once) cost more than their bytes.
+#    (its end: all blocks store at once) cost more than their bytes. Then fewer
+#    partial rows by a pure tuning, never timed at these rows: bwd_block 512, so rows of
+#    256 threads (N = 4096) go two a block and rows of 128 (2048) four, one 512-thread
+#    block an SM at 128 registers (the same 16 warps), 132 partial rows instead of 264
+#    / 528 (4.3 MB / 2.2 MB instead of 8.65). The price: the multi-row kernel (no
+#    one-row uniform row index, no direct cross-warp sums: the barrier spans 16 warps).
+#    Predicted: -2 to +3 us at 4096 (the reduction's 4.5 us about halved against the
+#    row kernel's loss), the same at 2048.
 #   bash bench/ab/pending_s45.sh "$OUT" s|a|a5|c
 set -uo pipefail
 OUT=${1:?usage: pending_s45.sh OUTDIR s|a|a5|c}
@@ -33,6 +40,13 @@ case "${2:?s, a, a5 or c}" in
   c)
     timeout -k 10 150 python3 bench/ab/affine_share.py > "$OUT/affine_share.log" 2>&1
     echo "affine_share rc $?"; cat "$OUT/affine_share.log"
+    b5='{"bwd_block": 512}'
+    for op in ln rms; do
+      timeout -k 10 200 python3 bench/tune_layer_norm.py --out "$OUT/rows_$op" --reps 50 \
+        --op "$op" --ns 2048,4096 --dtypes float16,bfloat16 --tunes '{}' "$b5" "$b5" '{}' \
+        > "$OUT/rows_$op.log" 2>&1
+      echo "rows_$op rc $?"; grep '^| [0-9]' "$OUT/rows_$op.log"
+    done
     SAN_TOOLS="memcheck racecheck synccheck initcheck" \
       SAN_OPS="layer_norm:float16 layer_norm:bfloat16" SAN_TIMEOUT=400 \
       timeout -k 10 420 bash bench/gpu_harness.sh "$OUT/san" --stages sanitize
