@@ -439,13 +439,25 @@ def _layer_norm_stages(nf, torch, dt):
 
 def _layer_norm_w_regs(nf, torch, dt):
     """The backward under tuning(bwd_w_regs=True) (v38; by default only 16-bit rows
-    of two groups a thread): row kernels keeping w in registers, here at every dtype; rows of 512
-    (several a block), 4096 (one a block) and 1000 (ragged: clamped groups past the
-    row's end), more rows than blocks, both dW / dB schemes, LayerNorm and RMSNorm
-    (_norm_passes)."""
+    of two groups a thread): row kernels keeping w in registers, here at every dtype;
+    rows of 512 (several a block), 4096 (one a block) and 1000 (ragged: clamped groups
+    past the row's end), more rows than blocks, both dW / dB schemes, LayerNorm and
+    RMSNorm (_norm_passes)."""
     from numba_fused.layer_norm import tuning
 
     with tuning(bwd_w_regs=True, bwd_grid=7):
+        _norm_rows_both_schemes(nf, torch, dt)
+
+
+def _layer_norm_row_bar(nf, torch, dt):
+    """The backward under tuning(bwd_row_bar=True, bwd_block=512) (candidate): blocks
+    of several rows of several warps, each row's cross-warp step at its own named
+    barrier; rows of 4096 (two a block), 1000 (four a block, ragged: clamped groups)
+    and 512 (one warp a row: the shuffled step, no barrier), more rows than blocks, both
+    dW / dB schemes, LayerNorm and RMSNorm (_norm_passes)."""
+    from numba_fused.layer_norm import tuning
+
+    with tuning(bwd_row_bar=True, bwd_block=512, bwd_grid=7):
         _norm_rows_both_schemes(nf, torch, dt)
 
 
@@ -481,6 +493,7 @@ CASES = {
     "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
     "layer_norm_stages": ("layer_norm_backward", _layer_norm_stages),
     "layer_norm_w_regs": ("layer_norm_backward", _layer_norm_w_regs),
+    "layer_norm_row_bar": ("layer_norm_backward", _layer_norm_row_bar),
     "layer_norm_rms_sum1": ("rms_norm_backward", _layer_norm_rms_sum1),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
@@ -493,7 +506,7 @@ _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
             "layer_norm_plain": "layer_norm", "layer_norm_staged": "layer_norm",
             "layer_norm_bwd": "layer_norm", "layer_norm_pdl": "layer_norm",
             "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm",
-            "layer_norm_w_regs": "layer_norm"}
+            "layer_norm_w_regs": "layer_norm", "layer_norm_row_bar": "layer_norm"}
 
 
 def main(argv):

@@ -10,7 +10,7 @@ import numpy as np
 from numba import config
 
 __all__ = ["f32_as_u32", "u32_as_f32", "mul_rn", "fma_rn", "fence_acq_rel_gpu",
-           "grid_dependency_wait", "grid_dependents_launch", "ir_i32"]
+           "grid_dependency_wait", "grid_dependents_launch", "bar_sync", "ir_i32"]
 
 if config.ENABLE_CUDASIM:
 
@@ -58,6 +58,12 @@ if config.ENABLE_CUDASIM:
     def grid_dependents_launch():
         """PTX ``griddepcontrol.launch_dependents``; nothing to launch early in the
         simulator."""
+
+    def bar_sync(barrier_id, nthreads):
+        """PTX ``barrier.sync``: the simulator has no named barriers. Kernels call the
+        block barrier there instead (a stronger one), never this."""
+        raise NotImplementedError("named barriers do not exist in the simulator; "
+                                  "use cuda.syncthreads() there")
 
 else:
     from llvmlite import ir
@@ -109,6 +115,28 @@ else:
     grid_dependency_wait = plain_asm("grid_dependency_wait", "griddepcontrol.wait;")
     grid_dependents_launch = plain_asm("grid_dependents_launch",
                                        "griddepcontrol.launch_dependents;")
+
+    @intrinsic
+    def bar_sync(typingctx, barrier_id, nthreads):
+        # A named barrier (PTX barrier.sync a, b): the calling threads wait until
+        # ``nthreads`` (a multiple of 32) have arrived at barrier ``barrier_id`` (0-15;
+        # 0 is the one syncthreads uses). The form without .aligned, so threads of a
+        # warp may reach it from different branches if the compiler splits a path.
+        # The memory clobber keeps loads and stores on their side of it; the PTX
+        # barrier orders the participating threads' shared-memory accesses.
+        if not (isinstance(barrier_id, types.Integer) and isinstance(nthreads, types.Integer)):
+            return None
+        sig = types.void(barrier_id, nthreads)
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            fty = ir.FunctionType(ir.VoidType(), [i32, i32])
+            builder.asm(fty, "barrier.sync $0, $1;", "r,r,~{memory}",
+                        [ir_i32(builder, args[0]), ir_i32(builder, args[1])],
+                        side_effect=True)
+            return context.get_dummy_value()
+
+        return sig, codegen
 
     @intrinsic
     def f32_as_u32(typingctx, x):

@@ -92,8 +92,8 @@ from interop.dlpack import KernelArray, empty_like_lib, stream_handle
 from numba_fused.dtypes import STORAGE
 
 from . import checks, dtypes
-from .intrinsics import (f32_as_u32, fma_rn, grid_dependency_wait, grid_dependents_launch,
-                         mul_rn, u32_as_f32)
+from .intrinsics import (bar_sync, f32_as_u32, fma_rn, grid_dependency_wait,
+                         grid_dependents_launch, mul_rn, u32_as_f32)
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem_optin
 from .plan import NOW, Recorder
@@ -851,6 +851,44 @@ def _row_sum2(a, b, red, buf):
     return warp_sum(a), warp_sum(b)
 
 
+# Named barriers a block has (PTX barrier.sync ids 0-15); 0 is syncthreads', so the
+# per-row barriers (tuning bwd_row_bar) take 1 .. 15 and blocks of at most 15 rows.
+ROW_BARRIERS = 15
+
+if SIMULATOR:
+    @inline_device
+    def _row_barrier():
+        """The simulator has no named barriers: the block barrier (every row calls
+        the row step as often, so every thread reaches it)."""
+        cuda.syncthreads()
+else:
+    @inline_device
+    def _row_barrier():
+        """A barrier of this row's threads only (block ``(tpr, rows)``, tpr a multiple
+        of 32, rows <= ROW_BARRIERS): named barrier ``threadIdx.y + 1`` over
+        ``blockDim.x`` threads, so a row's warps do not wait for the block's other
+        rows."""
+        bar_sync(np.uint32(cuda.threadIdx.y + 1), np.uint32(cuda.blockDim.x))
+
+
+@inline_device
+def _row_sum2_rows(a, b, red, buf):
+    """:func:`_row_sum2` (same bits) with :func:`_row_barrier` in place of the block
+    barrier, for blocks of several rows of several warps (tuning ``bwd_row_bar``): a
+    row's warps read and write only that row's slots of ``red``, so they need not wait
+    for the other rows; calling rules as :func:`_row_sum` within a row."""
+    tpr = cuda.blockDim.x
+    if tpr > WARP:
+        v = warp_sum_halves(a, b)
+        lane, mine, first, nw = _warp_slots()
+        if lane % np.uint32(16) == 0:
+            red[buf, lane // 16, mine] = v
+        _row_barrier()
+        sa, sb = _warp_partials2(red, buf, lane, first, nw)
+        return warp_sum2(sa, sb)
+    return warp_sum(a), warp_sum(b)
+
+
 # The forward kernels' pair: v35's two warp_sums at every step. v36's both-branch
 # code cost the register-capped lean forwards spills (16-bit LayerNorm two groups
 # under 64 x 20 .. 256 x 5 bounds, four groups at 64 registers; float32 at 256 x 6 /
@@ -1063,15 +1101,21 @@ def _bwd_w_regs(flag, dtype, words):
     return bool(flag)
 
 
-def _bwd_row_step(rms, sum1, red_warps=0):
+def _bwd_row_step(rms, sum1, red_warps=0, row_bar=False):
     """The backward kernels' row step ``(s1, s2) = step(s1, s2, red, buf)``: the pair
     (:func:`_row_sum2`, or :func:`_row_sum2_direct` for one-row blocks of
-    ``red_warps`` warps), or under ``sum1`` (RMSNorm only; tuning ``bwd_rms_sum1``)
-    RMSNorm's one sum (:func:`_row_sum1`, the direct step with ``rms``)."""
+    ``red_warps`` warps, or :func:`_row_sum2_rows` under ``row_bar``), or under
+    ``sum1`` (RMSNorm only; tuning ``bwd_rms_sum1``) RMSNorm's one sum
+    (:func:`_row_sum1`, the direct step with ``rms``)."""
     if sum1 and not rms:
         raise ValueError("sum1 is RMSNorm's (one row sum)")
+    if row_bar and (sum1 or red_warps):
+        raise ValueError("row_bar is the pair's step with shuffles (neither sum1 nor "
+                         "red_warps)")
     if red_warps:
         return _row_sum2_direct(red_warps, sum1)
+    if row_bar:
+        return _row_sum2_rows
     return _row_sum1 if sum1 else _row_sum2
 
 
@@ -2717,7 +2761,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1=False):
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
                          red_warps=0, trigger=False, bounds=None, stages=0, sum1=False,
-                         w_regs=False):
+                         w_regs=False, row_bar=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2752,7 +2796,16 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     not the wide ones nor with ``stages``; tuning ``bwd_w_regs``, v38): each
     thread keeps its groups of w in registers, loaded once as raw words, instead of
     reading them back from shared memory as float32 on every row (4 LDS.128 a row a
-    thread at 16-bit N = 4096); same bits."""
+    thread at 16-bit N = 4096); same bits. ``row_bar`` (row kernels but the one-row
+    ones, the pair's shuffled step: neither ``red_warps`` nor ``sum1``; tuning
+    ``bwd_row_bar``, candidate): each row's cross-warp step waits at a named barrier
+    of that row's warps (:func:`_row_sum2_rows`), not the block's, so the rows of a
+    block of several run apart; blocks of at most ROW_BARRIERS rows (the launcher
+    guarantees it); same bits."""
+    if row_bar and (not words or one_row or red_warps or sum1):
+        raise ValueError("row_bar is for row kernels of several rows a block (not "
+                         "one_row) with the pair's shuffled step (neither red_warps nor "
+                         "sum1)")
     if w_regs and (not words or not has_w or not vector or wide or stages):
         raise ValueError("w_regs is for row kernels with w, of 16-byte groups, neither "
                          "wide nor with stages")
@@ -2773,7 +2826,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         raise ValueError(f"red_warps must be 0 or one of {RED_DIRECT_WARPS}, got {red_warps!r}")
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
-    rsum2 = _bwd_row_step(rms, sum1, red_warps)
+    rsum2 = _bwd_row_step(rms, sum1, red_warps, row_bar)
     if one_row and not words:
         raise ValueError("one_row is for row kernels (words >= 1)")
     if sacc and (words or not (has_w or has_b)):
@@ -2798,7 +2851,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
             + (f"_st{stages}" if stages else "") + ("_s1" if sum1 else "")
-            + ("_wr" if w_regs else ""))
+            + ("_wr" if w_regs else "") + ("_nb" if row_bar else ""))
 
     if words:
         elems = words * vec
@@ -3712,6 +3765,14 @@ _TUNING_DEFAULTS = {
     # rows of two or more groups a thread, LayerNorm and RMSNorm (_bwd_w_regs); True /
     # False: every row kernel with w / none.
     "bwd_w_regs": None,
+    # Row kernels of several rows of several warps a block: each row's cross-warp step
+    # waits at a named barrier of its own warps instead of the block's
+    # (make_backward_kernel's row_bar), so blocks of several rows cost no more barrier
+    # waits than one-row blocks do. Candidate (forty-fourth session, CPU), for
+    # bwd_block 512 at N = 2048 / 4096 (two / four rows a block, 132 dW / dB partial
+    # rows instead of 264 / 528); the thirty-fifth session's ncu had the one-row kernel
+    # at 4096 38% at its row's barrier. Not yet timed.
+    "bwd_row_bar": False,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
@@ -3927,7 +3988,8 @@ def tuning(**overrides):
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
     kernels' cp.async ring of row buffers), bwd_w_regs (None, bool: the row kernels
     keep w in registers; None: 16-bit rows of two or more groups a thread, v38),
-    bwd_pdl (bool: the dW/dB
+    bwd_row_bar (bool: a named barrier a row in row kernels of several rows a block;
+    candidate), bwd_pdl (bool: the dW/dB
     reduction as a dependent launch of the row kernels, sm_90), bwd_rms_sum1 (None, bool:
     RMSNorm's backward reduces its one row sum, not a pair; v37), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
@@ -3987,6 +4049,9 @@ def tuning(**overrides):
     wr = overrides.get("bwd_w_regs", _tune["bwd_w_regs"])
     if not (wr is None or isinstance(wr, bool)):
         raise ValueError(f"bwd_w_regs must be None or a bool, got {wr!r}")
+    rb = overrides.get("bwd_row_bar", _tune["bwd_row_bar"])
+    if not isinstance(rb, bool):
+        raise ValueError(f"bwd_row_bar must be a bool, got {rb!r}")
     bs = overrides.get("bwd_stages", _tune["bwd_stages"])
     if bs not in BWD_STAGES or isinstance(bs, bool):
         raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
@@ -4766,9 +4831,13 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                 stages = 0
         w_regs = (_bwd_w_regs(_tune["bwd_w_regs"], dtype, words) and bool(words)
                   and has_w and vector and not wide and not stages)
+        # Per-row named barriers only where a block holds several rows of several warps,
+        # ids 1 .. rpb.
+        row_bar = (_tune["bwd_row_bar"] and bool(words) and rpb > 1 and tpr > WARP
+                   and rpb <= ROW_BARRIERS and not sum1 and not one_row)
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
-                                      bounds, stages, sum1, w_regs)
+                                      bounds, stages, sum1, w_regs, row_bar)
     if sacc:
         shared = sacc_bytes
     if words:

@@ -1917,6 +1917,76 @@ def test_bwd_w_regs_checks():
                                 w_regs=True)
 
 
+def _row_bar_cases(vec):
+    """(shape, tuning) cases of bwd_row_bar: blocks of several rows of several warps
+    (rows of two groups a thread over 64 threads, four a block; one group over 128,
+    ragged, two a block; one over 64, ragged, four a block, fewer rows than the grid's
+    slots); on a GPU also 4099 rows at N = 1024 / 2048 / 4096 under bwd_block 256 /
+    512 / 512 (two, four, two rows a block)."""
+    cases = [((7, 128 * vec), {"bwd_block": 256, "bwd_grid": 2, **FEW_PARTIALS}),
+             ((5, 100 * vec), {"bwd_block": 256, "bwd_grid": 2, **FEW_PARTIALS}),
+             ((9, 40 * vec), {"bwd_block": 256, "bwd_grid": 2, **FEW_PARTIALS})]
+    if not SIMULATOR:
+        cases += [((4099, n), {"bwd_block": bb, "bwd_grid": 97})
+                  for n, bb in ((1024, 256), (2048, 512), (4096, 512))]
+    return cases
+
+
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, False, True), (False, False, False)], ids=_vid)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_row_bar_same_bits(dtype, variant):
+    """tuning(bwd_row_bar=True) (candidate): in blocks of several rows of several
+    warps, each row's cross-warp step waits at its own named barrier instead of the
+    block's, and no bit of dx, dw, db changes (deterministic scheme). Every row
+    kernel the cases pick takes the ``_nb`` form (float32's two-group rows: the wide
+    kernels, which take it too); poisoned outputs show every element is written. The
+    simulator runs the block barrier in the named one's place; the GPU runs the
+    named barriers."""
+    vec = ln._vec_of(dtype, True)
+    cases = _row_bar_cases(vec)
+    _assert_row_kernels_same_bits(dtype, variant, cases, 29, [{"bwd_row_bar": True}],
+                                  lambda name, o: name.endswith("_nb"))
+    # The default never takes it.
+    shape, tune = cases[0]
+    assert not any(k.endswith("_nb") for k in _backward_picks(shape, dtype, variant, 3, tune))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_row_bar_only_several_rows(dtype):
+    """bwd_row_bar leaves one-row blocks and rows of one warp on their own step: the
+    launcher names no ``_nb`` kernel there."""
+    vec = ln._vec_of(dtype, True)
+    for shape, tune in (((3, 512 * vec), {}), ((6, 32 * vec), {"bwd_block": 128})):
+        words, tpr = ln._row_layout(shape[1], vec, "bwd", shape[0])
+        with ln.tuning(**tune):
+            rpb = ln._rows_per_block("bwd_block", tpr, shape[0], "bwd", vec, words)
+        assert rpb == 1 or tpr <= 32, (shape, words, tpr, rpb)
+        picked = _backward_picks(shape, dtype, (False, True, True), 5,
+                                 dict(tune, bwd_row_bar=True, bwd_grid=2, **FEW_PARTIALS))
+        assert picked and not any(k.endswith("_nb") for k in picked), (shape, picked)
+
+
+def test_bwd_row_bar_checks():
+    """bwd_row_bar takes a bool; the factory and the row step take row_bar only for row
+    kernels of several rows a block with the pair's shuffled step."""
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="bwd_row_bar"):
+            with ln.tuning(bwd_row_bar=bad):
+                pass
+    for kw in (dict(one_row=True), dict(red_warps=8, one_row=True), dict(words=0)):
+        words = kw.pop("words", 2)
+        with pytest.raises(ValueError, match="row_bar is for row kernels"):
+            ln.make_backward_kernel("float16", False, True, True, True, words, True, True,
+                                    row_bar=True, **kw)
+    with pytest.raises(ValueError, match="row_bar is for row kernels"):
+        ln.make_backward_kernel("float16", True, True, False, True, 2, True, True, sum1=True,
+                                row_bar=True)
+    with pytest.raises(ValueError, match="row_bar is the pair"):
+        ln._bwd_row_step(True, True, 0, True)
+    assert ln.ROW_BARRIERS == 15
+
+
 def test_bwd_stages_checks():
     """bwd_stages takes 0, 2, 3 or 4; the factory builds rings only for row kernels of
     16-byte groups without the prefetch, and not the wide ones."""
@@ -2140,6 +2210,31 @@ def test_bwd_w_regs_ptx(dtype):
     assert rep["registers"] <= rb["registers"], (rep, rb)
     assert base.count("ld.shared.v4.f32") - ptx.count("ld.shared.v4.f32") == words * 2, (
         base.count("ld.shared.v4.f32"), ptx.count("ld.shared.v4.f32"))
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_row_bar_candidate_ptx(dtype):
+    """The bwd_row_bar candidate, the row kernel of two groups a thread with the
+    prefetch (the kernel blocks of several rows run: N = 1024's 64 x 2 and, under
+    bwd_block 512, N = 4096's 256 x 2): its barrier in the row loop is a named one
+    over the row's threads (``barrier.sync %r, %r``: id and count in registers), the
+    block barriers elsewhere stay (w's load, the slots' fold), and ptxas fits it in the
+    block-barrier kernel's registers at most, without spills or stack."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    args = (dtype, False, True, True, True, 2, True, True)
+    with offline_compile():
+        base_ptx = ln.make_backward_kernel(*args, trigger=True).ptx()
+        ptx = ln.make_backward_kernel(*args, trigger=True, row_bar=True).ptx()
+        base, rep = ptxas_report(base_ptx), ptxas_report(ptx)
+    named = re.findall(r"barrier\.sync\s+%r\d+,\s*%r\d+;", ptx)
+    assert len(named) == 1, named
+    assert not re.findall(r"barrier\.sync\s+%r\d+,\s*%r\d+;", base_ptx)
+    blocks = len(re.findall(r"bar(rier)?\.sync(\.aligned)?\s+0;", ptx))
+    assert blocks == len(re.findall(r"bar(rier)?\.sync(\.aligned)?\s+0;", base_ptx)) - 1, blocks
+    _assert_no_spills(rep)
+    assert rep["registers"] <= base["registers"], (rep, base)
 
 
 @pytest.mark.ptx
