@@ -826,31 +826,6 @@ def _row_pair(second):
     return pair
 
 
-@inline_device
-def _row_sum2(a, b, red, buf):
-    """Two row sums at once (one barrier), for the backward kernels (row kernels:
-    :func:`_row_sum`'s rules, lean ones: :func:`_row_sum_v2`'s): ``_row_pair(warp_sum)``'s
-    results, bit for bit, in fewer shuffles (v36). On rows of several warps the
-    sums go through :func:`warp_sum_halves` (five shuffles, not ten): lane 0 ends
-    with a's warp partial, lane 16 with b's, and those two lanes store them in one
-    instruction; the cross-warp step takes :func:`warp_sum2` (six, not ten). Rows of
-    one warp keep two :func:`warp_sum` calls: two independent chains of five
-    shuffles, where warp_sum2's one chain is six deep, and there the chain's latency
-    is what counts (H200, fp16 RMSNorm bwd 131072 x 512, one-warp rows: 111.7 ->
-    114.0-114.8 us with warp_sum2; bench/NOTES.md, thirty-fourth session). ``red``:
-    float32 shared ``(2, 2, 32)``."""
-    tpr = cuda.blockDim.x
-    if tpr > WARP:
-        v = warp_sum_halves(a, b)
-        lane, mine, first, nw = _warp_slots()
-        if lane % np.uint32(16) == 0:
-            red[buf, lane // 16, mine] = v
-        cuda.syncthreads()
-        sa, sb = _warp_partials2(red, buf, lane, first, nw)
-        return warp_sum2(sa, sb)
-    return warp_sum(a), warp_sum(b)
-
-
 # Named barriers a block has (PTX barrier.sync ids 0-15); 0 is syncthreads', so the
 # per-row barriers (tuning bwd_row_bar) take 1 .. 15 and blocks of at most 15 rows.
 ROW_BARRIERS = 15
@@ -871,22 +846,45 @@ else:
         bar_sync(np.uint32(cuda.threadIdx.y + 1), np.uint32(cuda.blockDim.x))
 
 
-@inline_device
-def _row_sum2_rows(a, b, red, buf):
-    """:func:`_row_sum2` (same bits) with :func:`_row_barrier` in place of the block
-    barrier, for blocks of several rows of several warps (tuning ``bwd_row_bar``): a
-    row's warps read and write only that row's slots of ``red``, so they need not wait
-    for the other rows; calling rules as :func:`_row_sum` within a row."""
-    tpr = cuda.blockDim.x
-    if tpr > WARP:
-        v = warp_sum_halves(a, b)
-        lane, mine, first, nw = _warp_slots()
-        if lane % np.uint32(16) == 0:
-            red[buf, lane // 16, mine] = v
-        _row_barrier()
-        sa, sb = _warp_partials2(red, buf, lane, first, nw)
-        return warp_sum2(sa, sb)
-    return warp_sum(a), warp_sum(b)
+def _row_sum2_with(per_row):
+    """Device function ``pair(a, b, red, buf)``: two row sums at once (one barrier),
+    for the backward kernels (row kernels: :func:`_row_sum`'s rules, lean ones:
+    :func:`_row_sum_v2`'s): ``_row_pair(warp_sum)``'s results, bit for bit, in fewer
+    shuffles (v36). On rows of several warps the sums go through
+    :func:`warp_sum_halves` (five shuffles, not ten): lane 0 ends with a's warp
+    partial, lane 16 with b's, and those two lanes store them in one instruction; the
+    cross-warp step takes :func:`warp_sum2` (six, not ten). Rows of one warp keep two
+    :func:`warp_sum` calls: two independent chains of five shuffles, where warp_sum2's
+    one chain is six deep, and there the chain's latency is what counts (H200, fp16
+    RMSNorm bwd 131072 x 512, one-warp rows: 111.7 -> 114.0-114.8 us with warp_sum2;
+    bench/NOTES.md, thirty-fourth session). ``red``: float32 shared ``(2, 2, 32)``.
+    The barrier is the block's, or under ``per_row`` (tuning ``bwd_row_bar``, blocks
+    of several rows of several warps) :func:`_row_barrier`, the row's own: a row's
+    warps read and write only that row's slots of ``red``, so they need not wait for
+    the other rows (calling rules as :func:`_row_sum` within a row); same bits."""
+
+    @inline_device
+    def pair(a, b, red, buf):
+        tpr = cuda.blockDim.x
+        if tpr > WARP:
+            v = warp_sum_halves(a, b)
+            lane, mine, first, nw = _warp_slots()
+            if lane % np.uint32(16) == 0:
+                red[buf, lane // 16, mine] = v
+            if per_row:
+                _row_barrier()
+            else:
+                cuda.syncthreads()
+            sa, sb = _warp_partials2(red, buf, lane, first, nw)
+            return warp_sum2(sa, sb)
+        return warp_sum(a), warp_sum(b)
+
+    return pair
+
+
+# The backward kernels' pair with the block barrier, and with the rows' own.
+_row_sum2 = _row_sum2_with(False)
+_row_sum2_rows = _row_sum2_with(True)
 
 
 # The forward kernels' pair: v35's two warp_sums at every step. v36's both-branch
