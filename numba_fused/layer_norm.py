@@ -2784,10 +2784,10 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     wide ones; tuning ``bwd_min_blocks``): launch bounds ``(threads, blocks an SM)``
     in place of ``(_FAT_BLOCK, 1)``, so ptxas fits that many blocks of that size an
     SM in the registers (None: the default). ``stages`` (row kernels but the wide
-    ones, without the prefetch, 16-byte groups; tuning ``bwd_stages``, refuted candidate): x
-    and dy come through a ring of ``stages`` row buffers in dynamic shared memory
-    filled by cp.async, ``stages - 1`` rows ahead of the row being reduced, in place
-    of the one row the register prefetch holds (0: off). ``sum1`` (RMSNorm; tuning
+    ones, without the prefetch, 16-byte groups; tuning ``bwd_stages``, refuted
+    candidate): x and dy come through a ring of ``stages`` row buffers in dynamic
+    shared memory filled by cp.async, ``stages - 1`` rows ahead of the row being
+    reduced, in place of the one row the register prefetch holds (0: off). ``sum1`` (RMSNorm; tuning
     ``bwd_rms_sum1``, v37): the row step reduces RMSNorm's one sum
     (:func:`_row_sum1`, or :func:`_row_sum2_direct` with ``rms``) instead of the pair
     whose second it drops; same bits. ``w_regs`` (row kernels with w, 16-byte groups,
