@@ -2787,8 +2787,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     ones, without the prefetch, 16-byte groups; tuning ``bwd_stages``, refuted
     candidate): x and dy come through a ring of ``stages`` row buffers in dynamic
     shared memory filled by cp.async, ``stages - 1`` rows ahead of the row being
-    reduced, in place of the one row the register prefetch holds (0: off). ``sum1`` (RMSNorm; tuning
-    ``bwd_rms_sum1``, v37): the row step reduces RMSNorm's one sum
+    reduced, in place of the one row the register prefetch holds (0: off). ``sum1``
+    (RMSNorm; tuning ``bwd_rms_sum1``, v37): the row step reduces RMSNorm's one sum
     (:func:`_row_sum1`, or :func:`_row_sum2_direct` with ``rms``) instead of the pair
     whose second it drops; same bits. ``w_regs`` (row kernels with w, 16-byte groups,
     not the wide ones nor with ``stages``; tuning ``bwd_w_regs``, v38): each
@@ -3759,9 +3759,9 @@ _TUNING_DEFAULTS = {
     # 112.0, 111.6; 4096 113.1, 113.0 / 112.1, 112.5; 8192 114.6, 114.2 / 113.5, 113.7.
     # One group a thread forced on: LayerNorm fp16 768 117.6, 117.3 / 126.3, 126.4;
     # 1600 (224 threads) 133.6, 133.2 / 156.1, 155.7: 80 -> 91 registers, 3 -> 2
-    # blocks an SM (bf16 the same). None: 16-bit
-    # rows of two or more groups a thread, LayerNorm and RMSNorm (_bwd_w_regs); True /
-    # False: every row kernel with w / none.
+    # blocks an SM (bf16 the same). None: 16-bit rows of two or more groups a thread,
+    # LayerNorm and RMSNorm (_bwd_w_regs); True / False: every row kernel with w /
+    # none.
     "bwd_w_regs": None,
     # Row kernels of several rows of several warps a block: each row's cross-warp step
     # waits at a named barrier of its own warps instead of the block's
@@ -4829,10 +4829,10 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                 stages = 0
         w_regs = (_bwd_w_regs(_tune["bwd_w_regs"], dtype, words) and bool(words)
                   and has_w and vector and not wide and not stages)
-        # Per-row named barriers only where a block holds several rows of several warps,
-        # ids 1 .. rpb.
-        row_bar = (_tune["bwd_row_bar"] and bool(words) and rpb > 1 and tpr > WARP
-                   and rpb <= ROW_BARRIERS and not sum1 and not one_row)
+        # Per-row named barriers only where a block holds several rows (so not a one-row
+        # kernel) of several warps, ids 1 .. rpb.
+        row_bar = (_tune["bwd_row_bar"] and bool(words) and 1 < rpb <= ROW_BARRIERS
+                   and tpr > WARP and not sum1)
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
                                       bounds, stages, sum1, w_regs, row_bar)

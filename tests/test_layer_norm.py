@@ -96,8 +96,8 @@ def _record_kernels(mp, factory, names):
 def _untriggered(name):
     """A backward row kernel's name without bwd_pdl's ``_trig`` (the default on sm_90;
     the simulator takes the same path), bwd_rms_sum1's ``_s1`` (RMSNorm's default
-    since v37) and bwd_w_regs's ``_wr`` (16-bit rows of two groups a thread since v38): the suffixes
-    the default adds last."""
+    since v37) and bwd_w_regs's ``_wr`` (16-bit rows of two groups a thread since
+    v38): the suffixes the default adds last."""
     return name.removesuffix("_wr").removesuffix("_s1").removesuffix("_trig")
 
 
@@ -2193,10 +2193,10 @@ def test_bwd_stages_candidate_ptx(stages):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_bwd_w_regs_ptx(dtype):
     """v38 (bwd_w_regs, the 16-bit default at two groups a thread), the row kernel at
-    N = 4096 (the launcher's layout, one row a block, with the prefetch): no spills or stack, the
-    shared-memory kernel's registers at most, and half its shared-memory loads (w's
-    gone from the row loop: 8 ld.shared.v4 in the other's loop, the row sums' 4
-    left)."""
+    N = 4096 (the launcher's layout, one row a block, with the prefetch): no spills or
+    stack, the shared-memory kernel's registers at most, and half its shared-memory
+    loads (w's gone from the row loop: 8 ld.shared.v4 in the other's loop, the row
+    sums' 4 left)."""
     from numba_fused.registry import offline_compile, ptxas_report
 
     words, tpr, red = _row_4096()
@@ -2228,11 +2228,13 @@ def test_bwd_row_bar_candidate_ptx(dtype):
         base_ptx = ln.make_backward_kernel(*args, trigger=True).ptx()
         ptx = ln.make_backward_kernel(*args, trigger=True, row_bar=True).ptx()
         base, rep = ptxas_report(base_ptx), ptxas_report(ptx)
-    named = re.findall(r"barrier\.sync\s+%r\d+,\s*%r\d+;", ptx)
+    named_re = r"barrier\.sync\s+%r\d+,\s*%r\d+;"
+    block_re = r"bar(rier)?\.sync(\.aligned)?\s+0;"
+    named = re.findall(named_re, ptx)
     assert len(named) == 1, named
-    assert not re.findall(r"barrier\.sync\s+%r\d+,\s*%r\d+;", base_ptx)
-    blocks = len(re.findall(r"bar(rier)?\.sync(\.aligned)?\s+0;", ptx))
-    assert blocks == len(re.findall(r"bar(rier)?\.sync(\.aligned)?\s+0;", base_ptx)) - 1, blocks
+    assert not re.findall(named_re, base_ptx)
+    blocks = len(re.findall(block_re, ptx))
+    assert blocks == len(re.findall(block_re, base_ptx)) - 1, blocks
     _assert_no_spills(rep)
     assert rep["registers"] <= base["registers"], (rep, base)
 

@@ -16,8 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from numba_fused import layer_norm as ln  # noqa: E402
-from tune_layer_norm import _sleep_cycles, make_sets, time_fn  # noqa: E402
+from tune_layer_norm import _sleep_cycles, bwd, fwd, make_sets, time_fn  # noqa: E402
 
 VARIANTS = (("ln", True, True), ("ln", True, False), ("ln", False, True), ("ln", False, False),
             ("rms", True, False), ("rms", False, False))
@@ -26,10 +25,7 @@ VARIANTS = (("ln", True, True), ("ln", True, False), ("ln", False, True), ("ln",
 def _bwd(op, has_w, has_b):
     """The backward of one variant as a function of (dy, x, w, b, mean, rstd)."""
     def run(dy, x, w, b, mean, rstd):
-        wv = w if has_w else None
-        if op == "rms":
-            return ln.rms_norm_backward(dy, x, wv, rstd)
-        return ln.layer_norm_backward(dy, x, wv, b if has_b else None, mean, rstd)
+        return bwd(op, dy, x, w if has_w else None, b if has_b else None, mean, rstd)
     return run
 
 
@@ -45,17 +41,8 @@ def main(argv=None):
     print("|---|---|---|---|")
     for dname in args.dtypes.split(","):
         sets = make_sets(m, n, getattr(torch, dname))
-        by_op = {}
-        for op in ("ln", "rms"):
-            rows = []
-            for x, w, b, dy in sets:
-                if op == "rms":
-                    _, rstd = ln.rms_norm_forward(x, w)
-                    mean = None
-                else:
-                    _, mean, rstd = ln.layer_norm_forward(x, w, b)
-                rows.append((dy, x, w, b, mean, rstd))
-            by_op[op] = rows
+        by_op = {op: [(dy, x, w, b) + fwd(op, x, w, b)[1:] for x, w, b, dy in sets]
+                 for op in ("ln", "rms")}
         times = {v: [] for v in VARIANTS}
         for order in (VARIANTS, VARIANTS[::-1], VARIANTS[::-1], VARIANTS):
             for v in order:
