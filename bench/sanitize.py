@@ -450,11 +450,12 @@ def _layer_norm_w_regs(nf, torch, dt):
 
 
 def _layer_norm_row_bar(nf, torch, dt):
-    """The backward under tuning(bwd_row_bar=True, bwd_block=512) (candidate): blocks
-    of several rows of several warps, each row's cross-warp step at its own named
-    barrier; rows of 4096 (two a block), 1000 (four a block, ragged: clamped groups)
-    and 512 (one warp a row: the shuffled step, no barrier), more rows than blocks, both
-    dW / dB schemes, LayerNorm and RMSNorm (_norm_passes)."""
+    """The backward under tuning(bwd_row_bar=True, bwd_block=512) (v39's 16-bit
+    default, forced here for float32 too): blocks of several rows of several warps,
+    each row's cross-warp step at its own named barrier; rows of 4096 (two a block),
+    1000 (four a block, ragged: clamped groups) and 512 (one warp a row: the shuffled
+    step, no barrier), more rows than blocks, both dW / dB schemes, LayerNorm and
+    RMSNorm (_norm_passes)."""
     from numba_fused.layer_norm import tuning
 
     with tuning(bwd_row_bar=True, bwd_block=512, bwd_grid=7):

@@ -2796,7 +2796,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     reading them back from shared memory as float32 on every row (4 LDS.128 a row a
     thread at 16-bit N = 4096); same bits. ``row_bar`` (row kernels but the one-row
     ones, the pair's shuffled step: neither ``red_warps`` nor ``sum1``; tuning
-    ``bwd_row_bar``, candidate): each row's cross-warp step waits at a named barrier
+    ``bwd_row_bar``, v39): each row's cross-warp step waits at a named barrier
     of that row's warps (:func:`_row_sum2_rows`), not the block's, so the rows of a
     block of several run apart; blocks of at most ROW_BARRIERS rows (the launcher
     guarantees it); same bits."""
@@ -3492,17 +3492,24 @@ def _shipped_rows(factory, bwd, trigger, rms, *args, **kwargs):
     (v37): the one-sum kernel, and where the kernel can run blocks of several rows of
     several warps (not a one-row kernel) the pair's as well; where bwd_w_regs's default
     keeps w in registers (v38: 16-bit rows with w of two groups a thread), that form and
-    the one with w in shared memory (tuning bwd_w_regs=False)."""
+    the one with w in shared memory (tuning bwd_w_regs=False); where bwd_row_bar's
+    default takes a named barrier a row (v39: 16-bit blocks of several rows of several
+    warps, so not one-row kernels), the pair's step with it as well."""
     if not bwd:
         return [factory(*args, **kwargs)]
-    dtype, has_w, words = args[0], args[2], args[5]
+    dtype, has_w, vector, words = args[0], args[2], args[4], args[5]
+    one_row = kwargs.get("one_row")
+    row_bar = (not one_row and not kwargs.get("wide")
+               and _bwd_row_bar(None, _vec_of(dtype, vector)))
     out = []
     for w_regs in ((False, True) if has_w and not kwargs.get("wide")
                    and _bwd_w_regs(None, dtype, words) else (False,)):
         kw = dict(kwargs, w_regs=True) if w_regs else kwargs
         out.append(factory(*args, trigger=trigger, sum1=rms, **kw))
-        if rms and not kwargs.get("one_row"):
+        if rms and not one_row:
             out.append(factory(*args, trigger=trigger, **kw))
+        if row_bar:
+            out.append(factory(*args, trigger=trigger, row_bar=True, **kw))
     return out
 
 
@@ -3519,7 +3526,9 @@ def shipped_kernels():
     the streaming and scalar kernels (the backward's also with given statistics, and
     their statistics pass); the dW/dB reduction, also as bwd_pdl's dependent launch
     (the backward row and lean kernels before it carry its trigger). RMSNorm's
-    backward kernels reduce one row sum (bwd_rms_sum1, v37; :func:`_shipped_rows`)."""
+    backward kernels reduce one row sum (bwd_rms_sum1, v37), 16-bit backward row
+    kernels of several rows a block take a named barrier a row (bwd_row_bar, v39;
+    :func:`_shipped_rows`)."""
     for dtype in dtypes.DTYPES:
         vec = _vec_of(dtype, True)
         for rms, has_w, has_b in _variants():
@@ -3655,7 +3664,20 @@ _TUNING_DEFAULTS = {
     # = 512 295.6 / 297.9 -> 288.4 / 283.2, 768 319.2 / 286.7 -> 285.3 / 287.0, 1024
     # 296.5 / 298.4 -> 283.7 / 285.9; the same at N = 512 fp16 and from float32 2048
     # and 16-bit 4096, whose rows fill a block of 128 alone (bench/notes_layer_norm.md).
-    "bwd_block": 128,
+    # None (v39, the default): _bwd_block's pick, 512 for 16-bit rows with w or b of two
+    # or more groups over 64, 128 or 256 threads (N = 1024, 2048, 4096: 8, 4, 2 rows a
+    # block under bwd_row_bar's named barriers), 128 elsewhere. The SM holds the same 16
+    # warps of those 128-register kernels either way (one block of 512 instead of 4 / 4
+    # / 2 smaller), and 132 blocks leave 132 dW / dB partial rows instead of 528 / 528
+    # / 264. H200 (forty-fifth session, A/B/B/A, us, 128 / 512 + bwd_row_bar): fp16
+    # LayerNorm 65536 x 1024 112.3, 112.0 / 112.2, 111.6; 32768 x 2048 116.5, 116.5 /
+    # 111.9, 112.0; 16384 x 4096 115.7, 115.3 / 113.1, 113.4; bf16 111.6, 111.7 /
+    # 112.0, 112.1; 115.4, 116.0 / 110.6, 112.0; 115.4, 114.7 / 113.1, 112.7; fp16
+    # RMSNorm 110.9, 110.6 / 109.4, 109.5; 111.0, 111.7 / 109.0, 109.7; 112.2, 112.2 /
+    # 109.9, 112.0; bf16 111.0, 111.0 / 110.5, 110.2; 112.4, 112.0 / 109.9, 110.4;
+    # 111.8, 111.8 / 111.8, 112.5. 512 with the block's barrier was slower (LayerNorm
+    # fp16 116.5, 116.2 / 115.8, 115.4 / 114.5, 114.1).
+    "bwd_block": None,
     # Backward persistent grid: SMs x (bwd_threads_per_sm // block) blocks. More
     # resident threads would not fit the registers (~56 per thread) and would add
     # partial rows for _dwdb to read.
@@ -3766,11 +3788,15 @@ _TUNING_DEFAULTS = {
     # Row kernels of several rows of several warps a block: each row's cross-warp step
     # waits at a named barrier of its own warps instead of the block's
     # (make_backward_kernel's row_bar), so blocks of several rows cost no more barrier
-    # waits than one-row blocks do. Candidate (forty-fourth session, CPU), for
-    # bwd_block 512 at N = 2048 / 4096 (two / four rows a block, 132 dW / dB partial
-    # rows instead of 264 / 528); the thirty-fifth session's ncu had the one-row kernel
-    # at 4096 38% at its row's barrier. Not yet timed.
-    "bwd_row_bar": False,
+    # waits than one-row blocks do (the thirty-fifth session's ncu had the one-row
+    # kernel at 16-bit N = 4096 38% at its row's barrier). None (v39, the default):
+    # 16-bit rows (_bwd_row_bar), with bwd_block's 512-thread blocks (numbers there);
+    # at bwd_block 128 alone even (H200, forty-fifth session, A/B/B/A, us, 65536 x
+    # 1024, two rows of 64 a block, off / on: LayerNorm fp16 112.3, 112.0 / 112.1,
+    # 112.3; bf16 111.6, 111.7 / 111.7, 112.2; RMSNorm fp16 110.9, 110.6 / 110.4,
+    # 110.4; bf16 111.0, 111.0 / 111.6, 111.5). float32 not timed: off. True / False:
+    # every such row kernel / none.
+    "bwd_row_bar": None,
     # Row kernels: load the next row before reducing the current one. None: the
     # forward's always, the backward's but at _BWD_NO_PREFETCH's rows (v30).
     "prefetch": None,
@@ -3977,7 +4003,8 @@ def tuning(**overrides):
     """Temporarily override the launch heuristics (for tests and benchmarks).
 
     Keys: bwd_scheme ("partials" | "lock": the dW/dB scheme of
-    deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block,
+    deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block
+    (None: _bwd_block's pick, v39),
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
     bwd_red_direct, bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
@@ -3986,8 +4013,8 @@ def tuning(**overrides):
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
     kernels' cp.async ring of row buffers), bwd_w_regs (None, bool: the row kernels
     keep w in registers; None: 16-bit rows of two or more groups a thread, v38),
-    bwd_row_bar (bool: a named barrier a row in row kernels of several rows a block;
-    candidate), bwd_pdl (bool: the dW/dB
+    bwd_row_bar (None, bool: a named barrier a row in row kernels of several rows of
+    several warps a block; None: 16-bit rows, v39), bwd_pdl (bool: the dW/dB
     reduction as a dependent launch of the row kernels, sm_90), bwd_rms_sum1 (None, bool:
     RMSNorm's backward reduces its one row sum, not a pair; v37), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
@@ -4048,8 +4075,11 @@ def tuning(**overrides):
     if not (wr is None or isinstance(wr, bool)):
         raise ValueError(f"bwd_w_regs must be None or a bool, got {wr!r}")
     rb = overrides.get("bwd_row_bar", _tune["bwd_row_bar"])
-    if not isinstance(rb, bool):
-        raise ValueError(f"bwd_row_bar must be a bool, got {rb!r}")
+    if not (rb is None or isinstance(rb, bool)):
+        raise ValueError(f"bwd_row_bar must be None or a bool, got {rb!r}")
+    bb = overrides.get("bwd_block", _tune["bwd_block"])
+    if bb is not None and not (isinstance(bb, int) and not isinstance(bb, bool) and bb >= 1):
+        raise ValueError(f"bwd_block must be None or a positive int, got {bb!r}")
     bs = overrides.get("bwd_stages", _tune["bwd_stages"])
     if bs not in BWD_STAGES or isinstance(bs, bool):
         raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
@@ -4514,10 +4544,41 @@ def _lean_layout(n, vec, rms=False, m=None, sms=None, dtype=None):
     return (best[1], best[2]) if best else (0, 0)
 
 
-def _rows_per_block(key, tpr, m, direction, vec, words, wide=False):
-    """Row slots per block: ``_tune[key] // tpr`` (at least 1, at most m), within
-    _FAT_BLOCK threads for fat kernels and the backward's but for ``wide`` ones."""
-    rpb = max(1, min(_tune[key] // tpr, m, _MAX_BLOCK // tpr))
+def _bwd_block(vec, words, tpr, wide, affine):
+    """bwd_block's default (None, v39): 512 threads for 16-bit (``vec`` 8) row kernels
+    with w or b (``affine``) of ``words`` >= 2 groups a thread over ``tpr`` = 64, 128
+    or 256 threads, not ``wide`` (N = 1024, 2048, 4096: 8, 4, 2 rows a block, each
+    row's cross-warp step at its own named barrier by bwd_row_bar's default), 128
+    elsewhere (v20). Those kernels take 127 registers (ptxas, sm_90), so an SM holds
+    512 of their threads either way, and one block of them leaves one dW / dB partial
+    row an SM instead of 2 to 8. Without w and b there are no partial rows to save and
+    the kernels take 96 registers, which smaller blocks fit more of (5 of 128 threads an
+    SM against one of 512). Timed only at those three layouts with w (H200: see
+    _TUNING_DEFAULTS)."""
+    if affine and vec == 8 and words >= 2 and not wide and tpr in (64, 128, 256):
+        return _FAT_BLOCK
+    return 128
+
+
+def _bwd_row_bar(flag, vec):
+    """Whether backward row kernels of several rows of several warps a block take a
+    named barrier a row (make_backward_kernel's row_bar) for rows of ``vec``-element
+    groups: tuning bwd_row_bar ``flag``; None (the default, v39) is yes for 16-bit rows
+    (``vec`` 8), timed there (H200: see _TUNING_DEFAULTS), no for float32 (not timed)."""
+    if flag is None:
+        return vec == 8
+    return bool(flag)
+
+
+def _rows_per_block(key, tpr, m, direction, vec, words, wide=False, affine=True):
+    """Row slots per block: ``_tune[key] // tpr`` (at least 1, at most m; bwd_block
+    None: :func:`_bwd_block`'s threads for rows with w or b, ``affine``, or without),
+    within _FAT_BLOCK threads for fat kernels and the backward's but for ``wide``
+    ones."""
+    size = _tune[key]
+    if size is None:
+        size = _bwd_block(vec, words, tpr, wide, affine)
+    rpb = max(1, min(size // tpr, m, _MAX_BLOCK // tpr))
     if not wide and (_fat(direction, vec, words) or direction == "bwd"):
         rpb = max(1, min(rpb, _FAT_BLOCK // tpr))
     return rpb
@@ -4781,7 +4842,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     else:
         words, tpr = _row_layout(n, vec, "bwd", m)
     wide = not lean and bool(words) and words == _bwd_wide_words(n // vec, vec)
-    rpb = (_rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide)
+    rpb = (_rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide, has_w or has_b)
            if words and not lean else 1)
     block = rpb * tpr
     rows = cdiv(m, rpb)
@@ -4831,7 +4892,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                   and has_w and vector and not wide and not stages)
         # Per-row named barriers only where a block holds several rows (so not a one-row
         # kernel) of several warps, ids 1 .. rpb.
-        row_bar = (_tune["bwd_row_bar"] and bool(words) and 1 < rpb <= ROW_BARRIERS
+        row_bar = (_bwd_row_bar(_tune["bwd_row_bar"], vec) and bool(words)
+                   and 1 < rpb <= ROW_BARRIERS
                    and tpr > WARP and not sum1)
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,

@@ -96,9 +96,11 @@ def _record_kernels(mp, factory, names):
 def _untriggered(name):
     """A backward row kernel's name without bwd_pdl's ``_trig`` (the default on sm_90;
     the simulator takes the same path), bwd_rms_sum1's ``_s1`` (RMSNorm's default
-    since v37) and bwd_w_regs's ``_wr`` (16-bit rows of two groups a thread since
-    v38): the suffixes the default adds last."""
-    return name.removesuffix("_wr").removesuffix("_s1").removesuffix("_trig")
+    since v37), bwd_w_regs's ``_wr`` (16-bit rows of two groups a thread since v38)
+    and bwd_row_bar's ``_nb`` (16-bit blocks of several rows of several warps since
+    v39): the suffixes the default adds last."""
+    return (name.removesuffix("_nb").removesuffix("_wr").removesuffix("_s1")
+            .removesuffix("_trig"))
 
 
 def _reference(variant, x, w, b, dy, eps):
@@ -813,9 +815,10 @@ def test_direct_cross_warp_sums_same_bits(dtype, variant):
     launcher's pick shows in the kernel's name. Other layouts keep the shuffles. The
     default (None, v32) picks the direct step at 16 bits on rows of 8 or 16 warps
     only. The simulator runs rows of 4 warps (max_tpr raised to 128); a GPU also the
-    default layouts that land on 8 and 16 warps. The simulator (a Python thread a GPU
-    thread) runs LayerNorm only, two rows on one block (its second row takes the
-    other buffer)."""
+    one-row layouts of N = 2048, 4096, 5120 and 8192 (bwd_block 128: 16-bit 2048 and
+    4096 run several rows a block by default since v39). The simulator (a Python
+    thread a GPU thread) runs LayerNorm only, two rows on one block (its second row
+    takes the other buffer)."""
     if SIMULATOR and variant[0]:
         pytest.skip("simulator: LayerNorm only (RMSNorm's rows run on the GPU)")
     vec = ln._vec_of(dtype, True)
@@ -823,7 +826,8 @@ def test_direct_cross_warp_sums_same_bits(dtype, variant):
     cases = [((2, 256 * vec), {"max_tpr": 128, "bwd_block": 128, "bwd_grid": 1}),
              ((3, 56 * vec), {"bwd_block": 32})]
     if not SIMULATOR:
-        cases += [((4099, n), {"bwd_grid": 97}) for n in (2048, 4096, 5120, 8192)]
+        cases += [((4099, n), {"bwd_grid": 97, "bwd_block": 128})
+                  for n in (2048, 4096, 5120, 8192)]
     picked, direct = [], 0
     for shape, tune in cases:
         x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 3)
@@ -887,8 +891,9 @@ def test_one_row_backward_same_bits(dtype, variant):
     if not SIMULATOR:
         # Exact rows of one row a block: 16-bit 512 / 1024 / 640 threads, float32 the
         # wide kernels' 512 / 1024 and 288 threads of two groups (float32 N = 8192 with
-        # v15 off: by default it takes the lean backward).
-        grid = {"bwd_grid": 97, "bwd_lean_f32": False}
+        # v15 off: by default it takes the lean backward). bwd_block 128: 16-bit N =
+        # 4096 runs two rows a block by default (v39).
+        grid = {"bwd_grid": 97, "bwd_lean_f32": False, "bwd_block": 128}
         wide_n = 5120 if vec == 8 else 2304
         cases += [((4099, 4096), grid, True), ((1000, 8192), grid, True),
                   ((333, wide_n), grid, True), ((5, 488 * vec), {}, False)]
@@ -1748,8 +1753,8 @@ def test_bwd_pdl_same_bits(dtype, variant):
         assert rows and dwdb, picked
         stream = "_stream" in rows[0]
         assert stream == (dtype == "float32" and shape[-1] == 16384), picked
-        assert all(k.removesuffix("_wr").removesuffix("_s1").endswith("_trig") != stream
-                   for k in rows), picked
+        assert all(k.removesuffix("_nb").removesuffix("_wr").removesuffix("_s1")
+                   .endswith("_trig") != stream for k in rows), picked
         assert all(k.endswith("_dep") != stream for k in dwdb), picked
         ref = _reference(variant, x.double(), None if w is None else w.double(),
                          None if b is None else b.double(), dys[0].double(), 1e-5)
@@ -1764,14 +1769,14 @@ def test_bwd_min_blocks_same_bits(dtype):
     for k of their blocks an SM (the name says so) and changes no bit of dx, dw, db
     (deterministic scheme), with and without the prefetch, at a fixed grid (more
     blocks an SM would otherwise mean more partial rows, summed in another order). A
-    GPU also runs the 16-bit default layout at N = 4096 at 3 blocks (without the
-    prefetch, the candidate: 80 registers); float32's is a wide kernel, which takes
-    no bounds."""
+    GPU also runs the 16-bit one-row layout at N = 4096 (bwd_block 128, the default
+    before v39) at 3 blocks (without the prefetch, the candidate: 80 registers);
+    float32's is a wide kernel, which takes no bounds."""
     variant = (False, True, True)
     vec = ln._vec_of(dtype, True)
     cases = [((3, 56 * vec), {"bwd_block": 32, **FEW_PARTIALS}, 2)]
     if not SIMULATOR and vec == 8:
-        cases.append(((4099, 4096), {"bwd_grid": 264}, 3))
+        cases.append(((4099, 4096), {"bwd_grid": 264, "bwd_block": 128}, 3))
     for shape, tune, blocks in cases:
         x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 9)
         y, mean, rstd = _forward(variant, x, w, b, 1e-5)
@@ -1859,7 +1864,7 @@ def test_bwd_w_regs_same_bits(dtype, variant):
     cases.insert(3, ((4, 37 * vec), {"bwd_grid": 3, "prefetch": False, **FEW_PARTIALS}))
     cases = [(shape, {**tune, "bwd_w_regs": False}) for shape, tune in cases]
     _assert_row_kernels_same_bits(dtype, variant, cases, 13, [{"bwd_w_regs": True}],
-                                  lambda name, o: name.endswith("_wr"))
+                                  lambda name, o: name.removesuffix("_nb").endswith("_wr"))
 
 
 def _backward_picks(shape, dtype, variant, seed, tune):
@@ -1918,38 +1923,38 @@ def test_bwd_w_regs_checks():
 
 
 def _row_bar_cases(vec):
-    """(shape, tuning) cases of bwd_row_bar: blocks of several rows of several warps
-    (rows of two groups a thread over 64 threads, four a block; one group over 128,
-    ragged, two a block; one over 64, ragged, four a block, fewer rows than the grid's
-    slots); on a GPU also 4099 rows at N = 1024 / 2048 / 4096 under bwd_block 256 /
-    512 / 512 (two, four, two rows a block)."""
+    """(shape, tuning) cases of bwd_row_bar, each with it off: blocks of several rows
+    of several warps (rows of two groups a thread over 64 threads, four a block; one
+    group over 128, ragged, two a block; one over 64, ragged, four a block, fewer rows
+    than the grid's slots); on a GPU also 4099 rows at N = 1024 / 2048 / 4096 under
+    bwd_block 512 (eight, four, two rows a block: v39's 16-bit layouts)."""
     cases = [((7, 128 * vec), {"bwd_block": 256, "bwd_grid": 2, **FEW_PARTIALS}),
              ((5, 100 * vec), {"bwd_block": 256, "bwd_grid": 2, **FEW_PARTIALS}),
              ((9, 40 * vec), {"bwd_block": 256, "bwd_grid": 2, **FEW_PARTIALS})]
     if not SIMULATOR:
-        cases += [((4099, n), {"bwd_block": bb, "bwd_grid": 97})
-                  for n, bb in ((1024, 256), (2048, 512), (4096, 512))]
-    return cases
+        cases += [((4099, n), {"bwd_block": 512, "bwd_grid": 97}) for n in (1024, 2048, 4096)]
+    return [(shape, {**tune, "bwd_row_bar": False}) for shape, tune in cases]
 
 
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, True), (False, False, False)], ids=_vid)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bwd_row_bar_same_bits(dtype, variant):
-    """tuning(bwd_row_bar=True) (candidate): in blocks of several rows of several
-    warps, each row's cross-warp step waits at its own named barrier instead of the
-    block's, and no bit of dx, dw, db changes (deterministic scheme). Every row
-    kernel the cases pick takes the ``_nb`` form (float32's two-group rows: the wide
-    kernels, which take it too); poisoned outputs show every element is written. The
-    simulator runs the block barrier in the named one's place; the GPU runs the
-    named barriers."""
+    """tuning(bwd_row_bar=True) (v39's default at 16 bits): in blocks of several rows
+    of several warps, each row's cross-warp step waits at its own named barrier
+    instead of the block's (bwd_row_bar=False), and no bit of dx, dw, db changes
+    (deterministic scheme). Every row kernel the cases pick takes the ``_nb`` form
+    (float32's two-group rows: the wide kernels, which take it too); poisoned outputs
+    show every element is written. The simulator runs the block barrier in the named
+    one's place; the GPU runs the named barriers. The default (None) takes it at 16
+    bits only."""
     vec = ln._vec_of(dtype, True)
     cases = _row_bar_cases(vec)
     _assert_row_kernels_same_bits(dtype, variant, cases, 29, [{"bwd_row_bar": True}],
                                   lambda name, o: name.endswith("_nb"))
-    # The default never takes it.
     shape, tune = cases[0]
-    assert not any(k.endswith("_nb") for k in _backward_picks(shape, dtype, variant, 3, tune))
+    picked = _backward_picks(shape, dtype, variant, 3, {**tune, "bwd_row_bar": None})
+    assert picked and all(k.endswith("_nb") is (vec == 8) for k in picked), picked
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -1957,7 +1962,9 @@ def test_bwd_row_bar_only_several_rows(dtype):
     """bwd_row_bar leaves one-row blocks and rows of one warp on their own step: the
     launcher names no ``_nb`` kernel there."""
     vec = ln._vec_of(dtype, True)
-    for shape, tune in (((3, 512 * vec), {}), ((6, 32 * vec), {"bwd_block": 128})):
+    # bwd_block 128: one row of 512 groups a block (by default 16-bit rows of 256
+    # threads run two a block since v39).
+    for shape, tune in (((3, 512 * vec), {"bwd_block": 128}), ((6, 32 * vec), {"bwd_block": 128})):
         words, tpr = ln._row_layout(shape[1], vec, "bwd", shape[0])
         with ln.tuning(**tune):
             rpb = ln._rows_per_block("bwd_block", tpr, shape[0], "bwd", vec, words)
@@ -1968,11 +1975,16 @@ def test_bwd_row_bar_only_several_rows(dtype):
 
 
 def test_bwd_row_bar_checks():
-    """bwd_row_bar takes a bool; the factory and the row step take row_bar only for row
-    kernels of several rows a block with the pair's shuffled step."""
-    for bad in (1, "yes", None):
+    """bwd_row_bar takes None or a bool, bwd_block None or a positive int; the factory
+    and the row step take row_bar only for row kernels of several rows a block with
+    the pair's shuffled step."""
+    for bad in (1, "yes", 0):
         with pytest.raises(ValueError, match="bwd_row_bar"):
             with ln.tuning(bwd_row_bar=bad):
+                pass
+    for bad in (0, -64, True, "512", 512.0):
+        with pytest.raises(ValueError, match="bwd_block"):
+            with ln.tuning(bwd_block=bad):
                 pass
     for kw in (dict(one_row=True), dict(red_warps=8, one_row=True), dict(words=0)):
         words = kw.pop("words", 2)
@@ -1985,6 +1997,54 @@ def test_bwd_row_bar_checks():
     with pytest.raises(ValueError, match="row_bar is the pair"):
         ln._bwd_row_step(True, True, 0, True)
     assert ln.ROW_BARRIERS == 15
+
+
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bwd_block_default(dtype, variant):
+    """bwd_block's default (None, v39; the simulator keeps 64): 512 threads for 16-bit
+    row kernels with w or b of two or more groups a thread over 64, 128 or 256
+    threads, each row at its own named barrier (bwd_row_bar's default at 16 bits), 128
+    elsewhere. The
+    launcher packs rows of 64 threads (128 groups) that many a block (at most m) and
+    picks the ``_nb`` kernel at 16 bits; float32's rows stay two a block on the block
+    barrier. Every output within tolerance of float64, poisoned first; on a GPU also
+    4099 rows at N = 1024, 2048, 4096. Every kernel picked is one shipped_kernels lists
+    (so the PTX tests compile it); rows without w and b keep 128 threads a block."""
+    assert ln._TUNING_DEFAULTS["bwd_block"] == (64 if SIMULATOR else None)
+    assert ln._TUNING_DEFAULTS["bwd_row_bar"] is None
+    for tpr in (64, 128, 256):
+        assert ln._bwd_block(8, 2, tpr, False, True) == 512
+        assert ln._bwd_block(8, 3, tpr, False, True) == 512
+        assert ln._bwd_block(4, 2, tpr, False, True) == 128
+        assert ln._bwd_block(8, 1, tpr, False, True) == 128
+    for tpr in (32, 96, 192, 320, 512):
+        assert ln._bwd_block(8, 2, tpr, False, True) == 128, tpr
+    assert ln._bwd_block(8, 2, 128, True, True) == 128
+    assert ln._bwd_block(8, 2, 128, False, False) == 128
+    assert ln._bwd_row_bar(None, 8) and not ln._bwd_row_bar(None, 4)
+    assert ln._bwd_row_bar(True, 4) and not ln._bwd_row_bar(False, 8)
+    vec = ln._vec_of(dtype, True)
+    m = 3 if SIMULATOR else 4099
+    with ln.tuning(bwd_block=None):
+        words, tpr = ln._row_layout(128 * vec, vec, "bwd", m)
+        assert (words, tpr) == (2, 64), (words, tpr)
+        rpb = ln._rows_per_block("bwd_block", tpr, m, "bwd", vec, words)
+    assert rpb == (min(8, m) if vec == 8 else 2), rpb
+    shapes = [(m, 128 * vec)] if SIMULATOR else [(m, n) for n in (1024, 2048, 4096)]
+    shipped = {k.name for k in ln.shipped_kernels()}
+    tune = {"bwd_block": None, "bwd_grid": 2 if SIMULATOR else None, **FEW_PARTIALS}
+    for shape in shapes:
+        with ln.tuning(**tune), pytest.MonkeyPatch.context() as mp:
+            picked = []
+            _record_kernels(mp, "make_backward_kernel", picked)
+            _check_all(variant, shape, dtype, (True, False), seed=shape[-1] + 1)
+        rows = [k for k in picked if "_wide" not in k]
+        assert picked and all(k.endswith("_nb") is (vec == 8) for k in rows), (shape, picked)
+        assert set(picked) <= shipped, set(picked) - shipped
+    # Without w and b: 128 threads a block (two rows of 64), the named barrier at 16 bits.
+    with ln.tuning(bwd_block=None):
+        assert ln._rows_per_block("bwd_block", tpr, m, "bwd", vec, words, False, False) == 2
 
 
 def test_bwd_stages_checks():
@@ -2011,9 +2071,12 @@ def _sum1_cases(vec):
     grid fixed (the two forms' registers, so their blocks an SM, may differ)."""
     lean = {"bwd_lean": True, "bwd_lean_min": 0, "bwd_lean_f32": True}
     cases = [
-        # Rows of 4 warps, one a block: the shuffled cross-warp step, then the direct one.
-        ((2, 256 * vec), {"max_tpr": 128, "bwd_grid": 1, "bwd_red_direct": False}),
-        ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2, "bwd_red_direct": True}),
+        # Rows of 4 warps, one a block (bwd_block 128; by default 16-bit ones run four a
+        # block since v39): the shuffled cross-warp step, then the direct one.
+        ((2, 256 * vec), {"max_tpr": 128, "bwd_block": 128, "bwd_grid": 1,
+                          "bwd_red_direct": False}),
+        ((3, 256 * vec), {"max_tpr": 128, "bwd_block": 128, "bwd_grid": 2,
+                          "bwd_red_direct": True}),
         # Rows of one warp, several a block (a ragged row: checked groups).
         ((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}),
         # The lean kernel, two rows on one block.
@@ -2079,9 +2142,9 @@ def test_bwd_rms_sum1_same_bits(dtype):
 def test_bwd_rms_sum1_default(dtype):
     """bwd_rms_sum1's default (None, v37): RMSNorm's backward picks the one-sum kernels
     but for blocks of several rows of several warps (16-bit N = 1024's layout on the
-    H200: two rows of two warps, where it measured slower), LayerNorm never; True and
-    False force it everywhere / nowhere. Bits as the pair's (the grid fixed), outputs
-    poisoned first."""
+    H200: two rows of two warps, where it measured slower; eight since v39, and
+    2048 / 4096's four / two), LayerNorm never; True and False force it everywhere /
+    nowhere. Bits as the pair's (the grid fixed), outputs poisoned first."""
     assert ln._TUNING_DEFAULTS["bwd_rms_sum1"] is None
     assert ln._bwd_sum1(None, 1, 512) and ln._bwd_sum1(None, 4, 32)
     assert ln._bwd_sum1(None, 8, 16) and not ln._bwd_sum1(None, 2, 64)
@@ -2090,7 +2153,7 @@ def test_bwd_rms_sum1_default(dtype):
     # (shape, tuning, one-sum expected): rows of two warps two a block; one row of four
     # warps a block; rows of one warp several a block.
     cases = (((3, 128 * vec), {"bwd_block": 128, "bwd_grid": 1}, False),
-             ((3, 256 * vec), {"max_tpr": 128, "bwd_grid": 2}, True),
+             ((3, 256 * vec), {"max_tpr": 128, "bwd_block": 128, "bwd_grid": 2}, True),
              ((5, 56 * vec), {"bwd_block": 32, "bwd_grid": 2, **FEW_PARTIALS}, True))
     for shape, tune, expect in cases:
         with ln.tuning(**tune):

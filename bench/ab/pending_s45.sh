@@ -34,11 +34,16 @@
 # a: GPU suite part 4 (tests/test_layer_norm.py but the same-bits tests) at the
 #    revised default (part 5's same-bits tests that the revision touches run in c).
 # c2: the four sanitizers on the LayerNorm workloads at the revised default.
-#   bash bench/ab/pending_s45.sh "$OUT" c|s|a|c2
+# After c (forty-fifth session: bwd_block 512 with bwd_row_bar won at 16-bit N = 2048 /
+# 4096, v39 made them the default), two more modes:
+# t: GPU suite part 4 at v39, the four sanitizers on the LayerNorm workloads running
+#    beside it (one call).
+# b: part 5's backward same-bits tests at v39 (the forward's are untouched).
+#   bash bench/ab/pending_s45.sh "$OUT" c|s|a|c2|t|b
 set -uo pipefail
-OUT=${1:?usage: pending_s45.sh OUTDIR c|s|a|c2}
+OUT=${1:?usage: pending_s45.sh OUTDIR c|s|a|c2|t|b}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-case "${2:?c, s, a or c2}" in
+case "${2:?c, s, a, c2, t or b}" in
   c)
     timeout -k 10 120 python3 bench/ab/affine_share.py > "$OUT/affine_share.log" 2>&1
     echo "affine_share rc $?"; cat "$OUT/affine_share.log"
@@ -63,5 +68,21 @@ case "${2:?c, s, a or c2}" in
       timeout -k 10 420 bash bench/gpu_harness.sh "$OUT/san" --stages sanitize
     cat "$OUT/san/summary.md"
     ;;
-  *) echo "c, s, a or c2" >&2; exit 2 ;;
+  t)
+    ( SAN_TOOLS="memcheck racecheck synccheck initcheck" \
+      SAN_OPS="layer_norm:float16 layer_norm:bfloat16" SAN_TIMEOUT=500 \
+      timeout -k 10 540 bash bench/gpu_harness.sh "$OUT/san" --stages sanitize \
+      > "$OUT/san.log" 2>&1 ) &
+    TESTS=tests/test_layer_norm.py timeout -k 10 550 bash bench/gpu_harness.sh \
+      "$OUT/part4" --stages tests --workers 12 -k "not same_bits"
+    tail -3 "$OUT/part4/pytest.log"
+    wait
+    cat "$OUT/san/summary.md"
+    ;;
+  b)
+    TESTS=tests/test_layer_norm.py timeout -k 10 560 bash bench/gpu_harness.sh \
+      "$OUT/part5" --stages tests --workers 14 -k "same_bits and not forward"
+    tail -3 "$OUT/part5/pytest.log"
+    ;;
+  *) echo "c, s, a, c2, t or b" >&2; exit 2 ;;
 esac
