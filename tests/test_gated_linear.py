@@ -66,12 +66,19 @@ def _torch_h(x, wg, wu, bg, bu, act):
         return None
 
 
-def _vs_torch(ours, theirs, ref, dtype, what):
+def _vs_torch(ours, theirs, ref, dtype, what, scale=None):
+    """ours within the dtype's tolerance of float64 ``ref``, and its error at most twice
+    torch's own (``theirs``; at least the unit roundoff). Errors are ||out - ref|| /
+    ||ref||, or with ``scale`` (outputs that are sums: the sum of the terms' sizes)
+    ||out - ref|| / ||scale||: where the terms cancel, the relative error of a few
+    outputs says which order each library happened to sum in, not how well it sums."""
     assert_close(ours, ref, dtype, what)
     if theirs is None:
         return
-    bound = max(2.0 * rel_err(theirs, ref), UNIT_ROUNDOFF[dtype])
-    err = rel_err(ours, ref)
+    size = 1.0 if scale is None else (np.linalg.norm(to_float64(ref))
+                                      / np.linalg.norm(to_float64(scale)))
+    bound = max(2.0 * rel_err(theirs, ref) * size, UNIT_ROUNDOFF[dtype])
+    err = rel_err(ours, ref) * size
     assert err <= bound, f"{what}: error {err:.3e} vs torch's {bound / 2:.3e} ({dtype})"
 
 
@@ -140,7 +147,12 @@ def test_dgrad_fuses_the_gate_gradient(shape, act, dtype):
         dh = None
     theirs = None if dh is None else _torch_pair_grads(lambda: (z[..., 0::2], z[..., 1::2]),
                                                        dh, act)
-    _vs_torch(dz, theirs, ref, dtype, f"dz ({act})")
+    # dH sums n_out products: errors against the sum of their sizes (|dy| @ |W_down|),
+    # through the same pair gradient (linear in dH). At one output pair (SIM_SHAPES'
+    # first) the seven terms cancel ~100-fold, and torch's CPU matmul (2.13) and ours
+    # sum them in different orders: 4e-7 / 1.3e-6 relative, 4e-9 / 1.4e-8 of the terms.
+    scale = np.abs(gl.gated_linear_dgrad_ref(dy.abs(), w_down.abs(), z, act))
+    _vs_torch(dz, theirs, ref, dtype, f"dz ({act})", scale)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
