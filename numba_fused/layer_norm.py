@@ -4842,11 +4842,11 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     else:
         words, tpr = _row_layout(n, vec, "bwd", m)
     wide = not lean and bool(words) and words == _bwd_wide_words(n // vec, vec)
-    rpb = (_rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide, has_w or has_b)
+    affine = has_w or has_b
+    rpb = (_rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide, affine)
            if words and not lean else 1)
     block = rpb * tpr
     rows = cdiv(m, rpb)
-    affine = has_w or has_b
     nch, sacc_bytes = _stream_chunks(n // vec, tpr, vec, int(has_w) + int(has_b))
     sacc = not words and affine and sacc_bytes > 0
     if words or not sacc:
@@ -4893,8 +4893,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         # Per-row named barriers only where a block holds several rows (so not a one-row
         # kernel) of several warps, ids 1 .. rpb.
         row_bar = (_bwd_row_bar(_tune["bwd_row_bar"], vec) and bool(words)
-                   and 1 < rpb <= ROW_BARRIERS
-                   and tpr > WARP and not sum1)
+                   and 1 < rpb <= ROW_BARRIERS and tpr > WARP and not sum1)
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
                                       bounds, stages, sum1, w_regs, row_bar)

@@ -1964,7 +1964,8 @@ def test_bwd_row_bar_only_several_rows(dtype):
     vec = ln._vec_of(dtype, True)
     # bwd_block 128: one row of 512 groups a block (by default 16-bit rows of 256
     # threads run two a block since v39).
-    for shape, tune in (((3, 512 * vec), {"bwd_block": 128}), ((6, 32 * vec), {"bwd_block": 128})):
+    tune = {"bwd_block": 128}
+    for shape in ((3, 512 * vec), (6, 32 * vec)):
         words, tpr = ln._row_layout(shape[1], vec, "bwd", shape[0])
         with ln.tuning(**tune):
             rpb = ln._rows_per_block("bwd_block", tpr, shape[0], "bwd", vec, words)
@@ -2005,12 +2006,12 @@ def test_bwd_block_default(dtype, variant):
     """bwd_block's default (None, v39; the simulator keeps 64): 512 threads for 16-bit
     row kernels with w or b of two or more groups a thread over 64, 128 or 256
     threads, each row at its own named barrier (bwd_row_bar's default at 16 bits), 128
-    elsewhere. The
-    launcher packs rows of 64 threads (128 groups) that many a block (at most m) and
-    picks the ``_nb`` kernel at 16 bits; float32's rows stay two a block on the block
-    barrier. Every output within tolerance of float64, poisoned first; on a GPU also
-    4099 rows at N = 1024, 2048, 4096. Every kernel picked is one shipped_kernels lists
-    (so the PTX tests compile it); rows without w and b keep 128 threads a block."""
+    elsewhere. The launcher packs rows of 64 threads (128 groups) that many a block (at
+    most m) and picks the ``_nb`` kernel at 16 bits; float32's rows stay two a block on
+    the block barrier. Every output within tolerance of float64, poisoned first; on a
+    GPU also 4099 rows at N = 1024, 2048, 4096. Every kernel picked is one
+    shipped_kernels lists (so the PTX tests compile it); rows without w and b keep 128
+    threads a block."""
     assert ln._TUNING_DEFAULTS["bwd_block"] == (64 if SIMULATOR else None)
     assert ln._TUNING_DEFAULTS["bwd_row_bar"] is None
     for tpr in (64, 128, 256):
