@@ -84,6 +84,7 @@ import contextlib
 import functools
 import math
 import numbers
+import threading
 
 import numpy as np
 from numba import cuda, types
@@ -92,8 +93,8 @@ from interop.dlpack import KernelArray, empty_like_lib, stream_handle
 from numba_fused.dtypes import STORAGE
 
 from . import checks, dtypes
-from .intrinsics import (bar_sync, f32_as_u32, fma_rn, grid_dependency_wait,
-                         grid_dependents_launch, mul_rn, u32_as_f32)
+from .intrinsics import (bar_sync, f32_as_u32, fence_acq_rel_gpu, fma_rn,
+                         grid_dependency_wait, grid_dependents_launch, mul_rn, u32_as_f32)
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem_optin
 from .plan import NOW, Recorder
@@ -149,6 +150,10 @@ if SIMULATOR:
 
     def _ldcg(a, i):
         """a[i], read from L2 (``ld.global.cg``)."""
+        return a[i]
+
+    def _ld_acquire(a, i):
+        """a[i] of an int32 array (``ld.acquire.gpu``)."""
         return a[i]
 
     def _st16(a, i, v0, v1, v2, v3):
@@ -285,6 +290,29 @@ else:
             ptr = builder.gep(ary.data, [i])
             fnty = ir.FunctionType(ir.FloatType(), [ptr.type])
             asm = ir.InlineAsm(fnty, "ld.global.cg.f32 $0, [$1];", "=f,l", side_effect=True)
+            return builder.call(asm, [ptr])
+
+        return sig, codegen
+
+    @intrinsic
+    def _ld_acquire(typingctx, arr, idx):
+        # An acquire load at GPU scope: the thread's later loads see what the
+        # releasing thread wrote before its flag. A warp's lanes reading one flag make
+        # one L2 request (an atomic read would make 32). The memory clobber keeps
+        # later loads after it.
+        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.int32
+                and isinstance(idx, types.Integer)):
+            return None
+        sig = types.int32(arr, idx)
+
+        def codegen(context, builder, signature, args):
+            aty, ity = signature.args
+            ary = context.make_array(aty)(context, builder, args[0])
+            i = context.cast(builder, args[1], ity, types.int64)
+            ptr = builder.gep(ary.data, [i])
+            fnty = ir.FunctionType(ir.IntType(32), [ptr.type])
+            asm = ir.InlineAsm(fnty, "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l,~{memory}",
+                               side_effect=True)
             return builder.call(asm, [ptr])
 
         return sig, codegen
@@ -2759,7 +2787,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1=False):
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
                          red_warps=0, trigger=False, bounds=None, stages=0, sum1=False,
-                         w_regs=False, row_bar=False):
+                         w_regs=False, row_bar=False, publish=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2799,7 +2827,13 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     ``bwd_row_bar``, v39): each row's cross-warp step waits at a named barrier
     of that row's warps (:func:`_row_sum2_rows`), not the block's, so the rows of a
     block of several run apart; blocks of at most ROW_BARRIERS rows (the launcher
-    guarantees it); same bits."""
+    guarantees it); same bits. ``publish`` (row kernels with w or b, the partials
+    scheme; tuning ``dwdb_flags``, v40 candidate): once block b's partial rows are
+    out it sets ``locks[b]`` to 1 (fence, then an atomic), the flag the flagged dW /
+    dB kernel (:func:`make_dwdb_kernel`'s ``flags``) waits for; ``locks`` is then
+    that kernel's flag array, not a lock buffer, and ``use_lock`` is 0."""
+    if publish and (not words or not (has_w or has_b)):
+        raise ValueError("publish is for row kernels (words >= 1) with w or b")
     if row_bar and (not words or one_row or red_warps or sum1):
         raise ValueError("row_bar is for row kernels of several rows a block (not "
                          "one_row) with the pair's shuffled step (neither red_warps nor "
@@ -2849,7 +2883,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
             + (f"_st{stages}" if stages else "") + ("_s1" if sum1 else "")
-            + ("_wr" if w_regs else "") + ("_nb" if row_bar else ""))
+            + ("_wr" if w_regs else "") + ("_nb" if row_bar else "")
+            + ("_fl" if publish else ""))
 
     if words:
         elems = words * vec
@@ -3149,6 +3184,13 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                                 part_store(pw, e, aw, k * vec)
                             if has_b:
                                 part_store(pb, e, ab, k * vec)
+                if publish:
+                    # The fence is cumulative: after the barrier it orders every
+                    # thread's partial stores before the flag.
+                    cuda.syncthreads()
+                    if t == 0 and slot == 0:
+                        fence_acq_rel_gpu()
+                        cuda.atomic.exch(locks, cuda.blockIdx.x, np.int32(1))
 
         # Backward row kernels are compiled for <= _FAT_BLOCK threads: with 1 group per
         # thread, w, b and the prefetch, 64 registers spilled 8-12 bytes (ptxas). The
@@ -3368,7 +3410,7 @@ DWDB_UNROLLS = (4, 8, 16)
 DWDB_MIN_BLOCKS = (1, 2)
 
 
-def make_dwdb_kernel(dtype, unroll=4, min_blocks=1, dependent=False):
+def make_dwdb_kernel(dtype, unroll=4, min_blocks=1, dependent=False, flags=False):
     """Column sums of float32 partial rows into ``dtype`` outputs; ``unroll`` (4, 8 or
     16): partial rows a thread loads before adding any (DWDB_UNROLLS); ``min_blocks``
     (DWDB_MIN_BLOCKS): launch bounds for that many 1024-thread blocks an SM (tuning
@@ -3376,13 +3418,19 @@ def make_dwdb_kernel(dtype, unroll=4, min_blocks=1, dependent=False):
     (:class:`~numba_fused.launch.Kernel`'s ``dependent``), its blocks scheduled
     while the row kernel before it finishes, each waiting for that kernel's partial
     rows before its first load. One kernel object per (dtype, unroll, min_blocks,
-    dependent), however the arguments are spelled."""
+    dependent, flags), however the arguments are spelled. ``flags`` (tuning
+    dwdb_flags, v40 candidate): :func:`_dwdb_flagged_kernel`, which waits for each
+    partial row's flag instead of for the whole row kernel."""
     if unroll not in DWDB_UNROLLS:
         raise ValueError(f"unroll must be one of {DWDB_UNROLLS}, got {unroll!r}")
     if min_blocks not in DWDB_MIN_BLOCKS:
         raise ValueError(f"min_blocks must be one of {DWDB_MIN_BLOCKS}, got {min_blocks!r}")
     if not isinstance(dependent, bool):
         raise ValueError(f"dependent must be a bool, got {dependent!r}")
+    if not isinstance(flags, bool):
+        raise ValueError(f"flags must be a bool, got {flags!r}")
+    if flags:
+        return _dwdb_flagged_kernel(dtype, min_blocks, dependent)
     return _dwdb_kernel(dtype, unroll, min_blocks, dependent)
 
 
@@ -3463,6 +3511,114 @@ def _dwdb_kernel(dtype, unroll, min_blocks, dependent):
                   + ("" if min_blocks == 1 else f"_mb{min_blocks}")
                   + ("_dep" if dependent else ""), norm_dwdb,
                   (_F32_1D, _F32_1D, st, st, types.int64, types.int64),
+                  dependent=dependent, **_jit_for(_MAX_BLOCK, min_blocks))
+
+
+# v40 candidate (tuning dwdb_flags): the most partial rows a thread of the flagged
+# dW / dB kernel holds, so it takes at most DWDB_FLAG_ROWS x blockDim.y partial rows
+# (160 at the default reduce_block: v39's 16-bit layouts leave 132). ptxas fits 5 in
+# dwdb_min_blocks 2's 32 registers without spills; 8 spilled 140 bytes (62 unbounded).
+DWDB_FLAG_ROWS = 5
+# Pause between sweeps over a thread's unpublished partial rows (ns): ~8 warps an SM
+# poll a few flags' L2 lines while the row kernel's last blocks finish.
+_FLAG_BACKOFF_NS = 200
+
+
+@functools.lru_cache(maxsize=None)
+def _dwdb_flagged_kernel(dtype, min_blocks, dependent):
+    store = dtypes.storer(dtype)
+    st = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
+    nv = DWDB_FLAG_ROWS
+
+    def norm_dwdb_flagged(p0, p1, o0, o1, r, n, flags):
+        """:func:`make_dwdb_kernel`'s sums, o[c] = sum_{i < r} p[i * n + c], each
+        partial row read once its flag is up instead of after the whole row kernel.
+
+        p0, p1, o0, o1, r, n and the block as in ``norm_dwdb`` (r <= DWDB_FLAG_ROWS
+        x blockDim.y, which the launcher guarantees). flags: int32 ``[r + 1]``, zero
+        on entry: flags[i] = 1 once row block i's partial rows are out (the row
+        kernel's ``publish``), flags[r] counts this kernel's finished blocks; the last
+        block to finish zeroes all r + 1, so they are zero on exit too. Thread (tx, ty)
+        loads rows ty + j by (j < DWDB_FLAG_ROWS) as their flags rise, in any order,
+        into registers, then adds them as ``norm_dwdb`` at unroll 4 does (row ty + j
+        by into accumulator j % 4, in j order): the same bits.
+        """
+        tile = cuda.shared.array((32, 33), np.float32)
+        last = cuda.shared.array(1, np.int32)
+        vals = cuda.local.array(nv, np.float32)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        by = cuda.blockDim.y
+        col = cuda.blockIdx.x * cuda.blockDim.x + tx
+        second = cuda.blockIdx.y == 1
+        p = p1 if second else p0
+        for j in range(nv):
+            vals[j] = np.float32(0.0)
+        if col < n:
+            # Bit j: row ty + j by exists (need) / is loaded (got). Each sweep issues
+            # every pending flag's load before it looks at any (no branch on a flag in
+            # between), then the loads of the rows whose flags were up.
+            need = np.int32(0)
+            for j in range(nv):
+                if ty + j * by < r:
+                    need |= np.int32(1 << j)
+            got = np.int32(0)
+            while got != need:
+                seen = np.int32(0)
+                for j in range(nv):
+                    if (need >> j) & 1 and not (got >> j) & 1:
+                        up = _ld_acquire(flags, ty + j * by) != 0
+                        seen |= np.int32(up) << j
+                for j in range(nv):
+                    if (seen >> j) & 1:
+                        vals[j] = _ldcg(p, (ty + j * by) * n + col)
+                got |= seen
+                if got != need:
+                    cuda.nanosleep(_FLAG_BACKOFF_NS)
+        a0 = np.float32(0.0)
+        a1 = np.float32(0.0)
+        a2 = np.float32(0.0)
+        a3 = np.float32(0.0)
+        for j in range(nv):
+            if ty + j * by < r:
+                if j % 4 == 0:
+                    a0 += vals[j]
+                elif j % 4 == 1:
+                    a1 += vals[j]
+                elif j % 4 == 2:
+                    a2 += vals[j]
+                else:
+                    a3 += vals[j]
+        tile[ty, tx] = (a0 + a1) + (a2 + a3)
+        cuda.syncthreads()
+        if ty == 0 and col < n:
+            acc = np.float32(0.0)
+            for k in range(by):
+                acc += tile[k, tx]
+            if second:
+                store(o1, col, acc)
+            else:
+                store(o0, col, acc)
+        # Every thread's reads of the flags are done: count the block in; the last
+        # block clears the flags and the count for the next launch on this stream.
+        cuda.syncthreads()
+        if tx == 0 and ty == 0:
+            nb = cuda.gridDim.x * cuda.gridDim.y
+            last[0] = 1 if cuda.atomic.add(flags, r, np.int32(1)) == nb - 1 else 0
+        cuda.syncthreads()
+        if last[0]:
+            i = ty * cuda.blockDim.x + tx
+            while i <= r:
+                cuda.atomic.exch(flags, i, np.int32(0))
+                i += cuda.blockDim.x * by
+        if dependent:
+            # Not done before the row kernel is (and its dx visible), as the plain
+            # dependent launch, which waits at its start.
+            grid_dependency_wait()
+
+    return Kernel(f"norm_dwdb_{dtype}_fl" + ("" if min_blocks == 1 else f"_mb{min_blocks}")
+                  + ("_dep" if dependent else ""), norm_dwdb_flagged,
+                  (_F32_1D, _F32_1D, st, st, types.int64, types.int64, _I32_1D),
                   dependent=dependent, **_jit_for(_MAX_BLOCK, min_blocks))
 
 
@@ -3709,6 +3865,14 @@ _TUNING_DEFAULTS = {
     # 222.6, 221.7; 8192 231.7, 230.7 / 228.8, 229.6; even at 16-bit N = 1024 and
     # fp16 RMSNorm 4096 (bench/NOTES.md).
     "dwdb_min_blocks": 2,
+    # v40 candidate (opt-in): the row kernels (partials scheme, w or b) raise a flag
+    # a block once its partial rows are out, and the dW / dB kernel reads each partial
+    # row as its flag rises (make_dwdb_kernel's flags) instead of waiting for the
+    # whole row kernel: with PDL its blocks, resident on the SMs the early row blocks
+    # left, sum those blocks' rows while the last ones finish (at 16-bit 16384 x
+    # 4096, 8 of 132 blocks run a 63rd row). Same bits. Only where every thread holds
+    # at most DWDB_FLAG_ROWS partial rows.
+    "dwdb_flags": False,
     # The backward's row (and lean) kernels and the dW / dB reduction after them as a
     # programmatic dependent launch (sm_90; other devices launch as before): every
     # row block first triggers the reduction's launch, whose blocks then wait in
@@ -4089,6 +4253,9 @@ def tuning(**overrides):
     s1 = overrides.get("bwd_rms_sum1", _tune["bwd_rms_sum1"])
     if not (s1 is None or isinstance(s1, bool)):
         raise ValueError(f"bwd_rms_sum1 must be None or a bool, got {s1!r}")
+    fl = overrides.get("dwdb_flags", _tune["dwdb_flags"])
+    if not isinstance(fl, bool):
+        raise ValueError(f"dwdb_flags must be a bool, got {fl!r}")
     dm = overrides.get("dwdb_min_blocks", _tune["dwdb_min_blocks"])
     if dm not in DWDB_MIN_BLOCKS:
         raise ValueError(f"dwdb_min_blocks must be one of {DWDB_MIN_BLOCKS}, got {dm!r}")
@@ -4677,6 +4844,29 @@ def _check_stats(obj, name, m, xa):
     return a
 
 
+# The flagged dW / dB kernel's flags (tuning dwdb_flags), one int32 array per
+# (library, device, stream): zero between launches (that kernel's last block clears
+# them), and launches on one stream never overlap.
+_FLAGS = {}
+_FLAGS_LOCK = threading.Lock()
+
+
+def _flag_words(like, stream, n):
+    """An int32 array of at least ``n`` zeros for launches on ``stream`` (in the
+    library and on the device of KernelArray ``like``)."""
+    key = (like.lib, like.device, stream)
+    with _FLAGS_LOCK:
+        have = _FLAGS.get(key)
+        if have is not None and have.size >= n:
+            return have
+        size = max(n, 1024 if have is None else 2 * have.size)
+        arr = empty_like_lib(like, (size,), "int32")
+        _zero_kernel().launch((cdiv(4 * size, 256),), (256,), stream,
+                              [_view(arr, "uint8"), 4 * size])
+        _FLAGS[key] = arr
+        return arr
+
+
 def _zero(a):
     """Fill KernelArray ``a`` with zero bytes on its library's current stream."""
     if a.lib == "torch":
@@ -4868,6 +5058,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # bwd_pdl); the streaming ones keep plain launches.
     pdl = (bool(words) and affine and _tune["bwd_pdl"] and dependent_launch_ok(ga.device))
     sum1 = rms and _bwd_sum1(_tune["bwd_rms_sum1"], rpb, tpr)
+    flagged = (_tune["dwdb_flags"] and bool(words) and not lean and affine
+               and (deterministic or _tune["bwd_scheme"] != "lock"))
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
@@ -4894,14 +5086,20 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         # kernel) of several warps, ids 1 .. rpb.
         row_bar = (_bwd_row_bar(_tune["bwd_row_bar"], vec) and bool(words)
                    and 1 < rpb <= ROW_BARRIERS and tpr > WARP and not sum1)
-        kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
-                                      full, sacc, wide, given, one_row, red_warps, pdl,
-                                      bounds, stages, sum1, w_regs, row_bar)
+        bwd_args = (dtype, rms, has_w, has_b, vector, words, prefetch, full, sacc, wide,
+                    given, one_row, red_warps, pdl, bounds, stages, sum1, w_regs, row_bar)
+        kernel = make_backward_kernel(*bwd_args, flagged)
     if sacc:
         shared = sacc_bytes
     if words:
         grid = _persistent_grid(kernel, ga, block, shared, rows, _tune["bwd_grid"],
                                 _tune["bwd_blocks_per_sm"])
+        if flagged and grid > DWDB_FLAG_ROWS * _tune["reduce_block"][1]:
+            # More partial rows than the flagged dW / dB kernel's threads hold.
+            flagged = False
+            kernel = make_backward_kernel(*bwd_args, False)
+            grid = _persistent_grid(kernel, ga, block, shared, rows, _tune["bwd_grid"],
+                                    _tune["bwd_blocks_per_sm"])
     elif _tune["bwd_grid"] is not None:
         grid = min(rows, int(_tune["bwd_grid"]))
     else:
@@ -4919,6 +5117,11 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     rv = _view(rstda, "float32")
     if use_lock:
         locks = ex.alloc(ga, (2 * ngroups * nch,), "int32", zero=_zero)
+    elif flagged:
+        # A real array to allocate beside (a recording's ga is a stand-in).
+        anchor = ga if not ex.recording else empty_like_lib(ga, (1,), "int32")
+        locks = ex.stream_buffer(functools.partial(_flag_words, anchor, n=nparts + 1),
+                                 stream)
     else:
         locks = _view(rstda, "int32")
     vdt = _view_dtype(dtype, vector)
@@ -4948,9 +5151,10 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         bx, by = _tune["reduce_block"]
         o0 = _view(o0, dtype)
         o1 = _view(o1, dtype) if len(pairs) == 2 else _unused(o0, dtype)
-        ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"], _tune["dwdb_min_blocks"], pdl),
+        ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"], _tune["dwdb_min_blocks"], pdl,
+                                   flagged),
                   (cdiv(n, bx), len(pairs)),
-                  (bx, by), stream, [p0, p1, o0, o1, nparts, n])
+                  (bx, by), stream, [p0, p1, o0, o1, nparts, n] + ([locks] if flagged else []))
     return gx, gw, gb
 
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# For the next session's device time (H200), after the forty-sixth session wrote the
+# v40 candidate, tuning(dwdb_flags=True): each backward row block raises a flag once its
+# dW / dB partial rows are out, and the dW / dB kernel (a dependent launch, its blocks
+# on the SMs the early row blocks leave) reads each partial row when its flag rises
+# instead of waiting in griddepcontrol.wait for the whole row kernel. Why: at v39's
+# 16-bit layouts (16384 x 4096, 32768 x 2048, 65536 x 1024 on 132 blocks) the rows do
+# not divide evenly, so blocks 0-7 run a 63rd row a slot (~1.8 us) while the other 124
+# are done; the reduction (3.2-3.7 us end to end, pending_s46 d) now starts only after
+# them. Same bits (simulator); PTX: ld.acquire.gpu, 32 registers, no spills.
+# Calls, in this order:
+# f: the GPU tests of the candidate (-k dwdb_flags), memcheck and racecheck of
+#    bench/sanitize.py layer_norm_flags (fp16), then the A/B, A/B/C/C/B/A, LayerNorm and
+#    RMSNorm, fp16 / bf16, N = 1024 / 2048 / 4096: {} (v39), fl (dwdb_flags), fl16
+#    (dwdb_flags with reduce_block (32, 16): 512-thread reduction blocks, four an SM,
+#    so all 256 are resident on 64 of the early SMs; (32, 32)'s 248 slots on 124 SMs
+#    leave 8 blocks for the late SMs).
+#    Predicted: fl 1-2 us faster than {} at every 16-bit cell (LayerNorm fp16 4096
+#    113.3 -> 111.5-112.3), fl16 within 0.5 of fl. If fl wins: make it the default for
+#    the row kernels it applies to (partials scheme, <= DWDB_FLAG_ROWS x 32 partial
+#    rows), add the flagged kernels to shipped_kernels, rerun GPU suite part 4 / 5 and
+#    the four sanitizers, then the sweep.
+#   bash bench/ab/pending_s47.sh "$OUT" f
+set -uo pipefail
+OUT=${1:?usage: pending_s47.sh OUTDIR f}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+case "${2:?f}" in
+  f)
+    timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 --timeout 150 \
+      tests/test_layer_norm.py -k "dwdb_flags" > "$OUT/tests_f.log" 2>&1
+    echo "tests rc $?: $(tail -1 "$OUT/tests_f.log")"
+    bash bench/ab/san_pair.sh "$OUT" layer_norm_flags:float16 fl
+    fl='{"dwdb_flags": true}'
+    fl16='{"dwdb_flags": true, "reduce_block": [32, 16]}'
+    for op in ln rms; do
+      timeout -k 10 160 python3 bench/tune_layer_norm.py --out "$OUT/flags_$op" --reps 50 \
+        --op "$op" --ns 1024,2048,4096 --dtypes float16,bfloat16 \
+        --tunes '{}' "$fl" "$fl16" "$fl16" "$fl" '{}' > "$OUT/flags_$op.log" 2>&1
+      echo "flags_$op rc $?"; grep '^| [0-9]' "$OUT/flags_$op.log"
+    done
+    ;;
+  *) echo "f" >&2; exit 2 ;;
+esac
