@@ -3820,7 +3820,7 @@ _TUNING_DEFAULTS = {
     # = 512 295.6 / 297.9 -> 288.4 / 283.2, 768 319.2 / 286.7 -> 285.3 / 287.0, 1024
     # 296.5 / 298.4 -> 283.7 / 285.9; the same at N = 512 fp16 and from float32 2048
     # and 16-bit 4096, whose rows fill a block of 128 alone (bench/notes_layer_norm.md).
-    # None (v39, the default): _bwd_block's pick, 512 for 16-bit rows with w or b of two
+    # None (v39, the default): _bwd_block's pick, 512 for 16-bit rows with w of two
     # or more groups over 64, 128 or 256 threads (N = 1024, 2048, 4096: 8, 4, 2 rows a
     # block under bwd_row_bar's named barriers), 128 elsewhere. The SM holds the same 16
     # warps of those 128-register kernels either way (one block of 512 instead of 4 / 4
@@ -4711,18 +4711,21 @@ def _lean_layout(n, vec, rms=False, m=None, sms=None, dtype=None):
     return (best[1], best[2]) if best else (0, 0)
 
 
-def _bwd_block(vec, words, tpr, wide, affine):
+def _bwd_block(vec, words, tpr, wide, has_w):
     """bwd_block's default (None, v39): 512 threads for 16-bit (``vec`` 8) row kernels
-    with w or b (``affine``) of ``words`` >= 2 groups a thread over ``tpr`` = 64, 128
-    or 256 threads, not ``wide`` (N = 1024, 2048, 4096: 8, 4, 2 rows a block, each
-    row's cross-warp step at its own named barrier by bwd_row_bar's default), 128
-    elsewhere (v20). Those kernels take 127 registers (ptxas, sm_90), so an SM holds
-    512 of their threads either way, and one block of them leaves one dW / dB partial
-    row an SM instead of 2 to 8. Without w and b there are no partial rows to save and
-    the kernels take 96 registers, which smaller blocks fit more of (5 of 128 threads an
-    SM against one of 512). Timed only at those three layouts with w (H200: see
-    _TUNING_DEFAULTS)."""
-    if affine and vec == 8 and words >= 2 and not wide and tpr in (64, 128, 256):
+    with w (``has_w``) of ``words`` >= 2 groups a thread over ``tpr`` = 64, 128 or 256
+    threads, not ``wide`` (N = 1024, 2048, 4096: 8, 4, 2 rows a block, each row's
+    cross-warp step at its own named barrier by bwd_row_bar's default), 128 elsewhere
+    (v20). Those kernels take 127 registers (ptxas, sm_90), so an SM holds 512 of their
+    threads either way, and one block of them leaves one dW / dB partial row an SM
+    instead of 2 to 8. Timed only at those three layouts with w (H200: see
+    _TUNING_DEFAULTS). Without w and b there are no partial rows to save and the
+    kernels take 96 registers, which smaller blocks fit more of (5 of 128 threads an SM
+    against one of 512). With b alone the 512-thread blocks cost ~4 us at 16-bit 16384
+    x 4096 (affine_share, fp16 LayerNorm backward, us: v38's 128-thread blocks 107.8-107.9
+    in the forty-fifth session, v39's 512 111.7-112.3 in the forty-sixth, w alone and
+    neither unchanged between the two runs), so rows with b alone keep 128."""
+    if has_w and vec == 8 and words >= 2 and not wide and tpr in (64, 128, 256):
         return _FAT_BLOCK
     return 128
 
@@ -4737,14 +4740,14 @@ def _bwd_row_bar(flag, vec):
     return bool(flag)
 
 
-def _rows_per_block(key, tpr, m, direction, vec, words, wide=False, affine=True):
+def _rows_per_block(key, tpr, m, direction, vec, words, wide=False, has_w=True):
     """Row slots per block: ``_tune[key] // tpr`` (at least 1, at most m; bwd_block
-    None: :func:`_bwd_block`'s threads for rows with w or b, ``affine``, or without),
+    None: :func:`_bwd_block`'s threads for rows with w, ``has_w``, or without),
     within _FAT_BLOCK threads for fat kernels and the backward's but for ``wide``
     ones."""
     size = _tune[key]
     if size is None:
-        size = _bwd_block(vec, words, tpr, wide, affine)
+        size = _bwd_block(vec, words, tpr, wide, has_w)
     rpb = max(1, min(size // tpr, m, _MAX_BLOCK // tpr))
     if not wide and (_fat(direction, vec, words) or direction == "bwd"):
         rpb = max(1, min(rpb, _FAT_BLOCK // tpr))
@@ -5033,7 +5036,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         words, tpr = _row_layout(n, vec, "bwd", m)
     wide = not lean and bool(words) and words == _bwd_wide_words(n // vec, vec)
     affine = has_w or has_b
-    rpb = (_rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide, affine)
+    rpb = (_rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide, has_w)
            if words and not lean else 1)
     block = rpb * tpr
     rows = cdiv(m, rpb)

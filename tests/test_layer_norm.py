@@ -2091,14 +2091,14 @@ def test_dwdb_flags_checks():
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bwd_block_default(dtype, variant):
     """bwd_block's default (None, v39; the simulator keeps 64): 512 threads for 16-bit
-    row kernels with w or b of two or more groups a thread over 64, 128 or 256
+    row kernels with w of two or more groups a thread over 64, 128 or 256
     threads, each row at its own named barrier (bwd_row_bar's default at 16 bits), 128
     elsewhere. The launcher packs rows of 64 threads (128 groups) that many a block (at
     most m) and picks the ``_nb`` kernel at 16 bits; float32's rows stay two a block on
     the block barrier. Every output within tolerance of float64, poisoned first; on a
     GPU also 4099 rows at N = 1024, 2048, 4096. Every kernel picked is one
-    shipped_kernels lists (so the PTX tests compile it); rows without w and b keep 128
-    threads a block."""
+    shipped_kernels lists (so the PTX tests compile it); rows without w (b alone, or
+    neither) keep 128 threads a block."""
     assert ln._TUNING_DEFAULTS["bwd_block"] == (64 if SIMULATOR else None)
     assert ln._TUNING_DEFAULTS["bwd_row_bar"] is None
     for tpr in (64, 128, 256):
@@ -2130,9 +2130,24 @@ def test_bwd_block_default(dtype, variant):
         rows = [k for k in picked if "_wide" not in k]
         assert picked and all(k.endswith("_nb") is (vec == 8) for k in rows), (shape, picked)
         assert set(picked) <= shipped, set(picked) - shipped
-    # Without w and b: 128 threads a block (two rows of 64), the named barrier at 16 bits.
+    # Without w (b alone, or neither): 128 threads a block (two rows of 64), the named
+    # barrier at 16 bits.
     with ln.tuning(bwd_block=None):
         assert ln._rows_per_block("bwd_block", tpr, m, "bwd", vec, words, False, False) == 2
+    # The launcher's block for rows with b alone (the ~4 us v39 cost them at 16 bits).
+    blocks = []
+    launch = Kernel.launch
+
+    def spy(self, grid, block, *args, **kwargs):
+        if self.name.startswith("norm_bwd_"):
+            blocks.append(tuple(block))
+        return launch(self, grid, block, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Kernel, "launch", spy)
+        _backward_picks((m, 128 * vec), dtype, (False, False, True), 5,
+                        {"bwd_block": None, "bwd_grid": 2, **FEW_PARTIALS})
+    assert blocks == [(64, 2)], blocks
 
 
 def test_bwd_stages_checks():

@@ -20,6 +20,11 @@
 #    the row kernels it applies to (partials scheme, <= DWDB_FLAG_ROWS x 32 partial
 #    rows), add the flagged kernels to shipped_kernels, rerun GPU suite part 4 / 5 and
 #    the four sanitizers, then the sweep.
+#    Also in f: ab/affine_share.py at the forty-sixth session's final default, where
+#    rows with b alone went back to 128-thread blocks (v39 had put them in 512-thread
+#    blocks untimed; across two sessions' runs b alone read 107.8-107.9 at v38 and
+#    111.7-112.3 at v39, w alone and neither unchanged). Predicted: b alone 107.5-108.5,
+#    the rest as in the forty-sixth session's run.
 #   bash bench/ab/pending_s47.sh "$OUT" f
 set -uo pipefail
 OUT=${1:?usage: pending_s47.sh OUTDIR f}
@@ -30,6 +35,8 @@ case "${2:?f}" in
       tests/test_layer_norm.py -k "dwdb_flags" > "$OUT/tests_f.log" 2>&1
     echo "tests rc $?: $(tail -1 "$OUT/tests_f.log")"
     bash bench/ab/san_pair.sh "$OUT" layer_norm_flags:float16 fl
+    timeout -k 10 120 python3 bench/ab/affine_share.py > "$OUT/affine_share.log" 2>&1
+    echo "affine_share rc $?"; cat "$OUT/affine_share.log"
     fl='{"dwdb_flags": true}'
     fl16='{"dwdb_flags": true, "reduce_block": [32, 16]}'
     for op in ln rms; do
