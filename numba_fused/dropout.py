@@ -80,7 +80,6 @@ forward's time follows its instruction count (bench/notes_dropout.md v17-v19).
 
 import functools
 import math
-import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -96,6 +95,7 @@ from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count
 from .philox import philox4x32_np, philox4x32_round_keys, round_keys, split_u64
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK
+from .stream_buffers import StreamZeros
 from .tensor_core import cp_async_16, cp_async_commit, cp_async_wait
 
 __all__ = [
@@ -2355,27 +2355,17 @@ def _rng_args(seed, offset, p):
     return draw, [*_round_keys(seed), off_lo, off_hi, (65536 * t16 - 1) if draw else 0]
 
 
-# Arrival counters of the backward kernels' last-block bias-grad reduction, one array
-# per (device, stream): zero between launches (the last block of each strip resets its
-# counter), and launches on one stream never overlap.
-_COUNTERS = {}
-_COUNTERS_LOCK = threading.Lock()
+def _clear_counters(arr, stream):
+    # Allocated as int32 (torch has few uint32 CUDA ops), used as uint32 words.
+    words = _words(arr, "uint32", arr.size)
+    _ZERO_U32.launch((cdiv(arr.size, 256),), (256,), stream, [words, arr.size])
+    return words
 
 
-def _counters(like, stream, n):
-    """A uint32 array of at least ``n`` zeros for launches on ``stream`` (in the
-    library and on the device of KernelArray ``like``)."""
-    key = (like.lib, like.device, stream)
-    with _COUNTERS_LOCK:
-        have = _COUNTERS.get(key)
-        if have is not None and have.size >= n:
-            return have
-        size = max(n, 1024 if have is None else 2 * have.size)
-        # Allocated as int32 (torch has few uint32 CUDA ops), used as uint32 words.
-        arr = _words(empty_like_lib(like, (size,), "int32"), "uint32", size)
-        _ZERO_U32.launch((cdiv(size, 256),), (256,), stream, [arr, size])
-        _COUNTERS[key] = arr
-        return arr
+# Arrival counters of the backward kernels' last-block bias-grad reduction:
+# ``_COUNTERS(like, stream, n)``, a uint32 array of at least n zeros, one per
+# (library, device, stream); the last block of each strip resets its counter.
+_COUNTERS = StreamZeros(_clear_counters)
 
 
 # ---------------------------------------------------------------------------
@@ -2539,7 +2529,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
         partial = ex.alloc(g, (n_parts * n_cols,), "float32")
         if not by_kernel:
             counters = ex.stream_buffer(
-                functools.partial(_counters, anchor, n=max(plan.grid[0] for plan in plans)),
+                functools.partial(_COUNTERS, anchor, n=max(plan.grid[0] for plan in plans)),
                 stream)
         gb_arg = grad_bias
     bias_arg = _bias_arg(b_used, g.dtype, g)

@@ -84,7 +84,6 @@ import contextlib
 import functools
 import math
 import numbers
-import threading
 
 import numpy as np
 from numba import cuda, types
@@ -99,6 +98,7 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum, warp_sum2, warp_sum_halves
+from .stream_buffers import StreamZeros
 from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait, cp_async_wait_all,
                           ld_global_v4, pack_f16x2, st_global_v4)
 
@@ -4847,27 +4847,16 @@ def _check_stats(obj, name, m, xa):
     return a
 
 
-# The flagged dW / dB kernel's flags (tuning dwdb_flags), one int32 array per
-# (library, device, stream): zero between launches (that kernel's last block clears
-# them), and launches on one stream never overlap.
-_FLAGS = {}
-_FLAGS_LOCK = threading.Lock()
+def _clear_flags(arr, stream):
+    _zero_kernel().launch((cdiv(4 * arr.size, 256),), (256,), stream,
+                          [_view(arr, "uint8"), 4 * arr.size])
+    return arr
 
 
-def _flag_words(like, stream, n):
-    """An int32 array of at least ``n`` zeros for launches on ``stream`` (in the
-    library and on the device of KernelArray ``like``)."""
-    key = (like.lib, like.device, stream)
-    with _FLAGS_LOCK:
-        have = _FLAGS.get(key)
-        if have is not None and have.size >= n:
-            return have
-        size = max(n, 1024 if have is None else 2 * have.size)
-        arr = empty_like_lib(like, (size,), "int32")
-        _zero_kernel().launch((cdiv(4 * size, 256),), (256,), stream,
-                              [_view(arr, "uint8"), 4 * size])
-        _FLAGS[key] = arr
-        return arr
+# The flagged dW / dB kernel's flags (tuning dwdb_flags): ``_FLAGS(like, stream, n)``,
+# an int32 array of at least n zeros, one per (library, device, stream); that kernel's
+# last block clears them.
+_FLAGS = StreamZeros(_clear_flags)
 
 
 def _zero(a):
@@ -5123,7 +5112,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     elif flagged:
         # A real array to allocate beside (a recording's ga is a stand-in).
         anchor = ga if not ex.recording else empty_like_lib(ga, (1,), "int32")
-        locks = ex.stream_buffer(functools.partial(_flag_words, anchor, n=nparts + 1),
+        locks = ex.stream_buffer(functools.partial(_FLAGS, anchor, n=nparts + 1),
                                  stream)
     else:
         locks = _view(rstda, "int32")
