@@ -276,46 +276,36 @@ else:
 
         return load
 
-    @intrinsic
-    def _ldcg(typingctx, arr, idx):
-        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float32
-                and isinstance(idx, types.Integer)):
-            return None
-        sig = types.float32(arr, idx)
+    def _scalar_load(nb_type, ir_type, text, constraints):
+        """An ``@intrinsic`` ``(arr, i) -> arr[i]`` for 1-D arrays of ``nb_type``, the
+        load being the inline PTX ``text`` (``$0``: the value, ``$1``: the address)."""
 
-        def codegen(context, builder, signature, args):
-            aty, ity = signature.args
-            ary = context.make_array(aty)(context, builder, args[0])
-            i = context.cast(builder, args[1], ity, types.int64)
-            ptr = builder.gep(ary.data, [i])
-            fnty = ir.FunctionType(ir.FloatType(), [ptr.type])
-            asm = ir.InlineAsm(fnty, "ld.global.cg.f32 $0, [$1];", "=f,l", side_effect=True)
-            return builder.call(asm, [ptr])
+        @intrinsic
+        def load(typingctx, arr, idx):
+            if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == nb_type
+                    and isinstance(idx, types.Integer)):
+                return None
+            sig = nb_type(arr, idx)
 
-        return sig, codegen
+            def codegen(context, builder, signature, args):
+                aty, ity = signature.args
+                ary = context.make_array(aty)(context, builder, args[0])
+                i = context.cast(builder, args[1], ity, types.int64)
+                ptr = builder.gep(ary.data, [i])
+                asm = ir.InlineAsm(ir.FunctionType(ir_type, [ptr.type]), text, constraints,
+                                   side_effect=True)
+                return builder.call(asm, [ptr])
 
-    @intrinsic
-    def _ld_acquire(typingctx, arr, idx):
-        # An acquire load at GPU scope: the thread's later loads see what the
-        # releasing thread wrote before its flag. A warp's lanes reading one flag make
-        # one L2 request (an atomic read would make 32). The memory clobber keeps
-        # later loads after it.
-        if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.int32
-                and isinstance(idx, types.Integer)):
-            return None
-        sig = types.int32(arr, idx)
+            return sig, codegen
 
-        def codegen(context, builder, signature, args):
-            aty, ity = signature.args
-            ary = context.make_array(aty)(context, builder, args[0])
-            i = context.cast(builder, args[1], ity, types.int64)
-            ptr = builder.gep(ary.data, [i])
-            fnty = ir.FunctionType(ir.IntType(32), [ptr.type])
-            asm = ir.InlineAsm(fnty, "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l,~{memory}",
-                               side_effect=True)
-            return builder.call(asm, [ptr])
+        return load
 
-        return sig, codegen
+    _ldcg = _scalar_load(types.float32, ir.FloatType(), "ld.global.cg.f32 $0, [$1];", "=f,l")
+    # An acquire load at GPU scope: the thread's later loads see what the releasing
+    # thread wrote before its flag. A warp's lanes reading one flag make one L2 request
+    # (an atomic read would make 32). The memory clobber keeps later loads after it.
+    _ld_acquire = _scalar_load(types.int32, ir.IntType(32),
+                               "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l,~{memory}")
 
     @intrinsic
     def _st16(typingctx, arr, idx, v0, v1, v2, v3):
