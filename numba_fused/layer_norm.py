@@ -3400,6 +3400,32 @@ DWDB_UNROLLS = (4, 8, 16)
 DWDB_MIN_BLOCKS = (1, 2)
 
 
+@functools.lru_cache(maxsize=None)
+def _dwdb_column_out(dtype):
+    """Device function ``column_out(tile, part, o0, o1, col, n, second)`` ending the dW /
+    dB kernels: thread (tx, ty)'s partial sum ``part`` of column ``col`` into shared
+    ``tile[ty, tx]``, a block barrier, then threads ty = 0 add the blockDim.y partials
+    in ty order and store the column (into o1 if ``second``, else o0; columns < n)."""
+    store = dtypes.storer(dtype)
+
+    @inline_device
+    def column_out(tile, part, o0, o1, col, n, second):
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        tile[ty, tx] = part
+        cuda.syncthreads()
+        if ty == 0 and col < n:
+            acc = np.float32(0.0)
+            for k in range(cuda.blockDim.y):
+                acc += tile[k, tx]
+            if second:
+                store(o1, col, acc)
+            else:
+                store(o0, col, acc)
+
+    return column_out
+
+
 def make_dwdb_kernel(dtype, unroll=4, min_blocks=1, dependent=False, flags=False):
     """Column sums of float32 partial rows into ``dtype`` outputs; ``unroll`` (4, 8 or
     16): partial rows a thread loads before adding any (DWDB_UNROLLS); ``min_blocks``
@@ -3426,7 +3452,7 @@ def make_dwdb_kernel(dtype, unroll=4, min_blocks=1, dependent=False, flags=False
 
 @functools.lru_cache(maxsize=None)
 def _dwdb_kernel(dtype, unroll, min_blocks, dependent):
-    store = dtypes.storer(dtype)
+    column_out = _dwdb_column_out(dtype)
     st = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
 
     def norm_dwdb(p0, p1, o0, o1, r, n):
@@ -3486,16 +3512,7 @@ def _dwdb_kernel(dtype, unroll, min_blocks, dependent):
                         accs[k % 4] += vals[k]
                 i += unroll * by
             a0, a1, a2, a3 = accs[0], accs[1], accs[2], accs[3]
-        tile[ty, tx] = (a0 + a1) + (a2 + a3)
-        cuda.syncthreads()
-        if ty == 0 and col < n:
-            acc = np.float32(0.0)
-            for k in range(by):
-                acc += tile[k, tx]
-            if second:
-                store(o1, col, acc)
-            else:
-                store(o0, col, acc)
+        column_out(tile, (a0 + a1) + (a2 + a3), o0, o1, col, n, second)
 
     return Kernel(f"norm_dwdb_{dtype}" + ("" if unroll == 4 else f"_u{unroll}")
                   + ("" if min_blocks == 1 else f"_mb{min_blocks}")
@@ -3516,7 +3533,7 @@ _FLAG_BACKOFF_NS = 200
 
 @functools.lru_cache(maxsize=None)
 def _dwdb_flagged_kernel(dtype, min_blocks, dependent):
-    store = dtypes.storer(dtype)
+    column_out = _dwdb_column_out(dtype)
     st = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
     nv = DWDB_FLAG_ROWS
 
@@ -3579,16 +3596,7 @@ def _dwdb_flagged_kernel(dtype, min_blocks, dependent):
                     a2 += vals[j]
                 else:
                     a3 += vals[j]
-        tile[ty, tx] = (a0 + a1) + (a2 + a3)
-        cuda.syncthreads()
-        if ty == 0 and col < n:
-            acc = np.float32(0.0)
-            for k in range(by):
-                acc += tile[k, tx]
-            if second:
-                store(o1, col, acc)
-            else:
-                store(o0, col, acc)
+        column_out(tile, (a0 + a1) + (a2 + a3), o0, o1, col, n, second)
         # Every thread's reads of the flags are done: count the block in; the last
         # block clears the flags and the count for the next launch on this stream.
         cuda.syncthreads()
