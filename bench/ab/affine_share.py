@@ -5,16 +5,20 @@ events, a GPU sleep before each call, median over rotated input sets), in A/B/B/
 order. The with-neither time bounds what any cheaper partial-row reduction (fewer rows,
 a cluster reduction) could win back.
 
-    python3 bench/ab/affine_share.py [--shape 16384x4096] [--dtypes float16,bfloat16]
+    python3 bench/ab/affine_share.py [--shape 16384x4096] [--dtypes float16,bfloat16] \
+        [--tune '{"bwd_rms_sum1": false}']    # every variant under that tuning
 """
 
 import argparse
+import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
+
+from numba_fused import layer_norm as ln  # noqa: E402
 
 from tune_layer_norm import _sleep_cycles, bwd, fwd, make_sets, time_fn  # noqa: E402
 
@@ -34,7 +38,13 @@ def main(argv=None):
     ap.add_argument("--shape", default="16384x4096")
     ap.add_argument("--dtypes", default="float16,bfloat16")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--tune", default="{}", help="layer_norm.tuning overrides (JSON)")
     args = ap.parse_args(argv)
+    with ln.tuning(**json.loads(args.tune)):
+        _run(args)
+
+
+def _run(args):
     m, n = (int(v) for v in args.shape.split("x"))
     sleep = _sleep_cycles()
     print("| op, dtype | w | b | backward us (A/B/B/A passes) |")
