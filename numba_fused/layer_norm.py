@@ -5048,8 +5048,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # bwd_pdl); the streaming ones keep plain launches.
     pdl = (bool(words) and affine and _tune["bwd_pdl"] and dependent_launch_ok(ga.device))
     sum1 = rms and _bwd_sum1(_tune["bwd_rms_sum1"], rpb, tpr)
-    flagged = (_tune["dwdb_flags"] and bool(words) and not lean and affine
-               and (deterministic or _tune["bwd_scheme"] != "lock"))
+    use_lock = affine and not deterministic and _tune["bwd_scheme"] == "lock"
+    flagged = _tune["dwdb_flags"] and bool(words) and not lean and affine and not use_lock
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
@@ -5095,7 +5095,6 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     else:
         grid = min(rows, max(1, cdiv(_sm_count(ga) * max(1, _tune["bwd_threads_per_sm"] // block),
                                      nch)))
-    use_lock = affine and not deterministic and _tune["bwd_scheme"] == "lock"
     if use_lock:
         ngroups = min(int(_tune["group_size"] or group_size_m(n)), grid)
         nparts = ngroups
