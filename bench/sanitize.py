@@ -484,7 +484,7 @@ def _layer_norm_flags(nf, torch, dt):
             nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
 
 
-def _layer_norm_rms_sum1(nf, torch, dt):def _layer_norm_rms_sum1(nf, torch, dt):
+def _layer_norm_rms_sum1(nf, torch, dt):
     """RMSNorm's backward under tuning(bwd_rms_sum1=True) (v37, everywhere: the row step
     reduces one sum): rows of 512 (several a block) and 4096 (one a block, shuffled and
     direct cross-warp steps), 16384 (the lean kernel), and rows of 3000 streamed in

@@ -2,6 +2,7 @@
 (the project's brief, the lent machines' manuals, local paths) that users of the
 package do not have (issue #15). The API reference is docs/API.md."""
 
+import ast
 import os
 import re
 import subprocess
@@ -38,6 +39,24 @@ def test_no_file_refers_outside_the_repository():
             if OUTSIDE.search(line):
                 hits.append(f"{rel}:{n}: {line.strip()[:100]}")
     assert not hits, "references outside the repository:\n" + "\n".join(hits)
+
+
+def test_every_python_file_parses():
+    """Every Python file of the repository is valid Python: the benchmark and
+    sanitizer scripts run only on the GPU, where a syntax error would cost a device
+    call (bench/sanitize.py once carried a doubled ``def`` line)."""
+    bad = []
+    for rel in _shipped_files():
+        if not rel.endswith(".py"):
+            continue
+        try:
+            with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+                ast.parse(f.read(), filename=rel)
+        except FileNotFoundError:
+            continue  # removed in the work tree
+        except SyntaxError as e:
+            bad.append(f"{rel}:{e.lineno}: {e.msg}")
+    assert not bad, "files that do not parse:\n" + "\n".join(bad)
 
 
 def test_api_reference_names_every_public_function():
