@@ -2819,7 +2819,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     block of several run apart; blocks of at most ROW_BARRIERS rows (the launcher
     guarantees it); same bits. ``publish`` (row kernels with w or b, the partials
     scheme; tuning ``dwdb_flags``, v40 candidate): once block b's partial rows are
-    out it sets ``locks[b]`` to 1 (fence, then an atomic), the flag the flagged dW /
+    out it sets ``locks[b x FLAG_STRIDE]`` to 1 (fence, then an atomic), the flag the flagged dW /
     dB kernel (:func:`make_dwdb_kernel`'s ``flags``) waits for; ``locks`` is then
     that kernel's flag array, not a lock buffer, and ``use_lock`` is 0."""
     if publish and (not words or not (has_w or has_b)):
@@ -3180,7 +3180,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                     cuda.syncthreads()
                     if t == 0 and slot == 0:
                         fence_acq_rel_gpu()
-                        cuda.atomic.exch(locks, cuda.blockIdx.x, np.int32(1))
+                        cuda.atomic.exch(locks, cuda.blockIdx.x * FLAG_STRIDE, np.int32(1))
 
         # Backward row kernels are compiled for <= _FAT_BLOCK threads: with 1 group per
         # thread, w, b and the prefetch, 64 registers spilled 8-12 bytes (ptxas). The
@@ -3523,12 +3523,14 @@ def _dwdb_kernel(dtype, unroll, min_blocks, dependent):
 
 # v40 candidate (tuning dwdb_flags): the most partial rows a thread of the flagged
 # dW / dB kernel holds, so it takes at most DWDB_FLAG_ROWS x blockDim.y partial rows
-# (160 at the default reduce_block: v39's 16-bit layouts leave 132). ptxas fits 5 in
-# dwdb_min_blocks 2's 32 registers without spills; 8 spilled 140 bytes (62 unbounded).
+# (160 at the default reduce_block: v39's 16-bit layouts leave 132). ptxas fits 5 in dwdb_min_blocks 2's 32 registers
+# without spills; 8 spilled 140 bytes (62 unbounded).
 DWDB_FLAG_ROWS = 5
-# Pause between sweeps over a thread's unpublished partial rows (ns): ~8 warps an SM
-# poll a few flags' L2 lines while the row kernel's last blocks finish.
-_FLAG_BACKOFF_NS = 200
+# int32s between two flags (128 bytes): each flag on its own L2 line, so the polling
+# warps' loads spread over the L2 slices instead of queueing on a few lines (v40b).
+FLAG_STRIDE = 32
+# Pause between a block's polls of its unpublished partial rows' flags (ns).
+_FLAG_BACKOFF_NS = 256
 
 
 @functools.lru_cache(maxsize=None)
@@ -3541,16 +3543,22 @@ def _dwdb_flagged_kernel(dtype, min_blocks, dependent):
         """:func:`make_dwdb_kernel`'s sums, o[c] = sum_{i < r} p[i * n + c], each
         partial row read once its flag is up instead of after the whole row kernel.
 
-        p0, p1, o0, o1, r, n and the block as in ``norm_dwdb`` (r <= DWDB_FLAG_ROWS
-        x blockDim.y, which the launcher guarantees). flags: int32 ``[r + 1]``, zero
-        on entry: flags[i] = 1 once row block i's partial rows are out (the row
-        kernel's ``publish``), flags[r] counts this kernel's finished blocks; the last
-        block to finish zeroes all r + 1, so they are zero on exit too. Thread (tx, ty)
-        loads rows ty + j by (j < DWDB_FLAG_ROWS) as their flags rise, in any order,
-        into registers, then adds them as ``norm_dwdb`` at unroll 4 does (row ty + j
-        by into accumulator j % 4, in j order): the same bits.
+        p0, p1, o0, o1, r, n and the block as in ``norm_dwdb``, with bx = 32 and r
+        <= DWDB_FLAG_ROWS x by (the launcher guarantees both). flags: int32 ``[(r + 1)
+        x FLAG_STRIDE]``, zero on entry: flags[i x FLAG_STRIDE] = 1 once row block i's
+        partial rows are out (the row kernel's ``publish``), flags[r x FLAG_STRIDE]
+        counts this kernel's finished blocks; the last block to finish zeroes those r
+        + 1, so they are zero on exit too. Warp ty = 0 polls (v40b): lane tx reads
+        flags tx + 32 k (k < DWDB_FLAG_ROWS) and a ballot puts them in ``up[k]`` (bit
+        tx; rows past r count as up), so a sweep costs a block 5 loads, not one a
+        thread and row (v40: every thread polled its own rows, and the row kernel's
+        last blocks, which share the L2 with those loads, ran 1-6 us slower). Thread
+        (tx, ty) then loads its rows ty + j by (j < DWDB_FLAG_ROWS) whose bits are
+        up, in any order, into registers, and adds them as ``norm_dwdb`` at unroll 4
+        does (row ty + j by into accumulator j % 4, in j order): the same bits.
         """
         tile = cuda.shared.array((32, 33), np.float32)
+        up = cuda.shared.array(nv, np.int32)
         last = cuda.shared.array(1, np.int32)
         vals = cuda.local.array(nv, np.float32)
         tx = cuda.threadIdx.x
@@ -3561,27 +3569,35 @@ def _dwdb_flagged_kernel(dtype, min_blocks, dependent):
         p = p1 if second else p0
         for j in range(nv):
             vals[j] = np.float32(0.0)
-        if col < n:
-            # Bit j: row ty + j by exists (need) / is loaded (got). Each sweep issues
-            # every pending flag's load before it looks at any (no branch on a flag in
-            # between), then the loads of the rows whose flags were up.
-            need = np.int32(0)
+        # Bit j: row ty + j by is loaded (rows past r count as loaded).
+        got = np.int32(0)
+        for j in range(nv):
+            if ty + j * by >= r:
+                got |= np.int32(1 << j)
+        done = False
+        while not done:
+            if ty == 0:
+                for j in range(nv):
+                    i = tx + j * WARP
+                    ready = i >= r or _ld_acquire(flags, i * FLAG_STRIDE) != 0
+                    mask = cuda.ballot_sync(FULL_MASK, ready)
+                    if tx == 0:
+                        up[j] = mask
+            cuda.syncthreads()
+            done = True
+            for k in range(nv):
+                if up[k] != np.int32(-1):
+                    done = False
             for j in range(nv):
-                if ty + j * by < r:
-                    need |= np.int32(1 << j)
-            got = np.int32(0)
-            while got != need:
-                seen = np.int32(0)
-                for j in range(nv):
-                    if (need >> j) & 1 and not (got >> j) & 1:
-                        up = _ld_acquire(flags, ty + j * by) != 0
-                        seen |= np.int32(up) << j
-                for j in range(nv):
-                    if (seen >> j) & 1:
-                        vals[j] = _ldcg(p, (ty + j * by) * n + col)
-                got |= seen
-                if got != need:
-                    cuda.nanosleep(_FLAG_BACKOFF_NS)
+                i = ty + j * by
+                if not (got >> j) & 1 and (up[i >> 5] >> (i & 31)) & 1:
+                    got |= np.int32(1 << j)
+                    if col < n:
+                        vals[j] = _ldcg(p, i * n + col)
+            # No poll overwrites up[] before every thread has read it.
+            cuda.syncthreads()
+            if not done:
+                cuda.nanosleep(_FLAG_BACKOFF_NS)
         a0 = np.float32(0.0)
         a1 = np.float32(0.0)
         a2 = np.float32(0.0)
@@ -3597,18 +3613,19 @@ def _dwdb_flagged_kernel(dtype, min_blocks, dependent):
                 else:
                     a3 += vals[j]
         column_out(tile, (a0 + a1) + (a2 + a3), o0, o1, col, n, second)
-        # Every thread's reads of the flags are done: count the block in; the last
-        # block clears the flags and the count for the next launch on this stream.
-        cuda.syncthreads()
+        # Every read of the flags is done (the poll loop ends at a barrier): count the
+        # block in; the last block clears the flags and the count for the next launch
+        # on this stream.
         if tx == 0 and ty == 0:
             nb = cuda.gridDim.x * cuda.gridDim.y
-            last[0] = 1 if cuda.atomic.add(flags, r, np.int32(1)) == nb - 1 else 0
+            last[0] = (1 if cuda.atomic.add(flags, r * FLAG_STRIDE, np.int32(1)) == nb - 1
+                       else 0)
         cuda.syncthreads()
         if last[0]:
-            i = ty * cuda.blockDim.x + tx
+            i = ty * WARP + tx
             while i <= r:
-                cuda.atomic.exch(flags, i, np.int32(0))
-                i += cuda.blockDim.x * by
+                cuda.atomic.exch(flags, i * FLAG_STRIDE, np.int32(0))
+                i += WARP * by
         if dependent:
             # Not done before the row kernel is (and its dx visible), as the plain
             # dependent launch, which waits at its start.
@@ -5084,8 +5101,10 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     if words:
         grid = _persistent_grid(kernel, ga, block, shared, rows, _tune["bwd_grid"],
                                 _tune["bwd_blocks_per_sm"])
-        if flagged and grid > DWDB_FLAG_ROWS * _tune["reduce_block"][1]:
-            # More partial rows than the flagged dW / dB kernel's threads hold.
+        if flagged and (grid > DWDB_FLAG_ROWS * _tune["reduce_block"][1]
+                        or _tune["reduce_block"][0] != WARP):
+            # More partial rows than the flagged dW / dB kernel's threads hold, or
+            # not a warp a block row (its polling warp's lanes).
             flagged = False
             kernel = make_backward_kernel(*bwd_args, False)
             grid = _persistent_grid(kernel, ga, block, shared, rows, _tune["bwd_grid"],
@@ -5109,7 +5128,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     elif flagged:
         # A real array to allocate beside (a recording's ga is a stand-in).
         anchor = ga if not ex.recording else empty_like_lib(ga, (1,), "int32")
-        locks = ex.stream_buffer(functools.partial(_FLAGS, anchor, n=nparts + 1),
+        locks = ex.stream_buffer(functools.partial(_FLAGS, anchor, n=(nparts + 1) * FLAG_STRIDE),
                                  stream)
     else:
         locks = _view(rstda, "int32")
