@@ -3994,6 +3994,12 @@ _TUNING_DEFAULTS = {
     # 122.4, 121.9; bf16 4096 117.5, 117.7 / 117.0, 117.6; RMSNorm fp16 4096 113.3,
     # 113.2 / 111.4, 111.4; 8192 117.4, 116.4 / 115.0, 116.3; float32 LayerNorm 4096
     # (16 warps) 220.1, 219.8 / 219.8, 219.4, within the spread, so not taken there.
+    # v41: only on rows with w. Forty-seventh session, H200, affine_share, A/B/B/A
+    # medians, 16384 x 4096 default / False: rows without w RMSNorm fp16 104.9 /
+    # 99.8 (bf16 104.6 / 99.9), LayerNorm neither 102.1 / 100.1, b alone 108.2 /
+    # 106.7; with w within 0.5 or slower with shuffles (LayerNorm w 113.4 / 113.4, w
+    # and b 114.7 / 114.6, bf16 RMSNorm w 112.5 / 113.2); 8192 x 8192 without w -0.3 to
+    # -1.1, with w +0.3 to +0.9.
     "bwd_red_direct": None,
     # Backward, 16-bit rows longer than the row kernels hold (more than bwd_lean_min
     # groups, None: 2 * _FAT_BLOCK, i.e. N > 8192) and at most 2 max_tpr groups: the
@@ -5060,7 +5066,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     # Exact layouts only: in SASS the checked forms gained nothing (bf16 RMSNorm, two
     # groups: 282 -> 285 instructions a row; fp16 LayerNorm exact: 353 -> 325).
     one_row = full and rpb == 1 and bool(_tune["bwd_one_row"])
-    red_warps = _red_direct_warps(tpr, vec) if one_row else 0
+    red_warps = _red_direct_warps(tpr, vec, has_w) if one_row else 0
     # The dW / dB kernel's dependent launch, after the row and lean kernels (tuning
     # bwd_pdl); the streaming ones keep plain launches.
     pdl = (bool(words) and affine and _tune["bwd_pdl"] and dependent_launch_ok(ga.device))
@@ -5166,14 +5172,14 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     return gx, gw, gb
 
 
-def _red_direct_warps(tpr, vec):
+def _red_direct_warps(tpr, vec, has_w=True):
     """Warps a row of a one-row backward block of ``tpr`` threads whose row sums
     cross warps directly (tuning's ``bwd_red_direct``; None: :data:`_RED_DIRECT_DEFAULT`'s
-    warps at 16 bits, ``vec`` 8), else 0 (shuffles)."""
+    warps at 16 bits, ``vec`` 8, on rows with w: v41), else 0 (shuffles)."""
     nw = tpr // WARP
     on = _tune["bwd_red_direct"]
     if on is None:
-        on = vec == 8 and nw in _RED_DIRECT_DEFAULT
+        on = vec == 8 and nw in _RED_DIRECT_DEFAULT and has_w
     return nw if on and tpr % WARP == 0 and nw in RED_DIRECT_WARPS else 0
 
 

@@ -806,7 +806,8 @@ def test_row_sum2_same_bits(tpr, rows):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, False, True), (True, False, False)], ids=_vid)
 def test_direct_cross_warp_sums_same_bits(dtype, variant):
     """tuning(bwd_red_direct=True): one-row backward kernels of 4, 8 or 16 warps a row
     add the warps' partials of the row's two sums from shared memory in warp_sum's
@@ -814,7 +815,7 @@ def test_direct_cross_warp_sums_same_bits(dtype, variant):
     kernel's (bwd_red_direct=False) bits (deterministic scheme, same grid), and the
     launcher's pick shows in the kernel's name. Other layouts keep the shuffles. The
     default (None, v32) picks the direct step at 16 bits on rows of 8 or 16 warps
-    only. The simulator runs rows of 4 warps (max_tpr raised to 128); a GPU also the
+    only, and (v41) only on rows with w. The simulator runs rows of 4 warps (max_tpr raised to 128); a GPU also the
     one-row layouts of N = 2048, 4096, 5120 and 8192 (bwd_block 128: 16-bit 2048 and
     4096 run several rows a block by default since v39). The simulator (a Python
     thread a GPU thread) runs LayerNorm only, two rows on one block (its second row
@@ -851,7 +852,8 @@ def test_direct_cross_warp_sums_same_bits(dtype, variant):
                 assert nw in ln.RED_DIRECT_WARPS, chosen
                 assert _untriggered(chosen).startswith(_untriggered(shuffled)), (chosen, shuffled)
                 direct += 1
-                on = ln._vec_of(dtype, True) == 8 and nw in ln._RED_DIRECT_DEFAULT
+                on = (ln._vec_of(dtype, True) == 8 and nw in ln._RED_DIRECT_DEFAULT
+                      and variant[1])
                 assert by_default == (chosen if on else shuffled), (shape, by_default)
             else:
                 assert chosen == shuffled == by_default, shape
