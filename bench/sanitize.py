@@ -462,28 +462,6 @@ def _layer_norm_row_bar(nf, torch, dt):
         _norm_rows_both_schemes(nf, torch, dt)
 
 
-def _layer_norm_flags(nf, torch, dt):
-    """The backward under tuning(dwdb_flags=True) (v40 candidate): row blocks raise a
-    flag once their dW / dB partial rows are out, the dW / dB kernel reads each row at
-    its flag and its last block clears them. _norm_rows_both_schemes with 7 blocks
-    (the lock scheme takes no flags), then v39's 16-bit layout at its own grid
-    (N = 4096 under bwd_block 512: 132 blocks on an H200, the dependent dW / dB
-    kernel beside the row kernel's last blocks; 4240 rows, so blocks 0-7 take one
-    row more than the rest, as at 16384 rows), two calls in a row."""
-    from numba_fused.layer_norm import tuning
-
-    with tuning(dwdb_flags=True, bwd_grid=7):
-        _norm_rows_both_schemes(nf, torch, dt)
-    x = torch.randn(4240, 4096, device="cuda", dtype=dt)
-    w = torch.randn(4096, device="cuda", dtype=dt)
-    b = torch.randn(4096, device="cuda", dtype=dt)
-    y, mean, rstd = nf.layer_norm_forward(x, w, b)
-    g = torch.randn_like(x)
-    with tuning(dwdb_flags=True, bwd_block=512):
-        for _ in range(2):
-            nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
-
-
 def _layer_norm_rms_sum1(nf, torch, dt):
     """RMSNorm's backward under tuning(bwd_rms_sum1=True) (v37, everywhere: the row step
     reduces one sum): rows of 512 (several a block) and 4096 (one a block, shuffled and
@@ -518,7 +496,6 @@ CASES = {
     "layer_norm_w_regs": ("layer_norm_backward", _layer_norm_w_regs),
     "layer_norm_row_bar": ("layer_norm_backward", _layer_norm_row_bar),
     "layer_norm_rms_sum1": ("rms_norm_backward", _layer_norm_rms_sum1),
-    "layer_norm_flags": ("layer_norm_backward", _layer_norm_flags),
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
@@ -530,8 +507,7 @@ _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
             "layer_norm_plain": "layer_norm", "layer_norm_staged": "layer_norm",
             "layer_norm_bwd": "layer_norm", "layer_norm_pdl": "layer_norm",
             "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm",
-            "layer_norm_w_regs": "layer_norm", "layer_norm_row_bar": "layer_norm",
-            "layer_norm_flags": "layer_norm"}
+            "layer_norm_w_regs": "layer_norm", "layer_norm_row_bar": "layer_norm"}
 
 
 def main(argv):

@@ -92,13 +92,12 @@ from interop.dlpack import KernelArray, empty_like_lib, stream_handle
 from numba_fused.dtypes import STORAGE
 
 from . import checks, dtypes
-from .intrinsics import (bar_sync, f32_as_u32, fence_acq_rel_gpu, fma_rn,
-                         grid_dependency_wait, grid_dependents_launch, mul_rn, u32_as_f32)
+from .intrinsics import (bar_sync, f32_as_u32, fma_rn, grid_dependency_wait,
+                         grid_dependents_launch, mul_rn, u32_as_f32)
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum, warp_sum2, warp_sum_halves
-from .stream_buffers import StreamZeros
 from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait, cp_async_wait_all,
                           ld_global_v4, pack_f16x2, st_global_v4)
 
@@ -150,10 +149,6 @@ if SIMULATOR:
 
     def _ldcg(a, i):
         """a[i], read from L2 (``ld.global.cg``)."""
-        return a[i]
-
-    def _ld_acquire(a, i):
-        """a[i] of an int32 array (``ld.acquire.gpu``)."""
         return a[i]
 
     def _st16(a, i, v0, v1, v2, v3):
@@ -301,11 +296,6 @@ else:
         return load
 
     _ldcg = _scalar_load(types.float32, ir.FloatType(), "ld.global.cg.f32 $0, [$1];", "=f,l")
-    # An acquire load at GPU scope: the thread's later loads see what the releasing
-    # thread wrote before its flag. A warp's lanes reading one flag make one L2 request
-    # (an atomic read would make 32). The memory clobber keeps later loads after it.
-    _ld_acquire = _scalar_load(types.int32, ir.IntType(32),
-                               "ld.acquire.gpu.global.b32 $0, [$1];", "=r,l,~{memory}")
 
     @intrinsic
     def _st16(typingctx, arr, idx, v0, v1, v2, v3):
@@ -2777,7 +2767,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1=False):
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
                          red_warps=0, trigger=False, bounds=None, stages=0, sum1=False,
-                         w_regs=False, row_bar=False, publish=False):
+                         w_regs=False, row_bar=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2817,13 +2807,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     ``bwd_row_bar``, v39): each row's cross-warp step waits at a named barrier
     of that row's warps (:func:`_row_sum2_rows`), not the block's, so the rows of a
     block of several run apart; blocks of at most ROW_BARRIERS rows (the launcher
-    guarantees it); same bits. ``publish`` (row kernels with w or b, the partials
-    scheme; tuning ``dwdb_flags``, v40 candidate): once block b's partial rows are
-    out it sets ``locks[b x FLAG_STRIDE]`` to 1 (fence, then an atomic), the flag the flagged dW /
-    dB kernel (:func:`make_dwdb_kernel`'s ``flags``) waits for; ``locks`` is then
-    that kernel's flag array, not a lock buffer, and ``use_lock`` is 0."""
-    if publish and (not words or not (has_w or has_b)):
-        raise ValueError("publish is for row kernels (words >= 1) with w or b")
+    guarantees it); same bits."""
     if row_bar and (not words or one_row or red_warps or sum1):
         raise ValueError("row_bar is for row kernels of several rows a block (not "
                          "one_row) with the pair's shuffled step (neither red_warps nor "
@@ -2873,8 +2857,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
             + (f"_st{stages}" if stages else "") + ("_s1" if sum1 else "")
-            + ("_wr" if w_regs else "") + ("_nb" if row_bar else "")
-            + ("_fl" if publish else ""))
+            + ("_wr" if w_regs else "") + ("_nb" if row_bar else ""))
 
     if words:
         elems = words * vec
@@ -3174,13 +3157,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                                 part_store(pw, e, aw, k * vec)
                             if has_b:
                                 part_store(pb, e, ab, k * vec)
-                if publish:
-                    # The fence is cumulative: after the barrier it orders every
-                    # thread's partial stores before the flag.
-                    cuda.syncthreads()
-                    if t == 0 and slot == 0:
-                        fence_acq_rel_gpu()
-                        cuda.atomic.exch(locks, cuda.blockIdx.x * FLAG_STRIDE, np.int32(1))
 
         # Backward row kernels are compiled for <= _FAT_BLOCK threads: with 1 group per
         # thread, w, b and the prefetch, 64 registers spilled 8-12 bytes (ptxas). The
@@ -3426,7 +3402,7 @@ def _dwdb_column_out(dtype):
     return column_out
 
 
-def make_dwdb_kernel(dtype, unroll=4, min_blocks=1, dependent=False, flags=False):
+def make_dwdb_kernel(dtype, unroll=4, min_blocks=1, dependent=False):
     """Column sums of float32 partial rows into ``dtype`` outputs; ``unroll`` (4, 8 or
     16): partial rows a thread loads before adding any (DWDB_UNROLLS); ``min_blocks``
     (DWDB_MIN_BLOCKS): launch bounds for that many 1024-thread blocks an SM (tuning
@@ -3434,19 +3410,13 @@ def make_dwdb_kernel(dtype, unroll=4, min_blocks=1, dependent=False, flags=False
     (:class:`~numba_fused.launch.Kernel`'s ``dependent``), its blocks scheduled
     while the row kernel before it finishes, each waiting for that kernel's partial
     rows before its first load. One kernel object per (dtype, unroll, min_blocks,
-    dependent, flags), however the arguments are spelled. ``flags`` (tuning
-    dwdb_flags, v40 candidate): :func:`_dwdb_flagged_kernel`, which waits for each
-    partial row's flag instead of for the whole row kernel."""
+    dependent), however the arguments are spelled."""
     if unroll not in DWDB_UNROLLS:
         raise ValueError(f"unroll must be one of {DWDB_UNROLLS}, got {unroll!r}")
     if min_blocks not in DWDB_MIN_BLOCKS:
         raise ValueError(f"min_blocks must be one of {DWDB_MIN_BLOCKS}, got {min_blocks!r}")
     if not isinstance(dependent, bool):
         raise ValueError(f"dependent must be a bool, got {dependent!r}")
-    if not isinstance(flags, bool):
-        raise ValueError(f"flags must be a bool, got {flags!r}")
-    if flags:
-        return _dwdb_flagged_kernel(dtype, min_blocks, dependent)
     return _dwdb_kernel(dtype, unroll, min_blocks, dependent)
 
 
@@ -3518,122 +3488,6 @@ def _dwdb_kernel(dtype, unroll, min_blocks, dependent):
                   + ("" if min_blocks == 1 else f"_mb{min_blocks}")
                   + ("_dep" if dependent else ""), norm_dwdb,
                   (_F32_1D, _F32_1D, st, st, types.int64, types.int64),
-                  dependent=dependent, **_jit_for(_MAX_BLOCK, min_blocks))
-
-
-# v40 candidate (tuning dwdb_flags): the most partial rows a thread of the flagged
-# dW / dB kernel holds, so it takes at most DWDB_FLAG_ROWS x blockDim.y partial rows
-# (160 at the default reduce_block: v39's 16-bit layouts leave 132). ptxas fits 5 in dwdb_min_blocks 2's 32 registers
-# without spills; 8 spilled 140 bytes (62 unbounded).
-DWDB_FLAG_ROWS = 5
-# int32s between two flags (128 bytes): each flag on its own L2 line, so the polling
-# warps' loads spread over the L2 slices instead of queueing on a few lines (v40b).
-FLAG_STRIDE = 32
-# Pause between a block's polls of its unpublished partial rows' flags (ns).
-_FLAG_BACKOFF_NS = 256
-
-
-@functools.lru_cache(maxsize=None)
-def _dwdb_flagged_kernel(dtype, min_blocks, dependent):
-    column_out = _dwdb_column_out(dtype)
-    st = types.Array(dtypes.numba_storage_type(dtype), 1, "C")
-    nv = DWDB_FLAG_ROWS
-
-    def norm_dwdb_flagged(p0, p1, o0, o1, r, n, flags):
-        """:func:`make_dwdb_kernel`'s sums, o[c] = sum_{i < r} p[i * n + c], each
-        partial row read once its flag is up instead of after the whole row kernel.
-
-        p0, p1, o0, o1, r, n and the block as in ``norm_dwdb``, with bx = 32 and r
-        <= DWDB_FLAG_ROWS x by (the launcher guarantees both). flags: int32 ``[(r + 1)
-        x FLAG_STRIDE]``, zero on entry: flags[i x FLAG_STRIDE] = 1 once row block i's
-        partial rows are out (the row kernel's ``publish``), flags[r x FLAG_STRIDE]
-        counts this kernel's finished blocks; the last block to finish zeroes those r
-        + 1, so they are zero on exit too. Warp ty = 0 polls (v40b): lane tx reads
-        flags tx + 32 k (k < DWDB_FLAG_ROWS) and a ballot puts them in ``up[k]`` (bit
-        tx; rows past r count as up), so a sweep costs a block 5 loads, not one a
-        thread and row (v40: every thread polled its own rows, and the row kernel's
-        last blocks, which share the L2 with those loads, ran 1-6 us slower). Thread
-        (tx, ty) then loads its rows ty + j by (j < DWDB_FLAG_ROWS) whose bits are
-        up, in any order, into registers, and adds them as ``norm_dwdb`` at unroll 4
-        does (row ty + j by into accumulator j % 4, in j order): the same bits.
-        """
-        tile = cuda.shared.array((32, 33), np.float32)
-        up = cuda.shared.array(nv, np.int32)
-        last = cuda.shared.array(1, np.int32)
-        vals = cuda.local.array(nv, np.float32)
-        tx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        by = cuda.blockDim.y
-        col = cuda.blockIdx.x * cuda.blockDim.x + tx
-        second = cuda.blockIdx.y == 1
-        p = p1 if second else p0
-        for j in range(nv):
-            vals[j] = np.float32(0.0)
-        # Bit j: row ty + j by is loaded (rows past r count as loaded).
-        got = np.int32(0)
-        for j in range(nv):
-            if ty + j * by >= r:
-                got |= np.int32(1 << j)
-        done = False
-        while not done:
-            if ty == 0:
-                for j in range(nv):
-                    i = tx + j * WARP
-                    ready = i >= r or _ld_acquire(flags, i * FLAG_STRIDE) != 0
-                    mask = cuda.ballot_sync(FULL_MASK, ready)
-                    if tx == 0:
-                        up[j] = mask
-            cuda.syncthreads()
-            done = True
-            for k in range(nv):
-                if up[k] != np.int32(-1):
-                    done = False
-            for j in range(nv):
-                i = ty + j * by
-                if not (got >> j) & 1 and (up[i >> 5] >> (i & 31)) & 1:
-                    got |= np.int32(1 << j)
-                    if col < n:
-                        vals[j] = _ldcg(p, i * n + col)
-            # No poll overwrites up[] before every thread has read it.
-            cuda.syncthreads()
-            if not done:
-                cuda.nanosleep(_FLAG_BACKOFF_NS)
-        a0 = np.float32(0.0)
-        a1 = np.float32(0.0)
-        a2 = np.float32(0.0)
-        a3 = np.float32(0.0)
-        for j in range(nv):
-            if ty + j * by < r:
-                if j % 4 == 0:
-                    a0 += vals[j]
-                elif j % 4 == 1:
-                    a1 += vals[j]
-                elif j % 4 == 2:
-                    a2 += vals[j]
-                else:
-                    a3 += vals[j]
-        column_out(tile, (a0 + a1) + (a2 + a3), o0, o1, col, n, second)
-        # Every read of the flags is done (the poll loop ends at a barrier): count the
-        # block in; the last block clears the flags and the count for the next launch
-        # on this stream.
-        if tx == 0 and ty == 0:
-            nb = cuda.gridDim.x * cuda.gridDim.y
-            last[0] = (1 if cuda.atomic.add(flags, r * FLAG_STRIDE, np.int32(1)) == nb - 1
-                       else 0)
-        cuda.syncthreads()
-        if last[0]:
-            i = ty * WARP + tx
-            while i <= r:
-                cuda.atomic.exch(flags, i * FLAG_STRIDE, np.int32(0))
-                i += WARP * by
-        if dependent:
-            # Not done before the row kernel is (and its dx visible), as the plain
-            # dependent launch, which waits at its start.
-            grid_dependency_wait()
-
-    return Kernel(f"norm_dwdb_{dtype}_fl" + ("" if min_blocks == 1 else f"_mb{min_blocks}")
-                  + ("_dep" if dependent else ""), norm_dwdb_flagged,
-                  (_F32_1D, _F32_1D, st, st, types.int64, types.int64, _I32_1D),
                   dependent=dependent, **_jit_for(_MAX_BLOCK, min_blocks))
 
 
@@ -3880,14 +3734,6 @@ _TUNING_DEFAULTS = {
     # 222.6, 221.7; 8192 231.7, 230.7 / 228.8, 229.6; even at 16-bit N = 1024 and
     # fp16 RMSNorm 4096 (bench/NOTES.md).
     "dwdb_min_blocks": 2,
-    # v40 candidate (opt-in): the row kernels (partials scheme, w or b) raise a flag
-    # a block once its partial rows are out, and the dW / dB kernel reads each partial
-    # row as its flag rises (make_dwdb_kernel's flags) instead of waiting for the
-    # whole row kernel: with PDL its blocks, resident on the SMs the early row blocks
-    # left, sum those blocks' rows while the last ones finish (at 16-bit 16384 x
-    # 4096, 8 of 132 blocks run a 63rd row). Same bits. Only where every thread holds
-    # at most DWDB_FLAG_ROWS partial rows.
-    "dwdb_flags": False,
     # The backward's row (and lean) kernels and the dW / dB reduction after them as a
     # programmatic dependent launch (sm_90; other devices launch as before): every
     # row block first triggers the reduction's launch, whose blocks then wait in
@@ -4274,9 +4120,6 @@ def tuning(**overrides):
     s1 = overrides.get("bwd_rms_sum1", _tune["bwd_rms_sum1"])
     if not (s1 is None or isinstance(s1, bool)):
         raise ValueError(f"bwd_rms_sum1 must be None or a bool, got {s1!r}")
-    fl = overrides.get("dwdb_flags", _tune["dwdb_flags"])
-    if not isinstance(fl, bool):
-        raise ValueError(f"dwdb_flags must be a bool, got {fl!r}")
     dm = overrides.get("dwdb_min_blocks", _tune["dwdb_min_blocks"])
     if dm not in DWDB_MIN_BLOCKS:
         raise ValueError(f"dwdb_min_blocks must be one of {DWDB_MIN_BLOCKS}, got {dm!r}")
@@ -4868,18 +4711,6 @@ def _check_stats(obj, name, m, xa):
     return a
 
 
-def _clear_flags(arr, stream):
-    _zero_kernel().launch((cdiv(4 * arr.size, 256),), (256,), stream,
-                          [_view(arr, "uint8"), 4 * arr.size])
-    return arr
-
-
-# The flagged dW / dB kernel's flags (tuning dwdb_flags): ``_FLAGS(like, stream, n)``,
-# an int32 array of at least n zeros, one per (library, device, stream); that kernel's
-# last block clears them.
-_FLAGS = StreamZeros(_clear_flags)
-
-
 def _zero(a):
     """Fill KernelArray ``a`` with zero bytes on its library's current stream."""
     if a.lib == "torch":
@@ -5072,7 +4903,6 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     pdl = (bool(words) and affine and _tune["bwd_pdl"] and dependent_launch_ok(ga.device))
     sum1 = rms and _bwd_sum1(_tune["bwd_rms_sum1"], rpb, tpr)
     use_lock = affine and not deterministic and _tune["bwd_scheme"] == "lock"
-    flagged = _tune["dwdb_flags"] and bool(words) and not lean and affine and not use_lock
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
@@ -5099,22 +4929,14 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         # kernel) of several warps, ids 1 .. rpb.
         row_bar = (_bwd_row_bar(_tune["bwd_row_bar"], vec) and bool(words)
                    and 1 < rpb <= ROW_BARRIERS and tpr > WARP and not sum1)
-        bwd_args = (dtype, rms, has_w, has_b, vector, words, prefetch, full, sacc, wide,
-                    given, one_row, red_warps, pdl, bounds, stages, sum1, w_regs, row_bar)
-        kernel = make_backward_kernel(*bwd_args, flagged)
+        kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
+                                      full, sacc, wide, given, one_row, red_warps, pdl,
+                                      bounds, stages, sum1, w_regs, row_bar)
     if sacc:
         shared = sacc_bytes
     if words:
         grid = _persistent_grid(kernel, ga, block, shared, rows, _tune["bwd_grid"],
                                 _tune["bwd_blocks_per_sm"])
-        if flagged and (grid > DWDB_FLAG_ROWS * _tune["reduce_block"][1]
-                        or _tune["reduce_block"][0] != WARP):
-            # More partial rows than the flagged dW / dB kernel's threads hold, or
-            # not a warp a block row (its polling warp's lanes).
-            flagged = False
-            kernel = make_backward_kernel(*bwd_args, False)
-            grid = _persistent_grid(kernel, ga, block, shared, rows, _tune["bwd_grid"],
-                                    _tune["bwd_blocks_per_sm"])
     elif _tune["bwd_grid"] is not None:
         grid = min(rows, int(_tune["bwd_grid"]))
     else:
@@ -5131,11 +4953,6 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     rv = _view(rstda, "float32")
     if use_lock:
         locks = ex.alloc(ga, (2 * ngroups * nch,), "int32", zero=_zero)
-    elif flagged:
-        # A real array to allocate beside (a recording's ga is a stand-in).
-        anchor = ga if not ex.recording else empty_like_lib(ga, (1,), "int32")
-        locks = ex.stream_buffer(functools.partial(_FLAGS, anchor, n=(nparts + 1) * FLAG_STRIDE),
-                                 stream)
     else:
         locks = _view(rstda, "int32")
     vdt = _view_dtype(dtype, vector)
@@ -5165,10 +4982,9 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         bx, by = _tune["reduce_block"]
         o0 = _view(o0, dtype)
         o1 = _view(o1, dtype) if len(pairs) == 2 else _unused(o0, dtype)
-        ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"], _tune["dwdb_min_blocks"], pdl,
-                                   flagged),
+        ex.launch(make_dwdb_kernel(dtype, _tune["dwdb_unroll"], _tune["dwdb_min_blocks"], pdl),
                   (cdiv(n, bx), len(pairs)),
-                  (bx, by), stream, [p0, p1, o0, o1, nparts, n] + ([locks] if flagged else []))
+                  (bx, by), stream, [p0, p1, o0, o1, nparts, n])
     return gx, gw, gb
 
 

@@ -815,11 +815,11 @@ def test_direct_cross_warp_sums_same_bits(dtype, variant):
     kernel's (bwd_red_direct=False) bits (deterministic scheme, same grid), and the
     launcher's pick shows in the kernel's name. Other layouts keep the shuffles. The
     default (None, v32) picks the direct step at 16 bits on rows of 8 or 16 warps
-    only, and (v41) only on rows with w. The simulator runs rows of 4 warps (max_tpr raised to 128); a GPU also the
-    one-row layouts of N = 2048, 4096, 5120 and 8192 (bwd_block 128: 16-bit 2048 and
-    4096 run several rows a block by default since v39). The simulator (a Python
-    thread a GPU thread) runs LayerNorm only, two rows on one block (its second row
-    takes the other buffer)."""
+    only, and (v41) only on rows with w. The simulator runs rows of 4 warps (max_tpr
+    raised to 128); a GPU also the one-row layouts of N = 2048, 4096, 5120 and 8192
+    (bwd_block 128: 16-bit 2048 and 4096 run several rows a block by default since
+    v39). The simulator (a Python thread a GPU thread) runs LayerNorm only, two rows on
+    one block (its second row takes the other buffer)."""
     if SIMULATOR and variant[0]:
         pytest.skip("simulator: LayerNorm only (RMSNorm's rows run on the GPU)")
     vec = ln._vec_of(dtype, True)
@@ -2002,93 +2002,6 @@ def test_bwd_row_bar_checks():
     assert ln.ROW_BARRIERS == 15
 
 
-def _flags_zero():
-    """Whether every stream's dW / dB flag array (tuning dwdb_flags) is all zero."""
-    for arr in ln._FLAGS.values():
-        host = arr.host if arr.host is not None else arr.owner.cpu().numpy()
-        if np.any(np.asarray(host) != 0):
-            return False
-    return True
-
-
-def _dwdb_flag_cases(vec):
-    """(shape, tuning) cases of dwdb_flags: :func:`_row_kernel_cases`' and
-    :func:`_row_bar_cases`' (several row slots a block, one row a block, ragged rows,
-    the named barriers; on a GPU v39's 16-bit layouts at 4099 rows, whose dW / dB
-    kernel runs as a dependent launch beside the row kernel's last blocks)."""
-    return _row_kernel_cases(vec) + _row_bar_cases(vec)
-
-
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
-                                     (False, False, True)], ids=_vid)
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_dwdb_flags_same_bits(dtype, variant):
-    """tuning(dwdb_flags=True) (v40 candidate): each row block raises a flag once its
-    partial rows are out and the dW / dB kernel reads each partial row when its flag is
-    up, not after the whole row kernel; no bit of dx, dw, db changes (deterministic
-    scheme), every row kernel picked is the ``_fl`` one and the dW / dB kernel the
-    flagged one, and the flags are back to zero after each call (the kernel's last
-    block clears them), so the next call on the stream starts from zero."""
-    vec = ln._vec_of(dtype, True)
-    picked = []
-    with pytest.MonkeyPatch.context() as mp:
-        _record_kernels(mp, "make_dwdb_kernel", picked)
-        _assert_row_kernels_same_bits(dtype, variant, _dwdb_flag_cases(vec), 31,
-                                      [{"dwdb_flags": True}],
-                                      lambda name, o: name.endswith("_fl"))
-    flagged = [k for k in picked if "fl" in k.split("_")]
-    assert flagged and len(flagged) == len(picked) // 2, picked
-    assert _flags_zero()
-
-
-@pytest.mark.timeout(600)
-def test_dwdb_flags_fall_back():
-    """More partial rows than the flagged dW / dB kernel's threads hold (DWDB_FLAG_ROWS a
-    thread): the launcher keeps the plain kernels (no ``_fl``), and the outputs are the
-    default's; the lock scheme and rows without w and b take no flags either."""
-    variant = (False, True, True)
-    tune = {"reduce_block": (32, 1), "bwd_block": 32, "bwd_grid": ln.DWDB_FLAG_ROWS + 1}
-    shape = (2 * ln.DWDB_FLAG_ROWS + 3, 64 * 8)
-    picked = _backward_picks(shape, "float16", variant, 7, {**tune, "dwdb_flags": True})
-    # The launcher builds the flagged row kernel, sees its grid, then the plain one.
-    assert picked and not picked[-1].endswith("_fl"), picked
-    x, w, b, dy = _inputs(shape, "float16", variant, seed=7)
-    y, mean, rstd = _forward(variant, x, w, b, 1e-5)
-    with ln.tuning(**tune):
-        want = _backward(variant, dy, x, w, b, mean, rstd, False)
-        with ln.tuning(dwdb_flags=True):
-            got = _backward(variant, dy, x, w, b, mean, rstd, False)
-    assert all(torch.equal(g, h) for g, h in zip(got, want))
-    x, w, b, dy = _inputs((5, 64 * 8), "float16", variant, seed=7)
-    y, mean, rstd = _forward(variant, x, w, b, 1e-5)
-    plain = []
-    with ln.tuning(dwdb_flags=True, bwd_scheme="lock", bwd_grid=2, **FEW_PARTIALS), \
-            pytest.MonkeyPatch.context() as mp:
-        _record_kernels(mp, "make_backward_kernel", plain)
-        ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=False)
-    assert plain and not any(k.endswith("_fl") for k in plain), plain
-    bare = _backward_picks((5, 64 * 8), "float16", (False, False, False), 7,
-                           {"dwdb_flags": True, "bwd_grid": 2})
-    assert bare and not any(k.endswith("_fl") for k in bare), bare
-    assert _flags_zero()
-
-
-def test_dwdb_flags_checks():
-    """dwdb_flags takes a bool; make_dwdb_kernel's flags a bool; the row kernels
-    publish only as row kernels with w or b."""
-    for bad in (None, 1, "yes"):
-        with pytest.raises(ValueError, match="dwdb_flags"):
-            with ln.tuning(dwdb_flags=bad):
-                pass
-    with pytest.raises(ValueError, match="flags must be a bool"):
-        ln.make_dwdb_kernel("float16", flags=1)
-    for words, has_w, has_b in ((0, True, True), (2, False, False)):
-        with pytest.raises(ValueError, match="publish is for row kernels"):
-            ln.make_backward_kernel("float16", False, has_w, has_b, True, words, publish=True)
-    assert ln.make_dwdb_kernel("float16", flags=True).name.startswith("norm_dwdb_float16_fl")
-
-
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bwd_block_default(dtype, variant):
@@ -2378,35 +2291,6 @@ def test_bwd_w_regs_ptx(dtype):
     assert rep["registers"] <= rb["registers"], (rep, rb)
     assert base.count("ld.shared.v4.f32") - ptx.count("ld.shared.v4.f32") == words * 2, (
         base.count("ld.shared.v4.f32"), ptx.count("ld.shared.v4.f32"))
-
-
-@pytest.mark.ptx
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_dwdb_flags_candidate_ptx(dtype):
-    """The dwdb_flags candidate (v40): the flagged dW / dB kernel (bwd_pdl's dependent
-    form, dwdb_min_blocks 2) reads flags with ld.acquire.gpu, clears them with atomics,
-    waits for the row kernel at its end, and fits 32 registers without spills; the row
-    kernel of v39's 16-bit layout (two groups a thread, named barriers a row) publishes
-    with a fence and an atomic exchange and keeps the unflagged kernel's registers
-    without spills."""
-    from numba_fused.registry import offline_compile, ptxas_report
-
-    args = (dtype, False, True, True, True, 2, True, True)
-    row_bar = dtype != "float32"
-    with offline_compile():
-        dwdb = ln.make_dwdb_kernel(dtype, 4, 2, True, True).ptx()
-        base = ptxas_report(ln.make_backward_kernel(*args, trigger=True,
-                                                    row_bar=row_bar).ptx())
-        row = ln.make_backward_kernel(*args, trigger=True, row_bar=row_bar,
-                                      publish=True).ptx()
-        rd, rr = ptxas_report(dwdb), ptxas_report(row)
-    assert "ld.acquire.gpu.global.b32" in dwdb and "atom.global.exch" in dwdb
-    assert "griddepcontrol.wait" in dwdb
-    _assert_no_spills(rd)
-    assert rd["registers"] <= 32, rd
-    assert "fence.acq_rel.gpu" in row and "atom.global.exch" in row
-    _assert_no_spills(rr)
-    assert rr["registers"] <= base["registers"], (rr, base)
 
 
 @pytest.mark.ptx
