@@ -902,7 +902,7 @@ _row_sum2_rows = _row_sum2_with(True)
 _row_sum2_fwd = _row_pair(warp_sum)
 
 # Warps a row (a compile-time constant) of the direct cross-warp step (tuning
-# bwd_red_direct), and those its default (v32) takes at 16 bits.
+# bwd_red_direct), and those its default (v32) takes at 16 bits (on rows with w: v41).
 RED_DIRECT_WARPS = (4, 8, 16)
 _RED_DIRECT_DEFAULT = (8, 16)
 # Row buffers of the backward row kernels' cp.async ring (tuning bwd_stages; 0: the
@@ -3567,7 +3567,9 @@ def shipped_kernels():
                     if direction == "bwd":  # exact layouts of one-row blocks (bwd_one_row)
                         yield from row(dtype, rms, has_w, has_b, True, words, True, True,
                                        one_row=True)
-                        if vec == 8 and words == 2:  # bwd_red_direct's default (v32)
+                        # bwd_red_direct's kernels: the default's on rows with w
+                        # (v32, v41), the tuning's on rows without.
+                        if vec == 8 and words == 2:
                             for nw in _RED_DIRECT_DEFAULT:
                                 yield from row(dtype, rms, has_w, has_b, True, words, True,
                                                True, one_row=True, red_warps=nw)
