@@ -4,13 +4,14 @@
         python3 bench/profile_op.py dropout_bwd --shape 16384x4096 --dtype float16 \\
         [--activation gelu] [--config '{"bias_reduce": "kernel"}']
     ncu ... python3 bench/profile_op.py ln_bwd --shape 16384x4096 --dtype float32 \\
-        [--tuning '{"bwd_red_direct": false}']
+        [--tuning '{"bwd_red_direct": false}'] [--affine none]
 
 Ops: dropout_fwd, dropout_bwd (with grad_bias; --no-bias-grad without), ln_fwd,
 ln_bwd, rms_fwd, rms_bwd; ``--provider compile`` profiles torch.compile's kernels for
 the same norm pass instead of ours, ``--provider liger`` Liger-Kernel's (where
 liger_kernel is importable); a backward's forward runs outside the range, so only the
-backward's kernels are profiled. The op runs three times first (compiles, caches), then once
+backward's kernels are profiled. ``--affine`` (our norms only) picks which of w and b
+the norm takes: wb (default), w, b (LayerNorm), none. The op runs three times first (compiles, caches), then once
 inside the range, on random normal inputs (never zeros). Nothing is checked here:
 the tests and bench/tune_*.py check the same launches.
 """
@@ -23,6 +24,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 OPS = ("dropout_fwd", "dropout_bwd", "ln_fwd", "ln_bwd", "rms_fwd", "rms_bwd")
+AFFINE = ("wb", "w", "b", "none")
 
 
 def build(args, torch, device="cuda"):
@@ -48,6 +50,10 @@ def build(args, torch, device="cuda"):
             need_bias_grad=not args.no_bias_grad, config=cfg)
     if args.provider != "numba":
         return _baseline(args, torch, x, w, b, g, n)
+    if "w" not in args.affine:
+        w = None
+    if "b" not in args.affine:
+        b = None
     if args.op == "ln_fwd":
         return lambda: nf.layer_norm_forward(x, w, b)
     if args.op == "rms_fwd":
@@ -112,9 +118,15 @@ def parse_args(argv=None):
     ap.add_argument("--provider", default="numba", choices=("numba", "compile", "liger"),
                     help="compile / liger: torch.compile's or Liger-Kernel's kernels for "
                          "the norm ops")
+    ap.add_argument("--affine", default="wb", choices=AFFINE,
+                    help="our norms: with w and b (wb), w, b (LayerNorm) or none")
     args = ap.parse_args(argv)
     if args.provider != "numba" and args.op.startswith("dropout"):
         ap.error(f"--provider {args.provider} profiles the norm ops only")
+    if args.affine != "wb" and (args.provider != "numba" or args.op.startswith("dropout")):
+        ap.error("--affine is for our norm ops")
+    if args.affine == "b" and args.op.startswith("rms"):
+        ap.error("RMSNorm has no b: --affine wb, w or none")
     return args
 
 

@@ -393,6 +393,19 @@ def test_profile_op_builds_every_op():
         profile_op.parse_args(["dropout_bwd", "--provider", "compile"])
     assert profile_op.parse_args(["rms_fwd", "--provider", "compile"]).provider == "compile"
     assert profile_op.parse_args(["ln_bwd", "--provider", "liger"]).provider == "liger"
+    # --affine: the norm backward without w / b returns None for the missing grads.
+    for op, affine, missing in (("ln_bwd", "none", (1, 2)), ("ln_bwd", "b", (1,)),
+                                ("ln_bwd", "w", (2,)), ("rms_bwd", "none", (1,))):
+        args = profile_op.parse_args([op, "--shape", "3x40", "--dtype", "float32",
+                                      "--affine", affine])
+        out = profile_op.build(args, torch, device="cpu")()
+        assert all(out[i] is None for i in missing), (op, affine)
+        assert all(out[i] is not None for i in range(len(out)) if i not in missing), (op, affine)
+        assert bool(torch.isfinite(torch.as_tensor(out[0])).all()), (op, affine)
+    for bad in (["rms_bwd", "--affine", "b"], ["dropout_fwd", "--affine", "none"],
+                ["ln_bwd", "--provider", "compile", "--affine", "w"]):
+        with pytest.raises(SystemExit):
+            profile_op.parse_args(bad)
 
 
 def test_sweep_table_from_committed_runs():
