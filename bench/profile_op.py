@@ -11,9 +11,10 @@ ln_bwd, rms_fwd, rms_bwd; ``--provider compile`` profiles torch.compile's kernel
 the same norm pass instead of ours, ``--provider liger`` Liger-Kernel's (where
 liger_kernel is importable); a backward's forward runs outside the range, so only the
 backward's kernels are profiled. ``--affine`` (our norms only) picks which of w and b
-the norm takes: wb (default), w, b (LayerNorm), none. The op runs three times first (compiles, caches), then once
-inside the range, on random normal inputs (never zeros). Nothing is checked here:
-the tests and bench/tune_*.py check the same launches.
+the norm takes: wb (default), w, b (LayerNorm), none. The op runs three times first
+(compiles, caches), then once inside the range, on random normal inputs (never
+zeros). Nothing is checked here: the tests and bench/tune_*.py check the same
+launches.
 """
 
 import argparse

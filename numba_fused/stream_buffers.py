@@ -1,10 +1,9 @@
 """Zero-filled int32 arrays that outlive a call, one per (library, device, stream).
 
-Kernels that leave such an array zero on exit (dropout's arrival counters, the
-LayerNorm dW / dB flags: their last block clears it) need it cleared only once, when
-it is created; launches on one stream never overlap, so one array a stream serves
-every launch there. Plans take these as stream buffers
-(:meth:`numba_fused.plan.Executor.stream_buffer`).
+Kernels that leave such an array zero on exit (dropout's arrival counters: their
+last block clears them) need it cleared only once, when it is created; launches on
+one stream never overlap, so one array a stream serves every launch there. Plans
+take these as stream buffers (:meth:`numba_fused.plan.Executor.stream_buffer`).
 """
 
 import threading
