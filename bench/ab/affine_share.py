@@ -6,7 +6,7 @@ order. The with-neither time bounds what any cheaper partial-row reduction (fewe
 a cluster reduction) could win back.
 
     python3 bench/ab/affine_share.py [--shape 16384x4096] [--dtypes float16,bfloat16] \
-        [--tune '{"bwd_rms_sum1": false}']    # every variant under that tuning
+        [--tune '{"bwd_rms_sum1": false}'] [--ops ln]   # every variant under that tuning
 """
 
 import argparse
@@ -39,12 +39,17 @@ def main(argv=None):
     ap.add_argument("--dtypes", default="float16,bfloat16")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--tune", default="{}", help="layer_norm.tuning overrides (JSON)")
+    ap.add_argument("--ops", default="ln,rms", help="ln, rms or both (comma-separated)")
     args = ap.parse_args(argv)
+    ops = args.ops.split(",")
+    if not ops or not set(ops) <= {"ln", "rms"}:
+        ap.error(f"--ops takes ln and/or rms, got {args.ops!r}")
     with ln.tuning(**json.loads(args.tune)):
         _run(args)
 
 
 def _run(args):
+    variants = tuple(v for v in VARIANTS if v[0] in args.ops.split(","))
     m, n = (int(v) for v in args.shape.split("x"))
     sleep = _sleep_cycles()
     print("| op, dtype | w | b | backward us (A/B/B/A passes) |")
@@ -52,12 +57,12 @@ def _run(args):
     for dname in args.dtypes.split(","):
         sets = make_sets(m, n, getattr(torch, dname))
         by_op = {op: [(dy, x, w, b) + fwd(op, x, w, b)[1:] for x, w, b, dy in sets]
-                 for op in ("ln", "rms")}
-        times = {v: [] for v in VARIANTS}
-        for order in (VARIANTS, VARIANTS[::-1], VARIANTS[::-1], VARIANTS):
+                 for op in {v[0] for v in variants}}
+        times = {v: [] for v in variants}
+        for order in (variants, variants[::-1], variants[::-1], variants):
             for v in order:
                 times[v].append(time_fn(_bwd(*v), by_op[v[0]], args.reps, sleep) * 1e3)
-        for v in VARIANTS:
+        for v in variants:
             print(f"| {v[0]} {dname} | {int(v[1])} | {int(v[2])} | "
                   + ", ".join(f"{t:.1f}" for t in times[v]) + " |")
         del sets, by_op
