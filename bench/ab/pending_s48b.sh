@@ -14,7 +14,7 @@ SRC=$PWD
 K=numba_fused/layer_norm.py
 run() {
   local tag=$1 dir=/tmp/diag_$1
-  rm -rf "$dir" && mkdir -p "$dir" && cp -r "$SRC/numba_fused" "$SRC/bench" "$dir/"
+  rm -rf "$dir" && mkdir -p "$dir" && cp -r "$SRC/numba_fused" "$SRC/interop" "$SRC/bench" "$dir/"
   case "$tag" in
     noaw) sed -i 's/aw\[o + e\] += g \* hx/pass/' "$dir/$K" ;;
     noab) sed -i 's/ab\[o + e\] += g \* act/pass/' "$dir/$K" ;;
