@@ -459,9 +459,15 @@ class Kernel:
 
     def resident_blocks(self, threads, shared, device):
         """Blocks of ``threads`` threads with ``shared`` bytes of dynamic shared memory
-        one SM of ``device`` holds at once (the driver's occupancy calculator, after
-        raising the kernel's shared-memory limit and carveout there). Cached: launch
-        heuristics ask on every call. 1 under the simulator."""
+        one SM of ``device`` holds at once (the driver's occupancy calculator). Cached:
+        launch heuristics ask on every call. 1 under the simulator.
+
+        Only a request over the driver's default cap raises the kernel's shared-memory
+        limit and carveout first (as :meth:`launch` does): a carveout preferring all of
+        the L1 as shared memory leaves ~28 KB of L1 on an H100 / H200, too little for
+        a streaming kernel's loads in flight (H200, forty-eighth session: the 16-bit
+        LayerNorm backward with w and b at 16384 x 4096, whose 16 KB a block had been
+        queried here, ran under a 233 KB carveout, bench/NOTES.md)."""
         if SIMULATOR:
             return 1
         key = (device, int(threads), int(shared))
@@ -469,7 +475,8 @@ class Kernel:
         if n is None:
             from numba.cuda.cudadrv.driver import driver
 
-            self._ensure_smem(int(shared), device)
+            if shared and shared > self._dynamic_cap(device):
+                self._ensure_smem(int(shared), device)
             cufunc = self.function(device)[0]
             with cuda.gpus[cufunc.device.id]:
                 n = max(1, int(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
