@@ -384,3 +384,49 @@ def test_ptx_digest_ignores_only_names_and_env_order():
     assert tool.ptx_digest(a) != tool.ptx_digest(c)
     assert tool.compare_digests({"k": "1", "gone": "2"}, {"k": "3", "new": "4"}) == [
         "PTX gone: gone", "PTX changed: k", "PTX new: new"]
+
+
+# ---- the L1 / shared carveout of kernels whose occupancy the launchers ask for ----
+
+def _smem_kernel(out):
+    buf = cuda.shared.array(0, types.float32)
+    t = cuda.threadIdx.x
+    buf[t] = np.float32(t)
+    cuda.syncthreads()
+    out[t] = buf[cuda.blockDim.x - 1 - t]
+
+
+def _kernel_attr(kernel, attr):
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    cufunc = kernel.function(0)[0]
+    return int(driver.cuKernelGetAttribute(getattr(binding.CUfunction_attribute, attr),
+                                           cufunc.handle, cufunc.device.id))
+
+
+@pytest.mark.gpu
+def test_resident_blocks_keeps_the_l1_for_small_shared_memory():
+    """Asking how many blocks with 16 KB of dynamic shared memory fit leaves the
+    kernel's carveout preference and shared-memory limit as the driver set them (the
+    launchers asked this for the LayerNorm row kernels, and the old answer's side
+    effect, a carveout preferring all shared memory, left them ~23 KB of L1: 114 ->
+    107 us at fp16 16384 x 4096 with w and b); only a request over the 48 KB default
+    raises both, as a launch of that size must."""
+    small = Kernel("test_smem_small", _smem_kernel, (F32,))
+    small.compile()
+    carve0 = _kernel_attr(small, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT")
+    limit0 = _kernel_attr(small, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+    assert small.resident_blocks(256, 16 * 1024, 0) >= 1
+    assert _kernel_attr(small, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT") == carve0
+    assert _kernel_attr(small, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES") == limit0
+    out = torch.full((256,), -1.0, device="cuda")
+    ka = _arr(out)
+    small.launch((1,), (256,), stream_handle(ka), [ka], shared=16 * 1024)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), torch.arange(255, -1, -1, dtype=torch.float32))
+
+    big = Kernel("test_smem_big", _smem_kernel, (F32,))
+    big.compile()
+    assert big.resident_blocks(256, 96 * 1024, 0) >= 1
+    assert _kernel_attr(big, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT") == 100
+    assert _kernel_attr(big, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES") >= 96 * 1024
