@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Written in the forty-eighth session for the next (an H200). v42 (the L1 carveout:
+# Kernel.resident_blocks no longer sets a kernel with up to 48 KB of dynamic shared
+# memory to prefer all of the carveout as shared) took 5.6-7.2 us off the 16-bit norm
+# backwards with w. Every backward tuning before it was measured with that penalty on
+# the kernels that reserve shared memory (rows with w, blocks of several rows), so:
+#   i: issue #16's interop.torch table at v42 (ab/interop_s27.sh: dropout, and the
+#      norms at 16384 x 4096, 8192 x 8192, 65536 x 1024; ~5 minutes).
+#   b: bwd_block again (v39's 512-thread blocks of several rows against 128, the old
+#      default, and 256): affine_share (both norms, fp16 / bf16, A/B/B/A in a process)
+#      at 65536 x 1024, 32768 x 2048, 16384 x 4096, 8192 x 8192 (~5 minutes).
+#   k: the other knobs on rows with w at 16384 x 4096: bwd_red_direct off, bwd_w_regs
+#      off, bwd_min_blocks 3, bwd_stages 2 (~3 minutes).
+#   bash bench/ab/pending_s49.sh "$OUT" {i|b|k}
+set -uo pipefail
+OUT=${1:?usage: pending_s49.sh OUTDIR {i|b|k}}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+ab() {  # ab TAG SHAPE TUNE
+  timeout -k 5 120 python3 bench/ab/affine_share.py --shape "$2" --tune "$3" \
+    > "$OUT/s49_$1.txt" 2>&1
+  echo "== $1 $2 $3 rc $?"; grep -E "^\| (ln|rms)" "$OUT/s49_$1.txt"
+}
+case "${2:?i, b or k}" in
+  i) bash bench/ab/interop_s27.sh "$OUT" ;;
+  b)
+    for shape in 65536x1024 32768x2048 16384x4096 8192x8192; do
+      for blk in default 128 256; do
+        tune='{}'
+        [ "$blk" = default ] || tune="{\"bwd_block\": $blk}"
+        ab "b_${shape}_$blk" "$shape" "$tune"
+      done
+    done
+    ;;
+  k)
+    i=0
+    for tune in '{}' '{"bwd_red_direct": false}' '{"bwd_w_regs": false}' \
+        '{"bwd_min_blocks": 3}' '{"bwd_stages": 2}' '{}'; do
+      i=$((i + 1))
+      ab "k$i" 16384x4096 "$tune"
+    done
+    ;;
+  *) echo "i, b or k" >&2; exit 2 ;;
+esac
