@@ -462,12 +462,9 @@ class Kernel:
         one SM of ``device`` holds at once (the driver's occupancy calculator). Cached:
         launch heuristics ask on every call. 1 under the simulator.
 
-        Only a request over the driver's default cap raises the kernel's shared-memory
-        limit and carveout first (as :meth:`launch` does): a carveout preferring all of
-        the L1 as shared memory leaves ~28 KB of L1 on an H100 / H200, too little for
-        a streaming kernel's loads in flight (H200, forty-eighth session: the 16-bit
-        LayerNorm backward with w and b at 16384 x 4096, whose 16 KB a block had been
-        queried here, ran under a 233 KB carveout, bench/NOTES.md)."""
+        A request over the driver's default cap first raises the kernel's
+        shared-memory limit and carveout (:meth:`_ensure_smem`, as a launch of that
+        size does); smaller ones leave both as the driver set them."""
         if SIMULATOR:
             return 1
         key = (device, int(threads), int(shared))
@@ -475,8 +472,7 @@ class Kernel:
         if n is None:
             from numba.cuda.cudadrv.driver import driver
 
-            if shared and shared > self._dynamic_cap(device):
-                self._ensure_smem(int(shared), device)
+            self._ensure_smem(int(shared), device)
             cufunc = self.function(device)[0]
             with cuda.gpus[cufunc.device.id]:
                 n = max(1, int(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -520,7 +516,7 @@ class Kernel:
             host = [FakeCUDAArray(a.host) if t is None else a for a, t in zip(args, self._convert)]
             self.dispatcher[grid, block, 0, shared](*host)
             return
-        if shared and shared > self._dynamic_cap(_device_of(args, self._array_idx)):
+        if shared:
             self._ensure_smem(shared, _device_of(args, self._array_idx))
         mode = _MODE[0] or launch_mode()
         if mode == "direct":
@@ -612,10 +608,15 @@ class Kernel:
         return cap
 
     def _ensure_smem(self, nbytes, device):
-        """Allow at least ``nbytes`` of dynamic shared memory on ``device`` (the
-        driver's default cap is 48 KiB; numba has no API for this) and prefer the whole
-        L1/shared carveout as shared. The attributes are per device."""
-        if nbytes <= self._smem_limit.get(device, 0):
+        """Allow ``nbytes`` of dynamic shared memory on ``device`` where that is over
+        the driver's default cap (:meth:`_dynamic_cap`; numba has no API for this), and
+        then prefer the whole L1/shared carveout as shared. The attributes are per
+        device. Requests under the cap change nothing: a carveout preferring all
+        shared memory leaves ~23 KB of L1 on an H200, too little for a streaming
+        kernel's loads in flight (forty-eighth session: the 16-bit LayerNorm backward
+        with w and b at 16384 x 4096, 16 KB a block, ran 114 -> 107 us without it,
+        bench/NOTES.md)."""
+        if nbytes <= self._dynamic_cap(device) or nbytes <= self._smem_limit.get(device, 0):
             return
         from numba.cuda.cudadrv.driver import binding, driver
 
@@ -663,7 +664,7 @@ class PreparedLaunch:
         if device is None:
             device = _device_of(args, kernel._array_idx)
         self.device = device
-        if shared and shared > kernel._dynamic_cap(device):
+        if shared:
             kernel._ensure_smem(shared, device)
         self.kernel = kernel
         self.dims = _dim3(grid) + _dim3(block)

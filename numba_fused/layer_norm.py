@@ -3678,7 +3678,7 @@ _STAGED_REGS = 2
 
 # The backward entries' figures up to the forty-seventh session were taken while every
 # kernel with dynamic shared memory ran under a carveout leaving ~23 KB of L1
-# (launch.Kernel.resident_blocks, fixed in v42, forty-eighth session: 16-bit LayerNorm
+# (launch.Kernel._ensure_smem, fixed in v42, forty-eighth session: 16-bit LayerNorm
 # backward with w and b at 16384 x 4096 114 -> 107 us): their A/Bs between layouts with
 # and without shared memory may read differently now (bench/ab/pending_s49.sh).
 _TUNING_DEFAULTS = {

@@ -41,15 +41,15 @@ def main(argv=None):
     ap.add_argument("--tune", default="{}", help="layer_norm.tuning overrides (JSON)")
     ap.add_argument("--ops", default="ln,rms", help="ln, rms or both (comma-separated)")
     args = ap.parse_args(argv)
-    ops = args.ops.split(",")
-    if not ops or not set(ops) <= {"ln", "rms"}:
+    args.ops = args.ops.split(",")
+    if not set(args.ops) <= {"ln", "rms"}:
         ap.error(f"--ops takes ln and/or rms, got {args.ops!r}")
     with ln.tuning(**json.loads(args.tune)):
         _run(args)
 
 
 def _run(args):
-    variants = tuple(v for v in VARIANTS if v[0] in args.ops.split(","))
+    variants = tuple(v for v in VARIANTS if v[0] in args.ops)
     m, n = (int(v) for v in args.shape.split("x"))
     sleep = _sleep_cycles()
     print("| op, dtype | w | b | backward us (A/B/B/A passes) |")
