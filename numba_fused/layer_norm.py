@@ -2521,7 +2521,8 @@ def make_lean_backward_kernel(dtype, rms, has_w, has_b, full, prefetch, trigger=
                               sum1=False):
     """Lean wide backward row kernel (v13, tuning ``bwd_lean``, the default) for 16-bit
     rows longer than the row kernels hold (N = 8200-16384: 1025-2048 groups of 8), and
-    under ``bwd_lean_f32`` (v15, the default) float32 ones (N = 4100-8192, groups of 4):
+    under ``bwd_lean_f32`` (v15; by default since v44 those the wide2 kernel does not
+    hold) float32 ones (N = 4100-7936, or to 8192 under True; groups of 4):
     two groups a thread, one row a block of up to 1024 threads, persistent over rows.
 
     Same math and order as ``make_backward_kernel``'s row kernel (``norm_bwd_rows``):
@@ -3862,11 +3863,17 @@ _TUNING_DEFAULTS = {
     # the prefetch 188-191); at N = 8192 (bwd_lean_min 0) 157.9 -> 167.2 against the
     # v12 row kernel, hence the row kernels up to 1024 groups.
     "bwd_lean": True,
-    # The same for float32 rows of N = 4100-8192 (v15), in place of the wide2 kernel
-    # without a prefetch (8192) and the streaming one (5120). H100, M x N = 2^26, lock
-    # / partials: N = 5120 431.2 / 430.8 -> 288.5 / 288.4 us, 8192 315.1 / 315.2 ->
-    # 289.3 / 290.0 (without the prefetch 359.2 / 318.8).
-    "bwd_lean_f32": True,
+    # The same for float32 rows of N = 4100-8192 (v15): True, in place of the wide2
+    # kernel without a prefetch (8192) and the streaming one (5120). H100, M x N = 2^26,
+    # lock / partials: N = 5120 431.2 / 430.8 -> 288.5 / 288.4 us, 8192 315.1 / 315.2
+    # -> 289.3 / 290.0 (without the prefetch 359.2 / 318.8). None (v44, the default):
+    # only rows the wide2 kernel does not hold (_bwd_wide_words), so N = 7940-8192
+    # (1985-2048 groups: 1024 threads of two) go back to wide2 (measured at 8192). H200 (forty-ninth session, 8192 x 8192, us, lean / wide2, two
+    # processes each): LayerNorm w and b 223.5 / 206.1, w 215.2 / 202.0, b 206.9 /
+    # 201.0, neither 201.1 / 195.5; RMSNorm w 214.0 / 202.4, neither 200.8 / 194.7.
+    # v15's H100 verdict was measured before v42, when the wide2 kernel's 32 KB of
+    # shared w ran in the 233 KB carveout.
+    "bwd_lean_f32": None,
     "bwd_lean_min": None,
     "bwd_lean_prefetch": True,
     # Backward, float32: rows of max_tpr / 2 to 2 max_tpr groups whose rows of two
@@ -3879,8 +3886,12 @@ _TUNING_DEFAULTS = {
     "bwd_wide2_min": None,
     # Backward, streaming over several column chunks: the rows' c1, c2 from a pass of
     # their own (make_bwd_stats_kernel) instead of every chunk's block reading the
-    # whole row for them (v11). None: 16-bit only (H100, 1024 x 65536: fp16 / bf16
-    # 0.346 / 0.363 -> 0.318 / 0.320 ms; float32 0.527 -> 0.547, not taken).
+    # whole row for them (v11). None: 16-bit rows (H100, 1024 x 65536: fp16 / bf16
+    # 0.346 / 0.363 -> 0.318 / 0.320 ms; float32 0.527 -> 0.547, not taken) and, since
+    # v45, float32 rows with w. H200 (forty-ninth session, float32 1024 x 65536, us,
+    # without / with the pass, two processes each): LayerNorm w and b 460.0 / 408.5,
+    # w 398.7 / 379.0, RMSNorm w 391.9 / 378.6; b alone 349.2 / 357.9 (slower, so
+    # not there).
     "bwd_stats_pass": None,
     # Forward: the lean row kernel (raw words, w and b from global memory; None: where
     # _fwd_lean measured it faster); fwd_words forces the forward row kernels' groups
@@ -4044,8 +4055,10 @@ def tuning(**overrides):
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block
     (None: _bwd_block's pick, v39),
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
-    streaming backward), bwd_wide2, bwd_wide2_min, bwd_stats_pass, bwd_one_row,
-    bwd_red_direct, bwd_lean, bwd_lean_f32, bwd_lean_min, bwd_lean_prefetch,
+    streaming backward), bwd_wide2, bwd_wide2_min, bwd_stats_pass (None, bool:
+    None, 16-bit rows and, v45, float32 rows with w), bwd_one_row, bwd_red_direct,
+    bwd_lean, bwd_lean_f32 (None, bool: None, v44, where the wide2 kernel does not
+    hold the row), bwd_lean_min, bwd_lean_prefetch,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks
     (1, 2: the dW/dB reduction's launch bounds, blocks an SM), bwd_min_blocks (the
     row kernels' launch bounds, blocks an SM), bwd_stages (0, 2, 3, 4: the row
@@ -4898,7 +4911,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                 and not wide if words else True)
     stats_pass = _tune["bwd_stats_pass"]
     if stats_pass is None:
-        stats_pass = vec == 8
+        stats_pass = vec == 8 or (vec == 4 and has_w)
     given = sacc and nch > 1 and bool(stats_pass) and n // vec < 2**31
     full = bool(words) and tpr * words * vec == n
     # Exact layouts only: in SASS the checked forms gained nothing (bf16 RMSNorm, two
@@ -5009,9 +5022,12 @@ def _red_direct_warps(tpr, vec, has_w=True):
 def _bwd_lean(ng, vec, m):
     """Whether the backward takes the lean wide kernel (v13) for rows of ``ng`` groups
     of ``vec``: 16-bit rows under tuning's ``bwd_lean``, float32 ones under
-    ``bwd_lean_f32`` (v15), of more than ``bwd_lean_min`` groups (None: 2 *
+    ``bwd_lean_f32`` (v15; None, the default since v44: only where the wide2 kernel
+    does not hold the row), of more than ``bwd_lean_min`` groups (None: 2 *
     _FAT_BLOCK, past the row kernels), at most 2 max_tpr, and row indices 32-bit."""
     on = _tune["bwd_lean"] if vec == 8 else _tune["bwd_lean_f32"] if vec == 4 else False
+    if on is None:
+        on = not _bwd_wide_words(ng, vec)
     if not on or m >= 2**30:
         return False
     lo = 2 * _FAT_BLOCK if _tune["bwd_lean_min"] is None else int(_tune["bwd_lean_min"])

@@ -299,8 +299,9 @@ def test_streaming_backward_accumulators(dtype, n, sacc_bytes, monkeypatch):
 
 @pytest.mark.parametrize("dtype,n", [("float16", 520), ("float32", 528), ("bfloat16", 203)])
 def test_streaming_backward_given_statistics(dtype, n, monkeypatch):
-    """v11 candidate (tuning bwd_stats_pass): the chunked streaming backward with the
-    rows' c1, c2 from a statistics pass of their own. That pass sums as the chunks'
+    """v11 (tuning bwd_stats_pass; the default for 16-bit rows and, v45, float32 rows
+    with w): the chunked streaming backward with the rows' c1, c2 from a statistics
+    pass of their own. That pass sums as the chunks'
     first pass does, so with the same geometry dx, dw and db are bit for bit those of
     the default (partials scheme); the lock scheme within tolerance of float64 (its
     order depends on who takes the lock); the launcher runs the pass exactly when
@@ -340,6 +341,15 @@ def test_streaming_backward_given_statistics(dtype, n, monkeypatch):
     with ln.tuning(bwd_stats_pass=True, **tune):
         _check_all((False, True, True), (m, n), dtype, False, seed=n + 1)
     assert len(launched) == 3 and all(a[0] == dtype for a in launched)
+    # The default (None): 16-bit rows and, since v45, float32 rows with w; not float32
+    # rows with b alone (slower there) nor the scalar path.
+    for variant in ((False, True, True), (False, False, True), (True, True, False)):
+        x, w, b, dy = _inputs((m, n), dtype, variant, seed=n + 2)
+        _, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        count = len(launched)
+        with ln.tuning(**tune):
+            _backward(variant, dy, x, w, b, mean, rstd, True)
+        assert len(launched) - count == int(vec == 8 or (vec == 4 and variant[1])), variant
 
 
 def _one_binade_rows(n, dtype):
@@ -892,9 +902,9 @@ def test_one_row_backward_same_bits(dtype, variant):
     cases = [((5, 64 * vec), one, True), ((3, 56 * vec), one, False), ((4, 16 * vec), {}, False)]
     if not SIMULATOR:
         # Exact rows of one row a block: 16-bit 512 / 1024 / 640 threads, float32 the
-        # wide kernels' 512 / 1024 and 288 threads of two groups (float32 N = 8192 with
-        # v15 off: by default it takes the lean backward). bwd_block 128: 16-bit N =
-        # 4096 runs two rows a block by default (v39).
+        # wide kernels' 512 / 1024 and 288 threads of two groups (float32 N = 8192: its
+        # default since v44; 16-bit 8192 keeps its row kernel). bwd_block 128: 16-bit
+        # N = 4096 runs two rows a block by default (v39).
         grid = {"bwd_grid": 97, "bwd_lean_f32": False, "bwd_block": 128}
         wide_n = 5120 if vec == 8 else 2304
         cases += [((4099, 4096), grid, True), ((1000, 8192), grid, True),
@@ -941,8 +951,9 @@ def test_lean_backward(dtype, variant):
     dtype's tolerance, their sums follow the lock order); with idle lanes (the row
     kernels stream such rows) and past the row kernels, every output within
     tolerance of float64 under both schemes, persistent blocks looping over rows.
-    float32 rows take it under tuning(bwd_lean_f32=True) (v15, the default; GPU: N =
-    4100-8192, past the row kernels' 1024 groups)."""
+    float32 rows take it under tuning(bwd_lean_f32=True) (v15; GPU: N = 4100-8192,
+    past the row kernels' 1024 groups) and by default (None, v44) where the wide2
+    kernel does not hold the row (GPU: N = 4100-7936)."""
     vec = ln._vec_of(dtype, True)
     picked = []
     affine = variant[1] or variant[2]
@@ -991,9 +1002,16 @@ def test_lean_backward(dtype, variant):
         # kernels and up to 1024 threads of two groups; rows the row kernels hold,
         # longer rows and scalar rows keep their kernels; each knob its own dtypes.
         for vec in (8, 4):
-            assert ln._bwd_lean(1025, vec, 8) and ln._bwd_lean(2048, vec, 8)
+            assert ln._bwd_lean(1025, vec, 8)
             assert not ln._bwd_lean(1024, vec, 8) and not ln._bwd_lean(2049, vec, 8)
-        assert not ln._bwd_lean(1025, 1, 8)
+        assert ln._bwd_lean(2048, 8, 8) and not ln._bwd_lean(1025, 1, 8)
+        # v44: float32 rows the wide2 kernel holds (1985-2048 groups, 1024 threads of
+        # two) take it, the rest of the range the lean kernel; True is v15's range.
+        assert ln._bwd_lean(1984, 4, 8) and ln._bwd_wide_words(1985, 4) == 2
+        assert not ln._bwd_lean(1985, 4, 8) and not ln._bwd_lean(2048, 4, 8)
+        for tune in ({"bwd_lean_f32": True}, {"bwd_wide2": False}):
+            with ln.tuning(**tune):
+                assert ln._bwd_lean(1985, 4, 8) and ln._bwd_lean(2048, 4, 8)
         with ln.tuning(bwd_lean=False):
             assert not ln._bwd_lean(1025, 8, 8) and ln._bwd_lean(1025, 4, 8)
         with ln.tuning(bwd_lean_f32=False):
@@ -1005,7 +1023,7 @@ def test_wide_backward_two_groups_float32(variant):
     """bwd_wide2 (the default; v10b, v10c): float32 rows of max_tpr / 2 to 2 max_tpr
     groups whose rows of two groups a thread take a divisor of 1024 threads run in the
     wide kernels, without the prefetch (on the GPU: N = 3972-4096 as 512 threads, and
-    with bwd_lean_f32 off 8068-8192 as 1024; here max_tpr = 32: 17-64 groups, 32
+    7940-8192 as 1024, by default since v44; here max_tpr = 32: 17-64 groups, 32
     threads); dx, dw, db within
     tolerance of float64 under both schemes, with idle lanes, exact rows, several row
     slots a block and persistent blocks looping; other dtypes and rows outside the
@@ -1018,8 +1036,9 @@ def test_wide_backward_two_groups_float32(variant):
              (3, tpr_max - 3, 64, 1)]
     affine = variant[1] or variant[2]
     for m, ng, block, grid in cases:
-        # bwd_lean_f32 off: the rows of max_tpr threads are v15's by default (GPU).
-        with ln.tuning(max_tpr=tpr_max, bwd_block=block, bwd_grid=grid, bwd_lean_f32=False):
+        # Under the default bwd_lean_f32 (v44) the rows of max_tpr threads are wide2's.
+        with ln.tuning(max_tpr=tpr_max, bwd_block=block, bwd_grid=grid):
+            assert not ln._bwd_lean(ng, vec, m), ng
             assert ln._row_layout(ng * vec, vec, "bwd") == (2, -(-ng // 64) * 32), ng
             for det in ((False, True) if affine else (False,)):
                 _check_all(variant, (m, ng * vec), "float32", det, seed=ng)

@@ -18,7 +18,7 @@
 #      A/B by process, HEAD / v43 / HEAD / v43 (~3 minutes).
 #   bash bench/ab/pending_s49.sh "$OUT" {i|b|k|w}
 set -uo pipefail
-OUT=${1:?usage: pending_s49.sh OUTDIR {i|b|k|w}}
+OUT=${1:?"usage: pending_s49.sh OUTDIR i|b|k|w"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 ab() {  # ab TAG SHAPE TUNE
   timeout -k 5 120 python3 bench/ab/affine_share.py --shape "$2" --tune "$3" \
