@@ -149,7 +149,8 @@ def _layer_norm(nf, torch, dt):
                 nf.rms_norm_forward(x)
         # The wide backward row kernels (bwd_wide2, the default): float32 N = 4096 as
         # v10c's two groups in 512 threads; v10b's two groups at 1024 threads with idle
-        # lanes: N = 8000 (bwd_lean_f32 off, else the lean kernel takes it).
+        # lanes: N = 8000 (by default since v44; bwd_lean_f32 False keeps it so under
+        # any later default).
         if n == 4096 and dt == torch.float32:
             x2 = torch.randn(29, 8000, device="cuda", dtype=dt)
             w2 = torch.randn(8000, device="cuda", dtype=dt)
@@ -235,7 +236,7 @@ def _layer_norm(nf, torch, dt):
             with tuning(bwd_lean=False):
                 for det in (False, True):
                     _norm_passes(nf, x, w, b, g, det)
-        # bwd_lean_f32 (v15, the default over float32 N = 4100-8192): v13's lean
+        # bwd_lean_f32 (v15; by default, v44, over float32 N = 4100-7936): v13's lean
         # backward on float32 rows, here 512 threads of two groups at N = 4096.
         if n == 4096 and dt == torch.float32:
             with tuning(bwd_lean_f32=True, bwd_lean_min=0):
@@ -264,9 +265,9 @@ def _layer_norm(nf, torch, dt):
             with tuning(fwd_staged_regs=2):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x, w)
-        # v11 (16-bit by default, here every dtype): the chunked streaming backward on
-        # given row statistics (N = 65536 has three chunks; 12296 one, so the pass does
-        # not run there).
+        # v11 (by default 16-bit, and float32 with w since v45; here every dtype): the
+        # chunked streaming backward on given row statistics (N = 65536 has three
+        # chunks; 12296 one, so the pass does not run there).
         if n >= 12288:
             with tuning(bwd_stats_pass=True):
                 for det in (False, True):
