@@ -3868,9 +3868,10 @@ _TUNING_DEFAULTS = {
     # lock / partials: N = 5120 431.2 / 430.8 -> 288.5 / 288.4 us, 8192 315.1 / 315.2
     # -> 289.3 / 290.0 (without the prefetch 359.2 / 318.8). None (v44, the default):
     # only rows the wide2 kernel does not hold (_bwd_wide_words), so N = 7940-8192
-    # (1985-2048 groups: 1024 threads of two) go back to wide2 (measured at 8192). H200 (forty-ninth session, 8192 x 8192, us, lean / wide2, two
-    # processes each): LayerNorm w and b 223.5 / 206.1, w 215.2 / 202.0, b 206.9 /
-    # 201.0, neither 201.1 / 195.5; RMSNorm w 214.0 / 202.4, neither 200.8 / 194.7.
+    # (1985-2048 groups: 1024 threads of two) go back to wide2 (measured at 8192).
+    # H200 (forty-ninth session, 8192 x 8192, us, lean / wide2, the mean of two
+    # processes' medians): LayerNorm w and b 223.5 / 206.1, w 215.1 / 202.0, b 206.9
+    # / 201.0, neither 201.3 / 195.5; RMSNorm w 214.0 / 202.4, neither 200.8 / 194.7.
     # v15's H100 verdict was measured before v42, when the wide2 kernel's 32 KB of
     # shared w ran in the 233 KB carveout.
     "bwd_lean_f32": None,
@@ -3889,9 +3890,9 @@ _TUNING_DEFAULTS = {
     # whole row for them (v11). None: 16-bit rows (H100, 1024 x 65536: fp16 / bf16
     # 0.346 / 0.363 -> 0.318 / 0.320 ms; float32 0.527 -> 0.547, not taken) and, since
     # v45, float32 rows with w. H200 (forty-ninth session, float32 1024 x 65536, us,
-    # without / with the pass, two processes each): LayerNorm w and b 460.0 / 408.5,
-    # w 398.7 / 379.0, RMSNorm w 391.9 / 378.6; b alone 349.2 / 357.9 (slower, so
-    # not there).
+    # without / with the pass, the mean of two processes' medians): LayerNorm w and b
+    # 460.0 / 408.5, w 398.5 / 379.0, RMSNorm w 391.8 / 378.5; b alone 349.2 / 357.7
+    # (slower, so not there).
     "bwd_stats_pass": None,
     # Forward: the lean row kernel (raw words, w and b from global memory; None: where
     # _fwd_lean measured it faster); fwd_words forces the forward row kernels' groups
