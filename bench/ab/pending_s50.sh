@@ -10,11 +10,19 @@
 #   s: the norms sweep at v45 (carry .whl), for RESULTS' table and plots.
 #   a: v44 and v45 where they were not timed: float32 8000 (wide2 with idle lanes) and
 #      2048 x 32768 (two chunks with w and b), default / old / default / old.
-#   bash bench/ab/pending_s50.sh "$OUT" {t|s|a}
+#   f: the float32 streaming backward at N = 12288 / 16384, 56-59% of copy in the v42
+#      sweep (0.335 / 0.323 ms against a 0.190 floor: 12 bytes an element over 4.25
+#      TB/s), the weakest backward cells: one 1024-thread block an SM with the row's
+#      dW / dB in 96 / 128 KB of shared memory, the row read twice. Existing knobs
+#      only, for more rows in flight an SM: 512-thread rows (two blocks an SM at
+#      12288), the same with shared accumulators capped at 64 KB (two column chunks
+#      of 48 / 64 KB, and v45's statistics pass with them), accumulators in global
+#      memory (~4 min).
+#   bash bench/ab/pending_s50.sh "$OUT" {t|s|a|f}
 set -uo pipefail
-OUT=${1:?"usage: pending_s50.sh OUTDIR t|s|a"}
+OUT=${1:?"usage: pending_s50.sh OUTDIR t|s|a|f"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?t, s or a}" in
+case "${2:?t, s, a or f}" in
   t)
     timeout -k 5 150 python3 -m pytest -q -p no:cacheprovider -n 14 tests/test_layer_norm.py \
       -k "given_statistics or lean_backward or wide_backward or one_row_backward_same_bits" \
@@ -42,5 +50,17 @@ case "${2:?t, s or a}" in
       done
     done
     ;;
-  *) echo "t, s or a" >&2; exit 2 ;;
+  f)
+    i=0
+    for shape in 5461x12288 4096x16384; do
+      for tune in '{}' '{"max_tpr": 512}' '{"max_tpr": 512, "sacc_bytes": 65536}' \
+          '{"sacc_bytes": 0}' '{}'; do
+        i=$((i + 1))
+        timeout -k 5 100 python3 bench/ab/affine_share.py --dtypes float32 --shape "$shape" \
+          --tune "$tune" > "$OUT/s50_f$i.txt" 2>&1
+        echo "== f$i $shape $tune rc $?"; grep -E "^\| (ln|rms)" "$OUT/s50_f$i.txt"
+      done
+    done
+    ;;
+  *) echo "t, s, a or f" >&2; exit 2 ;;
 esac
