@@ -22,6 +22,11 @@
 set -uo pipefail
 OUT=${1:?"usage: pending_s50.sh OUTDIR t|s|a|f"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+ab() {  # ab TAG SHAPE TUNE: affine_share at float32
+  timeout -k 5 100 python3 bench/ab/affine_share.py --dtypes float32 --shape "$2" \
+    --tune "$3" > "$OUT/s50_$1.txt" 2>&1
+  echo "== $1 $2 $3 rc $?"; grep -E "^\| (ln|rms)" "$OUT/s50_$1.txt"
+}
 case "${2:?t, s, a or f}" in
   t)
     timeout -k 5 150 python3 -m pytest -q -p no:cacheprovider -n 14 tests/test_layer_norm.py \
@@ -44,9 +49,7 @@ case "${2:?t, s, a or f}" in
       read -r shape old <<< "$case"
       for tune in '{}' "$old" '{}' "$old"; do
         i=$((i + 1))
-        timeout -k 5 100 python3 bench/ab/affine_share.py --dtypes float32 --shape "$shape" \
-          --tune "$tune" > "$OUT/s50_a$i.txt" 2>&1
-        echo "== a$i $shape $tune rc $?"; grep -E "^\| (ln|rms)" "$OUT/s50_a$i.txt"
+        ab "a$i" "$shape" "$tune"
       done
     done
     ;;
@@ -56,9 +59,7 @@ case "${2:?t, s, a or f}" in
       for tune in '{}' '{"max_tpr": 512}' '{"max_tpr": 512, "sacc_bytes": 65536}' \
           '{"sacc_bytes": 0}' '{}'; do
         i=$((i + 1))
-        timeout -k 5 100 python3 bench/ab/affine_share.py --dtypes float32 --shape "$shape" \
-          --tune "$tune" > "$OUT/s50_f$i.txt" 2>&1
-        echo "== f$i $shape $tune rc $?"; grep -E "^\| (ln|rms)" "$OUT/s50_f$i.txt"
+        ab "f$i" "$shape" "$tune"
       done
     done
     ;;
