@@ -51,7 +51,8 @@ w and b in one block); longer rows are split into column chunks, one block per r
 and chunk (each block sums the whole row for its statistics, then writes dx and
 accumulates dw/db for its chunk: N = 65536 takes three), so the accumulators stay in
 shared memory at every N; only ``sacc_bytes=0`` keeps them in a partial row in global
-memory.
+memory, and, by default (v46, ``tuning(bwd_global_dw=...)``), float32 rows with w and
+without b of N <= 16384, whose partial row stays in L1.
 
 Backward ``dw``/``db`` are reduced across rows in two steps: the kernel leaves
 float32 partial rows ``[R, N]``, then the ``norm_dwdb`` kernel sums them column by
@@ -3724,6 +3725,16 @@ _TUNING_DEFAULTS = {
     # this many bytes per block (else a partial row in global memory per block,
     # read-modified-written for every row). 0 turns it off.
     "sacc_bytes": 192 * 1024,
+    # Streaming backward, rows with w and without b: dw in a global partial row per
+    # block even where the shared accumulator fits. None (v46): vectorized float32
+    # rows of at most _GLOBAL_DW_GROUPS groups (N <= 16384), where the block's
+    # partial row stays in L1 and leaves the shared-memory carveout to the row's
+    # second read. H200 (fiftieth session, float32, affine_share, us, shared / global,
+    # medians of four passes): N = 10240 LayerNorm w 328.5 / 320.0, RMSNorm w 319.1 /
+    # 313.0; 12288 316.4 / 295.4, 312.6 / 285.6; 16384 317.4 / 306.2, 306.6 / 302.9;
+    # past it slower (24576 316.5 / 370.0, 32768 360.0 / 415.6, 65536 379.1 / 474.5),
+    # and with b, or b alone, slower at every N (12288 w and b 335.6 / 398.6).
+    "bwd_global_dw": None,
     # _dwdb block (columns, row slices), each at most 32. H200, fortieth session, fp16
     # LayerNorm bwd 16384 x 4096, us: (32, 32) 116.8, 116.4; (16, 32) 116.3; (8, 32)
     # 116.8; (32, 16) 117.3: even.
@@ -4056,7 +4067,9 @@ def tuning(**overrides):
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block
     (None: _bwd_block's pick, v39),
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
-    streaming backward), bwd_wide2, bwd_wide2_min, bwd_stats_pass (None, bool:
+    streaming backward), bwd_global_dw (None, bool: the streaming backward of rows
+    with w alone keeps dw in global memory; None, v46: float32 rows of N <= 16384),
+    bwd_wide2, bwd_wide2_min, bwd_stats_pass (None, bool:
     None, 16-bit rows and, v45, float32 rows with w), bwd_one_row, bwd_red_direct,
     bwd_lean, bwd_lean_f32 (None, bool: None, v44, where the wide2 kernel does not
     hold the row), bwd_lean_min, bwd_lean_prefetch,
@@ -4126,6 +4139,9 @@ def tuning(**overrides):
     wr = overrides.get("bwd_w_regs", _tune["bwd_w_regs"])
     if not (wr is None or isinstance(wr, bool)):
         raise ValueError(f"bwd_w_regs must be None or a bool, got {wr!r}")
+    gd = overrides.get("bwd_global_dw", _tune["bwd_global_dw"])
+    if not (gd is None or isinstance(gd, bool)):
+        raise ValueError(f"bwd_global_dw must be None or a bool, got {gd!r}")
     rb = overrides.get("bwd_row_bar", _tune["bwd_row_bar"])
     if not (rb is None or isinstance(rb, bool)):
         raise ValueError(f"bwd_row_bar must be None or a bool, got {rb!r}")
@@ -4903,6 +4919,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     block = rpb * tpr
     rows = cdiv(m, rpb)
     nch, sacc_bytes = _stream_chunks(n // vec, tpr, vec, int(has_w) + int(has_b))
+    if _bwd_global_dw(n // vec, vec, has_w, has_b):
+        nch, sacc_bytes = 1, 0
     sacc = not words and affine and sacc_bytes > 0
     if words or not sacc:
         nch = 1
@@ -5033,6 +5051,23 @@ def _bwd_lean(ng, vec, m):
         return False
     lo = 2 * _FAT_BLOCK if _tune["bwd_lean_min"] is None else int(_tune["bwd_lean_min"])
     return lo < ng <= _LEAN_BWD_WORDS * _tune["max_tpr"]
+
+
+# Groups (of vec 4) up to which bwd_global_dw's default holds: N = 16384 at float32.
+_GLOBAL_DW_GROUPS = 4096
+
+
+def _bwd_global_dw(ng, vec, has_w, has_b):
+    """Whether the streaming backward for rows of ``ng`` groups of ``vec`` keeps dw in
+    a global partial row per block although shared memory would hold it: rows with w
+    and without b only, under tuning's ``bwd_global_dw`` (None, v46: vectorized
+    float32 rows of at most _GLOBAL_DW_GROUPS groups)."""
+    if not has_w or has_b:
+        return False
+    on = _tune["bwd_global_dw"]
+    if on is None:
+        return vec == 4 and ng <= _GLOBAL_DW_GROUPS
+    return bool(on)
 
 
 def _stream_chunks(ng, tpr, vec, naccs):
