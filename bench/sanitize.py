@@ -128,8 +128,9 @@ def _layer_norm(nf, torch, dt):
     # 256, 512: the lean forward on sub-warp rows (8 or 16 threads a row); 12288:
     # float32's forward with 3 groups a thread; 12288 / 12296: the 16-bit backward's
     # lean kernel (v13), 12296 with idle lanes; float32's 16-byte streaming backward
-    # (shared-memory dW/dB accumulators; the 16-bit one below); 65536: the same over
-    # several column chunks.
+    # (shared-memory dW/dB accumulators, but RMSNorm's dw, w alone, in a global
+    # partial row since v46; the 16-bit one below); 65536: the same over several
+    # column chunks.
     for n in (1, 97, 256, 512, 1000, 4096, 12288, 12296, 65536):
         x = torch.randn(29, n, device="cuda", dtype=dt)
         w = torch.randn(n, device="cuda", dtype=dt)

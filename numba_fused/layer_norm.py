@@ -52,7 +52,7 @@ and chunk (each block sums the whole row for its statistics, then writes dx and
 accumulates dw/db for its chunk: N = 65536 takes three), so the accumulators stay in
 shared memory at every N; only ``sacc_bytes=0`` keeps them in a partial row in global
 memory, and, by default (v46, ``tuning(bwd_global_dw=...)``), float32 rows with w and
-without b of N <= 16384, whose partial row stays in L1.
+without b of N <= 16384, where that measured faster.
 
 Backward ``dw``/``db`` are reduced across rows in two steps: the kernel leaves
 float32 partial rows ``[R, N]``, then the ``norm_dwdb`` kernel sums them column by
@@ -3726,14 +3726,16 @@ _TUNING_DEFAULTS = {
     # read-modified-written for every row). 0 turns it off.
     "sacc_bytes": 192 * 1024,
     # Streaming backward, rows with w and without b: dw in a global partial row per
-    # block even where the shared accumulator fits. None (v46): vectorized float32
-    # rows of at most _GLOBAL_DW_GROUPS groups (N <= 16384), where the block's
-    # partial row stays in L1 and leaves the shared-memory carveout to the row's
-    # second read. H200 (fiftieth session, float32, affine_share, us, shared / global,
-    # medians of four passes): N = 10240 LayerNorm w 328.5 / 320.0, RMSNorm w 319.1 /
-    # 313.0; 12288 316.4 / 295.4, 312.6 / 285.6; 16384 317.4 / 306.2, 306.6 / 302.9;
-    # past it slower (24576 316.5 / 370.0, 32768 360.0 / 415.6, 65536 379.1 / 474.5),
-    # and with b, or b alone, slower at every N (12288 w and b 335.6 / 398.6).
+    # block even where the shared accumulator fits. None (v46): vectorized float32 rows
+    # of at most _GLOBAL_DW_GROUPS groups (N <= 16384), where the SM's one block's
+    # partial row (48 / 64 KB at 12288 / 16384) likely stays in L1, while the shared
+    # accumulator takes as much of the carveout from the row's second read (not
+    # profiled). H200 (fiftieth session, float32, affine_share, us, shared / global,
+    # medians of four passes): N = 10240 LayerNorm w 328.6 / 320.0, RMSNorm w 319.1 /
+    # 313.0; 12288 316.6 / 295.3, 312.6 / 285.7; 16384 317.5 / 306.2, 306.7 / 302.9;
+    # slower past it (LayerNorm w 24576 316.6 / 370.0, 32768 360.0 / 415.6, 65536 379.2
+    # / 474.5), and with b, or b alone, at every N (12288 w and b 335.8 / 398.7, b 282.1
+    # / 293.0).
     "bwd_global_dw": None,
     # _dwdb block (columns, row slices), each at most 32. H200, fortieth session, fp16
     # LayerNorm bwd 16384 x 4096, us: (32, 32) 116.8, 116.4; (16, 32) 116.3; (8, 32)

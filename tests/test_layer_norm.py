@@ -387,7 +387,7 @@ def test_streaming_backward_global_dw(dtype, monkeypatch):
 
     monkeypatch.setattr(ln, "make_backward_kernel", spy)
     vec = ln._vec_of(dtype, True)
-    m, n = (3, 66 * vec) if SIMULATOR else (3001, ng * vec)
+    m, n = (3, 66 * vec) if SIMULATOR else (257, ng * vec)
     # Streaming rows (max_tpr 32 below the row kernels' reach) on two blocks.
     tune = {"max_tpr": 32, "bwd_grid": 2, **FEW_PARTIALS}
     for variant in ((False, True, False), (True, True, False), (False, True, True)):
