@@ -161,6 +161,12 @@ def _layer_norm(nf, torch, dt):
                     for det in (False, True):
                         y, mean, rstd = nf.layer_norm_forward(xx, ww, bb)
                         nf.layer_norm_backward(gg, xx, ww, bb, mean, rstd, deterministic=det)
+        # The v47 candidate (opt-in): the streaming backward with db in shared memory
+        # and dw in a global partial row (16-byte rows with w and b in one chunk).
+        if n == 12288:
+            with tuning(bwd_split_acc=True, max_tpr=256):
+                y, mean, rstd = nf.layer_norm_forward(x, w, b)
+                nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
         # Thirteenth-session candidates (opt-in): the lean forward's L1 eviction hints,
         # the dW/dB reduction's 16 loads in flight.
         with tuning(fwd_evict=True, dwdb_unroll=16):

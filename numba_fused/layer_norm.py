@@ -2769,7 +2769,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1=False):
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
                          red_warps=0, trigger=False, bounds=None, stages=0, sum1=False,
-                         w_regs=False, row_bar=False):
+                         w_regs=False, row_bar=False, gdw=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2809,7 +2809,11 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     ``bwd_row_bar``, v39): each row's cross-warp step waits at a named barrier
     of that row's warps (:func:`_row_sum2_rows`), not the block's, so the rows of a
     block of several run apart; blocks of at most ROW_BARRIERS rows (the launcher
-    guarantees it); same bits."""
+    guarantees it); same bits. ``gdw`` (streaming kernels of 16-byte groups with
+    sacc, w and b, not ``given``; tuning ``bwd_split_acc``, v47 candidate): only db
+    lives in shared memory; dw is read-modified-written in the block's global
+    partial row for every row, as without sacc. Partials scheme only (``use_lock``
+    0, which the launcher guarantees); same bits as sacc alone."""
     if row_bar and (not words or one_row or red_warps or sum1):
         raise ValueError("row_bar is for row kernels of several rows a block (not "
                          "one_row) with the pair's shuffled step (neither red_warps nor "
@@ -2845,6 +2849,9 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          f"vector={vector}, prefetch={prefetch}")
     if given and not sacc:
         raise ValueError("given statistics are for streaming kernels with sacc")
+    if gdw and (not sacc or not has_w or not has_b or given or not vector):
+        raise ValueError("gdw is for streaming kernels of 16-byte groups with sacc, w and "
+                         "b, without given statistics")
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     part_store, part_add, part_add_cg = _partial_io(vec, vector)
@@ -2859,7 +2866,8 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
             + (f"_st{stages}" if stages else "") + ("_s1" if sum1 else "")
-            + ("_wr" if w_regs else "") + ("_nb" if row_bar else ""))
+            + ("_wr" if w_regs else "") + ("_nb" if row_bar else "")
+            + ("_gdw" if gdw else ""))
 
     if words:
         elems = words * vec
@@ -3271,12 +3279,12 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         step = tpr * unroll
         kmax = ((ng + nch - 1) // nch + tpr - 1) // tpr
         g_lo, g_hi = chunk_groups(ng, kmax, ch, tpr)
-        boff = np.uint32(kmax * quads * tpr if has_w else 0)
+        boff = np.uint32(kmax * quads * tpr if has_w and not gdw else 0)
         if sacc:
             for k in range(kmax):
                 for h in range(quads):
                     sl = acc_slot(k, h, t, tpr)
-                    if has_w:
+                    if has_w and not gdw:
                         acc_zero(sm, sl)
                     if has_b:
                         acc_zero(sm, sl + boff)
@@ -3328,10 +3336,13 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                         if sacc:
                             for hq in range(quads):
                                 sl = acc_slot(k0 + u, hq, t, tpr)
-                                if has_w:
+                                if has_w and not gdw:
                                     acc_add(sm, sl, ws, u * vec + 4 * hq)
                                 if has_b:
                                     acc_add(sm, sl + boff, ds, u * vec + 4 * hq)
+                            if gdw:
+                                part_accum(pw, prow * n + gi * vec, ws, u * vec, first,
+                                           use_lock)
                         else:
                             e = prow * n + gi * vec
                             if has_w:
@@ -3358,12 +3369,12 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 if gi < g_hi:
                     for hq in range(quads):
                         sl = acc_slot(k, hq, t, tpr)
-                        if has_w:
+                        if has_w and not gdw:
                             acc_get(sm, sl, ws, 4 * hq)
                         if has_b:
                             acc_get(sm, sl + boff, ds, 4 * hq)
                     e = prow * n + gi * vec
-                    if has_w:
+                    if has_w and not gdw:
                         part_accum(pw, e, ws, 0, first, use_lock)
                     if has_b:
                         part_accum(pb, e, ds, 0, first, use_lock)
@@ -3662,6 +3673,9 @@ def shipped_kernels():
                         # Given statistics (tuning bwd_stats_pass) and their pass.
                         yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True,
                                       given=True, sum1=rms)
+                        if has_w and has_b and vector:  # dw global (bwd_split_acc)
+                            yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True,
+                                          gdw=True)
                         if not (has_w and has_b):  # once per (rms, has_w)
                             yield make_bwd_stats_kernel(dtype, rms, has_w, vector, rms)
         yield make_dwdb_kernel(dtype)
@@ -3737,6 +3751,10 @@ _TUNING_DEFAULTS = {
     # / 474.5), and with b, or b alone, at every N (12288 w and b 335.8 / 398.7, b 282.1
     # / 293.0).
     "bwd_global_dw": None,
+    # v47 candidate, opt-in (untimed): the streaming backward of rows with w and b in
+    # one column chunk keeps db in shared memory and dw in a global partial row (as
+    # bwd_global_dw does for w alone), under the partials scheme. False: both shared.
+    "bwd_split_acc": False,
     # _dwdb block (columns, row slices), each at most 32. H200, fortieth session, fp16
     # LayerNorm bwd 16384 x 4096, us: (32, 32) 116.8, 116.4; (16, 32) 116.3; (8, 32)
     # 116.8; (32, 16) 117.3: even.
@@ -4071,7 +4089,8 @@ def tuning(**overrides):
     bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_global_dw (None, bool: the streaming backward of rows
     with w alone keeps dw in global memory; None, v46: float32 rows of N <= 16384),
-    bwd_wide2, bwd_wide2_min, bwd_stats_pass (None, bool:
+    bwd_split_acc (bool: with w and b, dw global and db in shared memory; v47
+    candidate), bwd_wide2, bwd_wide2_min, bwd_stats_pass (None, bool:
     None, 16-bit rows and, v45, float32 rows with w), bwd_one_row, bwd_red_direct,
     bwd_lean, bwd_lean_f32 (None, bool: None, v44, where the wide2 kernel does not
     hold the row), bwd_lean_min, bwd_lean_prefetch,
@@ -4141,6 +4160,9 @@ def tuning(**overrides):
     wr = overrides.get("bwd_w_regs", _tune["bwd_w_regs"])
     if not (wr is None or isinstance(wr, bool)):
         raise ValueError(f"bwd_w_regs must be None or a bool, got {wr!r}")
+    sa = overrides.get("bwd_split_acc", _tune["bwd_split_acc"])
+    if not isinstance(sa, bool):
+        raise ValueError(f"bwd_split_acc must be a bool, got {sa!r}")
     gd = overrides.get("bwd_global_dw", _tune["bwd_global_dw"])
     if not (gd is None or isinstance(gd, bool)):
         raise ValueError(f"bwd_global_dw must be None or a bool, got {gd!r}")
@@ -4944,6 +4966,13 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     pdl = (bool(words) and affine and _tune["bwd_pdl"] and dependent_launch_ok(ga.device))
     sum1 = rms and _bwd_sum1(_tune["bwd_rms_sum1"], rpb, tpr)
     use_lock = affine and not deterministic and _tune["bwd_scheme"] == "lock"
+    # v47 candidate (tuning bwd_split_acc): db alone in shared memory, dw in the
+    # block's global partial row, for one-chunk rows with w and b, partials scheme.
+    # Scalar rows keep both (ptxas: the float32 scalar form spills 4 bytes).
+    gdw = (sacc and has_w and has_b and nch == 1 and not use_lock and vector
+           and bool(_tune["bwd_split_acc"]))
+    if gdw:
+        sacc_bytes = _stream_chunks(n // vec, tpr, vec, 1)[1]
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
@@ -4972,7 +5001,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                    and 1 < rpb <= ROW_BARRIERS and tpr > WARP and not sum1)
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
-                                      bounds, stages, sum1, w_regs, row_bar)
+                                      bounds, stages, sum1, w_regs, row_bar, gdw)
     if sacc:
         shared = sacc_bytes
     if words:

@@ -4,10 +4,10 @@
 # measured in A/B and shipped with the device time nearly spent: its GPU test run
 # reached its timeout (21 of 24 passed, none failed) and only memcheck ran on it. In
 # order:
-#   t: the streaming-backward tests (test_streaming_backward_global_dw now at 257 rows
-#      on the GPU) with a longer timeout, then the four sanitizers on the float32
-#      LayerNorm workload (its N = 12288 RMSNorm backward with w takes v46's plan)
-#      (~5 minutes).
+#   t: the streaming-backward tests (v46's, at 257 rows now, and the v47 candidate's,
+#      new) with a longer timeout, then the four sanitizers on the float32 LayerNorm
+#      workload (its N = 12288 RMSNorm backward with w takes v46's plan, and it runs
+#      the v47 candidate at 12288) (~5 minutes).
 #   s: the norms sweep at v46 (carry .whl): the float32 RMSNorm backward at 12288 /
 #      16384 should read ~0.286 / ~0.303 (0.310 / 0.308 at v45) (~6 minutes).
 #   i: issue #16's interop.torch table at v46 (ab/interop_s27.sh, ~5 minutes).
@@ -16,14 +16,18 @@
 #      float32 LayerNorm backward at 5461 x 12288, w alone and w and b, each with dw
 #      (/ db) in shared and in global memory. Per kernel: duration, DRAM bytes, L1 /
 #      L2 hit rates, the shared-memory carveout (~3 minutes).
-#   bash bench/ab/pending_s51.sh "$OUT" {t|s|i|p}
+#   a: the v47 candidate (bwd_split_acc: with w and b, db in shared memory and dw in a
+#      global partial row, what v46 does for w alone) against the default at float32
+#      N = 10240, 12288, 16384, 24576 (the rows one chunk holds), default / candidate
+#      / default / candidate processes; it changes only LayerNorm w and b (~5 minutes).
+#   bash bench/ab/pending_s51.sh "$OUT" {t|s|i|p|a}
 set -uo pipefail
-OUT=${1:?"usage: pending_s51.sh OUTDIR t|s|i|p"}
+OUT=${1:?"usage: pending_s51.sh OUTDIR t|s|i|p|a"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?t, s, i or p}" in
+case "${2:?t, s, i, p or a}" in
   t)
     timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -n 14 --durations=5 \
-      tests/test_layer_norm.py -k "global_dw or streaming_backward or sum1" \
+      tests/test_layer_norm.py -k "global_dw or split_acc or streaming_backward or sum1" \
       > "$OUT/v46_tests.log" 2>&1
     echo "v46 tests rc $?"; tail -8 "$OUT/v46_tests.log"
     SAN_TOOLS="memcheck racecheck synccheck initcheck" SAN_OPS="layer_norm:float32" \
@@ -49,5 +53,16 @@ case "${2:?t, s, i or p}" in
       rm -f "$rep.ncu-rep"
     done
     ;;
-  *) echo "t, s, i or p" >&2; exit 2 ;;
+  a)
+    i=0
+    for shape in 6553x10240 5461x12288 4096x16384 2730x24576; do
+      for tune in '{}' '{"bwd_split_acc": true}' '{}' '{"bwd_split_acc": true}'; do
+        i=$((i + 1))
+        timeout -k 5 100 python3 bench/ab/affine_share.py --dtypes float32 --shape "$shape" \
+          --tune "$tune" > "$OUT/s51_a$i.txt" 2>&1
+        echo "== a$i $shape $tune rc $?"; grep -E "^\| ln float32 \| 1 \| 1" "$OUT/s51_a$i.txt"
+      done
+    done
+    ;;
+  *) echo "t, s, i, p or a" >&2; exit 2 ;;
 esac
