@@ -4157,30 +4157,20 @@ def tuning(**overrides):
     bm = overrides.get("bwd_min_blocks", _tune["bwd_min_blocks"])
     if bm is not None and not (isinstance(bm, int) and 1 <= bm <= 32):
         raise ValueError(f"bwd_min_blocks must be None or an int in [1, 32], got {bm!r}")
-    wr = overrides.get("bwd_w_regs", _tune["bwd_w_regs"])
-    if not (wr is None or isinstance(wr, bool)):
-        raise ValueError(f"bwd_w_regs must be None or a bool, got {wr!r}")
-    sa = overrides.get("bwd_split_acc", _tune["bwd_split_acc"])
-    if not isinstance(sa, bool):
-        raise ValueError(f"bwd_split_acc must be a bool, got {sa!r}")
-    gd = overrides.get("bwd_global_dw", _tune["bwd_global_dw"])
-    if not (gd is None or isinstance(gd, bool)):
-        raise ValueError(f"bwd_global_dw must be None or a bool, got {gd!r}")
-    rb = overrides.get("bwd_row_bar", _tune["bwd_row_bar"])
-    if not (rb is None or isinstance(rb, bool)):
-        raise ValueError(f"bwd_row_bar must be None or a bool, got {rb!r}")
+    for key in ("bwd_w_regs", "bwd_global_dw", "bwd_row_bar", "bwd_rms_sum1"):
+        v = overrides.get(key, _tune[key])
+        if not (v is None or isinstance(v, bool)):
+            raise ValueError(f"{key} must be None or a bool, got {v!r}")
+    for key in ("bwd_split_acc", "bwd_pdl"):
+        v = overrides.get(key, _tune[key])
+        if not isinstance(v, bool):
+            raise ValueError(f"{key} must be a bool, got {v!r}")
     bb = overrides.get("bwd_block", _tune["bwd_block"])
     if bb is not None and not (isinstance(bb, int) and not isinstance(bb, bool) and bb >= 1):
         raise ValueError(f"bwd_block must be None or a positive int, got {bb!r}")
     bs = overrides.get("bwd_stages", _tune["bwd_stages"])
     if bs not in BWD_STAGES or isinstance(bs, bool):
         raise ValueError(f"bwd_stages must be one of {BWD_STAGES}, got {bs!r}")
-    pdl = overrides.get("bwd_pdl", _tune["bwd_pdl"])
-    if not isinstance(pdl, bool):
-        raise ValueError(f"bwd_pdl must be a bool, got {pdl!r}")
-    s1 = overrides.get("bwd_rms_sum1", _tune["bwd_rms_sum1"])
-    if not (s1 is None or isinstance(s1, bool)):
-        raise ValueError(f"bwd_rms_sum1 must be None or a bool, got {s1!r}")
     dm = overrides.get("dwdb_min_blocks", _tune["dwdb_min_blocks"])
     if dm not in DWDB_MIN_BLOCKS:
         raise ValueError(f"dwdb_min_blocks must be one of {DWDB_MIN_BLOCKS}, got {dm!r}")
@@ -4942,9 +4932,10 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
            if words and not lean else 1)
     block = rpb * tpr
     rows = cdiv(m, rpb)
-    nch, sacc_bytes = _stream_chunks(n // vec, tpr, vec, int(has_w) + int(has_b))
     if _bwd_global_dw(n // vec, vec, has_w, has_b):
         nch, sacc_bytes = 1, 0
+    else:
+        nch, sacc_bytes = _stream_chunks(n // vec, tpr, vec, int(has_w) + int(has_b))
     sacc = not words and affine and sacc_bytes > 0
     if words or not sacc:
         nch = 1
