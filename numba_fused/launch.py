@@ -30,7 +30,7 @@ from numba import config, cuda, types
 from . import _compat
 
 __all__ = ["Kernel", "PreparedLaunch", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv", "sm_count",
-           "smem_optin", "pointer_device", "memset_zero"]
+           "smem_optin", "smem_per_sm", "carveout_percent", "pointer_device", "memset_zero"]
 
 SIMULATOR = bool(config.ENABLE_CUDASIM)
 
@@ -68,6 +68,25 @@ def smem_optin(device=None):
         return int(cuda.get_current_device().MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
     with cuda.gpus[device]:
         return int(cuda.get_current_device().MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+
+
+@functools.lru_cache(maxsize=None)
+def smem_per_sm(device=None):
+    """(shared memory bytes an SM of CUDA device ``device`` has, bytes the driver
+    reserves in it per block): (233472, 1024) on an H100 or H200. Cached."""
+    if SIMULATOR:
+        return 228 * 1024, 1024
+    dev = cuda.get_current_device() if device is None else cuda.gpus[device]
+    return int(dev.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR), int(dev.RESERVED_SHARED_MEMORY_PER_BLOCK)
+
+
+def carveout_percent(blocks, block_bytes, per_sm):
+    """The L1 / shared carveout preference (percent of ``per_sm``, the SM's shared
+    memory) that holds ``blocks`` blocks of ``block_bytes`` each (dynamic, static
+    and the driver's reserve), rounded up; at most 100. The driver maps it to a
+    configuration it supports (sm_90: 0, 8, 16, 32, 64, 100, 132, 164, 196 or 228
+    KB) and gives the rest of the 256 KB to L1."""
+    return min(100, cdiv(100 * int(blocks) * int(block_bytes), int(per_sm)))
 
 
 def cdiv(a, b):
@@ -417,6 +436,7 @@ class Kernel:
         self._smem_cap = {}    # device -> dynamic bytes launchable without opting in
         self._on_device = {}  # device -> (numba function, raw kernel handle)
         self._occupancy = {}  # (device, threads, shared) -> resident blocks per SM
+        self._carveout = {}   # device -> carveout percent fit_carveout set (plans' largest)
         self._nslots = slot
         self._tls = threading.local()
 
@@ -470,15 +490,59 @@ class Kernel:
         key = (device, int(threads), int(shared))
         n = self._occupancy.get(key)
         if n is None:
-            from numba.cuda.cudadrv.driver import driver
-
             self._ensure_smem(int(shared), device)
-            cufunc = self.function(device)[0]
-            with cuda.gpus[cufunc.device.id]:
-                n = max(1, int(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                    cufunc.handle, int(threads), int(shared))))
+            fitted = self._carveout.get(device, 100)
+            if fitted < 100:
+                # Answer as under the whole carveout, which a larger request would get.
+                self._set_carveout(device, 100)
+            n = self._max_active(threads, shared, device)
+            if fitted < 100:
+                self._set_carveout(device, fitted)
             self._occupancy[key] = n
         return n
+
+    def fit_carveout(self, threads, shared, blocks, device):
+        """Prefer the smallest L1 / shared carveout that still holds ``blocks``
+        resident blocks of ``threads`` threads and ``shared`` dynamic bytes on
+        ``device``, where a request over the default cap made the kernel prefer all
+        shared memory (:meth:`_ensure_smem`): the rest stays L1. A persistent grid of
+        one 1024-thread block an SM with 48 KB of dW accumulators otherwise runs with
+        ~23 KB of L1 and its row's second read misses there (fifty-first session, ncu
+        of the float32 LayerNorm backward at 5461 x 12288: L1 hit rate 0.5%, bench/
+        NOTES.md). The preference never drops below what an earlier call for another
+        plan of this kernel asked, and goes back to 100 where the occupancy calculator
+        then holds fewer than ``blocks``. Returns the percent in effect (100 where
+        nothing was lowered); no-op under the simulator and at or under the cap."""
+        if SIMULATOR or int(shared) <= self._dynamic_cap(device):
+            return 100
+        self._ensure_smem(int(shared), device)
+        per_sm, reserved = smem_per_sm(device)
+        static = int(self.function(device)[0].attrs.shared)
+        want = max(self._carveout.get(device, 0),
+                   carveout_percent(blocks, int(shared) + static + reserved, per_sm))
+        if want < 100:
+            self._set_carveout(device, want)
+            if self._max_active(threads, shared, device) < blocks:
+                want = 100
+        self._set_carveout(device, want)
+        self._carveout[device] = want
+        return want
+
+    def _max_active(self, threads, shared, device):
+        from numba.cuda.cudadrv.driver import driver
+
+        cufunc = self.function(device)[0]
+        with cuda.gpus[cufunc.device.id]:
+            return max(1, int(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                cufunc.handle, int(threads), int(shared))))
+
+    def _set_carveout(self, device, percent):
+        from numba.cuda.cudadrv.driver import binding, driver
+
+        cufunc = self.function(device)[0]
+        driver.cuKernelSetAttribute(
+            binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            int(percent), cufunc.handle, cufunc.device.id)
 
     def compile(self):
         """Compile now (GPU) or prepare the simulated dispatcher; returns self."""

@@ -3755,6 +3755,18 @@ _TUNING_DEFAULTS = {
     # one column chunk keeps db in shared memory and dw in a global partial row (as
     # bwd_global_dw does for w alone), under the partials scheme. False: both shared.
     "bwd_split_acc": False,
+    # v48: persistent row kernels whose dynamic shared memory is over the 48 KB default
+    # prefer the L1 / shared carveout that holds their resident blocks, not all 228
+    # KB (launch.Kernel.fit_carveout): the float32 streaming backward kept ~23 KB of L1
+    # and its row's second read missed there (ncu, fifty-first session, 5461 x 12288 w
+    # and b: L1 hit rate 0.5%, 316 us; with dw in global memory and no shared, 57%).
+    # H200, affine_share, us, fit / False (medians of two processes' four passes):
+    # float32 5461 x 12288 LayerNorm w and b 273.3 / 331.5, b 236.2 / 279.4; fp16
+    # (lean2 rows, 96-192 KB of dW / dB) 5461 x 12288 w and b 119.5 / 132.7, w 109.4
+    # / 120.9, b 107.6 / 117.2, RMSNorm w 107.8 / 117.9; 4096 x 16384 w and b 122.5 /
+    # 142.9, w 121.1 / 126.7, RMSNorm w 120.8 / 121.5; the rest even. False keeps the
+    # whole carveout as shared memory (v47 and before).
+    "fit_carveout": True,
     # _dwdb block (columns, row slices), each at most 32. H200, fortieth session, fp16
     # LayerNorm bwd 16384 x 4096, us: (32, 32) 116.8, 116.4; (16, 32) 116.3; (8, 32)
     # 116.8; (32, 16) 117.3: even.
@@ -4086,7 +4098,9 @@ def tuning(**overrides):
     Keys: bwd_scheme ("partials" | "lock": the dW/dB scheme of
     deterministic=False), max_tpr (multiple of 32, <= 1024), fwd_block, bwd_block
     (None: _bwd_block's pick, v39),
-    bwd_threads_per_sm, sacc_bytes (0: no shared-memory accumulators in the
+    bwd_threads_per_sm, fit_carveout (bool: persistent kernels over the default
+    shared-memory cap prefer the carveout holding their resident blocks; v48),
+    sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_global_dw (None, bool: the streaming backward of rows
     with w alone keeps dw in global memory; None, v46: float32 rows of N <= 16384),
     bwd_split_acc (bool: with w and b, dw global and db in shared memory; v47
@@ -4161,7 +4175,7 @@ def tuning(**overrides):
         v = overrides.get(key, _tune[key])
         if not (v is None or isinstance(v, bool)):
             raise ValueError(f"{key} must be None or a bool, got {v!r}")
-    for key in ("bwd_split_acc", "bwd_pdl"):
+    for key in ("bwd_split_acc", "bwd_pdl", "fit_carveout"):
         v = overrides.get(key, _tune[key])
         if not isinstance(v, bool):
             raise ValueError(f"{key} must be a bool, got {v!r}")
@@ -4197,16 +4211,33 @@ def group_size_m(n):
     return 64
 
 
-@functools.lru_cache(maxsize=None)
 def _persistent_grid(kernel, arr, threads, shared, units, force, cap):
     """Grid of a persistent row kernel: ``units`` (row blocks) at most, else SMs x
-    resident blocks per SM (at most ``cap`` per SM); ``force`` overrides."""
+    resident blocks per SM (at most ``cap`` per SM); ``force`` overrides. With
+    ``fit_carveout`` (v48), a kernel whose shared memory is over the default cap
+    prefers the carveout that holds just those blocks (launch.Kernel.fit_carveout)."""
     if force is not None:
         return max(1, min(units, int(force)))
-    per_sm = kernel.resident_blocks(threads, shared, arr.device)
+    return _grid_on(kernel, arr.device, threads, shared, units, cap, _sm_count(arr),
+                    _tune["fit_carveout"])
+
+
+@functools.lru_cache(maxsize=4096)
+def _grid_on(kernel, device, threads, shared, units, cap, sms, fit):
+    # Keyed by the device, not the array: v2 to v47 cached on the KernelArray, a new
+    # key for every call that kept each caller's x / dy alive (fifty-first session).
+    per_sm = kernel.resident_blocks(threads, shared, device)
     if cap is not None:
         per_sm = min(per_sm, int(cap))
-    return max(1, min(units, _sm_count(arr) * per_sm))
+    if fit and shared:
+        _fit_carveout(kernel, device, threads, shared, per_sm)
+    return max(1, min(units, sms * per_sm))
+
+
+@functools.lru_cache(maxsize=4096)
+def _fit_carveout(kernel, device, threads, shared, blocks):
+    # Once per plan: fit_carveout asks the driver.
+    return kernel.fit_carveout(threads, shared, blocks, device)
 
 
 def _sm_count(arr):
@@ -5001,8 +5032,10 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     elif _tune["bwd_grid"] is not None:
         grid = min(rows, int(_tune["bwd_grid"]))
     else:
-        grid = min(rows, max(1, cdiv(_sm_count(ga) * max(1, _tune["bwd_threads_per_sm"] // block),
-                                     nch)))
+        per_sm = max(1, _tune["bwd_threads_per_sm"] // block)
+        grid = min(rows, max(1, cdiv(_sm_count(ga) * per_sm, nch)))
+        if shared and _tune["fit_carveout"]:
+            _fit_carveout(kernel, ga.device, block, shared, per_sm)
     if use_lock:
         ngroups = min(int(_tune["group_size"] or group_size_m(n)), grid)
         nparts = ngroups

@@ -13,7 +13,7 @@ from numba import cuda, types
 import numba_fused  # noqa: F401  (installs the simulator primitives / numpy shim)
 from interop.dlpack import as_kernel_array, stream_handle
 from numba_fused import _compat, dtypes, intrinsics, philox, reductions
-from numba_fused.launch import Kernel
+from numba_fused.launch import Kernel, carveout_percent, smem_per_sm
 from tests.util import DTYPES, device, torch_dtype
 
 U32 = types.Array(types.uint32, 1, "C")
@@ -404,6 +404,19 @@ def _kernel_attr(kernel, attr):
                                            cufunc.handle, cufunc.device.id))
 
 
+def test_carveout_percent():
+    """The carveout preference for a number of resident blocks: their bytes (dynamic,
+    static and the driver's reserve) over the SM's shared memory, rounded up, at most
+    100 (H200: 233472 bytes an SM, 1024 reserved a block)."""
+    per_sm = 233472
+    assert carveout_percent(1, 48 * 1024 + 1024, per_sm) == 22
+    assert carveout_percent(1, 96 * 1024 + 1024, per_sm) == 43
+    assert carveout_percent(4, 48 * 1024 + 1024, per_sm) == 86
+    assert carveout_percent(5, 48 * 1024 + 1024, per_sm) == 100
+    assert carveout_percent(2, per_sm // 2, per_sm) == 100
+    assert carveout_percent(0, 4096, per_sm) == 0
+
+
 @pytest.mark.gpu
 def test_resident_blocks_keeps_the_l1_for_small_shared_memory():
     """Asking how many blocks with 16 KB of dynamic shared memory fit leaves the
@@ -430,3 +443,39 @@ def test_resident_blocks_keeps_the_l1_for_small_shared_memory():
     assert big.resident_blocks(256, 96 * 1024, 0) >= 1
     assert _kernel_attr(big, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT") == 100
     assert _kernel_attr(big, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES") >= 96 * 1024
+
+
+@pytest.mark.gpu
+def test_fit_carveout_keeps_the_blocks_and_gives_the_rest_to_l1():
+    """A persistent grid's kernel over the 48 KB default prefers the carveout that
+    holds just the blocks it runs, not all shared memory (v48); a plan of the same
+    kernel asking for more blocks raises it and a later smaller one does not lower it
+    again; occupancy questions for other sizes are answered as under the whole
+    carveout; the kernel still launches and reads its shared memory back."""
+    carve = "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT"
+    k = Kernel("test_smem_fit", _smem_kernel, (F32,))
+    k.compile()
+    shared = 96 * 1024
+    assert k.resident_blocks(256, shared, 0) == 2
+    per_sm, reserved = smem_per_sm(0)
+    static = int(k.function(0)[0].attrs.shared)
+    one = carveout_percent(1, shared + static + reserved, per_sm)
+    assert one < 100
+    assert k.fit_carveout(256, shared, 1, 0) == one
+    assert _kernel_attr(k, carve) == one
+    assert k.resident_blocks(256, 100 * 1024, 0) == 2
+    assert _kernel_attr(k, carve) == one
+    two = k.fit_carveout(256, shared, 2, 0)
+    assert one < two == carveout_percent(2, shared + static + reserved, per_sm)
+    assert _kernel_attr(k, carve) == two
+    assert k.fit_carveout(256, shared, 1, 0) == two
+    out = torch.full((256,), -1.0, device="cuda")
+    ka = _arr(out)
+    k.launch((132,), (256,), stream_handle(ka), [ka], shared=shared)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu(), torch.arange(255, -1, -1, dtype=torch.float32))
+    small = Kernel("test_smem_fit_small", _smem_kernel, (F32,))
+    small.compile()
+    before = _kernel_attr(small, carve)
+    assert small.fit_carveout(256, 16 * 1024, 1, 0) == 100
+    assert _kernel_attr(small, carve) == before

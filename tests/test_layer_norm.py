@@ -2955,3 +2955,58 @@ def test_lean_block_per_row_rule():
     assert ln._lean_block_per_row(1024, 4)
     assert not ln._lean_block_per_row(1024, 3)
     assert not ln._lean_block_per_row(1024, 2)
+
+
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
+def test_calls_keep_no_array_alive(variant):
+    """Array-level calls leave nothing holding the caller's arrays once they return:
+    v2 to v47 cached the persistent launch grid keyed by the KernelArray, a new entry
+    per call that kept every x and dy (and, through them, GPU memory) alive. The
+    simulator holds its last launch's arguments, so one more call on other arrays
+    comes last."""
+    import gc
+    import weakref
+
+    shape = (5, 64)
+    refs = []
+    for seed in range(3):
+        x, w, b, dy = _inputs(shape, "float32", variant, seed=seed)
+        y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+        grads = _backward(variant, dy, x, w, b, mean, rstd, True)
+        refs += [weakref.ref(t) for t in (x, dy, y, grads[0])]
+        del x, w, b, dy, y, mean, rstd, grads
+    x, w, b, dy = _inputs(shape, "float32", variant, seed=9)
+    y, mean, rstd = _forward(variant, x, w, b, 1e-5)
+    _backward(variant, dy, x, w, b, mean, rstd, True)
+    gc.collect()
+    assert [r() is None for r in refs] == [True] * len(refs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, n, named", [("float32", 12288, "_stream_sacc"),
+                                             ("float16", 12288, "_lean2"),
+                                             ("float32", 5120, "_lean2")])
+def test_launchers_fit_the_carveout(dtype, n, named, monkeypatch):
+    """v48: the backward plans whose shared memory is over the 48 KB default (the
+    float32 streaming backward's dW / dB accumulators, the lean2 rows') ask for the
+    carveout that holds their resident blocks, below 100, and still give the float64
+    answer; under ``fit_carveout=False`` they do not ask."""
+    asked = {}
+    fit = Kernel.fit_carveout
+
+    def spy(self, threads, shared, blocks, device):
+        asked[self.name] = fit(self, threads, shared, blocks, device)
+        return asked[self.name]
+
+    monkeypatch.setattr(Kernel, "fit_carveout", spy)
+    ln._fit_carveout.cache_clear()
+    ln._grid_on.cache_clear()
+    _check_all((False, True, True), (264, n), dtype, True)
+    mine = {k: v for k, v in asked.items() if named in k}
+    assert mine and all(v < 100 for v in mine.values()), asked
+    asked.clear()
+    ln._fit_carveout.cache_clear()
+    ln._grid_on.cache_clear()
+    with ln.tuning(fit_carveout=False):
+        _check_all((False, True, True), (264, n), dtype, True)
+    assert asked == {}
