@@ -3761,10 +3761,10 @@ _TUNING_DEFAULTS = {
     # and its row's second read missed there (ncu, fifty-first session, 5461 x 12288 w
     # and b: L1 hit rate 0.5%, 316 us; with dw in global memory and no shared, 57%).
     # H200, affine_share, us, fit / False (medians of two processes' four passes):
-    # float32 5461 x 12288 LayerNorm w and b 273.3 / 331.5, b 236.2 / 279.4; fp16
-    # (lean2 rows, 96-192 KB of dW / dB) 5461 x 12288 w and b 119.5 / 132.7, w 109.4
-    # / 120.9, b 107.6 / 117.2, RMSNorm w 107.8 / 117.9; 4096 x 16384 w and b 122.5 /
-    # 142.9, w 121.1 / 126.7, RMSNorm w 120.8 / 121.5; the rest even. False keeps the
+    # float32 5461 x 12288 LayerNorm w and b 273.4 / 331.5, b 236.3 / 279.4; fp16
+    # (lean2 rows, 96-192 KB of dW / dB) 5461 x 12288 w and b 119.5 / 132.8, w 109.5
+    # / 120.9, b 107.7 / 117.3, RMSNorm w 107.8 / 118.0; 4096 x 16384 w and b 122.5 /
+    # 142.8, w 121.1 / 126.7, RMSNorm w 120.8 / 121.4; the rest even. False keeps the
     # whole carveout as shared memory (v47 and before).
     "fit_carveout": True,
     # _dwdb block (columns, row slices), each at most 32. H200, fortieth session, fp16
