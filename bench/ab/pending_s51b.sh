@@ -19,17 +19,10 @@ timeout -k 5 "${TEST_TIMEOUT:-170}" python3 -m pytest -q -p no:cacheprovider -n 
   > "$OUT/s51b_tests.log" 2>&1
 echo "tests rc $?"; tail -4 "$OUT/s51b_tests.log"
 timeout -k 5 60 python3 - <<'PY' 2>&1 | tee "$OUT/s51b_probe.log"
-import numpy as np
-from numba import cuda, types
+from numba import types
 from numba.cuda.cudadrv.driver import driver
-from numba_fused.launch import Kernel, carveout_percent, smem_per_sm
-
-def body(out):
-    buf = cuda.shared.array(0, types.float32)
-    t = cuda.threadIdx.x
-    buf[t] = np.float32(t)
-    cuda.syncthreads()
-    out[t] = buf[cuda.blockDim.x - 1 - t]
+from numba_fused.launch import Kernel, smem_per_sm
+from tests.test_helpers import _smem_kernel as body
 
 k = Kernel("probe_smem", body, (types.float32[::1],)).compile()
 print("smem_per_sm", smem_per_sm(0))
