@@ -54,6 +54,12 @@ shared memory at every N; only ``sacc_bytes=0`` keeps them in a partial row in g
 memory, and, by default (v46, ``tuning(bwd_global_dw=...)``), float32 rows with w and
 without b of N <= 16384, where that measured faster.
 
+A kernel whose dynamic shared memory is over the 48 KB default (the streaming
+backward's accumulators, the lean2 backward rows at N >= 12288 at 16-bit, the staged
+forward) prefers the L1 / shared carveout that holds just the blocks its grid runs an
+SM (v48, ``tuning(fit_carveout=...)``, :meth:`launch.Kernel.fit_carveout`): with the
+whole 228 KB as shared memory, the ~23 KB left as L1 made the row's second read miss.
+
 Backward ``dw``/``db`` are reduced across rows in two steps: the kernel leaves
 float32 partial rows ``[R, N]``, then the ``norm_dwdb`` kernel sums them column by
 column in a fixed order. Two ways to produce the partial rows: ``deterministic=True``
