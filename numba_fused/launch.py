@@ -520,11 +520,10 @@ class Kernel:
         static = int(self.function(device)[0].attrs.shared)
         want = max(self._carveout.get(device, 0),
                    carveout_percent(blocks, int(shared) + static + reserved, per_sm))
-        if want < 100:
-            self._set_carveout(device, want)
-            if self._max_active(threads, shared, device) < blocks:
-                want = 100
         self._set_carveout(device, want)
+        if want < 100 and self._max_active(threads, shared, device) < blocks:
+            want = 100
+            self._set_carveout(device, want)
         self._carveout[device] = want
         return want
 

@@ -4224,20 +4224,21 @@ def _persistent_grid(kernel, arr, threads, shared, units, force, cap):
     prefers the carveout that holds just those blocks (launch.Kernel.fit_carveout)."""
     if force is not None:
         return max(1, min(units, int(force)))
-    return _grid_on(kernel, arr.device, threads, shared, units, cap, _sm_count(arr),
-                    _tune["fit_carveout"])
+    per_sm = _blocks_per_sm(kernel, arr.device, threads, shared, cap, _tune["fit_carveout"])
+    return max(1, min(units, _sm_count(arr) * per_sm))
 
 
 @functools.lru_cache(maxsize=4096)
-def _grid_on(kernel, device, threads, shared, units, cap, sms, fit):
-    # Keyed by the device, not the array: v2 to v47 cached on the KernelArray, a new
-    # key for every call that kept each caller's x / dy alive (fifty-first session).
+def _blocks_per_sm(kernel, device, threads, shared, cap, fit):
+    # Keyed by the device, not the array: v2 to v47 cached the whole grid on the
+    # KernelArray, a new key for every call that kept each caller's x / dy alive
+    # (fifty-first session).
     per_sm = kernel.resident_blocks(threads, shared, device)
     if cap is not None:
         per_sm = min(per_sm, int(cap))
     if fit and shared:
         _fit_carveout(kernel, device, threads, shared, per_sm)
-    return max(1, min(units, sms * per_sm))
+    return per_sm
 
 
 @functools.lru_cache(maxsize=4096)

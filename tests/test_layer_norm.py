@@ -3,9 +3,11 @@ every kernel layout, both dW/dB schemes, bad input, the torch and CuPy front end
 and the PTX compile of every shipped kernel."""
 
 import functools
+import gc
 import importlib
 import math
 import re
+import weakref
 
 import numpy as np
 import pytest
@@ -2964,9 +2966,6 @@ def test_calls_keep_no_array_alive(variant):
     per call that kept every x and dy (and, through them, GPU memory) alive. The
     simulator holds its last launch's arguments, so one more call on other arrays
     comes last."""
-    import gc
-    import weakref
-
     shape = (5, 64)
     refs = []
     for seed in range(3):
@@ -3000,13 +2999,13 @@ def test_launchers_fit_the_carveout(dtype, n, named, monkeypatch):
 
     monkeypatch.setattr(Kernel, "fit_carveout", spy)
     ln._fit_carveout.cache_clear()
-    ln._grid_on.cache_clear()
+    ln._blocks_per_sm.cache_clear()
     _check_all((False, True, True), (264, n), dtype, True)
     mine = {k: v for k, v in asked.items() if named in k}
     assert mine and all(v < 100 for v in mine.values()), asked
     asked.clear()
     ln._fit_carveout.cache_clear()
-    ln._grid_on.cache_clear()
+    ln._blocks_per_sm.cache_clear()
     with ln.tuning(fit_carveout=False):
         _check_all((False, True, True), (264, n), dtype, True)
     assert asked == {}
