@@ -22,6 +22,7 @@ are called through numba's simulated dispatcher with host (NumPy) arrays.
 import contextlib
 import ctypes
 import functools
+import numbers
 import os
 import threading
 
@@ -86,7 +87,17 @@ def carveout_percent(blocks, block_bytes, per_sm):
     and the driver's reserve), rounded up; at most 100. The driver maps it to a
     configuration it supports (sm_90: 0, 8, 16, 32, 64, 100, 132, 164, 196 or 228
     KB) and gives the rest of the 256 KB to L1."""
+    _count(blocks, "blocks", 0)
+    _count(block_bytes, "block_bytes", 0)
+    _count(per_sm, "per_sm", 1)
     return min(100, cdiv(100 * int(blocks) * int(block_bytes), int(per_sm)))
+
+
+def _count(value, name, lo):
+    # launch cannot use checks.check_int: checks imports interop.dlpack, which imports
+    # this module.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {value!r}")
 
 
 def cdiv(a, b):
@@ -512,7 +523,11 @@ class Kernel:
         NOTES.md). The preference never drops below what an earlier call for another
         plan of this kernel asked, and goes back to 100 where the occupancy calculator
         then holds fewer than ``blocks``. Returns the percent in effect (100 where
-        nothing was lowered); no-op under the simulator and at or under the cap."""
+        nothing was lowered); no-op under the simulator and at or under the cap.
+        ValueError for threads or blocks under 1 or negative shared, checked first."""
+        _count(threads, "threads", 1)
+        _count(shared, "shared", 0)
+        _count(blocks, "blocks", 1)
         if SIMULATOR or int(shared) <= self._dynamic_cap(device):
             return 100
         self._ensure_smem(int(shared), device)

@@ -417,6 +417,23 @@ def test_carveout_percent():
     assert carveout_percent(0, 4096, per_sm) == 0
 
 
+@pytest.mark.parametrize("args", [(-1, 4096, 233472), (1, -1, 233472), (1, 4096, 0),
+                                  (1.5, 4096, 233472), (True, 4096, 233472)])
+def test_carveout_percent_rejects_bad_counts(args):
+    with pytest.raises(ValueError, match="must be an int"):
+        carveout_percent(*args)
+
+
+@pytest.mark.parametrize("threads, shared, blocks", [(0, 64 * 1024, 1), (256, -1, 1),
+                                                     (256, 64 * 1024, 0),
+                                                     (256, 64 * 1024, 1.0)])
+def test_fit_carveout_rejects_bad_counts(threads, shared, blocks):
+    """Checked before anything is asked of the driver (so under the simulator too)."""
+    k = Kernel("test_smem_fit_bad", _smem_kernel, (F32,))
+    with pytest.raises(ValueError, match="must be an int"):
+        k.fit_carveout(threads, shared, blocks, 0)
+
+
 @pytest.mark.gpu
 def test_resident_blocks_keeps_the_l1_for_small_shared_memory():
     """Asking how many blocks with 16 KB of dynamic shared memory fit leaves the
