@@ -50,9 +50,8 @@ streaming backward keeps its dw/db accumulators in shared memory when they fit
 w and b in one block); longer rows are split into column chunks, one block per row
 and chunk (each block sums the whole row for its statistics, then writes dx and
 accumulates dw/db for its chunk: N = 65536 takes three), so the accumulators stay in
-shared memory at every N; only ``sacc_bytes=0`` keeps them in a partial row in global
-memory, and, by default (v46, ``tuning(bwd_global_dw=...)``), float32 rows with w and
-without b of N <= 16384, where that measured faster.
+shared memory at every N; only ``sacc_bytes=0`` (or, for rows with w alone,
+``tuning(bwd_global_dw=True)``) keeps them in a partial row in global memory.
 
 A kernel whose dynamic shared memory is over the 48 KB default (the streaming
 backward's accumulators, the lean2 backward rows at N >= 12288 at 16-bit, the staged
@@ -3746,17 +3745,14 @@ _TUNING_DEFAULTS = {
     # read-modified-written for every row). 0 turns it off.
     "sacc_bytes": 192 * 1024,
     # Streaming backward, rows with w and without b: dw in a global partial row per
-    # block even where the shared accumulator fits. None (v46): vectorized float32 rows
-    # of at most _GLOBAL_DW_GROUPS groups (N <= 16384), where the SM's one block's
-    # partial row (48 / 64 KB at 12288 / 16384) likely stays in L1, while the shared
-    # accumulator takes as much of the carveout from the row's second read (not
-    # profiled). H200 (fiftieth session, float32, affine_share, us, shared / global,
-    # medians of four passes): N = 10240 LayerNorm w 328.6 / 320.0, RMSNorm w 319.1 /
-    # 313.0; 12288 316.6 / 295.3, 312.6 / 285.7; 16384 317.5 / 306.2, 306.7 / 302.9;
-    # slower past it (LayerNorm w 24576 316.6 / 370.0, 32768 360.0 / 415.6, 65536 379.2
-    # / 474.5), and with b, or b alone, at every N (12288 w and b 335.8 / 398.7, b 282.1
-    # / 293.0).
-    "bwd_global_dw": None,
+    # block even where the shared accumulator fits (opt-in). v46 made it the default
+    # for float32 rows of N <= 16384 (fiftieth session: 12288 LayerNorm w 316.6 ->
+    # 295.3 us, when the shared accumulators cost the kernel its L1); under v48
+    # (fit_carveout) it lost everywhere it held and was retired (fifty-second session,
+    # float32, affine_share, us, global / shared, two processes' four passes: LayerNorm
+    # w 10240 319.8 / 281.2, 12288 295.0 / 247.9, 16384 307.1 / 234.2; RMSNorm w 313.2 /
+    # 274.8, 285.8 / 242.8, 303.8 / 232.9).
+    "bwd_global_dw": False,
     # v47 candidate, opt-in (untimed): the streaming backward of rows with w and b in
     # one column chunk keeps db in shared memory and dw in a global partial row (as
     # bwd_global_dw does for w alone), under the partials scheme. False: both shared.
@@ -4107,8 +4103,8 @@ def tuning(**overrides):
     bwd_threads_per_sm, fit_carveout (bool: persistent kernels over the default
     shared-memory cap prefer the carveout holding their resident blocks; v48),
     sacc_bytes (0: no shared-memory accumulators in the
-    streaming backward), bwd_global_dw (None, bool: the streaming backward of rows
-    with w alone keeps dw in global memory; None, v46: float32 rows of N <= 16384),
+    streaming backward), bwd_global_dw (bool: the streaming backward of rows
+    with w alone keeps dw in global memory; v46's default until v48),
     bwd_split_acc (bool: with w and b, dw global and db in shared memory; v47
     candidate), bwd_wide2, bwd_wide2_min, bwd_stats_pass (None, bool:
     None, 16-bit rows and, v45, float32 rows with w), bwd_one_row, bwd_red_direct,
@@ -4177,11 +4173,11 @@ def tuning(**overrides):
     bm = overrides.get("bwd_min_blocks", _tune["bwd_min_blocks"])
     if bm is not None and not (isinstance(bm, int) and 1 <= bm <= 32):
         raise ValueError(f"bwd_min_blocks must be None or an int in [1, 32], got {bm!r}")
-    for key in ("bwd_w_regs", "bwd_global_dw", "bwd_row_bar", "bwd_rms_sum1"):
+    for key in ("bwd_w_regs", "bwd_row_bar", "bwd_rms_sum1"):
         v = overrides.get(key, _tune[key])
         if not (v is None or isinstance(v, bool)):
             raise ValueError(f"{key} must be None or a bool, got {v!r}")
-    for key in ("bwd_split_acc", "bwd_pdl", "fit_carveout"):
+    for key in ("bwd_global_dw", "bwd_split_acc", "bwd_pdl", "fit_carveout"):
         v = overrides.get(key, _tune[key])
         if not isinstance(v, bool):
             raise ValueError(f"{key} must be a bool, got {v!r}")
@@ -4970,7 +4966,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
            if words and not lean else 1)
     block = rpb * tpr
     rows = cdiv(m, rpb)
-    if _bwd_global_dw(n // vec, vec, has_w, has_b):
+    if _bwd_global_dw(has_w, has_b):
         nch, sacc_bytes = 1, 0
     else:
         nch, sacc_bytes = _stream_chunks(n // vec, tpr, vec, int(has_w) + int(has_b))
@@ -5115,21 +5111,11 @@ def _bwd_lean(ng, vec, m):
     return lo < ng <= _LEAN_BWD_WORDS * _tune["max_tpr"]
 
 
-# Groups (of vec 4) up to which bwd_global_dw's default holds: N = 16384 at float32.
-_GLOBAL_DW_GROUPS = 4096
-
-
-def _bwd_global_dw(ng, vec, has_w, has_b):
-    """Whether the streaming backward for rows of ``ng`` groups of ``vec`` keeps dw in
-    a global partial row per block although shared memory would hold it: rows with w
-    and without b only, under tuning's ``bwd_global_dw`` (None, v46: vectorized
-    float32 rows of at most _GLOBAL_DW_GROUPS groups)."""
-    if not has_w or has_b:
-        return False
-    on = _tune["bwd_global_dw"]
-    if on is None:
-        return vec == 4 and ng <= _GLOBAL_DW_GROUPS
-    return bool(on)
+def _bwd_global_dw(has_w, has_b):
+    """Whether the streaming backward keeps dw in a global partial row per block
+    although shared memory would hold it: rows with w and without b, under tuning's
+    ``bwd_global_dw`` (False by default since the fifty-second session)."""
+    return has_w and not has_b and bool(_tune["bwd_global_dw"])
 
 
 def _stream_chunks(ng, tpr, vec, naccs):

@@ -276,10 +276,7 @@ def test_streaming_backward_accumulators(dtype, n, sacc_bytes, monkeypatch):
     monkeypatch.setattr(ln, "make_backward_kernel", spy)
     # deterministic=False on the seed's lock scheme, True on the per-block partials;
     # both leave two partial rows (bwd_grid=2).
-    # bwd_global_dw False: float32 rows with w alone would keep dw in global memory by
-    # default (v46, test_streaming_backward_global_dw).
-    tune = {"max_tpr": 32, "bwd_grid": 2, "bwd_scheme": "lock", "bwd_global_dw": False,
-            **FEW_PARTIALS}
+    tune = {"max_tpr": 32, "bwd_grid": 2, "bwd_scheme": "lock", **FEW_PARTIALS}
     if SIMULATOR:
         # The forward only feeds the backward here: its streaming kernel (32 threads a
         # row at max_tpr) rather than the lean one, whose float32 N = 528 rows of 160
@@ -322,10 +319,7 @@ def test_streaming_backward_given_statistics(dtype, n, monkeypatch):
     monkeypatch.setattr(ln, "make_bwd_stats_kernel", spy)
     m = 5 if SIMULATOR else 3001
     # Several chunks for LayerNorm (dw and db) and RMSNorm (dw) alike.
-    # (bwd_global_dw False: by default, v46, float32 rows with w alone keep dw in
-    # global memory, in one chunk, so without the pass.)
-    tune = {"max_tpr": 32, "bwd_grid": 2, "sacc_bytes": 512 if n == 203 else 2048,
-            "bwd_global_dw": False}
+    tune = {"max_tpr": 32, "bwd_grid": 2, "sacc_bytes": 512 if n == 203 else 2048}
     vec = ln._vec_of(dtype, n % ln._vec_of(dtype, True) == 0)
     with ln.tuning(**tune):
         assert all(ln._stream_chunks(n // vec, 32, vec, naccs)[0] > 1 for naccs in (1, 2))
@@ -362,24 +356,22 @@ def test_streaming_backward_given_statistics(dtype, n, monkeypatch):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_streaming_backward_global_dw(dtype, monkeypatch):
-    """v46 (tuning bwd_global_dw): by default the streaming backward of vectorized
-    float32 rows with w and without b, N <= 16384, keeps dw in a global partial row
-    per block although shared memory would hold it; rows with b, 16-bit rows and
-    longer rows keep the shared accumulators; True and False force it for every row
-    with w alone / for none. Both forms add a block's rows in the same order, so dx
-    and dw agree bit for bit; the launcher builds the form asked for."""
-    assert ln._TUNING_DEFAULTS["bwd_global_dw"] is None
-    ng = ln._GLOBAL_DW_GROUPS
-    assert ln._bwd_global_dw(ng, 4, True, False) and not ln._bwd_global_dw(ng + 1, 4, True, False)
-    assert not any(ln._bwd_global_dw(ng, vec, True, False) for vec in (1, 8))
-    assert not ln._bwd_global_dw(ng, 4, True, True) and not ln._bwd_global_dw(ng, 4, False, True)
+    """tuning bwd_global_dw (opt-in; v46's default for float32 rows of N <= 16384 until
+    v48 made the shared accumulators faster): the streaming backward of rows with w
+    and without b keeps dw in a global partial row per block although shared memory
+    would hold it; rows with b keep the shared accumulators. Both forms add a block's
+    rows in the same order, so dx and dw agree bit for bit; the launcher builds the
+    form asked for."""
+    assert ln._TUNING_DEFAULTS["bwd_global_dw"] is False
+    assert not ln._bwd_global_dw(True, False)
     with ln.tuning(bwd_global_dw=True):
-        assert ln._bwd_global_dw(8 * ng, 8, True, False)
-        assert not ln._bwd_global_dw(ng, 4, True, True)
-    for bad in (1, "yes"):
+        assert ln._bwd_global_dw(True, False)
+        assert not ln._bwd_global_dw(True, True) and not ln._bwd_global_dw(False, True)
+    for bad in (None, 1, "yes"):
         with pytest.raises(ValueError, match="bwd_global_dw"):
             with ln.tuning(bwd_global_dw=bad):
                 pass
+    ng = 4096
     picked = []
     _record_kernels(monkeypatch, "make_backward_kernel", picked)
     vec = ln._vec_of(dtype, True)
@@ -394,7 +386,7 @@ def test_streaming_backward_global_dw(dtype, monkeypatch):
             picked.clear()
             with ln.tuning(**tune, **pick), poison_outputs():
                 outs.append(_backward(variant, dy, x, w, b, mean, rstd, True))
-            glob = pick.get("bwd_global_dw", dtype == "float32" and ng * 4 >= n)
+            glob = pick.get("bwd_global_dw", False)
             assert picked and all(("_sacc" in k) is (not glob or bool(variant[2]))
                                   for k in picked), (variant, pick, picked)
         for got in outs[1:]:
@@ -2225,7 +2217,7 @@ def _sum1_cases(vec):
         ((2, 64 * vec), {**lean, "bwd_grid": 1, "bwd_block": 32}),
         # Streaming rows in column chunks, their statistics from the pass of their own.
         ((3, 2048), {"max_tpr": 64, "bwd_grid": 2, "sacc_bytes": 2048,
-                     "bwd_stats_pass": True, "bwd_global_dw": False}),
+                     "bwd_stats_pass": True}),
     ]
     if not SIMULATOR:
         cases += [((4099, n), {"bwd_grid": 97}) for n in (512, 1024, 4096, 8192, 16384)]
