@@ -128,9 +128,8 @@ def _layer_norm(nf, torch, dt):
     # 256, 512: the lean forward on sub-warp rows (8 or 16 threads a row); 12288:
     # float32's forward with 3 groups a thread; 12288 / 12296: the 16-bit backward's
     # lean kernel (v13), 12296 with idle lanes; float32's 16-byte streaming backward
-    # (shared-memory dW/dB accumulators, but RMSNorm's dw, w alone, in a global
-    # partial row since v46; the 16-bit one below); 65536: the same over several
-    # column chunks.
+    # (shared-memory dW/dB accumulators; the 16-bit one below); 65536: the same over
+    # several column chunks.
     for n in (1, 97, 256, 512, 1000, 4096, 12288, 12296, 65536):
         x = torch.randn(29, n, device="cuda", dtype=dt)
         w = torch.randn(n, device="cuda", dtype=dt)
@@ -161,12 +160,12 @@ def _layer_norm(nf, torch, dt):
                     for det in (False, True):
                         y, mean, rstd = nf.layer_norm_forward(xx, ww, bb)
                         nf.layer_norm_backward(gg, xx, ww, bb, mean, rstd, deterministic=det)
-        # The v47 candidate (opt-in): the streaming backward with db in shared memory
-        # and dw in a global partial row (16-byte rows with w and b in one chunk).
+        # v46's form, opt-in since the fifty-second session: the streaming backward of
+        # rows with w alone with dw in a global partial row.
         if n == 12288:
-            with tuning(bwd_split_acc=True, max_tpr=256):
-                y, mean, rstd = nf.layer_norm_forward(x, w, b)
-                nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
+            with tuning(bwd_global_dw=True):
+                nf.rms_norm_backward(g, x, w, nf.rms_norm_forward(x, w)[1],
+                                     deterministic=True)
         # Thirteenth-session candidates (opt-in): the lean forward's L1 eviction hints,
         # the dW/dB reduction's 16 loads in flight.
         with tuning(fwd_evict=True, dwdb_unroll=16):

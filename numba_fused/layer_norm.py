@@ -2774,7 +2774,7 @@ def make_bwd_stats_kernel(dtype, rms, has_w, vector, sum1=False):
 def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          full=False, sacc=False, wide=False, given=False, one_row=False,
                          red_warps=0, trigger=False, bounds=None, stages=0, sum1=False,
-                         w_regs=False, row_bar=False, gdw=False):
+                         w_regs=False, row_bar=False):
     """Backward kernel (dx, and dw/db partial rows) for ``dtype`` storage; flags as
     :func:`make_forward_kernel` (has_w: the forward multiplied by w, so dx uses w and
     dw is wanted; has_b: db is wanted). ``sacc`` (streaming kernels with w or b
@@ -2814,11 +2814,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
     ``bwd_row_bar``, v39): each row's cross-warp step waits at a named barrier
     of that row's warps (:func:`_row_sum2_rows`), not the block's, so the rows of a
     block of several run apart; blocks of at most ROW_BARRIERS rows (the launcher
-    guarantees it); same bits. ``gdw`` (streaming kernels of 16-byte groups with
-    sacc, w and b, not ``given``; tuning ``bwd_split_acc``, v47 candidate): only db
-    lives in shared memory; dw is read-modified-written in the block's global
-    partial row for every row, as without sacc. Partials scheme only (``use_lock``
-    0, which the launcher guarantees); same bits as sacc alone."""
+    guarantees it); same bits."""
     if row_bar and (not words or one_row or red_warps or sum1):
         raise ValueError("row_bar is for row kernels of several rows a block (not "
                          "one_row) with the pair's shuffled step (neither red_warps nor "
@@ -2854,9 +2850,6 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                          f"vector={vector}, prefetch={prefetch}")
     if given and not sacc:
         raise ValueError("given statistics are for streaming kernels with sacc")
-    if gdw and (not sacc or not has_w or not has_b or given or not vector):
-        raise ValueError("gdw is for streaming kernels of 16-byte groups with sacc, w and "
-                         "b, without given statistics")
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     part_store, part_add, part_add_cg = _partial_io(vec, vector)
@@ -2871,8 +2864,7 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
             + (f"_rd{red_warps}" if red_warps else "") + ("_trig" if trigger else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
             + (f"_st{stages}" if stages else "") + ("_s1" if sum1 else "")
-            + ("_wr" if w_regs else "") + ("_nb" if row_bar else "")
-            + ("_gdw" if gdw else ""))
+            + ("_wr" if w_regs else "") + ("_nb" if row_bar else ""))
 
     if words:
         elems = words * vec
@@ -3284,12 +3276,12 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
         step = tpr * unroll
         kmax = ((ng + nch - 1) // nch + tpr - 1) // tpr
         g_lo, g_hi = chunk_groups(ng, kmax, ch, tpr)
-        boff = np.uint32(kmax * quads * tpr if has_w and not gdw else 0)
+        boff = np.uint32(kmax * quads * tpr if has_w else 0)
         if sacc:
             for k in range(kmax):
                 for h in range(quads):
                     sl = acc_slot(k, h, t, tpr)
-                    if has_w and not gdw:
+                    if has_w:
                         acc_zero(sm, sl)
                     if has_b:
                         acc_zero(sm, sl + boff)
@@ -3341,13 +3333,10 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                         if sacc:
                             for hq in range(quads):
                                 sl = acc_slot(k0 + u, hq, t, tpr)
-                                if has_w and not gdw:
+                                if has_w:
                                     acc_add(sm, sl, ws, u * vec + 4 * hq)
                                 if has_b:
                                     acc_add(sm, sl + boff, ds, u * vec + 4 * hq)
-                            if gdw:
-                                part_accum(pw, prow * n + gi * vec, ws, u * vec, first,
-                                           use_lock)
                         else:
                             e = prow * n + gi * vec
                             if has_w:
@@ -3374,12 +3363,12 @@ def make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True,
                 if gi < g_hi:
                     for hq in range(quads):
                         sl = acc_slot(k, hq, t, tpr)
-                        if has_w and not gdw:
+                        if has_w:
                             acc_get(sm, sl, ws, 4 * hq)
                         if has_b:
                             acc_get(sm, sl + boff, ds, 4 * hq)
                     e = prow * n + gi * vec
-                    if has_w and not gdw:
+                    if has_w:
                         part_accum(pw, e, ws, 0, first, use_lock)
                     if has_b:
                         part_accum(pb, e, ds, 0, first, use_lock)
@@ -3678,9 +3667,6 @@ def shipped_kernels():
                         # Given statistics (tuning bwd_stats_pass) and their pass.
                         yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True,
                                       given=True, sum1=rms)
-                        if has_w and has_b and vector:  # dw global (bwd_split_acc)
-                            yield factory(dtype, rms, has_w, has_b, vector, 0, sacc=True,
-                                          gdw=True)
                         if not (has_w and has_b):  # once per (rms, has_w)
                             yield make_bwd_stats_kernel(dtype, rms, has_w, vector, rms)
         yield make_dwdb_kernel(dtype)
@@ -3753,10 +3739,6 @@ _TUNING_DEFAULTS = {
     # w 10240 319.8 / 281.2, 12288 295.0 / 247.9, 16384 307.1 / 234.2; RMSNorm w 313.2 /
     # 274.8, 285.8 / 242.8, 303.8 / 232.9).
     "bwd_global_dw": False,
-    # v47 candidate, opt-in (untimed): the streaming backward of rows with w and b in
-    # one column chunk keeps db in shared memory and dw in a global partial row (as
-    # bwd_global_dw does for w alone), under the partials scheme. False: both shared.
-    "bwd_split_acc": False,
     # v48: persistent row kernels whose dynamic shared memory is over the 48 KB default
     # prefer the L1 / shared carveout that holds their resident blocks, not all 228
     # KB (launch.Kernel.fit_carveout): the float32 streaming backward kept ~23 KB of L1
@@ -4104,9 +4086,7 @@ def tuning(**overrides):
     shared-memory cap prefer the carveout holding their resident blocks; v48),
     sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_global_dw (bool: the streaming backward of rows
-    with w alone keeps dw in global memory; v46's default until v48),
-    bwd_split_acc (bool: with w and b, dw global and db in shared memory; v47
-    candidate), bwd_wide2, bwd_wide2_min, bwd_stats_pass (None, bool:
+    with w alone keeps dw in global memory; v46's default until v48), bwd_wide2, bwd_wide2_min, bwd_stats_pass (None, bool:
     None, 16-bit rows and, v45, float32 rows with w), bwd_one_row, bwd_red_direct,
     bwd_lean, bwd_lean_f32 (None, bool: None, v44, where the wide2 kernel does not
     hold the row), bwd_lean_min, bwd_lean_prefetch,
@@ -4177,7 +4157,7 @@ def tuning(**overrides):
         v = overrides.get(key, _tune[key])
         if not (v is None or isinstance(v, bool)):
             raise ValueError(f"{key} must be None or a bool, got {v!r}")
-    for key in ("bwd_global_dw", "bwd_split_acc", "bwd_pdl", "fit_carveout"):
+    for key in ("bwd_global_dw", "bwd_pdl", "fit_carveout"):
         v = overrides.get(key, _tune[key])
         if not isinstance(v, bool):
             raise ValueError(f"{key} must be a bool, got {v!r}")
@@ -4991,13 +4971,6 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     pdl = (bool(words) and affine and _tune["bwd_pdl"] and dependent_launch_ok(ga.device))
     sum1 = rms and _bwd_sum1(_tune["bwd_rms_sum1"], rpb, tpr)
     use_lock = affine and not deterministic and _tune["bwd_scheme"] == "lock"
-    # v47 candidate (tuning bwd_split_acc): db alone in shared memory, dw in the
-    # block's global partial row, for one-chunk rows with w and b, partials scheme.
-    # Scalar rows keep both (ptxas: the float32 scalar form spills 4 bytes).
-    gdw = (sacc and has_w and has_b and nch == 1 and not use_lock and vector
-           and bool(_tune["bwd_split_acc"]))
-    if gdw:
-        sacc_bytes = _stream_chunks(n // vec, tpr, vec, 1)[1]
     if lean:
         # Checked forms only: ptxas fits the exact ones in 64 registers only with
         # spills (LayerNorm with w and b: 20 bytes).
@@ -5026,7 +4999,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
                    and 1 < rpb <= ROW_BARRIERS and tpr > WARP and not sum1)
         kernel = make_backward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch,
                                       full, sacc, wide, given, one_row, red_warps, pdl,
-                                      bounds, stages, sum1, w_regs, row_bar, gdw)
+                                      bounds, stages, sum1, w_regs, row_bar)
     if sacc:
         shared = sacc_bytes
     if words:

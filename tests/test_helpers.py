@@ -364,8 +364,8 @@ def test_helper_kernels_compile_to_ptx(kernel):
 def test_ptx_digest_ignores_only_names_and_env_order():
     """tools/ptx_report.py's digest (the check that a refactor left every kernel's
     PTX as it was): equal for PTX that differs only in the order of numba's
-    environment declarations and in the unique-id parts of mangled names, different
-    when an instruction differs."""
+    environment declarations, in the unique-id parts of mangled names and in the
+    numbers of shared arrays' symbols, different when an instruction differs."""
     import importlib.util
     import os
 
@@ -375,13 +375,21 @@ def test_ptx_digest_ignores_only_names_and_env_order():
     spec.loader.exec_module(tool)
     env = [".common .global .align 8 .u64 _ZN08NumbaEnv5dummy3fooB2v1B4abcdEj;",
            ".common .global .align 8 .u64 _ZN08NumbaEnv5dummy3barB2v2B4abcdEj;"]
-    body = (".visible .entry _ZN6cudapy5k{0}B2v{1}Ej(\n.param .u64 _ZN6cudapy5k{0}B2v{1}Ej_param_0\n)"
-            "{{\nld.param.u64 %rd1, [_ZN6cudapy5k{0}B2v{1}Ej_param_0];\n{2}\nret;\n}}\n")
-    a = "\n".join(env) + "\n" + body.format("a", 7, "add.f32 %f1, %f2, %f3;")
-    b = "\n".join(env[::-1]) + "\n" + body.format("a", 31, "add.f32 %f1, %f2, %f3;")
-    c = "\n".join(env) + "\n" + body.format("a", 7, "sub.f32 %f1, %f2, %f3;")
+    body = (".visible .shared .align 4 .b8 _cudapy_smem_{3}[512];\n"
+            ".extern .shared .align 4 .b8 _cudapy_smem_{4}[];\n"
+            ".visible .entry _ZN6cudapy5k{0}B2v{1}Ej(\n.param .u64 _ZN6cudapy5k{0}B2v{1}Ej_param_0\n)"
+            "{{\nld.param.u64 %rd1, [_ZN6cudapy5k{0}B2v{1}Ej_param_0];\n"
+            "mov.u64 %rd2, _cudapy_smem_{3};\nmov.u64 %rd3, _cudapy_smem_{4};\n{2}\nret;\n}}\n")
+    a = "\n".join(env) + "\n" + body.format("a", 7, "add.f32 %f1, %f2, %f3;", 52, 54)
+    b = "\n".join(env[::-1]) + "\n" + body.format("a", 31, "add.f32 %f1, %f2, %f3;", 49, 51)
+    c = "\n".join(env) + "\n" + body.format("a", 7, "sub.f32 %f1, %f2, %f3;", 52, 54)
+    # The same symbols, but each instruction on the other array.
+    d = "\n".join(env) + "\n" + body.format("a", 7, "add.f32 %f1, %f2, %f3;", 52, 54).replace(
+        "%rd2, _cudapy_smem_52", "%rd2, _cudapy_smem_X").replace(
+        "%rd3, _cudapy_smem_54", "%rd3, _cudapy_smem_52").replace("_cudapy_smem_X", "_cudapy_smem_54")
     assert tool.ptx_digest(a) == tool.ptx_digest(b)
     assert tool.ptx_digest(a) != tool.ptx_digest(c)
+    assert tool.ptx_digest(a) != tool.ptx_digest(d)
     assert tool.compare_digests({"k": "1", "gone": "2"}, {"k": "3", "new": "4"}) == [
         "PTX gone: gone", "PTX changed: k", "PTX new: new"]
 

@@ -398,57 +398,6 @@ def test_streaming_backward_global_dw(dtype, monkeypatch):
     _check_all((False, True, False), (m, n), dtype, True, seed=n + 1)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_streaming_backward_split_acc(dtype, monkeypatch):
-    """v47 candidate (tuning bwd_split_acc, opt-in): the streaming backward of rows
-    with w and b in one column chunk keeps db in shared memory and dw in the block's
-    global partial row. dx, dw and db are bit for bit those of both accumulators in
-    shared memory (each block adds its rows in the same order); the launcher builds
-    it only under the partials scheme (not the lock one) and for one chunk; the
-    factory refuses it without sacc, without w or b, with given statistics, or on
-    scalar rows."""
-    for bad in (1, None):
-        with pytest.raises(ValueError, match="bwd_split_acc"):
-            with ln.tuning(bwd_split_acc=bad):
-                pass
-    for vector, kw in ((True, dict(sacc=False)), (True, dict(sacc=True, given=True)),
-                       (False, dict(sacc=True))):
-        with pytest.raises(ValueError, match="gdw"):
-            ln.make_backward_kernel(dtype, False, True, True, vector, 0, gdw=True, **kw)
-    with pytest.raises(ValueError, match="gdw"):
-        ln.make_backward_kernel(dtype, True, True, False, True, 0, sacc=True, gdw=True)
-    picked = []
-    _record_kernels(monkeypatch, "make_backward_kernel", picked)
-    vec = ln._vec_of(dtype, True)
-    m, n = (3, 66 * vec) if SIMULATOR else (257, 3000 * vec)
-    variant = (False, True, True)
-    x, w, b, dy = _inputs((m, n), dtype, variant, seed=n)
-    _, mean, rstd = _forward(variant, x, w, b, 1e-5)
-    # Streaming rows (max_tpr 32 below the row kernels' reach) on two blocks.
-    tune = {"max_tpr": 32, "bwd_grid": 2, **FEW_PARTIALS}
-    outs = []
-    for split in (False, True):
-        picked.clear()
-        with ln.tuning(bwd_split_acc=split, **tune), poison_outputs():
-            outs.append(_backward(variant, dy, x, w, b, mean, rstd, True))
-        assert len(picked) == 1 and "_sacc" in picked[0], picked
-        assert picked[0].endswith("_gdw") is split, picked
-    for a, e in zip(*outs):
-        bits = torch.int32 if a.dtype == torch.float32 else torch.int16
-        assert torch.equal(a.view(bits), e.view(bits)), dtype
-    # Not under the lock scheme (deterministic=False there), nor over several chunks.
-    for extra, det in (({"bwd_scheme": "lock"}, False), ({"sacc_bytes": 2048}, True)):
-        picked.clear()
-        with ln.tuning(bwd_split_acc=True, **tune, **extra), poison_outputs():
-            got = _backward(variant, dy, x, w, b, mean, rstd, det)
-        assert picked and all("_sacc" in k and "_gdw" not in k for k in picked), (
-            extra, picked)
-        for a, e in zip(got, outs[0]):
-            assert torch.allclose(a.float(), e.float(), rtol=1e-2, atol=1e-2)
-    with ln.tuning(bwd_split_acc=True, **tune):
-        _check_all(variant, (m, n), dtype, True, seed=n + 1)
-
-
 def _one_binade_rows(n, dtype):
     """One row: n/2 entries -1 and n/2 entries +1 in random order, one +1 replaced by
     1 + 341/1024 (exact in every dtype). Every x lies in one binade and the mean,

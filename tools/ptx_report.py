@@ -88,16 +88,21 @@ def main(argv=None):
 
 _NUMBA_ENV = re.compile(r"^\.common \.global .*NumbaEnv.*$\n?", re.M)
 _MANGLED = re.compile(r"_Z[A-Za-z0-9_$]+")
+_SMEM = re.compile(r"_cudapy_smem_\d+")
 
 
 def ptx_digest(ptx):
     """md5 of ``ptx`` with what varies between processes and unrelated edits taken
     out: numba's environment-pointer declarations (emitted in set order, unused by
-    the kernels) and its mangled names, whose unique-id parts count the functions
-    defined before them; each mangled name becomes its order of first use."""
+    the kernels), its mangled names, whose unique-id parts count the functions
+    defined before them, and its shared arrays' symbols, numbered by a counter over
+    every kernel compiled before (so dropping one kernel renumbers the rest's); each
+    name becomes its order of first use."""
     body = _NUMBA_ENV.sub("", ptx)
-    seen = {}
-    body = _MANGLED.sub(lambda m: seen.setdefault(m.group(0), f"_Z{len(seen)}"), body)
+    for pattern, tag in ((_MANGLED, "_Z"), (_SMEM, "_cudapy_smem_")):
+        seen = {}
+        body = pattern.sub(lambda m, seen=seen, tag=tag:
+                           seen.setdefault(m.group(0), f"{tag}{len(seen)}"), body)
     return hashlib.md5(body.encode()).hexdigest()
 
 
