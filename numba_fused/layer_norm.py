@@ -4086,8 +4086,9 @@ def tuning(**overrides):
     shared-memory cap prefer the carveout holding their resident blocks; v48),
     sacc_bytes (0: no shared-memory accumulators in the
     streaming backward), bwd_global_dw (bool: the streaming backward of rows
-    with w alone keeps dw in global memory; v46's default until v48), bwd_wide2, bwd_wide2_min, bwd_stats_pass (None, bool:
-    None, 16-bit rows and, v45, float32 rows with w), bwd_one_row, bwd_red_direct,
+    with w alone keeps dw in global memory; v46's default until v48), bwd_wide2,
+    bwd_wide2_min, bwd_stats_pass (None, bool: None, 16-bit rows and, v45, float32
+    rows with w), bwd_one_row, bwd_red_direct,
     bwd_lean, bwd_lean_f32 (None, bool: None, v44, where the wide2 kernel does not
     hold the row), bwd_lean_min, bwd_lean_prefetch,
     reduce_block ((cols, rows), each <= 32), dwdb_unroll (4, 8, 16), dwdb_min_blocks

@@ -371,7 +371,7 @@ def test_streaming_backward_global_dw(dtype, monkeypatch):
         with pytest.raises(ValueError, match="bwd_global_dw"):
             with ln.tuning(bwd_global_dw=bad):
                 pass
-    ng = 4096
+    ng = 4096  # N = 16384 at float32: the longest row v46 covered
     picked = []
     _record_kernels(monkeypatch, "make_backward_kernel", picked)
     vec = ln._vec_of(dtype, True)
