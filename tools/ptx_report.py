@@ -98,12 +98,16 @@ def ptx_digest(ptx):
     defined before them, and its shared arrays' symbols, numbered by a counter over
     every kernel compiled before (so dropping one kernel renumbers the rest's); each
     name becomes its order of first use."""
-    body = _NUMBA_ENV.sub("", ptx)
-    for pattern, tag in ((_MANGLED, "_Z"), (_SMEM, "_cudapy_smem_")):
-        seen = {}
-        body = pattern.sub(lambda m, seen=seen, tag=tag:
-                           seen.setdefault(m.group(0), f"{tag}{len(seen)}"), body)
+    body = _renumber(_MANGLED, "_Z", _NUMBA_ENV.sub("", ptx))
+    body = _renumber(_SMEM, "_cudapy_smem_", body)
     return hashlib.md5(body.encode()).hexdigest()
+
+
+def _renumber(pattern, tag, text):
+    """``text`` with each distinct match of ``pattern`` named ``tag`` + its order of
+    first use."""
+    seen = {}
+    return pattern.sub(lambda m: seen.setdefault(m.group(0), f"{tag}{len(seen)}"), text)
 
 
 def compare_digests(before, after):
