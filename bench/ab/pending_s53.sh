@@ -28,7 +28,7 @@ case "${2:?t1, t2, r or m}" in
     else sed -n "$((half + 1)),\$p" "$OUT/ids.txt" > "$OUT/part.txt"; fi
     echo "collected $total, running $(wc -l < "$OUT/part.txt")"
     mapfile -t ids < "$OUT/part.txt"
-    timeout -k 5 540 python3 -m pytest -q -p no:cacheprovider -n 14 "${ids[@]}" \
+    timeout -k 5 "${PART_TIMEOUT:-540}" python3 -m pytest -q -p no:cacheprovider -n 14 "${ids[@]}" \
       > "$OUT/part4_$2.log" 2>&1
     echo "part 4 $2 rc $?"; tail -3 "$OUT/part4_$2.log"
     rm -f "$OUT/ids.txt" "$OUT/part.txt"
