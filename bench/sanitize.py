@@ -166,18 +166,11 @@ def _layer_norm(nf, torch, dt):
             with tuning(bwd_global_dw=True):
                 nf.rms_norm_backward(g, x, w, nf.rms_norm_forward(x, w)[1],
                                      deterministic=True)
-        # Thirteenth-session candidates (opt-in): the lean forward's L1 eviction hints,
-        # the dW/dB reduction's 16 loads in flight.
-        with tuning(fwd_evict=True, dwdb_unroll=16):
+        # Thirteenth-session candidate (opt-in): the dW/dB reduction's 16 loads in
+        # flight.
+        with tuning(dwdb_unroll=16):
             y, mean, rstd = nf.layer_norm_forward(x, w, b)
             nf.layer_norm_backward(g, x, w, b, mean, rstd, deterministic=True)
-            nf.rms_norm_forward(x, w)
-        # Eighteenth- and nineteenth-session candidates (opt-in): the lean forward's L2
-        # cache policies, streaming accesses and w / b through the read-only path.
-        for hint in ("l2", "cs", "ldcs", "stcs", "nc"):
-            with tuning(fwd_evict=hint):
-                nf.layer_norm_forward(x, w, b)
-                nf.rms_norm_forward(x, w)
         # v26 (the default at 16-bit, _fwd_early_once): the lean forward with w / b
         # loaded with the row, the statistics stored before y and one row a slot (no
         # grid-stride loop); here on every dtype and row length, and early with its
@@ -259,10 +252,6 @@ def _layer_norm(nf, torch, dt):
             # The streaming forward over fewer threads under capping launch bounds
             # (fwd_stream_tpr, fwd_stream_blocks candidates).
             with tuning(fwd_stream=True, fwd_stream_tpr=256, fwd_stream_blocks=6):
-                nf.layer_norm_forward(x, w, b)
-                nf.rms_norm_forward(x, w)
-            # The same with inductor's cache hints (fwd_stream_l2 candidate).
-            with tuning(fwd_stream=True, fwd_stream_tpr=256, fwd_stream_l2=True):
                 nf.layer_norm_forward(x, w, b)
                 nf.rms_norm_forward(x, w)
         # The staged forward with register groups (fwd_staged_regs candidate): float32

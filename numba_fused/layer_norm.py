@@ -190,12 +190,6 @@ if SIMULATOR:
         """Store group ``base + off`` of ``a`` (see :func:`_ld16r`)."""
         _st16(a, int(base) + int(off), v0, v1, v2, v3)
 
-    # Cache-hinted loads and stores: the same values (the hints only steer the caches
-    # on the GPU).
-    _ld16r_ef = _ld16r_ef2 = _ld16r_cs = _ld16r
-    _ld16_el = _ld16_el2 = _ld16_ef2 = _ld16_nc = _ld16
-    _st16r_cs = _st16r
-
     def _bf2(lo, hi):
         """bfloat16 bits of float32 ``lo`` | those of ``hi`` << 16 (round to nearest
         even; one ``cvt.rn.bf16x2.f32`` on the GPU)."""
@@ -236,20 +230,10 @@ else:
 
         return sig, codegen
 
-    def _policy(policy):
-        """PTX declaring and creating the 64-bit L2 cache policy ``p`` of an access
-        with ``.L2::cache_hint`` (``policy``: its eviction priority, e.g.
-        ``L2::evict_first``, over the whole access), or nothing."""
-        if not policy:
-            return "", ""
-        return (", p", f"createpolicy.fractional.{policy}.b64 p, 1.0; ")
-
-    def _group_loader(op, f32_only=False, side_effect=False, policy=None):
+    def _group_loader(op, f32_only=False, side_effect=False):
         """A 16-byte load intrinsic ``(arr, idx) -> 4-tuple`` of group ``idx`` of a 1-D
         4-byte array, issuing PTX ``op`` (a cache-hinted form of ``ld.global``);
-        ``side_effect``: LLVM must not move it (see the users); ``policy``: as
-        :func:`_row_loader`'s."""
-        reg, make = _policy(policy)
+        ``side_effect``: LLVM must not move it (see the users)."""
 
         @intrinsic
         def load(typingctx, arr, idx):
@@ -264,9 +248,7 @@ else:
                 sfx, con = _asm_sfx(aty)
                 ety = context.get_value_type(aty.dtype)
                 fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4), [ptr.type])
-                text = f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [$4]{reg};"
-                if policy:
-                    text = f"{{ .reg .b64 p; {make}{text} }}"
+                text = f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [$4];"
                 asm = ir.InlineAsm(fnty, text, f"={con},={con},={con},={con},l",
                                    side_effect=side_effect)
                 res = builder.call(asm, [ptr])
@@ -375,11 +357,9 @@ else:
     # The load is pure (x and dy are never written by these kernels): LLVM may move
     # it, never speculate it; the store has side effects.
 
-    def _row_loader(op, policy=None):
-        """A row-relative 16-byte load intrinsic issuing PTX ``op`` (``ld.global`` and
-        its cache-hinted forms; ``policy``: ``op`` carries ``.L2::cache_hint`` with
-        this L2 eviction priority, see :func:`_policy`)."""
-        reg, make = _policy(policy)
+    def _row_loader(op):
+        """A row-relative 16-byte load intrinsic issuing PTX ``op`` (``ld.global`` or a
+        cache-hinted form)."""
 
         @intrinsic
         def load(typingctx, arr, base, off):
@@ -397,8 +377,8 @@ else:
                 fnty = ir.FunctionType(ir.LiteralStructType([ety] * 4),
                                        [ir.IntType(64), ir.IntType(32)])
                 asm = ir.InlineAsm(
-                    fnty, f"{{ .reg .b64 a{reg}; {make}mad.wide.u32 a, $5, 16, $4; "
-                          f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [a]{reg}; }}",
+                    fnty, "{ .reg .b64 a; mad.wide.u32 a, $5, 16, $4; "
+                          f"{op}.v4.{sfx} {{$0,$1,$2,$3}}, [a]; }}",
                     f"={con},={con},={con},={con},l,r")
                 res = builder.call(asm, [addr, o32])
                 vals = [builder.extract_value(res, k) for k in range(4)]
@@ -442,24 +422,8 @@ else:
 
     _ld16r = _row_loader("ld.global")
     _st16r = _row_storer("st.global")
-    # The lean forward's cache hints (tuning fwd_evict, see _FWD_HINTS): x, read once,
-    # first out of L1 (and of L2), or streamed (.cs: evict-first at both levels); w
-    # and b, which every row reads again, last out of L1 (and L2); y streamed.
-    _ld16r_ef = _row_loader("ld.global.L1::evict_first")
-    _ld16r_ef2 = _row_loader("ld.global.L1::evict_first.L2::cache_hint", "L2::evict_first")
-    _ld16r_cs = _row_loader("ld.global.cs")
-    _st16r_cs = _row_storer("st.global.cs")
     # side_effect: must not move above the lock acquisition that precedes it.
     _ld16_cg = _group_loader("ld.global.cg", f32_only=True, side_effect=True)
-    _ld16_el = _group_loader("ld.global.L1::evict_last")
-    _ld16_el2 = _group_loader("ld.global.L1::evict_last.L2::cache_hint", policy="L2::evict_last")
-    # The streaming forward's second read of x from L2 (tuning fwd_stream_l2): its
-    # statistics pass marks x last out of L2 (_ld16_el2), its output pass first out.
-    _ld16_ef2 = _group_loader("ld.global.L1::evict_first.L2::cache_hint", policy="L2::evict_first")
-    # w and b through the non-coherent (read-only) path: no kernel writes them, so
-    # ptxas may issue a row's loads of them ahead of its earlier y stores (a plain
-    # ld.global after an st.global must wait for it: they might alias).
-    _ld16_nc = _group_loader("ld.global.nc")
 
     @intrinsic
     def _bf2(typingctx, lo, hi):
@@ -527,11 +491,8 @@ def _view_dtype(dtype, vector):
 
 
 @functools.lru_cache(maxsize=None)
-def _group_io(dtype, vector, hint=None):
-    """(load_group(a, gi, buf, off), store_group(a, gi, buf, off)) device functions;
-    ``hint``: the 16-byte loads' cache hint ("last": ``_ld16_el2``, "first":
-    ``_ld16_ef2``; None: plain ``ld.global``)."""
-    ld16 = {None: _ld16, "last": _ld16_el2, "first": _ld16_ef2}[hint]
+def _group_io(dtype, vector):
+    """(load_group(a, gi, buf, off), store_group(a, gi, buf, off)) device functions."""
     if not vector:
         load = dtypes.loader(dtype)
         store = dtypes.storer(dtype)
@@ -550,7 +511,7 @@ def _group_io(dtype, vector, hint=None):
 
         @inline_device
         def load_group(a, gi, buf, off):
-            q = ld16(a, gi)
+            q = _ld16(a, gi)
             buf[off] = q[0]
             buf[off + 1] = q[1]
             buf[off + 2] = q[2]
@@ -588,7 +549,7 @@ def _group_io(dtype, vector, hint=None):
 
     @inline_device
     def load_group(a, gi, buf, off):
-        q = ld16(a, gi)
+        q = _ld16(a, gi)
         unpack(q[0], buf, off)
         unpack(q[1], buf, off + 2)
         unpack(q[2], buf, off + 4)
@@ -1292,32 +1253,11 @@ def _group_guards(full):
     return valid, clamp
 
 
-# The lean forward's cache hints (make_forward_kernel's evict, tuning fwd_evict): the
-# x loader, the w / b loader, the y storer and the kernel name's suffix.
-_FWD_HINTS = {
-    False: (_ld16r, _ld16, _st16r, ""),
-    True: (_ld16r_ef, _ld16_el, _st16r, "_evict"),
-    "l2": (_ld16r_ef2, _ld16_el2, _st16r, "_evictl2"),
-    "cs": (_ld16r_cs, _ld16, _st16r_cs, "_cs"),
-    "ldcs": (_ld16r_cs, _ld16, _st16r, "_ldcs"),
-    "stcs": (_ld16r, _ld16, _st16r_cs, "_stcs"),
-    "nc": (_ld16r, _ld16_nc, _st16r, "_nc"),
-}
-
-
-def _check_hint(name, value):
-    """Raise ValueError unless ``value`` is a key of _FWD_HINTS (argument ``name``)."""
-    if value not in _FWD_HINTS:
-        raise ValueError(f"{name} must be False or one of "
-                         f"{sorted(str(k) for k in _FWD_HINTS if k is not False)}, "
-                         f"got {value!r}")
-
-
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, subwarp=False,
-                        evict=False, bounds=None, welford=False, rwords=0,
-                        early=False, once=False, l2=False):
+                        bounds=None, welford=False, rwords=0,
+                        early=False, once=False):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1334,15 +1274,6 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     centre, free of mu's rounding bias (the streaming kernel carries TwoSum terms
     instead): see :func:`_lean_forward`.
     subwarp: the lean kernel for rows of 8 or 16 threads (several rows per warp).
-    evict: the lean kernel's cache hints, a key of ``_FWD_HINTS`` (False: none).
-    True: x's loads marked first out of L1 and w, b's last (``L1::evict_first`` /
-    ``L1::evict_last``; thirteenth-session candidate); "l2": the same at L1 and L2
-    (``.L2::cache_hint`` with a ``createpolicy`` of that priority: what Triton emits
-    for inductor's ``evict_first`` / ``evict_last``); "cs": x loaded and y stored
-    ``.cs`` (streaming: evict-first at L1 and L2); "ldcs" / "stcs": only x's loads /
-    only y's stores so; "nc": w and b through ``ld.global.nc`` (ptxas then issues a
-    row's eight loads of them together instead of each after the previous group's y
-    store). None is faster (tuning fwd_evict).
     bounds: the lean or streaming kernel's launch bounds (threads, blocks an SM)
     instead of the default (1024, 1), so ptxas caps its registers (tuning
     fwd_lean_regs, see :func:`_lean_bounds`; fwd_stream_blocks, see
@@ -1361,21 +1292,14 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     its state in registers); only for grids of a block per pass of row slots, which
     cover every row (tuning fwd_once; v26 compiles early kernels so, see
     :func:`_fwd_early_once`).
-    l2: the 16-byte streaming kernel's cache hints, after inductor's: the statistics
-    passes load x (and every pass w, b) marked last out of L1 and L2, the output pass
-    loads x marked first out, so that its second read of the row finds it in L2
-    (tuning fwd_stream_l2).
     """
     if welford and (rms or words):
         raise ValueError("welford statistics are the streaming LayerNorm kernel's "
                          "(words = 0, not RMSNorm)")
-    if (evict or early or once) and not lean:
-        raise ValueError("evict, early and once are the lean forward kernel's")
-    _check_hint("evict", evict)
+    if (early or once) and not lean:
+        raise ValueError("early and once are the lean forward kernel's")
     if rwords and not staged:
         raise ValueError("register groups (rwords) are the staged kernel's")
-    if l2 and (words or not vector):
-        raise ValueError("l2 cache hints are the 16-byte streaming kernel's (vector, words = 0)")
     if bounds and words and not lean:
         raise ValueError("launch bounds are the lean and streaming forward kernels'")
     if subwarp and (not lean or staged):
@@ -1392,7 +1316,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         if not (vector and words):
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
         return _lean_forward(dtype, rms, has_w, has_b, words, full,
-                             subwarp=subwarp, evict=evict,
+                             subwarp=subwarp,
                              bounds=bounds, early=early, once=once)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
@@ -1400,7 +1324,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     argtypes = (st, st, st, st, _F32_1D, _F32_1D, types.int64, types.int64, types.float32)
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_{_layout_name(vector, words)}"
             + ("" if prefetch or not words else "_nopf") + ("_full" if full and words else "")
-            + ("_wf" if welford else "") + ("_l2h" if l2 else "")
+            + ("_wf" if welford else "")
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds and not words else ""))
 
     if words:
@@ -1576,9 +1500,6 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
 
     unroll = _UNROLL[vec]
     chunk = unroll * vec
-    # The statistics passes' loads (and w, b's) and the output pass's x loads.
-    load_stat = _group_io(dtype, vector, "last")[0] if l2 else load_group
-    load_out = _group_io(dtype, vector, "first")[0] if l2 else load_group
 
     @inline_device
     def load_chunk(x, base, c, tpr, ng, xs, fill):
@@ -1587,7 +1508,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
         for u in range(unroll):
             gi = c + u * tpr
             if gi < ng:
-                load_stat(x, base + gi, xs, u * vec)
+                load_group(x, base + gi, xs, u * vec)
             else:
                 for j in range(vec):
                     xs[u * vec + j] = fill
@@ -1629,7 +1550,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                     for u in range(unroll):
                         gi = c + u * tpr
                         if gi < ng:
-                            load_stat(x, base + gi, xs, u * vec)
+                            load_group(x, base + gi, xs, u * vec)
                             k += vec
                     # The loaded groups are xs' first k elements; constant trip
                     # counts keep xs in registers.
@@ -1698,14 +1619,14 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
                 for u in range(unroll):
                     gi = c + u * tpr
                     if gi < ng:
-                        load_out(x, base + gi, xs, u * vec)
+                        load_group(x, base + gi, xs, u * vec)
                 for u in range(unroll):
                     gi = c + u * tpr
                     if gi < ng:
                         if has_w:
-                            load_stat(w, gi, ws, 0)
+                            load_group(w, gi, ws, 0)
                         if has_b:
-                            load_stat(b, gi, bs, 0)
+                            load_group(b, gi, bs, 0)
                         for j in range(vec):
                             xv = xs[u * vec + j]
                             v = ((xv - mu) - dmu) * r
@@ -1755,7 +1676,7 @@ def _stats_store(rms):
 
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
-                  subwarp=False, evict=False, bounds=None, rwords=0,
+                  subwarp=False, bounds=None, rwords=0,
                   early=False, once=False):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``staged``: the row in shared memory, and LayerNorm's deviations about a coarse
@@ -1836,9 +1757,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
             + ("_full" if full else "") + ("_comp" if compensated else "")
             + ("_subwarp" if subwarp else "") + ("_early" if early else "")
             + ("_once" if once else "")
-            + _FWD_HINTS[evict][3]
             + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
-    ldx, ldp, stx = _FWD_HINTS[evict][:3]
     rsum = _sub_sum if subwarp else _row_sum_v2
     rsum2 = _sub_sum2 if subwarp else _row_sum2_fwd
     # Groups a thread: in registers (xr[4 k:], k < RW) and in shared memory; a group
@@ -1895,11 +1814,11 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
         where the row is active (ok) and the group valid."""
         gi = _gclamp(k, tpr, t, glast)
         if has_w:
-            q = ldp(w, gi)
+            q = _ld16(w, gi)
             for i in range(4):
                 wr[i] = q[i]
         if has_b:
-            q = ldp(b, gi)
+            q = _ld16(b, gi)
             for i in range(4):
                 br[i] = q[i]
         return group_store(xr, o, k, wr, br, 0, y, ys, rb, t, tpr, ng, ok, mu, r, nd)
@@ -1917,7 +1836,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
             ys[j] = v
         p = pack(ys, 0)
         if ok and _gvalid(k, tpr, t, ng):
-            stx(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
+            _st16r(y, rb, np.uint32(k * tpr + t), p[0], p[1], p[2], p[3])
         return 0
 
     store_stats = _stats_store(rms)
@@ -1963,18 +1882,18 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
             if staged:
                 stage(sm, own, x, rb, t, tpr, glast)
             for k in range(RW):
-                q = ldx(x, rb, _gclamp(k, tpr, t, glast))
+                q = _ld16r(x, rb, _gclamp(k, tpr, t, glast))
                 for i in range(4):
                     xr[4 * k + i] = q[i]
             if early:
                 for k in range(RW):
                     gi = _gclamp(k, tpr, t, glast)
                     if has_w:
-                        q = ldp(w, gi)
+                        q = _ld16(w, gi)
                         for i in range(4):
                             we[4 * k + i] = q[i]
                     if has_b:
-                        q = ldp(b, gi)
+                        q = _ld16(b, gi)
                         for i in range(4):
                             be[4 * k + i] = q[i]
             if staged:
@@ -3926,13 +3845,6 @@ _TUNING_DEFAULTS = {
     # per thread (None: the layout functions' pick).
     "fwd_lean": None,
     "fwd_words": None,
-    # Forward, lean kernel: cache hints on x, w, b and y (a key of _FWD_HINTS: True,
-    # x first out of L1 and w, b last; "l2", the same at L2 as Triton emits them;
-    # "cs" / "ldcs" / "stcs", streaming accesses; "nc", w and b read-only, so issued
-    # together rather than each after the previous group's y store). Opt-in:
-    # measured on the H100 in the fourteenth, eighteenth and nineteenth sessions, each
-    # 0.5-2% slower or within noise ("nc": float32 LayerNorm N = 4096 182 -> 192 us).
-    "fwd_evict": False,
     # Forward, lean kernel: load w and b into registers with the row's x, before the
     # reductions, and store mean / rstd ahead of y (fwd_early); on a grid of a block
     # per pass of row slots, compiled to take one row a slot and stop, without the
@@ -4010,12 +3922,6 @@ _TUNING_DEFAULTS = {
     # measured 298.0 -> 291.4 us, inductor's kernel runs 4 blocks of 512 an SM.
     "fwd_stream_tpr": None,
     "fwd_stream_blocks": None,
-    # Forward, 16-byte streaming kernel: inductor's cache hints (make_forward_kernel's
-    # l2: x's first read last out of L2, its second first out). Refuted (H200, float32
-    # LayerNorm 16384 x 4096, us, streaming -> hinted: 512 threads 285.5 -> 281.0,
-    # 256 189.6 -> 196.2; the row kernel 135. RMSNorm at inductor's 4 x 512 an SM:
-    # 149.0 -> 134.0, the row kernel 130.8): stays opt-in.
-    "fwd_stream_l2": False,
     # Forward: the staged row kernel (_lean_forward's staged form: the row in shared
     # memory); None: where the lean kernel has no layout (see _fwd_staged).
     "fwd_staged": None,
@@ -4102,10 +4008,10 @@ def tuning(**overrides):
     RMSNorm's backward reduces its one row sum, not a pair; v37), bwd_grid (force the
     backward grid; a block per row reproduces the seed's per-row locking),
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
-    fwd_lean, fwd_words, fwd_evict, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
+    fwd_lean, fwd_words, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
     bounds' blocks an SM), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
-    fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_stream_l2, fwd_staged,
+    fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged,
     fwd_staged_regs,
     fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
     fwd_subwarp.
@@ -4125,9 +4031,6 @@ def tuning(**overrides):
     sb = overrides.get("fwd_stream_blocks", _tune["fwd_stream_blocks"])
     if sb is not None and not (isinstance(sb, int) and 1 <= sb <= 32):
         raise ValueError(f"fwd_stream_blocks must be None or an int in [1, 32], got {sb!r}")
-    l2 = overrides.get("fwd_stream_l2", _tune["fwd_stream_l2"])
-    if not isinstance(l2, bool):
-        raise ValueError(f"fwd_stream_l2 must be True or False, got {l2!r}")
     scheme = overrides.get("bwd_scheme", _tune["bwd_scheme"])
     if scheme not in ("partials", "lock"):
         raise ValueError(f"bwd_scheme must be 'partials' or 'lock', got {scheme!r}")
@@ -4147,7 +4050,6 @@ def tuning(**overrides):
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
-    _check_hint("fwd_evict", overrides.get("fwd_evict", _tune["fwd_evict"]))
     du = overrides.get("dwdb_unroll", _tune["dwdb_unroll"])
     if du not in DWDB_UNROLLS:
         raise ValueError(f"dwdb_unroll must be one of {DWDB_UNROLLS}, got {du!r}")
@@ -4462,7 +4364,7 @@ def _fwd_early_once(dtype, rms, words, tpr, lean, per_row):
 
 # The forward's layout tunings: set away from their defaults, v27's picks step aside.
 _FWD_LAYOUT_KEYS = ("fwd_lean", "fwd_words", "fwd_block", "fwd_early", "fwd_once",
-                    "fwd_lean_regs", "fwd_lean_tpsm", "fwd_wave", "fwd_evict",
+                    "fwd_lean_regs", "fwd_lean_tpsm", "fwd_wave",
                     "fwd_grid", "fwd_blocks_per_sm",
                     "fwd_lean_persistent", "fwd_subwarp")
 
@@ -4863,11 +4765,9 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         early, once = _fwd_early_once(dtype, rms, words, tpr, lean, per_row)
         kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                      _tune["prefetch"] is not False if words else True,
-                                     full, lean, staged, subwarp,
-                                     lean and _tune["fwd_evict"], bounds=bounds,
+                                     full, lean, staged, subwarp, bounds=bounds,
                                      welford=not (words or rms) and _fwd_welford(vector),
-                                     rwords=rwords, early=early, once=once,
-                                     l2=bool(vector and not words and _tune["fwd_stream_l2"]))
+                                     rwords=rwords, early=early, once=once)
         if lean or staged:
             shared = 16 * words * tpr if staged else 0
             if per_row:

@@ -547,41 +547,6 @@ def test_forward_stream_threads_and_bounds(dtype, monkeypatch):
                 pass
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_forward_stream_l2_hints(dtype):
-    """tuning(fwd_stream_l2=True) (candidate): the 16-byte streaming forward loads x
-    marked last out of L2 in its statistics passes and first out in its output pass.
-    Hints change no arithmetic: y, mean and rstd keep the unhinted kernel's bits and
-    are within tolerance of float64; rows that are not 16-byte keep the unhinted
-    kernel; the factory refuses the hints for row kernels, tuning a non-bool."""
-    vec = ln._vec_of(dtype, True)
-    picked = []
-    shapes = [(3, 64 * vec), (2, 64 * vec + 1)] if SIMULATOR else [
-        (4099, 4096), (333, 16384), (65, 1000 * vec + vec), (7, 4097)]
-    for shape in shapes:
-        for variant in ((False, True, True), (True, True, False), (False, False, False)):
-            x, w, b, dy = _inputs(shape, dtype, variant, seed=shape[-1] + 3)
-            outs = []
-            for l2 in (False, True):
-                with ln.tuning(fwd_stream=True, fwd_stream_l2=l2), \
-                        pytest.MonkeyPatch.context() as mp:
-                    _record_kernels(mp, "make_forward_kernel", picked)
-                    with poison_outputs():
-                        outs.append(_forward(variant, x, w, b, 1e-5))
-                name = picked.pop()
-                assert "_stream" in name, name
-                assert name.endswith("_l2h") == (l2 and shape[-1] % vec == 0), name
-            _check_forward(outs[1], outs[0], variant, x, w, b, dtype, (shape,))
-            _check_forward(outs[1], None, variant, x, w, b, dtype, (shape,))
-    with pytest.raises(ValueError, match="l2"):
-        ln.make_forward_kernel(dtype, False, True, True, True, 2, l2=True)
-    with pytest.raises(ValueError, match="l2"):
-        ln.make_forward_kernel(dtype, False, True, True, False, 0, l2=True)
-    with pytest.raises(ValueError, match="fwd_stream_l2"):
-        with ln.tuning(fwd_stream_l2="yes"):
-            pass
-
-
 def _check_forward(got, same, variant, x, w, b, dtype, where):
     """(y, mean, rstd) ``got``: the bits of ``same`` (another kernel's outputs), or
     where ``same`` is None within the dtype's tolerance of float64."""
@@ -1501,34 +1466,6 @@ def test_dependent_and_bounds_factory_checks():
     with pytest.raises(ValueError, match="bounds are two positive ints"):
         ln.make_backward_kernel("float32", False, True, True, True, 2, False, True,
                                 wide=True, bounds=(512, 2))
-
-
-@pytest.mark.parametrize("hint", [True, "l2", "cs", "ldcs", "stcs", "nc"])
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_forward_evict_hints_same_bits(dtype, hint):
-    """tuning(fwd_evict=hint) (cache hints on the lean forward's x, w, b loads and y
-    stores: L1 eviction priorities, the same with L2 cache policies, streaming
-    accesses) changes no value: y, mean and rstd bit-identical to the unhinted lean
-    kernel, within tolerance of float64; the hints are the lean kernel's only, and
-    only _FWD_HINTS' keys are taken."""
-    variant = (False, True, True)
-    shapes = [(5, 64)] if SIMULATOR else [(5, 64), (4099, 4096)]
-    for shape in shapes:
-        x, w, b, dy = _inputs(shape, dtype, variant, seed=31)
-        with ln.tuning(fwd_lean=True):
-            base = _forward(variant, x, w, b, 1e-5)
-            with ln.tuning(fwd_evict=hint), poison_outputs():
-                got = _forward(variant, x, w, b, 1e-5)
-        for name, ours, plain in zip(("y", "mean", "rstd"), got, base):
-            assert torch.equal(ours, plain), name
-        assert_close(got[0], _reference(variant, x, w, b, dy, 1e-5)[0], dtype, "y")
-    with pytest.raises(ValueError, match="evict"):
-        ln.make_forward_kernel(dtype, False, True, True, True, 2, evict=hint)
-    with pytest.raises(ValueError, match="evict must be"):
-        ln.make_forward_kernel(dtype, False, True, True, True, 2, lean=True, evict="l1")
-    with pytest.raises(ValueError, match="fwd_evict must be"):
-        with ln.tuning(fwd_evict="l1"):
-            pass
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
