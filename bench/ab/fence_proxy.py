@@ -25,6 +25,10 @@ blocks an SM:
                cp.async.bulk.wait_group.read 0
   bulk_fence   bulk, then plain_fence's ending
   plain2, plain2_fence  plain's with two steps' loads issued before their stores
+  drop, drop_bulk       plain / bulk computing the shipped fp16 dropout (no bias, no
+                        activation) on the way: y = x / (1 - p) where kept, the keep
+                        flags from dropout's own Philox groups (``_keep8``), p = 0.1;
+                        checked bit for bit against ``dropout_bias_act_forward``
 Each is checked (y == x) before timing. Prints one line a kernel a pass: registers,
 median us (CUDA events, stream held, as tune_dropout's ``gpu`` column). If
 bulk_fence - bulk is near 0 while plain_fence - plain is not, the premise holds.
@@ -40,7 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 THREADS = 256
 SLOTS = 4
 STEPS = 31  # 4 KB pieces a block
-VARIANTS = ("plain", "plain_fence", "bulk", "bulk_fence", "plain2", "plain2_fence")
+VARIANTS = ("plain", "plain_fence", "bulk", "bulk_fence", "plain2", "plain2_fence",
+            "drop", "drop_bulk")
 
 
 def _intrinsics():
@@ -96,18 +101,26 @@ def make_kernel(variant, ptx_only=False):
 
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    bulk = variant.startswith("bulk")
+    bulk = variant.startswith("bulk") or variant == "drop_bulk"
     two = variant.startswith("plain2")
+    drop = variant.startswith("drop")
+    from numba_fused import dropout as D
+
+    _, _, unpack, pack, _ = D._VEC["float16"]
     fence = variant.endswith("fence")
     bulk_store, commit, wait_some, wait_all, proxy_fence = _intrinsics()
     slot_words = THREADS * 4
     ring_words = SLOTS * slot_words
     piece_bytes = np.uint32(slot_words * 4)
 
-    def kernel(x, y, partial, counter):
+    def kernel(x, y, partial, counter, k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
+               k10, k11, k12, k13, k14, k15, k16, k17, k18, k19, off_lo, off_hi, thr, scale):
         """x, y: [gridDim.x * STEPS * 1024] 4-byte words; block b copies words
         [b * STEPS * 1024, (b + 1) * STEPS * 1024); partial: [gridDim.x * 256] float32;
-        counter: [1] int32, zero on entry and on exit."""
+        counter: [1] int32, zero on entry and on exit; the rest: dropout's Philox
+        arguments and scale (read by the drop variants)."""
+        keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
+                k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
         ring = cuda.shared.array(ring_words, np.uint32, alignment=128)
         t = cuda.threadIdx.x
         base = cuda.blockIdx.x * (STEPS * slot_words)
@@ -123,6 +136,17 @@ def make_kernel(variant, ptx_only=False):
         for s in range(STEPS - 1 if two else 0, STEPS):
             w = base + s * slot_words + mine
             v0, v1, v2, v3 = tc.ld_global_v4(x, w)
+            if drop:
+                d = unpack((v0, v1, v2, v3))
+                k = D._keep8(np.uint64(w >> 2), keys, off_lo, off_hi, thr)
+                v0, v1, v2, v3 = pack((d[0] * scale if k[0] else np.float32(0.0),
+                                       d[1] * scale if k[1] else np.float32(0.0),
+                                       d[2] * scale if k[2] else np.float32(0.0),
+                                       d[3] * scale if k[3] else np.float32(0.0),
+                                       d[4] * scale if k[4] else np.float32(0.0),
+                                       d[5] * scale if k[5] else np.float32(0.0),
+                                       d[6] * scale if k[6] else np.float32(0.0),
+                                       d[7] * scale if k[7] else np.float32(0.0)))
             if bulk:
                 o = (s % SLOTS) * slot_words + mine
                 ring[o] = v0
@@ -152,8 +176,9 @@ def make_kernel(variant, ptx_only=False):
                 if old == np.int32(cuda.gridDim.x - 1):
                     counter[0] = np.int32(0)
 
-    words = types.Array(types.int32, 1, "C")
-    sig = (words, words, types.Array(types.float32, 1, "C"), words)
+    words = types.Array(types.uint32, 1, "C")
+    sig = (words, words, types.Array(types.float32, 1, "C"), types.Array(types.int32, 1, "C"),
+           *([types.uint32] * 23), types.float32)
     if ptx_only:
         return cuda.compile_ptx(kernel, sig, cc=(9, 0), launch_bounds=(THREADS, 8))[0]
     return cuda.jit(sig, launch_bounds=(THREADS, 8))(kernel)
@@ -174,15 +199,24 @@ def main(argv=None):
                 print(v, registry.ptxas_report(make_kernel(v, True)))
         return
 
+    import numpy as np
     import torch
+    from numba import cuda
 
     from bench import tune_dropout as T
+    from numba_fused import dropout as D
     from numba_fused.launch import sm_count
 
     blocks = 8 * sm_count(torch.cuda.current_device())
     n_words = blocks * STEPS * THREADS * 4
-    x = torch.randint(-2**31, 2**31 - 1, (n_words,), dtype=torch.int32, device="cuda")
-    y = torch.empty_like(x)
+    # fp16 normals, so the drop variants compute on finite values.
+    xt = torch.randn(2 * n_words // 4096, 4096, device="cuda").half()
+    yt = torch.empty_like(xt)
+    x = cuda.as_cuda_array(xt.view(-1).view(torch.int32)).view(np.uint32)
+    y = cuda.as_cuda_array(yt.view(-1).view(torch.int32)).view(np.uint32)
+    p_drop = 0.1
+    _, rng = D._rng_args(T.SEED, T.OFFSET, p_drop)
+    scale = float(D._dropout_scale(p_drop))
     partial = torch.zeros(blocks * THREADS, dtype=torch.float32, device="cuda")
     counter = torch.zeros(1, dtype=torch.int32, device="cuda")
     print(f"blocks {blocks} bytes moved {2 * 4 * n_words / 1e6:.1f} MB", flush=True)
@@ -190,15 +224,18 @@ def main(argv=None):
 
     def launcher(k):
         def fn(a, b, c):
-            k[blocks, THREADS](a, b, partial, counter)
+            k[blocks, THREADS](a, b, partial, counter, *rng, scale)
 
         return fn
 
+    want = D.dropout_bias_act_forward(xt, None, p_drop, T.SEED, T.OFFSET, "none")
     for v, k in kernels.items():
-        y.zero_()
+        yt.zero_()
         launcher(k)(x, y, None)
         torch.cuda.synchronize()
-        ok = bool(torch.equal(x, y)) and int(counter.item()) == 0
+        ref = want if v.startswith("drop") else xt
+        ok = (bool(torch.equal(yt.view(torch.int16), ref.view(torch.int16)))
+              and int(counter.item()) == 0)
         print(f"{v} check {ok}", flush=True)
     for p in range(args.passes):
         for v, k in kernels.items():
