@@ -101,18 +101,17 @@ def make_kernel(variant, ptx_only=False):
     import numpy as np
     from numba import cuda, types
 
+    from numba_fused import dropout as D
     from numba_fused import tensor_core as tc
     from numba_fused.intrinsics import fence_acq_rel_gpu
 
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    bulk = variant.startswith("bulk") or variant == "drop_bulk"
+    bulk = "bulk" in variant
     two = variant.startswith("plain2")
     drop = variant.startswith("drop")
-    from numba_fused import dropout as D
-
-    _, _, unpack, pack, _ = D._VEC["float16"]
     fence = variant.endswith("fence")
+    _, _, unpack, pack, _ = D._VEC["float16"]
     bulk_store, commit, wait_some, wait_all, proxy_fence = _intrinsics()
     slot_words = THREADS * 4
     ring_words = SLOTS * slot_words
