@@ -1,0 +1,328 @@
+"""The 16-bit dropout backward with the bias grad, grad_x sent through the async proxy:
+a timing prototype (fifty-fourth session), not a shipped kernel.
+
+    python3 bench/ab/bulk_bwd.py [--reps 30] [--passes 2] [--variants a,b,...]
+    python3 bench/ab/bulk_bwd.py --ptx      # compile for sm_90 on the CPU, ptxas report
+
+Why. The fifty-third session's ``ab/fence_proxy.py`` found that a one-wave fp16 dropout
+loop whose stores go out from shared memory with ``cp.async.bulk`` runs ~5 us faster
+than the same loop with register stores (72.8-73.1 against 77.7-77.9 us). The nearest
+miss of issue #16 is the fp16 'none' backward with the bias grad (0.0760 ms against
+0.0743): this asks whether that gain survives the bias grad's accumulators and its
+last-block epilogue.
+
+The kernel is the shipped vector-path backward for activation 'none' with Philox
+draws (``dropout.make_backward_kernel``, fixed_mode 1) at N = 4096 (a multiple of 256,
+so every warp owns a whole 512-byte piece of one row): block (32, 8), thread (tx, ty)
+owns columns 8 (32 bx + tx) .. + 7 of rows row0 + ty, row0 + ty + 8, ...;
+a = grad_out * scale where kept, else 0 (float32, then packed); acc += a; at the end
+the shipped epilogue (``dropout._bias_epilogue``, block fence, final_step 2, the
+"direct" tile reduce) writes partial row blockIdx.y and the last block of a strip
+sums them into grad_bias. Variants (name: store_ahead_minblocks_slots):
+  reg    grad_x with st.global.v4 from registers (the shipped store)
+  bulk   each warp writes its row piece (32 lanes x 16 bytes) into its own slot of
+         a per-warp shared ring (``slots`` slots of 512 bytes), fences the async
+         proxy, __syncwarp, and lane 0 sends it with cp.async.bulk (one commit group
+         a step; before a step's __syncwarp lane 0 waits until at most slots - 2
+         groups are still reading, so the slot the next step writes is free)
+  ahead  rows whose loads are issued before the current row is computed (0, 1, 2)
+  minb   launch bounds' minimum blocks an SM (ptxas's register target)
+The grid is one wave of the compiled kernel's resident blocks (16 column strips x
+n_rb row blocks, rows_per_block a multiple of 8), as the shipped one-wave plan.
+Each variant is checked bit for bit against ``dropout_bias_act_backward``: grad_x,
+and grad_bias against the shipped kernel launched with the same rows_per_block (the
+same partial rows, summed in the same order). Then times the shipped call (its
+default plan) and each variant: registers, resident blocks, median us (``gpu``:
+CUDA events, stream held, as tune_dropout's column).
+"""
+
+import argparse
+import functools
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+THREADS = 256
+BX, BY = 32, 8
+ROWS, COLS = 16384, 4096
+P_DROP = 0.1
+PIECE_WORDS = BX * 4  # a warp's row piece: 32 lanes x 16 bytes
+VARIANTS = ("reg_1_6_0", "reg_2_4_0", "bulk_0_6_4", "bulk_1_6_4", "bulk_1_6_3",
+            "bulk_0_8_4", "bulk_1_8_4", "bulk_2_4_4", "bulk_2_5_4")
+
+
+def parse_variant(name):
+    store, ahead, minb, slots = name.split("_")
+    if store not in ("reg", "bulk"):
+        raise ValueError(f"store must be reg or bulk, got {store!r}")
+    return store == "bulk", int(ahead), int(minb), int(slots)
+
+
+def _intrinsics():
+    from llvmlite import ir
+    from numba import types
+    from numba.core.extending import intrinsic
+
+    from numba_fused import tensor_core as tc
+
+    I32, I64 = ir.IntType(32), ir.IntType(64)
+
+    @intrinsic
+    def bulk_store(typingctx, dst, idx, src, nbytes):
+        # dst[idx]: the global destination (16-byte aligned); src: a shared address.
+        sig = types.void(dst, idx, src, nbytes)
+
+        def codegen(context, builder, signature, args):
+            g = tc._global_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+            s = context.cast(builder, args[2], signature.args[2], types.uint32)
+            n = context.cast(builder, args[3], signature.args[3], types.uint32)
+            tc._asm(builder, ir.VoidType(), [I64, I32, I32],
+                    "cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;",
+                    "l,r,r,~{memory}", [g, s, n], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def st_shared_v4(typingctx, addr, v0, v1, v2, v3):
+        sig = types.void(addr, v0, v1, v2, v3)
+
+        def codegen(context, builder, signature, args):
+            vals = [context.cast(builder, v, t, types.uint32)
+                    for t, v in zip(signature.args, args)]
+            tc._asm(builder, ir.VoidType(), [I32] * 5,
+                    "st.shared.v4.u32 [$0], {$1,$2,$3,$4};", "r,r,r,r,r,~{memory}", vals,
+                    True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _void(text):
+        @intrinsic
+        def op(typingctx):
+            def codegen(context, builder, signature, args):
+                tc._asm(builder, ir.VoidType(), [], text, "~{memory}", [], True)
+                return context.get_dummy_value()
+
+            return types.void(), codegen
+
+        return op
+
+    waits = {n: _void(f"cp.async.bulk.wait_group.read {n};") for n in range(4)}
+    return (bulk_store, st_shared_v4, _void("cp.async.bulk.commit_group;"), waits,
+            _void("fence.proxy.async.shared::cta;"))
+
+
+@functools.lru_cache(maxsize=None)
+def make_kernel(variant):
+    """A ``numba_fused.launch.Kernel`` of the variant (see the module docstring)."""
+    import numpy as np
+    from numba import cuda, types
+
+    from numba_fused import dropout as D
+    from numba_fused import tensor_core as tc
+    from numba_fused.launch import Kernel
+
+    bulk, ahead, minb, slots = parse_variant(variant)
+    if ahead not in (0, 1, 2) or not 1 <= minb <= 8 or (bulk and not 3 <= slots <= 4):
+        raise ValueError(f"bad variant {variant!r}")
+    ldc, stc, unpack, pack, _ = D._VEC["float16"]
+    bulk_store, st_shared_v4, commit, waits, proxy_fence = _intrinsics()
+    wait_some = waits[max(slots - 2, 0)]
+    wait_all = waits[0]
+    tile_n = D._tile_floats(THREADS, D.GROUP)
+    epilogue = D._bias_epilogue("float16", True, "block", D._FINAL_STEP, "direct")
+    ring_words = max(1, BY * slots * PIECE_WORDS)
+    piece_bytes = np.uint32(PIECE_WORDS * 4)
+    F0 = np.float32(0.0)
+
+    def kernel(grad, grad_x, partial, counters, grad_bias, n_rows, n_cols, rows_per_block,
+               tile_stride, n_parts, k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
+               k10, k11, k12, k13, k14, k15, k16, k17, k18, k19, off_lo, off_hi, thr, scale):
+        """grad, grad_x: [M * N / 2] uint32 words of grad_out and grad_x (N a multiple
+        of 256); partial: [n_parts * N] float32, row blockIdx.y written; counters:
+        [gridDim.x] uint32, zero on entry and exit; grad_bias: [N] float16; the rest as
+        the shipped backward's (Philox keys, offset, keep threshold, 1 / (1 - p))."""
+        tile = cuda.shared.array(tile_n, np.float32)
+        flag = cuda.shared.array(1, np.int32)
+        ring = cuda.shared.array(ring_words, np.uint32, alignment=128)
+        keys = (k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
+                k10, k11, k12, k13, k14, k15, k16, k17, k18, k19)
+        chunks = np.uint32(n_cols >> 3)
+        tx = np.uint32(cuda.threadIdx.x)
+        ty = np.uint32(cuda.threadIdx.y)
+        j = np.uint32(cuda.blockIdx.x * BX + tx)
+        step = np.uint32(BY)
+        gstep = np.uint32(step * chunks)
+        row0 = np.uint32(cuda.blockIdx.y * rows_per_block)
+        row_end = np.uint32(min(n_rows, row0 + rows_per_block))
+        r = np.uint32(row0 + ty)
+        q = np.uint32(r * chunks + j)
+        mine = np.uint32(ty * (slots * PIECE_WORDS))
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = F0
+        z = np.uint32(0)
+        wa = (z, z, z, z)
+        wb = wa
+        if ahead >= 1 and r < row_end:
+            wa = ldc(grad, q)
+        if ahead >= 2 and np.uint32(r + step) < row_end:
+            wb = ldc(grad, np.uint32(q + gstep))
+        slot = np.uint32(0)
+        while r < row_end:
+            if ahead == 0:
+                w = ldc(grad, q)
+            elif ahead == 1:
+                w = wa
+                if np.uint32(r + step) < row_end:
+                    wa = ldc(grad, np.uint32(q + gstep))
+            else:
+                w = wa
+                wa = wb
+                if np.uint32(r + 2 * step) < row_end:
+                    wb = ldc(grad, np.uint32(q + 2 * gstep))
+            d = unpack(w)
+            k = D._keep8(np.uint64(q), keys, off_lo, off_hi, thr)
+            a0 = d[0] * scale if k[0] else F0
+            a1 = d[1] * scale if k[1] else F0
+            a2 = d[2] * scale if k[2] else F0
+            a3 = d[3] * scale if k[3] else F0
+            a4 = d[4] * scale if k[4] else F0
+            a5 = d[5] * scale if k[5] else F0
+            a6 = d[6] * scale if k[6] else F0
+            a7 = d[7] * scale if k[7] else F0
+            s0 += a0
+            s1 += a1
+            s2 += a2
+            s3 += a3
+            s4 += a4
+            s5 += a5
+            s6 += a6
+            s7 += a7
+            v = pack((a0, a1, a2, a3, a4, a5, a6, a7))
+            if bulk:
+                o = np.uint32(mine + slot * PIECE_WORDS)
+                st_shared_v4(tc.shared_address(ring, o + 4 * tx), v[0], v[1], v[2], v[3])
+                proxy_fence()
+                if tx == 0:
+                    # At most slots - 2 groups still reading: the slot the next step
+                    # writes was read by the group issued slots - 1 steps before it.
+                    wait_some()
+                cuda.syncwarp()
+                if tx == 0:
+                    bulk_store(grad_x, np.uint32(q * 4), tc.shared_address(ring, o), piece_bytes)
+                    commit()
+                slot = np.uint32(slot + 1)
+                if slot == slots:
+                    slot = np.uint32(0)
+            else:
+                stc(grad_x, q, v)
+            r = np.uint32(r + step)
+            q = np.uint32(q + gstep)
+        epilogue(tile, tile_stride, (s0, s1, s2, s3, s4, s5, s6, s7), partial,
+                 cuda.blockIdx.y, n_cols, counters, n_parts, True, grad_bias, flag)
+        if bulk and tx == 0:
+            # The ring must outlive the copies reading it.
+            wait_all()
+
+    words = types.Array(types.uint32, 1, "C")
+    argtypes = (words, words, types.Array(types.float32, 1, "C"), words,
+                types.Array(types.float16, 1, "C"), types.int64, types.int64, types.int64,
+                types.int64, types.int64, *([types.uint32] * 23), types.float32)
+    return Kernel(f"bulk_bwd_{variant}", kernel, argtypes, launch_bounds=(THREADS, minb))
+
+
+def _ptx_report(variants):
+    from numba import cuda
+
+    from numba_fused import registry
+
+    with registry.offline_compile():
+        for v in variants:
+            k = make_kernel(v)
+            ptx = cuda.compile_ptx(k.pyfunc, k.argtypes, cc=(9, 0), **k.jit_options)[0]
+            print(v, registry.ptxas_report(ptx), flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--ptx", action="store_true", help="compile for sm_90 on the CPU and "
+                    "print ptxas's report (no GPU)")
+    args = ap.parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    for v in variants:
+        parse_variant(v)
+    if args.ptx:
+        _ptx_report(variants)
+        return
+
+    import numpy as np
+    import torch
+    from numba import cuda
+
+    from bench import tune_dropout as T
+    from numba_fused import dropout as D
+    from numba_fused.launch import sm_count
+
+    dev = torch.cuda.current_device()
+    sms = sm_count(dev)
+    g = torch.randn(ROWS, COLS, device="cuda").half()
+    bias = torch.randn(COLS, device="cuda").half()
+    gw = cuda.as_cuda_array(g.view(-1).view(torch.int32)).view(np.uint32)
+    _, rng = D._rng_args(T.SEED, T.OFFSET, P_DROP)
+    scale = float(D._dropout_scale(P_DROP))
+    want_gx, _ = D.dropout_bias_act_backward(g, None, bias, P_DROP, T.SEED, T.OFFSET, "none",
+                                             True)
+    n_cb = COLS // (8 * BX)
+    stride = D.tile_stride(BX, BY, D.GROUP)
+    runs = {}
+    for v in variants:
+        k = make_kernel(v)
+        resident = k.resident_blocks(THREADS, 0, dev)
+        n_rb = max(1, sms * resident // n_cb)
+        rpb = -(-(-(-ROWS // n_rb)) // BY) * BY
+        n_rb = -(-ROWS // rpb)
+        gx = torch.empty_like(g)
+        gb = torch.empty_like(bias)
+        partial = torch.empty(n_rb * COLS, dtype=torch.float32, device="cuda")
+        counters = torch.zeros(n_cb, dtype=torch.int32, device="cuda")
+        a = (gw, cuda.as_cuda_array(gx.view(-1).view(torch.int32)).view(np.uint32),
+             cuda.as_cuda_array(partial),
+             cuda.as_cuda_array(counters).view(np.uint32), cuda.as_cuda_array(gb),
+             ROWS, COLS, rpb, stride, n_rb, *rng, scale)
+        fn = k.dispatcher[(n_cb, n_rb), (BX, BY)]
+
+        def launch(x, y, z, fn=fn, a=a):
+            fn(*a)
+
+        gx.fill_(float("nan"))
+        gb.fill_(float("nan"))
+        launch(None, None, None)
+        torch.cuda.synchronize()
+        _, ref_gb = D.dropout_bias_act_backward(g, None, bias, P_DROP, T.SEED, T.OFFSET, "none",
+                                                True,
+                                                config=D.LaunchConfig(rows_per_block=rpb))
+        ok = (torch.equal(gx.view(torch.int16), want_gx.view(torch.int16))
+              and torch.equal(gb.view(torch.int16), ref_gb.view(torch.int16))
+              and int(counters.abs().sum()) == 0)
+        print(f"{v} regs {k.regs_per_thread} resident {resident} grid {n_cb}x{n_rb} "
+              f"rpb {rpb} check {ok}", flush=True)
+        runs[v] = launch
+
+    def shipped(x, y, z):
+        D.dropout_bias_act_backward(g, None, bias, P_DROP, T.SEED, T.OFFSET, "none", True)
+
+    for p in range(args.passes):
+        _, gpu = T._time(shipped, [(None, None, None)], args.reps, 5)
+        print(f"pass {p} shipped gpu_us {gpu:.2f}", flush=True)
+        for v, fn in runs.items():
+            _, gpu = T._time(fn, [(None, None, None)], args.reps, 5)
+            print(f"pass {p} {v} gpu_us {gpu:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
