@@ -25,7 +25,8 @@ sums them into grad_bias. Variants (name: store_ahead_minblocks_slots):
          proxy, __syncwarp, and lane 0 sends it with cp.async.bulk (one commit group
          a step; before a step's __syncwarp lane 0 waits until at most slots - 2
          groups are still reading, so the slot the next step writes is free)
-  ahead  rows whose loads are issued before the current row is computed (0, 1, 2)
+  ahead  rows whose loads are issued before the current row is computed (0, 1, 2);
+         4: the shipped batches (the next four rows' loads, then the current four)
   minb   launch bounds' minimum blocks an SM (ptxas's register target)
 The grid is one wave of the compiled kernel's resident blocks (16 column strips x
 n_rb row blocks, rows_per_block a multiple of 8), as the shipped one-wave plan.
@@ -48,8 +49,8 @@ BX, BY = 32, 8
 ROWS, COLS = 16384, 4096
 P_DROP = 0.1
 PIECE_WORDS = BX * 4  # a warp's row piece: 32 lanes x 16 bytes
-VARIANTS = ("reg_1_6_0", "reg_2_4_0", "bulk_0_6_4", "bulk_1_6_4", "bulk_1_6_3",
-            "bulk_0_8_4", "bulk_1_8_4", "bulk_2_4_4", "bulk_2_5_4")
+VARIANTS = ("reg_4_2_0", "reg_4_3_0", "bulk_4_2_4", "bulk_4_3_4", "bulk_4_2_3", "bulk_4_1_4",
+            "bulk_2_5_4", "bulk_2_4_3", "reg_2_5_0")
 
 
 def parse_variant(name):
@@ -123,10 +124,11 @@ def make_kernel(variant):
 
     from numba_fused import dropout as D
     from numba_fused import tensor_core as tc
+    from numba_fused.jit import inline_device
     from numba_fused.launch import Kernel
 
     bulk, ahead, minb, slots = parse_variant(variant)
-    if ahead not in (0, 1, 2) or not 1 <= minb <= 8 or (bulk and not 3 <= slots <= 4):
+    if ahead not in (0, 1, 2, 4) or not 1 <= minb <= 8 or (bulk and not 3 <= slots <= 4):
         raise ValueError(f"bad variant {variant!r}")
     ldc, stc, unpack, pack, _ = D._VEC["float16"]
     bulk_store, st_shared_v4, commit, waits, proxy_fence = _intrinsics()
@@ -137,6 +139,41 @@ def make_kernel(variant):
     ring_words = max(1, BY * slots * PIECE_WORDS)
     piece_bytes = np.uint32(PIECE_WORDS * 4)
     F0 = np.float32(0.0)
+
+    @inline_device
+    def row(grad_x, ring, w, q, acc, slot, mine, tx, keys, off_lo, off_hi, thr, scale):
+        # One row piece: grad_x's 16 bytes of the thread, the sums, the ring slot after.
+        d = unpack(w)
+        k = D._keep8(np.uint64(q), keys, off_lo, off_hi, thr)
+        a0 = d[0] * scale if k[0] else F0
+        a1 = d[1] * scale if k[1] else F0
+        a2 = d[2] * scale if k[2] else F0
+        a3 = d[3] * scale if k[3] else F0
+        a4 = d[4] * scale if k[4] else F0
+        a5 = d[5] * scale if k[5] else F0
+        a6 = d[6] * scale if k[6] else F0
+        a7 = d[7] * scale if k[7] else F0
+        acc = (acc[0] + a0, acc[1] + a1, acc[2] + a2, acc[3] + a3,
+               acc[4] + a4, acc[5] + a5, acc[6] + a6, acc[7] + a7)
+        v = pack((a0, a1, a2, a3, a4, a5, a6, a7))
+        if bulk:
+            o = np.uint32(mine + slot * PIECE_WORDS)
+            st_shared_v4(tc.shared_address(ring, o + 4 * tx), v[0], v[1], v[2], v[3])
+            proxy_fence()
+            if tx == 0:
+                # At most slots - 2 groups still reading: the slot the next row
+                # writes was read by the group issued slots - 1 rows before it.
+                wait_some()
+            cuda.syncwarp()
+            if tx == 0:
+                bulk_store(grad_x, np.uint32(q * 4), tc.shared_address(ring, o), piece_bytes)
+                commit()
+            slot = np.uint32(slot + 1)
+            if slot == slots:
+                slot = np.uint32(0)
+        else:
+            stc(grad_x, q, v)
+        return acc, slot
 
     def kernel(grad, grad_x, partial, counters, grad_bias, n_rows, n_cols, rows_per_block,
                tile_stride, n_parts, k0, k1, k2, k3, k4, k5, k6, k7, k8, k9,
@@ -161,67 +198,74 @@ def make_kernel(variant):
         r = np.uint32(row0 + ty)
         q = np.uint32(r * chunks + j)
         mine = np.uint32(ty * (slots * PIECE_WORDS))
-        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = F0
+        acc = (F0, F0, F0, F0, F0, F0, F0, F0)
         z = np.uint32(0)
         wa = (z, z, z, z)
-        wb = wa
-        if ahead >= 1 and r < row_end:
-            wa = ldc(grad, q)
-        if ahead >= 2 and np.uint32(r + step) < row_end:
-            wb = ldc(grad, np.uint32(q + gstep))
+        wb = wc = wd = wa
         slot = np.uint32(0)
-        while r < row_end:
-            if ahead == 0:
-                w = ldc(grad, q)
-            elif ahead == 1:
-                w = wa
+        if ahead == 4:
+            # The shipped register batches: the next four rows' loads are issued
+            # before the current four are computed.
+            if r < row_end:
+                wa = ldc(grad, q)
+            if np.uint32(r + step) < row_end:
+                wb = ldc(grad, np.uint32(q + gstep))
+            if np.uint32(r + 2 * step) < row_end:
+                wc = ldc(grad, np.uint32(q + 2 * gstep))
+            if np.uint32(r + 3 * step) < row_end:
+                wd = ldc(grad, np.uint32(q + 3 * gstep))
+            while r < row_end:
+                rn = np.uint32(r + 4 * step)
+                qn = np.uint32(q + 4 * gstep)
+                na = nb = nc = nd = wa
+                if rn < row_end:
+                    na = ldc(grad, qn)
+                if np.uint32(rn + step) < row_end:
+                    nb = ldc(grad, np.uint32(qn + gstep))
+                if np.uint32(rn + 2 * step) < row_end:
+                    nc = ldc(grad, np.uint32(qn + 2 * gstep))
+                if np.uint32(rn + 3 * step) < row_end:
+                    nd = ldc(grad, np.uint32(qn + 3 * gstep))
+                acc, slot = row(grad_x, ring, wa, q, acc, slot, mine, tx, keys, off_lo, off_hi,
+                                thr, scale)
                 if np.uint32(r + step) < row_end:
-                    wa = ldc(grad, np.uint32(q + gstep))
-            else:
-                w = wa
-                wa = wb
+                    acc, slot = row(grad_x, ring, wb, np.uint32(q + gstep), acc, slot, mine, tx,
+                                    keys, off_lo, off_hi, thr, scale)
                 if np.uint32(r + 2 * step) < row_end:
-                    wb = ldc(grad, np.uint32(q + 2 * gstep))
-            d = unpack(w)
-            k = D._keep8(np.uint64(q), keys, off_lo, off_hi, thr)
-            a0 = d[0] * scale if k[0] else F0
-            a1 = d[1] * scale if k[1] else F0
-            a2 = d[2] * scale if k[2] else F0
-            a3 = d[3] * scale if k[3] else F0
-            a4 = d[4] * scale if k[4] else F0
-            a5 = d[5] * scale if k[5] else F0
-            a6 = d[6] * scale if k[6] else F0
-            a7 = d[7] * scale if k[7] else F0
-            s0 += a0
-            s1 += a1
-            s2 += a2
-            s3 += a3
-            s4 += a4
-            s5 += a5
-            s6 += a6
-            s7 += a7
-            v = pack((a0, a1, a2, a3, a4, a5, a6, a7))
-            if bulk:
-                o = np.uint32(mine + slot * PIECE_WORDS)
-                st_shared_v4(tc.shared_address(ring, o + 4 * tx), v[0], v[1], v[2], v[3])
-                proxy_fence()
-                if tx == 0:
-                    # At most slots - 2 groups still reading: the slot the next step
-                    # writes was read by the group issued slots - 1 steps before it.
-                    wait_some()
-                cuda.syncwarp()
-                if tx == 0:
-                    bulk_store(grad_x, np.uint32(q * 4), tc.shared_address(ring, o), piece_bytes)
-                    commit()
-                slot = np.uint32(slot + 1)
-                if slot == slots:
-                    slot = np.uint32(0)
-            else:
-                stc(grad_x, q, v)
-            r = np.uint32(r + step)
-            q = np.uint32(q + gstep)
-        epilogue(tile, tile_stride, (s0, s1, s2, s3, s4, s5, s6, s7), partial,
-                 cuda.blockIdx.y, n_cols, counters, n_parts, True, grad_bias, flag)
+                    acc, slot = row(grad_x, ring, wc, np.uint32(q + 2 * gstep), acc, slot, mine,
+                                    tx, keys, off_lo, off_hi, thr, scale)
+                if np.uint32(r + 3 * step) < row_end:
+                    acc, slot = row(grad_x, ring, wd, np.uint32(q + 3 * gstep), acc, slot, mine,
+                                    tx, keys, off_lo, off_hi, thr, scale)
+                r = rn
+                q = qn
+                wa = na
+                wb = nb
+                wc = nc
+                wd = nd
+        else:
+            if ahead >= 1 and r < row_end:
+                wa = ldc(grad, q)
+            if ahead >= 2 and np.uint32(r + step) < row_end:
+                wb = ldc(grad, np.uint32(q + gstep))
+            while r < row_end:
+                if ahead == 0:
+                    w = ldc(grad, q)
+                elif ahead == 1:
+                    w = wa
+                    if np.uint32(r + step) < row_end:
+                        wa = ldc(grad, np.uint32(q + gstep))
+                else:
+                    w = wa
+                    wa = wb
+                    if np.uint32(r + 2 * step) < row_end:
+                        wb = ldc(grad, np.uint32(q + 2 * gstep))
+                acc, slot = row(grad_x, ring, w, q, acc, slot, mine, tx, keys, off_lo, off_hi,
+                                thr, scale)
+                r = np.uint32(r + step)
+                q = np.uint32(q + gstep)
+        epilogue(tile, tile_stride, acc, partial, cuda.blockIdx.y, n_cols, counters, n_parts,
+                 True, grad_bias, flag)
         if bulk and tx == 0:
             # The ring must outlive the copies reading it.
             wait_all()
