@@ -69,6 +69,25 @@ def parse_variant(name):
     return store == "bulk", int(ahead), int(minb), int(slots), end
 
 
+def _void_asm(text):
+    """An intrinsic running the PTX ``text`` (no operands; a memory clobber)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core.extending import intrinsic
+
+    from numba_fused import tensor_core as tc
+
+    @intrinsic
+    def op(typingctx):
+        def codegen(context, builder, signature, args):
+            tc._asm(builder, ir.VoidType(), [], text, "~{memory}", [], True)
+            return context.get_dummy_value()
+
+        return types.void(), codegen
+
+    return op
+
+
 def _intrinsics():
     from llvmlite import ir
     from numba import types
@@ -109,20 +128,51 @@ def _intrinsics():
 
         return sig, codegen
 
-    def _void(text):
-        @intrinsic
-        def op(typingctx):
-            def codegen(context, builder, signature, args):
-                tc._asm(builder, ir.VoidType(), [], text, "~{memory}", [], True)
-                return context.get_dummy_value()
+    waits = {n: _void_asm(f"cp.async.bulk.wait_group.read {n};") for n in range(4)}
+    return (bulk_store, st_shared_v4, _void_asm("cp.async.bulk.commit_group;"), waits,
+            _void_asm("fence.proxy.async.shared::cta;"))
 
-            return types.void(), codegen
 
-        return op
+def warp_sender(slots):
+    """(send, drain) device functions of the per-warp ring of ``slots`` slots of 512
+    bytes: ``slot = send(dst, q, ring, mine, slot, tx, v0, v1, v2, v3)`` writes lane
+    tx's 16 bytes into the warp's slot (its ring starts at word ``mine``), fences the
+    async proxy, and lane 0 sends the slot to dst's words 4 q .. (lane 0's q) with
+    cp.async.bulk, one commit group a row; before that, lane 0 waits until at most
+    slots - 2 groups are still reading, so the slot the next row writes was read by
+    the group issued slots - 1 rows before it; returns the next slot. ``drain(tx)``:
+    lane 0 waits for every group's reads (the ring must outlive them)."""
+    import numpy as np
+    from numba import cuda
 
-    waits = {n: _void(f"cp.async.bulk.wait_group.read {n};") for n in range(4)}
-    return (bulk_store, st_shared_v4, _void("cp.async.bulk.commit_group;"), waits,
-            _void("fence.proxy.async.shared::cta;"))
+    from numba_fused import tensor_core as tc
+    from numba_fused.jit import inline_device
+
+    bulk_store, st_shared_v4, commit, waits, proxy_fence = _intrinsics()
+    wait_some = waits[max(slots - 2, 0)]
+    wait_all = waits[0]
+    piece_bytes = np.uint32(PIECE_WORDS * 4)
+
+    @inline_device
+    def send(dst, q, ring, mine, slot, tx, v0, v1, v2, v3):
+        o = np.uint32(mine + slot * PIECE_WORDS)
+        st_shared_v4(tc.shared_address(ring, o + 4 * tx), v0, v1, v2, v3)
+        proxy_fence()
+        if tx == 0:
+            wait_some()
+        cuda.syncwarp()
+        if tx == 0:
+            bulk_store(dst, np.uint32(q * 4), tc.shared_address(ring, o), piece_bytes)
+            commit()
+        slot = np.uint32(slot + 1)
+        return np.uint32(0) if slot == slots else slot
+
+    @inline_device
+    def drain(tx):
+        if tx == 0:
+            wait_all()
+
+    return send, drain
 
 
 def _cluster_intrinsics():
@@ -156,19 +206,8 @@ def _cluster_intrinsics():
 
         return sig, codegen
 
-    def _void(text):
-        @intrinsic
-        def op(typingctx):
-            def codegen(context, builder, signature, args):
-                tc._asm(builder, ir.VoidType(), [], text, "~{memory}", [], True)
-                return context.get_dummy_value()
-
-            return types.void(), codegen
-
-        return op
-
-    return (ctarank, ld_cluster_f32, _void("barrier.cluster.arrive.release.aligned;"),
-            _void("barrier.cluster.wait.acquire.aligned;"))
+    return (ctarank, ld_cluster_f32, _void_asm("barrier.cluster.arrive.release.aligned;"),
+            _void_asm("barrier.cluster.wait.acquire.aligned;"))
 
 
 def cluster_size(end):
@@ -198,20 +237,18 @@ def make_kernel(variant, dtype="float16"):
     dsmem = end[0] == "c"
     by = block_rows(end)
     threads = BX * by
-    if ahead not in (0, 1, 2, 4) or (cs and bulk) or not 1 <= minb <= 8 or (bulk and not 3 <= slots <= 4):
+    if (ahead not in (0, 1, 2, 4) or (cs and bulk) or not 1 <= minb <= 8
+            or (bulk and not 3 <= slots <= 4)):
         raise ValueError(f"bad variant {variant!r}")
     ldc, stc, unpack, pack, _ = D._VEC[dtype]
-    bulk_store, st_shared_v4, commit, waits, proxy_fence = _intrinsics()
+    send, drain = warp_sender(slots)
     gstore = D.dtypes.storer(dtype)
-    wait_some = waits[max(slots - 2, 0)]
-    wait_all = waits[0]
     tile_n = D._tile_floats(threads, D.GROUP)
     ctarank, ld_cluster_f32, cluster_arrive, cluster_wait = _cluster_intrinsics()
     strip = BX * D.GROUP
     per = strip // max(cs, 1)  # columns each block of a cluster finishes
     epilogue = D._bias_epilogue(dtype, True, "block", D._FINAL_STEP, "direct")
     ring_words = max(1, by * slots * PIECE_WORDS)
-    piece_bytes = np.uint32(PIECE_WORDS * 4)
     F0 = np.float32(0.0)
 
     @inline_device
@@ -231,20 +268,7 @@ def make_kernel(variant, dtype="float16"):
                acc[4] + a4, acc[5] + a5, acc[6] + a6, acc[7] + a7)
         v = pack((a0, a1, a2, a3, a4, a5, a6, a7))
         if bulk:
-            o = np.uint32(mine + slot * PIECE_WORDS)
-            st_shared_v4(tc.shared_address(ring, o + 4 * tx), v[0], v[1], v[2], v[3])
-            proxy_fence()
-            if tx == 0:
-                # At most slots - 2 groups still reading: the slot the next row
-                # writes was read by the group issued slots - 1 rows before it.
-                wait_some()
-            cuda.syncwarp()
-            if tx == 0:
-                bulk_store(grad_x, np.uint32(q * 4), tc.shared_address(ring, o), piece_bytes)
-                commit()
-            slot = np.uint32(slot + 1)
-            if slot == slots:
-                slot = np.uint32(0)
+            slot = send(grad_x, q, ring, mine, slot, tx, v[0], v[1], v[2], v[3])
         else:
             stc(grad_x, q, v)
         return acc, slot
@@ -380,9 +404,8 @@ def make_kernel(variant, dtype="float16"):
                 # early (as in c).
                 cluster_arrive()
                 cluster_wait()
-        if bulk and tx == 0:
-            # The ring must outlive the copies reading it.
-            wait_all()
+        if bulk:
+            drain(tx)
 
     words = types.Array(types.uint32, 1, "C")
     argtypes = (words, words, types.Array(types.float32, 1, "C"), words,

@@ -66,9 +66,8 @@ def make_kernel(variant, dtype="float16"):
     import numpy as np
     from numba import cuda, types
 
-    from bench.ab.bulk_bwd import _intrinsics
+    from bench.ab.bulk_bwd import warp_sender
     from numba_fused import dropout as D
-    from numba_fused import tensor_core as tc
     from numba_fused.launch import Kernel
 
     act, bulk, minb, slots, feat = parse_variant(variant)
@@ -77,13 +76,10 @@ def make_kernel(variant, dtype="float16"):
     if bulk and not 3 <= slots <= 4:
         raise ValueError(f"bad variant {variant!r}")
     ldc, stc, unpack, pack, zero = D._VEC[dtype]
-    bulk_store, st_shared_v4, commit, waits, proxy_fence = _intrinsics()
-    wait_some = waits[max(slots - 2, 0)]
-    wait_all = waits[0]
+    send, drain = warp_sender(slots)
     prep, act_s = D._scaled_act(act, dtype, True)
     bias8 = D._bias_loader(dtype)
     ring_words = max(1, BY * slots * PIECE_WORDS)
-    piece_bytes = np.uint32(PIECE_WORDS * 4)
     F0 = np.float32(0.0)
 
     def kernel(x, bias, y, n_rows, n_cols, rows_per_block, g_base, k0, k1, k2, k3, k4, k5,
@@ -137,26 +133,14 @@ def make_kernel(variant, dtype="float16"):
                       (a3 if k[3] else F0), (a4 if k[4] else F0), (a5 if k[5] else F0),
                       (a6 if k[6] else F0), (a7 if k[7] else F0)))
             if bulk:
-                base = np.uint32(mine + slot * PIECE_WORDS)
-                st_shared_v4(tc.shared_address(ring, base + 4 * tx), o[0], o[1], o[2], o[3])
-                proxy_fence()
-                if tx == 0:
-                    wait_some()
-                cuda.syncwarp()
-                if tx == 0:
-                    bulk_store(y, np.uint32(q * 4), tc.shared_address(ring, base), piece_bytes)
-                    commit()
-                slot = np.uint32(slot + 1)
-                if slot == slots:
-                    slot = np.uint32(0)
+                slot = send(y, q, ring, mine, slot, tx, o[0], o[1], o[2], o[3])
             else:
                 stc(y, q, o)
             w = nw
             r = np.uint32(r + step)
             q = np.uint32(q + gstep)
-        if bulk and tx == 0:
-            # The ring must outlive the copies reading it.
-            wait_all()
+        if bulk:
+            drain(tx)
 
     words = types.Array(types.uint32, 1, "C")
     argtypes = (words, D._storage(dtype), words, types.int64, types.int64, types.int64,
