@@ -414,14 +414,16 @@ def make_kernel(variant, dtype="float16"):
     return Kernel(f"bulk_bwd_{dtype}_{variant}", kernel, argtypes, launch_bounds=(threads, minb))
 
 
-def _ptx_report(variants, dtype):
+def _ptx_report(variants, dtype, make=None):
+    """ptxas's report of each variant's kernel from ``make`` (default this module's
+    make_kernel), compiled for sm_90 on the CPU."""
     from numba import cuda
 
     from numba_fused import registry
 
     with registry.offline_compile():
         for v in variants:
-            k = make_kernel(v, dtype)
+            k = (make or make_kernel)(v, dtype)
             ptx = cuda.compile_ptx(k.pyfunc, k.argtypes, cc=(9, 0), **k.jit_options)[0]
             print(v, registry.ptxas_report(ptx), flush=True)
 

@@ -164,15 +164,9 @@ def main(argv=None):
     for v in variants:
         parse_variant(v)
     if args.ptx:
-        from numba import cuda
+        from bench.ab.bulk_bwd import _ptx_report
 
-        from numba_fused import registry
-
-        with registry.offline_compile():
-            for v in variants:
-                k = make_kernel(v, args.dtype)
-                ptx = cuda.compile_ptx(k.pyfunc, k.argtypes, cc=(9, 0), **k.jit_options)[0]
-                print(v, registry.ptxas_report(ptx), flush=True)
+        _ptx_report(variants, args.dtype, make_kernel)
         return
 
     import numpy as np

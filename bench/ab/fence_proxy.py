@@ -54,46 +54,12 @@ VARIANTS = ("plain", "plain_fence", "bulk", "bulk_fence", "plain2", "plain2_fenc
 
 
 def _intrinsics():
-    from llvmlite import ir
-    from numba import types
-    from numba.core.extending import intrinsic
+    # ab/bulk_bwd.py's (the same PTX: the variants' digests did not change when this
+    # script took them from there).
+    from bench.ab.bulk_bwd import _intrinsics as bulk_intrinsics
 
-    from numba_fused import tensor_core as tc
-
-    I32, I64 = ir.IntType(32), ir.IntType(64)
-
-    @intrinsic
-    def bulk_store(typingctx, dst, idx, src, nbytes):
-        # dst[idx]: the global destination (16-byte aligned); src: a shared address.
-        sig = types.void(dst, idx, src, nbytes)
-
-        def codegen(context, builder, signature, args):
-            g = tc._global_addr(context, builder, signature.args[0], args[0],
-                                signature.args[1], args[1])
-            s = context.cast(builder, args[2], signature.args[2], types.uint32)
-            n = context.cast(builder, args[3], signature.args[3], types.uint32)
-            tc._asm(builder, ir.VoidType(), [I64, I32, I32],
-                    "cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;",
-                    "l,r,r,~{memory}", [g, s, n], True)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    def _void(text):
-        @intrinsic
-        def op(typingctx):
-            def codegen(context, builder, signature, args):
-                tc._asm(builder, ir.VoidType(), [], text, "~{memory}", [], True)
-                return context.get_dummy_value()
-
-            return types.void(), codegen
-
-        return op
-
-    return (bulk_store, _void("cp.async.bulk.commit_group;"),
-            _void(f"cp.async.bulk.wait_group.read {SLOTS - 2};"),
-            _void("cp.async.bulk.wait_group.read 0;"),
-            _void("fence.proxy.async.shared::cta;"))
+    bulk_store, _, commit, waits, proxy_fence = bulk_intrinsics()
+    return bulk_store, commit, waits[SLOTS - 2], waits[0], proxy_fence
 
 
 @functools.lru_cache(maxsize=None)

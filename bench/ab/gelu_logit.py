@@ -24,7 +24,8 @@ degree 4 2.7e-4 (degree 2 1.1e-3 in [-7, 0], but its f turns negative past |z| ~
 not used). fp16 rounding adds up to 4.9e-4; the tests' bound is 2e-3 (bf16 1e-2). The
 shipped form's error is 1.1e-5.
 
-Variants: ``shipped``; ``logit3``, ``logit4`` (the degree); each on the shipped plan
+Variants: ``shipped`` (the checkout's form: v17's when measured in calls 6-7, logit3
+since v22); ``logit3``, ``logit4`` (the degree); each on the shipped plan
 (one row a batch, four waves; tune_dropout's ``gpu`` column). Checked first: on the
 GPU, the forward at z over every 16-bit value in [-14, 14] against float64 (the
 measure above) and at 1024 x 4096 normals, normwise against float64 beside torch's own
@@ -72,26 +73,20 @@ def fit_coeffs(deg, zmax=7.0, n=8000):
 
 def install(deg):
     """Make the 16-bit vector forward's gelu (``dropout._scaled_act`` with fold) the
-    logit form of degree ``deg``; call before any kernel is built."""
+    logit form (``dropout._make_gelu_logit``, shipped at degree 3 since v22) of degree
+    ``deg``; call before any kernel is built."""
     import numpy as np
 
     from numba_fused import dropout as D
     from numba_fused.jit import inline_device
 
     l2e = 1.0 / math.log(2.0)
-    folded = tuple(np.float32(-c * l2e) for c in LOGIT_COEFFS[deg])
-    poly = D._horner(folded)
-    tiny = np.float32(np.finfo(np.float32).tiny)
+    gelu_s = D._make_gelu_logit(tuple(np.float32(-c * l2e) for c in LOGIT_COEFFS[deg]))
     orig = D._scaled_act
 
     @inline_device
     def prep(scale):
-        return D._F1 / max(scale, tiny)
-
-    @inline_device
-    def gelu_s(z, scale, c):
-        g = z * poly(z * z)
-        return z * D._fast_rcp(D._ex2(g) * c + c)
+        return D._F1 / max(scale, D._SCALE_FLOOR)
 
     def scaled_act(activation, dtype, fold):
         if activation == "gelu" and fold and dtype != "float32":
