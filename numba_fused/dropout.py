@@ -522,6 +522,24 @@ def _keep8(g, keys, off_lo, off_hi, thr):
             _lo_kept(w2, thr), _hi_kept(w2, thr), _lo_kept(w3, thr), _hi_kept(w3, thr))
 
 
+@functools.lru_cache(maxsize=None)
+def _group_of(g64):
+    """``group(g_base, q)``: the Philox element group of the vector path's chunk q.
+    g64: the launch's first group g_base (uint64) is added (row pieces after the
+    first); False: the launch starts at group 0 and g_base is not read (v23: the
+    64-bit add is two of the 16-bit gelu forward's 172 instructions per 8 elements,
+    ~1 us of its 76 at 16384 x 4096 on the H200)."""
+    if g64:
+        @inline_device
+        def group(g_base, q):
+            return g_base + np.uint64(q)
+    else:
+        @inline_device
+        def group(g_base, q):
+            return np.uint64(q)
+    return group
+
+
 @inline_device
 def _pick4(i, r0, r1, r2, r3):
     if i == 0:
@@ -1418,7 +1436,7 @@ def _scalar_io(dtype):
 
 @functools.lru_cache(maxsize=None)
 def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_mask=False,
-                        fixed_dropout=-1, stages=0):
+                        fixed_dropout=-1, stages=0, g64=False):
     """Forward kernel: ``y = dropout(act(x + bias), p)`` (and optionally the uint8 mask).
 
     dtype: 'float32' | 'float16' | 'bfloat16'; activation: one of ``ACTIVATIONS``;
@@ -1438,9 +1456,14 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
     each) filled by cp.async, ``stages - 1`` rows ahead of the one computed, one row a
     batch (unroll is then 1): rows in flight without registers held for them. Ignored
     at float32 and on the scalar path.
+    g64: the vector path adds its ``g_base`` argument to every Philox counter (the
+    launchers' row pieces after the first); False (v23): the launch's first element is
+    group 0 and g_base is not read (:func:`_group_of`). Ignored on the scalar path.
     """
     activations.check_activation(activation)
     _check_threads(threads)
+    g64 = bool(g64) and bool(vec)
+    group = _group_of(g64)
     unroll = _check_unroll(_default_unroll(dtype, False, activation) if unroll is None else unroll)
     if not vec:
         unroll = 1
@@ -1492,7 +1515,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
             # Whole bodies per branch: no keep flag lives across a branch.
             v = unpack(words)
             if (dropout if fixed_dropout < 0 else fixed_dropout > 0):
-                k = _keep8(g_base + np.uint64(q), keys, off_lo, off_hi, thr)
+                k = _keep8(group(g_base, q), keys, off_lo, off_hi, thr)
                 stc(y, q, pack(math8(v, b, k, sc)))
                 if write_mask:
                     mask[q] = _mask_word8(k[0], k[1], k[2], k[3], k[4], k[5], k[6], k[7])
@@ -1512,7 +1535,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
             words, byte i of word q = keep flag of element 8 q + i (written iff the
             kernel is made with write_mask); n_rows: rows of this launch, n_cols = N
             (N % 8 == 0); g_base: element group (8 elements) of the launch's first
-            element (row pieces, see _pieces); k0..k19: Philox round keys
+            element (row pieces, see _pieces; read iff made with g64, else 0); k0..k19: Philox round keys
             (round_keys(seed)); off_lo, off_hi: counter words 2-3; thr = 65536 t16 - 1
             (keep_threshold): element kept iff its 16-bit draw, moved to the top half of
             a word, is > thr; scale = 1 / (1 - p); dropout: draw Philox (False: every
@@ -1650,13 +1673,16 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
                 *base, *_RNG_ARGS, types.float32, types.boolean, types.boolean)
     path = f"v16u{unroll}" if vec else "scalar"
     tag = ("_mask" if write_mask else "") + {-1: "_rt", 0: "_p0", 1: ""}[fixed_dropout]
+    tag += "_g64" if g64 else ""
     bounds = _jit_bounds(threads)
     if staged:
         path += f"st{stages}"
-        if not SIMULATOR:
-            # Full occupancy: v12's two-slot form fit 32 registers under these bounds
-            # (40 without), no spills (ptxas 13.0, fp16 gelu).
-            bounds = {"launch_bounds": (int(threads), 2048 // int(threads))}
+    # Full occupancy for one row a batch at 16 bits: v12's two-slot ring fit 32
+    # registers under these bounds (40 without); v23's forward without g_base took 34
+    # without them (32 with g_base), no spills with them (ptxas 13.0, fp16 gelu).
+    if not SIMULATOR and (staged or (vec and unroll == 1 and dtype != "float32"
+                                     and not write_mask)):
+        bounds = {"launch_bounds": (int(threads), 2048 // int(threads))}
     return Kernel(f"dropout_fwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes,
                   **bounds)
 
@@ -1664,7 +1690,7 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
 @functools.lru_cache(maxsize=None)
 def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed_mode=-1,
                          fence="block", final_step=_FINAL_STEP, tile_reduce="shuffle",
-                         stages=0, trigger=False):
+                         stages=0, trigger=False, g64=False):
     """Backward kernel: grad_x, and (bias_grad) grad_bias through per-row-block float32
     partial sums reduced by the last block of each column strip (:func:`_bias_epilogue`).
 
@@ -1681,10 +1707,12 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     stored-mask kernels keep the register batches); trigger (v14, opt-in,
     ``bias_reduce="kernel_pdl"``): each block first lets the dependent launch of the
     bias-grad reduction proceed (:func:`~numba_fused.intrinsics.grid_dependents_launch`),
-    so its blocks take SM slots as this kernel's leave.
+    so its blocks take SM slots as this kernel's leave; g64: as the forward's.
     """
     activations.check_activation(activation)
     _check_threads(threads)
+    g64 = bool(g64) and bool(vec)
+    group = _group_of(g64)
     need_x = activation != "none"
     unroll = _check_unroll(_default_unroll(dtype, True, activation) if unroll is None else unroll)
     if not vec:
@@ -1753,8 +1781,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
                 v = unpack(xw)
             # Whole bodies per mode: no keep flag lives across a branch.
             if mode == MODE_PHILOX:
-                a = grad8(d, v, b, _keep8(g_base + np.uint64(q), keys, off_lo, off_hi, thr),
-                          scale)
+                a = grad8(d, v, b, _keep8(group(g_base, q), keys, off_lo, off_hi, thr), scale)
             elif mode == MODE_MASK:
                 a = grad8(d, v, b, (_mask_byte(mw, 0), _mask_byte(mw, 1), _mask_byte(mw, 2),
                                     _mask_byte(mw, 3), _mask_byte(mw, 4), _mask_byte(mw, 5),
@@ -1926,6 +1953,7 @@ def make_backward_kernel(dtype, activation, vec, threads=256, unroll=None, fixed
     tag += "" if final_step == _FINAL_STEP else f"_step{final_step}"
     tag += "" if tile_reduce == "shuffle" else f"_tile_{tile_reduce}"
     tag += "_trig" if trigger else ""
+    tag += "_g64" if g64 else ""
     if staged:
         path += f"st{stages}"
     return Kernel(f"dropout_bwd_{dtype}_{activation}_{path}_t{threads}{tag}", kernel, argtypes,
@@ -1994,17 +2022,24 @@ def shipped_kernels():
                 for draw in (1, 0):
                     yield make_forward_kernel(dt, act, True, threads, write_mask=write_mask,
                                               fixed_dropout=draw)
+                # Row pieces after the first (tensors of 2^31 elements or more).
+                yield make_forward_kernel(dt, act, True, threads, write_mask=write_mask,
+                                          fixed_dropout=1, g64=True)
                 yield make_forward_kernel(dt, act, False, write_mask=write_mask)
             for tile_reduce in TILE_REDUCES:  # with and without a bias grad
                 for mode in (MODE_PHILOX, MODE_NONE, MODE_MASK):
                     yield make_backward_kernel(dt, act, True, threads, fixed_mode=mode,
                                                tile_reduce=tile_reduce)
+                yield make_backward_kernel(dt, act, True, threads, fixed_mode=MODE_PHILOX,
+                                           tile_reduce=tile_reduce, g64=True)
                 yield make_backward_kernel(dt, act, False, tile_reduce=tile_reduce)
             stages = _default_stages(dt, act, True, MODE_PHILOX, False)
             if stages:  # without a bias grad: the shuffle tile, never run
-                yield make_backward_kernel(dt, act, True, threads, fixed_mode=MODE_PHILOX,
-                                           tile_reduce=_tile_reduce_for(LaunchConfig(), False),
-                                           stages=stages)
+                for g64 in (False, True):
+                    yield make_backward_kernel(dt, act, True, threads, fixed_mode=MODE_PHILOX,
+                                               tile_reduce=_tile_reduce_for(LaunchConfig(),
+                                                                            False),
+                                               stages=stages, g64=g64)
         yield make_bias_grad_kernel(dt)
         yield make_bias_grad_kernel(dt, _REDUCE_THREADS)
     yield _ZERO_U32
@@ -2422,14 +2457,16 @@ def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     if stages:
         unroll = 1
     draw, rng = _rng_args(seed, offset, p)
-    kernel = make_forward_kernel(x.dtype, activation, vec, cfg.threads, unroll,
-                                 bool(return_mask), int(draw) if vec else -1, stages)
     stream = stream_handle(x)
     tail = [*rng, _dropout_scale(p), b is not None, draw]
     bias_arg = _bias_arg(b, x.dtype, x)
     fill = _default_fwd_fill(x.dtype, activation, vec, n_cols, draw, cfg.unroll, stages,
                              return_mask)
     for row0, rows in _pieces(n_rows, n_cols, vec):
+        # v23: only a row piece after the first adds its first group to the counters.
+        kernel = make_forward_kernel(x.dtype, activation, vec, cfg.threads, unroll,
+                                     bool(return_mask), int(draw) if vec else -1, stages,
+                                     g64=draw and row0 > 0)
         plan = _plan(rows, n_cols, vec, unroll, cfg, x.device, kernel=kernel, fill=fill)
         args = [_rows_arg(x, x.dtype, vec, x, row0, rows, n_cols), bias_arg,
                 _rows_arg(y, x.dtype, vec, x, row0, rows, n_cols),
@@ -2521,15 +2558,18 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
     # The reduction as a dependent launch (v14, opt-in): every row piece's kernel
     # triggers; only the last one's trigger reaches it (the pieces launch plainly).
     pdl = by_kernel and cfg.bias_reduce == "kernel_pdl" and dependent_launch_ok(g.device)
-    kernel = make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
-                                  mode if vec else -1, cfg.fence or "block",
-                                  cfg.final_step or _FINAL_STEP, _tile_reduce_for(cfg, bias_grad),
-                                  stages, pdl)
     pieces = _pieces(n_rows, n_cols, vec)
+    # v23: only a row piece after the first adds its first group to the counters.
+    kernels = [make_backward_kernel(g.dtype, activation, vec, cfg.threads, unroll,
+                                    mode if vec else -1, cfg.fence or "block",
+                                    cfg.final_step or _FINAL_STEP,
+                                    _tile_reduce_for(cfg, bias_grad), stages, pdl,
+                                    g64=mode == MODE_PHILOX and row0 > 0)
+               for row0, _ in pieces]
     waves = _WAVES_BIAS_GRAD if bias_grad and not by_kernel else _WAVES
     fill = _default_fill(g.dtype, bias_grad, by_kernel, stages > 0)
     plans = [_plan(rows, n_cols, vec, unroll, cfg, g.device, waves, kernel, fill)
-             for _, rows in pieces]
+             for (_, rows), kernel in zip(pieces, kernels)]
     n_parts = sum(plan.n_row_blocks for plan in plans)
     stream = stream_handle(g)
     partial = _placeholder(g, "float32")
@@ -2544,7 +2584,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
         gb_arg = grad_bias
     bias_arg = _bias_arg(b_used, g.dtype, g)
     part0 = 0
-    for i, ((row0, rows), plan) in enumerate(zip(pieces, plans)):
+    for i, ((row0, rows), plan, kernel) in enumerate(zip(pieces, plans, kernels)):
         args = [_rows_arg(g, g.dtype, vec, g, row0, rows, n_cols),
                 _rows_arg(x_used, g.dtype, vec, g, row0, rows, n_cols), bias_arg,
                 _rows_arg(grad_x, g.dtype, vec, g, row0, rows, n_cols),

@@ -701,17 +701,25 @@ def test_fill_plans_whole_waves_of_resident_blocks(monkeypatch):
 def test_row_pieces_match_one_launch(dt, monkeypatch):
     """Tensors of 2^28 or more 8-element groups go in row pieces (32-bit indices in
     the kernels): with the limit lowered to 5 groups, (7, 16) takes 4 pieces; grad_bias
-    is reduced by the last piece's launch from every piece's partial rows."""
+    is reduced by the last piece's launch from every piece's partial rows. The first
+    piece (and a whole tensor) runs the kernels that read no first group (v23); the
+    others add theirs to the Philox counters."""
     shape = (7, 16)
     x, b, go = _inputs(shape, dt, seed=13)
     p, seed, offset, act = 0.3, 2**35 + 3, 1, "gelu"
+    fwd = _spy(monkeypatch, "make_forward_kernel")
+    bwd = _spy(monkeypatch, "make_backward_kernel")
     whole = _run(x, b, go, p, seed, offset, act)
     with poison_outputs():
         _, mask_whole = D.dropout_bias_act_forward(x, b, p, seed, offset, act, return_mask=True,
                                                    config=CFG)
+    assert not any(k.name.endswith("_g64") for _, _, k in fwd + bwd)
+    del fwd[:], bwd[:]
     monkeypatch.setattr(D, "_MAX_GROUPS", 5)
     assert len(D._pieces(7, 16, True)) == 4
     pieces = _run(x, b, go, p, seed, offset, act)
+    assert [k.name.endswith("_g64") for _, _, k in fwd] == [False, True, True, True]
+    assert [k.name.endswith("_g64") for _, _, k in bwd] == [False, True, True, True]
     with poison_outputs():
         _, mask_pieces = D.dropout_bias_act_forward(x, b, p, seed, offset, act,
                                                     return_mask=True, config=CFG)

@@ -5,11 +5,16 @@
 #      b, e, d), no launch bounds, and the output allocated each call (a).
 #   w: the dropout sweep at v22 (pending_sweep.sh, all three dtypes, ~220 s; carry
 #      nothing: Liger has no dropout), for RESULTS.md's tables from one run.
-#   bash bench/ab/pending_s55.sh "$OUT" {b|w}
+#   v: (fifty-fifth session, after b) dropout v23 (g_base compiled out of the first row
+#      piece's kernels): ab/g64_ab.py (v23 against v22 in one process) and
+#      ab/bulk_fwd.py's best loop beside the shipped call (~2 min).
+#   t: the dropout GPU tests, then tune_dropout's shipped rows at fp16 and bf16.
+#   s: the four sanitizers on the dropout kernels (bench/sanitize.py's workload).
+#   bash bench/ab/pending_s55.sh "$OUT" {b|w|v|t|s}
 set -uo pipefail
 OUT=${1:?"usage: pending_s55.sh OUTDIR b|w"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?b or w}" in
+case "${2:?b, w, v, t or s}" in
   b)
     for dt in float16 bfloat16; do
       echo "== $dt"
@@ -19,5 +24,28 @@ case "${2:?b or w}" in
     done | tee "$OUT/bisect.log"
     ;;
   w) bash bench/ab/pending_sweep.sh "$OUT" float16,bfloat16,float32 ;;
-  *) echo "b or w" >&2; exit 2 ;;
+  v)
+    timeout -k 5 240 python3 bench/ab/g64_ab.py 2>&1 | grep -v Warning | tee "$OUT/g64_ab.log"
+    for dt in float16 bfloat16; do
+      timeout -k 5 100 python3 bench/ab/bulk_fwd.py --passes 3 --dtype "$dt" --variants \
+        gelu_reg_8_0,gelu_reg_0_0_gbed 2>&1 | grep -v Warning | tee -a "$OUT/bulk_fwd.log"
+    done
+    ;;
+  t)
+    timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -n 14 tests/test_dropout.py \
+      tests/test_nonfinite.py > "$OUT/tests.log" 2>&1
+    echo "tests rc $?"; tail -3 "$OUT/tests.log"
+    for dt in float16 bfloat16; do
+      timeout -k 5 150 python3 bench/tune_dropout.py --out "$OUT/tune_$dt" --dtype "$dt" \
+        --configs shipped > "$OUT/tune_$dt.log" 2>&1
+      echo "tune $dt rc $?"; grep -E "^\|" "$OUT/tune_$dt/tune_dropout.md" | head -30
+    done
+    ;;
+  s)
+    SAN_TOOLS="memcheck racecheck synccheck initcheck" SAN_OPS=dropout SAN_TIMEOUT=420 \
+      timeout -k 10 450 bash bench/gpu_harness.sh "$OUT/san" --stages sanitize \
+      > "$OUT/san.log" 2>&1
+    cat "$OUT/san/summary.md"
+    ;;
+  *) echo "b, w, v, t or s" >&2; exit 2 ;;
 esac
