@@ -9,12 +9,14 @@
 #      piece's kernels): ab/g64_ab.py (v23 against v22 in one process) and
 #      ab/bulk_fwd.py's best loop beside the shipped call (~2 min).
 #   t: the dropout GPU tests, then tune_dropout's shipped rows at fp16 and bf16.
+#   p: tune_dropout's neighbours of the gelu forward's and the bias-grad backward's
+#      plans under v23, and the v23 sweep's plots.
 #   s: the four sanitizers on the dropout kernels (bench/sanitize.py's workload).
-#   bash bench/ab/pending_s55.sh "$OUT" {b|w|v|t|s}
+#   bash bench/ab/pending_s55.sh "$OUT" {b|w|v|t|p|s}
 set -uo pipefail
 OUT=${1:?"usage: pending_s55.sh OUTDIR b|w"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?b, w, v, t or s}" in
+case "${2:?b, w, v, t, p or s}" in
   b)
     for dt in float16 bfloat16; do
       echo "== $dt"
@@ -41,11 +43,31 @@ case "${2:?b, w, v, t or s}" in
       echo "tune $dt rc $?"; grep -E "^\|" "$OUT/tune_$dt/tune_dropout.md" | head -30
     done
     ;;
+  p)
+    # The gelu forward's plan neighbours and the bias-grad backward's under v23, then
+    # the sweep's plots (no GPU; needs matplotlib on the machine).
+    for dt in float16 bfloat16; do
+      timeout -k 5 120 python3 bench/tune_dropout.py --out "$OUT/pf_$dt" --dtype "$dt" \
+        --cases fwd --acts gelu \
+        --configs "shipped,fill=3,fill=5,fill=6,threads=128,threads=512,shipped" \
+        > "$OUT/pf_$dt.log" 2>&1
+      echo "fwd $dt rc $?"; grep -E "^\| (shipped|fill|threads)" "$OUT/pf_$dt/tune_dropout.md"
+      timeout -k 5 120 python3 bench/tune_dropout.py --out "$OUT/pb_$dt" --dtype "$dt" \
+        --cases bwd --acts none \
+        --configs "shipped,fill=2,step=4,reduce pdl,tile=direct,unroll=4,shipped" \
+        > "$OUT/pb_$dt.log" 2>&1
+      echo "bwd $dt rc $?"; grep -E "^\| [a-z]" "$OUT/pb_$dt/tune_dropout.md" | grep -v "^| config"
+    done
+    mkdir -p "$OUT/plots"
+    timeout -k 5 60 python3 bench/dropout.py --from-json bench/results/dropout_sweep_h200_s55_v23.json \
+      --plot "$OUT/plots" > "$OUT/plots.log" 2>&1
+    echo "plots rc $?"; tail -3 "$OUT/plots.log"; ls "$OUT/plots"
+    ;;
   s)
     SAN_TOOLS="memcheck racecheck synccheck initcheck" SAN_OPS=dropout SAN_TIMEOUT=420 \
       timeout -k 10 450 bash bench/gpu_harness.sh "$OUT/san" --stages sanitize \
       > "$OUT/san.log" 2>&1
     cat "$OUT/san/summary.md"
     ;;
-  *) echo "b, w, v, t or s" >&2; exit 2 ;;
+  *) echo "b, w, v, t, p or s" >&2; exit 2 ;;
 esac
