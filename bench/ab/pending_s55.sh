@@ -11,12 +11,14 @@
 #   t: the dropout GPU tests, then tune_dropout's shipped rows at fp16 and bf16.
 #   p: tune_dropout's neighbours of the gelu forward's and the bias-grad backward's
 #      plans under v23, and the v23 sweep's plots.
+#   a: threads=128 against 256 for the gelu forward at four row lengths (alternating),
+#      and the plots again (call 8's outputs were over the count that comes back).
 #   s: the four sanitizers on the dropout kernels (bench/sanitize.py's workload).
-#   bash bench/ab/pending_s55.sh "$OUT" {b|w|v|t|p|s}
+#   bash bench/ab/pending_s55.sh "$OUT" {b|w|v|t|p|a|s}
 set -uo pipefail
 OUT=${1:?"usage: pending_s55.sh OUTDIR b|w"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?b, w, v, t, p or s}" in
+case "${2:?b, w, v, t, p, a or s}" in
   b)
     for dt in float16 bfloat16; do
       echo "== $dt"
@@ -63,11 +65,30 @@ case "${2:?b, w, v, t, p or s}" in
       --plot "$OUT/plots" > "$OUT/plots.log" 2>&1
     echo "plots rc $?"; tail -3 "$OUT/plots.log"; ls "$OUT/plots"
     ;;
+  a)
+    # threads=128 against the shipped 256 for the gelu forward (call 8 read it
+    # 0.4-0.6 us faster), alternating, at four row lengths; one summary file back.
+    W=$(mktemp -d)
+    for shape in 16384x4096 131072x512 8192x8192 1024x65536; do
+      for dt in float16 bfloat16; do
+        timeout -k 5 100 python3 bench/tune_dropout.py --out "$W/$dt$shape" --dtype "$dt" \
+          --shape "$shape" --cases fwd --acts gelu \
+          --configs "shipped,threads=128,shipped,threads=128,shipped,threads=128" \
+          > "$W/$dt$shape.log" 2>&1
+        echo "== $dt $shape rc $?"
+        grep -E "^\| (shipped|threads)" "$W/$dt$shape/tune_dropout.md" | grep -v p0
+      done
+    done | tee "$OUT/threads128.log"
+    mkdir -p "$OUT/plots"
+    timeout -k 5 60 python3 bench/dropout.py --from-json bench/results/dropout_sweep_h200_s55_v23.json \
+      --plot "$OUT/plots" > /dev/null 2>&1
+    echo "plots rc $?"
+    ;;
   s)
     SAN_TOOLS="memcheck racecheck synccheck initcheck" SAN_OPS=dropout SAN_TIMEOUT=420 \
       timeout -k 10 450 bash bench/gpu_harness.sh "$OUT/san" --stages sanitize \
       > "$OUT/san.log" 2>&1
     cat "$OUT/san/summary.md"
     ;;
-  *) echo "b, w, v, t, p or s" >&2; exit 2 ;;
+  *) echo "b, w, v, t, p, a or s" >&2; exit 2 ;;
 esac
