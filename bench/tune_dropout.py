@@ -137,6 +137,8 @@ CONFIGS = [
     # Fifty-fifth session: the gelu forward's waves around v15's 4 after v23.
     ("fill=5", {"fill": 5}),
     ("fill=6", {"fill": 6}),
+    # v24's gelu forward runs 128-thread blocks; this is v23's 256.
+    ("threads=256", {"threads": 256}),
     ("bx=16", {"block_x": 16}),
     ("bx=8", {"block_x": 8}),
     ("threads=128 rows=64", {"threads": 128, "rows_per_block": 64}),
@@ -254,13 +256,16 @@ def _device():
     return torch.cuda.current_device()
 
 
-def _regs(D, dtype, act, cfg):
+def _regs(D, dtype, act, cfg, n_cols):
     """Registers of the kernels the p > 0 rows launch (vector path, Philox compiled in)."""
     out = {}
-    threads = cfg.threads or D._default_threads(dtype, True)
     for direction in ("fwd", "bwd"):
         unroll = cfg.unroll or D._default_unroll(dtype, direction == "bwd", act)
+        threads = cfg.threads or D._default_threads(dtype, True)
         if direction == "fwd":
+            fill = D._default_fwd_fill(dtype, act, True, n_cols, True, cfg.unroll,
+                                       cfg.stages or 0, False)
+            threads = cfg.threads or D._default_fwd_threads(dtype, True, fill)
             k = D.make_forward_kernel(dtype, act, True, threads, unroll, False, 1,
                                       cfg.stages or 0)
         else:
@@ -319,7 +324,7 @@ def run(args):
     for label, kw in configs:
         cfg = D.LaunchConfig(**kw)
         for act in acts:
-            regs[f"{label} {act}"] = _regs(D, dtype, act, cfg)
+            regs[f"{label} {act}"] = _regs(D, dtype, act, cfg, n)
             cases = [("fwd", True, P), ("bwd", True, P), ("bwd", False, P)]
             if label == "shipped":
                 cases += [("fwd", True, 0.0), ("bwd", True, 0.0)]

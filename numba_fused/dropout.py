@@ -73,7 +73,8 @@ through a cp.async ring of 3 shared-memory slots instead (v13, ``_default_stages
 two rows in flight a thread at 40 registers (6 blocks an SM, three waves) against the
 register batches' 93-96 (2 blocks). The 16-bit gelu forward (one row a batch, 8
 blocks an SM) runs four waves of its resident blocks on rows up to 16384 columns
-(v15, ``_default_fwd_fill``); the other forwards keep the nominal plan. Its gelu
+(v15, ``_default_fwd_fill``), in blocks of 128 threads (v24,
+``_default_fwd_threads``); the other forwards keep the nominal plan. Its gelu
 is z sigmoid(h(z)) with h = logit(Phi) a fitted odd polynomial and the dropout scale
 inside its reciprocal (v22, :func:`_make_gelu_logit`: 9 instructions an element
 against 15; its error, 6.5e-4 of the tests' measure before rounding, is documented
@@ -1197,6 +1198,26 @@ def _default_fwd_fill(dtype, activation, vec, n_cols, draws, unroll, stages, ret
     return 4
 
 
+# v24: the block size of the forward that _default_fwd_fill plans in whole waves.
+_FWD_FILL_THREADS = 128
+
+
+def _default_fwd_threads(dtype, vec, fill):
+    """The forward's threads a block: ``_FWD_FILL_THREADS`` where it is planned in whole
+    waves of resident blocks (``fill`` from :func:`_default_fwd_fill`: the 16-bit gelu
+    forward, rows up to ``_FWD_FILL_MAX_N``), else :func:`_default_threads`.
+
+    v24, H200, tune_dropout.py, gelu forward, gpu us, 256 / 128 threads (fill 4, 32
+    registers either way: 8 blocks of 256 or 16 of 128 an SM), three alternating
+    passes each: 16384 x 4096 fp16 74.2-74.3 / 73.6-73.7, bf16 74.3-74.5 / 73.8-74.0;
+    131072 x 512 fp16 74.4-74.7 / 73.0-73.3, bf16 74.6 / 73.1-73.2; 8192 x 8192 fp16
+    73.9-74.0 / 73.3-73.8, bf16 74.0-74.2 / 73.5-73.8. At 1024 x 65536 (the nominal
+    plan, fill 0) 128 threads lost 0.8-1.2 us, so that plan keeps 256."""
+    if fill:
+        return _FWD_FILL_THREADS
+    return _default_threads(dtype, vec)
+
+
 def _default_threads(dtype, vec):
     """Threads per block: 512 for float32 on the vector path, else 256 (v5, H100, fp32
     16384 x 4096 at two rows a batch, 80-128 registers: forward of 'none' 190 us at 512
@@ -2026,6 +2047,12 @@ def shipped_kernels():
                 yield make_forward_kernel(dt, act, True, threads, write_mask=write_mask,
                                           fixed_dropout=1, g64=True)
                 yield make_forward_kernel(dt, act, False, write_mask=write_mask)
+            fill_threads = _default_fwd_threads(
+                dt, True, _default_fwd_fill(dt, act, True, GROUP, True, None, 0, False))
+            if fill_threads != threads:  # v24: the four-wave forward's blocks
+                for g64 in (False, True):
+                    yield make_forward_kernel(dt, act, True, fill_threads, fixed_dropout=1,
+                                              g64=g64)
             for tile_reduce in TILE_REDUCES:  # with and without a bias grad
                 for mode in (MODE_PHILOX, MODE_NONE, MODE_MASK):
                     yield make_backward_kernel(dt, act, True, threads, fixed_mode=mode,
@@ -2131,7 +2158,8 @@ class LaunchConfig(NamedTuple):
     """Launch geometry (None = heuristic). For tuning and tests; results do not depend on it.
 
     threads: threads per block (power of two, 32..1024; None: 512 for float32 on the
-    vector path, else 256); block_x: threads along a row,
+    vector path, 128 for the 16-bit gelu forward planned in four waves (v24,
+    ``_default_fwd_threads``), else 256); block_x: threads along a row,
     each owning 8 columns (power of two <= min(32, threads)); rows_per_block: rows of
     one block (the backward pass writes one bias-grad partial row per row-block);
     unroll: rows per batch on the vector path (1, 2 or 4; the next batch's loads are
@@ -2451,17 +2479,17 @@ def _forward(x, bias, p, seed, offset, activation, return_mask, config, ex=NOW):
     n_cols = x.shape[-1]
     n_rows = x.size // n_cols
     vec = _vec_ok(n_cols, (x, y), mask)
-    cfg = cfg._replace(threads=cfg.threads or _default_threads(x.dtype, vec))
     unroll = (cfg.unroll or _default_unroll(x.dtype, False, activation)) if vec else 1
     stages = _ring_stages(cfg.stages or 0, x.dtype, vec)
     if stages:
         unroll = 1
     draw, rng = _rng_args(seed, offset, p)
+    fill = _default_fwd_fill(x.dtype, activation, vec, n_cols, draw, cfg.unroll, stages,
+                             return_mask)
+    cfg = cfg._replace(threads=cfg.threads or _default_fwd_threads(x.dtype, vec, fill))
     stream = stream_handle(x)
     tail = [*rng, _dropout_scale(p), b is not None, draw]
     bias_arg = _bias_arg(b, x.dtype, x)
-    fill = _default_fwd_fill(x.dtype, activation, vec, n_cols, draw, cfg.unroll, stages,
-                             return_mask)
     for row0, rows in _pieces(n_rows, n_cols, vec):
         # v23: only a row piece after the first adds its first group to the counters.
         kernel = make_forward_kernel(x.dtype, activation, vec, cfg.threads, unroll,

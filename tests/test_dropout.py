@@ -643,6 +643,27 @@ def test_default_fwd_fill_gelu_16bit_rows_to_16384():
     assert fill("float32", "gelu", True, 4096, True, None, 0, False) == 0
 
 
+def test_default_fwd_threads_128_where_planned_in_waves(monkeypatch):
+    """v24: the forward planned in whole waves (the 16-bit gelu forward with draws,
+    rows up to _FWD_FILL_MAX_N) runs blocks of 128 threads; every other forward keeps
+    _default_threads; an explicit LaunchConfig.threads wins. Checked on the kernels the
+    launcher made."""
+    assert D._default_fwd_threads("float16", True, 4) == 128
+    assert D._default_fwd_threads("float16", True, 0) == D._default_threads("float16", True)
+    assert D._default_fwd_threads("float32", True, 0) == D._default_threads("float32", True)
+    calls = _spy(monkeypatch, "make_forward_kernel")
+    x, b, _ = _inputs((5, 64), "float16", seed=16)
+    wide, bw, _ = _inputs((2, D._FWD_FILL_MAX_N + 8), "float16", seed=17)
+    with poison_outputs():
+        D.dropout_bias_act_forward(x, b, 0.3, 4, 1, "gelu")
+        D.dropout_bias_act_forward(x, b, 0.3, 4, 1, "relu")
+        D.dropout_bias_act_forward(x, b, 0.0, 4, 1, "gelu")
+        D.dropout_bias_act_forward(wide, bw, 0.3, 4, 1, "gelu")
+        D.dropout_bias_act_forward(x, b, 0.3, 4, 1, "gelu", config=D.LaunchConfig(threads=64))
+    threads = [args[3] for args, _, _ in calls]
+    assert threads == [128, 256, 256, 256, 64]
+
+
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_default_fwd_fill_same_bits(dt, monkeypatch):
     """The gelu forward's default four waves (v15) reach _plan as fill 4 and give the

@@ -13,12 +13,14 @@
 #      plans under v23, and the v23 sweep's plots.
 #   a: threads=128 against 256 for the gelu forward at four row lengths (alternating),
 #      and the plots again (call 8's outputs were over the count that comes back).
+#   f: v24's checks in the device time left: the dropout GPU tests, tune_dropout's
+#      gelu forward against threads=256, memcheck and racecheck.
 #   s: the four sanitizers on the dropout kernels (bench/sanitize.py's workload).
-#   bash bench/ab/pending_s55.sh "$OUT" {b|w|v|t|p|a|s}
+#   bash bench/ab/pending_s55.sh "$OUT" {b|w|v|t|p|a|f|s}
 set -uo pipefail
 OUT=${1:?"usage: pending_s55.sh OUTDIR b|w"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?b, w, v, t, p, a or s}" in
+case "${2:?b, w, v, t, p, a, f or s}" in
   b)
     for dt in float16 bfloat16; do
       echo "== $dt"
@@ -84,11 +86,28 @@ case "${2:?b, w, v, t, p, a or s}" in
       --plot "$OUT/plots" > /dev/null 2>&1
     echo "plots rc $?"
     ;;
+  f)
+    # v24 (the four-wave gelu forward in blocks of 128) with the device time left:
+    # the dropout GPU tests, tune_dropout's forward rows, then memcheck and racecheck.
+    timeout -k 5 270 python3 -m pytest -q -p no:cacheprovider -n 15 tests/test_dropout.py \
+      tests/test_nonfinite.py > "$OUT/tests.log" 2>&1
+    echo "tests rc $?"; tail -2 "$OUT/tests.log"
+    for dt in float16 bfloat16; do
+      timeout -k 5 60 python3 bench/tune_dropout.py --out "$OUT/tune_$dt" --dtype "$dt" \
+        --cases fwd --acts gelu --configs "shipped,threads=256,shipped,threads=256" \
+        > "$OUT/tune_$dt.log" 2>&1
+      echo "tune $dt rc $?"; grep -E "^\| (shipped|threads)" "$OUT/tune_$dt/tune_dropout.md"
+    done
+    SAN_TOOLS="memcheck racecheck" SAN_OPS=dropout SAN_TIMEOUT=120 \
+      timeout -k 10 150 bash bench/gpu_harness.sh "$OUT/san" --stages sanitize \
+      > "$OUT/san.log" 2>&1
+    cat "$OUT/san/summary.md"
+    ;;
   s)
     SAN_TOOLS="memcheck racecheck synccheck initcheck" SAN_OPS=dropout SAN_TIMEOUT=420 \
       timeout -k 10 450 bash bench/gpu_harness.sh "$OUT/san" --stages sanitize \
       > "$OUT/san.log" 2>&1
     cat "$OUT/san/summary.md"
     ;;
-  *) echo "b, w, v, t, p, a or s" >&2; exit 2 ;;
+  *) echo "b, w, v, t, p, a, f or s" >&2; exit 2 ;;
 esac
