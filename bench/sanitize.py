@@ -36,8 +36,9 @@ def _dropout(nf, torch, dt):
     xv = torch.randn(37, 264, device="cuda", dtype=dt)
     bv = torch.randn(264, device="cuda", dtype=dt)
     gv = torch.randn_like(xv)
-    # v8: 16-bit 'none' backward at four rows a batch, gelu forward and silu at one;
-    # v13: without the bias grad the 16-bit backward's 3-slot cp.async ring.
+    # v8: 16-bit 'none' backward at four rows a batch, gelu forward and silu at one
+    # (v24: the 16-bit gelu forward in blocks of 128); v13: without the bias grad the
+    # 16-bit backward's 3-slot cp.async ring.
     for act in ("none", "gelu", "silu"):
         nf.dropout_bias_act_forward(xv, bv, p=0.3, seed=3, offset=8, activation=act)
         nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation=act)
@@ -56,6 +57,19 @@ def _dropout(nf, torch, dt):
     for reduce in ("kernel", "kernel_pdl"):
         nf.dropout_bias_act_backward(gv, xv, bv, p=0.3, seed=3, offset=8, activation="gelu",
                                      config=LaunchConfig(rows_per_block=3, bias_reduce=reduce))
+    # v23: row pieces after the first add their first Philox group (g64 kernels); the
+    # per-launch limit lowered so that a small tensor takes four pieces.
+    from numba_fused import dropout as D
+
+    limit = D._MAX_GROUPS
+    D._MAX_GROUPS = 5
+    xs, gs, bs = xv[:7, :16].contiguous(), gv[:7, :16].contiguous(), bv[:16].contiguous()
+    try:
+        for act in ("none", "gelu"):
+            nf.dropout_bias_act_forward(xs, bs, p=0.3, seed=3, offset=8, activation=act)
+            nf.dropout_bias_act_backward(gs, xs, bs, p=0.3, seed=3, offset=8, activation=act)
+    finally:
+        D._MAX_GROUPS = limit
     nf.dropout_bias_act_forward(x, None, p=0.5, seed=1)
     nf.dropout_bias_act_backward(g, x, None, p=0.5, seed=1)
     # The mask variant: uint8 mask written by the forward, read by the backward.
