@@ -1556,11 +1556,11 @@ def make_forward_kernel(dtype, activation, vec, threads=256, unroll=None, write_
             words, byte i of word q = keep flag of element 8 q + i (written iff the
             kernel is made with write_mask); n_rows: rows of this launch, n_cols = N
             (N % 8 == 0); g_base: element group (8 elements) of the launch's first
-            element (row pieces, see _pieces; read iff made with g64, else 0); k0..k19: Philox round keys
-            (round_keys(seed)); off_lo, off_hi: counter words 2-3; thr = 65536 t16 - 1
-            (keep_threshold): element kept iff its 16-bit draw, moved to the top half of
-            a word, is > thr; scale = 1 / (1 - p); dropout: draw Philox (False: every
-            element kept).
+            element (row pieces, see _pieces; read iff made with g64, else 0); k0..k19:
+            Philox round keys (round_keys(seed)); off_lo, off_hi: counter words 2-3;
+            thr = 65536 t16 - 1 (keep_threshold): element kept iff its 16-bit draw,
+            moved to the top half of a word, is > thr; scale = 1 / (1 - p); dropout:
+            draw Philox (False: every element kept).
             Thread (tx, ty) of block (bx, by) owns chunk j = bx * blockDim.x + tx, i.e.
             columns 8 j .. 8 j + 7, of rows by * rows_per_block + ty + i * blockDim.y;
             the chunk of row r is element group g_base + r * N / 8 + j.
