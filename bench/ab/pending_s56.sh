@@ -13,13 +13,15 @@
 #      registers, 5 blocks of 128 an SM = 20 warps against 2 of 256 = 16), fp16 and
 #      bf16, 'none' and gelu, with and without the bias grad (~90 s). The v10-era try
 #      (NOTES, "within 1 either way") predates v13-v23.
-#   bash bench/ab/pending_s56.sh "$OUT" {t|w|b}
+#   n: the plain norms forward with n compiled in (tuning fwd_plain_const_n, opt-in,
+#      untimed), fp16 LayerNorm N = 512 / 1024, RMSNorm 512 / 8192 (~4 min).
+#   bash bench/ab/pending_s56.sh "$OUT" {t|w|b|n}
 set -uo pipefail
-OUT=${1:?"usage: pending_s56.sh OUTDIR t|w|b"}
+OUT=${1:?"usage: pending_s56.sh OUTDIR t|w|b|n"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 SHAPES=131072x512,87381x768,65536x1024,32768x2048,16384x4096,13107x5120,8192x8192
 SHAPES=$SHAPES,5461x12288,4096x16384,1024x65536
-case "${2:?t, w or b}" in
+case "${2:?t, w, b or n}" in
   t)
     timeout -k 5 330 python3 -m pytest -q -p no:cacheprovider -n 15 tests/test_dropout.py \
       tests/test_nonfinite.py > "$OUT/tests.log" 2>&1
@@ -48,5 +50,24 @@ case "${2:?t, w or b}" in
       grep -i "registers" "$OUT/b_$dt/tune_dropout.md" | head -2
     done
     ;;
-  *) echo "t, w or b" >&2; exit 2 ;;
+  n)
+    # The plain LayerNorm / RMSNorm forward with its n compiled in (tuning
+    # fwd_plain_const_n, opt-in): at power-of-two N the two divisions become exact
+    # multiplies (same bits; ptxas 13.0 at fp16 N = 1024: no div.rn / FCHK, but 80
+    # registers against 64, 25 warps an SM against 32), alone and with bounds for
+    # 28 blocks an SM (fwd_plain_min_blocks). fp16 N = 512 / 1024 trail inductor by
+    # 1.4-2 us. Two alternating passes. ~4 min.
+    TL_DIR="$OUT/tl"; mkdir -p "$TL_DIR"
+    . bench/ab/tl.sh
+    # LayerNorm 512 / 1024 run 32-thread blocks (bounds for 28 of them: 72 registers,
+    # no spills; for 32, 64 registers with 32 bytes of spills);
+    # RMSNorm's plain rows here are 512 (128-thread blocks) and 8192 (512 threads).
+    tl cn_ln 220 --reps 30 --op ln --ns 512,1024 --dtypes float16 --tunes '{}' \
+      '{"fwd_plain_const_n": true}' '{"fwd_plain_const_n": true, "fwd_plain_min_blocks": 28}' \
+      '{}' '{"fwd_plain_const_n": true}'
+    tl cn_rms 150 --reps 30 --op rms --ns 512,8192 --dtypes float16 --tunes '{}' \
+      '{"fwd_plain_const_n": true}' '{}' '{"fwd_plain_const_n": true}'
+    tar czf "$OUT/tl.tgz" -C "$TL_DIR" . && rm -rf "$TL_DIR"
+    ;;
+  *) echo "t, w, b or n" >&2; exit 2 ;;
 esac
