@@ -261,7 +261,6 @@ def _regs(D, dtype, act, cfg, n_cols):
     out = {}
     for direction in ("fwd", "bwd"):
         unroll = cfg.unroll or D._default_unroll(dtype, direction == "bwd", act)
-        threads = cfg.threads or D._default_threads(dtype, True)
         if direction == "fwd":
             fill = D._default_fwd_fill(dtype, act, True, n_cols, True, cfg.unroll,
                                        cfg.stages or 0, False)
@@ -269,6 +268,7 @@ def _regs(D, dtype, act, cfg, n_cols):
             k = D.make_forward_kernel(dtype, act, True, threads, unroll, False, 1,
                                       cfg.stages or 0)
         else:
+            threads = cfg.threads or D._default_threads(dtype, True)
             k = D.make_backward_kernel(dtype, act, True, threads, unroll, D.MODE_PHILOX,
                                        cfg.fence or "block", cfg.final_step or D._FINAL_STEP,
                                        D._tile_reduce_for(cfg, True), cfg.stages or 0)

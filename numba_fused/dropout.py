@@ -2047,9 +2047,10 @@ def shipped_kernels():
                 yield make_forward_kernel(dt, act, True, threads, write_mask=write_mask,
                                           fixed_dropout=1, g64=True)
                 yield make_forward_kernel(dt, act, False, write_mask=write_mask)
-            fill_threads = _default_fwd_threads(
-                dt, True, _default_fwd_fill(dt, act, True, GROUP, True, None, 0, False))
-            if fill_threads != threads:  # v24: the four-wave forward's blocks
+            # v24: the blocks of the forward planned in waves (rows it plans so).
+            fill_threads = _default_fwd_threads(dt, True, _default_fwd_fill(
+                dt, act, True, _FWD_FILL_MAX_N, True, None, 0, False))
+            if fill_threads != threads:
                 for g64 in (False, True):
                     yield make_forward_kernel(dt, act, True, fill_threads, fixed_dropout=1,
                                               g64=g64)

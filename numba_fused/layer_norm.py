@@ -4020,10 +4020,9 @@ def tuning(**overrides):
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
-    bounds' blocks an SM), fwd_plain_const_n (bool: its n compiled in), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
-    fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged,
-    fwd_staged_regs,
-    fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
+    bounds' blocks an SM), fwd_plain_const_n (bool: its n compiled in), fwd_lean_regs,
+    fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr, fwd_stream_blocks,
+    fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
     fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
