@@ -1961,7 +1961,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
 
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
-                              ragged=False, min_blocks=None, const_n=False):
+                              ragged=False, min_blocks=None):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
     compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
@@ -1987,11 +1987,6 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     values of a 16-byte group), eps. Launch bounds ``(tpr * rpb, 1)`` only for blocks
     over 512 threads; ``min_blocks`` (tuning ``fwd_plain_min_blocks``): bounds ``(tpr *
     rpb, min_blocks)``, so ptxas fits that many blocks an SM (name ``_lb<block>x<min>``).
-    const_n (tuning ``fwd_plain_const_n``, opt-in, fifty-fifth session, untimed): the
-    statistics divide by the layout's n = tpr * words * values a group as a compile-time
-    constant instead of the argument (the same value). A power-of-two n then divides
-    by an exact multiply, not IEEE division's sequence and its slow-path check: the same
-    bits (name ``_cn``).
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -2031,9 +2026,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_plain{words}"
             f"_t{tpr}x{rpb}" + ("_dmu" if corrected else "") + ("_early" if early else "")
             + ("_ragged" if ragged else "")
-            + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else "")
-            + ("_cn" if const_n else ""))
-    N_CONST = np.float32(span * _vec_of(dtype, True))
+            + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else ""))
     store_stats = _stats_store(rms)
     bf16 = dtype == "bfloat16"
 
@@ -2165,7 +2158,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         if early:
             for k in range(words):
                 load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
-        nf = N_CONST if const_n else np.float32(n)
+        nf = np.float32(n)
         mu = np.float32(0.0)
         if not rms:
             mu = row_sum(moment(xr, mu, False), red, 0, t, slot) / nf
@@ -3872,9 +3865,6 @@ _TUNING_DEFAULTS = {
     # corrected kernel takes 68-79 registers, one to three blocks an SM); None: none
     # up to 512 threads, (block, 1) above.
     "fwd_plain_min_blocks": None,
-    # The plain kernel divides by its layout's n compiled in (make_plain_forward_kernel's
-    # const_n; opt-in candidate, fifty-fifth session, not yet timed).
-    "fwd_plain_const_n": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4020,9 +4010,9 @@ def tuning(**overrides):
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
-    bounds' blocks an SM), fwd_plain_const_n (bool: its n compiled in), fwd_lean_regs,
-    fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr, fwd_stream_blocks,
-    fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
+    bounds' blocks an SM), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
+    fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs,
+    fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
     fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
@@ -4069,7 +4059,7 @@ def tuning(**overrides):
         v = overrides.get(key, _tune[key])
         if not (v is None or isinstance(v, bool)):
             raise ValueError(f"{key} must be None or a bool, got {v!r}")
-    for key in ("bwd_global_dw", "bwd_pdl", "fit_carveout", "fwd_plain_const_n"):
+    for key in ("bwd_global_dw", "bwd_pdl", "fit_carveout"):
         v = overrides.get(key, _tune[key])
         if not isinstance(v, bool):
             raise ValueError(f"{key} must be a bool, got {v!r}")
@@ -4738,8 +4728,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
-                                           m % rpb != 0, min_blocks,
-                                           _tune["fwd_plain_const_n"])
+                                           m % rpb != 0, min_blocks)
         grid, shared = cdiv(m, rpb), 0
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)

@@ -1597,33 +1597,6 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
             ln.make_plain_forward_kernel(dtype, *args)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
-def test_forward_plain_const_n_same_bits(dtype, variant):
-    """tuning(fwd_plain_const_n=True) (opt-in candidate): the plain kernel divides by
-    its layout's n compiled in; y, mean and rstd have the bits of the kernel that
-    divides by the argument, at power-of-two rows (an exact multiply) and others
-    (three words a thread), sub-warp and ragged layouts included; the flag must be a
-    bool."""
-    vec = ln._vec_of(dtype, True)
-    for m, n in ((5, 64 * vec), (3, 96 * vec), (3, 128 * vec), (2, 512 * vec)):
-        x, w, b, _ = _inputs((m, n), dtype, variant, seed=7 * m + n)
-        got = []
-        for const_n in (False, True):
-            picked = []
-            with pytest.MonkeyPatch.context() as mp:
-                _record_kernels(mp, "make_plain_forward_kernel", picked)
-                with ln.tuning(fwd_plain=True, fwd_plain_const_n=const_n), poison_outputs():
-                    got.append(_forward(variant, x, w, b, 1e-5))
-            assert picked[-1].endswith("_cn") == const_n, picked
-        for label, a, c in zip(("y", "mean", "rstd"), *got):
-            assert (a is None and c is None) or torch.equal(a, c), (label, m, n)
-        _check_forward(got[1], None, variant, x, w, b, dtype, (m, n))
-    with pytest.raises(ValueError, match="fwd_plain_const_n"):
-        with ln.tuning(fwd_plain_const_n=1):
-            pass
-
-
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
 def test_forward_lean_tpsm_same_bits(variant):
     """tuning(fwd_lean_tpsm=T) (opt-in): the lean forward compiled with launch
