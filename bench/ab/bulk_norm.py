@@ -22,11 +22,13 @@ two-pass statistics are xor-shuffle sums in the shipped order (same bits). Varia
          __syncwarp, and lane 0 sends the whole row with one cp.async.bulk (one commit
          group a row; before it, lane 0 waits until the ring's other slot is read)
   rpb    warps (rows) a block: 1 as shipped at N = 1024, or 2 / 4
-  loop   1: a row a warp, a grid of every row (as shipped); p: a resident grid, rows
-         strided over it (two ring slots a warp); q: as p, with the next row's x
-         loaded before the current row's math
-Every variant has launch bounds for 32 warps an SM (ptxas 13.0: 64 registers, as the
-shipped kernel's; 8 bytes of stack for the register store). Each is checked bit for bit against ``layer_norm_forward`` (y, mean, rstd), then timed
+  loop   1: a row a warp, a grid of every row (as shipped); 2: two rows a warp side
+         by side, both loaded before either's math (inductor's XBLOCK 2, num_warps 1;
+         two ring slots); p: a resident grid, rows strided over it (two ring slots a
+         warp); q: as p, with the next row's x loaded before the current row's math
+  warps  optional: launch bounds for that many warps an SM (default 32)
+Launch bounds for 32 warps an SM give ptxas 13.0's 64 registers, as the shipped
+kernel's (8 bytes of stack for the register store). Each is checked bit for bit against ``layer_norm_forward`` (y, mean, rstd), then timed
 beside the shipped call (``gpu`` us, as tune_dropout's column), one pass after another.
 """
 
@@ -45,10 +47,12 @@ VARIANTS = ("reg_1_1", "bulk_1_1", "reg_2_1", "bulk_2_1", "reg_4_1", "bulk_4_1")
 
 
 def parse_variant(name):
-    store, rpb, loop = name.split("_")
-    if store not in ("reg", "bulk") or rpb not in ("1", "2", "4") or loop not in "1pq":
+    store, rpb, loop, *warps = name.split("_")
+    warps = int(warps[0]) if warps else 32
+    if (store not in ("reg", "bulk") or rpb not in ("1", "2", "4") or loop not in "12pq"
+            or not 8 <= warps <= 32 or warps % int(rpb)):
         raise ValueError(f"bad variant {name!r}")
-    return store == "bulk", int(rpb), loop
+    return store == "bulk", int(rpb), loop, warps
 
 
 @functools.lru_cache(maxsize=None)
@@ -63,7 +67,7 @@ def make_kernel(variant, dtype="float16", words=4):
     from numba_fused.jit import inline_device
     from numba_fused.launch import Kernel
 
-    bulk, rpb, loop = parse_variant(variant)
+    bulk, rpb, loop, sm_warps = parse_variant(variant)
     bulk_store, st_shared_v4, commit, waits, proxy_fence = _intrinsics()
     wait_all = waits[0]
     bf16 = dtype == "bfloat16"
@@ -73,7 +77,8 @@ def make_kernel(variant, dtype="float16", words=4):
     row_bytes = np.uint32(4 * row_words)
     slots = 1 if loop == "1" else 2
     ring_words = rpb * slots * row_words if bulk else 1
-    persistent = loop != "1"
+    persistent = loop in "pq"
+    rpt = 2 if loop == "2" else 1   # rows a warp, side by side
     ahead = loop == "q"
 
     @inline_device
@@ -162,11 +167,14 @@ def make_kernel(variant, dtype="float16", words=4):
         br = cuda.local.array(NX, np.uint32)
         t = np.uint32(cuda.threadIdx.x)
         s = np.uint32(cuda.threadIdx.y)
-        row = np.int64(cuda.blockIdx.x) * rpb + s
+        row = (np.int64(cuda.blockIdx.x) * rpb + s) * rpt
         mine = np.uint32(s * (slots * row_words))
         if row >= m:
             return
         load_row(x, xr, row, t)
+        two = rpt == 2 and row + 1 < m
+        if two:
+            load_row(x, nx, row + 1, t)
         for k in range(words):
             q = tc.ld_global_v4(w, (k * TPR + t) * 4)
             for i in range(4):
@@ -174,6 +182,18 @@ def make_kernel(variant, dtype="float16", words=4):
             q = tc.ld_global_v4(b, (k * TPR + t) * 4)
             for i in range(4):
                 br[4 * k + i] = q[i]
+        if rpt == 2:
+            norm_row(xr, wr, br, y, mean_out, rstd_out, ring, row, mine, t, eps, nf)
+            if two:
+                norm_row(nx, wr, br, y, mean_out, rstd_out, ring, row + 1,
+                         mine + row_words, t, eps, nf)
+            if bulk:
+                send(y, ring, row, mine, t)
+                if two:
+                    send(y, ring, row + 1, mine + row_words, t)
+                if t == 0:
+                    wait_all()
+            return
         if not persistent:
             norm_row(xr, wr, br, y, mean_out, rstd_out, ring, row, mine, t, eps, nf)
             if bulk:
@@ -204,9 +224,9 @@ def make_kernel(variant, dtype="float16", words=4):
     st = types.Array(types.uint32, 1, "C")
     f32 = types.Array(types.float32, 1, "C")
     argtypes = (st, st, st, st, f32, f32, types.int64, types.int64, types.float32)
-    # The shipped kernel's 64 registers (32 warps an SM): without bounds ptxas takes 72
-    # for the register store, 127 for the resident loops.
-    bounds = {"launch_bounds": (TPR * rpb, 32 // rpb)}
+    # By default the shipped kernel's 64 registers (32 warps an SM): without bounds
+    # ptxas takes 72 for the register store, 127 for the resident loops.
+    bounds = {"launch_bounds": (TPR * rpb, sm_warps // rpb)}
     return Kernel(f"bulk_norm_{dtype}_w{words}_{variant}", kernel, argtypes, **bounds)
 
 
@@ -254,10 +274,12 @@ def main(argv=None):
     want = ln.layer_norm_forward(x, w, b, 1e-5)
     runs = {}
     for v in variants:
-        bulk, rpb, loop = parse_variant(v)
+        bulk, rpb, loop, _ = parse_variant(v)
         k = make_kernel(v, args.dtype, words)
         resident = k.resident_blocks(TPR * rpb, 0, dev)
-        grid = -(-m // rpb) if loop == "1" else min(-(-m // rpb), resident * sm_count(dev))
+        rows = rpb * (2 if loop == "2" else 1)
+        grid = (-(-m // rows) if loop in "12"
+                else min(-(-m // rpb), resident * sm_count(dev)))
         y = torch.full_like(x, float("nan"))
         mean = torch.full((m,), float("nan"), device="cuda")
         rstd = torch.full((m,), float("nan"), device="cuda")
