@@ -4012,8 +4012,7 @@ def tuning(**overrides):
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
     bounds' blocks an SM), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
     fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs,
-    fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent,
-    fwd_subwarp.
+    fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
