@@ -13,7 +13,10 @@ Providers:
     numba_det    our kernels, deterministic=True (per-block partials)
     numba_lock   the seed's GROUP_SIZE_M lock scheme (tuning(bwd_scheme="lock"))
     numba_seed   lock scheme with one block per row: the seed's per-row locking
-    numba_torch  interop.torch.layer_norm / rms_norm through autograd
+    numba_infer  our forward with stats=False (y alone, no statistics: inference, what
+                 torch.compile's forward writes under no_grad); forward only
+    numba_torch  interop.torch.layer_norm / rms_norm through autograd (the forward
+                 timed under no_grad, as every torch provider's, so y alone)
     numba_cupy   interop.cupy.layer_norm_* / rms_norm_* on CuPy arrays made from the same
                  tensors by DLPack (no copy), on torch's stream (no bfloat16 in CuPy)
     torch        torch.nn.functional.layer_norm / rms_norm, eager
@@ -21,7 +24,9 @@ Providers:
     liger        Liger-Kernel's LigerLayerNormFunction / LigerRMSNormFunction, where
                  liger_kernel is installed (a note row says so where it is not)
 Memory-bound: GB/s counts x, y (forward) or x, dy, dx (backward), weights and the
-float32 statistics once each; %copy is against the copy bandwidth measured here.
+float32 statistics once each (not the statistics for the forwards that write y alone:
+numba_infer, and numba_torch and compile, timed under no_grad); %copy is against the
+copy bandwidth measured here.
 Before timing, every provider's outputs (y; dx, dw, db) are compared with float64
 (torch on the GPU): ``check`` is ok or FAIL with the relative errors (a failing
 provider is still timed). ``peak_MB``: memory one call allocates beyond its inputs
@@ -42,8 +47,8 @@ from bench.common import (  # noqa: E402
     liger_or_none, note_row, peak_mb, rel_err, rotations, time_cuda, to_cupy)
 
 DEFAULT_SHAPES = ["16384x768", "16384x1024", "16384x4096", "8192x8192", "4096x16384"]
-PROVIDERS = ("numba", "numba_det", "numba_lock", "numba_seed", "numba_torch", "numba_cupy", "torch", "compile",
-             "liger")
+PROVIDERS = ("numba", "numba_infer", "numba_det", "numba_lock", "numba_seed", "numba_torch",
+             "numba_cupy", "torch", "compile", "liger")
 DEFAULT_PROVIDERS = ["numba", "numba_lock", "numba_torch", "numba_cupy", "torch", "compile", "liger"]
 DTYPES = ("float16", "bfloat16", "float32")
 
@@ -118,22 +123,27 @@ def _make_sets(op, m, n, dtype, count, seed=0):
     return sets
 
 
-def _bytes(op, direction, m, n, itemsize):
+# Forwards that write y alone: ours without statistics, and the torch-side ones
+# inductor compiles under no_grad (eager and Liger write their statistics there too).
+_Y_ALONE = ("numba_infer", "numba_torch", "compile")
+
+
+def _bytes(op, direction, m, n, itemsize, provider=None):
     rows = m * n * itemsize
     params = n * itemsize * (2 if op == "layer_norm" else 1)
     stats = m * 4 * (2 if op == "layer_norm" else 1)
     if direction == "fwd":
-        return 2 * rows + params + stats
+        return 2 * rows + params + (0 if provider in _Y_ALONE else stats)
     return 3 * rows + params + stats + params  # x, dy, dx; w read; dw/db written
 
 
-def _numba_fns(op, deterministic, seed_grid, lock=False):
+def _numba_fns(op, deterministic, seed_grid, lock=False, stats=True):
     from numba_fused import layer_norm as ln
 
     def fwd(x, w, b, dy):
         if op == "layer_norm":
-            return ln.layer_norm_forward(x, w, b)
-        return ln.rms_norm_forward(x, w)
+            return ln.layer_norm_forward(x, w, b, stats=stats)
+        return ln.rms_norm_forward(x, w, stats=stats)
 
     def call_bwd(x, w, b, dy, saved):
         if op == "layer_norm":
@@ -236,6 +246,8 @@ def _autograd_fns(f):
 def _provider_fns(provider, op):
     if provider == "numba":
         return _numba_fns(op, False, False)
+    if provider == "numba_infer":
+        return _numba_fns(op, False, False, stats=False)
     if provider == "numba_det":
         return _numba_fns(op, True, False)
     if provider == "numba_lock":
@@ -286,7 +298,8 @@ def _measure(provider, op, direction, args, sets, ref, dtype):
     out.update(time_cuda(fn, arg_sets, reps=args.reps, warmup=args.warmup))
     if not args.no_memory:
         out["peak_MB"] = peak_mb(fn, arg_sets[0], cupy_alloc=provider == "numba_cupy")
-    if not args.no_overhead and provider in ("numba", "numba_det", "numba_lock", "numba_seed"):
+    if not args.no_overhead and provider in ("numba", "numba_infer", "numba_det", "numba_lock",
+                                             "numba_seed"):
         tiny = _make_sets(op, 8, 1024, dtype, 1)[0]
         if direction == "fwd":
             out["host_us"] = host_overhead_us(lambda: fwd(*tiny), calls=500)
@@ -325,11 +338,12 @@ def run(args, copy_gbps=None):
                 sets = _make_sets(op, m, n, dtype, rotations(per_set))
                 ref = {}
                 for direction in args.dirs:
-                    nbytes = _bytes(op, direction, m, n, itemsize)
                     if not args.no_check and not ref:
                         ref = _reference(op, *sets[0])
                     for provider in providers:
                         if provider in ("numba_seed", "numba_lock") and direction == "fwd":
+                            continue
+                        if provider == "numba_infer" and direction == "bwd":
                             continue
                         row = {"op": op, "dir": direction, "dtype": dtype, "M": m, "N": n,
                                "provider": provider, "gpu": info["name"]}
@@ -353,6 +367,7 @@ def run(args, copy_gbps=None):
                             results.append(row)
                             torch.cuda.empty_cache()
                             continue
+                        nbytes = _bytes(op, direction, m, n, itemsize, provider)
                         row["GB/s"] = nbytes / (row["median_ms"] * 1e-3) / 1e9
                         row["%copy"] = 100.0 * row["GB/s"] / copy_gbs
                         row["floor_ms"] = nbytes / (copy_gbs * 1e9) * 1e3

@@ -120,20 +120,23 @@ def _layer_norm_plain(nf, torch, dt):
     = 512 in sub-warp rows, float32 LayerNorm N = 768 two rows a block, N = 16384
     with launch bounds, ...; v33: float32 LayerNorm N = 4096 and RMSNorm N = 16384
     with w / b late under launch bounds) and in sub-warp rows of eight a block (tuning
-    fwd_plain_layout); 29 rows, so blocks of several rows have spare slots."""
+    fwd_plain_layout); 29 rows, so blocks of several rows have spare slots. Each also
+    without its statistics (stats=False: the ``_nostats`` kernels)."""
     from numba_fused.layer_norm import tuning
 
     x = torch.randn(29, 512, device="cuda", dtype=dt)
     w = torch.randn(512, device="cuda", dtype=dt)
     with tuning(fwd_plain=True, fwd_plain_layout=(8 if dt == torch.float32 else 4, 8)):
-        nf.layer_norm_forward(x, w, torch.randn_like(w))
-        nf.rms_norm_forward(x, w)
+        for stats in (True, False):
+            nf.layer_norm_forward(x, w, torch.randn_like(w), stats=stats)
+            nf.rms_norm_forward(x, w, stats=stats)
     with tuning(fwd_plain=True):
         for n in (512, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384):
             x = torch.randn(29, n, device="cuda", dtype=dt)
             w = torch.randn(n, device="cuda", dtype=dt)
-            nf.layer_norm_forward(x, w, torch.randn_like(w))
-            nf.rms_norm_forward(x, w)
+            for stats in (True, False):
+                nf.layer_norm_forward(x, w, torch.randn_like(w), stats=stats)
+                nf.rms_norm_forward(x, w, stats=stats)
 
 
 def _layer_norm(nf, torch, dt):

@@ -40,7 +40,8 @@ LayerNorm N = 512-16384, 16-bit RMSNorm N = 512, 8192, 12288, float32 LayerNorm 
 ``_PLAIN_PICKS``) has its layout compiled in: a block of
 ``rpb`` row slots takes one row each and stops (no loop), the statistics are two-pass
 (at float32 with the dmu correction above; at 16-bit y's rounding hides mu's), and w /
-b load with the row.
+b load with the row. Its ``_nostats`` form (the forward's ``stats=False``: inference,
+as under ``torch.no_grad``) writes y alone, as inductor's kernel does there.
 
 *Streaming kernels* (``words == 0``) take rows of any length, one row per block at a
 time (``rpb = 1``): the forward reads ``x`` once per pass (sum, deviations, write;
@@ -1961,7 +1962,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
 
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
-                              ragged=False, min_blocks=None):
+                              ragged=False, min_blocks=None, stats=True):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
     compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
@@ -1987,6 +1988,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     values of a 16-byte group), eps. Launch bounds ``(tpr * rpb, 1)`` only for blocks
     over 512 threads; ``min_blocks`` (tuning ``fwd_plain_min_blocks``): bounds ``(tpr *
     rpb, min_blocks)``, so ptxas fits that many blocks an SM (name ``_lb<block>x<min>``).
+    ``stats`` False: mean_out / rstd_out are never written (the forward's ``stats=False``,
+    y alone, as a forward under ``torch.no_grad`` needs; name ``_nostats``).
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -2026,7 +2029,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_plain{words}"
             f"_t{tpr}x{rpb}" + ("_dmu" if corrected else "") + ("_early" if early else "")
             + ("_ragged" if ragged else "")
-            + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else ""))
+            + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else "")
+            + ("" if stats else "_nostats"))
     store_stats = _stats_store(rms)
     bf16 = dtype == "bfloat16"
 
@@ -2181,7 +2185,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             mu_out = mu + dmu
         else:
             mu_out = mu
-        if early and active and t == 0:
+        if stats and early and active and t == 0:
             store_stats(mean_out, rstd_out, row, mu_out, r)
         for k in range(words):
             o = 4 * k if early else 0
@@ -2191,7 +2195,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
                 out[i] = out_word(xr[4 * k + i], wr, br, o, i, mu, r, nd)
             if active:
                 st_global_v4(y, base + k * tpr * 4, out[0], out[1], out[2], out[3])
-        if not early and active and t == 0:
+        if stats and not early and active and t == 0:
             store_stats(mean_out, rstd_out, row, mu_out, r)
 
     # Launch bounds only where the block needs them to launch: with bounds (128, 1)
@@ -3469,7 +3473,8 @@ def shipped_kernels():
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass statistics; rows of a warp or more, or
     sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot),
-    the plain kernel at its layouts for the sweep's rows (v27, v28) and its sub-warp /
+    the plain kernel at its layouts for the sweep's rows (v27, v28; with and
+    without the statistics) and its sub-warp /
     bounded candidates, and staged forward row kernels (LayerNorm's with compensated
     statistics; with register groups); the wide and lean wide (16-bit,
     checked forms) backward row kernels; the
@@ -3531,11 +3536,14 @@ def shipped_kernels():
                                           True, subwarp=True, early=True, once=True)
                     # The plain kernel (tuning fwd_plain) at its layouts for the
                     # sweep's rows, exact and ragged grids.
+                    # With and without the statistics (stats=False: _nostats).
                     for lay in sorted({_plain_layout(n, vec, rms, dtype)
                                        for n in _PLAIN_SHIPPED_N} - {None}, key=repr):
                         for ragged in ((False, True) if lay[2] > 1 else (False,)):
-                            yield make_plain_forward_kernel(dtype, rms, has_w, has_b,
-                                                            *lay[:4], ragged, lay[4])
+                            for stats in (True, False):
+                                yield make_plain_forward_kernel(dtype, rms, has_w, has_b,
+                                                                *lay[:4], ragged, lay[4],
+                                                                stats)
                     # Its opt-in candidates: sub-warp rows (16 threads, eight rows a
                     # block) and, at float32, launch bounds for two blocks an SM.
                     yield make_plain_forward_kernel(dtype, rms, has_w, has_b, 4, 16, 8,
@@ -4691,7 +4699,17 @@ def _zero(a):
                               [_view(a, "uint8"), nbytes])
 
 
-def _forward(x, weight, bias, eps, rms, ex=NOW):
+def _check_flag(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
+    """(y, mean or None, rstd or None) as KernelArrays. ``stats`` False: mean and rstd
+    are not returned (None); the plain kernel then neither allocates nor writes them
+    (its ``_nostats`` form), the other kernels write them to arrays dropped here."""
+    stats = _check_flag(stats, "stats")
     xa = _check_input(x, "x")
     n = xa.shape[-1]
     lead = xa.shape[:-1]
@@ -4701,6 +4719,8 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     eps = _check_eps(eps)
     if m == 0:
         y = empty_like_lib(xa, xa.shape, xa.dtype)
+        if not stats:
+            return y, None, None
         mean = None if rms else empty_like_lib(xa, lead, "float32")
         return y, mean, empty_like_lib(xa, lead, "float32")
     if n == 0:
@@ -4709,8 +4729,6 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
         xa, wa, ba = ex.inputs
     dtype = xa.dtype
     y = ex.alloc(xa, xa.shape, dtype)
-    mean = None if rms else ex.alloc(xa, lead, "float32")
-    rstd = ex.alloc(xa, lead, "float32")
     vector = _can_vectorize(n, dtype, (xa, wa, ba, y))
     vec = _vec_of(dtype, vector)
     stream = bool(_tune["fwd_stream"])
@@ -4722,12 +4740,18 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
     sms = _sm_count(xa) if rowwise else None
     plain = (_plain_pick(n, vec, rms, dtype)
              if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms) else None)
-    if plain is not None and cdiv(m, plain[2]) <= 2**31 - 1:
+    plain_ok = plain is not None and cdiv(m, plain[2]) <= 2**31 - 1
+    # Only the plain kernel compiles the statistics out (_nostats); the others write
+    # them wherever they run, so they get arrays even when the caller drops them.
+    write_stats = stats or not plain_ok
+    mean = None if rms or not write_stats else ex.alloc(xa, lead, "float32")
+    rstd = ex.alloc(xa, lead, "float32") if write_stats else None
+    if plain_ok:
         words, tpr, rpb, early, min_blocks = plain
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
-                                           m % rpb != 0, min_blocks)
+                                           m % rpb != 0, min_blocks, stats)
         grid, shared = cdiv(m, rpb), 0
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)
@@ -4790,11 +4814,14 @@ def _forward(x, weight, bias, eps, rms, ex=NOW):
                                         _tune["fwd_blocks_per_sm"])
     vdt = _view_dtype(dtype, vector)
     xv = _view(xa, vdt)
-    rv = _view(rstd, "float32")
+    # Without statistics the _nostats kernel touches neither stats argument.
+    rv = _view(rstd, "float32") if write_stats else _unused(_view(y, "float32"), "float32")
     ex.launch(kernel, (grid,), (tpr, rpb), stream_handle(xa), [
         xv, xv if wa is None else _view(wa, vdt), xv if ba is None else _view(ba, vdt),
         _view(y, vdt), _unused(rv, "float32") if mean is None else _view(mean, "float32"), rv,
         m, n, eps], shared=shared)
+    if not stats:
+        return y, None, None
     return y, mean, rstd
 
 
@@ -5018,17 +5045,21 @@ def _owner(a):
 # Public API
 # ---------------------------------------------------------------------------------
 
-def layer_norm_forward(x, weight=None, bias=None, eps=1e-5):
+def layer_norm_forward(x, weight=None, bias=None, eps=1e-5, *, stats=True):
     """LayerNorm over the last dimension of ``x``.
 
     x: ``[..., N]`` float32/float16/bfloat16 GPU array, C-contiguous.
     weight, bias: ``[N]`` of x's dtype, or None.
     eps: finite float >= 0, added to the variance.
+    stats (keyword only): False for inference, where no backward follows: mean and
+    rstd come back as None, and where the plain kernel runs (the rows it is tuned
+    for, e.g. N = 512-16384 at 16 bits) they are neither allocated nor written.
+    y's bits do not depend on it.
     Returns ``(y, mean, rstd)``: y like x; mean and rstd float32 of shape
     ``x.shape[:-1]`` (for :func:`layer_norm_backward`), allocated in x's library.
     """
-    y, mean, rstd = _forward(x, weight, bias, eps, rms=False)
-    return y.owner, mean.owner, rstd.owner
+    y, mean, rstd = _forward(x, weight, bias, eps, rms=False, stats=stats)
+    return y.owner, _owner(mean), _owner(rstd)
 
 
 def layer_norm_backward(grad_out, x, weight, bias, mean, rstd, deterministic=False):
@@ -5046,12 +5077,13 @@ def layer_norm_backward(grad_out, x, weight, bias, mean, rstd, deterministic=Fal
     return gx.owner, _owner(gw), _owner(gb)
 
 
-def rms_norm_forward(x, weight=None, eps=1e-6):
+def rms_norm_forward(x, weight=None, eps=1e-6, *, stats=True):
     """RMSNorm over the last dimension: ``y = x * rstd * weight`` with
     ``rstd = 1 / sqrt(mean(x^2) + eps)``. Arguments as :func:`layer_norm_forward`.
-    Returns ``(y, rstd)``; rstd float32 of shape ``x.shape[:-1]``."""
-    y, _, rstd = _forward(x, weight, None, eps, rms=True)
-    return y.owner, rstd.owner
+    Returns ``(y, rstd)``; rstd float32 of shape ``x.shape[:-1]`` (None with
+    ``stats=False``)."""
+    y, _, rstd = _forward(x, weight, None, eps, rms=True, stats=stats)
+    return y.owner, _owner(rstd)
 
 
 def rms_norm_backward(grad_out, x, weight, rstd, deterministic=False):
@@ -5061,15 +5093,16 @@ def rms_norm_backward(grad_out, x, weight, rstd, deterministic=False):
     return gx.owner, _owner(gw)
 
 
-def forward_plan(x, weight, bias, eps, rms=False):
+def forward_plan(x, weight, bias, eps, rms=False, stats=True):
     """A :class:`~numba_fused.plan.Plan` of :func:`layer_norm_forward` (``rms``:
     :func:`rms_norm_forward`) for inputs of the signature of ``x``, ``weight``,
     ``bias`` (arrays as the public functions take them; validated here as there).
     Its inputs are ``(x, weight, bias)`` (bias ignored with ``rms``), its outputs
-    ``(y, mean or None, rstd)``. GPU only; x must not be empty."""
+    ``(y, mean or None, rstd)`` (``stats`` False: ``(y, None, None)``). GPU only; x
+    must not be empty."""
     arrays = _plan_inputs(x, weight, None if rms else bias)
     rec = Recorder(arrays)
-    return rec.plan(_forward(x, weight, None if rms else bias, eps, rms, ex=rec))
+    return rec.plan(_forward(x, weight, None if rms else bias, eps, rms, ex=rec, stats=stats))
 
 
 def backward_plan(grad_out, x, weight, bias, mean, rstd, deterministic=False, rms=False):

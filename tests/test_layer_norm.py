@@ -1597,6 +1597,59 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
             ln.make_plain_forward_kernel(dtype, *args)
 
 
+def _forward_stats(variant, x, w, b, stats):
+    if variant[0]:
+        y, rstd = ln.rms_norm_forward(x, w, 1e-5, stats=stats)
+        return y, None, rstd
+    return ln.layer_norm_forward(x, w, b, 1e-5, stats=stats)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", [(False, True, True), (False, False, False),
+                                     (True, True, False)], ids=_vid)
+def test_forward_without_stats(dtype, variant):
+    """stats=False (inference): y has the bits of the forward with statistics, mean
+    and rstd come back None. The plain kernel runs its ``_nostats`` form (which writes
+    neither; ragged and exact grids, sub-warp rows, float32's corrected statistics);
+    other kernels (the default at rows the plain kernel has no layout for, the scalar
+    path) still run with statistics, dropped. Empty x gives (y, None, None); a stats
+    that is not a bool raises TypeError before anything is allocated."""
+    vec = ln._vec_of(dtype, True)
+    # (m, n, tuning, plain kernel?; None: whichever the default picks)
+    cases = [(5, 64 * vec, {"fwd_plain": True}, True),
+             (3, 256 * vec, {"fwd_plain": True}, True),
+             (5, 64 * vec, {"fwd_plain": True, "fwd_plain_layout": (4, 2)}, True),
+             (5, 40 * vec, {}, False),
+             (4, 37, {}, False),
+             (1, 1, {}, False)]
+    if not SIMULATOR:
+        cases += [(4099, 128 * vec, {}, None), (1031, 2048 * vec, {}, None),
+                  (16384, 1024 * vec, {}, None), (3001, 4099, {}, False)]
+    for m, n, tune, plain in cases:
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=m + 3 * n)
+        picked = []
+        with pytest.MonkeyPatch.context() as mp:
+            _record_kernels(mp, "make_plain_forward_kernel", picked)
+            _record_kernels(mp, "make_forward_kernel", picked)
+            with ln.tuning(**tune), poison_outputs():
+                with_stats = _forward_stats(variant, x, w, b, True)
+                y, mean, rstd = _forward_stats(variant, x, w, b, False)
+        assert mean is None and rstd is None, (m, n)
+        assert y.shape == x.shape and y.dtype == x.dtype
+        assert torch.equal(y, with_stats[0]), (m, n, tune)
+        if plain is not None:
+            assert ("_plain" in picked[-1]) == plain, (m, n, picked)
+        assert ("_nostats" in picked[-1]) == ("_plain" in picked[-1]), (m, n, picked)
+        _check_forward(with_stats, None, variant, x, w, b, dtype, (m, n, tune))
+    x, w, b, _ = _inputs((0, 3, 16), dtype, variant, seed=1)
+    y, mean, rstd = _forward_stats(variant, x, w, b, False)
+    assert y.shape == x.shape and mean is None and rstd is None
+    x, w, b, _ = _inputs((2, 16), dtype, variant, seed=1)
+    for bad in (None, 1, "no"):
+        with pytest.raises(TypeError, match="stats must be a bool"):
+            _forward_stats(variant, x, w, b, bad)
+
+
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
 def test_forward_lean_tpsm_same_bits(variant):
     """tuning(fwd_lean_tpsm=T) (opt-in): the lean forward compiled with launch
@@ -2503,6 +2556,50 @@ def test_custom_ops_opcheck(rms, affine):
         bwd, bargs = tln._layer_norm_bwd, (g, x.detach(), w, b, out[1], out[2], True)
     torch.library.opcheck(bwd, tuple(a.detach() if isinstance(a, torch.Tensor) else a
                                      for a in bargs))
+
+
+@pytest.mark.parametrize("affine", ["wb", "none"])
+@pytest.mark.parametrize("rms", [False, True])
+def test_infer_custom_ops(rms, affine):
+    """The inference ops (``layer_norm_infer`` / ``rms_norm_infer``: y alone, no
+    statistics) pass torch.library.opcheck, give the training op's y bit for bit, and
+    are what ``layer_norm`` / ``rms_norm`` call under torch.compile(fullgraph=True)
+    when nothing needs a gradient (torch.no_grad, or no input that requires grad),
+    with eager's no-grad bits; with grad they still call the training op."""
+    tln = importlib.import_module("interop.torch.layer_norm")
+    import torch._dynamo
+
+    x = _randn((5, 24), "float32", 1)
+    w = _randn((24,), "float32", 2, 0.5, 1.0) if "w" in affine else None
+    b = _randn((24,), "float32", 3) if "b" in affine else None
+    if rms:
+        infer, args, train = tln._rms_norm_infer, (x, w, 1e-6), tln._rms_norm_fwd(x, w, 1e-6, False)
+    else:
+        infer, args = tln._layer_norm_infer, (x, w, b, 1e-5)
+        train = tln._layer_norm_fwd(x, w, b, 1e-5, False)
+    torch.library.opcheck(infer, args)
+    assert torch.equal(infer(*args), train[0])
+
+    def f(x, w, b):
+        if rms:
+            return tln.rms_norm(x, (24,), w, 1e-6) * 2.0
+        return tln.layer_norm(x, (24,), w, b) * 2.0
+
+    name = "rms_norm" if rms else "layer_norm"
+    wg = None if w is None else w.clone().requires_grad_()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        targets = compiled_targets(f, x, wg, b)
+        assert f"numba_fused.{name}_infer.default" in targets, targets
+        eager = f(x, wg, b)
+        compiled = torch.compile(f, backend=compile_backend(), fullgraph=True)(x, wg, b)
+    assert torch.equal(eager, compiled) and torch.equal(eager, 2.0 * train[0])
+    xg = x.clone().requires_grad_()
+    torch._dynamo.reset()
+    targets = compiled_targets(f, xg, w, b)
+    assert f"numba_fused.{name}_fwd.default" in targets, targets
+    assert f"numba_fused.{name}_infer.default" not in targets, targets
+    torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -16,15 +16,17 @@ def _check(**arrays):
 
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
-    """LayerNorm over the last axis of ``x`` ``[..., N]``; weight, bias ``[N]`` or None."""
+    """LayerNorm over the last axis of ``x`` ``[..., N]``; weight, bias ``[N]`` or None.
+    Returns y alone (the forward's ``stats=False``: no statistics kept)."""
     _check(x=x, weight=weight, bias=bias)
-    return _ln.layer_norm_forward(x, weight, bias, eps)[0]
+    return _ln.layer_norm_forward(x, weight, bias, eps, stats=False)[0]
 
 
-def layer_norm_forward(x, weight=None, bias=None, eps=1e-5):
-    """``(y, mean, rstd)``; mean/rstd float32 of shape ``x.shape[:-1]``."""
+def layer_norm_forward(x, weight=None, bias=None, eps=1e-5, *, stats=True):
+    """``(y, mean, rstd)``; mean/rstd float32 of shape ``x.shape[:-1]`` (None with
+    ``stats=False``)."""
     _check(x=x, weight=weight, bias=bias)
-    return _ln.layer_norm_forward(x, weight, bias, eps)
+    return _ln.layer_norm_forward(x, weight, bias, eps, stats=stats)
 
 
 def layer_norm_backward(grad_out, x, weight, bias, mean, rstd, deterministic=False):
@@ -35,15 +37,17 @@ def layer_norm_backward(grad_out, x, weight, bias, mean, rstd, deterministic=Fal
 
 
 def rms_norm(x, weight=None, eps=1e-6):
-    """RMSNorm over the last axis of ``x`` ``[..., N]``; weight ``[N]`` or None."""
+    """RMSNorm over the last axis of ``x`` ``[..., N]``; weight ``[N]`` or None.
+    Returns y alone (``stats=False``)."""
     _check(x=x, weight=weight)
-    return _ln.rms_norm_forward(x, weight, eps)[0]
+    return _ln.rms_norm_forward(x, weight, eps, stats=False)[0]
 
 
-def rms_norm_forward(x, weight=None, eps=1e-6):
-    """``(y, rstd)``; rstd float32 of shape ``x.shape[:-1]``."""
+def rms_norm_forward(x, weight=None, eps=1e-6, *, stats=True):
+    """``(y, rstd)``; rstd float32 of shape ``x.shape[:-1]`` (None with
+    ``stats=False``)."""
     _check(x=x, weight=weight)
-    return _ln.rms_norm_forward(x, weight, eps)
+    return _ln.rms_norm_forward(x, weight, eps, stats=stats)
 
 
 def rms_norm_backward(grad_out, x, weight, rstd, deterministic=False):

@@ -20,7 +20,12 @@ Two routes to the same kernels and launch plans:
   custom ops ``torch.ops.numba_fused.layer_norm_fwd`` / ``layer_norm_bwd`` /
   ``rms_norm_fwd`` / ``rms_norm_bwd`` (``torch.library.custom_op`` with fake
   implementations and ``register_autograd``), which Dynamo and AOTAutograd trace
-  without a graph break. Eager keeps the Function because an empty custom op costs
+  without a graph break.
+
+Where nothing needs a gradient (``torch.no_grad``, inference mode, or no input that
+requires grad) both routes run the forward without its statistics
+(``stats=False``; under torch.compile the ops ``layer_norm_infer`` /
+``rms_norm_infer``): y alone is written, as inductor's own kernel does there. Eager keeps the Function because an empty custom op costs
   more host time per forward + backward than an empty Function (137-160 against
   98-113 us on the lent H100's host, bench/NOTES.md, issue #20).
 """
@@ -51,23 +56,24 @@ def _dev(t):
     return -2 if t is None else t.get_device()
 
 
-def _norm_forward(x, weight, bias, eps, rms):
-    """(y, mean or None, rstd) of contiguous ``[..., N]`` x through a cached plan.
+def _norm_forward(x, weight, bias, eps, rms, stats=True):
+    """(y, mean or None, rstd) of contiguous ``[..., N]`` x through a cached plan;
+    ``stats`` False: (y, None, None), the statistics not kept (inference).
 
     The key holds the parameters' devices, so parameters on another device than x
     miss the cache and reach the array-level check, which raises."""
-    key = (x.shape, x.dtype, x.get_device(), _dev(weight), _dev(bias), eps, rms,
+    key = (x.shape, x.dtype, x.get_device(), _dev(weight), _dev(bias), eps, rms, stats,
            aligned16(x), aligned16(weight), aligned16(bias))
     plan = _FWD_PLANS.get(key)
     if plan is not None:
         return run_plan(plan, x, (x.data_ptr(), data_ptr(weight), data_ptr(bias)))
     if rms:
-        y, rstd = rms_norm_forward(x, weight, eps)
+        y, rstd = rms_norm_forward(x, weight, eps, stats=stats)
         out = (y, None, rstd)
     else:
-        out = layer_norm_forward(x, weight, bias, eps)
+        out = layer_norm_forward(x, weight, bias, eps, stats=stats)
     if ENABLED[0]:
-        _FWD_PLANS.put(key, _ln.forward_plan(x, weight, bias, eps, rms))
+        _FWD_PLANS.put(key, _ln.forward_plan(x, weight, bias, eps, rms, stats))
     return out
 
 
@@ -291,15 +297,41 @@ def _rms_norm_grad(ctx, grads):
 _rms_norm_fwd.register_autograd(_rms_norm_grad, setup_context=_rms_norm_setup)
 
 
+@torch.library.custom_op("numba_fused::layer_norm_infer", mutates_args=())
+def _layer_norm_infer(x: torch.Tensor, weight: Optional[torch.Tensor],
+                      bias: Optional[torch.Tensor], eps: float) -> torch.Tensor:
+    """y of x [M, N] without the statistics: the route where nothing needs a gradient."""
+    return _norm_forward(x, weight, bias, eps, False, stats=False)[0]
+
+
+@_layer_norm_infer.register_fake
+def _(x, weight, bias, eps):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("numba_fused::rms_norm_infer", mutates_args=())
+def _rms_norm_infer(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float) -> torch.Tensor:
+    """y of x [M, N] without rstd (as :func:`_layer_norm_infer`)."""
+    return _norm_forward(x, weight, None, eps, True, stats=False)[0]
+
+
+@_rms_norm_infer.register_fake
+def _(x, weight, eps):
+    return torch.empty_like(x)
+
+
 def _compiled_norm(input, weight, bias, n, eps, deterministic, rms):
     """The custom-op route of :func:`layer_norm` / :func:`rms_norm` (under
-    torch.compile): the same reshapes and casts as the Functions, as traced ops."""
+    torch.compile): the same reshapes and casts as the Functions, as traced ops;
+    where nothing needs a gradient, the ``*_infer`` ops (y alone, no statistics)."""
     x = input.contiguous().view(-1, n)
     w = None if weight is None else weight.to(x.dtype).contiguous().view(n)
-    if rms:
+    b = None if rms or bias is None else bias.to(x.dtype).contiguous().view(n)
+    if not _needs_grad(input, weight, bias):
+        y = _rms_norm_infer(x, w, eps) if rms else _layer_norm_infer(x, w, b, eps)
+    elif rms:
         y = _rms_norm_fwd(x, w, eps, deterministic)[0]
     else:
-        b = None if bias is None else bias.to(x.dtype).contiguous().view(n)
         y = _layer_norm_fwd(x, w, b, eps, deterministic)[0]
     return y.view(input.shape)
 
@@ -381,10 +413,11 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, *, det
     if torch.compiler.is_compiling():
         return _compiled_norm(input, weight, bias, n, eps, det, False)
     if not _needs_grad(input, weight, bias):
-        # Nothing to differentiate: skip the autograd Function's host cost.
+        # Nothing to differentiate: skip the autograd Function's host cost, and the
+        # statistics only a backward would read.
         x = _rows(input, n)
         y, _, _ = _norm_forward(x, _vector(weight, n, x.dtype), _vector(bias, n, x.dtype), eps,
-                                False)
+                                False, stats=False)
         return _grad_input(y, input.shape)
     return _layer_norm_apply(input, weight, bias, n, eps, det)
 
@@ -408,7 +441,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=1e-6, *, deterministic=No
         return _compiled_norm(input, weight, None, n, eps, det, True)
     if not _needs_grad(input, weight, None):
         x = _rows(input, n)
-        y, _, _ = _norm_forward(x, _vector(weight, n, x.dtype), None, eps, True)
+        y, _, _ = _norm_forward(x, _vector(weight, n, x.dtype), None, eps, True, stats=False)
         return _grad_input(y, input.shape)
     return _rms_norm_apply(input, weight, n, eps, det)
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Written in the fifty-seventh session (an H200; bench/NOTES.md, fifty-seventh session):
+# the norms forward without its statistics (stats=False; the plain kernel's _nostats
+# form; interop.torch's no-grad route and the layer_norm_infer / rms_norm_infer custom
+# ops). Every forward behind in the v48 sweep trails torch.compile alone, whose forward
+# the sweep times under no_grad, where inductor writes y alone.
+#   t: the GPU tests of the change (stats=False, the inference ops, the plain kernel,
+#      the custom ops, plans, the torch front end), then memcheck, racecheck and
+#      initcheck of bench/sanitize.py's layer_norm_plain workload (every plain layout
+#      with and without its statistics). ~4 min.
+#   s: the norms forward sweep, one run: numba (with statistics), numba_infer (without),
+#      numba_torch (interop.torch under no_grad), torch eager, torch.compile, Liger
+#      (carry .whl). ~5-8 min.
+#   bash bench/ab/pending_s57b.sh "$OUT" {t|s}
+set -uo pipefail
+OUT=${1:?"usage: pending_s57b.sh OUTDIR t|s"}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+case "${2:?t or s}" in
+  t)
+    timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
+      -k "without_stats or infer_custom or forward_plain or custom_ops or fullgraph or front" \
+      tests/test_fast_path.py tests/test_plan.py tests/test_torch_frontend.py \
+      > "$OUT/tests.log" 2>&1
+    echo "tests rc $?"; tail -3 "$OUT/tests.log"
+    for tool in memcheck racecheck initcheck; do
+      extra=""
+      [ "$tool" = memcheck ] && extra="--report-api-errors no"
+      timeout -k 5 200 compute-sanitizer --tool "$tool" $extra python3 bench/sanitize.py \
+        layer_norm_plain > "$OUT/san_$tool.log" 2>&1 &
+    done
+    wait
+    for tool in memcheck racecheck initcheck; do
+      echo "== $tool"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|ran|FAILED" "$OUT/san_$tool.log" \
+        | tail -5
+    done
+    ;;
+  s)
+    . bench/ab/liger_env.sh || echo "liger wheel not installed"
+    timeout -k 10 560 python3 bench/layer_norm.py --ops layer_norm rms_norm \
+      --dtypes float16 bfloat16 float32 --dirs fwd \
+      --providers numba numba_infer numba_torch torch compile liger \
+      --shapes 131072x512 87381x768 65536x1024 32768x2048 16384x4096 13107x5120 8192x8192 \
+      5461x12288 4096x16384 1024x65536 --reps 30 --warmup 5 --no-memory --no-overhead \
+      --json "$OUT/norms_fwd_s57.json" > "$OUT/norms_fwd_s57.log" 2>&1
+    echo "sweep rc $?"
+    python3 bench/sweep_table.py norms "$OUT/norms_fwd_s57.json" | tail -3
+    ;;
+esac
