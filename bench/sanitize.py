@@ -121,7 +121,8 @@ def _layer_norm_plain(nf, torch, dt):
     with launch bounds, ...; v33: float32 LayerNorm N = 4096 and RMSNorm N = 16384
     with w / b late under launch bounds) and in sub-warp rows of eight a block (tuning
     fwd_plain_layout); 29 rows, so blocks of several rows have spare slots. Each also
-    without its statistics (stats=False: the ``_nostats`` kernels)."""
+    without its statistics (stats=False: the ``_nostats`` kernels), and RMSNorm's lean
+    kernel of one row a slot with and without them."""
     from numba_fused.layer_norm import tuning
 
     x = torch.randn(29, 512, device="cuda", dtype=dt)
@@ -136,6 +137,13 @@ def _layer_norm_plain(nf, torch, dt):
             w = torch.randn(n, device="cuda", dtype=dt)
             for stats in (True, False):
                 nf.layer_norm_forward(x, w, torch.randn_like(w), stats=stats)
+                nf.rms_norm_forward(x, w, stats=stats)
+    # RMSNorm's lean kernel of one row a slot, with and without rstd (_nostats).
+    with tuning(fwd_lean=True, fwd_early=True, fwd_once=True):
+        for n in (768, 1024, 2048):
+            x = torch.randn(29, n, device="cuda", dtype=dt)
+            w = torch.randn(n, device="cuda", dtype=dt)
+            for stats in (True, False):
                 nf.rms_norm_forward(x, w, stats=stats)
 
 

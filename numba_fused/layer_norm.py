@@ -41,7 +41,8 @@ LayerNorm N = 512-16384, 16-bit RMSNorm N = 512, 8192, 12288, float32 LayerNorm 
 ``rpb`` row slots takes one row each and stops (no loop), the statistics are two-pass
 (at float32 with the dmu correction above; at 16-bit y's rounding hides mu's), and w /
 b load with the row. Its ``_nostats`` form (the forward's ``stats=False``: inference,
-as under ``torch.no_grad``) writes y alone, as inductor's kernel does there.
+as under ``torch.no_grad``) writes y alone, as inductor's kernel does there; so does
+RMSNorm's lean kernel of one row a slot (``once``).
 
 *Streaming kernels* (``words == 0``) take rows of any length, one row per block at a
 time (``rpb = 1``): the forward reads ``x`` once per pass (sum, deviations, write;
@@ -1258,7 +1259,7 @@ def _group_guards(full):
 def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, full=False,
                         lean=False, staged=False, subwarp=False,
                         bounds=None, welford=False, rwords=0,
-                        early=False, once=False):
+                        early=False, once=False, stats=True):
     """Forward kernel for ``dtype`` storage.
 
     rms: RMSNorm (no mean; has_b must be False) else LayerNorm.
@@ -1293,7 +1294,12 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
     its state in registers); only for grids of a block per pass of row slots, which
     cover every row (tuning fwd_once; v26 compiles early kernels so, see
     :func:`_fwd_early_once`).
+    stats: False for RMSNorm's lean kernel with once: rstd never written (the
+    forward's ``stats=False``).
     """
+    if not stats and not (lean and once and rms):
+        raise ValueError("stats=False is the plain kernel's and RMSNorm's lean kernel's "
+                         "with once")
     if welford and (rms or words):
         raise ValueError("welford statistics are the streaming LayerNorm kernel's "
                          "(words = 0, not RMSNorm)")
@@ -1318,7 +1324,7 @@ def make_forward_kernel(dtype, rms, has_w, has_b, vector, words, prefetch=True, 
             raise ValueError("lean forward kernels are 16-byte row kernels (vector, words > 0)")
         return _lean_forward(dtype, rms, has_w, has_b, words, full,
                              subwarp=subwarp,
-                             bounds=bounds, early=early, once=once)
+                             bounds=bounds, early=early, once=once, stats=stats)
     vec = _vec_of(dtype, vector)
     load_group, store_group = _group_io(dtype, vector)
     st = types.Array(_kernel_storage(dtype, vector), 1, "C")
@@ -1678,7 +1684,7 @@ def _stats_store(rms):
 @functools.lru_cache(maxsize=None)
 def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
                   subwarp=False, bounds=None, rwords=0,
-                  early=False, once=False):
+                  early=False, once=False, stats=True):
     """The lean row kernel of :func:`make_forward_kernel` (same arguments and math;
     ``staged``: the row in shared memory, and LayerNorm's deviations about a coarse
     centre; see below).
@@ -1743,7 +1749,14 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
     the previous group's y store, which a plain load may not pass. The statistics'
     stores go out before y's. once: the slot takes its one row and stops (the grid
     covers every row), so no loop state stays live: what lets early fit the 48
-    registers of the capped layouts without spilling."""
+    registers of the capped layouts without spilling. stats False (RMSNorm's once
+    kernels only): rstd_out is never written (the forward's ``stats=False``; name
+    ``_nostats``). LayerNorm's have no such form: without the stores ptxas spills 4
+    bytes in the 16-bit two-group capped layouts (48 registers), and its rows take the
+    plain kernel where the statistics cost most."""
+    if not stats and not (once and rms):
+        raise ValueError("stats=False is the plain kernel's and RMSNorm's lean kernel's "
+                         "with once")
     vec = _vec_of(dtype, True)
     nraw = 4 * words
     raw_t = _kernel_storage(dtype, True)
@@ -1758,7 +1771,8 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
             + ("_full" if full else "") + ("_comp" if compensated else "")
             + ("_subwarp" if subwarp else "") + ("_early" if early else "")
             + ("_once" if once else "")
-            + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else ""))
+            + (f"_lb{bounds[0]}x{bounds[1]}" if bounds else "")
+            + ("" if stats else "_nostats"))
     rsum = _sub_sum if subwarp else _row_sum_v2
     rsum2 = _sub_sum2 if subwarp else _row_sum2_fwd
     # Groups a thread: in registers (xr[4 k:], k < RW) and in shared memory; a group
@@ -1935,7 +1949,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
             r = _rsqrt(var + eps)
             nd = -(dmu * r)
             # early: the statistics' stores go out ahead of y's.
-            if early and active and t == 0:
+            if stats and early and active and t == 0:
                 store_stats(mean_out, rstd_out, row, mu + dmu, r)
             for k in range(RW):
                 if early:
@@ -1948,7 +1962,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
                 fetch(xr, sm, base, k - RW, tpr)
                 group_write(xr, 4 * RW, k, w, b, y, wr, br, ys, rb, t, tpr, glast, ng,
                             active, mu, r, nd)
-            if not early and active and t == 0:
+            if stats and not early and active and t == 0:
                 store_stats(mean_out, rstd_out, row, mu + dmu, r)
             row += stride
             if once:
@@ -3472,7 +3486,8 @@ def shipped_kernels():
     """Every kernel specialisation the launchers can pick: row kernels for every
     ``words`` in the exact-layout form (``full``) and, unless fat, the checked form;
     the lean (two-pass statistics; rows of a warp or more, or
-    sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot),
+    sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot,
+    RMSNorm's with and without the statistics),
     the plain kernel at its layouts for the sweep's rows (v27, v28; with and
     without the statistics) and its sub-warp /
     bounded candidates, and staged forward row kernels (LayerNorm's with compensated
@@ -3527,13 +3542,17 @@ def shipped_kernels():
                         caps = sorted({(tpr * rpb, blocks) for (dt, wd, tpr, r), (
                             rpb, blocks) in _LEAN_CAPS.items() if (dt, wd, r) == (
                                 dtype, words, rms)})
-                        for full, bounds in ([(True, None), (False, None)]
-                                             + [(True, c) for c in caps]):
-                            yield factory(dtype, rms, has_w, has_b, True, words, True, full,
-                                          True, bounds=bounds, early=True, once=True)
-                        if rms:
-                            yield factory(dtype, rms, has_w, has_b, True, words, True, True,
-                                          True, subwarp=True, early=True, once=True)
+                        # RMSNorm's also without rstd (stats=False: _nostats).
+                        for stats in ((True, False) if rms else (True,)):
+                            for full, bounds in ([(True, None), (False, None)]
+                                                 + [(True, c) for c in caps]):
+                                yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                              full, True, bounds=bounds, early=True,
+                                              once=True, stats=stats)
+                            if rms:
+                                yield factory(dtype, rms, has_w, has_b, True, words, True,
+                                              True, True, subwarp=True, early=True,
+                                              once=True, stats=stats)
                     # The plain kernel (tuning fwd_plain) at its layouts for the
                     # sweep's rows, exact and ragged grids.
                     # With and without the statistics (stats=False: _nostats).
@@ -4707,8 +4726,9 @@ def _check_flag(value, name):
 
 def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
     """(y, mean or None, rstd or None) as KernelArrays. ``stats`` False: mean and rstd
-    are not returned (None); the plain kernel then neither allocates nor writes them
-    (its ``_nostats`` form), the other kernels write them to arrays dropped here."""
+    are not returned (None); the plain kernel and the lean one with once then neither
+    allocate nor write them (their ``_nostats`` forms; the lean one's RMSNorm only),
+    the other kernels write them to arrays dropped here."""
     stats = _check_flag(stats, "stats")
     xa = _check_input(x, "x")
     n = xa.shape[-1]
@@ -4741,17 +4761,17 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
     plain = (_plain_pick(n, vec, rms, dtype)
              if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms) else None)
     plain_ok = plain is not None and cdiv(m, plain[2]) <= 2**31 - 1
-    # Only the plain kernel compiles the statistics out (_nostats); the others write
-    # them wherever they run, so they get arrays even when the caller drops them.
-    write_stats = stats or not plain_ok
-    mean = None if rms or not write_stats else ex.alloc(xa, lead, "float32")
-    rstd = ex.alloc(xa, lead, "float32") if write_stats else None
+    # The plain kernel and the lean one with once compile the statistics out
+    # (_nostats); the others write them wherever they run, so they get arrays even
+    # when the caller drops them.
+    nostats = False
     if plain_ok:
         words, tpr, rpb, early, min_blocks = plain
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
+        nostats = not stats
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
-                                           m % rpb != 0, min_blocks, stats)
+                                           m % rpb != 0, min_blocks, not nostats)
         grid, shared = cdiv(m, rpb), 0
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)
@@ -4785,11 +4805,13 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
                    and _tune["fwd_grid"] is None and _tune["fwd_blocks_per_sm"] is None
                    and cdiv(m, rpb) <= 2**31 - 1)
         early, once = _fwd_early_once(dtype, rms, words, tpr, lean, per_row)
+        nostats = not stats and lean and once and rms
         kernel = make_forward_kernel(dtype, rms, has_w, has_b, vector, words,
                                      _tune["prefetch"] is not False if words else True,
                                      full, lean, staged, subwarp, bounds=bounds,
                                      welford=not (words or rms) and _fwd_welford(vector),
-                                     rwords=rwords, early=early, once=once)
+                                     rwords=rwords, early=early, once=once,
+                                     stats=not nostats)
         if lean or staged:
             shared = 16 * words * tpr if staged else 0
             if per_row:
@@ -4812,10 +4834,12 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
             else:
                 grid = _persistent_grid(kernel, xa, tpr, 0, m, _tune["fwd_grid"],
                                         _tune["fwd_blocks_per_sm"])
+    mean = None if rms or nostats else ex.alloc(xa, lead, "float32")
+    rstd = None if nostats else ex.alloc(xa, lead, "float32")
     vdt = _view_dtype(dtype, vector)
     xv = _view(xa, vdt)
-    # Without statistics the _nostats kernel touches neither stats argument.
-    rv = _view(rstd, "float32") if write_stats else _unused(_view(y, "float32"), "float32")
+    # The _nostats kernels touch neither statistics argument.
+    rv = _unused(_view(y, "float32"), "float32") if nostats else _view(rstd, "float32")
     ex.launch(kernel, (grid,), (tpr, rpb), stream_handle(xa), [
         xv, xv if wa is None else _view(wa, vdt), xv if ba is None else _view(ba, vdt),
         _view(y, vdt), _unused(rv, "float32") if mean is None else _view(mean, "float32"), rv,
@@ -5052,9 +5076,9 @@ def layer_norm_forward(x, weight=None, bias=None, eps=1e-5, *, stats=True):
     weight, bias: ``[N]`` of x's dtype, or None.
     eps: finite float >= 0, added to the variance.
     stats (keyword only): False for inference, where no backward follows: mean and
-    rstd come back as None, and where the plain kernel runs (the rows it is tuned
-    for, e.g. N = 512-16384 at 16 bits) they are neither allocated nor written.
-    y's bits do not depend on it.
+    rstd come back as None, and where the plain kernel or RMSNorm's lean kernel of
+    one row a slot runs (the rows they are tuned for, N = 512-16384 at 16 bits and
+    float32) they are neither allocated nor written. y's bits do not depend on it.
     Returns ``(y, mean, rstd)``: y like x; mean and rstd float32 of shape
     ``x.shape[:-1]`` (for :func:`layer_norm_backward`), allocated in x's library.
     """

@@ -1609,23 +1609,31 @@ def _forward_stats(variant, x, w, b, stats):
                                      (True, True, False)], ids=_vid)
 def test_forward_without_stats(dtype, variant):
     """stats=False (inference): y has the bits of the forward with statistics, mean
-    and rstd come back None. The plain kernel runs its ``_nostats`` form (which writes
-    neither; ragged and exact grids, sub-warp rows, float32's corrected statistics);
-    other kernels (the default at rows the plain kernel has no layout for, the scalar
-    path) still run with statistics, dropped. Empty x gives (y, None, None); a stats
-    that is not a bool raises TypeError before anything is allocated."""
+    and rstd come back None. The plain kernel and RMSNorm's lean kernel of one row a
+    slot (once) run their ``_nostats`` forms, which write neither (ragged and exact
+    grids, sub-warp rows, float32's corrected statistics, w / b early); other kernels
+    (LayerNorm's lean ones, the lean kernel's loop, the default at rows the plain
+    kernel has no layout for, the scalar path) still run with statistics, dropped. Empty x gives (y, None, None); a
+    stats that is not a bool raises TypeError before anything is allocated; the
+    kernel factories refuse stats=False where they have no such form."""
     vec = ln._vec_of(dtype, True)
-    # (m, n, tuning, plain kernel?; None: whichever the default picks)
-    cases = [(5, 64 * vec, {"fwd_plain": True}, True),
-             (3, 256 * vec, {"fwd_plain": True}, True),
-             (5, 64 * vec, {"fwd_plain": True, "fwd_plain_layout": (4, 2)}, True),
-             (5, 40 * vec, {}, False),
-             (4, 37, {}, False),
-             (1, 1, {}, False)]
+    once = {"fwd_lean": True, "fwd_early": True, "fwd_once": True}
+    lean_once = "_once" if variant[0] else "other"
+    # (m, n, tuning, kernel family: "_plain", "_once", "other"; None: the default's pick)
+    cases = [(5, 64 * vec, {"fwd_plain": True}, "_plain"),
+             (3, 256 * vec, {"fwd_plain": True}, "_plain"),
+             (5, 64 * vec, {"fwd_plain": True, "fwd_plain_layout": (4, 2)}, "_plain"),
+             (5, 64 * vec, {**once, "fwd_words": 2}, lean_once),
+             (9, 32 * vec, {**once, "fwd_subwarp": True}, lean_once),
+             (5, 64 * vec, {"fwd_lean": True, "fwd_words": 2, "fwd_once": False}, "other"),
+             (5, 40 * vec, {}, None),
+             (4, 37, {}, "other"),
+             (1, 1, {}, "other")]
     if not SIMULATOR:
         cases += [(4099, 128 * vec, {}, None), (1031, 2048 * vec, {}, None),
-                  (16384, 1024 * vec, {}, None), (3001, 4099, {}, False)]
-    for m, n, tune, plain in cases:
+                  (16384, 1024 * vec, {}, None), (5000, 96 * vec, {}, None),
+                  (3001, 4099, {}, "other")]
+    for m, n, tune, family in cases:
         x, w, b, _ = _inputs((m, n), dtype, variant, seed=m + 3 * n)
         picked = []
         with pytest.MonkeyPatch.context() as mp:
@@ -1637,9 +1645,13 @@ def test_forward_without_stats(dtype, variant):
         assert mean is None and rstd is None, (m, n)
         assert y.shape == x.shape and y.dtype == x.dtype
         assert torch.equal(y, with_stats[0]), (m, n, tune)
-        if plain is not None:
-            assert ("_plain" in picked[-1]) == plain, (m, n, picked)
-        assert ("_nostats" in picked[-1]) == ("_plain" in picked[-1]), (m, n, picked)
+        name = picked[-1]
+        compiled_out = "_plain" in name or ("_once" in name and variant[0])
+        if family == "other":
+            assert not compiled_out, (m, n, picked)
+        elif family is not None:
+            assert family in name, (m, n, picked)
+        assert ("_nostats" in name) == compiled_out, (m, n, picked)
         _check_forward(with_stats, None, variant, x, w, b, dtype, (m, n, tune))
     x, w, b, _ = _inputs((0, 3, 16), dtype, variant, seed=1)
     y, mean, rstd = _forward_stats(variant, x, w, b, False)
@@ -1648,6 +1660,11 @@ def test_forward_without_stats(dtype, variant):
     for bad in (None, 1, "no"):
         with pytest.raises(TypeError, match="stats must be a bool"):
             _forward_stats(variant, x, w, b, bad)
+    rms, has_w, has_b = variant
+    for kwargs in ({}, {"lean": True}, {"lean": True, "early": True},
+                   {"lean": True, "early": True, "once": not rms}):
+        with pytest.raises(ValueError, match="stats=False"):
+            ln.make_forward_kernel(dtype, rms, has_w, has_b, True, 2, stats=False, **kwargs)
 
 
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
