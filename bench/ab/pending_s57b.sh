@@ -5,7 +5,8 @@
 # ops). Every forward behind in the v48 sweep trails torch.compile alone, whose forward
 # the sweep times under no_grad, where inductor writes y alone.
 #   t: the GPU tests of the change (stats=False, the inference ops, the plain kernel,
-#      the custom ops, plans, the torch front end), then memcheck, racecheck and
+#      the custom ops, the torch front end; -k filters every file named, so of
+#      test_fast_path.py / test_plan.py only tests matching it), then memcheck, racecheck and
 #      initcheck of bench/sanitize.py's layer_norm_plain workload (every plain layout
 #      with and without its statistics). ~4 min.
 #   s: the norms forward sweep, one run: numba (with statistics), numba_infer (without),
@@ -19,6 +20,22 @@
 set -uo pipefail
 OUT=${1:?"usage: pending_s57b.sh OUTDIR t|s|l"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+
+# memcheck, racecheck and initcheck of sanitize.py's layer_norm_plain at once; logs
+# $OUT/<prefix>_<tool>.log.
+sanitize() {
+  for tool in memcheck racecheck initcheck; do
+    extra=""
+    [ "$tool" = memcheck ] && extra="--report-api-errors no"
+    timeout -k 5 200 compute-sanitizer --tool "$tool" $extra python3 bench/sanitize.py \
+      layer_norm_plain > "$OUT/$1_$tool.log" 2>&1 &
+  done
+  wait
+  for tool in memcheck racecheck initcheck; do
+    echo "== $tool"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|ran|FAILED" "$OUT/$1_$tool.log" \
+      | tail -5
+  done
+}
 case "${2:?t, s or l}" in
   t)
     timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
@@ -26,17 +43,7 @@ case "${2:?t, s or l}" in
       tests/test_fast_path.py tests/test_plan.py tests/test_torch_frontend.py \
       > "$OUT/tests.log" 2>&1
     echo "tests rc $?"; tail -3 "$OUT/tests.log"
-    for tool in memcheck racecheck initcheck; do
-      extra=""
-      [ "$tool" = memcheck ] && extra="--report-api-errors no"
-      timeout -k 5 200 compute-sanitizer --tool "$tool" $extra python3 bench/sanitize.py \
-        layer_norm_plain > "$OUT/san_$tool.log" 2>&1 &
-    done
-    wait
-    for tool in memcheck racecheck initcheck; do
-      echo "== $tool"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|ran|FAILED" "$OUT/san_$tool.log" \
-        | tail -5
-    done
+    sanitize san
     ;;
   s)
     . bench/ab/liger_env.sh || echo "liger wheel not installed"
@@ -53,16 +60,7 @@ case "${2:?t, s or l}" in
     timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
       -k "without_stats or early_same_bits or infer_custom" > "$OUT/tests_l.log" 2>&1
     echo "tests rc $?"; tail -2 "$OUT/tests_l.log"
-    for tool in memcheck racecheck initcheck; do
-      extra=""
-      [ "$tool" = memcheck ] && extra="--report-api-errors no"
-      timeout -k 5 200 compute-sanitizer --tool "$tool" $extra python3 bench/sanitize.py \
-        layer_norm_plain > "$OUT/san_l_$tool.log" 2>&1 &
-    done
-    wait
-    for tool in memcheck racecheck initcheck; do
-      echo "== $tool"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAILED" "$OUT/san_l_$tool.log"
-    done
+    sanitize san_l
     for run in 1 2; do
       timeout -k 10 150 python3 bench/layer_norm.py --ops rms_norm --dtypes float16 bfloat16 \
         --dirs fwd --providers numba numba_infer compile \
