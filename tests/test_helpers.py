@@ -362,6 +362,47 @@ def test_helper_kernels_compile_to_ptx(kernel):
     assert not math.isnan(rep["registers"])
 
 
+def _helper_factory(scale, flag, shape=(2, 3)):
+    def helper(x):
+        return x * scale if flag else x + shape[0]
+    return helper
+
+
+def test_helper_intern_keys():
+    """inline_device's key: closures of one code with equal closure values (scalars by
+    type and bits, tuples element-wise, other objects by identity) share it; a value
+    that numba would compile differently does not."""
+    from numba_fused.jit import _intern_key
+
+    key = lambda *a: _intern_key(_helper_factory(*a))  # noqa: E731
+    assert key(2.0, True) == key(2.0, True)
+    assert key(2, True, (2, 3)) == key(2, True, (2, 3))
+    for a, b in (((2.0, True), (2, True)), ((0.0, True), (-0.0, True)),
+                 ((1, True), (True, True)), ((2.0, True), (2.0, False)),
+                 ((2, True, (2, 3)), (2, True, (2.0, 3))),
+                 ((np.float32(2), True), (np.float64(2), True))):
+        assert key(*a) != key(*b), (a, b)
+    assert key(float("nan"), True) == key(float("nan"), True)  # same bits, same code
+    obj = object()
+    assert key(obj, True) == key(obj, True) and key(obj, True) != key(object(), True)
+
+    def unbound():
+        return later  # noqa: F821  (an empty cell until ``later`` is assigned)
+    assert _intern_key(unbound) is None
+    later = 1  # noqa: F841
+
+
+@pytest.mark.ptx
+def test_inline_device_interns_equal_closures():
+    """Two factory calls with equal closure values return one dispatcher (compiled once
+    per signature); different values, different dispatchers."""
+    from numba_fused.jit import inline_device
+
+    first = inline_device(_helper_factory(2.0, True))
+    assert inline_device(_helper_factory(2.0, True)) is first
+    assert inline_device(_helper_factory(3.0, True)) is not first
+
+
 def test_ptx_digest_ignores_only_names_and_env_order():
     """tools/ptx_report.py's digest (the check that a refactor left every kernel's
     PTX as it was): equal for PTX that differs only in the order of numba's

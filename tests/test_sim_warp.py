@@ -578,6 +578,30 @@ def test_pooled_threads_start_each_block_clean():
 
 
 @pytest.mark.sim
+def test_device_functions_of_other_modules_see_the_fake_cuda():
+    """Helpers of another module (numba_fused.reductions) called from every thread
+    at once, many times: each call sees the launch's fake ``cuda`` (the module's swap
+    is held for the launch, not per call), and after the launch both modules' ``cuda``
+    is numba.cuda again."""
+    from numba_fused import reductions
+
+    @cuda.jit
+    def sums(x, out):
+        i = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
+        acc = np.float32(0.0)
+        for k in range(4):
+            acc += reductions.warp_sum(x[i] * np.float32(k + 1))
+        out[i] = acc
+
+    x = np.arange(128, dtype=np.float32)
+    out = np.zeros(128, np.float32)
+    sums[2, 64](x, out)
+    want = np.repeat(x.reshape(-1, 32).sum(axis=1), 32) * 10
+    np.testing.assert_array_equal(out, want)
+    assert reductions.cuda is cuda and globals()["cuda"] is cuda
+
+
+@pytest.mark.sim
 def test_failed_launch_joins_its_threads():
     """The launch raises only after the block's other threads have stopped: a thread
     left running would go on into the next launch of its module."""
