@@ -1,9 +1,9 @@
 """The device-function decorator of the kernels' helpers."""
 
-from numba import config, cuda
 import numpy as np
+from numba import config, cuda
 
-# (code, globals, frozen closure, frozen defaults) -> dispatcher; see inline_device.
+# _intern_key(fn) -> dispatcher; see inline_device.
 _INTERNED = {}
 
 

@@ -145,8 +145,9 @@ def _fast_device_calls(kernel):
     fake_kernel = kernel.FakeCUDAKernel
     call = fake_kernel.__call__
     lock = threading.Lock()
-    # id(module globals) -> (globals, held swap or None) of the running launch (the
-    # simulator runs one at a time); None between launches.
+    # id(module globals) -> the swap held for the running launch (None: the kernel's
+    # own module, which the launch swaps); None between launches. The simulator runs
+    # one launch at a time, and a module's globals live as long as the module.
     state = {"held": None}
 
     def device_call(self, *args):
@@ -161,17 +162,17 @@ def _fast_device_calls(kernel):
                     if id(fn_globals) not in held:
                         swap = swapped_cuda_module(self.fn, context)
                         swap.__enter__()
-                        held[id(fn_globals)] = (fn_globals, swap)
+                        held[id(fn_globals)] = swap
             return self.fn(*args)
         if kernel._kernel_context is not None:
             return call(self, *args)
-        state["held"] = {id(self.fn.__globals__): (self.fn.__globals__, None)}
+        state["held"] = {id(self.fn.__globals__): None}
         try:
             return call(self, *args)
         finally:
             held, state["held"] = state["held"], None
             with lock:
-                for _, swap in held.values():
+                for swap in held.values():
                     if swap is not None:
                         swap.__exit__(None, None, None)
 
