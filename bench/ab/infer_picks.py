@@ -1,0 +1,137 @@
+"""The plain forward's layouts again, at the norms forwards still behind (issue #16,
+fifty-ninth session): an A/B of ``fwd_plain_layout`` picks, timed with and without
+the statistics.
+
+    python3 bench/ab/infer_picks.py [--cells f32_ln_4096,...] [--passes 3] [--reps 30]
+
+Why. ``_PLAIN_PICKS``' layouts were chosen (v28, v29, v33) by the forward with its
+statistics. Since v49 torch.compile, which writes y alone under no_grad, is held to
+``stats=False`` (the ``_nostats`` kernels, which have fewer registers live at the end);
+the 19 forwards behind in the fifty-eighth session's sweep are all plain-kernel rows
+but the float32 RMSNorm 12288 (plain too) -- so this asks whether another layout of
+the same kernel is faster there now. A layout is ``words.rpb[.mb][.e|.l]``: groups a
+thread, rows a block, launch bounds for ``mb`` blocks an SM (``-`` for none), w / b
+early or late (the default: early up to four words); ``default`` is the launcher's
+own pick. Each candidate's y is checked against the default's (relative difference
+under the dtype's tolerance; the reduction order differs between layouts), then
+every layout is timed with ``stats=False`` (``inf``) and with the statistics
+(``st``), ``gpu`` us as tune_layer_norm.py times (a GPU sleep before each call,
+median over 3 rotated input sets), in alternating order over the passes.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from numba_fused import layer_norm as ln  # noqa: E402
+
+from tune_layer_norm import _sleep_cycles, time_fn  # noqa: E402
+
+TOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
+
+# cell -> (op, dtype, N, candidate layouts); M = 2^26 / N. The default comes first.
+CELLS = {
+    "f32_ln_2048": ("ln", "float32", 2048, ["2.1", "8.1", "1.1", "4.1.-.l"]),
+    "f32_ln_4096": ("ln", "float32", 4096, ["4.1.-.e", "2.1", "8.1", "4.1.-.l", "1.1"]),
+    "f32_ln_8192": ("ln", "float32", 8192, ["4.1", "8.1.-.e", "4.1.-.l", "2.1"]),
+    "f32_rms_2048": ("rms", "float32", 2048, ["4.1", "1.1", "8.1", "2.1.-.l"]),
+    "f32_rms_4096": ("rms", "float32", 4096, ["4.1", "8.1", "1.1", "2.1.-.l"]),
+    "f32_rms_5120": ("rms", "float32", 5120, ["2.1", "8.1", "5.1", "4.1.-.l"]),
+    "f32_rms_8192": ("rms", "float32", 8192, ["8.1", "2.1", "4.1.-.l", "8.1.-.e"]),
+    "f32_rms_12288": ("rms", "float32", 12288, ["4.1", "6.1", "3.1", "8.1.-.e"]),
+    "f32_rms_16384": ("rms", "float32", 16384, ["8.1", "4.1.2.e", "8.1.-.e"]),
+    "f16_rms_8192": ("rms", "float16", 8192, ["4.1", "8.1", "1.1", "2.1.-.l"]),
+    "f16_rms_12288": ("rms", "float16", 12288, ["8.1", "2.1", "3.1", "6.1"]),
+    "f16_ln_16384": ("ln", "float16", 16384, ["4.1", "2.1", "8.1.-.e"]),
+}
+
+
+def parse_layout(text):
+    """``words.rpb[.mb][.e|.l]`` -> tuning overrides (None for ``default``)."""
+    if text == "default":
+        return None
+    parts = text.split(".")
+    tune = {"fwd_plain": True, "fwd_plain_layout": (int(parts[0]), int(parts[1]))}
+    if len(parts) > 2 and parts[2] != "-":
+        tune["fwd_plain_min_blocks"] = int(parts[2])
+    if len(parts) > 3:
+        tune["fwd_early"] = {"e": True, "l": False}[parts[3]]
+    return tune
+
+
+def _fwd(op, x, w, b, stats):
+    if op == "rms":
+        return ln.rms_norm_forward(x, w, stats=stats)[0]
+    return ln.layer_norm_forward(x, w, b, stats=stats)[0]
+
+
+def _call(op, tune, stats):
+    def run(x, w, b):
+        if tune is None:
+            return _fwd(op, x, w, b, stats)
+        with ln.tuning(**tune):
+            return _fwd(op, x, w, b, stats)
+    return run
+
+
+def run_cell(name, passes, reps, sleep):
+    op, dname, n, cands = CELLS[name]
+    m = 2**26 // n
+    dt = getattr(torch, dname)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    sets = []
+    for _ in range(3):
+        x = torch.randn(m, n, device="cuda", generator=g).to(dt)
+        w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(dt)
+        b = torch.randn(n, device="cuda", generator=g).to(dt) if op == "ln" else None
+        sets.append((x, w, b))
+    layouts = ["default"] + cands
+    ref = _call(op, None, True)(*sets[0]).float()
+    ok = []
+    for lay in layouts:
+        try:
+            y = _call(op, parse_layout(lay), False)(*sets[0]).float()
+        except Exception as exc:  # a layout that does not split this row: report, skip
+            print(f"| {name} | {lay} | error: {type(exc).__name__}: {exc} |", flush=True)
+            continue
+        err = ((y - ref).norm() / ref.norm()).item()
+        good = err < TOL[dname] and bool(torch.isfinite(y).all())
+        print(f"| {name} | {lay} | check {err:.2e} {'ok' if good else 'FAIL'} |", flush=True)
+        if good:
+            ok.append(lay)
+    times = {(lay, st): [] for lay in ok for st in (False, True)}
+    for p in range(passes):
+        order = ok if p % 2 == 0 else ok[::-1]
+        for lay in order:
+            for st in (False, True):
+                ms = time_fn(_call(op, parse_layout(lay), st), sets, reps, sleep)
+                times[(lay, st)].append(ms * 1e3)
+    base_inf = sorted(times[("default", False)])[len(times[("default", False)]) // 2]
+    for lay in ok:
+        inf = ", ".join(f"{v:.1f}" for v in times[(lay, False)])
+        st = ", ".join(f"{v:.1f}" for v in times[(lay, True)])
+        mid = sorted(times[(lay, False)])[passes // 2]
+        print(f"| {name} | {lay} | inf {inf} | st {st} | inf median - default "
+              f"{mid - base_inf:+.2f} |", flush=True)
+    del sets
+    torch.cuda.empty_cache()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", default=",".join(CELLS))
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args(argv)
+    sleep = _sleep_cycles()
+    print(f"GPU: {torch.cuda.get_device_name(0)}")
+    for name in args.cells.split(","):
+        run_cell(name, args.passes, args.reps, sleep)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Written in the fifty-ninth session (an H200; bench/NOTES.md, fifty-ninth session).
+#   a: bench/ab/infer_picks.py: the plain forward's layouts at the 19 norms forwards
+#      behind in the fifty-eighth session's sweep, with and without the statistics,
+#      three alternating passes. ~5 min.
+#   L / R: issue #16's norms sweep for LayerNorm (L) / RMSNorm (R) in one call each,
+#      forward and backward, every provider the tables hold: numba (array level),
+#      numba_infer (stats=False, forward only), numba_torch (interop.torch), torch
+#      eager, torch.compile, Liger (carry .whl). Two calls on one warm machine give
+#      RESULTS.md's norms tables and plots from one run. ~5 min each.
+#   bash bench/ab/pending_s59.sh "$OUT" {a|L|R}
+set -uo pipefail
+OUT=${1:?"usage: pending_s59.sh OUTDIR a|L|R"}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+sweep() {  # sweep OP TAG
+  . bench/ab/liger_env.sh || echo "liger wheel not installed"
+  nvidia-smi -L
+  timeout -k 10 570 python3 bench/layer_norm.py --ops "$1" \
+    --dtypes float16 bfloat16 float32 --dirs fwd bwd \
+    --providers numba numba_infer numba_torch torch compile liger \
+    --shapes 131072x512 87381x768 65536x1024 32768x2048 16384x4096 13107x5120 8192x8192 \
+    5461x12288 4096x16384 1024x65536 --reps 30 --warmup 5 --no-memory --no-overhead \
+    --json "$OUT/norms_$2.json" > "$OUT/norms_$2.log" 2>&1
+  echo "sweep $1 rc $?"
+  python3 bench/sweep_table.py norms "$OUT/norms_$2.json" | tail -3
+}
+case "${2:?a, L or R}" in
+  a)
+    timeout -k 10 560 python3 bench/ab/infer_picks.py > "$OUT/picks.log" 2>&1
+    echo "picks rc $?"
+    grep -E "FAIL|error|median" "$OUT/picks.log"
+    ;;
+  L) sweep layer_norm ln_s59 ;;
+  R) sweep rms_norm rms_s59 ;;
+  *) echo "a, L or R" >&2; exit 2 ;;
+esac
