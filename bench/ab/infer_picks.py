@@ -47,6 +47,17 @@ CELLS = {
     "f16_rms_8192": ("rms", "float16", 8192, ["4.1", "8.1", "1.1", "2.1.-.l"]),
     "f16_rms_12288": ("rms", "float16", 12288, ["8.1", "2.1", "3.1", "6.1"]),
     "f16_ln_16384": ("ln", "float16", 16384, ["4.1", "2.1", "8.1.-.e"]),
+    # Second call: w / b early where the registers still leave 2+ blocks an SM (float32
+    # LayerNorm 8192 at eight words early: 130 registers with the statistics, one block
+    # of 256 an SM; 128 without them, two; bounds for two: 127).
+    "f32_ln_8192e": ("ln", "float32", 8192, ["8.1.2.e", "8.1.-.e", "8.1.2"]),
+    "f32_ln_12288e": ("ln", "float32", 12288, ["8.1.-.e"]),
+    "f32_ln_4096e": ("ln", "float32", 4096, ["4.1.3.e", "4.1.-.e"]),
+    "f16_ln_8192e": ("ln", "float16", 8192, ["8.1.4.e", "8.1.-.e"]),
+    "bf16_ln_8192e": ("ln", "bfloat16", 8192, ["8.1.4.e"]),
+    "f16_ln_12288e": ("ln", "float16", 12288, ["8.1.-.e", "8.1.2"]),
+    "f16_ln_16384e": ("ln", "float16", 16384, ["8.1.2.e"]),
+    "bf16_ln_16384e": ("ln", "bfloat16", 16384, ["8.1.2.e", "8.1.-.e"]),
 }
 
 

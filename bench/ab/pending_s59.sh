@@ -3,14 +3,16 @@
 #   a: bench/ab/infer_picks.py: the plain forward's layouts at the 19 norms forwards
 #      behind in the fifty-eighth session's sweep, with and without the statistics,
 #      three alternating passes. ~5 min.
+#   e: the same for w / b early where the registers leave two or more blocks an SM
+#      (the cells named *e in infer_picks.py). ~3 min.
 #   L / R: issue #16's norms sweep for LayerNorm (L) / RMSNorm (R) in one call each,
 #      forward and backward, every provider the tables hold: numba (array level),
 #      numba_infer (stats=False, forward only), numba_torch (interop.torch), torch
 #      eager, torch.compile, Liger (carry .whl). Two calls on one warm machine give
 #      RESULTS.md's norms tables and plots from one run. ~5 min each.
-#   bash bench/ab/pending_s59.sh "$OUT" {a|L|R}
+#   bash bench/ab/pending_s59.sh "$OUT" {a|e|L|R}
 set -uo pipefail
-OUT=${1:?"usage: pending_s59.sh OUTDIR a|L|R"}
+OUT=${1:?"usage: pending_s59.sh OUTDIR a|e|L|R"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 sweep() {  # sweep OP TAG
   . bench/ab/liger_env.sh || echo "liger wheel not installed"
@@ -24,13 +26,19 @@ sweep() {  # sweep OP TAG
   echo "sweep $1 rc $?"
   python3 bench/sweep_table.py norms "$OUT/norms_$2.json" | tail -3
 }
-case "${2:?a, L or R}" in
+case "${2:?a, e, L or R}" in
   a)
     timeout -k 10 560 python3 bench/ab/infer_picks.py > "$OUT/picks.log" 2>&1
     echo "picks rc $?"
     grep -E "FAIL|error|median" "$OUT/picks.log"
     ;;
+  e)
+    cells=$(python3 -c "import sys; sys.path.insert(0, 'bench/ab'); import infer_picks as p; print(','.join(c for c in p.CELLS if c.endswith('e')))")
+    timeout -k 10 560 python3 bench/ab/infer_picks.py --cells "$cells" > "$OUT/picks_e.log" 2>&1
+    echo "picks rc $?"
+    grep -E "FAIL|error|median" "$OUT/picks_e.log"
+    ;;
   L) sweep layer_norm ln_s59 ;;
   R) sweep rms_norm rms_s59 ;;
-  *) echo "a, L or R" >&2; exit 2 ;;
+  *) echo "a, e, L or R" >&2; exit 2 ;;
 esac
