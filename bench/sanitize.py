@@ -119,7 +119,9 @@ def _layer_norm_plain(nf, torch, dt):
     768 a warp a block, float32 RMSNorm N = 2048-12288, ...; v29: 16-bit LayerNorm N
     = 512 in sub-warp rows, float32 LayerNorm N = 768 two rows a block, N = 16384
     with launch bounds, ...; v33: float32 LayerNorm N = 4096 and RMSNorm N = 16384
-    with w / b late under launch bounds) and in sub-warp rows of eight a block (tuning
+    with w / b late under launch bounds; v50: LayerNorm N = 8192 at eight words with
+    w / b early, the float32 kernel without its statistics unbounded) and in sub-warp
+    rows of eight a block (tuning
     fwd_plain_layout); 29 rows, so blocks of several rows have spare slots. Each also
     without its statistics (stats=False: the ``_nostats`` kernels), and RMSNorm's lean
     kernel of one row a slot with and without them."""

@@ -2350,13 +2350,48 @@ _PLAIN_V33 = {
     ("float32", True, 4096): (4, 1, 2, False),
 }
 
-# The plain kernel's measured layouts: v33's over v29's over v28's.
-_PLAIN_PICKS = {**_PLAIN_V28, **_PLAIN_V29, **_PLAIN_V33}
+# v50 (fifty-ninth session, H200): eight words a thread with w / b loaded with the row
+# (early), where the registers still leave two or more blocks an SM; (dtype class,
+# rms, groups a row) -> (words, rows a block, min blocks an SM, early). v29 had
+# measured eight words late only. M x N = 2^26, us, default (late) / pick, three
+# alternating passes of bench/ab/infer_picks.py, forward without / with the
+# statistics:
+_PLAIN_V50 = {
+    # 16-bit LayerNorm N = 8192, 128 threads, 128 registers, four blocks an SM (late:
+    # 56, nine): fp16 70.9, 71.0, 70.8 / 68.8, 68.7, 68.9 and 71.2, 71.1, 71.0 / 69.3,
+    # 69.5, 69.4; bf16 70.4, 70.5, 70.4 / 68.6, 68.6, 68.4 and 70.8, 70.6, 70.6 / 68.9,
+    # 68.7, 68.9. At N = 12288 (192 threads, two blocks) 12 us slower, at 16384 (256
+    # threads, two) 0.5 slower.
+    ("16-bit", False, 1024): (8, 1, 4, True),
+    # float32 LayerNorm N = 8192, 256 threads, bounds for two blocks an SM (127
+    # registers; 130 without them, one block: 189 us): 135.8, 135.6, 135.8 / 131.5,
+    # 131.4, 131.7 and 135.8, 136.3, 136.0 / 131.5, 131.9, 131.7. Without the
+    # statistics see _PLAIN_NOSTATS_BOUNDS.
+    ("float32", False, 2048): (8, 1, 2, True),
+}
+
+# The plain kernel's measured layouts: v50's over v33's over v29's over v28's.
+_PLAIN_PICKS = {**_PLAIN_V28, **_PLAIN_V29, **_PLAIN_V33, **_PLAIN_V50}
+
+# v50: the launch bounds of the kernel without its statistics (_nostats) where they
+# differ from the pick's, (dtype class, rms, groups a row) -> min blocks an SM or None.
+# float32 LayerNorm N = 8192 without bounds: 128 registers, still two blocks an SM,
+# 130.1 us in each of three passes against 131.4-131.7 under the bounds (125
+# registers); test_plain_nostats_unbounded_fits_two_blocks holds it to 128.
+_PLAIN_NOSTATS_BOUNDS = {("float32", False, 2048): None}
 
 
 def _dtype_class(dtype):
     """_PLAIN_PICKS's key for ``dtype``: float16 and bfloat16 share theirs."""
     return "16-bit" if dtype in ("float16", "bfloat16") else dtype
+
+
+def _plain_nostats_bounds(n, vec, rms, dtype, min_blocks):
+    """The launch bounds (min blocks an SM or None) of the plain kernel without its
+    statistics for rows of ``n`` values at the launcher's own layout:
+    _PLAIN_NOSTATS_BOUNDS' where it names the row, else ``min_blocks`` (the pick's)."""
+    key = (_dtype_class(dtype), bool(rms), n // vec)
+    return _PLAIN_NOSTATS_BOUNDS.get(key, min_blocks)
 
 
 def _plain_layout(n, vec, rms=False, dtype=None):
@@ -3556,12 +3591,16 @@ def shipped_kernels():
                     # The plain kernel (tuning fwd_plain) at its layouts for the
                     # sweep's rows, exact and ragged grids.
                     # With and without the statistics (stats=False: _nostats).
-                    for lay in sorted({_plain_layout(n, vec, rms, dtype)
-                                       for n in _PLAIN_SHIPPED_N} - {None}, key=repr):
+                    # (v50: the _nostats kernel's own bounds where they differ.)
+                    lays = {(lay, _plain_nostats_bounds(n, vec, rms, dtype, lay[4]))
+                            for n in _PLAIN_SHIPPED_N
+                            for lay in (_plain_layout(n, vec, rms, dtype),) if lay}
+                    for lay, bare in sorted(lays, key=repr):
                         for ragged in ((False, True) if lay[2] > 1 else (False,)):
                             for stats in (True, False):
                                 yield make_plain_forward_kernel(dtype, rms, has_w, has_b,
-                                                                *lay[:4], ragged, lay[4],
+                                                                *lay[:4], ragged,
+                                                                lay[4] if stats else bare,
                                                                 stats)
                     # Its opt-in candidates: sub-warp rows (16 threads, eight rows a
                     # block) and, at float32, launch bounds for two blocks an SM.
@@ -4403,7 +4442,8 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms):
     = 768; float32 LayerNorm, corrected, N = 512, 1024, 12288; float32 RMSNorm N =
     2048-16384) and v29's (_PLAIN_V29, H200: 16-bit LayerNorm N = 512 / 1024,
     RMSNorm N = 512 / 8192 / 12288; float32 LayerNorm N = 512-16384 but 5120 /
-    12288, RMSNorm N = 16384); not batches one wave holds where v22 measured its
+    12288, RMSNorm N = 16384) and v50's (_PLAIN_V50: 16-bit and float32 LayerNorm N
+    = 8192 at eight words with w / b early); not batches one wave holds where v22 measured its
     fewer groups a thread (:func:`_wave_words`). The H100 rows below were measured
     before v29; on the H100, v29's 16-bit N = 512 sub-warp rows read within noise
     (s24_c.sh), its float32 LayerNorm N = 4096 mixed and N = 8192 / 16384 +0.5 to
@@ -4770,6 +4810,9 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
         nostats = not stats
+        if (nostats and _tune["fwd_plain_layout"] is None
+                and _tune["fwd_plain_min_blocks"] is None):
+            min_blocks = _plain_nostats_bounds(n, vec, rms, dtype, min_blocks)
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
                                            m % rpb != 0, min_blocks, not nostats)
         grid, shared = cdiv(m, rpb), 0

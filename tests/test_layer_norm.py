@@ -1526,7 +1526,10 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
     l96 = "_plain3_t32x1_early" if v28_ln16 else "_plain3_t32x4_early_ragged"
     l256 = "_plain4_t64x1_early" if ln32 else "_plain2_t128x1_early"
     l512 = "_plain2_t256x1" if v28_rms32 else "_plain4_t128x1"
-    l2048 = "_plain4_t512x1_early" if v28_rms32 else "_plain8_t256x1"
+    # v50: float32 LayerNorm rows of 2048 groups (N = 8192) take w / b early under
+    # bounds for two blocks an SM.
+    l2048 = ("_plain4_t512x1_early" if v28_rms32 else
+             "_plain8_t256x1_early_lb256x2" if ln32 else "_plain8_t256x1")
     # (m, n, tuning, expected kernel name part; None: not the plain kernel)
     cases = [(5, 64 * vec, {}, l64 + "_ragged"),
              (8, 64 * vec, {}, l64),
@@ -1547,6 +1550,8 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
              (5, 40 * vec, {}, None)]
     if ln32:  # v29's launch bounds for two blocks an SM (N = 16384)
         cases.append((2, 4096 * vec, {}, "_plain8_t512x1_lb512x2"))
+    if v28_ln16:  # v50: 16-bit LayerNorm N = 8192, w / b early, bounds for four
+        cases.append((2, 1024 * vec, {}, "_plain8_t128x1_early_lb128x4"))
     if dtype == "float32":  # v33: w / b late under bounds for five / two blocks an SM
         cases.append((2, 1024 * vec, {}, "_plain4_t256x1_lb256x5") if ln32 else
                      (2, 4096 * vec, {}, "_plain4_t1024x1_lb1024x2"))
@@ -1599,6 +1604,57 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
                         ((False, True, True, 2, 512, 4), "block")):
         with pytest.raises(ValueError, match=match):
             ln.make_plain_forward_kernel(dtype, *args)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", VARIANTS, ids=_vid)
+def test_plain_v50_picks(dtype, variant):
+    """v50: 16-bit LayerNorm N = 8192 runs eight words a thread with w / b early under
+    bounds for four blocks of 128 an SM, with and without the statistics; float32
+    LayerNorm N = 8192 the same under bounds for two blocks of 256, and without the
+    statistics unbounded (_PLAIN_NOSTATS_BOUNDS). y has the same bits either way
+    (the bounds change registers, not arithmetic) and mean / rstd are within
+    tolerance of float64; RMSNorm and the other rows keep their kernels."""
+    vec = ln._vec_of(dtype, True)
+    rms = variant[0]
+    n = 8192
+    if dtype == "float32":
+        want = (("_plain4_t512x1_early", "_plain4_t512x1_early_nostats") if rms else
+                ("_plain8_t256x1_early_lb256x2", "_plain8_t256x1_early_nostats"))
+    else:
+        want = (("_plain2_t512x1_early", "_plain2_t512x1_early_nostats") if rms else
+                ("_plain8_t128x1_early_lb128x4", "_plain8_t128x1_early_lb128x4_nostats"))
+    m = 1 if SIMULATOR else 1031
+    x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + m)
+    picked = []
+    with pytest.MonkeyPatch.context() as mp:
+        _record_kernels(mp, "make_plain_forward_kernel", picked)
+        with poison_outputs():
+            with_stats = _forward_stats(variant, x, w, b, True)
+            y, _, _ = _forward_stats(variant, x, w, b, False)
+    names = [name.replace("_dmu", "") for name in picked[-2:]]
+    assert [name[-len(part):] for name, part in zip(names, want)] == list(want), picked
+    assert torch.equal(y, with_stats[0])
+    _check_forward(with_stats, None, variant, x, w, b, dtype, (m, n))
+    assert ln._plain_nostats_bounds(n, vec, rms, dtype, 7) == (
+        None if dtype == "float32" and not rms else 7)
+
+
+@pytest.mark.ptx
+def test_plain_nostats_unbounded_fits_two_blocks():
+    """v50's unbounded float32 LayerNorm N = 8192 kernel without its statistics (eight
+    words, 256 threads, w / b early) fits two blocks an SM: at most 128 registers (the
+    with-statistics kernel's 130 fit one, 189 us against 131), no spills, for every
+    affine variant the launcher can pick."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    with offline_compile():
+        for has_w, has_b in ((True, True), (True, False), (False, True), (False, False)):
+            k = ln.make_plain_forward_kernel("float32", False, has_w, has_b, 8, 256, 1, True,
+                                             False, None, False)
+            rep = ptxas_report(k.ptx())
+            _assert_no_spills(rep)
+            assert rep["registers"] <= 128, (k.name, rep)
 
 
 def _forward_stats(variant, x, w, b, stats):

@@ -58,6 +58,14 @@ CELLS = {
     "f16_ln_12288e": ("ln", "float16", 12288, ["8.1.-.e", "8.1.2"]),
     "f16_ln_16384e": ("ln", "float16", 16384, ["8.1.2.e"]),
     "bf16_ln_16384e": ("ln", "bfloat16", 16384, ["8.1.2.e", "8.1.-.e"]),
+    # Third call: RMSNorm at eight (six) words with w early (v50 took it for LayerNorm).
+    "f16_rms_8192r": ("rms", "float16", 8192, ["8.1.4.e", "8.1.-.e", "4.1.-.e"]),
+    "bf16_rms_8192r": ("rms", "bfloat16", 8192, ["8.1.4.e", "8.1.-.e"]),
+    "f16_rms_12288r": ("rms", "float16", 12288, ["8.1.-.e", "8.1.3.e", "6.1.-.e"]),
+    "bf16_rms_12288r": ("rms", "bfloat16", 12288, ["8.1.-.e", "8.1.3.e"]),
+    "f32_rms_2048r": ("rms", "float32", 2048, ["8.1.-.e"]),
+    "f32_rms_4096r": ("rms", "float32", 4096, ["8.1.4.e"]),
+    "f32_rms_12288r": ("rms", "float32", 12288, ["6.1.-.e"]),
 }
 
 

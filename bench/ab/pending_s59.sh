@@ -5,14 +5,17 @@
 #      three alternating passes. ~5 min.
 #   e: the same for w / b early where the registers leave two or more blocks an SM
 #      (the cells named *e in infer_picks.py). ~3 min.
+#   t: v50's GPU checks (16-bit and float32 LayerNorm N = 8192 at eight words, w / b
+#      early): the plain-kernel and stats tests, memcheck / racecheck / initcheck of
+#      sanitize.py's layer_norm_plain; then infer_picks.py's RMSNorm cells (*r). ~5 min.
 #   L / R: issue #16's norms sweep for LayerNorm (L) / RMSNorm (R) in one call each,
 #      forward and backward, every provider the tables hold: numba (array level),
 #      numba_infer (stats=False, forward only), numba_torch (interop.torch), torch
 #      eager, torch.compile, Liger (carry .whl). Two calls on one warm machine give
 #      RESULTS.md's norms tables and plots from one run. ~5 min each.
-#   bash bench/ab/pending_s59.sh "$OUT" {a|e|L|R}
+#   bash bench/ab/pending_s59.sh "$OUT" {a|e|t|L|R}
 set -uo pipefail
-OUT=${1:?"usage: pending_s59.sh OUTDIR a|e|L|R"}
+OUT=${1:?"usage: pending_s59.sh OUTDIR a|e|t|L|R"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 sweep() {  # sweep OP TAG
   . bench/ab/liger_env.sh || echo "liger wheel not installed"
@@ -26,7 +29,7 @@ sweep() {  # sweep OP TAG
   echo "sweep $1 rc $?"
   python3 bench/sweep_table.py norms "$OUT/norms_$2.json" | tail -3
 }
-case "${2:?a, e, L or R}" in
+case "${2:?a, e, t, L or R}" in
   a)
     timeout -k 10 560 python3 bench/ab/infer_picks.py > "$OUT/picks.log" 2>&1
     echo "picks rc $?"
@@ -38,7 +41,29 @@ case "${2:?a, e, L or R}" in
     echo "picks rc $?"
     grep -E "FAIL|error|median" "$OUT/picks_e.log"
     ;;
+  t)
+    timeout -k 5 300 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
+      -k "plain_v50 or forward_plain_kernel or without_stats or early_same_bits or infer_custom" \
+      > "$OUT/tests.log" 2>&1
+    echo "tests rc $?"; tail -3 "$OUT/tests.log"
+    for tool in memcheck racecheck initcheck; do
+      extra=""
+      [ "$tool" = memcheck ] && extra="--report-api-errors no"
+      timeout -k 5 200 compute-sanitizer --tool "$tool" $extra python3 bench/sanitize.py \
+        layer_norm_plain > "$OUT/san_$tool.log" 2>&1 &
+    done
+    wait
+    for tool in memcheck racecheck initcheck; do
+      echo "== $tool"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|ran|FAILED" "$OUT/san_$tool.log" \
+        | tail -5
+    done
+    # After the sanitizers, so that nothing else runs on the GPU while it times.
+    cells=$(python3 -c "import sys; sys.path.insert(0, 'bench/ab'); import infer_picks as p; print(','.join(c for c in p.CELLS if c.endswith('r')))")
+    timeout -k 10 250 python3 bench/ab/infer_picks.py --cells "$cells" > "$OUT/picks_r.log" 2>&1
+    echo "picks rc $?"
+    grep -E "FAIL|error|median" "$OUT/picks_r.log"
+    ;;
   L) sweep layer_norm ln_s59 ;;
   R) sweep rms_norm rms_s59 ;;
-  *) echo "a, e, L or R" >&2; exit 2 ;;
+  *) echo "a, e, t, L or R" >&2; exit 2 ;;
 esac
