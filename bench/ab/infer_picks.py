@@ -66,15 +66,31 @@ CELLS = {
     "f32_rms_2048r": ("rms", "float32", 2048, ["8.1.-.e"]),
     "f32_rms_4096r": ("rms", "float32", 4096, ["8.1.4.e"]),
     "f32_rms_12288r": ("rms", "float32", 12288, ["6.1.-.e"]),
+    # Fourth call: occupancy caps (v51 candidate). Blocks an SM (ptxas 13.0 on the CPU)
+    # without / with the statistics: RMSNorm 2048 (two words, 256 threads) 8 / 6,
+    # 4096 (two, 512) 4 / 3, 5120 (four, 320) 3 / 3; LayerNorm 2048 (four, 128) 7 / 6,
+    # 4096 (four, 256, bounds for 5) 5 / 5.
+    "f32_rms_2048c": ("rms", "float32", 2048, ["c6", "c5", "c4"]),
+    "f32_rms_4096c": ("rms", "float32", 4096, ["c3", "c2"]),
+    "f32_rms_5120c": ("rms", "float32", 5120, ["c2"]),
+    "f32_ln_2048c": ("ln", "float32", 2048, ["c6", "c5", "c4"]),
+    "f32_ln_4096c": ("ln", "float32", 4096, ["c4", "c3"]),
 }
 
 
 def parse_layout(text):
-    """``words.rpb[.mb][.e|.l]`` -> tuning overrides (None for ``default``)."""
+    """``words.rpb[.mb][.e|.l][.cN]`` or ``cN`` (the default layout) -> tuning
+    overrides (None for ``default``); ``cN``: at most N blocks an SM
+    (fwd_plain_max_blocks, with and without the statistics)."""
     if text == "default":
         return None
     parts = text.split(".")
-    tune = {"fwd_plain": True, "fwd_plain_layout": (int(parts[0]), int(parts[1]))}
+    tune = {}
+    if parts[-1].startswith("c"):
+        tune["fwd_plain_max_blocks"] = int(parts.pop()[1:])
+        if not parts:
+            return tune
+    tune.update(fwd_plain=True, fwd_plain_layout=(int(parts[0]), int(parts[1])))
     if len(parts) > 2 and parts[2] != "-":
         tune["fwd_plain_min_blocks"] = int(parts[2])
     if len(parts) > 3:

@@ -8,14 +8,16 @@
 #   t: v50's GPU checks (16-bit and float32 LayerNorm N = 8192 at eight words, w / b
 #      early): the plain-kernel and stats tests, memcheck / racecheck / initcheck of
 #      sanitize.py's layer_norm_plain; then infer_picks.py's RMSNorm cells (*r). ~5 min.
+#   c: v51's candidate, an occupancy cap by unused dynamic shared memory
+#      (fwd_plain_max_blocks): its GPU tests, then infer_picks.py's cells *c. ~4 min.
 #   L / R: issue #16's norms sweep for LayerNorm (L) / RMSNorm (R) in one call each,
 #      forward and backward, every provider the tables hold: numba (array level),
 #      numba_infer (stats=False, forward only), numba_torch (interop.torch), torch
 #      eager, torch.compile, Liger (carry .whl). Two calls on one warm machine give
 #      RESULTS.md's norms tables and plots from one run. ~5 min each.
-#   bash bench/ab/pending_s59.sh "$OUT" {a|e|t|L|R}
+#   bash bench/ab/pending_s59.sh "$OUT" {a|e|t|c|L|R}
 set -uo pipefail
-OUT=${1:?"usage: pending_s59.sh OUTDIR a|e|t|L|R"}
+OUT=${1:?"usage: pending_s59.sh OUTDIR a|e|t|c|L|R"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 sweep() {  # sweep OP TAG
   . bench/ab/liger_env.sh || echo "liger wheel not installed"
@@ -29,7 +31,7 @@ sweep() {  # sweep OP TAG
   echo "sweep $1 rc $?"
   python3 bench/sweep_table.py norms "$OUT/norms_$2.json" | tail -3
 }
-case "${2:?a, e, t, L or R}" in
+case "${2:?a, e, t, c, L or R}" in
   a)
     timeout -k 10 560 python3 bench/ab/infer_picks.py > "$OUT/picks.log" 2>&1
     echo "picks rc $?"
@@ -63,7 +65,16 @@ case "${2:?a, e, t, L or R}" in
     echo "picks rc $?"
     grep -E "FAIL|error|median" "$OUT/picks_r.log"
     ;;
+  c)
+    timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_layer_norm.py \
+      tests/test_helpers.py -k "plain_max_blocks or cap_shared" > "$OUT/tests_c.log" 2>&1
+    echo "tests rc $?"; tail -3 "$OUT/tests_c.log"
+    cells=$(python3 -c "import sys; sys.path.insert(0, 'bench/ab'); import infer_picks as p; print(','.join(c for c in p.CELLS if c.endswith('c')))")
+    timeout -k 10 300 python3 bench/ab/infer_picks.py --cells "$cells" > "$OUT/picks_c.log" 2>&1
+    echo "picks rc $?"
+    grep -E "FAIL|error|median" "$OUT/picks_c.log"
+    ;;
   L) sweep layer_norm ln_s59 ;;
   R) sweep rms_norm rms_s59 ;;
-  *) echo "a, e, t, L or R" >&2; exit 2 ;;
+  *) echo "a, e, t, c, L or R" >&2; exit 2 ;;
 esac
