@@ -542,28 +542,6 @@ class Kernel:
         self._carveout[device] = want
         return want
 
-    def cap_shared(self, threads, blocks, device):
-        """Bytes of dynamic shared memory (which the kernel leaves unused) that hold it
-        to at most ``blocks`` resident blocks of ``threads`` threads an SM of CUDA
-        device ``device``: an occupancy cap (the driver's occupancy calculator has the
-        last word). 0 where registers, threads or the kernel's own shared memory hold
-        it to that many already, and under the simulator. A request over the default
-        cap raises the kernel's limit and carveout as :meth:`_ensure_smem` does.
-        ValueError for threads or blocks under 1, checked first."""
-        _count(threads, "threads", 1)
-        _count(blocks, "blocks", 1)
-        if SIMULATOR or self.resident_blocks(threads, 0, device) <= blocks:
-            return 0
-        per_sm, reserved = smem_per_sm(device)
-        static = int(self.function(device)[0].attrs.shared)
-        # Shared memory is allocated in 128-byte units.
-        shared = max(128, (per_sm // blocks - reserved - static) // 128 * 128)
-        while shared > 128 and self.resident_blocks(threads, shared, device) < blocks:
-            shared -= 128
-        while self.resident_blocks(threads, shared, device) > blocks:
-            shared += 128
-        return shared
-
     def _max_active(self, threads, shared, device):
         from numba.cuda.cudadrv.driver import driver
 

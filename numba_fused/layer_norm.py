@@ -2380,11 +2380,6 @@ _PLAIN_PICKS = {**_PLAIN_V28, **_PLAIN_V29, **_PLAIN_V33, **_PLAIN_V50}
 # registers); test_plain_nostats_unbounded_fits_two_blocks holds it to 128.
 _PLAIN_NOSTATS_BOUNDS = {("float32", False, 2048): None}
 
-# v51 candidate: the most blocks an SM the plain kernel without its statistics may
-# hold (an occupancy cap by unused dynamic shared memory, launch.Kernel.cap_shared),
-# (dtype class, rms, groups a row) -> blocks. Empty until measured.
-_PLAIN_NOSTATS_CAP = {}
-
 
 def _dtype_class(dtype):
     """_PLAIN_PICKS's key for ``dtype``: float16 and bfloat16 share theirs."""
@@ -3936,12 +3931,6 @@ _TUNING_DEFAULTS = {
     # corrected kernel takes 68-79 registers, one to three blocks an SM); None: none
     # up to 512 threads, (block, 1) above.
     "fwd_plain_min_blocks": None,
-    # The plain kernel held to at most this many resident blocks an SM by dynamic
-    # shared memory it leaves unused (launch.Kernel.cap_shared; v51 candidate,
-    # fifty-ninth session: float32 forwards without their statistics, at fewer
-    # registers than with them, reach full occupancy and run slower); None: no cap
-    # but _PLAIN_NOSTATS_CAP's.
-    "fwd_plain_max_blocks": None,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4087,7 +4076,7 @@ def tuning(**overrides):
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
-    bounds' blocks an SM), fwd_plain_max_blocks (its occupancy cap), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
+    bounds' blocks an SM), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
     fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs,
     fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
     """
@@ -4119,11 +4108,9 @@ def tuning(**overrides):
                                and 1 <= pl[0] <= 8 and 1 <= pl[1] <= 32):
         raise ValueError("fwd_plain_layout must be None or (words in [1, 8], rows a block "
                          f"in [1, 32]), got {pl!r}")
-    for key in ("fwd_plain_min_blocks", "fwd_plain_max_blocks"):
-        mb = overrides.get(key, _tune[key])
-        if mb is not None and not (isinstance(mb, int) and not isinstance(mb, bool)
-                                   and 1 <= mb <= 32):
-            raise ValueError(f"{key} must be None or an int in [1, 32], got {mb!r}")
+    mb = overrides.get("fwd_plain_min_blocks", _tune["fwd_plain_min_blocks"])
+    if mb is not None and not (isinstance(mb, int) and 1 <= mb <= 32):
+        raise ValueError(f"fwd_plain_min_blocks must be None or an int in [1, 32], got {mb!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
@@ -4195,12 +4182,6 @@ def _blocks_per_sm(kernel, device, threads, shared, cap, fit):
     if fit and shared:
         _fit_carveout(kernel, device, threads, shared, per_sm)
     return per_sm
-
-
-@functools.lru_cache(maxsize=4096)
-def _cap_shared(kernel, device, threads, blocks):
-    # Once per plan: cap_shared asks the driver's occupancy calculator.
-    return kernel.cap_shared(threads, blocks, device)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -4829,16 +4810,12 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
         nostats = not stats
-        cap = _tune["fwd_plain_max_blocks"]
         if (nostats and _tune["fwd_plain_layout"] is None
                 and _tune["fwd_plain_min_blocks"] is None):
             min_blocks = _plain_nostats_bounds(n, vec, rms, dtype, min_blocks)
-            if cap is None:
-                cap = _PLAIN_NOSTATS_CAP.get((_dtype_class(dtype), bool(rms), n // vec))
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
                                            m % rpb != 0, min_blocks, not nostats)
-        grid = cdiv(m, rpb)
-        shared = 0 if cap is None else _cap_shared(kernel, xa.device, tpr * rpb, cap)
+        grid, shared = cdiv(m, rpb), 0
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)
         rwords = 0

@@ -546,39 +546,3 @@ def test_fit_carveout_keeps_the_blocks_and_gives_the_rest_to_l1():
     before = _kernel_attr(small, carve)
     assert small.fit_carveout(256, 16 * 1024, 1, 0) == 100
     assert _kernel_attr(small, carve) == before
-
-
-def _plain_copy_kernel(out):
-    t = cuda.threadIdx.x
-    out[t] = np.float32(t)
-
-
-@pytest.mark.parametrize("threads, blocks", [(0, 1), (256, 0), (256, 1.0), (True, 2)])
-def test_cap_shared_rejects_bad_counts(threads, blocks):
-    """Checked before anything is asked of the driver (so under the simulator too)."""
-    k = Kernel("test_cap_bad", _plain_copy_kernel, (F32,))
-    with pytest.raises(ValueError, match="must be an int"):
-        k.cap_shared(threads, blocks, 0)
-
-
-@pytest.mark.gpu
-def test_cap_shared_holds_the_blocks():
-    """An occupancy cap by unused dynamic shared memory (v51's candidate): for every
-    cap under what the registers and threads allow, the driver's occupancy
-    calculator holds exactly that many blocks at the bytes cap_shared returns (over
-    the 48 KB default too, which raises the kernel's limit); none at or above it; the
-    kernel still launches with them."""
-    k = Kernel("test_cap", _plain_copy_kernel, (F32,))
-    k.compile()
-    full = k.resident_blocks(256, 0, 0)
-    assert full == 8
-    for blocks in range(1, full):
-        shared = k.cap_shared(256, blocks, 0)
-        assert shared % 128 == 0 and shared > 0, (blocks, shared)
-        assert k.resident_blocks(256, shared, 0) == blocks, (blocks, shared)
-    assert k.cap_shared(256, full, 0) == 0 and k.cap_shared(256, 2 * full, 0) == 0
-    out = torch.full((256,), -1.0, device="cuda")
-    ka = _arr(out)
-    k.launch((264,), (256,), stream_handle(ka), [ka], shared=k.cap_shared(256, 2, 0))
-    torch.cuda.synchronize()
-    assert torch.equal(out.cpu(), torch.arange(256, dtype=torch.float32))

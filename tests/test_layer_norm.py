@@ -1640,40 +1640,6 @@ def test_plain_v50_picks(dtype, variant):
         None if dtype == "float32" and not rms else 7)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
-def test_forward_plain_max_blocks_same_bits(dtype, variant):
-    """tuning(fwd_plain_max_blocks=B) (v51 candidate): the plain kernel held to B
-    blocks an SM by dynamic shared memory it leaves unused. Same kernel, so y, mean
-    and rstd have the uncapped launch's bits, with and without the statistics, under
-    poisoned outputs; on a GPU the cap's bytes hold the kernel to B (where its
-    registers allow more); bad values raise."""
-    vec = ln._vec_of(dtype, True)
-    n = 512 * vec
-    m = 1 if SIMULATOR else 2053
-    x, w, b, _ = _inputs((m, n), dtype, variant, seed=m + n)
-    for stats in (True, False):
-        with ln.tuning(fwd_plain=True), poison_outputs():
-            base = _forward_stats(variant, x, w, b, stats)
-        for cap in (1, 2, 3):
-            with ln.tuning(fwd_plain=True, fwd_plain_max_blocks=cap), poison_outputs():
-                got = _forward_stats(variant, x, w, b, stats)
-            for label, ours, plain in zip(("y", "mean", "rstd"), got, base):
-                assert (ours is None and plain is None) or torch.equal(ours, plain), (
-                    label, cap, stats)
-    _check_forward(_forward_stats(variant, x, w, b, True), None, variant, x, w, b, dtype,
-                   (m, n))
-    if not SIMULATOR:
-        words, tpr, rpb, early, mb = ln._plain_pick(n, vec, variant[0], dtype)
-        k = ln.make_plain_forward_kernel(dtype, *variant, words, tpr, rpb, early, False, mb)
-        shared = ln._cap_shared(k, x.device.index, tpr * rpb, 1)
-        assert shared > 0 and k.resident_blocks(tpr * rpb, shared, x.device.index) == 1
-    for bad in (0, 33, 2.0, True):
-        with pytest.raises(ValueError, match="fwd_plain_max_blocks"):
-            with ln.tuning(fwd_plain_max_blocks=bad):
-                pass
-
-
 @pytest.mark.ptx
 def test_plain_nostats_unbounded_fits_two_blocks():
     """v50's unbounded float32 LayerNorm N = 8192 kernel without its statistics (eight

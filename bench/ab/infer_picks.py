@@ -66,7 +66,8 @@ CELLS = {
     "f32_rms_2048r": ("rms", "float32", 2048, ["8.1.-.e"]),
     "f32_rms_4096r": ("rms", "float32", 4096, ["8.1.4.e"]),
     "f32_rms_12288r": ("rms", "float32", 12288, ["6.1.-.e"]),
-    # Fourth call: occupancy caps (v51 candidate). Blocks an SM (ptxas 13.0 on the CPU)
+    # Fourth call: occupancy caps (v51 candidate, refuted and removed: the tuning
+    # fwd_plain_max_blocks and launch.Kernel.cap_shared exist at commit 39b8d80 only). Blocks an SM (ptxas 13.0 on the CPU)
     # without / with the statistics: RMSNorm 2048 (two words, 256 threads) 8 / 6,
     # 4096 (two, 512) 4 / 3, 5120 (four, 320) 3 / 3; LayerNorm 2048 (four, 128) 7 / 6,
     # 4096 (four, 256, bounds for 5) 5 / 5.

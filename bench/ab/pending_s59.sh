@@ -10,6 +10,7 @@
 #      sanitize.py's layer_norm_plain; then infer_picks.py's RMSNorm cells (*r). ~5 min.
 #   c: v51's candidate, an occupancy cap by unused dynamic shared memory
 #      (fwd_plain_max_blocks): its GPU tests, then infer_picks.py's cells *c. ~4 min.
+#      Refuted and removed after the run: needs commit 39b8d80.
 #   L / R: issue #16's norms sweep for LayerNorm (L) / RMSNorm (R) in one call each,
 #      forward and backward, every provider the tables hold: numba (array level),
 #      numba_infer (stats=False, forward only), numba_torch (interop.torch), torch
