@@ -287,11 +287,16 @@ def plot_bandwidth_sweep(rows, out_dir, name, title, providers, dtypes):
     """``out_dir/name``: GB/s against N (log scale) per provider, a panel per
     (direction, dtype), the copy bandwidth as a dashed line. ``rows``: dicts with
     ``dir``, ``dtype``, ``provider``, ``N``, ``GB/s``, ``copy_GB/s`` and ``gpu``;
-    providers and dtypes in the orders given. Returns the paths written ([] without
-    matplotlib or rows)."""
+    providers and dtypes in the orders given. A provider keeps one colour in every
+    panel (a forward-only one, such as ``numba_infer``, must not shift the others'
+    colours in the backward panels), and one legend names every provider drawn.
+    Returns the paths written ([] without matplotlib or rows)."""
     plt = pyplot()
     if plt is None or not rows:
         return []
+    drawn = [q for q in providers if any(r["provider"] == q for r in rows)]
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {q: cycle[i % len(cycle)] for i, q in enumerate(drawn)}
     panels = {(r["dir"], r["dtype"]) for r in rows}
     dts = [d for d in dtypes if any(p[1] == d for p in panels)]
     dirs = [d for d in ("fwd", "bwd") if any(p[0] == d for p in panels)]
@@ -303,7 +308,8 @@ def plot_bandwidth_sweep(rows, out_dir, name, title, providers, dtypes):
             sub = [r for r in rows if r["dir"] == direction and r["dtype"] == dtype]
             for prov in [q for q in providers if any(r["provider"] == q for r in sub)]:
                 pts = sorted((r["N"], r["GB/s"]) for r in sub if r["provider"] == prov)
-                ax.plot([n for n, _ in pts], [g for _, g in pts], marker="o", ms=3, label=prov)
+                ax.plot([n for n, _ in pts], [g for _, g in pts], marker="o", ms=3, label=prov,
+                        color=colour[prov])
             if sub:
                 ax.axhline(sub[0]["copy_GB/s"], color="grey", ls="--", lw=0.8, label="copy")
             ax.set_xscale("log", base=2)
@@ -311,7 +317,9 @@ def plot_bandwidth_sweep(rows, out_dir, name, title, providers, dtypes):
             ax.set_xlabel("N (M x N = const)", fontsize=8)
             ax.set_ylabel("GB/s", fontsize=8)
             ax.tick_params(labelsize=7)
-    axes[0][0].legend(fontsize=7)
+    handles = [plt.Line2D([], [], color=colour[q], marker="o", ms=3, label=q) for q in drawn]
+    handles.append(plt.Line2D([], [], color="grey", ls="--", lw=0.8, label="copy"))
+    axes[0][0].legend(handles=handles, fontsize=7)
     fig.suptitle(f"{title} ({rows[0].get('gpu', '')})", fontsize=10)
     paths = []
     save_figure(fig, out_dir, name, paths, dpi=100)

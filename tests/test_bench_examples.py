@@ -450,3 +450,61 @@ def test_sass_mix_counts_the_row_loop():
     assert classes == {"memory": 1, "float": 1, "sync": 1, "integer/control": 2}
     assert ops["BRA"] == 1 and ops["LDG"] == 1
     assert sass_mix.row_loop_mix(".L_x_1:\n        /*0000*/  FADD R1, R1, R1 ;\n") is None
+
+
+def test_bandwidth_plot_keeps_each_providers_colour(monkeypatch, tmp_path):
+    """bench.common.plot_bandwidth_sweep draws a provider in one colour in every
+    panel, so a forward-only provider (numba_infer) does not shift the others'
+    colours in the backward panels (the fifty-ninth session's first norms plots did),
+    and its one legend names every provider drawn, in the order given. matplotlib is
+    stood in for, so this runs where it is not installed."""
+    sys.path.insert(0, ROOT)
+    from bench import common
+
+    drawn, legends = [], []
+
+    class Ax:
+        def __init__(self, panel):
+            self.panel = panel
+
+        def plot(self, xs, ys, **kw):
+            drawn.append((self.panel, kw["label"], kw["color"]))
+
+        def legend(self, handles=None, **kw):
+            legends.append([h.label for h in handles])
+
+        def __getattr__(self, name):  # axhline, set_xscale, set_title, ...
+            return lambda *a, **kw: None
+
+    class Line:
+        def __init__(self, *a, color=None, label=None, **kw):
+            self.label = label
+
+    class Fig:
+        def suptitle(self, *a, **kw):
+            pass
+
+    class Plt:
+        rcParams = {"axes.prop_cycle": type("C", (), {"by_key": lambda self: {
+            "color": ["c0", "c1", "c2", "c3"]}})()}
+        Line2D = Line
+
+        @staticmethod
+        def subplots(nr, nc, **kw):
+            return Fig(), [[Ax((i, j)) for j in range(nc)] for i in range(nr)]
+
+    monkeypatch.setattr(common, "pyplot", lambda: Plt)
+    monkeypatch.setattr(common, "save_figure",
+                        lambda fig, d, name, paths, dpi=0: paths.append(name))
+    rows = [dict(dir=d, dtype="float16", provider=p, N=n, **{"GB/s": 1.0, "copy_GB/s": 2.0})
+            for d, provs in (("fwd", ("numba", "numba_infer", "torch")),
+                             ("bwd", ("numba", "torch")))
+            for p in provs for n in (512, 1024)]
+    paths = common.plot_bandwidth_sweep(rows, str(tmp_path), "x.png", "t",
+                                        ("numba", "numba_infer", "torch"), ("float16",))
+    assert paths == ["x.png"]
+    colours = {}
+    for _, prov, colour in drawn:
+        assert colours.setdefault(prov, colour) == colour, (prov, drawn)
+    assert colours == {"numba": "c0", "numba_infer": "c1", "torch": "c2"}
+    assert legends == [["numba", "numba_infer", "torch", "copy"]]
