@@ -2380,6 +2380,28 @@ _PLAIN_PICKS = {**_PLAIN_V28, **_PLAIN_V29, **_PLAIN_V33, **_PLAIN_V50}
 # registers); test_plain_nostats_unbounded_fits_two_blocks holds it to 128.
 _PLAIN_NOSTATS_BOUNDS = {("float32", False, 2048): None}
 
+# v51 (fifty-ninth session, H200): rows where the plain kernel with its statistics is
+# faster than its _nostats form, so stats=False runs it and drops them (as the other
+# kernels do everywhere), (dtype class, rms, groups a row). Without the statistics
+# ptxas gives float32 RMSNorm 32 registers against 38 / 40 (N = 2048 / 4096) and
+# LayerNorm 72 against 75 (N = 2048): full occupancy (64 warps an SM) against 48, and
+# 24 against 28 warps, and full occupancy is what the thirtieth session measured 1.3-2
+# us slower for these forwards. Us, the _nostats kernel / the one with statistics, at
+# the same layout, three runs of this session (bench/ab/infer_picks.py twice, three
+# passes each, and the sweep): RMSNorm 2048 132.9-133.6 / 132.1-132.3, 131.8-131.9 /
+# 131.3-131.5, 132.6 / 131.9; RMSNorm 4096 132.7-133.0 / 130.8-131.0, 131.8-132.0 /
+# 130.3-130.5, 132.3 / 130.7; LayerNorm 2048 132.7-132.8 / 130.7-130.9, 132.3 / 130.8.
+# An occupancy cap by unused shared memory instead took the L1 the loads need
+# (+1-11 us, v51's refuted candidate, bench/NOTES.md).
+_PLAIN_KEEP_STATS = {("float32", True, 512), ("float32", True, 1024), ("float32", False, 512)}
+
+
+def _plain_keeps_stats(n, vec, rms, dtype):
+    """Whether the plain kernel for rows of ``n`` values writes its statistics even
+    where the caller drops them (_PLAIN_KEEP_STATS), at the launcher's own layout."""
+    return (_tune["fwd_plain_layout"] is None and _tune["fwd_plain_min_blocks"] is None
+            and (_dtype_class(dtype), bool(rms), n // vec) in _PLAIN_KEEP_STATS)
+
 
 def _dtype_class(dtype):
     """_PLAIN_PICKS's key for ``dtype``: float16 and bfloat16 share theirs."""
@@ -4802,14 +4824,14 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
              if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms) else None)
     plain_ok = plain is not None and cdiv(m, plain[2]) <= 2**31 - 1
     # The plain kernel and the lean one with once compile the statistics out
-    # (_nostats); the others write them wherever they run, so they get arrays even
-    # when the caller drops them.
+    # (_nostats; the plain kernel not at v51's rows, _PLAIN_KEEP_STATS); the others
+    # write them wherever they run, so they get arrays even when the caller drops them.
     nostats = False
     if plain_ok:
         words, tpr, rpb, early, min_blocks = plain
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
-        nostats = not stats
+        nostats = not (stats or _plain_keeps_stats(n, vec, rms, dtype))
         if (nostats and _tune["fwd_plain_layout"] is None
                 and _tune["fwd_plain_min_blocks"] is None):
             min_blocks = _plain_nostats_bounds(n, vec, rms, dtype, min_blocks)

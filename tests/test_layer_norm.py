@@ -1640,6 +1640,39 @@ def test_plain_v50_picks(dtype, variant):
         None if dtype == "float32" and not rms else 7)
 
 
+@pytest.mark.parametrize("variant", [(False, True, True), (False, False, False),
+                                     (True, True, False)], ids=_vid)
+def test_plain_v51_keeps_stats(variant):
+    """v51: at float32 RMSNorm N = 2048 / 4096 and LayerNorm N = 2048 stats=False runs
+    the plain kernel with its statistics (faster there than its _nostats form) and
+    drops them: y has the bits of the forward with them, mean and rstd come back
+    None; with the layout set by tuning the _nostats form runs, with the same bits;
+    16-bit rows and float32 LayerNorm N = 4096 keep the _nostats form."""
+    rms = variant[0]
+    cases = [("float32", 2048, True), ("float32", 4096, rms), ("float16", 4096, False)]
+    for dtype, n, keeps in cases:
+        vec = ln._vec_of(dtype, True)
+        m = 1 if SIMULATOR else 1031
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + m)
+        words, _, rpb = ln._plain_pick(n, vec, rms, dtype)[:3]
+        assert ln._plain_keeps_stats(n, vec, rms, dtype) == keeps
+        # fwd_plain: one row under the simulator is a one-wave batch, which the
+        # default gives the lean kernel at 16 bits.
+        for tune, nostats in (({"fwd_plain": True}, not keeps),
+                              ({"fwd_plain": True, "fwd_plain_layout": (words, rpb)}, True)):
+            picked = []
+            with pytest.MonkeyPatch.context() as mp:
+                _record_kernels(mp, "make_plain_forward_kernel", picked)
+                with ln.tuning(**tune), poison_outputs():
+                    with_stats = _forward_stats(variant, x, w, b, True)
+                    y, mean, rstd = _forward_stats(variant, x, w, b, False)
+            assert mean is None and rstd is None
+            assert "_nostats" not in picked[-2] and "_plain" in picked[-1], picked
+            assert ("_nostats" in picked[-1]) == nostats, (dtype, n, tune, picked)
+            assert torch.equal(y, with_stats[0]), (dtype, n, tune)
+        _check_forward(with_stats, None, variant, x, w, b, dtype, (m, n))
+
+
 @pytest.mark.ptx
 def test_plain_nostats_unbounded_fits_two_blocks():
     """v50's unbounded float32 LayerNorm N = 8192 kernel without its statistics (eight
@@ -1687,6 +1720,8 @@ def test_forward_without_stats(dtype, variant):
              (9, 32 * vec, {**once, "fwd_subwarp": True}, lean_once),
              (5, 64 * vec, {"fwd_lean": True, "fwd_words": 2, "fwd_once": False}, "other"),
              (5, 40 * vec, {}, None),
+             # v51: float32 rows of 512 groups keep their statistics (_PLAIN_KEEP_STATS).
+             (1, 512 * vec, {}, None),
              (4, 37, {}, "other"),
              (1, 1, {}, "other")]
     if not SIMULATOR:
@@ -1706,7 +1741,9 @@ def test_forward_without_stats(dtype, variant):
         assert y.shape == x.shape and y.dtype == x.dtype
         assert torch.equal(y, with_stats[0]), (m, n, tune)
         name = picked[-1]
-        compiled_out = "_plain" in name or ("_once" in name and variant[0])
+        with ln.tuning(**tune):
+            keeps = ln._plain_keeps_stats(n, vec, variant[0], dtype)
+        compiled_out = ("_plain" in name and not keeps) or ("_once" in name and variant[0])
         if family == "other":
             assert not compiled_out, (m, n, picked)
         elif family is not None:
