@@ -11,14 +11,17 @@
 #   c: v51's candidate, an occupancy cap by unused dynamic shared memory
 #      (fwd_plain_max_blocks): its GPU tests, then infer_picks.py's cells *c. ~4 min.
 #      Refuted and removed after the run: needs commit 39b8d80.
+#   v: owed to the next session (v51, stats kept at float32 RMSNorm 2048 / 4096 and
+#      LayerNorm 2048): its GPU tests, then the float32 norms forwards across N (every
+#      provider but numba_torch), one run. ~4 min. Then full_suite.sh part 5 alone.
 #   L / R: issue #16's norms sweep for LayerNorm (L) / RMSNorm (R) in one call each,
 #      forward and backward, every provider the tables hold: numba (array level),
 #      numba_infer (stats=False, forward only), numba_torch (interop.torch), torch
 #      eager, torch.compile, Liger (carry .whl). Two calls on one warm machine give
 #      RESULTS.md's norms tables and plots from one run. ~5 min each.
-#   bash bench/ab/pending_s59.sh "$OUT" {a|e|t|c|L|R}
+#   bash bench/ab/pending_s59.sh "$OUT" {a|e|t|c|v|L|R}
 set -uo pipefail
-OUT=${1:?"usage: pending_s59.sh OUTDIR a|e|t|c|L|R"}
+OUT=${1:?"usage: pending_s59.sh OUTDIR a|e|t|c|v|L|R"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 sweep() {  # sweep OP TAG
   . bench/ab/liger_env.sh || echo "liger wheel not installed"
@@ -32,7 +35,7 @@ sweep() {  # sweep OP TAG
   echo "sweep $1 rc $?"
   python3 bench/sweep_table.py norms "$OUT/norms_$2.json" | tail -3
 }
-case "${2:?a, e, t, c, L or R}" in
+case "${2:?a, e, t, c, v, L or R}" in
   a)
     timeout -k 10 560 python3 bench/ab/infer_picks.py > "$OUT/picks.log" 2>&1
     echo "picks rc $?"
@@ -75,7 +78,20 @@ case "${2:?a, e, t, c, L or R}" in
     echo "picks rc $?"
     grep -E "FAIL|error|median" "$OUT/picks_c.log"
     ;;
+  v)
+    timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
+      -k "v51 or plain_v50 or without_stats" > "$OUT/tests_v.log" 2>&1
+    echo "tests rc $?"; tail -3 "$OUT/tests_v.log"
+    . bench/ab/liger_env.sh || echo "liger wheel not installed"
+    timeout -k 10 330 python3 bench/layer_norm.py --ops layer_norm rms_norm --dtypes float32 \
+      --dirs fwd --providers numba numba_infer torch compile liger \
+      --shapes 131072x512 87381x768 65536x1024 32768x2048 16384x4096 13107x5120 8192x8192 \
+      5461x12288 4096x16384 1024x65536 --reps 30 --warmup 5 --no-memory --no-overhead \
+      --json "$OUT/norms_f32_fwd_v51.json" > "$OUT/norms_f32_fwd_v51.log" 2>&1
+    echo "sweep rc $?"
+    python3 bench/sweep_table.py norms "$OUT/norms_f32_fwd_v51.json" | tail -5
+    ;;
   L) sweep layer_norm ln_s59 ;;
   R) sweep rms_norm rms_s59 ;;
-  *) echo "a, e, t, c, L or R" >&2; exit 2 ;;
+  *) echo "a, e, t, c, v, L or R" >&2; exit 2 ;;
 esac
