@@ -5143,7 +5143,9 @@ def layer_norm_forward(x, weight=None, bias=None, eps=1e-5, *, stats=True):
     stats (keyword only): False for inference, where no backward follows: mean and
     rstd come back as None, and where the plain kernel or RMSNorm's lean kernel of
     one row a slot runs (the rows they are tuned for, N = 512-16384 at 16 bits and
-    float32) they are neither allocated nor written. y's bits do not depend on it.
+    float32, but float32 N = 2048 and RMSNorm's 4096, where the kernel that writes
+    them is faster) they are neither allocated nor written. y's bits do not depend on
+    it.
     Returns ``(y, mean, rstd)``: y like x; mean and rstd float32 of shape
     ``x.shape[:-1]`` (for :func:`layer_norm_backward`), allocated in x's library.
     """
