@@ -2396,11 +2396,21 @@ _PLAIN_NOSTATS_BOUNDS = {("float32", False, 2048): None}
 _PLAIN_KEEP_STATS = {("float32", True, 512), ("float32", True, 1024), ("float32", False, 512)}
 
 
+def _plain_key(n, vec, rms, dtype):
+    """The plain-kernel tables' key of rows of ``n`` values: (dtype class, rms, groups)."""
+    return _dtype_class(dtype), bool(rms), n // vec
+
+
+def _plain_layout_own():
+    """Whether the plain kernel runs at the launcher's own layout (no fwd_plain_layout
+    or fwd_plain_min_blocks tuning), where v50's and v51's tables apply."""
+    return _tune["fwd_plain_layout"] is None and _tune["fwd_plain_min_blocks"] is None
+
+
 def _plain_keeps_stats(n, vec, rms, dtype):
     """Whether the plain kernel for rows of ``n`` values writes its statistics even
     where the caller drops them (_PLAIN_KEEP_STATS), at the launcher's own layout."""
-    return (_tune["fwd_plain_layout"] is None and _tune["fwd_plain_min_blocks"] is None
-            and (_dtype_class(dtype), bool(rms), n // vec) in _PLAIN_KEEP_STATS)
+    return _plain_layout_own() and _plain_key(n, vec, rms, dtype) in _PLAIN_KEEP_STATS
 
 
 def _dtype_class(dtype):
@@ -2412,8 +2422,7 @@ def _plain_nostats_bounds(n, vec, rms, dtype, min_blocks):
     """The launch bounds (min blocks an SM or None) of the plain kernel without its
     statistics for rows of ``n`` values at the launcher's own layout:
     _PLAIN_NOSTATS_BOUNDS' where it names the row, else ``min_blocks`` (the pick's)."""
-    key = (_dtype_class(dtype), bool(rms), n // vec)
-    return _PLAIN_NOSTATS_BOUNDS.get(key, min_blocks)
+    return _PLAIN_NOSTATS_BOUNDS.get(_plain_key(n, vec, rms, dtype), min_blocks)
 
 
 def _plain_layout(n, vec, rms=False, dtype=None):
@@ -2429,7 +2438,7 @@ def _plain_layout(n, vec, rms=False, dtype=None):
     if n % vec:
         return None
     groups = n // vec
-    lay = _PLAIN_PICKS.get((_dtype_class(dtype), bool(rms), groups))
+    lay = _PLAIN_PICKS.get(_plain_key(n, vec, rms, dtype))
     if lay is not None:
         words, rpb = lay[:2]
         return (words, _plain_tpr(groups, words, sub=True), rpb,
@@ -4832,8 +4841,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
         nostats = not (stats or _plain_keeps_stats(n, vec, rms, dtype))
-        if (nostats and _tune["fwd_plain_layout"] is None
-                and _tune["fwd_plain_min_blocks"] is None):
+        if nostats and _plain_layout_own():
             min_blocks = _plain_nostats_bounds(n, vec, rms, dtype, min_blocks)
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
                                            m % rpb != 0, min_blocks, not nostats)

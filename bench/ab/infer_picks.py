@@ -2,7 +2,7 @@
 fifty-ninth session): an A/B of ``fwd_plain_layout`` picks, timed with and without
 the statistics.
 
-    python3 bench/ab/infer_picks.py [--cells f32_ln_4096,...] [--passes 3] [--reps 30]
+    python3 bench/ab/infer_picks.py [--cells f32_ln_4096,...] [--suffix e] [--passes 3] [--reps 30]
 
 Why. ``_PLAIN_PICKS``' layouts were chosen (v28, v29, v33) by the forward with its
 statistics. Since v49 torch.compile, which writes y alone under no_grad, is held to
@@ -159,13 +159,18 @@ def run_cell(name, passes, reps, sleep):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cells", default=",".join(CELLS))
+    ap.add_argument("--cells", default=None, help="comma-separated (default: every cell)")
+    ap.add_argument("--suffix", default=None,
+                    help="the cells whose names end with this (one call's set: e, r, c)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args(argv)
     sleep = _sleep_cycles()
     print(f"GPU: {torch.cuda.get_device_name(0)}")
-    for name in args.cells.split(","):
+    names = args.cells.split(",") if args.cells else list(CELLS)
+    if args.suffix:
+        names = [c for c in names if c.endswith(args.suffix)]
+    for name in names:
         run_cell(name, args.passes, args.reps, sleep)
 
 

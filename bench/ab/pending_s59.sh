@@ -2,7 +2,7 @@
 # Written in the fifty-ninth session (an H200; bench/NOTES.md, fifty-ninth session).
 #   a: bench/ab/infer_picks.py: the plain forward's layouts at the 19 norms forwards
 #      behind in the fifty-eighth session's sweep, with and without the statistics,
-#      three alternating passes. ~5 min.
+#      three alternating passes. ~5 min. (Every cell: the later calls' cells too, since added.)
 #   e: the same for w / b early where the registers leave two or more blocks an SM
 #      (the cells named *e in infer_picks.py). ~3 min.
 #   t: v50's GPU checks (16-bit and float32 LayerNorm N = 8192 at eight words, w / b
@@ -42,8 +42,7 @@ case "${2:?a, e, t, c, v, L or R}" in
     grep -E "FAIL|error|median" "$OUT/picks.log"
     ;;
   e)
-    cells=$(python3 -c "import sys; sys.path.insert(0, 'bench/ab'); import infer_picks as p; print(','.join(c for c in p.CELLS if c.endswith('e')))")
-    timeout -k 10 560 python3 bench/ab/infer_picks.py --cells "$cells" > "$OUT/picks_e.log" 2>&1
+    timeout -k 10 560 python3 bench/ab/infer_picks.py --suffix e > "$OUT/picks_e.log" 2>&1
     echo "picks rc $?"
     grep -E "FAIL|error|median" "$OUT/picks_e.log"
     ;;
@@ -52,20 +51,10 @@ case "${2:?a, e, t, c, v, L or R}" in
       -k "plain_v50 or forward_plain_kernel or without_stats or early_same_bits or infer_custom" \
       > "$OUT/tests.log" 2>&1
     echo "tests rc $?"; tail -3 "$OUT/tests.log"
-    for tool in memcheck racecheck initcheck; do
-      extra=""
-      [ "$tool" = memcheck ] && extra="--report-api-errors no"
-      timeout -k 5 200 compute-sanitizer --tool "$tool" $extra python3 bench/sanitize.py \
-        layer_norm_plain > "$OUT/san_$tool.log" 2>&1 &
-    done
-    wait
-    for tool in memcheck racecheck initcheck; do
-      echo "== $tool"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|ran|FAILED" "$OUT/san_$tool.log" \
-        | tail -5
-    done
+    SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=200 \
+      bash bench/ab/san_pair.sh "$OUT" layer_norm_plain san
     # After the sanitizers, so that nothing else runs on the GPU while it times.
-    cells=$(python3 -c "import sys; sys.path.insert(0, 'bench/ab'); import infer_picks as p; print(','.join(c for c in p.CELLS if c.endswith('r')))")
-    timeout -k 10 250 python3 bench/ab/infer_picks.py --cells "$cells" > "$OUT/picks_r.log" 2>&1
+    timeout -k 10 250 python3 bench/ab/infer_picks.py --suffix r > "$OUT/picks_r.log" 2>&1
     echo "picks rc $?"
     grep -E "FAIL|error|median" "$OUT/picks_r.log"
     ;;
@@ -73,8 +62,7 @@ case "${2:?a, e, t, c, v, L or R}" in
     timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_layer_norm.py \
       tests/test_helpers.py -k "plain_max_blocks or cap_shared" > "$OUT/tests_c.log" 2>&1
     echo "tests rc $?"; tail -3 "$OUT/tests_c.log"
-    cells=$(python3 -c "import sys; sys.path.insert(0, 'bench/ab'); import infer_picks as p; print(','.join(c for c in p.CELLS if c.endswith('c')))")
-    timeout -k 10 300 python3 bench/ab/infer_picks.py --cells "$cells" > "$OUT/picks_c.log" 2>&1
+    timeout -k 10 300 python3 bench/ab/infer_picks.py --suffix c > "$OUT/picks_c.log" 2>&1
     echo "picks rc $?"
     grep -E "FAIL|error|median" "$OUT/picks_c.log"
     ;;
