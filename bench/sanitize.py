@@ -120,7 +120,8 @@ def _layer_norm_plain(nf, torch, dt):
     = 512 in sub-warp rows, float32 LayerNorm N = 768 two rows a block, N = 16384
     with launch bounds, ...; v33: float32 LayerNorm N = 4096 and RMSNorm N = 16384
     with w / b late under launch bounds; v50: LayerNorm N = 8192 at eight words with
-    w / b early, the float32 kernel without its statistics unbounded) and in sub-warp
+    w / b early, the float32 kernel without its statistics unbounded; v52: float32
+    RMSNorm N = 12288 at four words, w late, bounds for two blocks) and in sub-warp
     rows of eight a block (tuning
     fwd_plain_layout); 29 rows, so blocks of several rows have spare slots. Each also
     without its statistics (stats=False: the ``_nostats`` kernels), and RMSNorm's lean

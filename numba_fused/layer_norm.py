@@ -106,8 +106,9 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum, warp_sum2, warp_sum_halves
-from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait, cp_async_wait_all,
-                          ld_global_v4, pack_f16x2, st_global_v4)
+from .tensor_core import (L2_PREFETCH_SIZES, cp_async_16, cp_async_commit, cp_async_wait,
+                          cp_async_wait_all, ld_global_v4, ld_global_v4_prefetch, pack_f16x2,
+                          st_global_v4)
 
 __all__ = [
     "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward",
@@ -1976,7 +1977,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
 
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
-                              ragged=False, min_blocks=None, stats=True):
+                              ragged=False, min_blocks=None, stats=True, prefetch=None):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
     compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
@@ -2004,6 +2005,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     rpb, min_blocks)``, so ptxas fits that many blocks an SM (name ``_lb<block>x<min>``).
     ``stats`` False: mean_out / rstd_out are never written (the forward's ``stats=False``,
     y alone, as a forward under ``torch.no_grad`` needs; name ``_nostats``).
+    ``prefetch`` (tuning ``fwd_plain_prefetch``; 64, 128 or 256): x's loads carry the
+    L2 prefetch-size hint ``.L2::<prefetch>B`` (name ``_pf<prefetch>``).
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -2018,6 +2021,9 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     if (tpr * rpb) % WARP:
         raise ValueError(f"rows of {tpr} threads need whole warps: tpr * rpb = {tpr} * "
                          f"{rpb} is not a multiple of {WARP}")
+    if prefetch is not None and prefetch not in L2_PREFETCH_SIZES:
+        raise ValueError(f"prefetch must be None or one of {L2_PREFETCH_SIZES}, "
+                         f"got {prefetch!r}")
     if min_blocks is not None and not (isinstance(min_blocks, int) and min_blocks >= 1
                                        and tpr * rpb * min_blocks <= _SM_THREADS):
         raise ValueError(f"min_blocks must be None or an int >= 1 with tpr * rpb * "
@@ -2044,8 +2050,10 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             f"_t{tpr}x{rpb}" + ("_dmu" if corrected else "") + ("_early" if early else "")
             + ("_ragged" if ragged else "")
             + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else "")
-            + ("" if stats else "_nostats"))
+            + ("" if stats else "_nostats")
+            + (f"_pf{prefetch}" if prefetch else ""))
     store_stats = _stats_store(rms)
+    ld_x = ld_global_v4_prefetch(prefetch)
     bf16 = dtype == "bfloat16"
 
     # A 16-bit word's two values (one opaque inline-PTX conversion a word, redone in
@@ -2170,7 +2178,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         # constant offset from one base address.
         base = (row * span + t) * 4
         for k in range(words):
-            q = ld_global_v4(x, base + k * tpr * 4)
+            q = ld_x(x, base + k * tpr * 4)
             for i in range(4):
                 xr[4 * k + i] = q[i]
         if early:
@@ -2370,8 +2378,21 @@ _PLAIN_V50 = {
     ("float32", False, 2048): (8, 1, 2, True),
 }
 
-# The plain kernel's measured layouts: v50's over v33's over v29's over v28's.
-_PLAIN_PICKS = {**_PLAIN_V28, **_PLAIN_V29, **_PLAIN_V33, **_PLAIN_V50}
+# v52 (sixtieth session, H200): float32 RMSNorm N = 12288 at four words a thread (768
+# threads) with w late under bounds for two blocks an SM: 40 registers, no spills,
+# 48 warps an SM (the rule's eight words at 384 threads, 54 registers: 36). Us,
+# default / pick, three alternating passes of bench/ab/infer_picks.py (cells *q),
+# without the statistics 133.9, 133.7, 133.7 / 132.4, 132.4, 132.3 and with them
+# 133.6, 134.1, 133.9 / 132.5, 132.3, 132.6. The same shape (four words, late, 32
+# registers, 64 warps an SM) lost 0.4-3 us at RMSNorm N = 2048-8192 and LayerNorm N =
+# 2048, and was even at RMSNorm 16384 (v33's pick there already).
+_PLAIN_V52 = {
+    ("float32", True, 3072): (4, 1, 2, False),
+}
+
+# The plain kernel's measured layouts: v52's over v50's over v33's over v29's over
+# v28's.
+_PLAIN_PICKS = {**_PLAIN_V28, **_PLAIN_V29, **_PLAIN_V33, **_PLAIN_V50, **_PLAIN_V52}
 
 # v50: the launch bounds of the kernel without its statistics (_nostats) where they
 # differ from the pick's, (dtype class, rms, groups a row) -> min blocks an SM or None.
@@ -3962,6 +3983,9 @@ _TUNING_DEFAULTS = {
     # corrected kernel takes 68-79 registers, one to three blocks an SM); None: none
     # up to 512 threads, (block, 1) above.
     "fwd_plain_min_blocks": None,
+    # The plain kernel's x loads with the L2 prefetch-size hint .L2::<this>B (64, 128
+    # or 256; opt-in candidate, sixtieth session); None: plain ld.global.
+    "fwd_plain_prefetch": None,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4107,9 +4131,10 @@ def tuning(**overrides):
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
-    bounds' blocks an SM), fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford,
-    fwd_stream, fwd_stream_tpr, fwd_stream_blocks, fwd_staged, fwd_staged_regs,
-    fwd_grid, fwd_blocks_per_sm, fwd_lean_persistent, fwd_subwarp.
+    bounds' blocks an SM), fwd_plain_prefetch (its x loads' L2 prefetch size),
+    fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
+    fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
+    fwd_lean_persistent, fwd_subwarp.
     """
     unknown = set(overrides) - set(_TUNING_DEFAULTS)
     if unknown:
@@ -4142,6 +4167,10 @@ def tuning(**overrides):
     mb = overrides.get("fwd_plain_min_blocks", _tune["fwd_plain_min_blocks"])
     if mb is not None and not (isinstance(mb, int) and 1 <= mb <= 32):
         raise ValueError(f"fwd_plain_min_blocks must be None or an int in [1, 32], got {mb!r}")
+    pf = overrides.get("fwd_plain_prefetch", _tune["fwd_plain_prefetch"])
+    if pf is not None and pf not in L2_PREFETCH_SIZES:
+        raise ValueError(f"fwd_plain_prefetch must be None or one of {L2_PREFETCH_SIZES}, "
+                         f"got {pf!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
@@ -4844,7 +4873,8 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         if nostats and _plain_layout_own():
             min_blocks = _plain_nostats_bounds(n, vec, rms, dtype, min_blocks)
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
-                                           m % rpb != 0, min_blocks, not nostats)
+                                           m % rpb != 0, min_blocks, not nostats,
+                                           _tune["fwd_plain_prefetch"])
         grid, shared = cdiv(m, rpb), 0
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)

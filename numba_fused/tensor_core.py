@@ -50,7 +50,8 @@ Per thread:
   see the data after a ``syncthreads`` that follows the wait.
 - ``ld_global_v4(arr, idx)`` -> 4 x uint32, ``st_global_v4(arr, idx, v0, v1, v2, v3)``:
   16-byte global accesses (16-byte aligned); ``ld_global_b32`` / ``st_global_b32``
-  the 4-byte forms.
+  the 4-byte forms. ``ld_global_v4_prefetch(size)`` gives the load with the L2
+  prefetch-size hint ``.L2::<size>B`` (64, 128 or 256; the same values).
 - ``red_add_v2_f32(arr, idx, a, b)``: ``red.global.add.v2.f32``, one atomic
   reduction adding float32 ``a`` to ``arr[idx]`` and ``b`` to ``arr[idx + 1]``
   (8-byte aligned; sm_90): half the atomic instructions of two scalar
@@ -127,7 +128,8 @@ __all__ = [
     "shared_address", "ldmatrix_x1_at", "ldmatrix_x2_at", "ldmatrix_x4_at",
     "ldmatrix_x1_trans_at", "ldmatrix_x2_trans_at", "ldmatrix_x4_trans_at",
     "cp_async_16", "cp_async_commit", "cp_async_wait", "cp_async_wait_all",
-    "ld_global_v4", "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
+    "ld_global_v4", "ld_global_v4_prefetch", "L2_PREFETCH_SIZES",
+    "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
     "fence_proxy_async", "mbarrier_init", "mbarrier_arrive", "mbarrier_wait",
@@ -372,6 +374,21 @@ def wgmma_reference(a_bits, bt_bits, c, dtype):
 # ---------------------------------------------------------------------------
 # Simulator emulation
 # ---------------------------------------------------------------------------
+
+# The prefetch sizes PTX's ``ld`` takes as ``.L2::<size>B`` (sm_75 on).
+L2_PREFETCH_SIZES = (64, 128, 256)
+
+
+def ld_global_v4_prefetch(size):
+    """``ld_global_v4`` with the L2 prefetch-size hint ``ld.global.L2::<size>B``
+    (``size`` in L2_PREFETCH_SIZES), or ``ld_global_v4`` itself for None: L2 fetches
+    ``size`` bytes around the access. Same operands and values."""
+    if size is None:
+        return ld_global_v4
+    if size not in L2_PREFETCH_SIZES:
+        raise ValueError(f"size must be None or one of {L2_PREFETCH_SIZES}, got {size!r}")
+    return _LD_GLOBAL_V4_PF[size]
+
 
 if SIMULATOR:
     from numba.cuda.simulator import kernelapi as _sim_kernelapi
@@ -637,6 +654,9 @@ if SIMULATOR:
     def ld_global_v4(arr, idx):
         buf, off = _bytes_at(arr, idx, 16, 16, "ld_global_v4")
         return tuple(np.uint32(v) for v in buf[off:off + 16].view(np.uint32))
+
+    # The prefetch-size hint changes what L2 fetches, never the values.
+    _LD_GLOBAL_V4_PF = {size: ld_global_v4 for size in L2_PREFETCH_SIZES}
 
     def st_global_v4(arr, idx, v0, v1, v2, v3):
         buf, off = _bytes_at(arr, idx, 16, 16, "st_global_v4")
@@ -1077,21 +1097,29 @@ else:
 
         return sig, codegen
 
-    @intrinsic
-    def ld_global_v4(typingctx, arr, idx):
-        _check_mem("ld_global_v4", arr, idx)
-        sig = types.UniTuple(_U32, 4)(arr, idx)
+    def _make_ld_global_v4(name, op):
+        @intrinsic
+        def load(typingctx, arr, idx):
+            _check_mem(name, arr, idx)
+            sig = types.UniTuple(_U32, 4)(arr, idx)
 
-        def codegen(context, builder, signature, args):
-            addr = _global_addr(context, builder, signature.args[0], args[0],
-                                signature.args[1], args[1])
-            res = _asm(builder, ir.LiteralStructType([_I32] * 4), [_I64],
-                       "ld.global.v4.u32 {$0,$1,$2,$3}, [$4];", "=r,=r,=r,=r,l,~{memory}",
-                       [addr], True)
-            vals = [builder.extract_value(res, i) for i in range(4)]
-            return context.make_tuple(builder, signature.return_type, vals)
+            def codegen(context, builder, signature, args):
+                addr = _global_addr(context, builder, signature.args[0], args[0],
+                                    signature.args[1], args[1])
+                res = _asm(builder, ir.LiteralStructType([_I32] * 4), [_I64],
+                           f"{op}.v4.u32 {{$0,$1,$2,$3}}, [$4];", "=r,=r,=r,=r,l,~{memory}",
+                           [addr], True)
+                vals = [builder.extract_value(res, i) for i in range(4)]
+                return context.make_tuple(builder, signature.return_type, vals)
 
-        return sig, codegen
+            return sig, codegen
+
+        return load
+
+    ld_global_v4 = _make_ld_global_v4("ld_global_v4", "ld.global")
+    _LD_GLOBAL_V4_PF = {
+        size: _make_ld_global_v4(f"ld_global_v4_pf{size}", f"ld.global.L2::{size}B")
+        for size in L2_PREFETCH_SIZES}
 
     @intrinsic
     def st_global_v4(typingctx, arr, idx, v0, v1, v2, v3):

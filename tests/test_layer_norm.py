@@ -1640,6 +1640,30 @@ def test_plain_v50_picks(dtype, variant):
         None if dtype == "float32" and not rms else 7)
 
 
+@pytest.mark.parametrize("variant", [(True, True, False), (True, False, False)], ids=_vid)
+def test_plain_v52_pick(variant):
+    """v52: float32 RMSNorm N = 12288 runs four words a thread (768 threads), w late,
+    under bounds for two blocks an SM, with and without the statistics: y the same
+    bits either way, y and rstd within tolerance of float64; 16-bit RMSNorm and
+    float32 LayerNorm there keep their kernels."""
+    n, rms = 12288, variant[0]
+    assert ln._plain_layout(n, 4, rms, "float32") == (4, 768, 1, False, 2)
+    assert ln._plain_layout(n, 8, rms, "float16") == (4, 384, 1, True, None)
+    assert ln._plain_layout(n, 4, False, "float32")[:2] == (8, 384)
+    m = 1 if SIMULATOR else 1031
+    x, w, b, _ = _inputs((m, n), "float32", variant, seed=n + m)
+    picked = []
+    with pytest.MonkeyPatch.context() as mp:
+        _record_kernels(mp, "make_plain_forward_kernel", picked)
+        with ln.tuning(fwd_plain=True), poison_outputs():
+            with_stats = _forward_stats(variant, x, w, b, True)
+            y, _, _ = _forward_stats(variant, x, w, b, False)
+    assert [name.split("_vec")[1] for name in picked[-2:]] == [
+        "_plain4_t768x1_lb768x2", "_plain4_t768x1_lb768x2_nostats"], picked
+    assert torch.equal(y, with_stats[0])
+    _check_forward(with_stats, None, variant, x, w, b, "float32", (m, n))
+
+
 @pytest.mark.parametrize("variant", [(False, True, True), (False, False, False),
                                      (True, True, False)], ids=_vid)
 def test_plain_v51_keeps_stats(variant):
@@ -1671,6 +1695,60 @@ def test_plain_v51_keeps_stats(variant):
             assert ("_nostats" in picked[-1]) == nostats, (dtype, n, tune, picked)
             assert torch.equal(y, with_stats[0]), (dtype, n, tune)
         _check_forward(with_stats, None, variant, x, w, b, dtype, (m, n))
+
+
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
+@pytest.mark.parametrize("prefetch", (128, 256))
+def test_plain_prefetch_same_bits(variant, prefetch):
+    """tuning(fwd_plain_prefetch): the plain kernel's x loads with an L2 prefetch-size
+    hint (``_pf<size>``) give y, mean and rstd the bits of the plain loads, with and
+    without the statistics (a hint changes what L2 fetches, never a value)."""
+    rms = variant[0]
+    m = 1 if SIMULATOR else 1031
+    for dtype, n in (("float32", 2048), ("float16", 1024)):
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + prefetch)
+        outs = {}
+        for stats in (True, False):
+            picked = []
+            with pytest.MonkeyPatch.context() as mp:
+                _record_kernels(mp, "make_plain_forward_kernel", picked)
+                with ln.tuning(fwd_plain=True), poison_outputs():
+                    plain = _forward_stats(variant, x, w, b, stats)
+                with ln.tuning(fwd_plain=True, fwd_plain_prefetch=prefetch), poison_outputs():
+                    outs[stats] = _forward_stats(variant, x, w, b, stats)
+            assert "_pf" not in picked[0] and picked[1].endswith(f"_pf{prefetch}"), picked
+            for a, c in zip(plain, outs[stats]):
+                assert (a is None) == (c is None) and (a is None or torch.equal(a, c))
+        _check_forward(outs[True], None, variant, x, w, b, dtype, (m, n))
+
+
+def test_plain_prefetch_rejects_other_sizes():
+    """fwd_plain_prefetch and the kernel factory take None, 64, 128 or 256 only."""
+    for bad in (32, 512, "256", True):
+        with pytest.raises(ValueError, match="fwd_plain_prefetch"):
+            with ln.tuning(fwd_plain_prefetch=bad):
+                pass
+        with pytest.raises(ValueError, match="prefetch"):
+            ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, prefetch=bad)
+
+
+@pytest.mark.ptx
+def test_plain_prefetch_hint_in_ptx():
+    """The ``_pf`` kernels load x with ``ld.global.L2::<size>B`` (w / b plainly), at
+    the registers of the plain loads."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    with offline_compile():
+        base = ln.make_plain_forward_kernel("float32", False, True, True, 4, 256, 1, False,
+                                            False, 5, True)
+        regs = ptxas_report(base.ptx())["registers"]
+        for size in (64, 128, 256):
+            k = ln.make_plain_forward_kernel("float32", False, True, True, 4, 256, 1, False,
+                                             False, 5, True, size)
+            ptx = k.ptx()
+            hinted = re.findall(rf"ld\.global\.L2::{size}B\.v4\.u32", ptx)
+            assert len(hinted) == 4, (k.name, hinted)  # four words of x a thread
+            assert ptxas_report(ptx)["registers"] == regs
 
 
 @pytest.mark.ptx

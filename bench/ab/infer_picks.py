@@ -76,17 +76,43 @@ CELLS = {
     "f32_rms_5120c": ("rms", "float32", 5120, ["c2"]),
     "f32_ln_2048c": ("ln", "float32", 2048, ["c6", "c5", "c4"]),
     "f32_ln_4096c": ("ln", "float32", 4096, ["c4", "c3"]),
+    # Sixtieth session: x's loads with the L2 prefetch-size hint (fwd_plain_prefetch)
+    # at the launcher's own layout, pN: .L2::<N>B.
+    "f32_rms_2048p": ("rms", "float32", 2048, ["p256", "p128"]),
+    "f32_rms_4096p": ("rms", "float32", 4096, ["p256", "p128"]),
+    "f32_ln_4096p": ("ln", "float32", 4096, ["p256", "p128"]),
+    "f32_rms_12288p": ("rms", "float32", 12288, ["p256", "p128"]),
+    "f32_ln_8192p": ("ln", "float32", 8192, ["p256", "p128"]),
+    "f16_rms_8192p": ("rms", "float16", 8192, ["p256", "p128"]),
+    "f16_ln_1024p": ("ln", "float16", 1024, ["p256", "p128"]),
+    "f16_ln_4096p": ("ln", "float16", 4096, ["p256", "p128"]),
+    # Sixtieth session: inductor's occupancy (64 warps an SM) at 16 float32 values a
+    # thread -- four words, w late, launch bounds that hold 32 registers without
+    # spills (ptxas 13.0, CPU) -- where the picks run 24-48 warps.
+    "f32_rms_2048q": ("rms", "float32", 2048, ["4.1.16.l", "2.1.8.l"]),
+    "f32_rms_4096q": ("rms", "float32", 4096, ["4.1.8.l", "4.1.6.l"]),
+    "f32_rms_5120q": ("rms", "float32", 5120, ["4.1.6.l"]),
+    "f32_rms_8192q": ("rms", "float32", 8192, ["4.1.4.l"]),
+    "f32_rms_12288q": ("rms", "float32", 12288, ["4.1.2.l"]),
+    "f32_rms_16384q": ("rms", "float32", 16384, ["4.1.2.l"]),
+    "f32_ln_2048q": ("ln", "float32", 2048, ["2.1.8.l"]),
+    "f32_ln_4096q": ("ln", "float32", 4096, ["4.1.6.l", "2.1.4.l"]),
 }
 
 
 def parse_layout(text):
-    """``words.rpb[.mb][.e|.l][.cN]`` or ``cN`` (the default layout) -> tuning
-    overrides (None for ``default``); ``cN``: at most N blocks an SM
-    (fwd_plain_max_blocks, with and without the statistics)."""
+    """``words.rpb[.mb][.e|.l][.cN|.pN]`` or ``cN`` / ``pN`` (the default layout) ->
+    tuning overrides (None for ``default``); ``cN``: at most N blocks an SM
+    (fwd_plain_max_blocks, with and without the statistics; removed, commit 39b8d80);
+    ``pN``: x's loads with the L2 prefetch-size hint of N bytes (fwd_plain_prefetch)."""
     if text == "default":
         return None
     parts = text.split(".")
     tune = {}
+    if parts[-1].startswith("p"):
+        tune["fwd_plain_prefetch"] = int(parts.pop()[1:])
+        if not parts:
+            return tune
     if parts[-1].startswith("c"):
         tune["fwd_plain_max_blocks"] = int(parts.pop()[1:])
         if not parts:
@@ -161,7 +187,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", default=None, help="comma-separated (default: every cell)")
     ap.add_argument("--suffix", default=None,
-                    help="the cells whose names end with this (one call's set: e, r, c)")
+                    help="the cells whose names end with this (one call's set: e, r, c, p, q)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args(argv)

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Written in the sixtieth session (an H200; bench/NOTES.md, sixtieth session).
+#   p: the L2 prefetch-size hint on the plain forward's x loads (tuning
+#      fwd_plain_prefetch, ld.global.L2::<N>B): its GPU tests, then
+#      bench/ab/infer_picks.py's cells *p (the launcher's layout with .L2::256B /
+#      .L2::128B against without, with and without the statistics). ~3 min.
+#   q: inductor's occupancy at 16 float32 values a thread (infer_picks.py's cells *q:
+#      four words, w late, bounds for 64 warps an SM at 32 registers). ~3 min.
+#   v: v52 (float32 RMSNorm N = 12288 at four words, w late, bounds for two blocks) and
+#      the prefetch knob's GPU tests with the plain kernel's others, then issue #16's
+#      RMSNorm sweep (R below). ~5 min.
+#   s: memcheck / racecheck / initcheck of sanitize.py's layer_norm_plain (every pick,
+#      v52's too), then the LayerNorm sweep (L below). ~5 min.
+#   L / R: the norms sweep as pending_s59.sh's L / R (every provider; carry .whl).
+#   bash bench/ab/pending_s60.sh "$OUT" {p|q|v|s|L|R}
+set -uo pipefail
+OUT=${1:?"usage: pending_s60.sh OUTDIR p|q|v|s|L|R"}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+tests() {
+  timeout -k 5 250 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
+    -k "plain_v52 or plain_prefetch or plain_v51 or plain_v50 or without_stats or forward_plain_kernel" \
+    > "$OUT/tests_v.log" 2>&1
+  echo "tests rc $?"; tail -3 "$OUT/tests_v.log"
+}
+case "${2:?p, q, v, s, L or R}" in
+  p)
+    nvidia-smi -L
+    timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_layer_norm.py \
+      -k "plain_prefetch" > "$OUT/tests_p.log" 2>&1
+    echo "tests rc $?"; tail -3 "$OUT/tests_p.log"
+    timeout -k 10 400 python3 bench/ab/infer_picks.py --suffix p > "$OUT/picks_p.log" 2>&1
+    echo "picks rc $?"
+    grep -E "FAIL|error|median" "$OUT/picks_p.log"
+    ;;
+  q)
+    timeout -k 10 400 python3 bench/ab/infer_picks.py --suffix q > "$OUT/picks_q.log" 2>&1
+    echo "picks rc $?"
+    grep -E "FAIL|error|median" "$OUT/picks_q.log"
+    ;;
+  v) tests; bash bench/ab/pending_s59.sh "$OUT" R ;;
+  s)
+    SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=200 \
+      bash bench/ab/san_pair.sh "$OUT" layer_norm_plain san
+    bash bench/ab/pending_s59.sh "$OUT" L
+    ;;
+  L|R) bash bench/ab/pending_s59.sh "$OUT" "$2" ;;
+  *) echo "p, q, v, s, L or R" >&2; exit 2 ;;
+esac
