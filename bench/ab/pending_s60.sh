@@ -6,9 +6,10 @@
 #      .L2::128B against without, with and without the statistics). ~3 min.
 #   q: inductor's occupancy at 16 float32 values a thread (infer_picks.py's cells *q:
 #      four words, w late, bounds for 64 warps an SM at 32 registers). ~3 min.
-#   v: v52 (float32 RMSNorm N = 12288 at four words, w late, bounds for two blocks) and
-#      the prefetch knob's GPU tests with the plain kernel's others, then issue #16's
-#      RMSNorm sweep (R below). ~5 min.
+#   v: infer_picks.py's cells *h (q's shape at 16-bit RMSNorm 8192 / 12288), then v52
+#      (float32 RMSNorm N = 12288 at four words, w late, bounds for two blocks) and the
+#      prefetch knob's GPU tests with the plain kernel's others, then issue #16's
+#      RMSNorm sweep (R below). ~6 min.
 #   s: memcheck / racecheck / initcheck of sanitize.py's layer_norm_plain (every pick,
 #      v52's too), then the LayerNorm sweep (L below). ~5 min.
 #   L / R: the norms sweep as pending_s59.sh's L / R (every provider; carry .whl).
@@ -37,7 +38,13 @@ case "${2:?p, q, v, s, L or R}" in
     echo "picks rc $?"
     grep -E "FAIL|error|median" "$OUT/picks_q.log"
     ;;
-  v) tests; bash bench/ab/pending_s59.sh "$OUT" R ;;
+  v)
+    timeout -k 10 150 python3 bench/ab/infer_picks.py --suffix h > "$OUT/picks_h.log" 2>&1
+    echo "picks rc $?"
+    grep -E "FAIL|error|median" "$OUT/picks_h.log"
+    tests
+    bash bench/ab/pending_s59.sh "$OUT" R
+    ;;
   s)
     SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=200 \
       bash bench/ab/san_pair.sh "$OUT" layer_norm_plain san
