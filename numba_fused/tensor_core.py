@@ -371,9 +371,6 @@ def wgmma_reference(a_bits, bt_bits, c, dtype):
         d = d + np.asarray(c, dtype=np.float32).astype(np.float64)
     return d.astype(np.float32)
 
-# ---------------------------------------------------------------------------
-# Simulator emulation
-# ---------------------------------------------------------------------------
 
 # The prefetch sizes PTX's ``ld`` takes as ``.L2::<size>B`` (sm_75 on).
 L2_PREFETCH_SIZES = (64, 128, 256)
@@ -389,6 +386,10 @@ def ld_global_v4_prefetch(size):
         raise ValueError(f"size must be None or one of {L2_PREFETCH_SIZES}, got {size!r}")
     return _LD_GLOBAL_V4_PF[size]
 
+
+# ---------------------------------------------------------------------------
+# Simulator emulation
+# ---------------------------------------------------------------------------
 
 if SIMULATOR:
     from numba.cuda.simulator import kernelapi as _sim_kernelapi
