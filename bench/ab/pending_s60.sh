@@ -13,9 +13,15 @@
 #   s: memcheck / racecheck / initcheck of sanitize.py's layer_norm_plain (every pick,
 #      v52's too), then the LayerNorm sweep (L below). ~5 min.
 #   L / R: the norms sweep as pending_s59.sh's L / R (every provider; carry .whl).
-#   bash bench/ab/pending_s60.sh "$OUT" {p|q|v|s|L|R}
+#   i: for the next session (issue #16's float32 forwards, the lead in NOTES' "Where
+#      issue #16 stands (after the sixtieth session)"): inductor's generated Triton
+#      source, grid, block and registers for float32 RMSNorm 2048 / 4096 / 12288 and
+#      LayerNorm 4096 (bench/ab/inductor_ln_code.py), then ncu of float32 RMSNorm
+#      16384 x 4096, ours against torch.compile's (speed of light, memory workload,
+#      occupancy, warp states, source counters). ~3 min.
+#   bash bench/ab/pending_s60.sh "$OUT" {p|q|v|s|L|R|i}
 set -uo pipefail
-OUT=${1:?"usage: pending_s60.sh OUTDIR p|q|v|s|L|R"}
+OUT=${1:?"usage: pending_s60.sh OUTDIR p|q|v|s|L|R|i"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 tests() {
   timeout -k 5 250 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
@@ -23,7 +29,7 @@ tests() {
     > "$OUT/tests_v.log" 2>&1
   echo "tests rc $?"; tail -3 "$OUT/tests_v.log"
 }
-case "${2:?p, q, v, s, L or R}" in
+case "${2:?p, q, v, s, L, R or i}" in
   p)
     nvidia-smi -L
     timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_layer_norm.py \
@@ -51,5 +57,22 @@ case "${2:?p, q, v, s, L or R}" in
     bash bench/ab/pending_s59.sh "$OUT" L
     ;;
   L|R) bash bench/ab/pending_s59.sh "$OUT" "$2" ;;
-  *) echo "p, q, v, s, L or R" >&2; exit 2 ;;
+  i)
+    mkdir -p "$OUT/inductor"
+    timeout -k 10 200 python3 bench/ab/inductor_ln_code.py --out "$OUT/inductor" --cases \
+      rms_norm:float32:2048 rms_norm:float32:4096 rms_norm:float32:12288 \
+      layer_norm:float32:4096 > "$OUT/inductor/kernels.log" 2>&1
+    echo "inductor code rc $?"; cat "$OUT/inductor/kernels.log" | tail -12
+    NCU=(ncu --nvtx --nvtx-include "prof/" --clock-control none --section SpeedOfLight
+         --section Occupancy --section WarpStateStats --section LaunchStats
+         --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters)
+    for prov in numba compile; do
+      timeout -k 5 150 "${NCU[@]}" python3 bench/profile_op.py rms_fwd --dtype float32 \
+        --shape 16384x4096 --provider "$prov" > "$OUT/ncu_rms_fwd_f32_$prov.txt" 2>&1
+      echo "ncu rms_fwd float32 $prov rc $?"
+      grep -E "DRAM Throughput|Duration|Achieved Occupancy|Registers Per|Block Size|Grid Size" \
+        "$OUT/ncu_rms_fwd_f32_$prov.txt" | head -8
+    done
+    ;;
+  *) echo "p, q, v, s, L, R or i" >&2; exit 2 ;;
 esac
