@@ -19,9 +19,12 @@
 #      LayerNorm 4096 (bench/ab/inductor_ln_code.py), then ncu of float32 RMSNorm
 #      16384 x 4096, ours against torch.compile's (speed of light, memory workload,
 #      occupancy, warp states, source counters). ~3 min.
-#   bash bench/ab/pending_s60.sh "$OUT" {p|q|v|s|L|R|i}
+#   o: for the next session too: bench/ab/placement.py, ours (stats=False) against
+#      torch.compile at float32 RMSNorm 4096 / 2048 / 12288 and LayerNorm 4096 with x
+#      at six byte offsets into one buffer (does the gap follow placement?). ~4 min.
+#   bash bench/ab/pending_s60.sh "$OUT" {p|q|v|s|L|R|i|o}
 set -uo pipefail
-OUT=${1:?"usage: pending_s60.sh OUTDIR p|q|v|s|L|R|i"}
+OUT=${1:?"usage: pending_s60.sh OUTDIR p|q|v|s|L|R|i|o"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 tests() {
   timeout -k 5 250 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
@@ -29,7 +32,7 @@ tests() {
     > "$OUT/tests_v.log" 2>&1
   echo "tests rc $?"; tail -3 "$OUT/tests_v.log"
 }
-case "${2:?p, q, v, s, L, R or i}" in
+case "${2:?p, q, v, s, L, R, i or o}" in
   p)
     nvidia-smi -L
     timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_layer_norm.py \
@@ -57,6 +60,10 @@ case "${2:?p, q, v, s, L, R or i}" in
     bash bench/ab/pending_s59.sh "$OUT" L
     ;;
   L|R) bash bench/ab/pending_s59.sh "$OUT" "$2" ;;
+  o)
+    timeout -k 10 400 python3 bench/ab/placement.py > "$OUT/placement.log" 2>&1
+    echo "placement rc $?"; grep -E "FAIL|gap|Error" "$OUT/placement.log"
+    ;;
   i)
     mkdir -p "$OUT/inductor"
     timeout -k 10 200 python3 bench/ab/inductor_ln_code.py --out "$OUT/inductor" --cases \
@@ -74,5 +81,5 @@ case "${2:?p, q, v, s, L, R or i}" in
         "$OUT/ncu_rms_fwd_f32_$prov.txt" | head -8
     done
     ;;
-  *) echo "p, q, v, s, L, R or i" >&2; exit 2 ;;
+  *) echo "p, q, v, s, L, R, i or o" >&2; exit 2 ;;
 esac
