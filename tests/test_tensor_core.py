@@ -473,3 +473,15 @@ def test_primitive_kernels_compile_to_ptx(kernel):
     rep = ptxas_report(ptx)
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
     assert not math.isnan(rep["registers"])
+
+
+def test_ld_global_v4_prefetch_sizes():
+    """ld_global_v4_prefetch: None is the plain load itself, each PTX prefetch size
+    has its own load, anything else is refused with the sizes named."""
+    assert tc.ld_global_v4_prefetch(None) is tc.ld_global_v4
+    loads = {size: tc.ld_global_v4_prefetch(size) for size in tc.L2_PREFETCH_SIZES}
+    assert tc.L2_PREFETCH_SIZES == (64, 128, 256)
+    assert all(callable(f) for f in loads.values())
+    for bad in (0, 32, 512, "256", 128.5):
+        with pytest.raises(ValueError, match=r"one of \(64, 128, 256\)"):
+            tc.ld_global_v4_prefetch(bad)
