@@ -107,8 +107,8 @@ from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum, warp_sum2, warp_sum_halves
 from .tensor_core import (L2_PREFETCH_SIZES, cp_async_16, cp_async_commit, cp_async_wait,
-                          cp_async_wait_all, ld_global_v4, ld_global_v4_prefetch, pack_f16x2,
-                          st_global_v4)
+                          cp_async_wait_all, ld_global_v4, ld_global_v4_evict,
+                          ld_global_v4_prefetch, pack_f16x2, st_global_v4)
 
 __all__ = [
     "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward",
@@ -1977,7 +1977,8 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
 
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
-                              ragged=False, min_blocks=None, stats=True, prefetch=None):
+                              ragged=False, min_blocks=None, stats=True, prefetch=None,
+                              reload=False):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
     compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
@@ -2007,6 +2008,14 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     y alone, as a forward under ``torch.no_grad`` needs; name ``_nostats``).
     ``prefetch`` (tuning ``fwd_plain_prefetch``; 64, 128 or 256): x's loads carry the
     L2 prefetch-size hint ``.L2::<prefetch>B`` (name ``_pf<prefetch>``).
+    ``reload`` (tuning ``fwd_plain_reload``; name ``_rl``): inductor's two-loop shape
+    (its generated float32 RMSNorm / LayerNorm, sixty-first session). x is not held
+    across the reductions: each pass reads the thread's words again, the first (and
+    LayerNorm's deviation pass) with ``.L1::evict_last`` so the lines stay in L1, the
+    last (y's) with ``.L1::evict_first``; w / b carry ``.L1::evict_last`` too (every
+    row reads them) and, late, come in one batch with x's last read, before y's
+    stores. The same values in the same order, so the same bits; fewer registers
+    live across the barriers (more blocks an SM) for L1 traffic.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -2024,6 +2033,9 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     if prefetch is not None and prefetch not in L2_PREFETCH_SIZES:
         raise ValueError(f"prefetch must be None or one of {L2_PREFETCH_SIZES}, "
                          f"got {prefetch!r}")
+    if reload and prefetch is not None:
+        raise ValueError("reload takes x's loads' L1 eviction hints; it does not combine "
+                         "with an L2 prefetch size")
     if min_blocks is not None and not (isinstance(min_blocks, int) and min_blocks >= 1
                                        and tpr * rpb * min_blocks <= _SM_THREADS):
         raise ValueError(f"min_blocks must be None or an int >= 1 with tpr * rpb * "
@@ -2045,15 +2057,17 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     NB = 3 if corrected else 2
     span = tpr * words
     NX = 4 * words
-    NW = NX if early else 4
+    NW = NX if early or reload else 4
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_plain{words}"
             f"_t{tpr}x{rpb}" + ("_dmu" if corrected else "") + ("_early" if early else "")
             + ("_ragged" if ragged else "")
             + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else "")
             + ("" if stats else "_nostats")
-            + (f"_pf{prefetch}" if prefetch else ""))
+            + (f"_pf{prefetch}" if prefetch else "") + ("_rl" if reload else ""))
     store_stats = _stats_store(rms)
-    ld_x = ld_global_v4_prefetch(prefetch)
+    ld_x = ld_global_v4_evict("last") if reload else ld_global_v4_prefetch(prefetch)
+    ld_y = ld_global_v4_evict("first")
+    ld_wb = ld_global_v4_evict("last") if reload else ld_global_v4
     bf16 = dtype == "bfloat16"
 
     # A 16-bit word's two values (one opaque inline-PTX conversion a word, redone in
@@ -2104,13 +2118,26 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     @inline_device
     def load_wb(w, b, wr, br, o, idx):
         if has_w:
-            q = ld_global_v4(w, idx)
+            q = ld_wb(w, idx)
             for i in range(4):
                 wr[o + i] = q[i]
         if has_b:
-            q = ld_global_v4(b, idx)
+            q = ld_wb(b, idx)
             for i in range(4):
                 br[o + i] = q[i]
+        return 0
+
+    @inline_device
+    def load_x(x, xr, base, last):
+        """The thread's words of its row into xr (reload: x read again; ``last``: its
+        final read)."""
+        for k in range(words):
+            if last:
+                q = ld_y(x, base + k * tpr * 4)
+            else:
+                q = ld_x(x, base + k * tpr * 4)
+            for i in range(4):
+                xr[4 * k + i] = q[i]
         return 0
 
     @inline_device
@@ -2177,10 +2204,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         # In 4-byte elements: word k of this thread sits k * tpr 16-byte words on, a
         # constant offset from one base address.
         base = (row * span + t) * 4
-        for k in range(words):
-            q = ld_x(x, base + k * tpr * 4)
-            for i in range(4):
-                xr[4 * k + i] = q[i]
+        load_x(x, xr, base, False)
         if early:
             for k in range(words):
                 load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
@@ -2188,6 +2212,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         mu = np.float32(0.0)
         if not rms:
             mu = row_sum(moment(xr, mu, False), red, 0, t, slot) / nf
+        if reload and not rms:
+            load_x(x, xr, base, False)
         dmu = np.float32(0.0)
         if corrected:
             sd = np.float32(0.0)
@@ -2209,9 +2235,14 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             mu_out = mu
         if stats and early and active and t == 0:
             store_stats(mean_out, rstd_out, row, mu_out, r)
-        for k in range(words):
-            o = 4 * k if early else 0
+        if reload:
+            load_x(x, xr, base, True)
             if not early:
+                for k in range(words):
+                    load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
+        for k in range(words):
+            o = 4 * k if early or reload else 0
+            if not early and not reload:
                 load_wb(w, b, wr, br, 0, (k * tpr + t) * 4)
             for i in range(4):
                 out[i] = out_word(xr[4 * k + i], wr, br, o, i, mu, r, nd)
@@ -3986,6 +4017,10 @@ _TUNING_DEFAULTS = {
     # The plain kernel's x loads with the L2 prefetch-size hint .L2::<this>B (64, 128
     # or 256; opt-in candidate, sixtieth session); None: plain ld.global.
     "fwd_plain_prefetch": None,
+    # The plain kernel in inductor's two-loop shape: x read again from L1 for y, not
+    # held across the reductions (make_plain_forward_kernel's reload; opt-in
+    # candidate, sixty-first session).
+    "fwd_plain_reload": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4132,6 +4167,7 @@ def tuning(**overrides):
     fwd_lean, fwd_words, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
     bounds' blocks an SM), fwd_plain_prefetch (its x loads' L2 prefetch size),
+    fwd_plain_reload (bool: x read again from L1 for y, not held),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -4171,6 +4207,12 @@ def tuning(**overrides):
     if pf is not None and pf not in L2_PREFETCH_SIZES:
         raise ValueError(f"fwd_plain_prefetch must be None or one of {L2_PREFETCH_SIZES}, "
                          f"got {pf!r}")
+    rl = overrides.get("fwd_plain_reload", _tune["fwd_plain_reload"])
+    if not isinstance(rl, bool):
+        raise ValueError(f"fwd_plain_reload must be a bool, got {rl!r}")
+    if rl and pf is not None:
+        raise ValueError("fwd_plain_reload and fwd_plain_prefetch do not combine (the "
+                         "reloads carry L1 eviction hints)")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
@@ -4874,7 +4916,8 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
             min_blocks = _plain_nostats_bounds(n, vec, rms, dtype, min_blocks)
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
                                            m % rpb != 0, min_blocks, not nostats,
-                                           _tune["fwd_plain_prefetch"])
+                                           _tune["fwd_plain_prefetch"],
+                                           _tune["fwd_plain_reload"])
         grid, shared = cdiv(m, rpb), 0
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)

@@ -129,6 +129,7 @@ __all__ = [
     "ldmatrix_x1_trans_at", "ldmatrix_x2_trans_at", "ldmatrix_x4_trans_at",
     "cp_async_16", "cp_async_commit", "cp_async_wait", "cp_async_wait_all",
     "ld_global_v4", "ld_global_v4_prefetch", "L2_PREFETCH_SIZES",
+    "ld_global_v4_evict", "L1_EVICT_POLICIES",
     "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
@@ -385,6 +386,23 @@ def ld_global_v4_prefetch(size):
     if size not in L2_PREFETCH_SIZES:
         raise ValueError(f"size must be None or one of {L2_PREFETCH_SIZES}, got {size!r}")
     return _LD_GLOBAL_V4_PF[size]
+
+
+# The L1 eviction priorities PTX's ``ld`` takes as ``.L1::evict_<policy>`` (sm_70 on);
+# Triton's ``eviction_policy`` emits the same two.
+L1_EVICT_POLICIES = ("first", "last")
+
+
+def ld_global_v4_evict(policy):
+    """``ld_global_v4`` with the L1 eviction priority ``ld.global.L1::evict_<policy>``
+    (``policy`` in L1_EVICT_POLICIES), or ``ld_global_v4`` itself for None: "last"
+    keeps the lines in L1 ahead of others (data read again soon), "first" gives them
+    up first (its last read). Same operands and values."""
+    if policy is None:
+        return ld_global_v4
+    if policy not in L1_EVICT_POLICIES:
+        raise ValueError(f"policy must be None or one of {L1_EVICT_POLICIES}, got {policy!r}")
+    return _LD_GLOBAL_V4_EV[policy]
 
 
 # ---------------------------------------------------------------------------
@@ -658,6 +676,8 @@ if SIMULATOR:
 
     # The prefetch-size hint changes what L2 fetches, never the values.
     _LD_GLOBAL_V4_PF = {size: ld_global_v4 for size in L2_PREFETCH_SIZES}
+    # Nor does the L1 eviction priority.
+    _LD_GLOBAL_V4_EV = {policy: ld_global_v4 for policy in L1_EVICT_POLICIES}
 
     def st_global_v4(arr, idx, v0, v1, v2, v3):
         buf, off = _bytes_at(arr, idx, 16, 16, "st_global_v4")
@@ -1121,6 +1141,9 @@ else:
     _LD_GLOBAL_V4_PF = {
         size: _make_ld_global_v4(f"ld_global_v4_pf{size}", f"ld.global.L2::{size}B")
         for size in L2_PREFETCH_SIZES}
+    _LD_GLOBAL_V4_EV = {
+        policy: _make_ld_global_v4(f"ld_global_v4_ev{policy}", f"ld.global.L1::evict_{policy}")
+        for policy in L1_EVICT_POLICIES}
 
     @intrinsic
     def st_global_v4(typingctx, arr, idx, v0, v1, v2, v3):

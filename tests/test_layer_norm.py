@@ -1751,6 +1751,87 @@ def test_plain_prefetch_hint_in_ptx():
             assert ptxas_report(ptx)["registers"] == regs
 
 
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
+                                     (False, False, False)], ids=_vid)
+@pytest.mark.parametrize("layout", [None, (1, 2), (2, 1, False), (2, 1, True)],
+                         ids=["own", "rows2", "late", "early"])
+def test_plain_reload_same_bits(variant, layout):
+    """tuning(fwd_plain_reload): the plain kernel reading x again for y (``_rl``, x not
+    held across the reductions) gives y, mean and rstd the bits of the kernel holding
+    x, with and without the statistics: the same values summed in the same order.
+    Layouts: the launcher's own, two rows a block over a ragged row count, w / b late
+    and early."""
+    rms = variant[0]
+    if rms and variant[2]:
+        pytest.skip("RMSNorm has no bias")
+    tune = {"fwd_plain": True}
+    if layout is not None:
+        tune["fwd_plain_layout"] = layout[:2]
+        if len(layout) > 2:
+            tune["fwd_early"] = layout[2]
+    for dtype, n in (("float32", 2048), ("float16", 1024), ("bfloat16", 1536)):
+        m = (3 if layout == (1, 2) else 1) if SIMULATOR else 1031
+        x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + m)
+        outs = {}
+        for stats in (True, False):
+            picked = []
+            with pytest.MonkeyPatch.context() as mp:
+                _record_kernels(mp, "make_plain_forward_kernel", picked)
+                with ln.tuning(**tune), poison_outputs():
+                    held = _forward_stats(variant, x, w, b, stats)
+                with ln.tuning(**tune, fwd_plain_reload=True), poison_outputs():
+                    outs[stats] = _forward_stats(variant, x, w, b, stats)
+            assert "_rl" not in picked[0] and picked[1].endswith("_rl"), picked
+            if layout == (1, 2) and m % 2:
+                assert "_ragged" in picked[1], picked
+            for a, c in zip(held, outs[stats]):
+                assert (a is None) == (c is None) and (a is None or torch.equal(a, c)), (
+                    dtype, n, stats)
+        _check_forward(outs[True], None, variant, x, w, b, dtype, (m, n))
+
+
+def test_plain_reload_rejects_bad_settings():
+    """fwd_plain_reload takes a bool and does not combine with fwd_plain_prefetch;
+    the kernel factory refuses reload with a prefetch size."""
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="fwd_plain_reload"):
+            with ln.tuning(fwd_plain_reload=bad):
+                pass
+    with pytest.raises(ValueError, match="do not combine"):
+        with ln.tuning(fwd_plain_reload=True, fwd_plain_prefetch=128):
+            pass
+    with pytest.raises(ValueError, match="reload"):
+        ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, prefetch=128,
+                                     reload=True)
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("rms", [True, False], ids=["rms", "ln"])
+def test_plain_reload_hints_in_ptx(rms):
+    """The ``_rl`` kernels read x with ``.L1::evict_last`` (RMSNorm once, LayerNorm
+    twice: the mean's pass and the deviations') and once more with
+    ``.L1::evict_first`` for y, w / b with ``.L1::evict_last``; no plain loads, no
+    spills, and no more registers than the kernel holding x."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    words, tpr = 2, 512
+    with offline_compile():
+        held = ln.make_plain_forward_kernel("float32", rms, True, not rms, words, tpr, 1,
+                                            False)
+        k = ln.make_plain_forward_kernel("float32", rms, True, not rms, words, tpr, 1, False,
+                                         reload=True)
+        ptx = k.ptx()
+        held_rep, rep = ptxas_report(held.ptx()), ptxas_report(ptx)
+    last = re.findall(r"ld\.global\.L1::evict_last\.v4\.u32", ptx)
+    first = re.findall(r"ld\.global\.L1::evict_first\.v4\.u32", ptx)
+    plain = re.findall(r"ld\.global\.v4\.u32", ptx)
+    x_passes = 1 if rms else 2
+    assert len(last) == words * (x_passes + (1 if rms else 2)), (k.name, len(last))
+    assert len(first) == words and not plain, (k.name, len(first), len(plain))
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
+    assert rep["registers"] <= held_rep["registers"], (rep, held_rep)
+
+
 @pytest.mark.ptx
 def test_plain_nostats_unbounded_fits_two_blocks():
     """v50's unbounded float32 LayerNorm N = 8192 kernel without its statistics (eight

@@ -485,3 +485,16 @@ def test_ld_global_v4_prefetch_sizes():
     for bad in (0, 32, 512, "256", 128.5):
         with pytest.raises(ValueError, match=r"one of \(64, 128, 256\)"):
             tc.ld_global_v4_prefetch(bad)
+
+
+def test_ld_global_v4_evict_policies():
+    """ld_global_v4_evict: None is the plain load itself, each PTX L1 eviction
+    priority ("first", "last") has its own load, anything else is refused with the
+    policies named."""
+    assert tc.ld_global_v4_evict(None) is tc.ld_global_v4
+    assert tc.L1_EVICT_POLICIES == ("first", "last")
+    loads = {p: tc.ld_global_v4_evict(p) for p in tc.L1_EVICT_POLICIES}
+    assert all(callable(f) for f in loads.values())
+    for bad in ("normal", "LAST", 1, "no_allocate"):
+        with pytest.raises(ValueError, match=r"one of \('first', 'last'\)"):
+            tc.ld_global_v4_evict(bad)

@@ -103,6 +103,19 @@ CELLS = {
     "bf16_rms_8192h": ("rms", "bfloat16", 8192, ["4.1.8.l", "2.1.4.l"]),
     "f16_rms_12288h": ("rms", "float16", 12288, ["4.1.4.l", "2.1.2.l"]),
     "bf16_rms_12288h": ("rms", "bfloat16", 12288, ["4.1.4.l", "2.1.2.l"]),
+    # Sixty-first session: inductor's two-loop shape (fwd_plain_reload, ``r``): x read
+    # again from L1 for y, not held across the reductions; at the launcher's own layout
+    # and at inductor's block (512 threads at N <= 4096, 1024 above; ncu: 25-32
+    # registers, 64 warps an SM), w late.
+    "f32_rms_2048x": ("rms", "float32", 2048, ["r", "1.1.-.l.r", "2.1.-.l.r"]),
+    "f32_rms_4096x": ("rms", "float32", 4096, ["r", "2.1.4.l.r", "4.1.-.l.r"]),
+    "f32_rms_5120x": ("rms", "float32", 5120, ["r", "5.1.-.l.r"]),
+    "f32_rms_8192x": ("rms", "float32", 8192, ["r", "2.1.-.l.r", "4.1.4.l.r"]),
+    "f32_rms_12288x": ("rms", "float32", 12288, ["r", "3.1.-.l.r"]),
+    "f32_rms_16384x": ("rms", "float32", 16384, ["r", "4.1.2.l.r"]),
+    "f32_ln_4096x": ("ln", "float32", 4096, ["r", "2.1.-.l.r", "2.1.4.l.r"]),
+    "f16_rms_8192x": ("rms", "float16", 8192, ["r", "2.1.-.l.r", "4.1.-.l.r"]),
+    "bf16_rms_8192x": ("rms", "bfloat16", 8192, ["r", "2.1.-.l.r"]),
 }
 
 
@@ -110,11 +123,17 @@ def parse_layout(text):
     """``words.rpb[.mb][.e|.l][.cN|.pN]`` or ``cN`` / ``pN`` (the default layout) ->
     tuning overrides (None for ``default``); ``cN``: at most N blocks an SM
     (fwd_plain_max_blocks, with and without the statistics; removed, commit 39b8d80);
-    ``pN``: x's loads with the L2 prefetch-size hint of N bytes (fwd_plain_prefetch)."""
+    ``pN``: x's loads with the L2 prefetch-size hint of N bytes (fwd_plain_prefetch);
+    ``r``: x read again for y (fwd_plain_reload)."""
     if text == "default":
         return None
     parts = text.split(".")
     tune = {}
+    if parts[-1] == "r":
+        parts.pop()
+        tune["fwd_plain_reload"] = True
+        if not parts:
+            return tune
     if parts[-1].startswith("p"):
         tune["fwd_plain_prefetch"] = int(parts.pop()[1:])
         if not parts:
@@ -146,6 +165,24 @@ def _call(op, tune, stats):
     return run
 
 
+def _kernels_of(run, args):
+    """The plain kernels ``run(*args)`` launches (their names and registers)."""
+    seen = []
+    orig = ln.make_plain_forward_kernel
+
+    def record(*a, **k):
+        kern = orig(*a, **k)
+        seen.append(kern)
+        return kern
+
+    ln.make_plain_forward_kernel = record
+    try:
+        run(*args)
+    finally:
+        ln.make_plain_forward_kernel = orig
+    return [f"{k.name.split('_vec_')[-1]} {k.regs_per_thread()}r" for k in seen]
+
+
 def run_cell(name, passes, reps, sleep):
     op, dname, n, cands = CELLS[name]
     m = 2**26 // n
@@ -168,7 +205,9 @@ def run_cell(name, passes, reps, sleep):
             continue
         err = ((y - ref).norm() / ref.norm()).item()
         good = err < TOL[dname] and bool(torch.isfinite(y).all())
-        print(f"| {name} | {lay} | check {err:.2e} {'ok' if good else 'FAIL'} |", flush=True)
+        kern = _kernels_of(_call(op, parse_layout(lay), False), sets[0])
+        print(f"| {name} | {lay} | check {err:.2e} {'ok' if good else 'FAIL'} | "
+              f"{', '.join(kern)} |", flush=True)
         if good:
             ok.append(lay)
     times = {(lay, st): [] for lay in ok for st in (False, True)}
@@ -193,7 +232,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", default=None, help="comma-separated (default: every cell)")
     ap.add_argument("--suffix", default=None,
-                    help="the cells whose names end with this (one call's set: e, r, c, p, q, h)")
+                    help="the cells whose names end with this (one call's set: e, r, c, p, q, h, x)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args(argv)
