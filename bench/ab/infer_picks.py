@@ -180,7 +180,7 @@ def _kernels_of(run, args):
         run(*args)
     finally:
         ln.make_plain_forward_kernel = orig
-    return [f"{k.name.split('_vec_')[-1]} {k.regs_per_thread()}r" for k in seen]
+    return [f"{k.name.split('_vec_')[-1]} {k.regs_per_thread}r" for k in seen]
 
 
 def run_cell(name, passes, reps, sleep):
