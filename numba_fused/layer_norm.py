@@ -1978,7 +1978,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
                               ragged=False, min_blocks=None, stats=True, prefetch=None,
-                              reload=False):
+                              reload=False, const_n=False, tree=False):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
     compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
@@ -2016,6 +2016,13 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     row reads them) and, late, come in one batch with x's last read, before y's
     stores. The same values in the same order, so the same bits; fewer registers
     live across the barriers (more blocks an SM) for L1 traffic.
+    ``const_n`` (tuning ``fwd_plain_const_n``; name ``_kn``): n compiled in (it is
+    ``tpr * words`` groups: the layout fixes it), so ``/ n`` is a multiply where n is a
+    power of two and never a conversion; lane and warp of t by masks and shifts, not
+    64-bit signed ``%`` / ``//``. The same bits. ``tree`` (tuning ``fwd_plain_tree``;
+    name ``_tree``): the warps' partials of a row summed pairwise (depth log2(warps))
+    in place of in warp order (a chain of warps - 1 adds): other bits, the same error
+    bound or better.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -2058,12 +2065,16 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     span = tpr * words
     NX = 4 * words
     NW = NX if early or reload else 4
+    # The row's values (the launcher splits rows of n into tpr * words groups).
+    N_CONST = np.float32(span * (8 if wide else 4))
+    TREE_LEVELS = (warps - 1).bit_length()
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_plain{words}"
             f"_t{tpr}x{rpb}" + ("_dmu" if corrected else "") + ("_early" if early else "")
             + ("_ragged" if ragged else "")
             + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else "")
             + ("" if stats else "_nostats")
-            + (f"_pf{prefetch}" if prefetch else "") + ("_rl" if reload else ""))
+            + (f"_pf{prefetch}" if prefetch else "") + ("_rl" if reload else "")
+            + ("_kn" if const_n else "") + ("_tree" if tree else ""))
     store_stats = _stats_store(rms)
     ld_x = ld_global_v4_evict("last") if reload else ld_global_v4_prefetch(prefetch)
     ld_y = ld_global_v4_evict("first")
@@ -2087,15 +2098,43 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         return v
 
     @inline_device
+    def lead_lane(t):
+        """Whether t is its warp's lane 0, and its warp."""
+        if const_n:
+            return (t & (WARP - 1)) == 0, t >> 5
+        return t % WARP == 0, t // WARP
+
+    @inline_device
+    def partials(red, p, slot):
+        """The sum of the row's warps' partials in red[p, slot * warps:]."""
+        o = slot * warps
+        if tree:
+            part = cuda.local.array(warps, np.float32)
+            for i in range(warps):
+                part[i] = red[p, o + i]
+            # Fold the upper half onto the lower, level by level; the loops' counts are
+            # constants once the outer one is unrolled, so part stays in registers.
+            cnt = warps
+            for _ in range(TREE_LEVELS):
+                half = (cnt + 1) >> 1
+                for i in range(cnt - half):
+                    part[i] += part[i + half]
+                cnt = half
+            return part[0]
+        v = red[p, o]
+        for i in range(1, warps):
+            v += red[p, o + i]
+        return v
+
+    @inline_device
     def row_sum(v, red, p, t, slot):
         v = seg_sum(v)
         if warps > 1:
-            if t % WARP == 0:
-                red[p, slot * warps + t // WARP] = v
+            lead, wid = lead_lane(t)
+            if lead:
+                red[p, slot * warps + wid] = v
             cuda.syncthreads()
-            v = red[p, slot * warps]
-            for i in range(1, warps):
-                v += red[p, slot * warps + i]
+            v = partials(red, p, slot)
         return v
 
     @inline_device
@@ -2104,15 +2143,13 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         a = seg_sum(a)
         c = seg_sum(c)
         if warps > 1:
-            if t % WARP == 0:
-                red[1, slot * warps + t // WARP] = a
-                red[2, slot * warps + t // WARP] = c
+            lead, wid = lead_lane(t)
+            if lead:
+                red[1, slot * warps + wid] = a
+                red[2, slot * warps + wid] = c
             cuda.syncthreads()
-            a = red[1, slot * warps]
-            c = red[2, slot * warps]
-            for i in range(1, warps):
-                a += red[1, slot * warps + i]
-                c += red[2, slot * warps + i]
+            a = partials(red, 1, slot)
+            c = partials(red, 2, slot)
         return a, c
 
     @inline_device
@@ -2208,7 +2245,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         if early:
             for k in range(words):
                 load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
-        nf = np.float32(n)
+        nf = N_CONST if const_n else np.float32(n)
         mu = np.float32(0.0)
         if not rms:
             mu = row_sum(moment(xr, mu, False), red, 0, t, slot) / nf
@@ -4021,6 +4058,12 @@ _TUNING_DEFAULTS = {
     # held across the reductions (make_plain_forward_kernel's reload; opt-in
     # candidate, sixty-first session).
     "fwd_plain_reload": False,
+    # The plain kernel with n compiled in and lane / warp by masks (fwd_plain_const_n:
+    # the same bits), and its warps' partials summed pairwise (fwd_plain_tree); opt-in
+    # candidates, sixty-first session (ncu: 150 instructions a warp against inductor's
+    # 111 at float32 RMSNorm 4096).
+    "fwd_plain_const_n": False,
+    "fwd_plain_tree": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4168,6 +4211,8 @@ def tuning(**overrides):
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
     bounds' blocks an SM), fwd_plain_prefetch (its x loads' L2 prefetch size),
     fwd_plain_reload (bool: x read again from L1 for y, not held),
+    fwd_plain_const_n (bool: n compiled in, lanes by masks), fwd_plain_tree (bool:
+    the warps' partials summed pairwise),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -4213,6 +4258,9 @@ def tuning(**overrides):
     if rl and pf is not None:
         raise ValueError("fwd_plain_reload and fwd_plain_prefetch do not combine (the "
                          "reloads carry L1 eviction hints)")
+    for key in ("fwd_plain_const_n", "fwd_plain_tree"):
+        if not isinstance(overrides.get(key, _tune[key]), bool):
+            raise ValueError(f"{key} must be a bool, got {overrides[key]!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
@@ -4917,7 +4965,9 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
                                            m % rpb != 0, min_blocks, not nostats,
                                            _tune["fwd_plain_prefetch"],
-                                           _tune["fwd_plain_reload"])
+                                           _tune["fwd_plain_reload"],
+                                           _tune["fwd_plain_const_n"],
+                                           _tune["fwd_plain_tree"])
         grid, shared = cdiv(m, rpb), 0
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)

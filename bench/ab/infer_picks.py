@@ -116,6 +116,21 @@ CELLS = {
     "f32_ln_4096x": ("ln", "float32", 4096, ["r", "2.1.-.l.r", "2.1.4.l.r"]),
     "f16_rms_8192x": ("rms", "float16", 8192, ["r", "2.1.-.l.r", "4.1.-.l.r"]),
     "bf16_rms_8192x": ("rms", "bfloat16", 8192, ["r", "2.1.-.l.r"]),
+    # Sixty-first session, from ncu's per-instruction counts at float32 RMSNorm 4096
+    # (ours 150 instructions a warp, inductor's 111): ``k`` n compiled in and lanes by
+    # masks (no 64-bit signed % and //, no division by a runtime n: same bits), ``t``
+    # the warps' partials summed pairwise (depth 4 at 16 warps, not a chain of 15).
+    # At the launcher's own layout. Not t at RMSNorm 16384 (32 partials: spills).
+    "f32_rms_2048k": ("rms", "float32", 2048, ["k", "k.t"]),
+    "f32_rms_4096k": ("rms", "float32", 4096, ["k", "k.t"]),
+    "f32_rms_5120k": ("rms", "float32", 5120, ["k", "k.t"]),
+    "f32_rms_8192k": ("rms", "float32", 8192, ["k", "k.t"]),
+    "f32_rms_12288k": ("rms", "float32", 12288, ["k", "k.t"]),
+    "f32_rms_16384k": ("rms", "float32", 16384, ["k"]),
+    "f32_ln_2048k": ("ln", "float32", 2048, ["k", "k.t"]),
+    "f32_ln_4096k": ("ln", "float32", 4096, ["k", "k.t"]),
+    "f16_rms_8192k": ("rms", "float16", 8192, ["k", "k.t"]),
+    "bf16_rms_12288k": ("rms", "bfloat16", 12288, ["k", "k.t"]),
 }
 
 
@@ -124,16 +139,18 @@ def parse_layout(text):
     tuning overrides (None for ``default``); ``cN``: at most N blocks an SM
     (fwd_plain_max_blocks, with and without the statistics; removed, commit 39b8d80);
     ``pN``: x's loads with the L2 prefetch-size hint of N bytes (fwd_plain_prefetch);
-    ``r``: x read again for y (fwd_plain_reload)."""
+    ``r``: x read again for y (fwd_plain_reload); ``k``: n compiled in, lanes by
+    masks (fwd_plain_const_n); ``t``: the warps' partials summed pairwise
+    (fwd_plain_tree); these three in any order at the end."""
     if text == "default":
         return None
     parts = text.split(".")
     tune = {}
-    if parts[-1] == "r":
-        parts.pop()
-        tune["fwd_plain_reload"] = True
-        if not parts:
-            return tune
+    flags = {"r": "fwd_plain_reload", "k": "fwd_plain_const_n", "t": "fwd_plain_tree"}
+    while parts and parts[-1] in flags:
+        tune[flags[parts.pop()]] = True
+    if not parts:
+        return tune
     if parts[-1].startswith("p"):
         tune["fwd_plain_prefetch"] = int(parts.pop()[1:])
         if not parts:
@@ -232,7 +249,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", default=None, help="comma-separated (default: every cell)")
     ap.add_argument("--suffix", default=None,
-                    help="the cells whose names end with this (one call's set: e, r, c, p, q, h, x)")
+                    help="the cells whose names end with this (one call's set: e, r, c, p, q, h, x, k)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args(argv)

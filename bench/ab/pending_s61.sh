@@ -5,7 +5,9 @@
 #      (inductor's two-loop shape: fwd_plain_reload). ~5 min.
 #   b: the rest of the cells *x (float32 RMSNorm 12288 / 16384, LayerNorm 4096, 16-bit
 #      RMSNorm 8192). ~4 min.
-#   bash bench/ab/pending_s61.sh "$OUT" {a|b}
+#   k: fwd_plain_const_n / fwd_plain_tree's GPU tests, then infer_picks.py's cells *k
+#      (n compiled in, lanes by masks; the warps' partials pairwise). ~4 min.
+#   bash bench/ab/pending_s61.sh "$OUT" {a|b|k}
 set -uo pipefail
 OUT=${1:?"usage: pending_s61.sh OUTDIR a|b"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -14,7 +16,7 @@ picks() {
   echo "picks rc $?"
   grep -E "FAIL|error|median|check" "$OUT/picks_$3.log"
 }
-case "${2:?a or b}" in
+case "${2:?a, b or k}" in
   a)
     nvidia-smi -L
     timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
@@ -25,5 +27,13 @@ case "${2:?a or b}" in
   b)
     picks 400 f32_rms_12288x,f32_rms_16384x,f32_ln_4096x,f16_rms_8192x,bf16_rms_8192x b
     ;;
-  *) echo "a or b" >&2; exit 2 ;;
+  k)
+    timeout -k 5 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
+      -k "plain_knob or reload_hints or const_n_tree" > "$OUT/tests_k.log" 2>&1
+    echo "tests rc $?"; tail -3 "$OUT/tests_k.log"
+    timeout -k 10 400 python3 bench/ab/infer_picks.py --suffix k > "$OUT/picks_k.log" 2>&1
+    echo "picks rc $?"
+    grep -E "FAIL|error|median|check" "$OUT/picks_k.log"
+    ;;
+  *) echo "a, b or k" >&2; exit 2 ;;
 esac
