@@ -2,6 +2,10 @@
 partial wave (issue #16, sixty-first session).
 
     python3 bench/ab/tail_scan.py [--cells rms4096,ln4096,rms2048] [--passes 3] [--reps 30]
+        [--rows 16384] [--tune '{"fwd_plain_reload": true}']
+
+``--rows`` times that row count alone (at each cell); ``--tune`` runs ours under
+those layer_norm.tuning overrides (JSON; lists for tuples).
 
 Why. ncu of float32 RMSNorm 16384 x 4096 (sixty-first session): ours and inductor's
 kernels both take a row a block of 512 threads, but ours holds 40 registers (three
@@ -17,6 +21,7 @@ is compiled per M (dynamic=False). Outputs are checked against float64 once per 
 """
 
 import argparse
+import json
 import os
 import sys
 
@@ -38,10 +43,13 @@ CELLS = {
 }
 
 
-def _ours(op):
-    if op == "rms":
-        return lambda x, w, b: ln.rms_norm_forward(x, w, 1e-6, stats=False)[0]
-    return lambda x, w, b: ln.layer_norm_forward(x, w, b, 1e-5, stats=False)[0]
+def _ours(op, tune):
+    def fwd(x, w, b):
+        with ln.tuning(**tune):
+            if op == "rms":
+                return ln.rms_norm_forward(x, w, 1e-6, stats=False)[0]
+            return ln.layer_norm_forward(x, w, b, 1e-5, stats=False)[0]
+    return fwd
 
 
 def _compiled(op, n):
@@ -57,15 +65,17 @@ def _ref(op, n, x, w, b):
     return F.layer_norm(xd, (n,), w.double(), b.double(), 1e-5)
 
 
-def run_cell(name, passes, reps):
+def run_cell(name, passes, reps, rows=None, tune=None):
     op, n, ms = CELLS[name]
+    if rows:
+        ms = (rows,)
     g = torch.Generator(device="cuda").manual_seed(n)
     w = torch.rand(n, device="cuda", generator=g) + 0.5
     b = torch.randn(n, device="cuda", generator=g)
     for m in ms:
         torch._dynamo.reset()
         x = torch.randn(m, n, device="cuda", generator=g)
-        provs = {"ours": _ours(op), "compile": _compiled(op, n)}
+        provs = {"ours": _ours(op, tune or {}), "compile": _compiled(op, n)}
         times = {p: [] for p in provs}
         with torch.no_grad():
             want = _ref(op, n, x[-256:], w, b)
@@ -94,10 +104,13 @@ def main(argv=None):
     ap.add_argument("--cells", default=",".join(CELLS))
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--rows", type=int, default=None)
+    ap.add_argument("--tune", default="{}")
     args = ap.parse_args(argv)
-    print(f"GPU: {torch.cuda.get_device_name(0)}")
+    tune = {k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(args.tune).items()}
+    print(f"GPU: {torch.cuda.get_device_name(0)}; ours under tuning {tune}")
     for name in args.cells.split(","):
-        run_cell(name, args.passes, args.reps)
+        run_cell(name, args.passes, args.reps, args.rows, tune)
 
 
 if __name__ == "__main__":
