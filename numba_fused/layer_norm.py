@@ -2014,8 +2014,10 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     LayerNorm's deviation pass) with ``.L1::evict_last`` so the lines stay in L1, the
     last (y's) with ``.L1::evict_first``; w / b carry ``.L1::evict_last`` too (every
     row reads them) and, late, come in one batch with x's last read, before y's
-    stores. The same values in the same order, so the same bits; fewer registers
-    live across the barriers (more blocks an SM) for L1 traffic.
+    stores (``reload="word"``, name ``_rlw``: word by word, each word's y stored before
+    the next word's reads, as inductor's second loop). The same values in the same
+    order, so the same bits; fewer registers live across the barriers (more blocks an
+    SM) for L1 traffic.
     ``const_n`` (tuning ``fwd_plain_const_n``; name ``_kn``): n compiled in (it is
     ``tpr * words`` groups: the layout fixes it), so ``/ n`` is a multiply where n is a
     power of two and never a conversion; lane and warp of t by masks and shifts, not
@@ -2065,6 +2067,9 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     span = tpr * words
     NX = 4 * words
     NW = NX if early or reload else 4
+    # reload "word": y's pass reads word k of x (and w / b) and stores y's word k before
+    # the next, as inductor's second loop does; True: all reads, then all stores.
+    by_word = reload == "word"
     # The row's values (the launcher splits rows of n into tpr * words groups).
     N_CONST = np.float32(span * (8 if wide else 4))
     TREE_LEVELS = (warps - 1).bit_length()
@@ -2073,7 +2078,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             + ("_ragged" if ragged else "")
             + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else "")
             + ("" if stats else "_nostats")
-            + (f"_pf{prefetch}" if prefetch else "") + ("_rl" if reload else "")
+            + (f"_pf{prefetch}" if prefetch else "")
+            + ("_rlw" if reload == "word" else "_rl" if reload else "")
             + ("_kn" if const_n else "") + ("_tree" if tree else ""))
     store_stats = _stats_store(rms)
     ld_x = ld_global_v4_evict("last") if reload else ld_global_v4_prefetch(prefetch)
@@ -2272,15 +2278,19 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             mu_out = mu
         if stats and early and active and t == 0:
             store_stats(mean_out, rstd_out, row, mu_out, r)
-        if reload:
+        if reload and not by_word:
             load_x(x, xr, base, True)
             if not early:
                 for k in range(words):
                     load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
         for k in range(words):
             o = 4 * k if early or reload else 0
-            if not early and not reload:
-                load_wb(w, b, wr, br, 0, (k * tpr + t) * 4)
+            if by_word:
+                q = ld_y(x, base + k * tpr * 4)
+                for i in range(4):
+                    xr[4 * k + i] = q[i]
+            if not early and (by_word or not reload):
+                load_wb(w, b, wr, br, o, (k * tpr + t) * 4)
             for i in range(4):
                 out[i] = out_word(xr[4 * k + i], wr, br, o, i, mu, r, nd)
             if active:
@@ -4253,8 +4263,8 @@ def tuning(**overrides):
         raise ValueError(f"fwd_plain_prefetch must be None or one of {L2_PREFETCH_SIZES}, "
                          f"got {pf!r}")
     rl = overrides.get("fwd_plain_reload", _tune["fwd_plain_reload"])
-    if not isinstance(rl, bool):
-        raise ValueError(f"fwd_plain_reload must be a bool, got {rl!r}")
+    if not (isinstance(rl, bool) or rl == "word"):
+        raise ValueError(f"fwd_plain_reload must be a bool or 'word', got {rl!r}")
     if rl and pf is not None:
         raise ValueError("fwd_plain_reload and fwd_plain_prefetch do not combine (the "
                          "reloads carry L1 eviction hints)")

@@ -1755,12 +1755,14 @@ def test_plain_prefetch_hint_in_ptx():
                                      (False, False, False)], ids=_vid)
 @pytest.mark.parametrize("layout", [None, (1, 2), (2, 1, False), (2, 1, True)],
                          ids=["own", "rows2", "late", "early"])
-@pytest.mark.parametrize("knob", ["fwd_plain_reload", "fwd_plain_const_n", "fwd_plain_tree"])
+@pytest.mark.parametrize("knob", ["fwd_plain_reload", "reload_word", "fwd_plain_const_n",
+                                  "fwd_plain_tree"])
 def test_plain_knob_bits(variant, layout, knob):
     """tuning(fwd_plain_reload): the plain kernel reading x again for y (``_rl``, x not
     held across the reductions) gives y, mean and rstd the bits of the kernel holding
     x, with and without the statistics: the same values summed in the same order.
-    So does fwd_plain_const_n (``_kn``: n compiled in, lanes by masks). fwd_plain_tree
+    So do fwd_plain_reload="word" (``_rlw``: y stored word by word) and
+    fwd_plain_const_n (``_kn``: n compiled in, lanes by masks). fwd_plain_tree
     (``_tree``: the warps' partials summed pairwise) sums in another order: within
     the dtype's tolerance of float64 and of the other kernel. Layouts: the launcher's
     own, two rows a block over a ragged row count, w / b late and early."""
@@ -1782,9 +1784,11 @@ def test_plain_knob_bits(variant, layout, knob):
                 _record_kernels(mp, "make_plain_forward_kernel", picked)
                 with ln.tuning(**tune), poison_outputs():
                     held = _forward_stats(variant, x, w, b, stats)
-                with ln.tuning(**tune, **{knob: True}), poison_outputs():
+                setting = ({"fwd_plain_reload": "word"} if knob == "reload_word"
+                           else {knob: True})
+                with ln.tuning(**tune, **setting), poison_outputs():
                     outs[stats] = _forward_stats(variant, x, w, b, stats)
-            sfx = {"fwd_plain_reload": "_rl", "fwd_plain_const_n": "_kn",
+            sfx = {"fwd_plain_reload": "_rl", "reload_word": "_rlw", "fwd_plain_const_n": "_kn",
                    "fwd_plain_tree": "_tree"}[knob]
             assert sfx not in picked[0] and picked[1].endswith(sfx), picked
             if layout == (1, 2) and m % 2:
@@ -1804,7 +1808,7 @@ def test_plain_knob_bits(variant, layout, knob):
 def test_plain_reload_rejects_bad_settings():
     """fwd_plain_reload takes a bool and does not combine with fwd_plain_prefetch;
     the kernel factory refuses reload with a prefetch size."""
-    for bad in (1, "yes", None):
+    for bad in (1, "yes", None, "words"):
         with pytest.raises(ValueError, match="fwd_plain_reload"):
             with ln.tuning(fwd_plain_reload=bad):
                 pass

@@ -47,8 +47,13 @@ def main(argv=None):
     for path in args.reports:
         ctx = ncu_report.load_report(path)
         act = ctx.range_by_idx(0).action_by_idx(0)
-        names = sorted(n for n in act.metric_names() if n.startswith("pmsampling:"))
-        print(f"== {os.path.basename(path)}: {act.name()[:60]}; {len(names)} sampled metrics")
+        allnames = list(act.metric_names())
+        names = sorted(n for n in allnames if "pmsampling" in n.lower()
+                       or (act.metric_by_name(n).num_instances() > 20))
+        print(f"== {os.path.basename(path)}: {act.name()[:60]}; {len(names)} sampled metrics "
+              f"of {len(allnames)}")
+        if not names:
+            print("metric names:", " ".join(sorted(allnames)))
         for name in names:
             vals = series(act, name)
             if not vals:
