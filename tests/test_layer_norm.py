@@ -1822,7 +1822,8 @@ def test_plain_reload_rejects_bad_settings():
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("rms", [True, False], ids=["rms", "ln"])
-def test_plain_reload_hints_in_ptx(rms):
+@pytest.mark.parametrize("reload", [True, "word"], ids=["batch", "word"])
+def test_plain_reload_hints_in_ptx(rms, reload):
     """The ``_rl`` kernels read x with ``.L1::evict_last`` (RMSNorm once, LayerNorm
     twice: the mean's pass and the deviations') and once more with
     ``.L1::evict_first`` for y, w / b with ``.L1::evict_last``; no plain loads, no
@@ -1834,7 +1835,7 @@ def test_plain_reload_hints_in_ptx(rms):
         held = ln.make_plain_forward_kernel("float32", rms, True, not rms, words, tpr, 1,
                                             False)
         k = ln.make_plain_forward_kernel("float32", rms, True, not rms, words, tpr, 1, False,
-                                         reload=True)
+                                         reload=reload)
         ptx = k.ptx()
         held_rep, rep = ptxas_report(held.ptx()), ptxas_report(ptx)
     last = re.findall(r"ld\.global\.L1::evict_last\.v4\.u32", ptx)
