@@ -2024,7 +2024,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     64-bit signed ``%`` / ``//``. The same bits. ``tree`` (tuning ``fwd_plain_tree``;
     name ``_tree``): the warps' partials of a row summed pairwise (depth log2(warps))
     in place of in warp order (a chain of warps - 1 adds): other bits, the same error
-    bound or better.
+    bound or better; all the partials live at once (32 warps under bounds for 32
+    registers spill).
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -2104,13 +2105,6 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         return v
 
     @inline_device
-    def lead_lane(t):
-        """Whether t is its warp's lane 0, and its warp."""
-        if const_n:
-            return (t & (WARP - 1)) == 0, t >> 5
-        return t % WARP == 0, t // WARP
-
-    @inline_device
     def partials(red, p, slot):
         """The sum of the row's warps' partials in red[p, slot * warps:]."""
         o = slot * warps
@@ -2136,9 +2130,11 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     def row_sum(v, red, p, t, slot):
         v = seg_sum(v)
         if warps > 1:
-            lead, wid = lead_lane(t)
-            if lead:
-                red[p, slot * warps + wid] = v
+            if const_n:
+                if (t & (WARP - 1)) == 0:
+                    red[p, slot * warps + (t >> 5)] = v
+            elif t % WARP == 0:
+                red[p, slot * warps + t // WARP] = v
             cuda.syncthreads()
             v = partials(red, p, slot)
         return v
@@ -2149,13 +2145,23 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         a = seg_sum(a)
         c = seg_sum(c)
         if warps > 1:
-            lead, wid = lead_lane(t)
-            if lead:
-                red[1, slot * warps + wid] = a
-                red[2, slot * warps + wid] = c
+            if const_n:
+                if (t & (WARP - 1)) == 0:
+                    red[1, slot * warps + (t >> 5)] = a
+                    red[2, slot * warps + (t >> 5)] = c
+            elif t % WARP == 0:
+                red[1, slot * warps + t // WARP] = a
+                red[2, slot * warps + t // WARP] = c
             cuda.syncthreads()
-            a = partials(red, 1, slot)
-            c = partials(red, 2, slot)
+            if tree:
+                a = partials(red, 1, slot)
+                c = partials(red, 2, slot)
+            else:
+                a = red[1, slot * warps]
+                c = red[2, slot * warps]
+                for i in range(1, warps):
+                    a += red[1, slot * warps + i]
+                    c += red[2, slot * warps + i]
         return a, c
 
     @inline_device
@@ -2171,16 +2177,21 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         return 0
 
     @inline_device
+    def load_word(x, xr, base, k, last):
+        """The thread's word k of its row into xr[4k:] (``last``: x's final read)."""
+        if last:
+            q = ld_y(x, base + k * tpr * 4)
+        else:
+            q = ld_x(x, base + k * tpr * 4)
+        for i in range(4):
+            xr[4 * k + i] = q[i]
+        return 0
+
+    @inline_device
     def load_x(x, xr, base, last):
-        """The thread's words of its row into xr (reload: x read again; ``last``: its
-        final read)."""
+        """The thread's words of its row into xr (reload: x read again)."""
         for k in range(words):
-            if last:
-                q = ld_y(x, base + k * tpr * 4)
-            else:
-                q = ld_x(x, base + k * tpr * 4)
-            for i in range(4):
-                xr[4 * k + i] = q[i]
+            load_word(x, xr, base, k, last)
         return 0
 
     @inline_device
@@ -2286,9 +2297,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         for k in range(words):
             o = 4 * k if early or reload else 0
             if by_word:
-                q = ld_y(x, base + k * tpr * 4)
-                for i in range(4):
-                    xr[4 * k + i] = q[i]
+                load_word(x, xr, base, k, True)
             if not early and (by_word or not reload):
                 load_wb(w, b, wr, br, o, (k * tpr + t) * 4)
             for i in range(4):
@@ -4220,7 +4229,8 @@ def tuning(**overrides):
     fwd_lean, fwd_words, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
     bounds' blocks an SM), fwd_plain_prefetch (its x loads' L2 prefetch size),
-    fwd_plain_reload (bool: x read again from L1 for y, not held),
+    fwd_plain_reload (bool or "word": x read again from L1 for y, not held; "word":
+    y's pass word by word),
     fwd_plain_const_n (bool: n compiled in, lanes by masks), fwd_plain_tree (bool:
     the warps' partials summed pairwise),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
