@@ -1,0 +1,154 @@
+"""A stand-alone numba kernel written after torch.compile's float32 RMSNorm 4096
+forward, instruction for instruction as far as numba allows, timed against ours and
+torch.compile (issue #16, sixty-first session; written after the device time, not yet
+run).
+
+    python3 bench/ab/rms_mimic.py [--rows 16384] [--passes 5] [--reps 30]
+
+Why. The sixty-first session took every measurable difference between our plain
+kernel and inductor's (layout, occupancy, L1 eviction hints, the row read again,
+instruction count, the partials' order, y word by word) into the library kernel as
+opt-in knobs (v53-v55): all of them together run 2.1-2.7 us behind torch.compile where
+our default runs 0.8-0.9 behind. ncu: the same DRAM work, ours 90.5 % of DRAM peak in
+steady state against 93 %. What the library kernel cannot shed is its own frame: six
+array arguments (numba's array structs), 64-bit row arithmetic, one barrier and every
+thread summing the warps' partials. This kernel has none of it: three raw float32
+arrays, 32-bit offsets, inductor's two-barrier reduction (each warp's sum to shared
+memory; the first 16 lanes of every warp read one partial each and finish with
+shuffles; lane 0 stores the total; a second barrier; everyone reads it), inductor's
+loads (x ``evict_last``, then x ``evict_first`` and w ``evict_last`` a half-row at a
+time, each half stored before the next is read).
+
+Predicted: if numba's code can reach inductor's rate, the mimic times within 0.3 us of
+torch.compile; if it times like v53-v55 (+2 us), what holds ours back is in how numba's
+kernels are built or launched, not in any kernel choice we have tried.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+N = 4096
+THREADS = 512
+WARPS = THREADS // 32
+HALF = N // 2  # floats: a thread's two 16-byte groups sit HALF apart
+EPS = np.float32(1e-6)
+INV_N = np.float32(1.0 / N)
+
+
+def mimic_source():
+    """(the mimic's Python function, its signature): y[r, :] = x[r, :] *
+    rsqrt(sum(x[r, :]^2) / N + eps) * w, a row a block of 512 threads, float32 x, w, y
+    raw 1-D arrays (row-major M x 4096). ``cuda.compile_ptx`` takes them on a machine
+    without a GPU (its SASS against inductor's: ``bench/results/s61/pair_*``)."""
+    from numba import cuda, float32, int32, void
+
+    from numba_fused.intrinsics import f32_as_u32, u32_as_f32
+    from numba_fused.tensor_core import ld_global_v4_evict, st_global_v4
+
+    ld_last = ld_global_v4_evict("last")
+    ld_first = ld_global_v4_evict("first")
+
+    def rms_mimic(x, w, y):
+        part = cuda.shared.array(WARPS, np.float32)
+        total = cuda.shared.array(1, np.float32)
+        t = int32(cuda.threadIdx.x)
+        base = int32(cuda.blockIdx.x) * int32(N) + t * int32(4)
+        a = ld_last(x, base)
+        c = ld_last(x, base + int32(HALF))
+        s = float32(0.0)
+        for i in range(4):
+            va = u32_as_f32(a[i])
+            vc = u32_as_f32(c[i])
+            s += va * va
+            s += vc * vc
+        for k in (16, 8, 4, 2, 1):
+            s += cuda.shfl_xor_sync(0xFFFFFFFF, s, k)
+        lane = t & int32(31)
+        if lane == 0:
+            part[t >> 5] = s
+        cuda.syncthreads()
+        v = float32(0.0)
+        if lane < WARPS:
+            v = part[lane]
+        for k in (8, 4, 2, 1):
+            v += cuda.shfl_xor_sync(0xFFFFFFFF, v, k)
+        if t == 0:
+            total[0] = v
+        cuda.syncthreads()
+        r = cuda.libdevice.rsqrtf(total[0] * INV_N + EPS)
+        for h in range(2):
+            off = base + int32(h * HALF)
+            q = ld_first(x, off)
+            g = ld_last(w, t * int32(4) + int32(h * HALF))
+            st_global_v4(y, off,
+                         f32_as_u32(u32_as_f32(q[0]) * r * u32_as_f32(g[0])),
+                         f32_as_u32(u32_as_f32(q[1]) * r * u32_as_f32(g[1])),
+                         f32_as_u32(u32_as_f32(q[2]) * r * u32_as_f32(g[2])),
+                         f32_as_u32(u32_as_f32(q[3]) * r * u32_as_f32(g[3])))
+
+    return rms_mimic, void(float32[::1], float32[::1], float32[::1])
+
+
+def make_kernel():
+    from numba import cuda
+
+    fn, sig = mimic_source()
+    return cuda.jit(sig)(fn)
+
+
+def main(argv=None):
+    import torch
+    import torch.nn.functional as F
+    from numba import cuda
+
+    from bench.common import time_cuda
+    from numba_fused import layer_norm as ln
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=16384)
+    ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args(argv)
+    m = args.rows
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(m, N, device="cuda", generator=g)
+    w = torch.rand(N, device="cuda", generator=g) + 0.5
+    kern = make_kernel()
+    stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
+
+    def mimic(x, w):
+        y = torch.empty_like(x)
+        kern[m, THREADS, stream](cuda.as_cuda_array(x.view(-1)), cuda.as_cuda_array(w),
+                                 cuda.as_cuda_array(y.view(-1)))
+        return y
+
+    compiled = torch.compile(lambda x, w: F.rms_norm(x, (N,), w, 1e-6), dynamic=False)
+    provs = {"mimic": mimic,
+             "ours": lambda x, w: ln.rms_norm_forward(x, w, 1e-6, stats=False)[0],
+             "compile": compiled}
+    with torch.no_grad():
+        xd = x[:512].double()
+        want = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+        for name, fn in provs.items():
+            got = fn(x, w)[:512].double()
+            err = ((got - want).norm() / want.norm()).item()
+            print(f"| {name} | check {err:.2e} {'ok' if err < 1e-5 else 'FAIL'} |", flush=True)
+        times = {p: [] for p in provs}
+        for k in range(args.passes):
+            for name in (list(provs) if k % 2 == 0 else list(provs)[::-1]):
+                t = time_cuda(provs[name], [(x, w)], reps=args.reps, warmup=5)
+                times[name].append(t["median_ms"] * 1e3)
+    med = {p: sorted(v)[args.passes // 2] for p, v in times.items()}
+    for name, v in times.items():
+        print(f"| {name} | {', '.join(f'{u:.1f}' for u in v)} | median {med[name]:.2f} | "
+              f"- compile {med[name] - med['compile']:+.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
