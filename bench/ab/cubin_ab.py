@@ -9,13 +9,15 @@ SASS instruction list is inductor's float32 RMSNorm 4096 forward nearly line for
 hints, the same two-barrier reduction): it ran **+2.8 us** behind torch.compile
 (131.3 against 128.5), behind our own kernel (129.3). So the gap is not in the
 instruction list. What differs is how the binary is made and launched: numba hands
-PTX for ``sm_90`` to the driver, which assembles it with its own ptxas at load time;
-Triton assembles for ``sm_90a`` with the ptxas it ships, offline. Scheduling control
+PTX to the driver (``compute_90a`` on a Hopper device), which assembles it with its
+own ptxas at load time; Triton assembles for ``sm_90a`` with the ptxas it ships,
+offline. Scheduling control
 bits (stall counts, yields, barriers on the scoreboard), which mnemonic lists do not
 show, come from that step. Here the mimic's PTX is loaded four ways through CuPy's
 module API and launched with the same arguments:
 
-- ``jit``: the PTX as is, assembled by the driver (what numba does);
+- ``jit`` / ``jit90a``: the PTX for sm_90 / retargeted to sm_90a, assembled by the
+  driver (the latter what numba does on the device);
 - ``ptxas90``: assembled offline for sm_90 by the toolkit's ptxas;
 - ``ptxas90a``: the PTX retargeted to sm_90a, then the same;
 - ``triton``: Triton's bundled ptxas for sm_90a (where the image has it).
@@ -128,7 +130,10 @@ def main(argv=None):
     with open(os.path.join(out, "mimic.ptx"), "w") as f:
         f.write(ptx)
 
-    images = {"jit": ptx.encode() + b"\0"}  # cuModuleLoadData: NUL-terminated PTX
+    # cuModuleLoadData takes NUL-terminated PTX.
+    images = {"jit": ptx.encode() + b"\0",
+              "jit90a": re.sub(r"^\.target\s+\S+", ".target sm_90a", ptx, flags=re.M).encode()
+              + b"\0"}
     tk, tr = toolkit_ptxas(), triton_ptxas()
     print(f"toolkit ptxas {tk}: {version(tk) if tk else '-'}")
     print(f"triton ptxas {tr}: {version(tr) if tr else '-'}")
