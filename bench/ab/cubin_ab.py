@@ -22,7 +22,10 @@ module API and launched with the same arguments:
 - ``ptxas90a``: the PTX retargeted to sm_90a, then the same;
 - ``triton``: Triton's bundled ptxas for sm_90a (where the image has it).
 
-plus ``numba`` (the mimic through numba's dispatcher), ``ours`` and ``compile``. Every
+each also as ``<name>_c<P>``: the same cubin with the preferred shared-memory carveout
+set to P % (``--carveout``, default 7: ncu read our kernels' shared-memory
+configuration as 8 KB and inductor's as 16 KB); plus ``numba`` (the mimic through
+numba's dispatcher), ``ours`` and ``compile``. Every
 output is checked against float64 first. ``--out``: each cubin's ``cuobjdump -sass``
 and inductor's own kernel's (from its cache), with the ptxas versions, so the control
 bits can be compared line by line. Predicted: if the binary's origin is the gap,
@@ -119,6 +122,7 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=16384)
     ap.add_argument("--passes", type=int, default=5)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--carveout", type=int, default=7)
     args = ap.parse_args(argv)
     out = args.out or tempfile.mkdtemp()
     os.makedirs(out, exist_ok=True)
@@ -148,9 +152,16 @@ def main(argv=None):
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
     funcs = {}
     for name, image in images.items():
-        mod = cupy.cuda.function.Module()
-        mod.load(image)
-        funcs[name] = (mod, mod.get_function(entry))
+        for carve in (None, args.carveout):
+            mod = cupy.cuda.function.Module()
+            mod.load(image)
+            fn = mod.get_function(entry)
+            key = name
+            if carve is not None:
+                # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+                cupy.cuda.driver.funcSetAttribute(fn.ptr, 9, carve)
+                key = f"{name}_c{carve}"
+            funcs[key] = (mod, fn)
 
     def launcher(fn):
         def run(x, w):

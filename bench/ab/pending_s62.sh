@@ -4,7 +4,8 @@
 # is assembled (driver JIT of sm_90 PTX against Triton's offline sm_90a ptxas)?
 #   m: bench/ab/cubin_ab.py -- the mimic kernel loaded four ways through CuPy (driver
 #      JIT, toolkit ptxas sm_90 / sm_90a, Triton's ptxas sm_90a), the numba dispatcher,
-#      ours and torch.compile, five alternating passes; cuobjdump -sass of each cubin
+#      ours and torch.compile, five alternating passes, each cubin also with the
+#      shared-memory carveout at 7 %; cuobjdump -sass of each cubin
 #      and of inductor's kernel into $OUT/cubin. ~2 min.
 #   bash bench/ab/pending_s62.sh "$OUT" m
 set -uo pipefail
