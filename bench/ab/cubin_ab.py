@@ -46,7 +46,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from rms_mimic import N, THREADS, make_kernel, mimic_source  # noqa: E402
+from rms_mimic import (N, THREADS, baseline_providers, check, mimic_source,  # noqa: E402
+                       numba_provider, time_providers)
 
 
 def mimic_ptx():
@@ -112,10 +113,6 @@ def dump_sass(obj, dest):
 def main(argv=None):
     import cupy
     import torch
-    import torch.nn.functional as F
-
-    from bench.common import time_cuda
-    from numba_fused import layer_norm as ln
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
@@ -171,43 +168,14 @@ def main(argv=None):
             return y
         return run
 
-    kern = make_kernel()
-    from numba import cuda
-    nstream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
-
-    def numba_mimic(x, w):
-        y = torch.empty_like(x)
-        kern[m, THREADS, nstream](cuda.as_cuda_array(x.view(-1)), cuda.as_cuda_array(w),
-                                  cuda.as_cuda_array(y.view(-1)))
-        return y
-
-    compiled = torch.compile(lambda x, w: F.rms_norm(x, (N,), w, 1e-6), dynamic=False)
     provs = {name: launcher(fn) for name, (_, fn) in funcs.items()}
-    provs.update(numba=numba_mimic,
-                 ours=lambda x, w: ln.rms_norm_forward(x, w, 1e-6, stats=False)[0],
-                 compile=compiled)
-    with torch.no_grad():
-        xd = x[-512:].double()
-        want = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
-        good = {}
-        for name, fn in provs.items():
-            got = fn(x, w)[-512:].double()
-            err = ((got - want).norm() / want.norm()).item()
-            good[name] = err < 1e-5
-            print(f"| {name} | check {err:.2e} {'ok' if good[name] else 'FAIL'} |", flush=True)
-        provs = {k: v for k, v in provs.items() if good[k]}
-        for path in glob.glob("/tmp/torchinductor_*/**/*.cubin", recursive=True):
-            if "rms_norm" in path:
-                dump_sass(path, os.path.join(out, "inductor_" + os.path.basename(path) + ".sass"))
-        times = {p: [] for p in provs}
-        for k in range(args.passes):
-            for name in (list(provs) if k % 2 == 0 else list(provs)[::-1]):
-                t = time_cuda(provs[name], [(x, w)], reps=args.reps, warmup=5)
-                times[name].append(t["median_ms"] * 1e3)
-    med = {p: sorted(v)[args.passes // 2] for p, v in times.items()}
-    for name, v in times.items():
-        print(f"| {name} | {', '.join(f'{u:.1f}' for u in v)} | median {med[name]:.2f} | "
-              f"- compile {med[name] - med.get('compile', float('nan')):+.2f} |", flush=True)
+    provs.update(numba=numba_provider(m), **baseline_providers())
+    good = check(provs, x, w, slice(-512, None))
+    for path in glob.glob("/tmp/torchinductor_*/**/*.cubin", recursive=True):
+        if "rms_norm" in path:
+            dump_sass(path, os.path.join(out, "inductor_" + os.path.basename(path) + ".sass"))
+    time_providers({k: v for k, v in provs.items() if k in good}, x, w, args.passes,
+                   args.reps)
 
 
 if __name__ == "__main__":

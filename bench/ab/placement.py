@@ -45,12 +45,11 @@ def _ours(op, n):
     return lambda x, w, b: ln.layer_norm_forward(x, w, b, 1e-5, stats=False)[0]
 
 
-def _compiled(op, n):
+def _compiled(op, n, dynamic=None):
+    """torch.compile of the op (``dynamic`` as torch.compile's; None its default)."""
     if op == "rms":
-        fn = torch.compile(lambda x, w, b: F.rms_norm(x, (n,), w, 1e-6))
-    else:
-        fn = torch.compile(lambda x, w, b: F.layer_norm(x, (n,), w, b, 1e-5))
-    return fn
+        return torch.compile(lambda x, w, b: F.rms_norm(x, (n,), w, 1e-6), dynamic=dynamic)
+    return torch.compile(lambda x, w, b: F.layer_norm(x, (n,), w, b, 1e-5), dynamic=dynamic)
 
 
 def _ref(op, n, x, w, b):

@@ -102,13 +102,74 @@ def make_kernel():
     return cuda.jit(sig)(fn)
 
 
-def main(argv=None):
+def numba_provider(m):
+    """The mimic on ``m`` rows through numba's dispatcher, on torch's current stream:
+    ``run(x, w) -> y``."""
     import torch
-    import torch.nn.functional as F
     from numba import cuda
 
-    from bench.common import time_cuda
+    kern = make_kernel()
+    stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
+
+    def run(x, w):
+        y = torch.empty_like(x)
+        kern[m, THREADS, stream](cuda.as_cuda_array(x.view(-1)), cuda.as_cuda_array(w),
+                                 cuda.as_cuda_array(y.view(-1)))
+        return y
+    return run
+
+
+def baseline_providers():
+    """Ours (``stats=False``) and torch.compile (static shapes) for float32 RMSNorm N."""
+    import torch
+    import torch.nn.functional as F
+
     from numba_fused import layer_norm as ln
+
+    return {"ours": lambda x, w: ln.rms_norm_forward(x, w, 1e-6, stats=False)[0],
+            "compile": torch.compile(lambda x, w: F.rms_norm(x, (N,), w, 1e-6),
+                                     dynamic=False)}
+
+
+def check(provs, x, w, rows):
+    """Each provider's y at ``rows`` (a slice) against float64, printed; the names
+    within 1e-5."""
+    import torch
+
+    with torch.no_grad():
+        xd = x[rows].double()
+        want = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
+        good = []
+        for name, fn in provs.items():
+            got = fn(x, w)[rows].double()
+            err = ((got - want).norm() / want.norm()).item()
+            print(f"| {name} | check {err:.2e} {'ok' if err < 1e-5 else 'FAIL'} |", flush=True)
+            if err < 1e-5:
+                good.append(name)
+    return good
+
+
+def time_providers(provs, x, w, passes, reps):
+    """Time each provider in alternating order over ``passes``; print each one's
+    times, median and median minus compile's."""
+    import torch
+
+    from bench.common import time_cuda
+
+    times = {p: [] for p in provs}
+    with torch.no_grad():
+        for k in range(passes):
+            for name in (list(provs) if k % 2 == 0 else list(provs)[::-1]):
+                t = time_cuda(provs[name], [(x, w)], reps=reps, warmup=5)
+                times[name].append(t["median_ms"] * 1e3)
+    med = {p: sorted(v)[passes // 2] for p, v in times.items()}
+    for name, v in times.items():
+        print(f"| {name} | {', '.join(f'{u:.1f}' for u in v)} | median {med[name]:.2f} | "
+              f"- compile {med[name] - med.get('compile', float('nan')):+.2f} |", flush=True)
+
+
+def main(argv=None):
+    import torch
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=16384)
@@ -119,35 +180,9 @@ def main(argv=None):
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(m, N, device="cuda", generator=g)
     w = torch.rand(N, device="cuda", generator=g) + 0.5
-    kern = make_kernel()
-    stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
-
-    def mimic(x, w):
-        y = torch.empty_like(x)
-        kern[m, THREADS, stream](cuda.as_cuda_array(x.view(-1)), cuda.as_cuda_array(w),
-                                 cuda.as_cuda_array(y.view(-1)))
-        return y
-
-    compiled = torch.compile(lambda x, w: F.rms_norm(x, (N,), w, 1e-6), dynamic=False)
-    provs = {"mimic": mimic,
-             "ours": lambda x, w: ln.rms_norm_forward(x, w, 1e-6, stats=False)[0],
-             "compile": compiled}
-    with torch.no_grad():
-        xd = x[:512].double()
-        want = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
-        for name, fn in provs.items():
-            got = fn(x, w)[:512].double()
-            err = ((got - want).norm() / want.norm()).item()
-            print(f"| {name} | check {err:.2e} {'ok' if err < 1e-5 else 'FAIL'} |", flush=True)
-        times = {p: [] for p in provs}
-        for k in range(args.passes):
-            for name in (list(provs) if k % 2 == 0 else list(provs)[::-1]):
-                t = time_cuda(provs[name], [(x, w)], reps=args.reps, warmup=5)
-                times[name].append(t["median_ms"] * 1e3)
-    med = {p: sorted(v)[args.passes // 2] for p, v in times.items()}
-    for name, v in times.items():
-        print(f"| {name} | {', '.join(f'{u:.1f}' for u in v)} | median {med[name]:.2f} | "
-              f"- compile {med[name] - med['compile']:+.2f} |", flush=True)
+    provs = {"mimic": numba_provider(m), **baseline_providers()}
+    check(provs, x, w, slice(None, 512))
+    time_providers(provs, x, w, args.passes, args.reps)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
+from bench.ab.placement import _compiled, _ref  # noqa: E402
 from bench.common import time_cuda  # noqa: E402
 from numba_fused import layer_norm as ln  # noqa: E402
 
@@ -52,19 +52,6 @@ def _ours(op, tune):
     return fwd
 
 
-def _compiled(op, n):
-    if op == "rms":
-        return torch.compile(lambda x, w, b: F.rms_norm(x, (n,), w, 1e-6), dynamic=False)
-    return torch.compile(lambda x, w, b: F.layer_norm(x, (n,), w, b, 1e-5), dynamic=False)
-
-
-def _ref(op, n, x, w, b):
-    xd = x.double()
-    if op == "rms":
-        return xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double()
-    return F.layer_norm(xd, (n,), w.double(), b.double(), 1e-5)
-
-
 def run_cell(name, passes, reps, rows=None, tune=None):
     op, n, ms = CELLS[name]
     if rows:
@@ -75,7 +62,7 @@ def run_cell(name, passes, reps, rows=None, tune=None):
     for m in ms:
         torch._dynamo.reset()
         x = torch.randn(m, n, device="cuda", generator=g)
-        provs = {"ours": _ours(op, tune or {}), "compile": _compiled(op, n)}
+        provs = {"ours": _ours(op, tune or {}), "compile": _compiled(op, n, dynamic=False)}
         times = {p: [] for p in provs}
         with torch.no_grad():
             want = _ref(op, n, x[-256:], w, b)
