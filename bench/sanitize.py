@@ -473,6 +473,29 @@ def _layer_norm_w_regs(nf, torch, dt):
         _norm_rows_both_schemes(nf, torch, dt)
 
 
+def _layer_norm_plain_knobs(nf, torch, dt):
+    """The plain forward kernel's opt-in variants (v53-v55, off by default):
+    fwd_plain_reload True (``_rl``: x read again from L1 for y) and "word" (``_rlw``:
+    y stored word by word), fwd_plain_const_n (``_kn``: n compiled in) and
+    fwd_plain_tree (``_tree``: pairwise partials), each at the launcher's own layout
+    and at two rows a block (two words a thread) over 29 rows (a ragged block);
+    LayerNorm with w / b and RMSNorm, with and without the statistics, at N = 512,
+    2048 and 4096."""
+    from numba_fused.layer_norm import tuning
+
+    knobs = ({"fwd_plain_reload": True}, {"fwd_plain_reload": "word"},
+             {"fwd_plain_const_n": True}, {"fwd_plain_tree": True})
+    for knob in knobs:
+        for n in (512, 2048, 4096):
+            x = torch.randn(29, n, device="cuda", dtype=dt)
+            w = torch.randn(n, device="cuda", dtype=dt)
+            for lay in (None, (2, 2)):
+                with tuning(fwd_plain=True, fwd_plain_layout=lay, **knob):
+                    for stats in (True, False):
+                        nf.layer_norm_forward(x, w, torch.randn_like(w), stats=stats)
+                        nf.rms_norm_forward(x, w, stats=stats)
+
+
 def _layer_norm_row_bar(nf, torch, dt):
     """The backward under tuning(bwd_row_bar=True, bwd_block=512) (v39's 16-bit
     default, forced here for float32 too): blocks of several rows of several warps,
@@ -513,6 +536,7 @@ CASES = {
     "dropout_staged": ("dropout_bias_act_forward", _dropout_staged),
     "layer_norm": ("layer_norm_forward", _layer_norm),
     "layer_norm_plain": ("layer_norm_forward", _layer_norm_plain),
+    "layer_norm_plain_knobs": ("layer_norm_forward", _layer_norm_plain_knobs),
     "layer_norm_staged": ("layer_norm_forward", _layer_norm_staged),
     "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
     "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
@@ -528,7 +552,8 @@ CASES = {
 
 # Cases that exercise part of another op's module.
 _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
-            "layer_norm_plain": "layer_norm", "layer_norm_staged": "layer_norm",
+            "layer_norm_plain": "layer_norm",
+            "layer_norm_plain_knobs": "layer_norm", "layer_norm_staged": "layer_norm",
             "layer_norm_bwd": "layer_norm", "layer_norm_pdl": "layer_norm",
             "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm",
             "layer_norm_w_regs": "layer_norm", "layer_norm_row_bar": "layer_norm"}

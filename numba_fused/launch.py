@@ -447,7 +447,8 @@ class Kernel:
         self._smem_cap = {}    # device -> dynamic bytes launchable without opting in
         self._on_device = {}  # device -> (numba function, raw kernel handle)
         self._occupancy = {}  # (device, threads, shared) -> resident blocks per SM
-        self._carveout = {}   # device -> carveout percent fit_carveout set (plans' largest)
+        self._carveout = {}   # device -> carveout percent fit_carveout / prefer_shared set
+        self._preferred = {}  # (device, threads, shared, kib) -> prefer_shared's answer
         self._nslots = slot
         self._tls = threading.local()
 
@@ -541,6 +542,41 @@ class Kernel:
             self._set_carveout(device, want)
         self._carveout[device] = want
         return want
+
+    def prefer_shared(self, kib, threads, shared, device):
+        """Prefer the L1 / shared carveout of ``kib`` KiB of shared memory an SM on
+        ``device`` (an ordinal; None: the current one) for this kernel, where blocks of
+        ``threads`` threads with ``shared`` dynamic bytes keep the residency they have
+        without it (the occupancy calculator, before and after); else leave the
+        kernel's preference as it was. The percent asked is ``kib`` KiB of the SM's
+        shared memory rounded down, which the driver rounds up to its ``kib`` KiB
+        configuration where it has one (sm_90: 8, 16, 32, 64, ... KB) and gives the
+        rest to L1. The plain forward row kernels of rows of 8 KB and more ran
+        0.2-0.9 us (up to 0.7 %) faster at 16 KB than at the driver's 8 KB on an H200
+        (sixty-second session, bench/NOTES.md). Once per (device, threads, shared, kib):
+        later calls cost a dict lookup. Returns the percent in effect (None where the
+        preference was left); no-op (None) under the simulator. ValueError for kib,
+        threads under 1 or negative shared."""
+        _count(kib, "kib", 1)
+        _count(threads, "threads", 1)
+        _count(shared, "shared", 0)
+        if SIMULATOR:
+            return None
+        key = (device, int(threads), int(shared), int(kib))
+        if key in self._preferred:
+            return self._preferred[key]
+        per_sm = smem_per_sm(device)[0]
+        percent = min(100, 100 * int(kib) * 1024 // per_sm)
+        prior = self._carveout.get(device)
+        before = self._max_active(threads, shared, device)
+        self._set_carveout(device, percent)
+        if self._max_active(threads, shared, device) < before:
+            self._set_carveout(device, -1 if prior is None else prior)
+            percent = prior
+        else:
+            self._carveout[device] = percent
+        self._preferred[key] = percent
+        return percent
 
     def _max_active(self, threads, shared, device):
         from numba.cuda.cudadrv.driver import driver

@@ -106,8 +106,8 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum, warp_sum2, warp_sum_halves
-from .tensor_core import (L2_PREFETCH_SIZES, cp_async_16, cp_async_commit, cp_async_wait,
-                          cp_async_wait_all, ld_global_v4, ld_global_v4_evict,
+from .tensor_core import (L1_EVICT_POLICIES, L2_PREFETCH_SIZES, cp_async_16, cp_async_commit,
+                          cp_async_wait, cp_async_wait_all, ld_global_v4, ld_global_v4_evict,
                           ld_global_v4_prefetch, pack_f16x2, st_global_v4)
 
 __all__ = [
@@ -1975,10 +1975,25 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
     return Kernel(name, norm_fwd_lean, argtypes, **jit)
 
 
+# make_plain_forward_kernel's name letters of its hints' L1 eviction priorities.
+_HINT_LETTER = {None: "p", "first": "f", "last": "l", "no_allocate": "n"}
+
+
+def _check_plain_hints(hints, what="hints"):
+    """ValueError unless ``hints`` is an (x, w / b) pair of L1 eviction priorities
+    (tensor_core.L1_EVICT_POLICIES or None), not both None."""
+    if not (isinstance(hints, tuple) and len(hints) == 2
+            and all(h is None or h in L1_EVICT_POLICIES for h in hints)
+            and hints != (None, None)):
+        raise ValueError(f"{what} must be None or an (x, w / b) pair of L1 eviction "
+                         f"priorities in {L1_EVICT_POLICIES} or None (not both None), "
+                         f"got {hints!r}")
+
+
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
                               ragged=False, min_blocks=None, stats=True, prefetch=None,
-                              reload=False, const_n=False, tree=False):
+                              reload=False, const_n=False, tree=False, hints=None):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
     compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
@@ -2026,6 +2041,11 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     in place of in warp order (a chain of warps - 1 adds): other bits, the same error
     bound or better; all the partials live at once (32 warps under bounds for 32
     registers spill).
+    ``hints`` (tuning ``fwd_plain_hints``; name ``_h<x><wb>``, a letter each: f
+    first, l last, n no_allocate, p plain): ``(x_policy, wb_policy)``, the L1
+    eviction priorities (tensor_core.L1_EVICT_POLICIES, or None: a plain load) of
+    x's one read and of w / b's, e.g. ("no_allocate", "last"): x, read once, does
+    not displace the w / b lines every row reads again. The same bits.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -2046,6 +2066,11 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     if reload and prefetch is not None:
         raise ValueError("reload takes x's loads' L1 eviction hints; it does not combine "
                          "with an L2 prefetch size")
+    if hints is not None:
+        _check_plain_hints(hints)
+        if reload or (prefetch is not None and hints[0] is not None):
+            raise ValueError("hints set x's and w / b's L1 eviction priorities; they do not "
+                             "combine with reload, nor x's with an L2 prefetch size")
     if min_blocks is not None and not (isinstance(min_blocks, int) and min_blocks >= 1
                                        and tpr * rpb * min_blocks <= _SM_THREADS):
         raise ValueError(f"min_blocks must be None or an int >= 1 with tpr * rpb * "
@@ -2081,11 +2106,14 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             + ("" if stats else "_nostats")
             + (f"_pf{prefetch}" if prefetch else "")
             + ("_rlw" if reload == "word" else "_rl" if reload else "")
-            + ("_kn" if const_n else "") + ("_tree" if tree else ""))
+            + ("_kn" if const_n else "") + ("_tree" if tree else "")
+            + ("_h" + "".join(_HINT_LETTER[h] for h in hints) if hints else ""))
     store_stats = _stats_store(rms)
-    ld_x = ld_global_v4_evict("last") if reload else ld_global_v4_prefetch(prefetch)
+    x_hint, wb_hint = hints or (None, None)
+    ld_x = (ld_global_v4_evict("last") if reload
+            else ld_global_v4_evict(x_hint) if x_hint else ld_global_v4_prefetch(prefetch))
     ld_y = ld_global_v4_evict("first")
-    ld_wb = ld_global_v4_evict("last") if reload else ld_global_v4
+    ld_wb = ld_global_v4_evict("last" if reload else wb_hint)
     bf16 = dtype == "bfloat16"
 
     # A 16-bit word's two values (one opaque inline-PTX conversion a word, redone in
@@ -2337,6 +2365,34 @@ def _plain_pick(n, vec, rms=False, dtype=None):
                          f"in whole warps) of {words} groups a thread, at most "
                          f"{_MAX_BLOCK} threads a block")
     return words, tpr, rpb, words <= 4, mb
+
+
+# v56 (sixty-second session): the plain kernels of at most _PLAIN_SMEM_WORDS words a
+# thread over rows of _PLAIN_SMEM_ROW bytes or more prefer _PLAIN_SMEM_KIB KiB of
+# shared memory an SM (launch.Kernel.prefer_shared; the driver gives them 8). H200,
+# bench/ab/carveout_ab.py, all 54 cells of the sweep at M = 2^26 / N, five alternating
+# passes, us, 16 KB minus the default: float32 RMSNorm 4096 / 5120 / 8192 / 12288
+# -0.38 / -0.40 / -0.94 / -0.45 (two earlier runs -0.37 / -0.35 / -0.72 / -0.56 and
+# -0.39 / -0.47 / -0.63 / -0.73), float32 LayerNorm 2048 / 4096 -0.45 / -0.67, 16-bit
+# RMSNorm 8192 / 12288 -0.50 to -0.56 / -0.42 to -0.56, 16-bit LayerNorm 4096 / 5120
+# -0.18 to -0.43; float32 RMSNorm 2048 / 16384 +0.10 / 0.00 (even). The eight-word
+# kernels lose (float32 LayerNorm 8192-16384 +2.6 to +4.4, 16-bit 12288 / 16384 +1.4
+# to +2.1) and rows under 8 KB are even (-0.13 to +0.19), so neither gets it.
+_PLAIN_SMEM_KIB = 16
+_PLAIN_SMEM_WORDS = 4
+_PLAIN_SMEM_ROW = 8192
+
+
+def _plain_smem_kib(words, n, dtype):
+    """KiB of shared memory an SM the plain kernel of ``words`` words a thread over
+    ``dtype`` rows of ``n`` prefers (0: the driver's choice): tuning
+    fwd_plain_smem_kib where set, else v56's rule (_PLAIN_SMEM_KIB at most
+    _PLAIN_SMEM_WORDS words over rows of _PLAIN_SMEM_ROW bytes or more)."""
+    kib = _tune["fwd_plain_smem_kib"]
+    if kib is not None:
+        return kib
+    row = n * (4 if dtype == "float32" else 2)
+    return _PLAIN_SMEM_KIB if words <= _PLAIN_SMEM_WORDS and row >= _PLAIN_SMEM_ROW else 0
 
 
 # Rows whose plain-kernel layouts shipped_kernels compiles (issue #16's sweep).
@@ -4083,6 +4139,14 @@ _TUNING_DEFAULTS = {
     # 111 at float32 RMSNorm 4096).
     "fwd_plain_const_n": False,
     "fwd_plain_tree": False,
+    # The plain kernel's L1 eviction priorities of x's read and w / b's, (x, w / b)
+    # (make_plain_forward_kernel's hints; opt-in candidate, sixty-second session:
+    # a smaller L1 slowed the float32 forwards by up to 30 %, bench/NOTES.md); None:
+    # plain loads.
+    "fwd_plain_hints": None,
+    # KiB of shared memory an SM the plain kernel prefers (launch.Kernel.prefer_shared;
+    # 0: the driver's choice); None: v56's rule (_plain_smem_kib).
+    "fwd_plain_smem_kib": None,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4232,7 +4296,9 @@ def tuning(**overrides):
     fwd_plain_reload (bool or "word": x read again from L1 for y, not held; "word":
     y's pass word by word),
     fwd_plain_const_n (bool: n compiled in, lanes by masks), fwd_plain_tree (bool:
-    the warps' partials summed pairwise),
+    the warps' partials summed pairwise), fwd_plain_hints ((x, w / b) L1 eviction
+    priorities of its loads), fwd_plain_smem_kib (KiB of shared memory an SM its
+    launches prefer; 0: the driver's choice),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -4278,6 +4344,16 @@ def tuning(**overrides):
     if rl and pf is not None:
         raise ValueError("fwd_plain_reload and fwd_plain_prefetch do not combine (the "
                          "reloads carry L1 eviction hints)")
+    hi = overrides.get("fwd_plain_hints", _tune["fwd_plain_hints"])
+    if hi is not None:
+        _check_plain_hints(hi, "fwd_plain_hints")
+        if rl or (pf is not None and hi[0] is not None):
+            raise ValueError("fwd_plain_hints does not combine with fwd_plain_reload, nor "
+                             "its x priority with fwd_plain_prefetch")
+    sk = overrides.get("fwd_plain_smem_kib", _tune["fwd_plain_smem_kib"])
+    if sk is not None and (isinstance(sk, bool) or not isinstance(sk, int)
+                           or not 0 <= sk <= 228):
+        raise ValueError(f"fwd_plain_smem_kib must be None or an int in [0, 228], got {sk!r}")
     for key in ("fwd_plain_const_n", "fwd_plain_tree"):
         if not isinstance(overrides.get(key, _tune[key]), bool):
             raise ValueError(f"{key} must be a bool, got {overrides[key]!r}")
@@ -4987,8 +5063,12 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
                                            _tune["fwd_plain_prefetch"],
                                            _tune["fwd_plain_reload"],
                                            _tune["fwd_plain_const_n"],
-                                           _tune["fwd_plain_tree"])
+                                           _tune["fwd_plain_tree"],
+                                           _tune["fwd_plain_hints"])
         grid, shared = cdiv(m, rpb), 0
+        kib = _plain_smem_kib(words, n, dtype)
+        if kib:
+            kernel.prefer_shared(kib, tpr * rpb, shared, xa.device)
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)
         rwords = 0

@@ -388,16 +388,23 @@ def ld_global_v4_prefetch(size):
     return _LD_GLOBAL_V4_PF[size]
 
 
-# The L1 eviction priorities PTX's ``ld`` takes as ``.L1::evict_<policy>`` (sm_70 on);
-# Triton's ``eviction_policy`` emits the same two.
-L1_EVICT_POLICIES = ("first", "last")
+# The L1 eviction priorities PTX's ``ld`` takes (sm_70 on): ``.L1::evict_first`` /
+# ``.L1::evict_last`` (Triton's ``eviction_policy`` emits these two) and
+# ``.L1::no_allocate``.
+L1_EVICT_POLICIES = ("first", "last", "no_allocate")
+
+
+def _l1_qualifier(policy):
+    return f"L1::{policy}" if policy == "no_allocate" else f"L1::evict_{policy}"
 
 
 def ld_global_v4_evict(policy):
-    """``ld_global_v4`` with the L1 eviction priority ``ld.global.L1::evict_<policy>``
-    (``policy`` in L1_EVICT_POLICIES), or ``ld_global_v4`` itself for None: "last"
-    keeps the lines in L1 ahead of others (data read again soon), "first" gives them
-    up first (its last read). Same operands and values."""
+    """``ld_global_v4`` with an L1 eviction priority (``policy`` in
+    L1_EVICT_POLICIES: ``ld.global.L1::evict_first`` / ``evict_last`` /
+    ``no_allocate``), or ``ld_global_v4`` itself for None: "last" keeps the lines in
+    L1 ahead of others (data read again soon), "first" gives them up first (its last
+    read), "no_allocate" does not allocate them in L1 at all (read once, so the lines
+    others read again stay). Same operands and values."""
     if policy is None:
         return ld_global_v4
     if policy not in L1_EVICT_POLICIES:
@@ -1142,7 +1149,7 @@ else:
         size: _make_ld_global_v4(f"ld_global_v4_pf{size}", f"ld.global.L2::{size}B")
         for size in L2_PREFETCH_SIZES}
     _LD_GLOBAL_V4_EV = {
-        policy: _make_ld_global_v4(f"ld_global_v4_ev{policy}", f"ld.global.L1::evict_{policy}")
+        policy: _make_ld_global_v4(f"ld_global_v4_ev{policy}", f"ld.global.{_l1_qualifier(policy)}")
         for policy in L1_EVICT_POLICIES}
 
     @intrinsic

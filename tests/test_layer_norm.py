@@ -1756,7 +1756,7 @@ def test_plain_prefetch_hint_in_ptx():
 @pytest.mark.parametrize("layout", [None, (1, 2), (2, 1, False), (2, 1, True)],
                          ids=["own", "rows2", "late", "early"])
 @pytest.mark.parametrize("knob", ["fwd_plain_reload", "reload_word", "fwd_plain_const_n",
-                                  "fwd_plain_tree"])
+                                  "fwd_plain_tree", "fwd_plain_hints"])
 def test_plain_knob_bits(variant, layout, knob):
     """tuning(fwd_plain_reload): the plain kernel reading x again for y (``_rl``, x not
     held across the reductions) gives y, mean and rstd the bits of the kernel holding
@@ -1764,8 +1764,10 @@ def test_plain_knob_bits(variant, layout, knob):
     So do fwd_plain_reload="word" (``_rlw``: y stored word by word) and
     fwd_plain_const_n (``_kn``: n compiled in, lanes by masks). fwd_plain_tree
     (``_tree``: the warps' partials summed pairwise) sums in another order: within
-    the dtype's tolerance of float64 and of the other kernel. Layouts: the launcher's
-    own, two rows a block over a ragged row count, w / b late and early."""
+    the dtype's tolerance of float64 and of the other kernel. fwd_plain_hints
+    (``_hnl``: x's loads ``.L1::no_allocate``, w / b's ``.L1::evict_last``): the same
+    bits. Layouts: the launcher's own, two rows a block over a ragged row count, w /
+    b late and early."""
     rms = variant[0]
     if rms and variant[2]:
         pytest.skip("RMSNorm has no bias")
@@ -1785,11 +1787,12 @@ def test_plain_knob_bits(variant, layout, knob):
                 with ln.tuning(**tune), poison_outputs():
                     held = _forward_stats(variant, x, w, b, stats)
                 setting = ({"fwd_plain_reload": "word"} if knob == "reload_word"
+                           else {knob: ("no_allocate", "last")} if knob == "fwd_plain_hints"
                            else {knob: True})
                 with ln.tuning(**tune, **setting), poison_outputs():
                     outs[stats] = _forward_stats(variant, x, w, b, stats)
             sfx = {"fwd_plain_reload": "_rl", "reload_word": "_rlw", "fwd_plain_const_n": "_kn",
-                   "fwd_plain_tree": "_tree"}[knob]
+                   "fwd_plain_tree": "_tree", "fwd_plain_hints": "_hnl"}[knob]
             assert sfx not in picked[0] and picked[1].endswith(sfx), picked
             if layout == (1, 2) and m % 2:
                 assert "_ragged" in picked[1], picked
@@ -1818,6 +1821,122 @@ def test_plain_reload_rejects_bad_settings():
     with pytest.raises(ValueError, match="reload"):
         ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, prefetch=128,
                                      reload=True)
+
+
+def test_plain_hints_reject_bad_settings():
+    """fwd_plain_hints takes None or an (x, w / b) pair of L1 eviction priorities (not
+    both None) and combines with neither fwd_plain_reload nor, for x, an L2 prefetch
+    size; the kernel factory refuses the same."""
+    for bad in (("first",), ("evict_first", "last"), ["first", "last"], (None, None),
+                ("last", "normal"), "first"):
+        with pytest.raises(ValueError, match="fwd_plain_hints"):
+            with ln.tuning(fwd_plain_hints=bad):
+                pass
+    with pytest.raises(ValueError, match="fwd_plain_reload"):
+        with ln.tuning(fwd_plain_hints=("first", "last"), fwd_plain_reload=True):
+            pass
+    with pytest.raises(ValueError, match="fwd_plain_prefetch"):
+        with ln.tuning(fwd_plain_hints=("first", None), fwd_plain_prefetch=128):
+            pass
+    with ln.tuning(fwd_plain_hints=(None, "last"), fwd_plain_prefetch=128):
+        pass
+    with pytest.raises(ValueError, match="hints"):
+        ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, hints=("first",))
+    with pytest.raises(ValueError, match="do not combine"):
+        ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, reload=True,
+                                     hints=(None, "last"))
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("hints", [("no_allocate", "last"), ("first", None), (None, "last")],
+                         ids=["nl", "fp", "pl"])
+def test_plain_hints_in_ptx(hints):
+    """The ``_h`` kernels' loads carry their priorities: x's ``words`` loads the x
+    policy's qualifier (or none), w's and b's ``words`` each the w / b one; the same
+    registers as the plain kernel, no spills."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    words, tpr = 2, 512
+    qual = {None: "", "first": r"L1::evict_first\.", "last": r"L1::evict_last\.",
+            "no_allocate": r"L1::no_allocate\."}
+    with offline_compile():
+        plain = ln.make_plain_forward_kernel("float32", False, True, True, words, tpr, 1, True)
+        k = ln.make_plain_forward_kernel("float32", False, True, True, words, tpr, 1, True,
+                                         hints=hints)
+        ptx = k.ptx()
+        plain_rep, rep = ptxas_report(plain.ptx()), ptxas_report(ptx)
+    assert k.name.endswith("_h" + "".join(ln._HINT_LETTER[h] for h in hints)), k.name
+    counts = {h: len(re.findall(rf"ld\.global\.{qual[h]}v4\.u32", ptx)) for h in qual}
+    want = {h: 0 for h in qual}
+    want[hints[0]] += words
+    want[hints[1]] += 2 * words
+    assert counts == want, (k.name, counts)
+    _assert_no_spills(rep)
+    assert rep["registers"] == plain_rep["registers"], (rep, plain_rep)
+
+
+def test_plain_smem_kib_rule():
+    """v56: the plain kernels of at most four words a thread over rows of 8 KB or more
+    prefer 16 KiB of shared memory an SM, others the driver's choice (0); tuning
+    fwd_plain_smem_kib overrides the rule (0: never) and takes None or an int in
+    [0, 228]."""
+    rule = ln._plain_smem_kib
+    assert rule(2, 2048, "float32") == 16 and rule(2, 4096, "float32") == 16
+    assert rule(4, 12288, "float32") == 16 and rule(4, 4096, "bfloat16") == 16
+    assert rule(8, 8192, "float32") == 0 and rule(8, 16384, "float16") == 0
+    assert rule(4, 1024, "float32") == 0 and rule(4, 2048, "float16") == 0
+    with ln.tuning(fwd_plain_smem_kib=0):
+        assert rule(2, 4096, "float32") == 0
+    with ln.tuning(fwd_plain_smem_kib=32):
+        assert rule(8, 512, "float16") == 32
+    for bad in (-1, 229, 16.0, True, "16"):
+        with pytest.raises(ValueError, match="fwd_plain_smem_kib"):
+            with ln.tuning(fwd_plain_smem_kib=bad):
+                pass
+
+
+@pytest.mark.gpu
+def test_plain_smem_kib_reaches_the_driver():
+    """The launcher asks the driver for v56's preference: after a float32 RMSNorm
+    forward over rows of 4096 the plain kernel's carveout preference is 16 KiB of
+    the SM's shared memory (percent, rounded down); the eight-word float32 LayerNorm kernel at 8192 keeps the driver's default (a
+    fresh kernel's); y against float64 either way."""
+    from numba import types
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    from numba_fused.launch import Kernel, smem_per_sm
+
+    def carveout(kernel):
+        cufunc = kernel.function(0)[0]
+        return int(driver.cuKernelGetAttribute(
+            binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            cufunc.handle, cufunc.device.id))
+
+    def nothing(out):
+        out[0] = 0.0
+
+    fresh = Kernel("test_plain_smem_default", nothing, (types.Array(types.float32, 1, "C"),))
+    fresh.compile()
+    default = carveout(fresh)
+    want = 100 * 16 * 1024 // smem_per_sm(0)[0]
+    assert want != default
+    make = ln.make_plain_forward_kernel
+    for rms, n, expect in ((True, 4096, want), (False, 8192, default)):
+        variant = (rms, True, not rms)
+        x, w, b, _ = _inputs((33, n), "float32", variant, seed=n)
+        kernels = []
+
+        def spy(*args, **kwargs):
+            kernels.append(make(*args, **kwargs))
+            return kernels[-1]
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(ln, "make_plain_forward_kernel", spy)
+            with ln.tuning(fwd_plain=True), poison_outputs():
+                got = _forward_stats(variant, x, w, b, True)
+        assert len(kernels) == 1, [k.name for k in kernels]
+        assert carveout(kernels[0]) == expect, (kernels[0].name, carveout(kernels[0]))
+        _check_forward(got, None, variant, x, w, b, "float32", (n,))
 
 
 @pytest.mark.ptx

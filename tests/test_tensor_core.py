@@ -489,12 +489,12 @@ def test_ld_global_v4_prefetch_sizes():
 
 def test_ld_global_v4_evict_policies():
     """ld_global_v4_evict: None is the plain load itself, each PTX L1 eviction
-    priority ("first", "last") has its own load, anything else is refused with the
-    policies named."""
+    priority ("first", "last", "no_allocate") has its own load, anything else is
+    refused with the policies named."""
     assert tc.ld_global_v4_evict(None) is tc.ld_global_v4
-    assert tc.L1_EVICT_POLICIES == ("first", "last")
+    assert tc.L1_EVICT_POLICIES == ("first", "last", "no_allocate")
     loads = {p: tc.ld_global_v4_evict(p) for p in tc.L1_EVICT_POLICIES}
     assert all(callable(f) for f in loads.values())
-    for bad in ("normal", "LAST", 1, "no_allocate"):
-        with pytest.raises(ValueError, match=r"one of \('first', 'last'\)"):
+    for bad in ("normal", "LAST", 1, "evict_first", "unchanged"):
+        with pytest.raises(ValueError, match=r"one of \('first', 'last', 'no_allocate'\)"):
             tc.ld_global_v4_evict(bad)

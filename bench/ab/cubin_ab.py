@@ -77,12 +77,24 @@ def toolkit_ptxas():
 
 
 def assemble(ptx, arch, ptxas, tmp):
-    """cubin bytes of ``ptx`` for ``arch`` by ``ptxas`` (retargeted to ``arch``)."""
+    """cubin bytes of ``ptx`` for ``arch`` by ``ptxas`` (retargeted to ``arch``). An
+    older ptxas (Triton's 12.8 reads PTX ISA 8.7, numba writes 9.0) gets the PTX with
+    its ``.version`` lowered to the one it names in its refusal: the mimic uses nothing
+    newer."""
     src = os.path.join(tmp, f"{arch}_{abs(hash(ptxas))}.ptx")
     obj = src[:-4] + ".cubin"
-    with open(src, "w") as f:
-        f.write(re.sub(r"^\.target\s+\S+", f".target {arch}", ptx, flags=re.M))
-    subprocess.run([ptxas, f"-arch={arch}", src, "-o", obj], check=True)
+    text = re.sub(r"^\.target\s+\S+", f".target {arch}", ptx, flags=re.M)
+    for _ in range(2):
+        with open(src, "w") as f:
+            f.write(text)
+        done = subprocess.run([ptxas, f"-arch={arch}", src, "-o", obj], capture_output=True,
+                              text=True)
+        known = re.search(r"current version is '([0-9.]+)'", done.stderr)
+        if done.returncode == 0 or known is None:
+            break
+        text = re.sub(r"^\.version\s+\S+", f".version {known.group(1)}", text, flags=re.M)
+    if done.returncode:
+        raise RuntimeError(f"{ptxas} -arch={arch}: {done.stderr.strip()}")
     with open(obj, "rb") as f:
         return f.read(), obj
 
@@ -143,7 +155,11 @@ def main(argv=None):
         if tool is None:
             print(f"| {name} | skipped: no ptxas |")
             continue
-        images[name], obj = assemble(ptx, arch, tool, out)
+        try:
+            images[name], obj = assemble(ptx, arch, tool, out)
+        except RuntimeError as exc:
+            print(f"| {name} | skipped: {exc} |")
+            continue
         dump_sass(obj, os.path.join(out, f"{name}.sass"))
 
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
