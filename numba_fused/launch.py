@@ -447,8 +447,8 @@ class Kernel:
         self._smem_cap = {}    # device -> dynamic bytes launchable without opting in
         self._on_device = {}  # device -> (numba function, raw kernel handle)
         self._occupancy = {}  # (device, threads, shared) -> resident blocks per SM
-        self._carveout = {}   # device -> carveout percent fit_carveout / prefer_shared set
-        self._preferred = {}  # (device, threads, shared, kib) -> prefer_shared's answer
+        self._carveout = {}   # device -> carveout percent fit_carveout / prefer_carveout set
+        self._preferred = {}  # (device, threads, shared, percent) -> prefer_carveout's answer
         self._nslots = slot
         self._tls = threading.local()
 
@@ -543,30 +543,31 @@ class Kernel:
         self._carveout[device] = want
         return want
 
-    def prefer_shared(self, kib, threads, shared, device):
-        """Prefer the L1 / shared carveout of ``kib`` KiB of shared memory an SM on
-        ``device`` (an ordinal; None: the current one) for this kernel, where blocks of
-        ``threads`` threads with ``shared`` dynamic bytes keep the residency they have
-        without it (the occupancy calculator, before and after); else leave the
-        kernel's preference as it was. The percent asked is ``kib`` KiB of the SM's
-        shared memory rounded down, which the driver rounds up to its ``kib`` KiB
-        configuration where it has one (sm_90: 8, 16, 32, 64, ... KB) and gives the
-        rest to L1. The plain forward row kernels of rows of 8 KB and more ran
-        0.2-0.9 us (up to 0.7 %) faster at 16 KB than at the driver's 8 KB on an H200
-        (sixty-second session, bench/NOTES.md). Once per (device, threads, shared, kib):
-        later calls cost a dict lookup. Returns the percent in effect (None where the
-        preference was left); no-op (None) under the simulator. ValueError for kib,
-        threads under 1 or negative shared."""
-        _count(kib, "kib", 1)
+    def prefer_carveout(self, percent, threads, shared, device):
+        """Prefer the L1 / shared carveout ``percent`` (CU_FUNC_ATTRIBUTE_PREFERRED_
+        SHARED_MEMORY_CARVEOUT) for this kernel on ``device`` (an ordinal; None: the
+        current one), where blocks of ``threads`` threads with ``shared`` dynamic bytes
+        keep the residency they have without it (the occupancy calculator, before and
+        after); else leave the kernel's preference as it was. The driver maps the
+        percent to a configuration its own way: ncu on the H200 (sixty-second
+        session) read 8 KB of shared memory for none and 0, 32 KB for 1, 64 for 2-3,
+        100 for 4, 132 for 5-6, 164 for 7-8, 196 for 9 and 228 from 10 up (not the
+        percent of 228 KB), the rest of the 256 KB being L1. The plain forward row
+        kernels over rows of 8 KB and more ran up to 2.7 us faster at 5 or 7 than at
+        the driver's default (bench/NOTES.md). Once per (device, threads, shared,
+        percent): later calls cost a dict lookup. Returns the percent in effect
+        (None where the preference was left); no-op (None) under the simulator.
+        ValueError for percent outside [0, 100], threads under 1 or negative shared."""
+        _count(percent, "percent", 0)
+        if percent > 100:
+            raise ValueError(f"percent must be an int in [0, 100], got {percent!r}")
         _count(threads, "threads", 1)
         _count(shared, "shared", 0)
         if SIMULATOR:
             return None
-        key = (device, int(threads), int(shared), int(kib))
+        key = (device, int(threads), int(shared), int(percent))
         if key in self._preferred:
             return self._preferred[key]
-        per_sm = smem_per_sm(device)[0]
-        percent = min(100, 100 * int(kib) * 1024 // per_sm)
         prior = self._carveout.get(device)
         before = self._max_active(threads, shared, device)
         self._set_carveout(device, percent)

@@ -2367,32 +2367,38 @@ def _plain_pick(n, vec, rms=False, dtype=None):
     return words, tpr, rpb, words <= 4, mb
 
 
-# v56 (sixty-second session): the plain kernels of at most _PLAIN_SMEM_WORDS words a
-# thread over rows of _PLAIN_SMEM_ROW bytes or more prefer _PLAIN_SMEM_KIB KiB of
-# shared memory an SM (launch.Kernel.prefer_shared; the driver gives them 8). H200,
-# bench/ab/carveout_ab.py, all 54 cells of the sweep at M = 2^26 / N, five alternating
-# passes, us, 16 KB minus the default: float32 RMSNorm 4096 / 5120 / 8192 / 12288
-# -0.38 / -0.40 / -0.94 / -0.45 (two earlier runs -0.37 / -0.35 / -0.72 / -0.56 and
-# -0.39 / -0.47 / -0.63 / -0.73), float32 LayerNorm 2048 / 4096 -0.45 / -0.67, 16-bit
-# RMSNorm 8192 / 12288 -0.50 to -0.56 / -0.42 to -0.56, 16-bit LayerNorm 4096 / 5120
-# -0.18 to -0.43; float32 RMSNorm 2048 / 16384 +0.10 / 0.00 (even). The eight-word
-# kernels lose (float32 LayerNorm 8192-16384 +2.6 to +4.4, 16-bit 12288 / 16384 +1.4
-# to +2.1) and rows under 8 KB are even (-0.13 to +0.19), so neither gets it.
-_PLAIN_SMEM_KIB = 16
-_PLAIN_SMEM_WORDS = 4
-_PLAIN_SMEM_ROW = 8192
+# v56 (sixty-second session): the plain kernels of at most _PLAIN_CARVEOUT_WORDS words
+# a thread over rows of _PLAIN_CARVEOUT_ROW bytes or more prefer the L1 / shared
+# carveout _PLAIN_CARVEOUT[op] (launch.Kernel.prefer_carveout): 5 for LayerNorm (132 KB
+# of shared memory an SM on the H200, so 124 KB of L1), 7 for RMSNorm (164 KB; 92 KB
+# of L1); the driver's default gives them 8 KB (248 KB of L1). H200,
+# bench/ab/carveout_ab.py, the sweep's 54 cells at M = 2^26 / N, alternating passes,
+# us against the default, 5 / 7: float32 LayerNorm 2048 / 4096 -0.46 / -0.58, -2.74 /
+# -0.59 (an earlier run at 4096: -2.14 / -0.54); float32 RMSNorm 4096 / 5120 / 8192 /
+# 12288 -0.32 / -0.24, -0.69 / -0.93, -0.58 / -0.90, -0.34 / -0.42 (7 in two more
+# runs: -0.38 / -0.40 / -0.94 / -0.45 and -0.37 / -0.35 / -0.72 / -0.56); 16-bit
+# LayerNorm 4096 -0.37 / -0.38 at 5; 16-bit RMSNorm 8192 / 12288 -0.26 to -0.48; float32
+# RMSNorm 2048 / 16384 even. The eight-word kernels lose at 7 (float32 LayerNorm
+# 8192-16384 +2.5 to +5.3, 16-bit 12288 / 16384 +1.7 to +2.0) and at 5 (16-bit
+# +1.4 / +1.5), and rows under 8 KB are even: neither gets it.
+_PLAIN_CARVEOUT = {"ln": 5, "rms": 7}
+_PLAIN_CARVEOUT_WORDS = 4
+_PLAIN_CARVEOUT_ROW = 8192
 
 
-def _plain_smem_kib(words, n, dtype):
-    """KiB of shared memory an SM the plain kernel of ``words`` words a thread over
-    ``dtype`` rows of ``n`` prefers (0: the driver's choice): tuning
-    fwd_plain_smem_kib where set, else v56's rule (_PLAIN_SMEM_KIB at most
-    _PLAIN_SMEM_WORDS words over rows of _PLAIN_SMEM_ROW bytes or more)."""
-    kib = _tune["fwd_plain_smem_kib"]
-    if kib is not None:
-        return kib
+def _plain_carveout(words, n, dtype, rms):
+    """The carveout preference (percent, launch.Kernel.prefer_carveout) of the plain
+    kernel of ``words`` words a thread over ``dtype`` rows of ``n`` (RMSNorm where
+    ``rms``), or None (the driver's choice): tuning fwd_plain_carveout where set (-1:
+    None), else v56's rule (_PLAIN_CARVEOUT at most _PLAIN_CARVEOUT_WORDS words over
+    rows of _PLAIN_CARVEOUT_ROW bytes or more)."""
+    pct = _tune["fwd_plain_carveout"]
+    if pct is not None:
+        return None if pct < 0 else pct
     row = n * (4 if dtype == "float32" else 2)
-    return _PLAIN_SMEM_KIB if words <= _PLAIN_SMEM_WORDS and row >= _PLAIN_SMEM_ROW else 0
+    if words <= _PLAIN_CARVEOUT_WORDS and row >= _PLAIN_CARVEOUT_ROW:
+        return _PLAIN_CARVEOUT["rms" if rms else "ln"]
+    return None
 
 
 # Rows whose plain-kernel layouts shipped_kernels compiles (issue #16's sweep).
@@ -4144,9 +4150,9 @@ _TUNING_DEFAULTS = {
     # a smaller L1 slowed the float32 forwards by up to 30 %, bench/NOTES.md); None:
     # plain loads.
     "fwd_plain_hints": None,
-    # KiB of shared memory an SM the plain kernel prefers (launch.Kernel.prefer_shared;
-    # 0: the driver's choice); None: v56's rule (_plain_smem_kib).
-    "fwd_plain_smem_kib": None,
+    # The plain kernel's carveout preference (percent, launch.Kernel.prefer_carveout;
+    # -1: the driver's choice); None: v56's rule (_plain_carveout).
+    "fwd_plain_carveout": None,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4297,8 +4303,8 @@ def tuning(**overrides):
     y's pass word by word),
     fwd_plain_const_n (bool: n compiled in, lanes by masks), fwd_plain_tree (bool:
     the warps' partials summed pairwise), fwd_plain_hints ((x, w / b) L1 eviction
-    priorities of its loads), fwd_plain_smem_kib (KiB of shared memory an SM its
-    launches prefer; 0: the driver's choice),
+    priorities of its loads), fwd_plain_carveout (its carveout preference, percent;
+    -1: the driver's choice),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -4350,10 +4356,10 @@ def tuning(**overrides):
         if rl or (pf is not None and hi[0] is not None):
             raise ValueError("fwd_plain_hints does not combine with fwd_plain_reload, nor "
                              "its x priority with fwd_plain_prefetch")
-    sk = overrides.get("fwd_plain_smem_kib", _tune["fwd_plain_smem_kib"])
-    if sk is not None and (isinstance(sk, bool) or not isinstance(sk, int)
-                           or not 0 <= sk <= 228):
-        raise ValueError(f"fwd_plain_smem_kib must be None or an int in [0, 228], got {sk!r}")
+    pc = overrides.get("fwd_plain_carveout", _tune["fwd_plain_carveout"])
+    if pc is not None and (isinstance(pc, bool) or not isinstance(pc, int)
+                           or not -1 <= pc <= 100):
+        raise ValueError(f"fwd_plain_carveout must be None or an int in [-1, 100], got {pc!r}")
     for key in ("fwd_plain_const_n", "fwd_plain_tree"):
         if not isinstance(overrides.get(key, _tune[key]), bool):
             raise ValueError(f"{key} must be a bool, got {overrides[key]!r}")
@@ -5066,9 +5072,9 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
                                            _tune["fwd_plain_tree"],
                                            _tune["fwd_plain_hints"])
         grid, shared = cdiv(m, rpb), 0
-        kib = _plain_smem_kib(words, n, dtype)
-        if kib:
-            kernel.prefer_shared(kib, tpr * rpb, shared, xa.device)
+        carve = _plain_carveout(words, n, dtype, rms)
+        if carve is not None:
+            kernel.prefer_carveout(carve, tpr * rpb, shared, xa.device)
     else:
         lean = rowwise and _fwd_lean(n, vec, rms)
         rwords = 0

@@ -484,37 +484,37 @@ def test_fit_carveout_rejects_bad_counts(threads, shared, blocks):
         k.fit_carveout(threads, shared, blocks, 0)
 
 
-@pytest.mark.parametrize("kib, threads, shared", [(0, 256, 0), (16, 0, 0), (16, 256, -1),
-                                                 (16.0, 256, 0), (True, 256, 0)])
-def test_prefer_shared_rejects_bad_counts(kib, threads, shared):
+@pytest.mark.parametrize("percent, threads, shared", [(-1, 256, 0), (101, 256, 0),
+                                                     (5, 0, 0), (5, 256, -1), (5.0, 256, 0),
+                                                     (True, 256, 0)])
+def test_prefer_carveout_rejects_bad_counts(percent, threads, shared):
     """Checked before anything is asked of the driver (so under the simulator too)."""
     k = Kernel("test_smem_prefer_bad", _smem_kernel, (F32,))
     with pytest.raises(ValueError, match="must be an int"):
-        k.prefer_shared(kib, threads, shared, 0)
+        k.prefer_carveout(percent, threads, shared, 0)
 
 
 @pytest.mark.gpu
-def test_prefer_shared_sets_the_carveout_where_the_blocks_fit():
-    """prefer_shared(kib): the kernel's carveout preference becomes kib KiB of the
-    SM's shared memory (percent, rounded down) where the blocks resident without it
-    still fit, and the kernel launches and reads its shared memory back; asked again,
-    the same answer without a driver call. Where they would not fit (1 KiB: 0 %,
-    below one block's reserve), the preference is left as it was and the answer is
-    None. Occupancy questions are answered as under the whole carveout."""
+def test_prefer_carveout_sets_the_carveout_where_the_blocks_fit():
+    """prefer_carveout(percent): the kernel's carveout preference becomes percent
+    where the blocks resident without it still fit, and the kernel launches and reads
+    its shared memory back; asked again, the same answer without a driver call.
+    Where they would not fit (0: the 8 KB configuration, four blocks of 2 KB against
+    eight), the preference is left
+    as it was and the answer is None. Occupancy questions are answered as under the
+    whole carveout."""
     carve = "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT"
-    per_sm = smem_per_sm(0)[0]
     k = Kernel("test_smem_prefer", _smem_kernel, (F32,))
     k.compile()
     blocks = k.resident_blocks(256, 1024, 0)
-    want = 100 * 64 * 1024 // per_sm
-    assert k.prefer_shared(64, 256, 1024, 0) == want
-    assert _kernel_attr(k, carve) == want
+    assert k.prefer_carveout(28, 256, 1024, 0) == 28
+    assert _kernel_attr(k, carve) == 28
     assert k._max_active(256, 1024, 0) == blocks
     assert k.resident_blocks(256, 1024, 0) == blocks
     k._set_carveout(0, 100)
-    assert k.prefer_shared(64, 256, 1024, 0) == want  # cached: nothing set again
+    assert k.prefer_carveout(28, 256, 1024, 0) == 28  # cached: nothing set again
     assert _kernel_attr(k, carve) == 100
-    k._set_carveout(0, want)
+    k._set_carveout(0, 28)
     out = torch.full((256,), -1.0, device="cuda")
     ka = _arr(out)
     k.launch((132,), (256,), stream_handle(ka), [ka], shared=1024)
@@ -524,7 +524,7 @@ def test_prefer_shared_sets_the_carveout_where_the_blocks_fit():
     tight = Kernel("test_smem_prefer_tight", _smem_kernel, (F32,))
     tight.compile()
     before = _kernel_attr(tight, carve)
-    assert tight.prefer_shared(1, 256, 1024, 0) is None
+    assert tight.prefer_carveout(0, 256, 1024, 0) is None
     assert _kernel_attr(tight, carve) == before
 
 

@@ -1875,36 +1875,36 @@ def test_plain_hints_in_ptx(hints):
     assert rep["registers"] == plain_rep["registers"], (rep, plain_rep)
 
 
-def test_plain_smem_kib_rule():
+def test_plain_carveout_rule():
     """v56: the plain kernels of at most four words a thread over rows of 8 KB or more
-    prefer 16 KiB of shared memory an SM, others the driver's choice (0); tuning
-    fwd_plain_smem_kib overrides the rule (0: never) and takes None or an int in
-    [0, 228]."""
-    rule = ln._plain_smem_kib
-    assert rule(2, 2048, "float32") == 16 and rule(2, 4096, "float32") == 16
-    assert rule(4, 12288, "float32") == 16 and rule(4, 4096, "bfloat16") == 16
-    assert rule(8, 8192, "float32") == 0 and rule(8, 16384, "float16") == 0
-    assert rule(4, 1024, "float32") == 0 and rule(4, 2048, "float16") == 0
-    with ln.tuning(fwd_plain_smem_kib=0):
-        assert rule(2, 4096, "float32") == 0
-    with ln.tuning(fwd_plain_smem_kib=32):
-        assert rule(8, 512, "float16") == 32
-    for bad in (-1, 229, 16.0, True, "16"):
-        with pytest.raises(ValueError, match="fwd_plain_smem_kib"):
-            with ln.tuning(fwd_plain_smem_kib=bad):
+    prefer the carveout 5 (LayerNorm) or 7 (RMSNorm), others the driver's choice
+    (None); tuning fwd_plain_carveout overrides the rule (-1: never) and takes None or
+    an int in [-1, 100]."""
+    rule = ln._plain_carveout
+    assert rule(2, 2048, "float32", True) == 7 and rule(2, 4096, "float32", False) == 5
+    assert rule(4, 12288, "float32", True) == 7 and rule(4, 4096, "bfloat16", False) == 5
+    assert rule(8, 8192, "float32", False) is None and rule(8, 16384, "float16", True) is None
+    assert rule(4, 1024, "float32", True) is None and rule(4, 2048, "float16", False) is None
+    with ln.tuning(fwd_plain_carveout=-1):
+        assert rule(2, 4096, "float32", True) is None
+    with ln.tuning(fwd_plain_carveout=0):
+        assert rule(8, 512, "float16", False) == 0
+    for bad in (-2, 101, 5.0, True, "5"):
+        with pytest.raises(ValueError, match="fwd_plain_carveout"):
+            with ln.tuning(fwd_plain_carveout=bad):
                 pass
 
 
 @pytest.mark.gpu
-def test_plain_smem_kib_reaches_the_driver():
+def test_plain_carveout_reaches_the_driver():
     """The launcher asks the driver for v56's preference: after a float32 RMSNorm
-    forward over rows of 4096 the plain kernel's carveout preference is 16 KiB of
-    the SM's shared memory (percent, rounded down); the eight-word float32 LayerNorm kernel at 8192 keeps the driver's default (a
-    fresh kernel's); y against float64 either way."""
+    forward over rows of 4096 the plain kernel's carveout preference reads 7, after
+    a LayerNorm one 5; the eight-word float32 LayerNorm kernel at 8192 keeps the
+    driver's default (a fresh kernel's); y against float64 each time."""
     from numba import types
     from numba.cuda.cudadrv.driver import binding, driver
 
-    from numba_fused.launch import Kernel, smem_per_sm
+    from numba_fused.launch import Kernel
 
     def carveout(kernel):
         cufunc = kernel.function(0)[0]
@@ -1915,13 +1915,12 @@ def test_plain_smem_kib_reaches_the_driver():
     def nothing(out):
         out[0] = 0.0
 
-    fresh = Kernel("test_plain_smem_default", nothing, (types.Array(types.float32, 1, "C"),))
+    fresh = Kernel("test_plain_carveout_default", nothing, (types.Array(types.float32, 1, "C"),))
     fresh.compile()
     default = carveout(fresh)
-    want = 100 * 16 * 1024 // smem_per_sm(0)[0]
-    assert want != default
+    assert default not in (5, 7)
     make = ln.make_plain_forward_kernel
-    for rms, n, expect in ((True, 4096, want), (False, 8192, default)):
+    for rms, n, expect in ((True, 4096, 7), (False, 4096, 5), (False, 8192, default)):
         variant = (rms, True, not rms)
         x, w, b, _ = _inputs((33, n), "float32", variant, seed=n)
         kernels = []

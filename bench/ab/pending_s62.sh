@@ -14,12 +14,17 @@
 #      of shared memory an SM): its GPU tests and the new knobs', ncu's shared-memory
 #      configuration of float32 RMSNorm 16384 x 4096's kernel (16 KB, was 8), then
 #      issue #16's RMSNorm sweep (pending_s59.sh R; carry .whl). ~8 min.
-#   L: the LayerNorm sweep (pending_s59.sh L). ~5 min.
-#   bash bench/ab/pending_s62.sh "$OUT" {m|s|v|L}
+#   L: ncu's shared-memory configuration of float32 RMSNorm 16384 x 4096's plain kernel
+#      at each carveout preference (bench/ab/carveout_cfg.py), then the LayerNorm sweep
+#      (pending_s59.sh L). ~6 min.
+#   f: v56 as shipped (carveout 5 for LayerNorm, 7 for RMSNorm): its GPU tests, then
+#      both ops' forward sweeps alone (pending_s59.sh's providers and shapes; carry
+#      .whl). ~5 min.
+#   bash bench/ab/pending_s62.sh "$OUT" {m|s|v|L|f}
 set -uo pipefail
 OUT=${1:?"usage: pending_s62.sh OUTDIR m"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?m, s, v or L}" in
+case "${2:?m, s, v, L or f}" in
   m)
     mkdir -p "$OUT/cubin"
     timeout -k 10 300 python3 bench/ab/cubin_ab.py --out "$OUT/cubin" > "$OUT/cubin_ab.log" 2>&1
@@ -48,6 +53,29 @@ case "${2:?m, s, v or L}" in
       "$OUT/ncu_smem_cfg.txt"
     bash bench/ab/pending_s59.sh "$OUT" R
     ;;
-  L) bash bench/ab/pending_s59.sh "$OUT" L ;;
-  *) echo "m | s | v | L" >&2; exit 2 ;;
+  L)
+    timeout -k 5 120 ncu --section LaunchStats -k regex:norm_fwd python3 \
+      bench/ab/carveout_cfg.py > "$OUT/ncu_carveout_cfg.txt" 2>&1
+    echo "ncu rc $?"
+    grep -E "Shared Memory Configuration Size|launch with" "$OUT/ncu_carveout_cfg.txt"
+    bash bench/ab/pending_s59.sh "$OUT" L
+    ;;
+  f)
+    timeout -k 5 150 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
+      tests/test_helpers.py -k "carveout or prefer or resident_blocks" \
+      > "$OUT/tests_f.log" 2>&1
+    echo "tests rc $?"; tail -2 "$OUT/tests_f.log"
+    . bench/ab/liger_env.sh || echo "liger wheel not installed"
+    for op in layer_norm rms_norm; do
+      timeout -k 10 240 python3 bench/layer_norm.py --ops "$op" \
+        --dtypes float16 bfloat16 float32 --dirs fwd \
+        --providers numba numba_infer numba_torch torch compile liger \
+        --shapes 131072x512 87381x768 65536x1024 32768x2048 16384x4096 13107x5120 8192x8192 \
+        5461x12288 4096x16384 1024x65536 --reps 30 --warmup 5 --no-memory --no-overhead \
+        --json "$OUT/norms_fwd_$op.json" > "$OUT/norms_fwd_$op.log" 2>&1
+      echo "sweep $op fwd rc $?"
+      python3 bench/sweep_table.py norms "$OUT/norms_fwd_$op.json" | tail -2
+    done
+    ;;
+  *) echo "m | s | v | L | f" >&2; exit 2 ;;
 esac
