@@ -1,33 +1,33 @@
 """Whether the L1 / shared carveout preference moves the norms forwards' gap to
 torch.compile (issue #16, sixty-second session).
 
-    python3 bench/ab/carveout_ab.py [--cells f32-rms-4096,...] [--carveouts -1,7,14]
+    python3 bench/ab/carveout_ab.py [--cells f32-rms-4096,...|all] [--carveouts -1,5,7]
         [--tunes '{"base": {}, "xn": {"fwd_plain_hints": ["no_allocate", "last"]}}']
-        [--passes 3] [--reps 30]
+        [--passes 3] [--reps 30] [--no-compile]
 
-Why. ``bench/ab/cubin_ab.py`` (sixty-second session, H200, float32 RMSNorm 16384 x
-4096) loaded inductor's kernel shape (``rms_mimic.py``) five ways: the driver's JIT
-and offline ptxas (toolkit 13.0, Triton's 12.8; sm_90 and sm_90a) all timed within
-0.2 us of each other (131.9-132.1), so how the binary is assembled is not the gap.
-The same cubins with the preferred shared-memory carveout set to 7 % (of 228 KB:
-the 16 KB configuration ncu read for inductor's kernel, against 8 KB for ours) ran
-**0.85 us faster** in every pass (131.1-131.2). Here our shipped forward kernels are
-timed at each carveout preference (percent; -1: none, the driver's default) beside
-torch.compile, alternating, at the cells the sixtieth session's sweep had behind
-(and controls ahead), each under each ``--tunes`` entry (layer_norm.tuning
-overrides; by default the plain kernel as shipped, and with fwd_plain_hints: x's
-loads ``.L1::no_allocate`` or ``.L1::evict_first``, w / b's ``.L1::evict_last``).
-The kernels the launcher picks are recorded on a first call; each provider sets its
-preference on them before it is timed. Every output is checked against float64
-first; each kernel's resident blocks an SM under each preference are printed
-(occupancy must not change). torch.compile is recompiled a cell
-(``torch._dynamo.reset``: its recompile limit of 8 otherwise sends later cells to
-eager). A first run (all of ``base``) found 32 / 64 KB of shared memory 2-38 us
-slower than the default (8 KB) at every float32 cell: less L1 costs these
-streaming kernels far more than their w / b lines explain, unless x's lines push
-w / b out. Predicted, if so: with x not allocated in L1 (``xn``) the 32 KB
-penalty shrinks, and the default carveout gains where w / b missed.
-"""
+Why. ``bench/ab/cubin_ab.py`` (sixty-second session, H200, float32 RMSNorm 16384 x 4096)
+loaded inductor's kernel shape (``rms_mimic.py``) five ways: the driver's JIT and
+offline ptxas (toolkit 13.0, Triton's 12.8; sm_90 and sm_90a) all timed within 0.2 us of
+each other (131.9-132.1), so how the binary is assembled is not the gap. The same cubins
+with the preferred shared-memory carveout set to 7 % ran **0.85 us faster** in every
+pass (131.1-131.2). (Meant as 16 KB of 228, the configuration ncu had read for
+inductor's kernel against 8 KB for ours; ``bench/ab/carveout_cfg.py`` then found the
+driver gives 164 KB of shared memory at 7, 132 KB at 5, and all 228 KB from 10 up, so
+the gain is a smaller L1, not a larger shared memory.) Here our shipped forward kernels
+are timed at each carveout preference (percent; -1: none, the driver's default) beside
+torch.compile, alternating, at the cells the sixtieth session's sweep had behind (and
+controls ahead), each under each ``--tunes`` entry (layer_norm.tuning overrides; by
+default the plain kernel as shipped, and with fwd_plain_hints: x's loads
+``.L1::no_allocate`` or ``.L1::evict_first``, w / b's ``.L1::evict_last``). The kernels
+the launcher picks are recorded on a first call; each provider sets its preference on
+them before it is timed. Every output is checked against float64 first; each kernel's
+resident blocks an SM under each preference are printed (occupancy must not change).
+torch.compile is recompiled a cell (``torch._dynamo.reset``: its recompile limit of 8
+otherwise sends later cells to eager). A first run (all of ``base``) found preferences
+14 and 28 (both 228 KB of shared memory, ~28 KB of L1) 2-38 us slower than the default
+(8 KB) at every float32 cell. Predicted, if x's lines push w / b out of a small L1: with
+x not allocated in L1 (``xn``) that penalty shrinks. (It did not, and both hints cost
+2-8 us at the default carveout: sixty-second session, bench/NOTES.md.)"""
 
 import argparse
 import ctypes
@@ -183,7 +183,7 @@ def main(argv=None):
                          "issue #16 N from 512 to 16384")
     ap.add_argument("--no-compile", action="store_true",
                     help="ours alone (gaps to the first variant)")
-    ap.add_argument("--carveouts", default="-1,7,14")
+    ap.add_argument("--carveouts", default="-1,5,7")
     ap.add_argument("--tunes", default=json.dumps(TUNES),
                     help="JSON: label -> layer_norm.tuning overrides (lists for tuples)")
     ap.add_argument("--passes", type=int, default=3)
