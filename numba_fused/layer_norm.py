@@ -4146,8 +4146,8 @@ _TUNING_DEFAULTS = {
     "fwd_plain_const_n": False,
     "fwd_plain_tree": False,
     # The plain kernel's L1 eviction priorities of x's read and w / b's, (x, w / b)
-    # (make_plain_forward_kernel's hints; opt-in candidate, sixty-second session:
-    # a smaller L1 slowed the float32 forwards by up to 30 %, bench/NOTES.md); None:
+    # (make_plain_forward_kernel's hints; opt-in, refuted in the sixty-second session:
+    # x's no_allocate / evict_first cost 2-5 us at float32, bench/NOTES.md); None:
     # plain loads.
     "fwd_plain_hints": None,
     # The plain kernel's carveout preference (percent, launch.Kernel.prefer_carveout;

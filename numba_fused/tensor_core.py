@@ -1149,7 +1149,8 @@ else:
         size: _make_ld_global_v4(f"ld_global_v4_pf{size}", f"ld.global.L2::{size}B")
         for size in L2_PREFETCH_SIZES}
     _LD_GLOBAL_V4_EV = {
-        policy: _make_ld_global_v4(f"ld_global_v4_ev{policy}", f"ld.global.{_l1_qualifier(policy)}")
+        policy: _make_ld_global_v4(f"ld_global_v4_ev{policy}",
+                                   f"ld.global.{_l1_qualifier(policy)}")
         for policy in L1_EVICT_POLICIES}
 
     @intrinsic
