@@ -15,7 +15,7 @@ import numba_fused  # noqa: F401  (installs the simulator primitives / numpy shi
 from interop.dlpack import as_kernel_array, stream_handle
 from numba_fused import _compat, dtypes, intrinsics, philox, reductions
 from numba_fused.launch import Kernel, carveout_percent, smem_per_sm
-from tests.util import DTYPES, device, torch_dtype
+from tests.util import DTYPES, device, kernel_attr, torch_dtype
 
 U32 = types.Array(types.uint32, 1, "C")
 F32 = types.Array(types.float32, 1, "C")
@@ -446,14 +446,6 @@ def _smem_kernel(out):
     out[t] = buf[cuda.blockDim.x - 1 - t]
 
 
-def _kernel_attr(kernel, attr):
-    from numba.cuda.cudadrv.driver import binding, driver
-
-    cufunc = kernel.function(0)[0]
-    return int(driver.cuKernelGetAttribute(getattr(binding.CUfunction_attribute, attr),
-                                           cufunc.handle, cufunc.device.id))
-
-
 def test_carveout_percent():
     """The carveout preference for a number of resident blocks: their bytes (dynamic,
     static and the driver's reserve) over the SM's shared memory, rounded up, at most
@@ -508,12 +500,12 @@ def test_prefer_carveout_sets_the_carveout_where_the_blocks_fit():
     k.compile()
     blocks = k.resident_blocks(256, 1024, 0)
     assert k.prefer_carveout(28, 256, 1024, 0) == 28
-    assert _kernel_attr(k, carve) == 28
+    assert kernel_attr(k, carve) == 28
     assert k._max_active(256, 1024, 0) == blocks
     assert k.resident_blocks(256, 1024, 0) == blocks
     k._set_carveout(0, 100)
     assert k.prefer_carveout(28, 256, 1024, 0) == 28  # cached: nothing set again
-    assert _kernel_attr(k, carve) == 100
+    assert kernel_attr(k, carve) == 100
     k._set_carveout(0, 28)
     out = torch.full((256,), -1.0, device="cuda")
     ka = _arr(out)
@@ -523,9 +515,9 @@ def test_prefer_carveout_sets_the_carveout_where_the_blocks_fit():
 
     tight = Kernel("test_smem_prefer_tight", _smem_kernel, (F32,))
     tight.compile()
-    before = _kernel_attr(tight, carve)
+    before = kernel_attr(tight, carve)
     assert tight.prefer_carveout(0, 256, 1024, 0) is None
-    assert _kernel_attr(tight, carve) == before
+    assert kernel_attr(tight, carve) == before
 
 
 @pytest.mark.gpu
@@ -538,11 +530,11 @@ def test_resident_blocks_keeps_the_l1_for_small_shared_memory():
     raises both, as a launch of that size must."""
     small = Kernel("test_smem_small", _smem_kernel, (F32,))
     small.compile()
-    carve0 = _kernel_attr(small, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT")
-    limit0 = _kernel_attr(small, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+    carve0 = kernel_attr(small, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT")
+    limit0 = kernel_attr(small, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
     assert small.resident_blocks(256, 16 * 1024, 0) >= 1
-    assert _kernel_attr(small, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT") == carve0
-    assert _kernel_attr(small, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES") == limit0
+    assert kernel_attr(small, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT") == carve0
+    assert kernel_attr(small, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES") == limit0
     out = torch.full((256,), -1.0, device="cuda")
     ka = _arr(out)
     small.launch((1,), (256,), stream_handle(ka), [ka], shared=16 * 1024)
@@ -552,8 +544,8 @@ def test_resident_blocks_keeps_the_l1_for_small_shared_memory():
     big = Kernel("test_smem_big", _smem_kernel, (F32,))
     big.compile()
     assert big.resident_blocks(256, 96 * 1024, 0) >= 1
-    assert _kernel_attr(big, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT") == 100
-    assert _kernel_attr(big, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES") >= 96 * 1024
+    assert kernel_attr(big, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT") == 100
+    assert kernel_attr(big, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES") >= 96 * 1024
 
 
 @pytest.mark.gpu
@@ -573,12 +565,12 @@ def test_fit_carveout_keeps_the_blocks_and_gives_the_rest_to_l1():
     one = carveout_percent(1, shared + static + reserved, per_sm)
     assert one < 100
     assert k.fit_carveout(256, shared, 1, 0) == one
-    assert _kernel_attr(k, carve) == one
+    assert kernel_attr(k, carve) == one
     assert k.resident_blocks(256, 100 * 1024, 0) == 2
-    assert _kernel_attr(k, carve) == one
+    assert kernel_attr(k, carve) == one
     two = k.fit_carveout(256, shared, 2, 0)
     assert one < two == carveout_percent(2, shared + static + reserved, per_sm)
-    assert _kernel_attr(k, carve) == two
+    assert kernel_attr(k, carve) == two
     assert k.fit_carveout(256, shared, 1, 0) == two
     out = torch.full((256,), -1.0, device="cuda")
     ka = _arr(out)
@@ -587,6 +579,6 @@ def test_fit_carveout_keeps_the_blocks_and_gives_the_rest_to_l1():
     assert torch.equal(out.cpu(), torch.arange(255, -1, -1, dtype=torch.float32))
     small = Kernel("test_smem_fit_small", _smem_kernel, (F32,))
     small.compile()
-    before = _kernel_attr(small, carve)
+    before = kernel_attr(small, carve)
     assert small.fit_carveout(256, 16 * 1024, 1, 0) == 100
-    assert _kernel_attr(small, carve) == before
+    assert kernel_attr(small, carve) == before

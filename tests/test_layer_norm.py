@@ -20,7 +20,7 @@ from numba_fused import layer_norm as ln
 from numba_fused.dtypes import to_float64
 from numba_fused.launch import Kernel
 from tests.util import (DTYPES, SIMULATOR, TOL, assert_close, compile_backend, compiled_targets,
-                        device, griddep_pair_reports, rel_err, torch_dtype)
+                        device, griddep_pair_reports, kernel_attr, rel_err, torch_dtype)
 
 # (rms, has_w, has_b)
 VARIANTS = [(False, True, True), (False, True, False), (False, False, True),
@@ -1902,15 +1902,11 @@ def test_plain_carveout_reaches_the_driver():
     a LayerNorm one 5; the eight-word float32 LayerNorm kernel at 8192 keeps the
     driver's default (a fresh kernel's); y against float64 each time."""
     from numba import types
-    from numba.cuda.cudadrv.driver import binding, driver
 
     from numba_fused.launch import Kernel
 
     def carveout(kernel):
-        cufunc = kernel.function(0)[0]
-        return int(driver.cuKernelGetAttribute(
-            binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-            cufunc.handle, cufunc.device.id))
+        return kernel_attr(kernel, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT")
 
     def nothing(out):
         out[0] = 0.0

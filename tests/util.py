@@ -102,3 +102,14 @@ def griddep_pair_reports(pairs):
             assert ("griddepcontrol" in ptx) == (i % 2 == 1), kernel.name
             reports.append(ptxas_report(ptx))
     return reports
+
+
+def kernel_attr(kernel, attr):
+    """A launch.Kernel's function attribute ``attr`` (a CUfunction_attribute name, e.g.
+    "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT") on device 0, as the driver
+    reads it (cuKernelGetAttribute)."""
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    cufunc = kernel.function(0)[0]
+    return int(driver.cuKernelGetAttribute(getattr(binding.CUfunction_attribute, attr),
+                                           cufunc.handle, cufunc.device.id))

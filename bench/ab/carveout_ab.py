@@ -30,8 +30,8 @@ x not allocated in L1 (``xn``) that penalty shrinks. (It did not, and both hints
 2-8 us at the default carveout: sixty-second session, bench/NOTES.md.)"""
 
 import argparse
-import ctypes
 import json
+import math
 import os
 import sys
 
@@ -39,14 +39,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
+from bench.ab.placement import _compiled, _ref  # noqa: E402
+from bench.ab.tail_scan import _ours  # noqa: E402
 from bench.common import time_cuda  # noqa: E402
 from numba_fused import launch  # noqa: E402
-from numba_fused import layer_norm as ln  # noqa: E402
 
-# CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
-_CARVEOUT = 9
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 # The sixtieth session's sweep: behind compile (all forwards), then two controls.
 CELLS = ("f32-ln-4096", "f32-rms-2048", "f32-rms-4096", "f32-rms-5120", "f32-rms-8192",
@@ -63,35 +61,13 @@ TUNES = {"base": {}, "xn": {"fwd_plain_hints": ["no_allocate", "last"]},
          "xf": {"fwd_plain_hints": ["first", "last"]}}
 
 
-def _ours(op, eps, tune):
-    def fwd(x, w, b):
-        with ln.tuning(**tune):
-            if op == "rms":
-                return ln.rms_norm_forward(x, w, eps, stats=False)[0]
-            return ln.layer_norm_forward(x, w, b, eps, stats=False)[0]
-    return fwd
-
-
-def _compiled(op, n, eps):
-    if op == "rms":
-        return torch.compile(lambda x, w, b: F.rms_norm(x, (n,), w, eps), dynamic=False)
-    return torch.compile(lambda x, w, b: F.layer_norm(x, (n,), w, b, eps), dynamic=False)
-
-
-def _ref(op, n, x, w, b, eps):
-    xd = x.double()
-    if op == "rms":
-        return xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + eps) * w.double()
-    return F.layer_norm(xd, (n,), w.double(), b.double(), eps)
-
-
 def _picked(fn, args):
     """[(Kernel, threads a block, dynamic shared bytes)] of the launches ``fn(*args)``
     makes through :meth:`launch.Kernel.launch`."""
     got, saved = [], launch.Kernel.launch
 
     def spy(self, grid, block, stream, args, shared=0):
-        threads = block if isinstance(block, int) else int(torch.tensor(block).prod())
+        threads = block if isinstance(block, int) else math.prod(block)
         got.append((self, threads, int(shared)))
         return saved(self, grid, block, stream, args, shared)
 
@@ -103,41 +79,27 @@ def _picked(fn, args):
     return got
 
 
-def _prefer(kern, dev, percent):
-    """Set ``kern``'s preferred carveout on device ``dev``: on its library kernel
-    (launch.Kernel._set_carveout, cuKernelSetAttribute) and on the context function
-    the direct launches use (cuFuncSetAttribute, which would override the former)."""
-    kern._set_carveout(dev, percent)
-    lib = launch._libcuda()
-    handle = kern.function(dev)[1]
-    if lib is not None:
-        rc = lib.cuFuncSetAttribute(ctypes.c_void_p(handle), _CARVEOUT, ctypes.c_int(percent))
-        if rc:
-            raise RuntimeError(f"cuFuncSetAttribute({kern.name}, carveout {percent}): {rc}")
-
-
 def run_cell(cell, tunes, carveouts, passes, reps, compiled=True):
     dt, op, n = cell.split("-")
     n = int(n)
     dtype = DTYPES[dt]
     m = 2**26 // n
-    eps = 1e-6 if op == "rms" else 1e-5
     torch._dynamo.reset()  # a fresh compile a cell (the recompile limit is 8)
     g = torch.Generator(device="cuda").manual_seed(n)
     x = torch.randn(m, n, device="cuda", generator=g).to(dtype)
     w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(dtype)
     b = torch.randn(n, device="cuda", generator=g).to(dtype)
-    fns = {"compile": _compiled(op, n, eps)} if compiled else {}
+    fns = {"compile": _compiled(op, n, dynamic=False)} if compiled else {}
     kernels = {}
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     dev = x.device.index
     with torch.no_grad():
         for label, tune in tunes.items():
-            fns[label] = _ours(op, eps, tune)
+            fns[label] = _ours(op, tune)
             kernels[label] = _picked(fns[label], (x, w, b))
             if not kernels[label]:
                 raise RuntimeError(f"{cell} {label}: no launch through launch.Kernel.launch")
-        want = _ref(op, n, x[-256:], w, b, eps)
+        want = _ref(op, n, x[-256:], w, b)
         for name, fn in fns.items():
             got = fn(x, w, b)[-256:].double()
             err = ((got - want).norm() / want.norm()).item()
@@ -150,18 +112,18 @@ def run_cell(cell, tunes, carveouts, passes, reps, compiled=True):
             for prov in (provs if k % 2 == 0 else provs[::-1]):
                 label, carve = prov
                 for kern, _, _ in kernels.get(label, ()):
-                    _prefer(kern, dev, carve)
+                    kern._set_carveout(dev, carve)
                 t = time_cuda(fns[label], [(x, w, b)], reps=reps, warmup=5)
                 times[prov].append(t["median_ms"] * 1e3)
         occ = []
         for label in tunes:
             for c in carveouts:
                 for kern, _, _ in kernels[label]:
-                    _prefer(kern, dev, c)
+                    kern._set_carveout(dev, c)
                 occ.append(f"{label}@c{c}:" + "/".join(
                     str(kern._max_active(t, sh, dev)) for kern, t, sh in kernels[label]))
             for kern, _, _ in kernels[label]:
-                _prefer(kern, dev, -1)
+                kern._set_carveout(dev, -1)
     med = {p: sorted(v)[passes // 2] for p, v in times.items()}
     # The gaps are to compile, else to the first of ours.
     ref = provs[0]

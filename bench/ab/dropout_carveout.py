@@ -12,8 +12,8 @@ backward with the bias grad at fp16 / bf16 16384 x 4096: 0.0762 / 0.0768 ms agai
 0.0743, 2.5 %; the norms moved by up to 2 % from the carveout alone. Here each of
 dropout's forward and backward (with the bias grad), ``act`` none and gelu, p = 0.1, is
 called once to record the kernels it launches (``carveout_ab._picked``), then timed
-with each preference set on all of them (``carveout_ab._prefer``), alternating order
-over ``--passes``; every output is compared with the default preference's (the same
+with each preference set on all of them (``launch.Kernel._set_carveout``), alternating
+order over ``--passes``; every output is compared with the default preference's (the same
 kernels, so the same bits). Predicted: if the bias-grad backward is held up the way
 the norms were, one preference takes 0.5-2 us off it; the forward (no w / b re-read)
 may not move.
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from bench.ab.carveout_ab import _picked, _prefer  # noqa: E402
+from bench.ab.carveout_ab import _picked  # noqa: E402
 from bench.common import time_cuda  # noqa: E402
 from numba_fused import dropout as dr  # noqa: E402
 
@@ -62,12 +62,12 @@ def run_case(case, carveouts, passes, reps):
     if not kernels:
         raise RuntimeError(f"{case}: no launch through launch.Kernel.launch recorded")
     for kern, _, _ in kernels:
-        _prefer(kern, dev, -1)
+        kern._set_carveout(dev, -1)
     want = [t.clone() for t in _outputs(fn(x, b, gy))]
     bad = []
     for c in carveouts:
         for kern, _, _ in kernels:
-            _prefer(kern, dev, c)
+            kern._set_carveout(dev, c)
         got = _outputs(fn(x, b, gy))
         if len(got) != len(want) or not all(torch.equal(a, e) for a, e in zip(got, want)):
             bad.append(c)
@@ -75,10 +75,10 @@ def run_case(case, carveouts, passes, reps):
     for k in range(passes):
         for c in (carveouts if k % 2 == 0 else carveouts[::-1]):
             for kern, _, _ in kernels:
-                _prefer(kern, dev, c)
+                kern._set_carveout(dev, c)
             times[c].append(time_cuda(fn, [(x, b, gy)], reps=reps, warmup=5)["median_ms"] * 1e3)
     for kern, _, _ in kernels:
-        _prefer(kern, dev, -1)
+        kern._set_carveout(dev, -1)
     med = {c: sorted(v)[passes // 2] for c, v in times.items()}
     base = med[carveouts[0]]
     names = ",".join(f"{k.name}({t})" for k, t, _ in kernels)

@@ -23,18 +23,7 @@
 set -uo pipefail
 OUT=${1:?"usage: pending_s59.sh OUTDIR a|e|t|c|v|L|R"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-sweep() {  # sweep OP TAG
-  . bench/ab/liger_env.sh || echo "liger wheel not installed"
-  nvidia-smi -L
-  timeout -k 10 570 python3 bench/layer_norm.py --ops "$1" \
-    --dtypes float16 bfloat16 float32 --dirs fwd bwd \
-    --providers numba numba_infer numba_torch torch compile liger \
-    --shapes 131072x512 87381x768 65536x1024 32768x2048 16384x4096 13107x5120 8192x8192 \
-    5461x12288 4096x16384 1024x65536 --reps 30 --warmup 5 --no-memory --no-overhead \
-    --json "$OUT/norms_$2.json" > "$OUT/norms_$2.log" 2>&1
-  echo "sweep $1 rc $?"
-  python3 bench/sweep_table.py norms "$OUT/norms_$2.json" | tail -3
-}
+. bench/ab/norms_sweep_fn.sh
 case "${2:?a, e, t, c, v, L or R}" in
   a)
     timeout -k 10 560 python3 bench/ab/infer_picks.py > "$OUT/picks.log" 2>&1
@@ -79,7 +68,7 @@ case "${2:?a, e, t, c, v, L or R}" in
     echo "sweep rc $?"
     python3 bench/sweep_table.py norms "$OUT/norms_f32_fwd_v51.json" | tail -5
     ;;
-  L) sweep layer_norm ln_s59 ;;
-  R) sweep rms_norm rms_s59 ;;
+  L) norms_sweep layer_norm ln_s59 ;;
+  R) norms_sweep rms_norm rms_s59 ;;
   *) echo "a, e, t, c, v, L or R" >&2; exit 2 ;;
 esac

@@ -65,17 +65,8 @@ case "${2:?m, s, v, L or f}" in
       tests/test_helpers.py -k "carveout or prefer or resident_blocks" \
       > "$OUT/tests_f.log" 2>&1
     echo "tests rc $?"; tail -2 "$OUT/tests_f.log"
-    . bench/ab/liger_env.sh || echo "liger wheel not installed"
-    for op in layer_norm rms_norm; do
-      timeout -k 10 240 python3 bench/layer_norm.py --ops "$op" \
-        --dtypes float16 bfloat16 float32 --dirs fwd \
-        --providers numba numba_infer numba_torch torch compile liger \
-        --shapes 131072x512 87381x768 65536x1024 32768x2048 16384x4096 13107x5120 8192x8192 \
-        5461x12288 4096x16384 1024x65536 --reps 30 --warmup 5 --no-memory --no-overhead \
-        --json "$OUT/norms_fwd_$op.json" > "$OUT/norms_fwd_$op.log" 2>&1
-      echo "sweep $op fwd rc $?"
-      python3 bench/sweep_table.py norms "$OUT/norms_fwd_$op.json" | tail -2
-    done
+    . bench/ab/norms_sweep_fn.sh
+    for op in layer_norm rms_norm; do norms_sweep "$op" "fwd_$op" fwd 240; done
     ;;
   *) echo "m | s | v | L | f" >&2; exit 2 ;;
 esac
