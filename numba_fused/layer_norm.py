@@ -2384,6 +2384,17 @@ def _plain_pick(n, vec, rms=False, dtype=None):
 _PLAIN_CARVEOUT = {"ln": 5, "rms": 7}
 _PLAIN_CARVEOUT_WORDS = 4
 _PLAIN_CARVEOUT_ROW = 8192
+# v58 (sixty-third session): RMSNorm rows of _PLAIN_CARVEOUT_WIDE_RMS[0] elements or more
+# prefer _PLAIN_CARVEOUT_WIDE_RMS[1] instead (196 KB of shared memory, ~60 KB of L1).
+# H200, bench/ab/carveout_ab.py --cells all, two processes of five alternating passes,
+# us against the default, 7 / 9: float32 5120 -0.25, -0.63 / -0.86, -1.27; 8192 -0.93,
+# -0.64 / -1.31, -0.93; 12288 -0.75, -0.97 / -1.08, -1.26; 16384 -0.06, -0.10 / -0.62,
+# -0.64; fp16 8192 -0.48, -0.19 / -0.56, -0.46; 12288 -0.61, -0.16 / -0.90, -0.74; bf16
+# 8192 -0.42, -0.32 / -0.67, -0.56; 12288 -0.48, -0.29 / -1.00, -0.86 (the sixty-second
+# session's call 8 and call 1 here agree at float32 8192 / 12288). Narrower rows do not
+# gain from 9: float32 4096 +0.13, +0.27 (7: -0.21, -0.21), 2048 even. LayerNorm's plain
+# kernels keep 5: 9 costs float32 4096 +5.5 and the eight-word kernels +4 to +16.
+_PLAIN_CARVEOUT_WIDE_RMS = (5120, 9)
 
 
 def _plain_carveout(words, n, dtype, rms):
@@ -2391,14 +2402,17 @@ def _plain_carveout(words, n, dtype, rms):
     kernel of ``words`` words a thread over ``dtype`` rows of ``n`` (RMSNorm where
     ``rms``), or None (the driver's choice): tuning fwd_plain_carveout where set (-1:
     None), else v56's rule (_PLAIN_CARVEOUT at most _PLAIN_CARVEOUT_WORDS words over
-    rows of _PLAIN_CARVEOUT_ROW bytes or more)."""
+    rows of _PLAIN_CARVEOUT_ROW bytes or more) with v58's for wide RMSNorm rows
+    (_PLAIN_CARVEOUT_WIDE_RMS)."""
     pct = _tune["fwd_plain_carveout"]
     if pct is not None:
         return None if pct < 0 else pct
     row = n * (4 if dtype == "float32" else 2)
-    if words <= _PLAIN_CARVEOUT_WORDS and row >= _PLAIN_CARVEOUT_ROW:
-        return _PLAIN_CARVEOUT["rms" if rms else "ln"]
-    return None
+    if words > _PLAIN_CARVEOUT_WORDS or row < _PLAIN_CARVEOUT_ROW:
+        return None
+    if rms and n >= _PLAIN_CARVEOUT_WIDE_RMS[0]:
+        return _PLAIN_CARVEOUT_WIDE_RMS[1]
+    return _PLAIN_CARVEOUT["rms" if rms else "ln"]
 
 
 # Rows whose plain-kernel layouts shipped_kernels compiles (issue #16's sweep).

@@ -1878,11 +1878,14 @@ def test_plain_hints_in_ptx(hints):
 def test_plain_carveout_rule():
     """v56: the plain kernels of at most four words a thread over rows of 8 KB or more
     prefer the carveout 5 (LayerNorm) or 7 (RMSNorm), others the driver's choice
-    (None); tuning fwd_plain_carveout overrides the rule (-1: never) and takes None or
-    an int in [-1, 100]."""
+    (None); v58: RMSNorm rows of 5120 elements or more prefer 9; tuning
+    fwd_plain_carveout overrides the rule (-1: never) and takes None or an int in
+    [-1, 100]."""
     rule = ln._plain_carveout
     assert rule(2, 2048, "float32", True) == 7 and rule(2, 4096, "float32", False) == 5
-    assert rule(4, 12288, "float32", True) == 7 and rule(4, 4096, "bfloat16", False) == 5
+    assert rule(2, 4096, "float32", True) == 7 and rule(4, 4096, "bfloat16", False) == 5
+    assert rule(4, 5120, "float32", True) == 9 and rule(4, 12288, "float32", True) == 9
+    assert rule(2, 8192, "float16", True) == 9 and rule(4, 12288, "float32", False) == 5
     assert rule(8, 8192, "float32", False) is None and rule(8, 16384, "float16", True) is None
     assert rule(4, 1024, "float32", True) is None and rule(4, 2048, "float16", False) is None
     with ln.tuning(fwd_plain_carveout=-1):
@@ -1897,10 +1900,11 @@ def test_plain_carveout_rule():
 
 @pytest.mark.gpu
 def test_plain_carveout_reaches_the_driver():
-    """The launcher asks the driver for v56's preference: after a float32 RMSNorm
-    forward over rows of 4096 the plain kernel's carveout preference reads 7, after
-    a LayerNorm one 5; the eight-word float32 LayerNorm kernel at 8192 keeps the
-    driver's default (a fresh kernel's); y against float64 each time."""
+    """The launcher asks the driver for v56's and v58's preferences: after a float32
+    RMSNorm forward over rows of 4096 the plain kernel's carveout preference reads 7,
+    over rows of 8192 9 (v58), after a LayerNorm one over 4096 5; the eight-word
+    float32 LayerNorm kernel at 8192 keeps the driver's default (a fresh kernel's); y
+    against float64 each time."""
     from numba import types
 
     from numba_fused.launch import Kernel
@@ -1914,9 +1918,10 @@ def test_plain_carveout_reaches_the_driver():
     fresh = Kernel("test_plain_carveout_default", nothing, (types.Array(types.float32, 1, "C"),))
     fresh.compile()
     default = carveout(fresh)
-    assert default not in (5, 7)
+    assert default not in (5, 7, 9)
     make = ln.make_plain_forward_kernel
-    for rms, n, expect in ((True, 4096, 7), (False, 4096, 5), (False, 8192, default)):
+    for rms, n, expect in ((True, 4096, 7), (True, 8192, 9), (False, 4096, 5),
+                           (False, 8192, default)):
         variant = (rms, True, not rms)
         x, w, b, _ = _inputs((33, n), "float32", variant, seed=n)
         kernels = []

@@ -11,11 +11,16 @@
 #   n: ncu of float32 RMSNorm 16384 x 4096's plain kernel at preferences -1 and 7
 #      (carveout_cfg.py): L1 hit rate, L2 read sectors from L1, DRAM bytes, duration --
 #      why a smaller L1 is faster. ~1 min.
-#   bash bench/ab/pending_s63.sh "$OUT" {d|c|n}
+#   Added in the sixty-third session after d / c / n had run:
+#   v: v58 (RMSNorm rows of 5120 or more prefer carveout 9): the carveout / plain-kernel
+#      GPU tests of test_layer_norm, then the RMSNorm forward sweep. ~6 min.
+#   e: dropout's bias-grad backward at preferences 10 and 12 (228 KB of shared memory;
+#      d found 9 even with the default and 3-7 slower). ~1 min.
+#   bash bench/ab/pending_s63.sh "$OUT" {d|c|n|v|e}
 set -uo pipefail
 OUT=${1:?"usage: pending_s63.sh OUTDIR d|c|n"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?d, c or n}" in
+case "${2:?d, c, n, v or e}" in
   d)
     timeout -k 10 300 python3 bench/ab/dropout_carveout.py > "$OUT/dropout_carveout.log" 2>&1
     echo "dropout_carveout rc $?"; grep -E "^\||Error" "$OUT/dropout_carveout.log"
@@ -35,5 +40,17 @@ case "${2:?d, c or n}" in
       python3 bench/ab/carveout_cfg.py -1,7 > "$OUT/ncu_l1.txt" 2>&1
     echo "ncu rc $?"; grep -E "launch with|duration|hit_rate|srcunit|dram__bytes|config_size" "$OUT/ncu_l1.txt"
     ;;
-  *) echo "d | c | n" >&2; exit 2 ;;
+  v)
+    timeout -k 10 300 python3 -m pytest -q -p no:cacheprovider tests/test_layer_norm.py -m gpu \
+      -k "carveout or plain" > "$OUT/tests_v58.log" 2>&1
+    echo "tests rc $?"; tail -3 "$OUT/tests_v58.log"
+    . bench/ab/norms_sweep_fn.sh
+    norms_sweep rms_norm rms_fwd_v58 fwd 380
+    ;;
+  e)
+    timeout -k 10 200 python3 bench/ab/dropout_carveout.py --carveouts=-1,9,10,12 \
+      --cases fp16-none-bwd,bf16-none-bwd > "$OUT/dropout_carveout_e.log" 2>&1
+    echo "dropout_carveout rc $?"; grep -E "^\||Error" "$OUT/dropout_carveout_e.log"
+    ;;
+  *) echo "d | c | n | v | e" >&2; exit 2 ;;
 esac
