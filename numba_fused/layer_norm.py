@@ -106,7 +106,7 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum, warp_sum2, warp_sum_halves
-from .tensor_core import (L1_EVICT_POLICIES, L2_PREFETCH_SIZES, cp_async_16, cp_async_commit,
+from .tensor_core import (LOAD_POLICIES, L2_PREFETCH_SIZES, cp_async_16, cp_async_commit,
                           cp_async_wait, cp_async_wait_all, ld_global_v4, ld_global_v4_evict,
                           ld_global_v4_prefetch, pack_f16x2, st_global_v4)
 
@@ -1975,18 +1975,21 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
     return Kernel(name, norm_fwd_lean, argtypes, **jit)
 
 
-# make_plain_forward_kernel's name letters of its hints' L1 eviction priorities.
-_HINT_LETTER = {None: "p", "first": "f", "last": "l", "no_allocate": "n"}
+# make_plain_forward_kernel's name letters of its hints' eviction policies (upper case:
+# with an L2 cache policy).
+_HINT_LETTER = {None: "p", "first": "f", "last": "l", "no_allocate": "n", "L2first": "F",
+                "L2last": "L", "first+L2first": "G", "last+L2last": "M",
+                "no_allocate+L2first": "A"}
 
 
 def _check_plain_hints(hints, what="hints"):
-    """ValueError unless ``hints`` is an (x, w / b) pair of L1 eviction priorities
-    (tensor_core.L1_EVICT_POLICIES or None), not both None."""
+    """ValueError unless ``hints`` is an (x, w / b) pair of eviction policies
+    (tensor_core.LOAD_POLICIES or None), not both None."""
     if not (isinstance(hints, tuple) and len(hints) == 2
-            and all(h is None or h in L1_EVICT_POLICIES for h in hints)
+            and all(h is None or h in LOAD_POLICIES for h in hints)
             and hints != (None, None)):
-        raise ValueError(f"{what} must be None or an (x, w / b) pair of L1 eviction "
-                         f"priorities in {L1_EVICT_POLICIES} or None (not both None), "
+        raise ValueError(f"{what} must be None or an (x, w / b) pair of eviction "
+                         f"policies in {LOAD_POLICIES} or None (not both None), "
                          f"got {hints!r}")
 
 
@@ -2041,11 +2044,12 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     in place of in warp order (a chain of warps - 1 adds): other bits, the same error
     bound or better; all the partials live at once (32 warps under bounds for 32
     registers spill).
-    ``hints`` (tuning ``fwd_plain_hints``; name ``_h<x><wb>``, a letter each: f
-    first, l last, n no_allocate, p plain): ``(x_policy, wb_policy)``, the L1
-    eviction priorities (tensor_core.L1_EVICT_POLICIES, or None: a plain load) of
-    x's one read and of w / b's, e.g. ("no_allocate", "last"): x, read once, does
-    not displace the w / b lines every row reads again. The same bits.
+    ``hints`` (tuning ``fwd_plain_hints``; name ``_h<x><wb>``, a letter each
+    (_HINT_LETTER): f first, l last, n no_allocate, p plain; upper case with an L2
+    cache policy): ``(x_policy, wb_policy)``, the eviction policies
+    (tensor_core.LOAD_POLICIES, or None: a plain load) of x's one read and of w / b's,
+    e.g. ("no_allocate", "last"): x, read once, does not displace the w / b lines
+    every row reads again; ("L2first", "L2last"): the same in L2. The same bits.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -4159,9 +4163,10 @@ _TUNING_DEFAULTS = {
     # 111 at float32 RMSNorm 4096).
     "fwd_plain_const_n": False,
     "fwd_plain_tree": False,
-    # The plain kernel's L1 eviction priorities of x's read and w / b's, (x, w / b)
-    # (make_plain_forward_kernel's hints; opt-in, refuted in the sixty-second session:
-    # x's no_allocate / evict_first cost 2-5 us at float32, bench/NOTES.md); None:
+    # The plain kernel's eviction policies of x's read and w / b's, (x, w / b)
+    # (make_plain_forward_kernel's hints, tensor_core.LOAD_POLICIES; opt-in. L1
+    # priorities refuted in the sixty-second session: x's no_allocate / evict_first cost
+    # 2-5 us at float32, bench/NOTES.md; L2 policies tried in the sixty-third); None:
     # plain loads.
     "fwd_plain_hints": None,
     # The plain kernel's carveout preference (percent, launch.Kernel.prefer_carveout;
@@ -4316,8 +4321,8 @@ def tuning(**overrides):
     fwd_plain_reload (bool or "word": x read again from L1 for y, not held; "word":
     y's pass word by word),
     fwd_plain_const_n (bool: n compiled in, lanes by masks), fwd_plain_tree (bool:
-    the warps' partials summed pairwise), fwd_plain_hints ((x, w / b) L1 eviction
-    priorities of its loads), fwd_plain_carveout (its carveout preference, percent;
+    the warps' partials summed pairwise), fwd_plain_hints ((x, w / b) eviction
+    policies of its loads, tensor_core.LOAD_POLICIES), fwd_plain_carveout (its carveout preference, percent;
     -1: the driver's choice),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,

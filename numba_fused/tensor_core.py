@@ -129,7 +129,7 @@ __all__ = [
     "ldmatrix_x1_trans_at", "ldmatrix_x2_trans_at", "ldmatrix_x4_trans_at",
     "cp_async_16", "cp_async_commit", "cp_async_wait", "cp_async_wait_all",
     "ld_global_v4", "ld_global_v4_prefetch", "L2_PREFETCH_SIZES",
-    "ld_global_v4_evict", "L1_EVICT_POLICIES",
+    "ld_global_v4_evict", "L1_EVICT_POLICIES", "LOAD_POLICIES",
     "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
@@ -394,21 +394,44 @@ def ld_global_v4_prefetch(size):
 L1_EVICT_POLICIES = ("first", "last", "no_allocate")
 
 
+# With them, L2 cache policies (``createpolicy.fractional.L2::evict_first`` /
+# ``evict_last`` on the whole access, passed to the load by ``.L2::cache_hint``: what
+# Triton lowers ``eviction_policy`` to, beside the L1 priority): "L2first" / "L2last"
+# alone, or "<L1 priority>+L2<first|last>" for both.
+LOAD_POLICIES = L1_EVICT_POLICIES + ("L2first", "L2last", "first+L2first", "last+L2last",
+                                     "no_allocate+L2first")
+
+
 def _l1_qualifier(policy):
     return f"L1::{policy}" if policy == "no_allocate" else f"L1::evict_{policy}"
 
 
+def _load_policy_parts(policy):
+    """(L1 priority or None, L2 policy "first" / "last" or None) of a LOAD_POLICIES
+    entry."""
+    l1, l2 = None, None
+    for part in policy.split("+"):
+        if part.startswith("L2"):
+            l2 = part[2:]
+        else:
+            l1 = part
+    return l1, l2
+
+
 def ld_global_v4_evict(policy):
-    """``ld_global_v4`` with an L1 eviction priority (``policy`` in
-    L1_EVICT_POLICIES: ``ld.global.L1::evict_first`` / ``evict_last`` /
-    ``no_allocate``), or ``ld_global_v4`` itself for None: "last" keeps the lines in
-    L1 ahead of others (data read again soon), "first" gives them up first (its last
-    read), "no_allocate" does not allocate them in L1 at all (read once, so the lines
-    others read again stay). Same operands and values."""
+    """``ld_global_v4`` with an eviction policy (``policy`` in LOAD_POLICIES), or
+    ``ld_global_v4`` itself for None. The L1 priorities (L1_EVICT_POLICIES:
+    ``ld.global.L1::evict_first`` / ``evict_last`` / ``no_allocate``): "last" keeps
+    the lines in L1 ahead of others (data read again soon), "first" gives them up
+    first (its last read), "no_allocate" does not allocate them in L1 at all (read
+    once, so the lines others read again stay). The L2 ones ("L2first" / "L2last",
+    alone or after an L1 priority and "+"): the same two priorities for the lines in
+    L2, through a ``createpolicy`` cache policy and ``.L2::cache_hint``. Same operands
+    and values."""
     if policy is None:
         return ld_global_v4
-    if policy not in L1_EVICT_POLICIES:
-        raise ValueError(f"policy must be None or one of {L1_EVICT_POLICIES}, got {policy!r}")
+    if policy not in LOAD_POLICIES:
+        raise ValueError(f"policy must be None or one of {LOAD_POLICIES}, got {policy!r}")
     return _LD_GLOBAL_V4_EV[policy]
 
 
@@ -684,7 +707,7 @@ if SIMULATOR:
     # The prefetch-size hint changes what L2 fetches, never the values.
     _LD_GLOBAL_V4_PF = {size: ld_global_v4 for size in L2_PREFETCH_SIZES}
     # Nor does the L1 eviction priority.
-    _LD_GLOBAL_V4_EV = {policy: ld_global_v4 for policy in L1_EVICT_POLICIES}
+    _LD_GLOBAL_V4_EV = {policy: ld_global_v4 for policy in LOAD_POLICIES}
 
     def st_global_v4(arr, idx, v0, v1, v2, v3):
         buf, off = _bytes_at(arr, idx, 16, 16, "st_global_v4")
@@ -1125,7 +1148,7 @@ else:
 
         return sig, codegen
 
-    def _make_ld_global_v4(name, op):
+    def _make_ld_global_v4(name, op, tail=";"):
         @intrinsic
         def load(typingctx, arr, idx):
             _check_mem(name, arr, idx)
@@ -1135,7 +1158,7 @@ else:
                 addr = _global_addr(context, builder, signature.args[0], args[0],
                                     signature.args[1], args[1])
                 res = _asm(builder, ir.LiteralStructType([_I32] * 4), [_I64],
-                           f"{op}.v4.u32 {{$0,$1,$2,$3}}, [$4];", "=r,=r,=r,=r,l,~{memory}",
+                           f"{op}.v4.u32 {{$0,$1,$2,$3}}, [$4]{tail}", "=r,=r,=r,=r,l,~{memory}",
                            [addr], True)
                 vals = [builder.extract_value(res, i) for i in range(4)]
                 return context.make_tuple(builder, signature.return_type, vals)
@@ -1148,10 +1171,19 @@ else:
     _LD_GLOBAL_V4_PF = {
         size: _make_ld_global_v4(f"ld_global_v4_pf{size}", f"ld.global.L2::{size}B")
         for size in L2_PREFETCH_SIZES}
-    _LD_GLOBAL_V4_EV = {
-        policy: _make_ld_global_v4(f"ld_global_v4_ev{policy}",
-                                   f"ld.global.{_l1_qualifier(policy)}")
-        for policy in L1_EVICT_POLICIES}
+    def _evict_load(policy):
+        l1, l2 = _load_policy_parts(policy)
+        op = "ld.global" + (f".{_l1_qualifier(l1)}" if l1 else "")
+        name = "ld_global_v4_ev" + policy.replace("+", "_")
+        if l2 is None:
+            return _make_ld_global_v4(name, op)
+        # The policy register lives in the asm's own scope; ptxas folds the
+        # createpolicy of equal loads.
+        return _make_ld_global_v4(
+            name, f"{{ .reg .b64 pol; createpolicy.fractional.L2::evict_{l2}.b64 pol, 1.0; "
+            f"{op}.L2::cache_hint", ", pol; }")
+
+    _LD_GLOBAL_V4_EV = {policy: _evict_load(policy) for policy in LOAD_POLICIES}
 
     @intrinsic
     def st_global_v4(typingctx, arr, idx, v0, v1, v2, v3):

@@ -1848,17 +1848,28 @@ def test_plain_hints_reject_bad_settings():
 
 
 @pytest.mark.ptx
-@pytest.mark.parametrize("hints", [("no_allocate", "last"), ("first", None), (None, "last")],
-                         ids=["nl", "fp", "pl"])
+@pytest.mark.parametrize("hints", [("no_allocate", "last"), ("first", None), (None, "last"),
+                                   ("L2first", "L2last"), ("first+L2first", "last+L2last"),
+                                   ("no_allocate+L2first", None)],
+                         ids=["nl", "fp", "pl", "FL", "GM", "Ap"])
 def test_plain_hints_in_ptx(hints):
-    """The ``_h`` kernels' loads carry their priorities: x's ``words`` loads the x
-    policy's qualifier (or none), w's and b's ``words`` each the w / b one; the same
-    registers as the plain kernel, no spills."""
+    """The ``_h`` kernels' loads carry their policies: x's ``words`` loads the x
+    policy's L1 qualifier and L2 cache policy (or none), w's and b's ``words`` each
+    the w / b one; the same registers as the plain kernel, no spills."""
     from numba_fused.registry import offline_compile, ptxas_report
+    from numba_fused.tensor_core import LOAD_POLICIES
 
     words, tpr = 2, 512
-    qual = {None: "", "first": r"L1::evict_first\.", "last": r"L1::evict_last\.",
-            "no_allocate": r"L1::no_allocate\."}
+    l1 = {"first": r"L1::evict_first\.", "last": r"L1::evict_last\.",
+          "no_allocate": r"L1::no_allocate\."}
+
+    qual = {None: r"ld\.global\.v4\.u32"}
+    for policy in LOAD_POLICIES:
+        cache = [p[2:] for p in policy.split("+") if p.startswith("L2")]
+        prio = [p for p in policy.split("+") if not p.startswith("L2")]
+        load = r"ld\.global\." + (l1[prio[0]] if prio else "")
+        qual[policy] = (rf"createpolicy\.fractional\.L2::evict_{cache[0]}\.b64 pol, 1\.0; "
+                        rf"{load}L2::cache_hint\.v4\.u32" if cache else rf"{load}v4\.u32")
     with offline_compile():
         plain = ln.make_plain_forward_kernel("float32", False, True, True, words, tpr, 1, True)
         k = ln.make_plain_forward_kernel("float32", False, True, True, words, tpr, 1, True,
@@ -1866,7 +1877,7 @@ def test_plain_hints_in_ptx(hints):
         ptx = k.ptx()
         plain_rep, rep = ptxas_report(plain.ptx()), ptxas_report(ptx)
     assert k.name.endswith("_h" + "".join(ln._HINT_LETTER[h] for h in hints)), k.name
-    counts = {h: len(re.findall(rf"ld\.global\.{qual[h]}v4\.u32", ptx)) for h in qual}
+    counts = {h: len(re.findall(qual[h], ptx)) for h in qual}
     want = {h: 0 for h in qual}
     want[hints[0]] += words
     want[hints[1]] += 2 * words

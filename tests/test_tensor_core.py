@@ -489,12 +489,16 @@ def test_ld_global_v4_prefetch_sizes():
 
 def test_ld_global_v4_evict_policies():
     """ld_global_v4_evict: None is the plain load itself, each PTX L1 eviction
-    priority ("first", "last", "no_allocate") has its own load, anything else is
-    refused with the policies named."""
+    priority ("first", "last", "no_allocate"), L2 cache policy ("L2first", "L2last")
+    and the pairs of LOAD_POLICIES has its own load, anything else is refused with
+    the policies named."""
     assert tc.ld_global_v4_evict(None) is tc.ld_global_v4
     assert tc.L1_EVICT_POLICIES == ("first", "last", "no_allocate")
-    loads = {p: tc.ld_global_v4_evict(p) for p in tc.L1_EVICT_POLICIES}
+    assert tc.LOAD_POLICIES == tc.L1_EVICT_POLICIES + (
+        "L2first", "L2last", "first+L2first", "last+L2last", "no_allocate+L2first")
+    loads = {p: tc.ld_global_v4_evict(p) for p in tc.LOAD_POLICIES}
     assert all(callable(f) for f in loads.values())
-    for bad in ("normal", "LAST", 1, "evict_first", "unchanged"):
-        with pytest.raises(ValueError, match=r"one of \('first', 'last', 'no_allocate'\)"):
+    for bad in ("normal", "LAST", 1, "evict_first", "unchanged", "L2normal", "L2first+first"):
+        with pytest.raises(ValueError, match=r"one of \('first', 'last', 'no_allocate', "
+                                             r"'L2first'"):
             tc.ld_global_v4_evict(bad)
