@@ -1756,7 +1756,7 @@ def test_plain_prefetch_hint_in_ptx():
 @pytest.mark.parametrize("layout", [None, (1, 2), (2, 1, False), (2, 1, True)],
                          ids=["own", "rows2", "late", "early"])
 @pytest.mark.parametrize("knob", ["fwd_plain_reload", "reload_word", "fwd_plain_const_n",
-                                  "fwd_plain_tree", "fwd_plain_hints"])
+                                  "fwd_plain_tree", "fwd_plain_hints", "hints_l2"])
 def test_plain_knob_bits(variant, layout, knob):
     """tuning(fwd_plain_reload): the plain kernel reading x again for y (``_rl``, x not
     held across the reductions) gives y, mean and rstd the bits of the kernel holding
@@ -1766,8 +1766,9 @@ def test_plain_knob_bits(variant, layout, knob):
     (``_tree``: the warps' partials summed pairwise) sums in another order: within
     the dtype's tolerance of float64 and of the other kernel. fwd_plain_hints
     (``_hnl``: x's loads ``.L1::no_allocate``, w / b's ``.L1::evict_last``): the same
-    bits. Layouts: the launcher's own, two rows a block over a ragged row count, w /
-    b late and early."""
+    bits, and so do L2 cache policies (``_hGM``: x's loads ``.L1::evict_first`` with
+    ``L2::evict_first``, w / b's ``evict_last`` in both). Layouts: the launcher's own,
+    two rows a block over a ragged row count, w / b late and early."""
     rms = variant[0]
     if rms and variant[2]:
         pytest.skip("RMSNorm has no bias")
@@ -1788,11 +1789,13 @@ def test_plain_knob_bits(variant, layout, knob):
                     held = _forward_stats(variant, x, w, b, stats)
                 setting = ({"fwd_plain_reload": "word"} if knob == "reload_word"
                            else {knob: ("no_allocate", "last")} if knob == "fwd_plain_hints"
-                           else {knob: True})
+                           else {"fwd_plain_hints": ("first+L2first", "last+L2last")}
+                           if knob == "hints_l2" else {knob: True})
                 with ln.tuning(**tune, **setting), poison_outputs():
                     outs[stats] = _forward_stats(variant, x, w, b, stats)
             sfx = {"fwd_plain_reload": "_rl", "reload_word": "_rlw", "fwd_plain_const_n": "_kn",
-                   "fwd_plain_tree": "_tree", "fwd_plain_hints": "_hnl"}[knob]
+                   "fwd_plain_tree": "_tree", "fwd_plain_hints": "_hnl",
+                   "hints_l2": "_hGM"}[knob]
             assert sfx not in picked[0] and picked[1].endswith(sfx), picked
             if layout == (1, 2) and m % 2:
                 assert "_ragged" in picked[1], picked

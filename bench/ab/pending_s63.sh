@@ -16,11 +16,14 @@
 #      GPU tests of test_layer_norm, then the RMSNorm forward sweep. ~6 min.
 #   e: dropout's bias-grad backward at preferences 10 and 12 (228 KB of shared memory;
 #      d found 9 even with the default and 3-7 slower). ~1 min.
-#   bash bench/ab/pending_s63.sh "$OUT" {d|c|n|v|e}
+#   h: the L2 cache-policy loads (fwd_plain_hints with LOAD_POLICIES' L2 forms): their GPU
+#      bits tests, then memcheck / racecheck / initcheck of layer_norm_plain_knobs at
+#      float32 (now with the _hnl and _hGM kernels). ~4 min.
+#   bash bench/ab/pending_s63.sh "$OUT" {d|c|n|v|e|h}
 set -uo pipefail
 OUT=${1:?"usage: pending_s63.sh OUTDIR d|c|n"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?d, c, n, v or e}" in
+case "${2:?d, c, n, v, e or h}" in
   d)
     timeout -k 10 300 python3 bench/ab/dropout_carveout.py > "$OUT/dropout_carveout.log" 2>&1
     echo "dropout_carveout rc $?"; grep -E "^\||Error" "$OUT/dropout_carveout.log"
@@ -52,5 +55,15 @@ case "${2:?d, c, n, v or e}" in
       --cases fp16-none-bwd,bf16-none-bwd > "$OUT/dropout_carveout_e.log" 2>&1
     echo "dropout_carveout rc $?"; grep -E "^\||Error" "$OUT/dropout_carveout_e.log"
     ;;
-  *) echo "d | c | n | v | e" >&2; exit 2 ;;
+  h)
+    timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_layer_norm.py \
+      tests/test_tensor_core.py -k "plain_knob_bits and hints or evict_policies" \
+      > "$OUT/tests_h.log" 2>&1
+    echo "tests rc $?"; tail -2 "$OUT/tests_h.log"
+    SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=${SAN_LIMIT:-300} \
+      bash bench/ab/san_pair.sh "$OUT" "layer_norm_plain_knobs:float32" san_float32 \
+      > "$OUT/san_float32.summary" 2>&1
+    cat "$OUT/san_float32.summary"
+    ;;
+  *) echo "d | c | n | v | e | h" >&2; exit 2 ;;
 esac
