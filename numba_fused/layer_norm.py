@@ -4166,8 +4166,9 @@ _TUNING_DEFAULTS = {
     # The plain kernel's eviction policies of x's read and w / b's, (x, w / b)
     # (make_plain_forward_kernel's hints, tensor_core.LOAD_POLICIES; opt-in. L1
     # priorities refuted in the sixty-second session: x's no_allocate / evict_first cost
-    # 2-5 us at float32, bench/NOTES.md; L2 policies tried in the sixty-third); None:
-    # plain loads.
+    # 2-5 us at float32; v59, L2 policies, refuted in the sixty-third: x's L2::evict_first
+    # costs 2-7 us, w / b's L2::evict_last within 0.3; bench/NOTES.md); None: plain
+    # loads.
     "fwd_plain_hints": None,
     # The plain kernel's carveout preference (percent, launch.Kernel.prefer_carveout;
     # -1: the driver's choice); None: v56's rule (_plain_carveout).
