@@ -4167,7 +4167,7 @@ _TUNING_DEFAULTS = {
     # (make_plain_forward_kernel's hints, tensor_core.LOAD_POLICIES; opt-in. L1
     # priorities refuted in the sixty-second session: x's no_allocate / evict_first cost
     # 2-5 us at float32; v59, L2 policies, refuted in the sixty-third: x's L2::evict_first
-    # costs 2-7 us, w / b's L2::evict_last within 0.3; bench/NOTES.md); None: plain
+    # costs 2-7 us, w / b's L2::evict_last -0.6 to +0.02; bench/NOTES.md); None: plain
     # loads.
     "fwd_plain_hints": None,
     # The plain kernel's carveout preference (percent, launch.Kernel.prefer_carveout;
