@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from rms_mimic import N, baseline_providers, check, numba_provider, time_providers  # noqa: E402
+from rms_mimic import N, check, setup, time_providers  # noqa: E402
 
 CARVEOUT_ATTR = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
 
@@ -116,13 +116,7 @@ def main(argv=None):
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     m = args.rows
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(m, N, device="cuda", generator=g)
-    w = torch.rand(N, device="cuda", generator=g) + 0.5
-    provs = {"mimic": numba_provider(m), **baseline_providers()}
-    with torch.no_grad():
-        provs["compile"](x, w)
-    torch.cuda.synchronize()
+    x, w, provs = setup(m, compile_now=True)
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
     keep = []
     for k, (cubin, meta, ptx) in enumerate(cache_entries()):

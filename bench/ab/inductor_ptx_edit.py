@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from inductor_cubin import cache_entries, kernel_args, one_row_a_block, param_kinds  # noqa: E402
-from rms_mimic import N, baseline_providers, check, numba_provider, time_providers  # noqa: E402
+from rms_mimic import check, setup, time_providers  # noqa: E402
 
 _LOAD = re.compile(r"ld\.global(?P<l1>\.L1::evict_\w+)?(?P<l2>\.L2::cache_hint)?"
                    r"(?P<rest>\.v4\.b32\s*\{[^}]*\},\s*\[[^\]]*\])(?P<pol>,\s*%rd\d+)?;")
@@ -84,13 +84,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="write each variant's PTX here")
     args = ap.parse_args(argv)
     m = args.rows
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(m, N, device="cuda", generator=g)
-    w = torch.rand(N, device="cuda", generator=g) + 0.5
-    provs = {"mimic": numba_provider(m), **baseline_providers()}
-    with torch.no_grad():
-        provs["compile"](x, w)
-    torch.cuda.synchronize()
+    x, w, provs = setup(m, compile_now=True)
     entries = cache_entries()
     if not entries:
         raise RuntimeError("no rms_norm kernel in the Triton / inductor caches")
