@@ -4323,8 +4323,8 @@ def tuning(**overrides):
     y's pass word by word),
     fwd_plain_const_n (bool: n compiled in, lanes by masks), fwd_plain_tree (bool:
     the warps' partials summed pairwise), fwd_plain_hints ((x, w / b) eviction
-    policies of its loads, tensor_core.LOAD_POLICIES), fwd_plain_carveout (its carveout preference, percent;
-    -1: the driver's choice),
+    policies of its loads, tensor_core.LOAD_POLICIES), fwd_plain_carveout (its
+    carveout preference, percent; -1: the driver's choice),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.

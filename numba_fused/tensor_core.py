@@ -706,7 +706,7 @@ if SIMULATOR:
 
     # The prefetch-size hint changes what L2 fetches, never the values.
     _LD_GLOBAL_V4_PF = {size: ld_global_v4 for size in L2_PREFETCH_SIZES}
-    # Nor does the L1 eviction priority.
+    # Nor do the eviction policies, in L1 or L2.
     _LD_GLOBAL_V4_EV = {policy: ld_global_v4 for policy in LOAD_POLICIES}
 
     def st_global_v4(arr, idx, v0, v1, v2, v3):
@@ -1177,8 +1177,8 @@ else:
         name = "ld_global_v4_ev" + policy.replace("+", "_")
         if l2 is None:
             return _make_ld_global_v4(name, op)
-        # The policy register lives in the asm's own scope; ptxas folds the
-        # createpolicy of equal loads.
+        # The policy register lives in the asm's own scope: each load makes its own
+        # policy, as Triton's PTX does (the same registers: test_plain_hints_in_ptx).
         return _make_ld_global_v4(
             name, f"{{ .reg .b64 pol; createpolicy.fractional.L2::evict_{l2}.b64 pol, 1.0; "
             f"{op}.L2::cache_hint", ", pol; }")
