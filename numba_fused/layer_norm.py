@@ -2033,9 +2033,11 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     last (y's) with ``.L1::evict_first``; w / b carry ``.L1::evict_last`` too (every
     row reads them) and, late, come in one batch with x's last read, before y's
     stores (``reload="word"``, name ``_rlw``: word by word, each word's y stored before
-    the next word's reads, as inductor's second loop). The same values in the same
-    order, so the same bits; fewer registers live across the barriers (more blocks an
-    SM) for L1 traffic.
+    the next word's reads, as inductor's second loop; ``reload="l2"``, name ``_rl2``:
+    batched, each load with inductor's L2 cache policy beside its L1 priority, x's
+    first reads and w / b ``L2::evict_last``, y's read of x ``L2::evict_first``). The
+    same values in the same order, so the same bits; fewer registers live across the
+    barriers (more blocks an SM) for L1 / L2 traffic.
     ``const_n`` (tuning ``fwd_plain_const_n``; name ``_kn``): n compiled in (it is
     ``tpr * words`` groups: the layout fixes it), so ``/ n`` is a multiply where n is a
     power of two and never a conversion; lane and warp of t by masks and shifts, not
@@ -2067,6 +2069,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     if prefetch is not None and prefetch not in L2_PREFETCH_SIZES:
         raise ValueError(f"prefetch must be None or one of {L2_PREFETCH_SIZES}, "
                          f"got {prefetch!r}")
+    if not (isinstance(reload, bool) or reload in ("word", "l2")):
+        raise ValueError(f"reload must be a bool, 'word' or 'l2', got {reload!r}")
     if reload and prefetch is not None:
         raise ValueError("reload takes x's loads' L1 eviction hints; it does not combine "
                          "with an L2 prefetch size")
@@ -2109,15 +2113,19 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else "")
             + ("" if stats else "_nostats")
             + (f"_pf{prefetch}" if prefetch else "")
-            + ("_rlw" if reload == "word" else "_rl" if reload else "")
+            + ("_rlw" if reload == "word" else "_rl2" if reload == "l2"
+               else "_rl" if reload else "")
             + ("_kn" if const_n else "") + ("_tree" if tree else "")
             + ("_h" + "".join(_HINT_LETTER[h] for h in hints) if hints else ""))
     store_stats = _stats_store(rms)
     x_hint, wb_hint = hints or (None, None)
-    ld_x = (ld_global_v4_evict("last") if reload
+    # reload "l2": inductor's L2 policies keep the row in L2 between its reads (without
+    # them inductor's own kernel runs 2.5 us slower: sixty-third session).
+    l2 = "+L2last" if reload == "l2" else ""
+    ld_x = (ld_global_v4_evict("last" + l2) if reload
             else ld_global_v4_evict(x_hint) if x_hint else ld_global_v4_prefetch(prefetch))
-    ld_y = ld_global_v4_evict("first")
-    ld_wb = ld_global_v4_evict("last" if reload else wb_hint)
+    ld_y = ld_global_v4_evict("first+L2first" if l2 else "first")
+    ld_wb = ld_global_v4_evict("last" + l2 if reload else wb_hint)
     bf16 = dtype == "bfloat16"
 
     # A 16-bit word's two values (one opaque inline-PTX conversion a word, redone in
@@ -4154,8 +4162,9 @@ _TUNING_DEFAULTS = {
     # or 256; opt-in candidate, sixtieth session); None: plain ld.global.
     "fwd_plain_prefetch": None,
     # The plain kernel in inductor's two-loop shape: x read again from L1 for y, not
-    # held across the reductions (make_plain_forward_kernel's reload; opt-in
-    # candidate, sixty-first session).
+    # held across the reductions (make_plain_forward_kernel's reload: True, "word", or
+    # "l2" with inductor's L2 cache policies; opt-in candidates, sixty-first and
+    # sixty-third sessions).
     "fwd_plain_reload": False,
     # The plain kernel with n compiled in and lane / warp by masks (fwd_plain_const_n:
     # the same bits), and its warps' partials summed pairwise (fwd_plain_tree); opt-in
@@ -4319,8 +4328,8 @@ def tuning(**overrides):
     fwd_lean, fwd_words, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
     bounds' blocks an SM), fwd_plain_prefetch (its x loads' L2 prefetch size),
-    fwd_plain_reload (bool or "word": x read again from L1 for y, not held; "word":
-    y's pass word by word),
+    fwd_plain_reload (bool, "word" or "l2": x read again from L1 for y, not held;
+    "word": y's pass word by word; "l2": with inductor's L2 cache policies),
     fwd_plain_const_n (bool: n compiled in, lanes by masks), fwd_plain_tree (bool:
     the warps' partials summed pairwise), fwd_plain_hints ((x, w / b) eviction
     policies of its loads, tensor_core.LOAD_POLICIES), fwd_plain_carveout (its
@@ -4365,8 +4374,8 @@ def tuning(**overrides):
         raise ValueError(f"fwd_plain_prefetch must be None or one of {L2_PREFETCH_SIZES}, "
                          f"got {pf!r}")
     rl = overrides.get("fwd_plain_reload", _tune["fwd_plain_reload"])
-    if not (isinstance(rl, bool) or rl == "word"):
-        raise ValueError(f"fwd_plain_reload must be a bool or 'word', got {rl!r}")
+    if not (isinstance(rl, bool) or rl in ("word", "l2")):
+        raise ValueError(f"fwd_plain_reload must be a bool, 'word' or 'l2', got {rl!r}")
     if rl and pf is not None:
         raise ValueError("fwd_plain_reload and fwd_plain_prefetch do not combine (the "
                          "reloads carry L1 eviction hints)")

@@ -1755,13 +1755,15 @@ def test_plain_prefetch_hint_in_ptx():
                                      (False, False, False)], ids=_vid)
 @pytest.mark.parametrize("layout", [None, (1, 2), (2, 1, False), (2, 1, True)],
                          ids=["own", "rows2", "late", "early"])
-@pytest.mark.parametrize("knob", ["fwd_plain_reload", "reload_word", "fwd_plain_const_n",
-                                  "fwd_plain_tree", "fwd_plain_hints", "hints_l2"])
+@pytest.mark.parametrize("knob", ["fwd_plain_reload", "reload_word", "reload_l2",
+                                  "fwd_plain_const_n", "fwd_plain_tree", "fwd_plain_hints",
+                                  "hints_l2"])
 def test_plain_knob_bits(variant, layout, knob):
     """tuning(fwd_plain_reload): the plain kernel reading x again for y (``_rl``, x not
     held across the reductions) gives y, mean and rstd the bits of the kernel holding
     x, with and without the statistics: the same values summed in the same order.
-    So do fwd_plain_reload="word" (``_rlw``: y stored word by word) and
+    So do fwd_plain_reload="word" (``_rlw``: y stored word by word), "l2" (``_rl2``:
+    with L2 cache policies) and
     fwd_plain_const_n (``_kn``: n compiled in, lanes by masks). fwd_plain_tree
     (``_tree``: the warps' partials summed pairwise) sums in another order: within
     the dtype's tolerance of float64 and of the other kernel. fwd_plain_hints
@@ -1788,12 +1790,14 @@ def test_plain_knob_bits(variant, layout, knob):
                 with ln.tuning(**tune), poison_outputs():
                     held = _forward_stats(variant, x, w, b, stats)
                 setting = ({"fwd_plain_reload": "word"} if knob == "reload_word"
+                           else {"fwd_plain_reload": "l2"} if knob == "reload_l2"
                            else {knob: ("no_allocate", "last")} if knob == "fwd_plain_hints"
                            else {"fwd_plain_hints": ("first+L2first", "last+L2last")}
                            if knob == "hints_l2" else {knob: True})
                 with ln.tuning(**tune, **setting), poison_outputs():
                     outs[stats] = _forward_stats(variant, x, w, b, stats)
-            sfx = {"fwd_plain_reload": "_rl", "reload_word": "_rlw", "fwd_plain_const_n": "_kn",
+            sfx = {"fwd_plain_reload": "_rl", "reload_word": "_rlw", "reload_l2": "_rl2",
+                   "fwd_plain_const_n": "_kn",
                    "fwd_plain_tree": "_tree", "fwd_plain_hints": "_hnl",
                    "hints_l2": "_hGM"}[knob]
             assert sfx not in picked[0] and picked[1].endswith(sfx), picked
@@ -1812,9 +1816,10 @@ def test_plain_knob_bits(variant, layout, knob):
 
 
 def test_plain_reload_rejects_bad_settings():
-    """fwd_plain_reload takes a bool and does not combine with fwd_plain_prefetch;
-    the kernel factory refuses reload with a prefetch size."""
-    for bad in (1, "yes", None, "words"):
+    """fwd_plain_reload takes a bool, "word" or "l2" and does not combine with
+    fwd_plain_prefetch; the kernel factory refuses reload with a prefetch size, and
+    reload values other than those."""
+    for bad in (1, "yes", None, "words", "L2"):
         with pytest.raises(ValueError, match="fwd_plain_reload"):
             with ln.tuning(fwd_plain_reload=bad):
                 pass
@@ -1824,6 +1829,8 @@ def test_plain_reload_rejects_bad_settings():
     with pytest.raises(ValueError, match="reload"):
         ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, prefetch=128,
                                      reload=True)
+    with pytest.raises(ValueError, match="reload must be"):
+        ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, reload="L2")
 
 
 def test_plain_hints_reject_bad_settings():
@@ -1955,12 +1962,13 @@ def test_plain_carveout_reaches_the_driver():
 
 @pytest.mark.ptx
 @pytest.mark.parametrize("rms", [True, False], ids=["rms", "ln"])
-@pytest.mark.parametrize("reload", [True, "word"], ids=["batch", "word"])
+@pytest.mark.parametrize("reload", [True, "word", "l2"], ids=["batch", "word", "l2"])
 def test_plain_reload_hints_in_ptx(rms, reload):
     """The ``_rl`` kernels read x with ``.L1::evict_last`` (RMSNorm once, LayerNorm
     twice: the mean's pass and the deviations') and once more with
-    ``.L1::evict_first`` for y, w / b with ``.L1::evict_last``; no plain loads, no
-    spills, and no more registers than the kernel holding x."""
+    ``.L1::evict_first`` for y, w / b with ``.L1::evict_last``; ``_rl2`` with the L2
+    cache policy of the same name beside each; no plain loads, no spills, and no more
+    registers than the kernel holding x."""
     from numba_fused.registry import offline_compile, ptxas_report
 
     words, tpr = 2, 512
@@ -1971,8 +1979,16 @@ def test_plain_reload_hints_in_ptx(rms, reload):
                                          reload=reload)
         ptx = k.ptx()
         held_rep, rep = ptxas_report(held.ptx()), ptxas_report(ptx)
-    last = re.findall(r"ld\.global\.L1::evict_last\.v4\.u32", ptx)
-    first = re.findall(r"ld\.global\.L1::evict_first\.v4\.u32", ptx)
+    l2 = reload == "l2"
+
+    def loads(prio):
+        if l2:
+            return re.findall(rf"createpolicy\.fractional\.L2::evict_{prio}\.b64 pol, 1\.0; "
+                              rf"ld\.global\.L1::evict_{prio}\.L2::cache_hint\.v4\.u32", ptx)
+        return re.findall(rf"ld\.global\.L1::evict_{prio}\.v4\.u32", ptx)
+
+    last, first = loads("last"), loads("first")
+    assert not l2 or not re.findall(r"L1::evict_\w+\.v4", ptx), k.name
     plain = re.findall(r"ld\.global\.v4\.u32", ptx)
     x_passes = 1 if rms else 2
     assert len(last) == words * (x_passes + (1 if rms else 2)), (k.name, len(last))

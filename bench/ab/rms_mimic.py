@@ -41,18 +41,21 @@ EPS = np.float32(1e-6)
 INV_N = np.float32(1.0 / N)
 
 
-def mimic_source():
+def mimic_source(l2=False):
     """(the mimic's Python function, its signature): y[r, :] = x[r, :] *
     rsqrt(sum(x[r, :]^2) / N + eps) * w, a row a block of 512 threads, float32 x, w, y
     raw 1-D arrays (row-major M x 4096). ``cuda.compile_ptx`` takes them on a machine
-    without a GPU (its SASS against inductor's: ``bench/results/s61/pair_*``)."""
+    without a GPU (its SASS against inductor's: ``bench/results/s61/pair_*``). ``l2``:
+    each load also carries inductor's L2 cache policy (``evict_last`` beside the L1
+    ``evict_last``, ``evict_first`` beside ``evict_first``), the one part of its PTX
+    the first mimic lacked (sixty-third session, ``inductor_ptx_edit.py``)."""
     from numba import cuda, float32, int32, void
 
     from numba_fused.intrinsics import f32_as_u32, u32_as_f32
     from numba_fused.tensor_core import ld_global_v4_evict, st_global_v4
 
-    ld_last = ld_global_v4_evict("last")
-    ld_first = ld_global_v4_evict("first")
+    ld_last = ld_global_v4_evict("last+L2last" if l2 else "last")
+    ld_first = ld_global_v4_evict("first+L2first" if l2 else "first")
 
     def rms_mimic(x, w, y):
         part = cuda.shared.array(WARPS, np.float32)
@@ -95,20 +98,20 @@ def mimic_source():
     return rms_mimic, void(float32[::1], float32[::1], float32[::1])
 
 
-def make_kernel():
+def make_kernel(l2=False):
     from numba import cuda
 
-    fn, sig = mimic_source()
+    fn, sig = mimic_source(l2)
     return cuda.jit(sig)(fn)
 
 
-def numba_provider(m):
-    """The mimic on ``m`` rows through numba's dispatcher, on torch's current stream:
-    ``run(x, w) -> y``."""
+def numba_provider(m, l2=False):
+    """The mimic (``l2``: with L2 cache policies) on ``m`` rows through numba's
+    dispatcher, on torch's current stream: ``run(x, w) -> y``."""
     import torch
     from numba import cuda
 
-    kern = make_kernel()
+    kern = make_kernel(l2)
     stream = cuda.external_stream(torch.cuda.current_stream().cuda_stream)
 
     def run(x, w):
@@ -120,13 +123,20 @@ def numba_provider(m):
 
 
 def baseline_providers():
-    """Ours (``stats=False``) and torch.compile (static shapes) for float32 RMSNorm N."""
+    """Ours (``stats=False``), ours in inductor's two-read shape with its L2 cache
+    policies (``fwd_plain_reload="l2"``) and torch.compile (static shapes) for float32
+    RMSNorm N."""
     import torch
     import torch.nn.functional as F
 
     from numba_fused import layer_norm as ln
 
+    def ours_rl2(x, w):
+        with ln.tuning(fwd_plain_reload="l2"):
+            return ln.rms_norm_forward(x, w, 1e-6, stats=False)[0]
+
     return {"ours": lambda x, w: ln.rms_norm_forward(x, w, 1e-6, stats=False)[0],
+            "ours_rl2": ours_rl2,
             "compile": torch.compile(lambda x, w: F.rms_norm(x, (N,), w, 1e-6),
                                      dynamic=False)}
 
@@ -169,14 +179,16 @@ def time_providers(provs, x, w, passes, reps):
 
 
 def setup(m, compile_now=False):
-    """float32 x (``m`` x N, seeded) and w, and the providers mimic, ours and compile;
+    """float32 x (``m`` x N, seeded) and w, and the providers mimic, mimic_l2, ours,
+    ours_rl2 and compile;
     with ``compile_now`` torch.compile has run once (its kernels are in the caches)."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(m, N, device="cuda", generator=g)
     w = torch.rand(N, device="cuda", generator=g) + 0.5
-    provs = {"mimic": numba_provider(m), **baseline_providers()}
+    provs = {"mimic": numba_provider(m), "mimic_l2": numba_provider(m, l2=True),
+             **baseline_providers()}
     if compile_now:
         with torch.no_grad():
             provs["compile"](x, w)
