@@ -79,6 +79,39 @@ def _picked(fn, args):
     return got
 
 
+def _tensors(out):
+    """The tensors of an op's output (one, or a tuple with Nones)."""
+    return [t for t in (out if isinstance(out, tuple) else (out,)) if t is not None]
+
+
+def time_preferences(fn, args, kernels, carveouts, passes, reps):
+    """``fn(*args)`` with each preference of ``carveouts`` set on every kernel of
+    ``kernels`` (``_picked``'s list): its outputs compared with those at the driver's
+    choice (-1), then timed in alternating order over ``passes``; the kernels are left
+    at -1. Returns ({preference: median us}, [preferences whose outputs differ])."""
+    dev = torch.cuda.current_device()
+
+    def prefer(c):
+        for kern, _, _ in kernels:
+            kern._set_carveout(dev, c)
+
+    prefer(-1)
+    want = [t.clone() for t in _tensors(fn(*args))]
+    bad = []
+    for c in carveouts:
+        prefer(c)
+        got = _tensors(fn(*args))
+        if len(got) != len(want) or not all(torch.equal(a, e) for a, e in zip(got, want)):
+            bad.append(c)
+    times = {c: [] for c in carveouts}
+    for k in range(passes):
+        for c in (carveouts if k % 2 == 0 else carveouts[::-1]):
+            prefer(c)
+            times[c].append(time_cuda(fn, [args], reps=reps, warmup=5)["median_ms"] * 1e3)
+    prefer(-1)
+    return {c: sorted(v)[passes // 2] for c, v in times.items()}, bad
+
+
 def run_cell(cell, tunes, carveouts, passes, reps, compiled=True):
     dt, op, n = cell.split("-")
     n = int(n)

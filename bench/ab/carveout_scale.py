@@ -29,9 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from bench.ab.carveout_ab import DTYPES, _picked  # noqa: E402
+from bench.ab.carveout_ab import DTYPES, _picked, time_preferences  # noqa: E402
 from bench.ab.tail_scan import _ours  # noqa: E402
-from bench.common import time_cuda  # noqa: E402
 
 CELLS = ("f32-rms-4096", "f32-rms-8192", "f32-ln-4096", "f16-rms-8192")
 ROWS = (264, 1056, 4224, 16384)
@@ -48,26 +47,7 @@ def run_cell(cell, rows, carveouts, passes, reps):
         m = min(m, 2**26 // n)
         x = torch.randn(m, n, device="cuda", generator=g).to(DTYPES[dt])
         kernels = _picked(fn, (x, w, b))
-        dev = x.device.index
-        for kern, _, _ in kernels:
-            kern._set_carveout(dev, -1)
-        want = fn(x, w, b).clone()
-        bad = []
-        for c in carveouts:
-            for kern, _, _ in kernels:
-                kern._set_carveout(dev, c)
-            if not torch.equal(fn(x, w, b), want):
-                bad.append(c)
-        times = {c: [] for c in carveouts}
-        for k in range(passes):
-            for c in (carveouts if k % 2 == 0 else carveouts[::-1]):
-                for kern, _, _ in kernels:
-                    kern._set_carveout(dev, c)
-                times[c].append(time_cuda(fn, [(x, w, b)], reps=reps, warmup=5)["median_ms"]
-                                * 1e3)
-        for kern, _, _ in kernels:
-            kern._set_carveout(dev, -1)
-        med = {c: sorted(v)[passes // 2] for c, v in times.items()}
+        med, bad = time_preferences(fn, (x, w, b), kernels, carveouts, passes, reps)
         base = med[carveouts[0]]
         cols = " | ".join(f"c{c} {med[c]:.2f} ({med[c] - base:+.2f})" for c in carveouts)
         print(f"| {cell} | rows {m} | {','.join(k.name for k, _, _ in kernels)} | {cols} | "

@@ -31,8 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from bench.ab.carveout_ab import _picked  # noqa: E402
-from bench.common import time_cuda  # noqa: E402
+from bench.ab.carveout_ab import _picked, time_preferences  # noqa: E402
 from numba_fused import dropout as dr  # noqa: E402
 
 SHAPE = (16384, 4096)
@@ -48,10 +47,6 @@ def _fn(act, direction):
     return lambda x, b, g: dr.dropout_bias_act_backward(g, x, b, P, SEED, OFFSET, act)
 
 
-def _outputs(out):
-    return [t for t in (out if isinstance(out, tuple) else (out,)) if t is not None]
-
-
 def run_case(case, carveouts, passes, reps):
     dt, act, direction = case.split("-")
     dtype = DTYPES[dt]
@@ -60,29 +55,10 @@ def run_case(case, carveouts, passes, reps):
     b = torch.randn(SHAPE[1], device="cuda", generator=g).to(dtype)
     gy = torch.randn(SHAPE, device="cuda", generator=g).to(dtype)
     fn = _fn(act, direction)
-    dev = x.device.index
     kernels = _picked(fn, (x, b, gy))
     if not kernels:
         raise RuntimeError(f"{case}: no launch through launch.Kernel.launch recorded")
-    for kern, _, _ in kernels:
-        kern._set_carveout(dev, -1)
-    want = [t.clone() for t in _outputs(fn(x, b, gy))]
-    bad = []
-    for c in carveouts:
-        for kern, _, _ in kernels:
-            kern._set_carveout(dev, c)
-        got = _outputs(fn(x, b, gy))
-        if len(got) != len(want) or not all(torch.equal(a, e) for a, e in zip(got, want)):
-            bad.append(c)
-    times = {c: [] for c in carveouts}
-    for k in range(passes):
-        for c in (carveouts if k % 2 == 0 else carveouts[::-1]):
-            for kern, _, _ in kernels:
-                kern._set_carveout(dev, c)
-            times[c].append(time_cuda(fn, [(x, b, gy)], reps=reps, warmup=5)["median_ms"] * 1e3)
-    for kern, _, _ in kernels:
-        kern._set_carveout(dev, -1)
-    med = {c: sorted(v)[passes // 2] for c, v in times.items()}
+    med, bad = time_preferences(fn, (x, b, gy), kernels, carveouts, passes, reps)
     base = med[carveouts[0]]
     names = ",".join(f"{k.name}({t})" for k, t, _ in kernels)
     print(f"| {case} | {names} | " + " | ".join(
