@@ -1867,18 +1867,17 @@ def test_plain_hints_in_ptx(hints):
     policy's L1 qualifier and L2 cache policy (or none), w's and b's ``words`` each
     the w / b one; the same registers as the plain kernel, no spills."""
     from numba_fused.registry import offline_compile, ptxas_report
-    from numba_fused.tensor_core import LOAD_POLICIES
+    from numba_fused.tensor_core import LOAD_POLICIES, _load_policy_parts
 
     words, tpr = 2, 512
-    l1 = {"first": r"L1::evict_first\.", "last": r"L1::evict_last\.",
+    l1 = {None: "", "first": r"L1::evict_first\.", "last": r"L1::evict_last\.",
           "no_allocate": r"L1::no_allocate\."}
 
     qual = {None: r"ld\.global\.v4\.u32"}
     for policy in LOAD_POLICIES:
-        cache = [p[2:] for p in policy.split("+") if p.startswith("L2")]
-        prio = [p for p in policy.split("+") if not p.startswith("L2")]
-        load = r"ld\.global\." + (l1[prio[0]] if prio else "")
-        qual[policy] = (rf"createpolicy\.fractional\.L2::evict_{cache[0]}\.b64 pol, 1\.0; "
+        prio, cache = _load_policy_parts(policy)
+        load = r"ld\.global\." + l1[prio]
+        qual[policy] = (rf"createpolicy\.fractional\.L2::evict_{cache}\.b64 pol, 1\.0; "
                         rf"{load}L2::cache_hint\.v4\.u32" if cache else rf"{load}v4\.u32")
     with offline_compile():
         plain = ln.make_plain_forward_kernel("float32", False, True, True, words, tpr, 1, True)

@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
+from inductor_cubin import CARVEOUT_ATTR  # noqa: E402
 from rms_mimic import (N, THREADS, baseline_providers, check, mimic_source,  # noqa: E402
                        numba_provider, time_providers)
 
@@ -171,8 +172,7 @@ def main(argv=None):
             fn = mod.get_function(entry)
             key = name
             if carve is not None:
-                # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
-                cupy.cuda.driver.funcSetAttribute(fn.ptr, 9, carve)
+                cupy.cuda.driver.funcSetAttribute(fn.ptr, CARVEOUT_ATTR, carve)
                 key = f"{name}_c{carve}"
             funcs[key] = (mod, fn)
 
