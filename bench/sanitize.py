@@ -501,6 +501,23 @@ def _layer_norm_plain_knobs(nf, torch, dt):
                         nf.rms_norm_forward(x, w, stats=stats)
 
 
+def _layer_norm_offgrid(nf, torch, dt):
+    """The plain forward kernel at v61's layouts for widths off issue #16's sweep
+    (_PLAIN_OFFGRID: five to seven words a thread, sub-warp rows of 16 threads at
+    16-bit N = 896, two rows a block at 2560 / 3584), over 29 rows (a ragged last
+    block where rows a block > 1); LayerNorm with w / b and RMSNorm, with and
+    without the statistics, at N = 896, 1536, 2560, 3584, 6144, 10240 and 14336."""
+    from numba_fused.layer_norm import tuning
+
+    for n in (896, 1536, 2560, 3584, 6144, 10240, 14336):
+        x = torch.randn(29, n, device="cuda", dtype=dt)
+        w = torch.randn(n, device="cuda", dtype=dt)
+        with tuning(fwd_plain=True):
+            for stats in (True, False):
+                nf.layer_norm_forward(x, w, torch.randn_like(w), stats=stats)
+                nf.rms_norm_forward(x, w, stats=stats)
+
+
 def _layer_norm_row_bar(nf, torch, dt):
     """The backward under tuning(bwd_row_bar=True, bwd_block=512) (v39's 16-bit
     default, forced here for float32 too): blocks of several rows of several warps,
@@ -542,6 +559,7 @@ CASES = {
     "layer_norm": ("layer_norm_forward", _layer_norm),
     "layer_norm_plain": ("layer_norm_forward", _layer_norm_plain),
     "layer_norm_plain_knobs": ("layer_norm_forward", _layer_norm_plain_knobs),
+    "layer_norm_offgrid": ("layer_norm_forward", _layer_norm_offgrid),
     "layer_norm_staged": ("layer_norm_forward", _layer_norm_staged),
     "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
     "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
@@ -559,6 +577,7 @@ CASES = {
 _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
             "layer_norm_plain": "layer_norm",
             "layer_norm_plain_knobs": "layer_norm", "layer_norm_staged": "layer_norm",
+            "layer_norm_offgrid": "layer_norm",
             "layer_norm_bwd": "layer_norm", "layer_norm_pdl": "layer_norm",
             "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm",
             "layer_norm_w_regs": "layer_norm", "layer_norm_row_bar": "layer_norm"}

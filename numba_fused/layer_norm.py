@@ -2355,17 +2355,18 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     return Kernel(name, norm_fwd_plain, argtypes, **jit)
 
 
-def _plain_pick(n, vec, rms=False, dtype=None):
+def _plain_pick(n, vec, rms=False, dtype=None, stats=False):
     """The plain kernel's (words, tpr, rpb, early, min_blocks) for rows of ``n``
     values: tuning's fwd_plain_layout (words, rpb) where set (ValueError where it does
     not split the row into whole warps of whole groups, or makes a block of over 1024
     threads), else :func:`_plain_layout`'s (for ``dtype`` rows, ``rms``: RMSNorm);
     tuning's fwd_plain_min_blocks, where set, in place of the layout's launch
-    bounds."""
+    bounds. ``stats``: the kernel writes the statistics (v61's float32 RMSNorm rule
+    differs there, _PLAIN_OFFGRID_STATS_WORDS)."""
     lay = _tune["fwd_plain_layout"]
     mb = _tune["fwd_plain_min_blocks"]
     if lay is None:
-        picked = _plain_layout(n, vec, rms, dtype)
+        picked = _plain_layout(n, vec, rms, dtype, stats)
         if picked is None or mb is None:
             return picked
         return picked[:4] + (mb,)
@@ -2621,7 +2622,73 @@ def _plain_nostats_bounds(n, vec, rms, dtype, min_blocks):
     return _PLAIN_NOSTATS_BOUNDS.get(_plain_key(n, vec, rms, dtype), min_blocks)
 
 
-def _plain_layout(n, vec, rms=False, dtype=None):
+# v61 (sixty-fourth session, H200): rows of widths issue #16's sweep does not name
+# (not _PLAIN_SHIPPED_N) within _PLAIN_OFFGRID_N take the plain kernel at the fewest
+# words a thread, at least _PLAIN_OFFGRID[class, rms][0], that split the row into at
+# most [1] threads (whole warps, or 8 / 16-thread rows), else at the most words that
+# split it (at least [0]); rows of 128 threads or more a block. There the launcher had
+# run the lean, staged or streaming kernel, or (16-bit LayerNorm) the plain kernel at
+# the rule's four words, which the rows of models' hidden sizes split badly: float32
+# LayerNorm N = 896 at one word a thread over 224 threads. 16-bit RMSNorm keeps the
+# lean kernel (the plain one within -1.7 / +2.0 us of it). M x N ~ 2^26, us, three
+# alternating passes of bench/ab/offgrid_plain.py (bench/results/s64/offgrid_plain.log),
+# the default / v61's layout (words x threads):
+#   float32 LayerNorm 896 224.2 / 132.8 (7x32), 1536 133.5 / 129.3 (3x128), 2304
+#   133.1 / 129.4 (3x192), 2560 134.0 / 129.7 (4x160), 3072 133.8 / 132.3 (4x192),
+#   3584 133.7 / 129.9 (4x224), 6144 134.4 / 134.6 (8x192), 7168 141.3 / 134.8
+#   (8x224), 10240 147.3 / 135.4 (8x320), 14336 165.7 / 136.0 (8x448);
+#   float32 RMSNorm 896 166.8 / 132.0 (7x32), 1536 133.3 / 131.0 (2x192), 2304 131.2
+#   / 131.3 (2x288), 2560 132.9 / 131.1 (2x320), 3072 133.2 / 131.7 (2x384), 3584
+#   133.6 / 130.7 (2x448), 6144 134.4 / 131.6 (3x512), 7168 133.3 / 130.8 (4x448),
+#   10240 166.8 / 133.6 (5x512), 14336 149.4 / 134.6 (7x512);
+#   fp16 LayerNorm 896 78.2 / 70.2 (7x16), 1536 79.0 / 68.9 (3x64), 2304 67.7 /
+#   67.7 (3x96, the same kernel), 2560 84.9 / 69.4 (5x64), 3072 68.4 / 68.2 (3x128),
+#   3584 88.1 / 70.6 (7x64), 6144 72.9 / 69.8 (6x128), 7168 71.7 / 70.2 (7x128),
+#   10240 90.8 / 71.9 (8x160), 14336 71.8 / 71.9 (8x224, the same kernel).
+# Each within 0.2 us of the fastest layout tried but float32 LayerNorm 10240 (5x512
+# 134.4), RMSNorm 1536 (4x96 130.7) and fp16 LayerNorm 10240 (5x256 70.5). Layouts
+# at fewer words over more threads were up to 5x slower (float32 LayerNorm 3584 at
+# one word: 692 us).
+_PLAIN_OFFGRID = {("float32", False): (3, 224), ("float32", True): (2, 512),
+                  ("16-bit", False): (3, 128)}
+_PLAIN_OFFGRID_N = (896, 16384)
+# v61's forward with the statistics (the sweep's training forward, one run at v61's
+# layouts, bench/results/s64/offgrid_v61.json): float32 RMSNorm takes v61's layout
+# only at this many words a thread or more. At two words it ran 131.0 / 132.2 /
+# 131.9 us at N = 1536 / 2304 / 3072 but 137.1 / 140.0 at 2560 / 3584 against the
+# lean kernel's 134.1 / 134.2 (the _nostats form: 131.1 / 130.7), so the forward
+# with statistics keeps the lean kernel there until a with-statistics A/B says more.
+_PLAIN_OFFGRID_STATS_WORDS = {("float32", True): 3}
+# The widths v61 measured, whose layouts shipped_kernels compiles.
+_PLAIN_OFFGRID_SHIPPED_N = (896, 1536, 2304, 2560, 3072, 3584, 6144, 7168, 10240, 14336)
+
+
+def _plain_offgrid(n, vec, rms, dtype, stats=False):
+    """v61's plain layout (words, tpr, rpb, early, None) for rows of ``n`` values off
+    the sweep's widths (_PLAIN_OFFGRID), or None where v61 does not name the row
+    (``stats``: the kernel writing the statistics, or at fewer words than
+    _PLAIN_OFFGRID_STATS_WORDS names for it)."""
+    key = (_dtype_class(dtype), bool(rms))
+    rule = _PLAIN_OFFGRID.get(key)
+    lo, hi = _PLAIN_OFFGRID_N
+    if rule is None or n in _PLAIN_SHIPPED_N or not lo <= n <= hi or n % vec:
+        return None
+    min_words, max_tpr = rule
+    fits = []
+    for words in range(min_words, 9):
+        tpr = _plain_tpr(n // vec, words, sub=True)
+        rpb = max(1, 128 // tpr) if tpr else 0
+        if tpr and (tpr * rpb) % WARP == 0:
+            fits.append((words, tpr, rpb))
+    if not fits:
+        return None
+    words, tpr, rpb = next((f for f in fits if f[1] <= max_tpr), fits[-1])
+    if stats and words < _PLAIN_OFFGRID_STATS_WORDS.get(key, 0):
+        return None
+    return words, tpr, rpb, words <= 4, None
+
+
+def _plain_layout(n, vec, rms=False, dtype=None, stats=False):
     """(words, tpr, rpb, early, min_blocks) of the plain forward kernel for rows of
     ``n`` values (``vec`` a 16-byte word), or None where it has none (rows not whole
     warps of whole words): for ``dtype`` rows (``rms``: RMSNorm) _PLAIN_PICKS's
@@ -2639,6 +2706,9 @@ def _plain_layout(n, vec, rms=False, dtype=None):
         words, rpb = lay[:2]
         return (words, _plain_tpr(groups, words, sub=True), rpb,
                 lay[3] if len(lay) > 3 else words <= 4, lay[2] if len(lay) > 2 else None)
+    off = _plain_offgrid(n, vec, rms, dtype, stats)
+    if off is not None:
+        return off
     for words in ((2 if groups <= 256 else 4 if groups <= 1536 else 8), 3):
         tpr = _plain_tpr(groups, words)
         if tpr is not None:
@@ -3750,8 +3820,8 @@ def shipped_kernels():
     the lean (two-pass statistics; rows of a warp or more, or
     sub-warp rows; v26's 16-bit ones with w / b loaded with the row, one row a slot,
     RMSNorm's with and without the statistics),
-    the plain kernel at its layouts for the sweep's rows (v27, v28; with and
-    without the statistics) and its sub-warp /
+    the plain kernel at its layouts for the sweep's rows (v27, v28) and v61's
+    widths off it (with and without the statistics) and its sub-warp /
     bounded candidates, and staged forward row kernels (LayerNorm's with compensated
     statistics; with register groups); the wide and lean wide (16-bit,
     checked forms) backward row kernels; the
@@ -3820,7 +3890,7 @@ def shipped_kernels():
                     # With and without the statistics (stats=False: _nostats).
                     # (v50: the _nostats kernel's own bounds where they differ.)
                     lays = {(lay, _plain_nostats_bounds(n, vec, rms, dtype, lay[4]))
-                            for n in _PLAIN_SHIPPED_N
+                            for n in _PLAIN_SHIPPED_N + _PLAIN_OFFGRID_SHIPPED_N
                             for lay in (_plain_layout(n, vec, rms, dtype),) if lay}
                     for lay, bare in sorted(lays, key=repr):
                         for ragged in ((False, True) if lay[2] > 1 else (False,)):
@@ -4714,7 +4784,7 @@ _FWD_LAYOUT_KEYS = ("fwd_lean", "fwd_words", "fwd_block", "fwd_early", "fwd_once
                     "fwd_lean_persistent", "fwd_subwarp")
 
 
-def _fwd_plain(dtype, rms, groups, vec, m, sms):
+def _fwd_plain(dtype, rms, groups, vec, m, sms, stats=False):
     """Whether the forward runs the plain kernel for ``m`` rows of ``groups`` 16-byte
     words of ``vec`` on ``sms`` SMs (where _plain_layout has a layout): tuning's
     fwd_plain where set; else, with no other forward layout tuning set, v27's picks,
@@ -4747,6 +4817,8 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms):
             or _wave_words(groups, vec, m, sms) is not None):
         return False
     if (_dtype_class(dtype), bool(rms), groups) in _PLAIN_PICKS:
+        return True
+    if _plain_offgrid(groups * vec, vec, rms, dtype, stats) is not None:
         return True
     if dtype == "float32":
         return rms and 128 <= groups <= 256
@@ -5079,8 +5151,10 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
     # The plain kernel (v27, _fwd_plain): its own layout, a block per row group.
     rowwise = vector and not (stream or staged)  # the plain or the lean kernel
     sms = _sm_count(xa) if rowwise else None
-    plain = (_plain_pick(n, vec, rms, dtype)
-             if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms) else None)
+    # v61's off-grid rule differs where the kernel writes the statistics.
+    writes = stats or _plain_keeps_stats(n, vec, rms, dtype)
+    plain = (_plain_pick(n, vec, rms, dtype, writes)
+             if rowwise and _fwd_plain(dtype, rms, n // vec, vec, m, sms, writes) else None)
     plain_ok = plain is not None and cdiv(m, plain[2]) <= 2**31 - 1
     # The plain kernel and the lean one with once compile the statistics out
     # (_nostats; the plain kernel not at v51's rows, _PLAIN_KEEP_STATS); the others

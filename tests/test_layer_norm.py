@@ -1895,6 +1895,83 @@ def test_plain_hints_in_ptx(hints):
     assert rep["registers"] == plain_rep["registers"], (rep, plain_rep)
 
 
+# v61's layouts (words, threads a row, rows a block) at rows off issue #16's sweep:
+# (dtype, rms, n) -> layout; None: not the plain kernel (16-bit RMSNorm keeps the lean
+# one; rows outside _PLAIN_OFFGRID_N keep theirs).
+V61_PICKS = {
+    ("float32", False, 896): (7, 32, 4), ("float32", False, 1536): (3, 128, 1),
+    ("float32", False, 2304): (3, 192, 1), ("float32", False, 2560): (4, 160, 1),
+    ("float32", False, 3072): (4, 192, 1), ("float32", False, 3584): (4, 224, 1),
+    ("float32", False, 6144): (8, 192, 1), ("float32", False, 7168): (8, 224, 1),
+    ("float32", False, 10240): (8, 320, 1), ("float32", False, 14336): (8, 448, 1),
+    ("float32", True, 896): (7, 32, 4), ("float32", True, 1536): (2, 192, 1),
+    ("float32", True, 3584): (2, 448, 1), ("float32", True, 6144): (3, 512, 1),
+    ("float32", True, 7168): (4, 448, 1), ("float32", True, 10240): (5, 512, 1),
+    ("float32", True, 14336): (7, 512, 1),
+    ("float16", False, 896): (7, 16, 8), ("bfloat16", False, 1536): (3, 64, 2),
+    ("float16", False, 2560): (5, 64, 2), ("bfloat16", False, 3072): (3, 128, 1),
+    ("float16", False, 3584): (7, 64, 2), ("float16", False, 6144): (6, 128, 1),
+    ("bfloat16", False, 7168): (7, 128, 1), ("float16", False, 10240): (8, 160, 1),
+    ("float16", True, 3584): None, ("bfloat16", True, 896): None,
+    ("float32", False, 640): None, ("float32", True, 20480): None,
+}
+
+
+@pytest.mark.parametrize("key", list(V61_PICKS), ids=lambda k: f"{k[0]}-{'rms' if k[1] else 'ln'}-{k[2]}")
+def test_plain_v61_offgrid(key):
+    """v61: at widths issue #16's sweep does not name the forward runs the plain
+    kernel at _PLAIN_OFFGRID's layout (the fewest words, at least its minimum, that
+    split the row into at most its threads, else the most words), with w / b early up
+    to four words and no launch bounds; y, mean and rstd within tolerance of float64
+    under poisoned outputs, the statistics dropped (stats=False) with y's bits kept.
+    float32 RMSNorm's forward with the statistics takes v61's layout only at three
+    words or more (_PLAIN_OFFGRID_STATS_WORDS), else the lean kernel, y within
+    tolerance. The sweep's widths keep their picks (none of them is v61's); 16-bit
+    RMSNorm and rows outside _PLAIN_OFFGRID_N keep their kernels. Under the simulator one row with
+    fwd_plain (a one-wave batch otherwise takes the lean kernel) at a few widths; on
+    the GPU 2053 rows (more than one wave holds), the launcher's own choice."""
+    dtype, rms, n = key
+    want = V61_PICKS[key]
+    vec = ln._vec_of(dtype, True)
+    m = 2053 if not SIMULATOR else 1
+    assert ln._fwd_plain(dtype, rms, n // vec, vec, 2053, 132) == (want is not None)
+    if want is None:
+        assert ln._plain_offgrid(n, vec, rms, dtype) is None
+        return
+    words, tpr, rpb = want
+    assert ln._plain_layout(n, vec, rms, dtype) == (words, tpr, rpb, words <= 4, None)
+    # The forward with the statistics: v61's layout, or none at two-word float32 RMSNorm.
+    lean_stats = dtype == "float32" and rms and words < 3
+    assert ln._plain_offgrid(n, vec, rms, dtype, True) == (
+        None if lean_stats else (words, tpr, rpb, words <= 4, None))
+    assert ln._fwd_plain(dtype, rms, n // vec, vec, 2053, 132, True) == (not lean_stats)
+    for shipped in ln._PLAIN_SHIPPED_N:
+        assert ln._plain_offgrid(shipped, vec, rms, dtype) is None
+    if SIMULATOR and n not in (896, 2560, 3584):
+        return
+    variant = (True, True, False) if rms else (False, True, True)
+    x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + 7)
+    picked = []
+    with pytest.MonkeyPatch.context() as mp:
+        _record_kernels(mp, "make_plain_forward_kernel", picked)
+        _record_kernels(mp, "make_forward_kernel", picked)
+        with ln.tuning(fwd_plain=True if SIMULATOR else None), poison_outputs():
+            with_stats = _forward_stats(variant, x, w, b, True)
+            y, mean, rstd = _forward_stats(variant, x, w, b, False)
+    assert mean is None and rstd is None
+    part = f"_plain{words}_t{tpr}x{rpb}" + ("_early" if words <= 4 else "")
+    part += "_ragged" if m % rpb else ""
+    names = [name.replace("_dmu", "").split("_vec")[1] for name in picked[-2:]]
+    assert names[1] == part + "_nostats", picked
+    if lean_stats:  # (under the simulator fwd_plain forces the rule's plain layout)
+        assert SIMULATOR or "_plain" not in names[0], picked
+        assert_close(y, ln.rms_norm_ref(x, w, 1e-5)[0], dtype, "y")
+    else:
+        assert names[0] == part, picked
+        assert torch.equal(y, with_stats[0])
+    _check_forward(with_stats, None, variant, x, w, b, dtype, (m, n))
+
+
 def test_plain_carveout_rule():
     """v56: the plain kernels of at most four words a thread over rows of 8 KB or more
     prefer the carveout 5 (LayerNorm) or 7 (RMSNorm), others the driver's choice

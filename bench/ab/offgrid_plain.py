@@ -1,0 +1,139 @@
+"""Which forward kernel is fastest at row widths outside issue #16's sweep (sixty-fourth
+session).
+
+    python3 bench/ab/offgrid_plain.py [--cells f32-ln-896,...|all] [--passes 3]
+        [--reps 30] [--compile] [--rl2] [--stats]
+
+Why. A sweep at the widths of models' hidden sizes off the issue's ten (896, 1536,
+2304, 2560, 3072, 3584, 6144, 7168, 10240, 14336; M x N ~ 2^26, this session's call 4,
+``bench/results/s64/offgrid.json``) had our forward behind torch.compile at 29 of its
+60 forward cells, by up to 1.7x (float32 LayerNorm 896: 0.227 ms against 0.132). The
+launcher runs the plain kernel only at the widths its tables name (and float32
+RMSNorm 512-1024, 16-bit LayerNorm 2048-16384 where the rule splits the row into
+whole warps); elsewhere the lean, staged or streaming kernel. Here each cell's
+default forward is timed beside the plain kernel at every layout that splits the row
+(``fwd_plain_layout`` (words, rows a block): words 1-8 a thread, whole warps or
+8 / 16-thread rows, blocks of at least 128 threads), alternating, every output
+checked against float64 first. ``--rl2``: each layout also with ``fwd_plain_reload
+"l2"`` (v60's candidate). ``--compile``: torch.compile too (a fresh compile a cell).
+``--stats``: the forward writing its statistics (training; by default y alone).
+Predicted: the plain kernel at four words a thread (or the nearest count that splits
+the row) within 1 us of compile wherever the default is behind it by more."""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from bench.ab.carveout_ab import DTYPES, _picked  # noqa: E402
+from bench.ab.placement import _compiled, _ref  # noqa: E402
+from bench.ab.tail_scan import _ours  # noqa: E402
+from bench.common import time_cuda  # noqa: E402
+from numba_fused import layer_norm as ln  # noqa: E402
+
+OFF_N = (896, 1536, 2304, 2560, 3072, 3584, 6144, 7168, 10240, 14336)
+ALL_CELLS = tuple(f"{dt}-{op}-{n}" for dt in ("f32", "f16") for op in ("ln", "rms")
+                  for n in OFF_N)
+
+
+def layouts(n, itemsize):
+    """Every (words, rows a block) the plain kernel takes for rows of ``n`` values:
+    words 1-8 a thread splitting the row's 16-byte groups into whole warps (or 8 / 16
+    threads a row), rows a block up to 128 threads (whole warps)."""
+    vec = 16 // itemsize
+    if n % vec:
+        return []
+    groups = n // vec
+    got = []
+    for words in range(1, 9):
+        tpr = ln._plain_tpr(groups, words, sub=True)
+        if tpr is None:
+            continue
+        rpb = max(1, 128 // tpr)
+        if (tpr * rpb) % 32:
+            continue
+        got.append((words, rpb))
+    return got
+
+
+def _ours_stats(op, tune):
+    """Our forward under ``tune`` writing its statistics (y returned)."""
+    def fwd(x, w, b):
+        with ln.tuning(**tune):
+            if op == "rms":
+                return ln.rms_norm_forward(x, w, 1e-6)[0]
+            return ln.layer_norm_forward(x, w, b, 1e-5)[0]
+    return fwd
+
+
+def run_cell(cell, passes, reps, compiled, rl2, stats=False):
+    dt, op, n = cell.split("-")
+    n = int(n)
+    dtype = DTYPES[dt]
+    m = round(2**26 / n)
+    torch._dynamo.reset()
+    g = torch.Generator(device="cuda").manual_seed(n)
+    x = torch.randn(m, n, device="cuda", generator=g).to(dtype)
+    w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(dtype)
+    b = torch.randn(n, device="cuda", generator=g).to(dtype)
+    tunes = {"base": {}}
+    for words, rpb in layouts(n, x.element_size()):
+        tunes[f"p{words}x{rpb}"] = {"fwd_plain": True, "fwd_plain_layout": (words, rpb)}
+        if rl2:
+            tunes[f"p{words}x{rpb}rl2"] = {"fwd_plain": True,
+                                           "fwd_plain_layout": (words, rpb),
+                                           "fwd_plain_reload": "l2"}
+    fns = {"compile": _compiled(op, n, dynamic=False)} if compiled else {}
+    names = {}
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    with torch.no_grad():
+        for label, tune in tunes.items():
+            fns[label] = (_ours_stats if stats else _ours)(op, tune)
+            names[label] = ",".join(k.name for k, _, _ in _picked(fns[label], (x, w, b)))
+        want = _ref(op, n, x[-256:], w, b)
+        bad = []
+        for name, fn in fns.items():
+            got = fn(x, w, b)[-256:].double()
+            err = ((got - want).norm() / want.norm()).item()
+            if not err < tol:
+                bad.append(f"{name} {err:.2e}")
+        times = {p: [] for p in fns}
+        order = list(fns)
+        for k in range(passes):
+            for p in (order if k % 2 == 0 else order[::-1]):
+                times[p].append(time_cuda(fns[p], [(x, w, b)], reps=reps, warmup=5)
+                                ["median_ms"] * 1e3)
+    med = {p: sorted(v)[passes // 2] for p, v in times.items()}
+    base = med["base"]
+    best = min((p for p in med if p.startswith("p")), key=med.get, default=None)
+    print(f"| {cell} | m {m} | " + " | ".join(
+        f"{p} {t:.2f} ({t - base:+.2f})" for p, t in med.items())
+        + f" | best plain {best} | {'FAIL ' + '; '.join(bad) if bad else 'checks ok'} |",
+        flush=True)
+    print(f"| {cell} | kernels | " + " | ".join(f"{p}: {k}" for p, k in names.items())
+          + " |", flush=True)
+    del x
+    torch.cuda.empty_cache()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", default="all")
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--rl2", action="store_true")
+    ap.add_argument("--stats", action="store_true")
+    args = ap.parse_args(argv)
+    print(f"GPU: {torch.cuda.get_device_name(0)}", flush=True)
+    cells = ALL_CELLS if args.cells == "all" else args.cells.split(",")
+    for cell in cells:
+        run_cell(cell, args.passes, args.reps, args.compile, args.rl2, args.stats)
+
+
+if __name__ == "__main__":
+    main()
