@@ -2428,6 +2428,45 @@ def _plain_carveout(words, n, dtype, rms):
     return _PLAIN_CARVEOUT["rms" if rms else "ln"]
 
 
+# v60 candidate (sixty-fourth session, H200; tuning fwd_plain_reload_rows, opt-in):
+# rows where the plain kernel at the launcher's own layout ran faster reading x twice
+# with inductor's cache policies (make_plain_forward_kernel's reload "l2") than the
+# held kernel at its shipped preference, in both of two processes of
+# bench/ab/carveout_ab.py --cells all (five alternating passes each), (dtype class,
+# rms, groups a row) -> the carveout preference it ran at (None: the driver's). Us,
+# rl2 against the held kernel, run 1 / run 2: float32 RMSNorm N = 2048 -1.68 / -2.48,
+# 4096 -1.42 / -1.57, 16384 -1.28 / -1.04 (at none; the held kernel at v58's 9);
+# float32 LayerNorm 2048 -0.99 / -1.12, 4096 -0.46 / -0.50 (at none; at v56's 5 it is
+# +1.7); fp16 / bf16 LayerNorm 2048 -1.33 / -1.40 and -1.50 / -1.48, 5120 -2.17 /
+# -2.45 and -1.81 / -1.89 (at none; at 5 +0.0 to +0.5). Slower at every other sweep
+# row where it differs (bench/NOTES.md, sixty-fourth session).
+_PLAIN_RELOAD_L2 = {("float32", True, 512): 7, ("float32", True, 1024): 7,
+                    ("float32", True, 4096): None, ("float32", False, 512): 5,
+                    ("float32", False, 1024): None, ("16-bit", False, 256): None,
+                    ("16-bit", False, 640): None}
+# Its rows whose two-read kernel writing the statistics spills (float32 LayerNorm N =
+# 4096 under v33's bounds for five blocks an SM: 48 registers, 8 bytes of stack; the
+# measured _nostats form does not): the forward with statistics keeps the held kernel.
+_PLAIN_RELOAD_L2_NOSTATS_ONLY = {("float32", False, 1024)}
+
+
+def _plain_reload_rows(n, vec, rms, dtype, stats=False):
+    """(reload, carveout or None) of v60's row table for rows of ``n`` values where
+    tuning fwd_plain_reload_rows is set and the plain kernel runs at the launcher's
+    own layout with no other load knob (reload, prefetch, hints), else None
+    (``stats``: the kernel writes the statistics; not at
+    _PLAIN_RELOAD_L2_NOSTATS_ONLY's rows)."""
+    if not (_tune["fwd_plain_reload_rows"] and _plain_layout_own()
+            and not _tune["fwd_plain_reload"] and _tune["fwd_plain_prefetch"] is None
+            and _tune["fwd_plain_hints"] is None):
+        return None
+    key = _plain_key(n, vec, rms, dtype)
+    if key not in _PLAIN_RELOAD_L2 or (stats and key in _PLAIN_RELOAD_L2_NOSTATS_ONLY):
+        return None
+    pct = _tune["fwd_plain_carveout"]
+    return "l2", (_PLAIN_RELOAD_L2[key] if pct is None else None if pct < 0 else pct)
+
+
 # Rows whose plain-kernel layouts shipped_kernels compiles (issue #16's sweep).
 _PLAIN_SHIPPED_N = (512, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384)
 
@@ -3899,6 +3938,18 @@ def shipped_kernels():
                                                                 *lay[:4], ragged,
                                                                 lay[4] if stats else bare,
                                                                 stats)
+                    # v60's candidate rows (_PLAIN_RELOAD_L2): the two-read form.
+                    for cls, r, groups in _PLAIN_RELOAD_L2:
+                        if (cls, r) != (_dtype_class(dtype), rms):
+                            continue
+                        lay = _plain_layout(groups * vec, vec, rms, dtype)
+                        for stats in ((False,) if (cls, r, groups) in
+                                      _PLAIN_RELOAD_L2_NOSTATS_ONLY else (True, False)):
+                            yield make_plain_forward_kernel(
+                                dtype, rms, has_w, has_b, *lay[:4], False,
+                                lay[4] if stats else _plain_nostats_bounds(
+                                    groups * vec, vec, rms, dtype, lay[4]), stats,
+                                reload="l2")
                     # Its opt-in candidates: sub-warp rows (16 threads, eight rows a
                     # block) and, at float32, launch bounds for two blocks an SM.
                     yield make_plain_forward_kernel(dtype, rms, has_w, has_b, 4, 16, 8,
@@ -4252,6 +4303,10 @@ _TUNING_DEFAULTS = {
     # The plain kernel's carveout preference (percent, launch.Kernel.prefer_carveout;
     # -1: the driver's choice); None: v56's rule (_plain_carveout).
     "fwd_plain_carveout": None,
+    # v60 candidate (sixty-fourth session, opt-in until a sweep runs it): the rows of
+    # _PLAIN_RELOAD_L2 take the plain kernel's two-read form with inductor's cache
+    # policies (fwd_plain_reload "l2") at the table's carveout preference.
+    "fwd_plain_reload_rows": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4403,7 +4458,8 @@ def tuning(**overrides):
     fwd_plain_const_n (bool: n compiled in, lanes by masks), fwd_plain_tree (bool:
     the warps' partials summed pairwise), fwd_plain_hints ((x, w / b) eviction
     policies of its loads, tensor_core.LOAD_POLICIES), fwd_plain_carveout (its
-    carveout preference, percent; -1: the driver's choice),
+    carveout preference, percent; -1: the driver's choice), fwd_plain_reload_rows
+    (bool: v60's rows, _PLAIN_RELOAD_L2, read x twice with L2 policies),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -4459,7 +4515,7 @@ def tuning(**overrides):
     if pc is not None and (isinstance(pc, bool) or not isinstance(pc, int)
                            or not -1 <= pc <= 100):
         raise ValueError(f"fwd_plain_carveout must be None or an int in [-1, 100], got {pc!r}")
-    for key in ("fwd_plain_const_n", "fwd_plain_tree"):
+    for key in ("fwd_plain_const_n", "fwd_plain_tree", "fwd_plain_reload_rows"):
         if not isinstance(overrides.get(key, _tune[key]), bool):
             raise ValueError(f"{key} must be a bool, got {overrides[key]!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
@@ -5167,15 +5223,16 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         nostats = not (stats or _plain_keeps_stats(n, vec, rms, dtype))
         if nostats and _plain_layout_own():
             min_blocks = _plain_nostats_bounds(n, vec, rms, dtype, min_blocks)
+        rows = _plain_reload_rows(n, vec, rms, dtype, not nostats)
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
                                            m % rpb != 0, min_blocks, not nostats,
                                            _tune["fwd_plain_prefetch"],
-                                           _tune["fwd_plain_reload"],
+                                           rows[0] if rows else _tune["fwd_plain_reload"],
                                            _tune["fwd_plain_const_n"],
                                            _tune["fwd_plain_tree"],
                                            _tune["fwd_plain_hints"])
         grid, shared = cdiv(m, rpb), 0
-        carve = _plain_carveout(words, n, dtype, rms)
+        carve = rows[1] if rows else _plain_carveout(words, n, dtype, rms)
         if carve is not None:
             kernel.prefer_carveout(carve, tpr * rpb, shared, xa.device)
     else:

@@ -1972,6 +1972,59 @@ def test_plain_v61_offgrid(key):
     _check_forward(with_stats, None, variant, x, w, b, dtype, (m, n))
 
 
+@pytest.mark.parametrize("key", sorted(ln._PLAIN_RELOAD_L2), ids=lambda k: f"{k[0]}-{'rms' if k[1] else 'ln'}-{k[2]}")
+def test_plain_v60_reload_rows(key):
+    """v60 candidate (tuning fwd_plain_reload_rows, off by default): the rows of
+    _PLAIN_RELOAD_L2 take the plain kernel's two-read form with L2 policies (``_rl2``)
+    at the table's carveout preference, y with the bits of the held kernel, mean and
+    rstd within tolerance of float64, under poisoned outputs; fwd_plain_carveout
+    overrides the table's preference; other rows, other load knobs, a layout set by
+    tuning and (float32 LayerNorm N = 4096, where that kernel spills) the forward
+    writing the statistics keep the held kernel. The simulator runs the narrower rows
+    (one row)."""
+    cls, rms, groups = key
+    dtype = "float32" if cls == "float32" else "bfloat16"
+    vec = ln._vec_of(dtype, True)
+    n = groups * vec
+    assert ln._plain_reload_rows(n, vec, rms, dtype) is None  # off by default
+    with ln.tuning(fwd_plain_reload_rows=True):
+        assert ln._plain_reload_rows(n, vec, rms, dtype) == ("l2", ln._PLAIN_RELOAD_L2[key])
+        # The forward writing the statistics: not where that kernel spills.
+        assert ln._plain_reload_rows(n, vec, rms, dtype, True) == (
+            None if key in ln._PLAIN_RELOAD_L2_NOSTATS_ONLY else
+            ("l2", ln._PLAIN_RELOAD_L2[key]))
+        assert ln._plain_reload_rows(n + 3 * vec * 32, vec, rms, dtype) is None
+    with ln.tuning(fwd_plain_reload_rows=True, fwd_plain_carveout=-1):
+        assert ln._plain_reload_rows(n, vec, rms, dtype) == ("l2", None)
+    with ln.tuning(fwd_plain_reload_rows=True, fwd_plain_carveout=9):
+        assert ln._plain_reload_rows(n, vec, rms, dtype) == ("l2", 9)
+    for knob in ({"fwd_plain_reload": "word"}, {"fwd_plain_prefetch": 128},
+                 {"fwd_plain_hints": ("first", "last")}, {"fwd_plain_layout": (4, 1)}):
+        with ln.tuning(fwd_plain_reload_rows=True, **knob):
+            assert ln._plain_reload_rows(n, vec, rms, dtype) is None, knob
+    with pytest.raises(ValueError, match="fwd_plain_reload_rows"):
+        with ln.tuning(fwd_plain_reload_rows=1):
+            pass
+    if SIMULATOR and groups > 512:
+        return
+    m = 1 if SIMULATOR else 1031
+    variant = (True, True, False) if rms else (False, True, True)
+    x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + 11)
+    outs, picked = [], []
+    with pytest.MonkeyPatch.context() as mp:
+        _record_kernels(mp, "make_plain_forward_kernel", picked)
+        for rows in (False, True):
+            with ln.tuning(fwd_plain=True, fwd_plain_reload_rows=rows), poison_outputs():
+                outs.append(_forward_stats(variant, x, w, b, False))
+        with ln.tuning(fwd_plain=True, fwd_plain_reload_rows=True), poison_outputs():
+            stats = _forward_stats(variant, x, w, b, True)
+    assert not picked[0].endswith("_rl2") and picked[1] == picked[0] + "_rl2", picked
+    assert picked[2].endswith("_rl2") == (key not in ln._PLAIN_RELOAD_L2_NOSTATS_ONLY)
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][0], stats[0])
+    assert outs[1][1] is None and outs[1][2] is None
+    _check_forward(stats, None, variant, x, w, b, dtype, (m, n))
+
+
 def test_plain_carveout_rule():
     """v56: the plain kernels of at most four words a thread over rows of 8 KB or more
     prefer the carveout 5 (LayerNorm) or 7 (RMSNorm), others the driver's choice

@@ -1,7 +1,7 @@
 """Whether the L1 / shared carveout preference moves the norms forwards' gap to
 torch.compile (issue #16, sixty-second session).
 
-    python3 bench/ab/carveout_ab.py [--cells f32-rms-4096,...|all] [--carveouts -1,5,7]
+    python3 bench/ab/carveout_ab.py [--cells f32-rms-4096,...|all] [--carveouts -1,5,7|ship]
         [--tunes '{"base": {}, "xn": {"fwd_plain_hints": ["no_allocate", "last"]}}']
         [--passes 3] [--reps 30] [--no-compile]
 
@@ -112,6 +112,12 @@ def time_preferences(fn, args, kernels, carveouts, passes, reps):
     return {c: sorted(v)[passes // 2] for c, v in times.items()}, bad
 
 
+def _prefer(kern, dev, carve):
+    """Set ``kern``'s preference ``carve`` on device ``dev``; "ship": the one the
+    launcher asked for (launch.Kernel.prefer_carveout's record; -1 where none)."""
+    kern._set_carveout(dev, kern._carveout.get(dev, -1) if carve == "ship" else carve)
+
+
 def run_cell(cell, tunes, carveouts, passes, reps, compiled=True):
     dt, op, n = cell.split("-")
     n = int(n)
@@ -145,14 +151,14 @@ def run_cell(cell, tunes, carveouts, passes, reps, compiled=True):
             for prov in (provs if k % 2 == 0 else provs[::-1]):
                 label, carve = prov
                 for kern, _, _ in kernels.get(label, ()):
-                    kern._set_carveout(dev, carve)
+                    _prefer(kern, dev, carve)
                 t = time_cuda(fns[label], [(x, w, b)], reps=reps, warmup=5)
                 times[prov].append(t["median_ms"] * 1e3)
         occ = []
         for label in tunes:
             for c in carveouts:
                 for kern, _, _ in kernels[label]:
-                    kern._set_carveout(dev, c)
+                    _prefer(kern, dev, c)
                 occ.append(f"{label}@c{c}:" + "/".join(
                     str(kern._max_active(t, sh, dev)) for kern, t, sh in kernels[label]))
             for kern, _, _ in kernels[label]:
@@ -178,13 +184,14 @@ def main(argv=None):
                          "issue #16 N from 512 to 16384")
     ap.add_argument("--no-compile", action="store_true",
                     help="ours alone (gaps to the first variant)")
-    ap.add_argument("--carveouts", default="-1,5,7")
+    ap.add_argument("--carveouts", default="-1,5,7",
+                    help="percents, -1 (none) or ship (the launcher's own preference)")
     ap.add_argument("--tunes", default=json.dumps(TUNES),
                     help="JSON: label -> layer_norm.tuning overrides (lists for tuples)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args(argv)
-    carveouts = [int(c) for c in args.carveouts.split(",")]
+    carveouts = [c if c == "ship" else int(c) for c in args.carveouts.split(",")]
     tunes = {label: {k: tuple(v) if isinstance(v, list) else v for k, v in tune.items()}
              for label, tune in json.loads(args.tunes).items()}
     print(f"GPU: {torch.cuda.get_device_name(0)}; carveouts {carveouts} (percent of the "
