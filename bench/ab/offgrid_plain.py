@@ -60,16 +60,6 @@ def layouts(n, itemsize):
     return got
 
 
-def _ours_stats(op, tune):
-    """Our forward under ``tune`` writing its statistics (y returned)."""
-    def fwd(x, w, b):
-        with ln.tuning(**tune):
-            if op == "rms":
-                return ln.rms_norm_forward(x, w, 1e-6)[0]
-            return ln.layer_norm_forward(x, w, b, 1e-5)[0]
-    return fwd
-
-
 def run_cell(cell, passes, reps, compiled, rl2, stats=False):
     dt, op, n = cell.split("-")
     n = int(n)
@@ -92,7 +82,7 @@ def run_cell(cell, passes, reps, compiled, rl2, stats=False):
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     with torch.no_grad():
         for label, tune in tunes.items():
-            fns[label] = (_ours_stats if stats else _ours)(op, tune)
+            fns[label] = _ours(op, tune, stats)
             names[label] = ",".join(k.name for k, _, _ in _picked(fns[label], (x, w, b)))
         want = _ref(op, n, x[-256:], w, b)
         bad = []

@@ -43,12 +43,14 @@ CELLS = {
 }
 
 
-def _ours(op, tune):
+def _ours(op, tune, stats=False):
+    """Our forward of ``op`` under tuning ``tune``, returning y (``stats``: the
+    forward that also writes the statistics, as training runs it)."""
     def fwd(x, w, b):
         with ln.tuning(**tune):
             if op == "rms":
-                return ln.rms_norm_forward(x, w, 1e-6, stats=False)[0]
-            return ln.layer_norm_forward(x, w, b, 1e-5, stats=False)[0]
+                return ln.rms_norm_forward(x, w, 1e-6, stats=stats)[0]
+            return ln.layer_norm_forward(x, w, b, 1e-5, stats=stats)[0]
     return fwd
 
 
