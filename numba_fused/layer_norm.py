@@ -2702,6 +2702,16 @@ _PLAIN_OFFGRID_STATS_WORDS = {("float32", True): 3}
 _PLAIN_OFFGRID_SHIPPED_N = (896, 1536, 2304, 2560, 3072, 3584, 6144, 7168, 10240, 14336)
 
 
+def _plain_splits(groups, min_words=1):
+    """[(words, tpr, rpb)] of every plain layout of rows of ``groups`` 16-byte groups
+    at ``min_words`` to 8 words a thread (_plain_tpr's whole warps or 8 / 16-thread
+    rows), ``rpb`` rows a block making it 128 threads or more (whole warps: a
+    sub-warp row's 128 // tpr fills them)."""
+    return [(words, tpr, max(1, 128 // tpr)) for words in range(min_words, 9)
+            if (tpr := _plain_tpr(groups, words, sub=True)) is not None]
+
+
+@functools.lru_cache(maxsize=None)
 def _plain_offgrid(n, vec, rms, dtype, stats=False):
     """v61's plain layout (words, tpr, rpb, early, None) for rows of ``n`` values off
     the sweep's widths (_PLAIN_OFFGRID), or None where v61 does not name the row
@@ -2713,12 +2723,7 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False):
     if rule is None or n in _PLAIN_SHIPPED_N or not lo <= n <= hi or n % vec:
         return None
     min_words, max_tpr = rule
-    fits = []
-    for words in range(min_words, 9):
-        tpr = _plain_tpr(n // vec, words, sub=True)
-        rpb = max(1, 128 // tpr) if tpr else 0
-        if tpr and (tpr * rpb) % WARP == 0:
-            fits.append((words, tpr, rpb))
+    fits = _plain_splits(n // vec, min_words)
     if not fits:
         return None
     words, tpr, rpb = next((f for f in fits if f[1] <= max_tpr), fits[-1])
@@ -5220,7 +5225,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         words, tpr, rpb, early, min_blocks = plain
         if _tune["fwd_early"] is not None:
             early = bool(_tune["fwd_early"])
-        nostats = not (stats or _plain_keeps_stats(n, vec, rms, dtype))
+        nostats = not writes
         if nostats and _plain_layout_own():
             min_blocks = _plain_nostats_bounds(n, vec, rms, dtype, min_blocks)
         rows = _plain_reload_rows(n, vec, rms, dtype, not nostats)

@@ -35,9 +35,8 @@ from bench.ab.tail_scan import _ours  # noqa: E402
 from bench.common import time_cuda  # noqa: E402
 from numba_fused import layer_norm as ln  # noqa: E402
 
-OFF_N = (896, 1536, 2304, 2560, 3072, 3584, 6144, 7168, 10240, 14336)
 ALL_CELLS = tuple(f"{dt}-{op}-{n}" for dt in ("f32", "f16") for op in ("ln", "rms")
-                  for n in OFF_N)
+                  for n in ln._PLAIN_OFFGRID_SHIPPED_N)
 
 
 def layouts(n, itemsize):
@@ -47,17 +46,7 @@ def layouts(n, itemsize):
     vec = 16 // itemsize
     if n % vec:
         return []
-    groups = n // vec
-    got = []
-    for words in range(1, 9):
-        tpr = ln._plain_tpr(groups, words, sub=True)
-        if tpr is None:
-            continue
-        rpb = max(1, 128 // tpr)
-        if (tpr * rpb) % 32:
-            continue
-        got.append((words, rpb))
-    return got
+    return [(words, rpb) for words, _, rpb in ln._plain_splits(n // vec)]
 
 
 def run_cell(cell, passes, reps, compiled, rl2, stats=False):
