@@ -7,7 +7,8 @@
         [--tuning '{"bwd_red_direct": false}'] [--affine none]
 
 Ops: dropout_fwd, dropout_bwd (with grad_bias; --no-bias-grad without), ln_fwd,
-ln_bwd, rms_fwd, rms_bwd; ``--provider compile`` profiles torch.compile's kernels for
+ln_bwd, rms_fwd, rms_bwd (``--no-stats``: our norm forwards without their
+statistics); ``--provider compile`` profiles torch.compile's kernels for
 the same norm pass instead of ours, ``--provider liger`` Liger-Kernel's (where
 liger_kernel is importable); a backward's forward runs outside the range, so only the
 backward's kernels are profiled. ``--affine`` (our norms only) picks which of w and b
@@ -56,9 +57,9 @@ def build(args, torch, device="cuda"):
     if "b" not in args.affine:
         b = None
     if args.op == "ln_fwd":
-        return lambda: nf.layer_norm_forward(x, w, b)
+        return lambda: nf.layer_norm_forward(x, w, b, stats=not args.no_stats)
     if args.op == "rms_fwd":
-        return lambda: nf.rms_norm_forward(x, w)
+        return lambda: nf.rms_norm_forward(x, w, stats=not args.no_stats)
     if args.op == "ln_bwd":
         _, mean, rstd = nf.layer_norm_forward(x, w, b)
         return lambda: nf.layer_norm_backward(g, x, w, b, mean, rstd)
@@ -114,6 +115,8 @@ def parse_args(argv=None):
     ap.add_argument("--activation", default="none")
     ap.add_argument("--p", type=float, default=0.1)
     ap.add_argument("--no-bias-grad", action="store_true")
+    ap.add_argument("--no-stats", action="store_true",
+                    help="our norm forwards: y alone (stats=False), as inference runs them")
     ap.add_argument("--config", default="{}", help="dropout LaunchConfig fields, JSON")
     ap.add_argument("--tuning", default="{}", help="layer_norm.tuning overrides, JSON")
     ap.add_argument("--provider", default="numba", choices=("numba", "compile", "liger"),
@@ -126,6 +129,9 @@ def parse_args(argv=None):
         ap.error(f"--provider {args.provider} profiles the norm ops only")
     if args.affine != "wb" and (args.provider != "numba" or args.op.startswith("dropout")):
         ap.error("--affine is for our norm ops")
+    if args.no_stats and (args.provider != "numba" or not args.op.endswith("_fwd")
+                          or args.op.startswith("dropout")):
+        ap.error("--no-stats is for our norm forwards")
     if args.affine == "b" and args.op.startswith("rms"):
         ap.error("RMSNorm has no b: --affine wb, w or none")
     return args

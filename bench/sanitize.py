@@ -518,6 +518,29 @@ def _layer_norm_offgrid(nf, torch, dt):
                 nf.rms_norm_forward(x, w, stats=stats)
 
 
+def _layer_norm_stats_block(nf, torch, dt):
+    """The plain forward kernel storing its statistics a block's rows at a time
+    (tuning fwd_plain_stats_block, v62's candidate; ``_sb``: through shared memory,
+    after y, by the block's first rows-a-block threads) at bench/ab/stats_block.py's
+    layouts: warp rows eight a block, 16-thread rows 16 a block, rows of two warps
+    eight a block, over 29 rows (a ragged last block) and 64 (whole blocks); LayerNorm
+    with w / b and RMSNorm, at N = 512, 768 and 1024."""
+    from numba_fused.layer_norm import tuning
+
+    vec = 4 if dt == torch.float32 else 8
+    for n in (512, 768, 1024):
+        w = torch.randn(n, device="cuda", dtype=dt)
+        lays = [(words, rpb) for words in range(2, 9) if n // vec % words == 0
+                for tpr in (n // vec // words,) if tpr in (16, 32, 64)
+                for rpb in ((256 // tpr,) if tpr < 64 else (8,))]
+        for m in (29, 64):
+            x = torch.randn(m, n, device="cuda", dtype=dt)
+            for lay in lays:
+                with tuning(fwd_plain=True, fwd_plain_layout=lay, fwd_plain_stats_block=True):
+                    nf.layer_norm_forward(x, w, torch.randn_like(w))
+                    nf.rms_norm_forward(x, w)
+
+
 def _layer_norm_row_bar(nf, torch, dt):
     """The backward under tuning(bwd_row_bar=True, bwd_block=512) (v39's 16-bit
     default, forced here for float32 too): blocks of several rows of several warps,
@@ -560,6 +583,7 @@ CASES = {
     "layer_norm_plain": ("layer_norm_forward", _layer_norm_plain),
     "layer_norm_plain_knobs": ("layer_norm_forward", _layer_norm_plain_knobs),
     "layer_norm_offgrid": ("layer_norm_forward", _layer_norm_offgrid),
+    "layer_norm_stats_block": ("layer_norm_forward", _layer_norm_stats_block),
     "layer_norm_staged": ("layer_norm_forward", _layer_norm_staged),
     "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
     "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
@@ -577,7 +601,7 @@ CASES = {
 _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
             "layer_norm_plain": "layer_norm",
             "layer_norm_plain_knobs": "layer_norm", "layer_norm_staged": "layer_norm",
-            "layer_norm_offgrid": "layer_norm",
+            "layer_norm_offgrid": "layer_norm", "layer_norm_stats_block": "layer_norm",
             "layer_norm_bwd": "layer_norm", "layer_norm_pdl": "layer_norm",
             "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm",
             "layer_norm_w_regs": "layer_norm", "layer_norm_row_bar": "layer_norm"}

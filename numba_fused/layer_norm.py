@@ -1996,7 +1996,8 @@ def _check_plain_hints(hints, what="hints"):
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
                               ragged=False, min_blocks=None, stats=True, prefetch=None,
-                              reload=False, const_n=False, tree=False, hints=None):
+                              reload=False, const_n=False, tree=False, hints=None,
+                              stats_block=False):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
     compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
@@ -2052,6 +2053,12 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     (tensor_core.LOAD_POLICIES, or None: a plain load) of x's one read and of w / b's,
     e.g. ("no_allocate", "last"): x, read once, does not displace the w / b lines
     every row reads again; ("L2first", "L2last"): the same in L2. The same bits.
+    ``stats_block`` (tuning ``fwd_plain_stats_block``; name ``_sb``; needs ``stats`` and
+    ``rpb`` >= 2): the block's rows' statistics go through shared memory ``sts[0 / 1,
+    s]`` and, after y's stores and one barrier, threads ``s * tpr + t < rpb`` store
+    mean / rstd of rows ``blockIdx.x * rpb + (s * tpr + t)``: one coalesced store an
+    array a block (whole 32-byte sectors at ``rpb`` a multiple of 8), where otherwise
+    every row's thread 0 stores 4 bytes on its own. The same values, so the same bits.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -2079,6 +2086,10 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         if reload or (prefetch is not None and hints[0] is not None):
             raise ValueError("hints set x's and w / b's L1 eviction priorities; they do not "
                              "combine with reload, nor x's with an L2 prefetch size")
+    if stats_block and not (stats and rpb >= 2):
+        raise ValueError("stats_block stores the statistics of a block's rows together: it "
+                         f"needs stats and at least two rows a block, got stats={stats!r}, "
+                         f"rpb={rpb}")
     if min_blocks is not None and not (isinstance(min_blocks, int) and min_blocks >= 1
                                        and tpr * rpb * min_blocks <= _SM_THREADS):
         raise ValueError(f"min_blocks must be None or an int >= 1 with tpr * rpb * "
@@ -2116,8 +2127,12 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             + ("_rlw" if reload == "word" else "_rl2" if reload == "l2"
                else "_rl" if reload else "")
             + ("_kn" if const_n else "") + ("_tree" if tree else "")
-            + ("_h" + "".join(_HINT_LETTER[h] for h in hints) if hints else ""))
+            + ("_h" + "".join(_HINT_LETTER[h] for h in hints) if hints else "")
+            + ("_sb" if stats_block else ""))
     store_stats = _stats_store(rms)
+    # Statistics stored by each row's thread 0 where they are computed (else, with
+    # stats_block, by the block's first rpb threads at the end).
+    row_stats = stats and not stats_block
     x_hint, wb_hint = hints or (None, None)
     # reload "l2": inductor's L2 policies keep the row in L2 between its reads (without
     # them inductor's own kernel runs 2.5 us slower: sixty-third session).
@@ -2280,6 +2295,23 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
                     s += v
         return s
 
+    @inline_device
+    def block_stats(mean_out, rstd_out, m, t, slot, mu_out, r):
+        """stats_block: the block's rows' statistics through shared memory, stored by
+        its first rpb threads (consecutive rows, so one coalesced access an array).
+        Called after y's stores, so the barrier waits on no load."""
+        sts = cuda.shared.array((2, rpb), np.float32)
+        if t == 0:
+            sts[0, slot] = mu_out
+            sts[1, slot] = r
+        cuda.syncthreads()
+        lin = slot * tpr + t
+        if lin < rpb:
+            srow = cuda.blockIdx.x * np.int64(rpb) + lin
+            if not ragged or srow < m:
+                store_stats(mean_out, rstd_out, srow, sts[0, lin], sts[1, lin])
+        return 0
+
     def norm_fwd_plain(x, w, b, y, mean_out, rstd_out, m, n, eps):
         """y[r, :] = (x[r, :] - mu) * rstd * w + b for row r = blockIdx.x * rpb +
         threadIdx.y (see make_plain_forward_kernel)."""
@@ -2327,7 +2359,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             mu_out = mu + dmu
         else:
             mu_out = mu
-        if stats and early and active and t == 0:
+        if row_stats and early and active and t == 0:
             store_stats(mean_out, rstd_out, row, mu_out, r)
         if reload and not by_word:
             load_x(x, xr, base, True)
@@ -2344,8 +2376,10 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
                 out[i] = out_word(xr[4 * k + i], wr, br, o, i, mu, r, nd)
             if active:
                 st_global_v4(y, base + k * tpr * 4, out[0], out[1], out[2], out[3])
-        if stats and not early and active and t == 0:
+        if row_stats and not early and active and t == 0:
             store_stats(mean_out, rstd_out, row, mu_out, r)
+        if stats_block:
+            block_stats(mean_out, rstd_out, m, t, slot, mu_out, r)
 
     # Launch bounds only where the block needs them to launch: with bounds (128, 1)
     # ptxas takes 128 registers at four 16-bit groups with w / b early where it
@@ -3962,6 +3996,11 @@ def shipped_kernels():
                     if dtype == "float32":
                         yield make_plain_forward_kernel(dtype, rms, has_w, has_b, 8, 512, 1,
                                                         False, False, 2)
+                    # v62's candidate (fwd_plain_stats_block): warp rows eight a block
+                    # and sub-warp rows 16 a block, the statistics a block at a time.
+                    for words, tpr, rpb, ragged in ((4, 32, 8, False), (4, 16, 16, True)):
+                        yield make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr,
+                                                        rpb, True, ragged, stats_block=True)
                     for words in _STAGED_WORDS:
                         for full in (True, False):
                             yield factory(dtype, rms, has_w, has_b, True, words, True,
@@ -4312,6 +4351,10 @@ _TUNING_DEFAULTS = {
     # _PLAIN_RELOAD_L2 take the plain kernel's two-read form with inductor's cache
     # policies (fwd_plain_reload "l2") at the table's carveout preference.
     "fwd_plain_reload_rows": False,
+    # v62 candidate (sixty-fifth session, opt-in): the plain kernel's statistics stored
+    # a block's rows at a time (make_plain_forward_kernel's stats_block) wherever it
+    # writes them at two rows a block or more.
+    "fwd_plain_stats_block": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4465,6 +4508,7 @@ def tuning(**overrides):
     policies of its loads, tensor_core.LOAD_POLICIES), fwd_plain_carveout (its
     carveout preference, percent; -1: the driver's choice), fwd_plain_reload_rows
     (bool: v60's rows, _PLAIN_RELOAD_L2, read x twice with L2 policies),
+    fwd_plain_stats_block (bool: the statistics stored a block's rows at a time),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -4520,7 +4564,8 @@ def tuning(**overrides):
     if pc is not None and (isinstance(pc, bool) or not isinstance(pc, int)
                            or not -1 <= pc <= 100):
         raise ValueError(f"fwd_plain_carveout must be None or an int in [-1, 100], got {pc!r}")
-    for key in ("fwd_plain_const_n", "fwd_plain_tree", "fwd_plain_reload_rows"):
+    for key in ("fwd_plain_const_n", "fwd_plain_tree", "fwd_plain_reload_rows",
+                "fwd_plain_stats_block"):
         if not isinstance(overrides.get(key, _tune[key]), bool):
             raise ValueError(f"{key} must be a bool, got {overrides[key]!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
@@ -5235,7 +5280,9 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
                                            rows[0] if rows else _tune["fwd_plain_reload"],
                                            _tune["fwd_plain_const_n"],
                                            _tune["fwd_plain_tree"],
-                                           _tune["fwd_plain_hints"])
+                                           _tune["fwd_plain_hints"],
+                                           _tune["fwd_plain_stats_block"] and not nostats
+                                           and rpb >= 2)
         grid, shared = cdiv(m, rpb), 0
         carve = rows[1] if rows else _plain_carveout(words, n, dtype, rms)
         if carve is not None:

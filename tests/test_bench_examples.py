@@ -402,8 +402,15 @@ def test_profile_op_builds_every_op():
         assert all(out[i] is None for i in missing), (op, affine)
         assert all(out[i] is not None for i in range(len(out)) if i not in missing), (op, affine)
         assert bool(torch.isfinite(torch.as_tensor(out[0])).all()), (op, affine)
+    # --no-stats: our norm forwards return y alone.
+    for op in ("ln_fwd", "rms_fwd"):
+        args = profile_op.parse_args([op, "--shape", "3x40", "--dtype", "float32",
+                                      "--no-stats"])
+        out = profile_op.build(args, torch, device="cpu")()
+        assert all(o is None for o in out[1:]) and out[0] is not None, op
     for bad in (["rms_bwd", "--affine", "b"], ["dropout_fwd", "--affine", "none"],
-                ["ln_bwd", "--provider", "compile", "--affine", "w"]):
+                ["ln_bwd", "--provider", "compile", "--affine", "w"],
+                ["ln_bwd", "--no-stats"], ["rms_fwd", "--provider", "compile", "--no-stats"]):
         with pytest.raises(SystemExit):
             profile_op.parse_args(bad)
 

@@ -2025,6 +2025,95 @@ def test_plain_v60_reload_rows(key):
     _check_forward(stats, None, variant, x, w, b, dtype, (m, n))
 
 
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
+@pytest.mark.parametrize("case", [("float32", 256, (2, 8)), ("float16", 512, (4, 16)),
+                                  ("bfloat16", 1024, (2, 2)), ("float32", 128, (4, 32))],
+                         ids=["warp_rows8", "subwarp16", "two_warps2", "subwarp8x32"])
+@pytest.mark.parametrize("ragged", [False, True], ids=["exact", "ragged"])
+def test_plain_v62_stats_block(variant, case, ragged):
+    """v62 candidate (tuning fwd_plain_stats_block, off by default): the plain kernel
+    storing its statistics a block's rows at a time (``_sb``: through shared memory,
+    after y, by the block's first rpb threads) gives y, mean and rstd the bits of the
+    kernel storing them row by row, under poisoned outputs, over whole and ragged
+    blocks (the last block's spare slots store nothing); the forward without
+    statistics keeps its _nostats kernel; one row a block (whole-warp rows) keeps the
+    row-by-row store. Layouts: warp rows eight a block, 16- and 8-thread rows 16 / 32 a block, rows of
+    two warps two a block."""
+    dtype, n, layout = case
+    rpb = layout[1]
+    m = 2 * rpb + (3 if ragged else 0)
+    x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + m)
+    tune = {"fwd_plain": True, "fwd_plain_layout": layout}
+    picked = []
+    with pytest.MonkeyPatch.context() as mp:
+        _record_kernels(mp, "make_plain_forward_kernel", picked)
+        with ln.tuning(**tune), poison_outputs():
+            held = _forward_stats(variant, x, w, b, True)
+        with ln.tuning(**tune, fwd_plain_stats_block=True), poison_outputs():
+            got = _forward_stats(variant, x, w, b, True)
+        with ln.tuning(**tune, fwd_plain_stats_block=True), poison_outputs():
+            bare = _forward_stats(variant, x, w, b, False)
+        # (Sub-warp rows take whole warps: never one a block.)
+        whole = n // ln._vec_of(dtype, True) // layout[0] >= 32
+        if whole:
+            with ln.tuning(fwd_plain=True, fwd_plain_layout=(layout[0], 1),
+                           fwd_plain_stats_block=True), poison_outputs():
+                one = _forward_stats(variant, x, w, b, True)
+            assert "_sb" not in picked[3], picked
+            assert torch.equal(one[0], held[0]) and torch.equal(one[2], held[2])
+    assert picked[1] == picked[0] + "_sb", picked
+    assert ("_ragged" in picked[1]) == ragged, picked
+    assert picked[2].endswith("_nostats") and "_sb" not in picked[2], picked
+    for a, c in zip(held, got):
+        assert (a is None) == (c is None)
+        if a is not None:
+            assert torch.equal(a, c), (dtype, n, layout)
+    assert torch.equal(bare[0], held[0]) and bare[1] is None and bare[2] is None
+    _check_forward(got, None, variant, x, w, b, dtype, (m, n))
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("rms", [False, True], ids=["ln", "rms"])
+@pytest.mark.parametrize("case", [("float32", 4, 32, 8), ("float32", 2, 64, 8),
+                                  ("float32", 8, 32, 8), ("float16", 4, 16, 16),
+                                  ("bfloat16", 6, 16, 16), ("float16", 2, 64, 8)],
+                         ids=lambda c: f"{c[0]}_{c[1]}x{c[2]}x{c[3]}")
+def test_plain_stats_block_ptx(rms, case):
+    """v62's _sb kernels at bench/ab/stats_block.py's layouts compile for sm_90 without
+    spills, within their block's registers, with one barrier more than the kernel
+    storing row by row and one 4-byte global store a statistic (mean and rstd, or
+    rstd), as that kernel has."""
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    dtype, words, tpr, rpb = case
+    with offline_compile():
+        held, sb = (ln.make_plain_forward_kernel(dtype, rms, True, not rms, words, tpr, rpb,
+                                                 True, True, stats_block=flag).ptx()
+                    for flag in (False, True))
+    rep = ptxas_report(sb)
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+    assert rep["registers"] <= 65536 // (tpr * rpb), rep
+    stores = 1 if rms else 2
+    assert len(re.findall(r"st\.global\.f32", sb)) == stores
+    assert len(re.findall(r"st\.global\.f32", held)) == stores
+    assert sb.count("bar.sync") == held.count("bar.sync") + 1
+
+
+def test_plain_stats_block_rejects_bad_settings():
+    """fwd_plain_stats_block takes a bool; the kernel factory refuses stats_block
+    without the statistics or at one row a block, before compiling anything."""
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="fwd_plain_stats_block"):
+            with ln.tuning(fwd_plain_stats_block=bad):
+                pass
+    with pytest.raises(ValueError, match="stats_block"):
+        ln.make_plain_forward_kernel("float32", True, True, False, 2, 32, 8, stats=False,
+                                     stats_block=True)
+    with pytest.raises(ValueError, match="stats_block"):
+        ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, 1,
+                                     stats_block=True)
+
+
 def test_plain_carveout_rule():
     """v56: the plain kernels of at most four words a thread over rows of 8 KB or more
     prefer the carveout 5 (LayerNorm) or 7 (RMSNorm), others the driver's choice
