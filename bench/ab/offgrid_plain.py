@@ -49,6 +49,18 @@ def layouts(n, itemsize):
     return [(words, rpb) for words, _, rpb in ln._plain_splits(n // vec)]
 
 
+def alternating_medians(fns, args, passes, reps):
+    """{label: median us} of each of ``fns`` (label -> callable) on ``args`` over
+    ``passes`` passes, the order reversed every other pass (each pass's time the
+    median of ``reps`` back-to-back calls)."""
+    times = {p: [] for p in fns}
+    order = list(fns)
+    for k in range(passes):
+        for p in (order if k % 2 == 0 else order[::-1]):
+            times[p].append(time_cuda(fns[p], [args], reps=reps, warmup=5)["median_ms"] * 1e3)
+    return {p: sorted(v)[passes // 2] for p, v in times.items()}
+
+
 def run_cell(cell, passes, reps, compiled, rl2, stats=False):
     dt, op, n = cell.split("-")
     n = int(n)
@@ -80,13 +92,7 @@ def run_cell(cell, passes, reps, compiled, rl2, stats=False):
             err = ((got - want).norm() / want.norm()).item()
             if not err < tol:
                 bad.append(f"{name} {err:.2e}")
-        times = {p: [] for p in fns}
-        order = list(fns)
-        for k in range(passes):
-            for p in (order if k % 2 == 0 else order[::-1]):
-                times[p].append(time_cuda(fns[p], [(x, w, b)], reps=reps, warmup=5)
-                                ["median_ms"] * 1e3)
-    med = {p: sorted(v)[passes // 2] for p, v in times.items()}
+        med = alternating_medians(fns, (x, w, b), passes, reps)
     base = med["base"]
     best = min((p for p in med if p.startswith("p")), key=med.get, default=None)
     print(f"| {cell} | m {m} | " + " | ".join(

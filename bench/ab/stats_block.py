@@ -35,8 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from bench.ab.carveout_ab import DTYPES, _picked  # noqa: E402
+from bench.ab.offgrid_plain import alternating_medians  # noqa: E402
 from bench.ab.placement import _ref  # noqa: E402
-from bench.common import time_cuda  # noqa: E402
 from numba_fused import layer_norm as ln  # noqa: E402
 
 # cell -> plain layouts (words, rows a block) of eight rows a block or more, blocks of
@@ -99,13 +99,7 @@ def run_cell(cell, passes, reps):
                         held[i] is not None and not torch.equal(held[i], outs[label][i])):
                     bad.append(f"{label} stats[{i}] differ from {label[:-3]}'s")
         outs[label] = (None, *outs[label][1:])  # y's memory back; the statistics kept
-    times = {p: [] for p in fns}
-    order = list(fns)
-    for k in range(passes):
-        for p in (order if k % 2 == 0 else order[::-1]):
-            times[p].append(time_cuda(fns[p], [(x, w, b)], reps=reps, warmup=5)
-                            ["median_ms"] * 1e3)
-    med = {p: sorted(v)[passes // 2] for p, v in times.items()}
+    med = alternating_medians(fns, (x, w, b), passes, reps)
     gaps = [f"ship {med['ship'] - med['ship_ns']:+.2f}"] + [
         f"{p[:-3]} row {med[p[:-3]] - med[p[:-3] + '_ns']:+.2f} block "
         f"{med[p] - med[p[:-3] + '_ns']:+.2f}" for p in med if p.endswith("_sb")]
