@@ -2,7 +2,7 @@
 # Written in the sixty-fifth session (no device was lent) for the next, in place of
 # pending_s65.sh, whose stages v and o it keeps (bench/NOTES.md, sixty-fifth session):
 #   s: v62's candidate (tuning fwd_plain_stats_block): its GPU tests with v60's, then
-#      bench/ab/stats_block.py at its eight cells (the statistics' cost, stored row
+#      bench/ab/stats_block.py at its eleven cells (the statistics' cost, stored row
 #      by row against a block's rows at a time). ~5 min.
 #   z: the sanitizer (memcheck, racecheck, initcheck) on layer_norm_stats_block (every
 #      dtype) and layer_norm_plain_knobs at 16 bits (v60's _rl2 there). ~6 min.

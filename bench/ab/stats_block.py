@@ -22,7 +22,11 @@ Each cell times, alternating, every output checked first (y against float64; mea
 rstd of the ``_sb`` kernel bit for bit against the same layout's row-by-row kernel):
 ``ship`` / ``ship_ns`` (the launcher's own kernel with / without the statistics),
 then for each layout (words, rows a block) of the cell's list ``L`` (row by row),
-``L_ns`` (without statistics) and ``L_sb`` (a block's rows at a time).
+``L_ns`` (without statistics) and ``L_sb`` (a block's rows at a time); at the cells
+of ``BOUNDS``, ``ship_lb``: the launcher's kernel with statistics under launch bounds
+for the blocks an SM its ``_nostats`` form reaches (the RMSNorm kernel writing rstd
+takes 4-8 registers more; predicted: within 0.3 us of ``ship_ns`` at 16-bit N =
+8192 if occupancy is that cell's gap, no nearer than ``ship`` if not).
 ``stats_block_ncu.sh`` reads the DRAM and L2 sectors behind the same comparison."""
 
 import argparse
@@ -46,7 +50,14 @@ CELLS = {
     "f32-ln-768": [(6, 8), (3, 8)], "f32-ln-1024": [(8, 8), (4, 8)],
     "f16-ln-512": [(4, 16), (2, 8)], "f16-rms-512": [(4, 16), (2, 8)],
     "f16-ln-768": [(3, 8), (6, 16)], "f16-ln-1024": [(4, 8), (2, 8)],
+    "f16-rms-8192": [], "bf16-rms-8192": [], "f32-rms-1024": [],
 }
+# cell -> launch bounds (blocks an SM) giving the RMSNorm kernel with rstd the blocks
+# its _nostats form has (ptxas: 36-40 registers -> 32, no spills): provider
+# ``ship_lb``. At 16-bit N = 8192 (8192 rows: 32 KB of rstd) the statistics' bytes
+# are nothing, yet ``numba`` ran 1.1 / 1.8 us behind ``numba_infer``.
+BOUNDS = {"f32-rms-512": 16, "f16-rms-512": 16, "f32-rms-1024": 16, "f16-rms-8192": 4,
+          "bf16-rms-8192": 4}
 
 
 def _fwd(op, tune, stats):
@@ -60,9 +71,11 @@ def _fwd(op, tune, stats):
     return fwd
 
 
-def providers(layouts):
+def providers(layouts, bounds=None):
     """label -> (tuning overrides, stats) of a cell's providers."""
     provs = {"ship": ({}, True), "ship_ns": ({}, False)}
+    if bounds:
+        provs["ship_lb"] = ({"fwd_plain": True, "fwd_plain_min_blocks": bounds}, True)
     for words, rpb in layouts:
         lay = {"fwd_plain": True, "fwd_plain_layout": (words, rpb)}
         provs[f"p{words}x{rpb}"] = (lay, True)
@@ -83,7 +96,7 @@ def run_cell(cell, passes, reps):
     fns, names, outs, bad = {}, {}, {}, []
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     want = _ref(op, n, x[-256:], w, b)
-    for label, (tune, stats) in providers(CELLS[cell]).items():
+    for label, (tune, stats) in providers(CELLS[cell], BOUNDS.get(cell)).items():
         full = _fwd(op, tune, stats)
         fns[label] = (lambda f: lambda x, w, b: f(x, w, b)[0])(full)
         names[label] = ",".join(k.name for k, _, _ in _picked(full, (x, w, b)))
@@ -100,7 +113,8 @@ def run_cell(cell, passes, reps):
                     bad.append(f"{label} stats[{i}] differ from {label[:-3]}'s")
         outs[label] = (None, *outs[label][1:])  # y's memory back; the statistics kept
     med = alternating_medians(fns, (x, w, b), passes, reps)
-    gaps = [f"ship {med['ship'] - med['ship_ns']:+.2f}"] + [
+    gaps = [f"ship {med['ship'] - med['ship_ns']:+.2f}"] + (
+        [f"ship_lb {med['ship_lb'] - med['ship_ns']:+.2f}"] if "ship_lb" in med else []) + [
         f"{p[:-3]} row {med[p[:-3]] - med[p[:-3] + '_ns']:+.2f} block "
         f"{med[p] - med[p[:-3] + '_ns']:+.2f}" for p in med if p.endswith("_sb")]
     print(f"| {cell} | m {m} | " + " | ".join(f"{p} {t:.2f}" for p, t in med.items())
