@@ -2037,8 +2037,8 @@ def test_plain_v62_stats_block(variant, case, ragged):
     kernel storing them row by row, under poisoned outputs, over whole and ragged
     blocks (the last block's spare slots store nothing); the forward without
     statistics keeps its _nostats kernel; one row a block (whole-warp rows) keeps the
-    row-by-row store. Layouts: warp rows eight a block, 16- and 8-thread rows 16 / 32 a block, rows of
-    two warps two a block."""
+    row-by-row store. Layouts: warp rows eight a block, 16- and 8-thread rows 16 / 32 a
+    block, rows of two warps two a block."""
     dtype, n, layout = case
     rpb = layout[1]
     m = 2 * rpb + (3 if ragged else 0)

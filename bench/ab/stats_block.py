@@ -22,7 +22,9 @@ Each cell times, alternating, every output checked first (y against float64; mea
 rstd of the ``_sb`` kernel bit for bit against the same layout's row-by-row kernel):
 ``ship`` / ``ship_ns`` (the launcher's own kernel with / without the statistics),
 then for each layout (words, rows a block) of the cell's list ``L`` (row by row),
-``L_ns`` (without statistics) and ``L_sb`` (a block's rows at a time); at the cells
+``L_ns`` (without statistics) and ``L_sb`` (a block's rows at a time); ``ship_sb``
+where the launcher's layout takes two to four rows a block (half sectors or less a
+block: between the two if the hypothesis holds); at the cells
 of ``BOUNDS``, ``ship_lb``: the launcher's kernel with statistics under launch bounds
 for the blocks an SM its ``_nostats`` form reaches (the RMSNorm kernel writing rstd
 takes 4-8 registers more; predicted: within 0.3 us of ``ship_ns`` at 16-bit N =
@@ -71,9 +73,12 @@ def _fwd(op, tune, stats):
     return fwd
 
 
-def providers(layouts, bounds=None):
-    """label -> (tuning overrides, stats) of a cell's providers."""
+def providers(layouts, bounds=None, ship_rows=1):
+    """label -> (tuning overrides, stats) of a cell's providers (``ship_rows``: rows
+    a block of the launcher's own plain layout, 0 where it runs another kernel)."""
     provs = {"ship": ({}, True), "ship_ns": ({}, False)}
+    if ship_rows >= 2:
+        provs["ship_sb"] = ({"fwd_plain": True, "fwd_plain_stats_block": True}, True)
     if bounds:
         provs["ship_lb"] = ({"fwd_plain": True, "fwd_plain_min_blocks": bounds}, True)
     for words, rpb in layouts:
@@ -96,7 +101,12 @@ def run_cell(cell, passes, reps):
     fns, names, outs, bad = {}, {}, {}, []
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     want = _ref(op, n, x[-256:], w, b)
-    for label, (tune, stats) in providers(CELLS[cell], BOUNDS.get(cell)).items():
+    name = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+    vec = 16 // x.element_size()
+    lay = (ln._plain_layout(n, vec, op == "rms", name[dtype], True)
+           if ln._fwd_plain(name[dtype], op == "rms", n // vec, vec, m, 132, True) else None)
+    provs = providers(CELLS[cell], BOUNDS.get(cell), lay[2] if lay else 0)
+    for label, (tune, stats) in provs.items():
         full = _fwd(op, tune, stats)
         fns[label] = (lambda f: lambda x, w, b: f(x, w, b)[0])(full)
         names[label] = ",".join(k.name for k, _, _ in _picked(full, (x, w, b)))
@@ -113,10 +123,11 @@ def run_cell(cell, passes, reps):
                     bad.append(f"{label} stats[{i}] differ from {label[:-3]}'s")
         outs[label] = (None, *outs[label][1:])  # y's memory back; the statistics kept
     med = alternating_medians(fns, (x, w, b), passes, reps)
-    gaps = [f"ship {med['ship'] - med['ship_ns']:+.2f}"] + (
-        [f"ship_lb {med['ship_lb'] - med['ship_ns']:+.2f}"] if "ship_lb" in med else []) + [
+    gaps = [f"{p} {med[p] - med['ship_ns']:+.2f}" for p in ("ship", "ship_sb", "ship_lb")
+            if p in med] + [
         f"{p[:-3]} row {med[p[:-3]] - med[p[:-3] + '_ns']:+.2f} block "
-        f"{med[p] - med[p[:-3] + '_ns']:+.2f}" for p in med if p.endswith("_sb")]
+        f"{med[p] - med[p[:-3] + '_ns']:+.2f}" for p in med
+        if p.endswith("_sb") and p != "ship_sb"]
     print(f"| {cell} | m {m} | " + " | ".join(f"{p} {t:.2f}" for p, t in med.items())
           + f" | stats cost: {'; '.join(gaps)} | "
           + ("FAIL " + "; ".join(bad) if bad else "checks ok") + " |", flush=True)
