@@ -474,22 +474,16 @@ def _layer_norm_w_regs(nf, torch, dt):
 
 
 def _layer_norm_plain_knobs(nf, torch, dt):
-    """The plain forward kernel's opt-in variants (v53-v55, v57, v59-v60, off by
-    default): fwd_plain_reload True (``_rl``: x read again from L1 for y), "word"
-    (``_rlw``: y stored word by word) and "l2" (``_rl2``: with L2 cache policies),
-    fwd_plain_const_n (``_kn``: n compiled in), fwd_plain_tree (``_tree``: pairwise
-    partials), and fwd_plain_hints (v57's L1
-    priorities ``_hnl``; the sixty-third session's L2 cache policies ``_hGM``), each
-    at the launcher's own layout and at two rows a block (two words a thread) over 29
-    rows (a ragged block); LayerNorm with w / b and RMSNorm, with and without the
-    statistics, at N = 512, 2048 and 4096."""
+    """The plain forward kernel's opt-in variants (v53, v55, v60, off by default):
+    fwd_plain_reload True (``_rl``: x read again from L1 for y), "word" (``_rlw``: y
+    stored word by word) and "l2" (``_rl2``: with L2 cache policies), each at the
+    launcher's own layout and at two rows a block (two words a thread) over 29 rows (a
+    ragged block); LayerNorm with w / b and RMSNorm, with and without the statistics,
+    at N = 512, 2048 and 4096."""
     from numba_fused.layer_norm import tuning
 
     knobs = ({"fwd_plain_reload": True}, {"fwd_plain_reload": "word"},
-             {"fwd_plain_reload": "l2"},
-             {"fwd_plain_const_n": True}, {"fwd_plain_tree": True},
-             {"fwd_plain_hints": ("no_allocate", "last")},
-             {"fwd_plain_hints": ("first+L2first", "last+L2last")})
+             {"fwd_plain_reload": "l2"})
     for knob in knobs:
         for n in (512, 2048, 4096):
             x = torch.randn(29, n, device="cuda", dtype=dt)

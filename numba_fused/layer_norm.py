@@ -106,9 +106,8 @@ from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count, smem_optin
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK, WARP, warp_max, warp_sum, warp_sum2, warp_sum_halves
-from .tensor_core import (LOAD_POLICIES, L2_PREFETCH_SIZES, cp_async_16, cp_async_commit,
-                          cp_async_wait, cp_async_wait_all, ld_global_v4, ld_global_v4_evict,
-                          ld_global_v4_prefetch, pack_f16x2, st_global_v4)
+from .tensor_core import (cp_async_16, cp_async_commit, cp_async_wait, cp_async_wait_all,
+                          ld_global_v4, ld_global_v4_evict, pack_f16x2, st_global_v4)
 
 __all__ = [
     "layer_norm_forward", "layer_norm_backward", "rms_norm_forward", "rms_norm_backward",
@@ -1975,28 +1974,9 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
     return Kernel(name, norm_fwd_lean, argtypes, **jit)
 
 
-# make_plain_forward_kernel's name letters of its hints' eviction policies (upper case:
-# with an L2 cache policy).
-_HINT_LETTER = {None: "p", "first": "f", "last": "l", "no_allocate": "n", "L2first": "F",
-                "L2last": "L", "first+L2first": "G", "last+L2last": "M",
-                "no_allocate+L2first": "A"}
-
-
-def _check_plain_hints(hints, what="hints"):
-    """ValueError unless ``hints`` is an (x, w / b) pair of eviction policies
-    (tensor_core.LOAD_POLICIES or None), not both None."""
-    if not (isinstance(hints, tuple) and len(hints) == 2
-            and all(h is None or h in LOAD_POLICIES for h in hints)
-            and hints != (None, None)):
-        raise ValueError(f"{what} must be None or an (x, w / b) pair of eviction "
-                         f"policies in {LOAD_POLICIES} or None (not both None), "
-                         f"got {hints!r}")
-
-
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
-                              ragged=False, min_blocks=None, stats=True, prefetch=None,
-                              reload=False, const_n=False, tree=False, hints=None,
+                              ragged=False, min_blocks=None, stats=True, reload=False,
                               stats_block=False):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
@@ -2025,8 +2005,6 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     rpb, min_blocks)``, so ptxas fits that many blocks an SM (name ``_lb<block>x<min>``).
     ``stats`` False: mean_out / rstd_out are never written (the forward's ``stats=False``,
     y alone, as a forward under ``torch.no_grad`` needs; name ``_nostats``).
-    ``prefetch`` (tuning ``fwd_plain_prefetch``; 64, 128 or 256): x's loads carry the
-    L2 prefetch-size hint ``.L2::<prefetch>B`` (name ``_pf<prefetch>``).
     ``reload`` (tuning ``fwd_plain_reload``; name ``_rl``): inductor's two-loop shape
     (its generated float32 RMSNorm / LayerNorm, sixty-first session). x is not held
     across the reductions: each pass reads the thread's words again, the first (and
@@ -2039,20 +2017,10 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     first reads and w / b ``L2::evict_last``, y's read of x ``L2::evict_first``). The
     same values in the same order, so the same bits; fewer registers live across the
     barriers (more blocks an SM) for L1 / L2 traffic.
-    ``const_n`` (tuning ``fwd_plain_const_n``; name ``_kn``): n compiled in (it is
-    ``tpr * words`` groups: the layout fixes it), so ``/ n`` is a multiply where n is a
-    power of two and never a conversion; lane and warp of t by masks and shifts, not
-    64-bit signed ``%`` / ``//``. The same bits. ``tree`` (tuning ``fwd_plain_tree``;
-    name ``_tree``): the warps' partials of a row summed pairwise (depth log2(warps))
-    in place of in warp order (a chain of warps - 1 adds): other bits, the same error
-    bound or better; all the partials live at once (32 warps under bounds for 32
-    registers spill).
-    ``hints`` (tuning ``fwd_plain_hints``; name ``_h<x><wb>``, a letter each
-    (_HINT_LETTER): f first, l last, n no_allocate, p plain; upper case with an L2
-    cache policy): ``(x_policy, wb_policy)``, the eviction policies
-    (tensor_core.LOAD_POLICIES, or None: a plain load) of x's one read and of w / b's,
-    e.g. ("no_allocate", "last"): x, read once, does not displace the w / b lines
-    every row reads again; ("L2first", "L2last"): the same in L2. The same bits.
+    (Refuted variants, removed in the sixty-fifth session and described in
+    bench/NOTES.md: x's loads with an L2 prefetch size, sixtieth session; n compiled in
+    and the warps' partials summed pairwise, v54; eviction policies on the held
+    kernel's loads, v57 / v59.)
     ``stats_block`` (tuning ``fwd_plain_stats_block``; name ``_sb``; needs ``stats`` and
     ``rpb`` >= 2): the block's rows' statistics go through shared memory ``sts[0 / 1,
     s]`` and, after y's stores and one barrier, threads ``s * tpr + t < rpb`` store
@@ -2073,19 +2041,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     if (tpr * rpb) % WARP:
         raise ValueError(f"rows of {tpr} threads need whole warps: tpr * rpb = {tpr} * "
                          f"{rpb} is not a multiple of {WARP}")
-    if prefetch is not None and prefetch not in L2_PREFETCH_SIZES:
-        raise ValueError(f"prefetch must be None or one of {L2_PREFETCH_SIZES}, "
-                         f"got {prefetch!r}")
     if not (isinstance(reload, bool) or reload in ("word", "l2")):
         raise ValueError(f"reload must be a bool, 'word' or 'l2', got {reload!r}")
-    if reload and prefetch is not None:
-        raise ValueError("reload takes x's loads' L1 eviction hints; it does not combine "
-                         "with an L2 prefetch size")
-    if hints is not None:
-        _check_plain_hints(hints)
-        if reload or (prefetch is not None and hints[0] is not None):
-            raise ValueError("hints set x's and w / b's L1 eviction priorities; they do not "
-                             "combine with reload, nor x's with an L2 prefetch size")
     if stats_block and not (stats and rpb >= 2):
         raise ValueError("stats_block stores the statistics of a block's rows together: it "
                          f"needs stats and at least two rows a block, got stats={stats!r}, "
@@ -2115,32 +2072,24 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     # reload "word": y's pass reads word k of x (and w / b) and stores y's word k before
     # the next, as inductor's second loop does; True: all reads, then all stores.
     by_word = reload == "word"
-    # The row's values (the launcher splits rows of n into tpr * words groups).
-    N_CONST = np.float32(span * (8 if wide else 4))
-    TREE_LEVELS = (warps - 1).bit_length()
     name = (f"norm_fwd_{dtype}_{_variant_name(rms, has_w, has_b)}_vec_plain{words}"
             f"_t{tpr}x{rpb}" + ("_dmu" if corrected else "") + ("_early" if early else "")
             + ("_ragged" if ragged else "")
             + (f"_lb{tpr * rpb}x{min_blocks}" if min_blocks else "")
             + ("" if stats else "_nostats")
-            + (f"_pf{prefetch}" if prefetch else "")
             + ("_rlw" if reload == "word" else "_rl2" if reload == "l2"
                else "_rl" if reload else "")
-            + ("_kn" if const_n else "") + ("_tree" if tree else "")
-            + ("_h" + "".join(_HINT_LETTER[h] for h in hints) if hints else "")
             + ("_sb" if stats_block else ""))
     store_stats = _stats_store(rms)
     # Statistics stored by each row's thread 0 where they are computed (else, with
     # stats_block, by the block's first rpb threads at the end).
     row_stats = stats and not stats_block
-    x_hint, wb_hint = hints or (None, None)
     # reload "l2": inductor's L2 policies keep the row in L2 between its reads (without
     # them inductor's own kernel runs 2.5 us slower: sixty-third session).
     l2 = "+L2last" if reload == "l2" else ""
-    ld_x = (ld_global_v4_evict("last" + l2) if reload
-            else ld_global_v4_evict(x_hint) if x_hint else ld_global_v4_prefetch(prefetch))
+    ld_x = ld_global_v4_evict("last" + l2) if reload else ld_global_v4
     ld_y = ld_global_v4_evict("first+L2first" if l2 else "first")
-    ld_wb = ld_global_v4_evict("last" + l2 if reload else wb_hint)
+    ld_wb = ld_global_v4_evict("last" + l2) if reload else ld_global_v4
     bf16 = dtype == "bfloat16"
 
     # A 16-bit word's two values (one opaque inline-PTX conversion a word, redone in
@@ -2163,19 +2112,6 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     def partials(red, p, slot):
         """The sum of the row's warps' partials in red[p, slot * warps:]."""
         o = slot * warps
-        if tree:
-            part = cuda.local.array(warps, np.float32)
-            for i in range(warps):
-                part[i] = red[p, o + i]
-            # Fold the upper half onto the lower, level by level; the loops' counts are
-            # constants once the outer one is unrolled, so part stays in registers.
-            cnt = warps
-            for _ in range(TREE_LEVELS):
-                half = (cnt + 1) >> 1
-                for i in range(cnt - half):
-                    part[i] += part[i + half]
-                cnt = half
-            return part[0]
         v = red[p, o]
         for i in range(1, warps):
             v += red[p, o + i]
@@ -2185,10 +2121,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     def row_sum(v, red, p, t, slot):
         v = seg_sum(v)
         if warps > 1:
-            if const_n:
-                if (t & (WARP - 1)) == 0:
-                    red[p, slot * warps + (t >> 5)] = v
-            elif t % WARP == 0:
+            if t % WARP == 0:
                 red[p, slot * warps + t // WARP] = v
             cuda.syncthreads()
             v = partials(red, p, slot)
@@ -2200,23 +2133,15 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         a = seg_sum(a)
         c = seg_sum(c)
         if warps > 1:
-            if const_n:
-                if (t & (WARP - 1)) == 0:
-                    red[1, slot * warps + (t >> 5)] = a
-                    red[2, slot * warps + (t >> 5)] = c
-            elif t % WARP == 0:
+            if t % WARP == 0:
                 red[1, slot * warps + t // WARP] = a
                 red[2, slot * warps + t // WARP] = c
             cuda.syncthreads()
-            if tree:
-                a = partials(red, 1, slot)
-                c = partials(red, 2, slot)
-            else:
-                a = red[1, slot * warps]
-                c = red[2, slot * warps]
-                for i in range(1, warps):
-                    a += red[1, slot * warps + i]
-                    c += red[2, slot * warps + i]
+            a = red[1, slot * warps]
+            c = red[2, slot * warps]
+            for i in range(1, warps):
+                a += red[1, slot * warps + i]
+                c += red[2, slot * warps + i]
         return a, c
 
     @inline_device
@@ -2334,7 +2259,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         if early:
             for k in range(words):
                 load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
-        nf = N_CONST if const_n else np.float32(n)
+        nf = np.float32(n)
         mu = np.float32(0.0)
         if not rms:
             mu = row_sum(moment(xr, mu, False), red, 0, t, slot) / nf
@@ -2487,12 +2412,10 @@ _PLAIN_RELOAD_L2_NOSTATS_ONLY = {("float32", False, 1024)}
 def _plain_reload_rows(n, vec, rms, dtype, stats=False):
     """(reload, carveout or None) of v60's row table for rows of ``n`` values where
     tuning fwd_plain_reload_rows is set and the plain kernel runs at the launcher's
-    own layout with no other load knob (reload, prefetch, hints), else None
-    (``stats``: the kernel writes the statistics; not at
-    _PLAIN_RELOAD_L2_NOSTATS_ONLY's rows)."""
+    own layout without fwd_plain_reload, else None (``stats``: the kernel writes the
+    statistics; not at _PLAIN_RELOAD_L2_NOSTATS_ONLY's rows)."""
     if not (_tune["fwd_plain_reload_rows"] and _plain_layout_own()
-            and not _tune["fwd_plain_reload"] and _tune["fwd_plain_prefetch"] is None
-            and _tune["fwd_plain_hints"] is None):
+            and not _tune["fwd_plain_reload"]):
         return None
     key = _plain_key(n, vec, rms, dtype)
     if key not in _PLAIN_RELOAD_L2 or (stats and key in _PLAIN_RELOAD_L2_NOSTATS_ONLY):
@@ -4323,27 +4246,11 @@ _TUNING_DEFAULTS = {
     # corrected kernel takes 68-79 registers, one to three blocks an SM); None: none
     # up to 512 threads, (block, 1) above.
     "fwd_plain_min_blocks": None,
-    # The plain kernel's x loads with the L2 prefetch-size hint .L2::<this>B (64, 128
-    # or 256; opt-in candidate, sixtieth session); None: plain ld.global.
-    "fwd_plain_prefetch": None,
     # The plain kernel in inductor's two-loop shape: x read again from L1 for y, not
     # held across the reductions (make_plain_forward_kernel's reload: True, "word", or
     # "l2" with inductor's L2 cache policies; opt-in candidates, sixty-first and
     # sixty-third sessions).
     "fwd_plain_reload": False,
-    # The plain kernel with n compiled in and lane / warp by masks (fwd_plain_const_n:
-    # the same bits), and its warps' partials summed pairwise (fwd_plain_tree); opt-in
-    # candidates, sixty-first session (ncu: 150 instructions a warp against inductor's
-    # 111 at float32 RMSNorm 4096).
-    "fwd_plain_const_n": False,
-    "fwd_plain_tree": False,
-    # The plain kernel's eviction policies of x's read and w / b's, (x, w / b)
-    # (make_plain_forward_kernel's hints, tensor_core.LOAD_POLICIES; opt-in. L1
-    # priorities refuted in the sixty-second session: x's no_allocate / evict_first cost
-    # 2-5 us at float32; v59, L2 policies, refuted in the sixty-third: x's L2::evict_first
-    # costs 2-7 us, w / b's L2::evict_last -0.6 to +0.02; bench/NOTES.md); None: plain
-    # loads.
-    "fwd_plain_hints": None,
     # The plain kernel's carveout preference (percent, launch.Kernel.prefer_carveout;
     # -1: the driver's choice); None: v56's rule (_plain_carveout).
     "fwd_plain_carveout": None,
@@ -4500,12 +4407,9 @@ def tuning(**overrides):
     group_size (force the lock scheme's GROUP_SIZE_M), sm_count, and the forward's:
     fwd_lean, fwd_words, fwd_early, fwd_once, fwd_plain, fwd_plain_layout
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
-    bounds' blocks an SM), fwd_plain_prefetch (its x loads' L2 prefetch size),
-    fwd_plain_reload (bool, "word" or "l2": x read again from L1 for y, not held;
-    "word": y's pass word by word; "l2": with inductor's L2 cache policies),
-    fwd_plain_const_n (bool: n compiled in, lanes by masks), fwd_plain_tree (bool:
-    the warps' partials summed pairwise), fwd_plain_hints ((x, w / b) eviction
-    policies of its loads, tensor_core.LOAD_POLICIES), fwd_plain_carveout (its
+    bounds' blocks an SM), fwd_plain_reload (bool, "word" or "l2": x read again from
+    L1 for y, not held; "word": y's pass word by word; "l2": with inductor's L2 cache
+    policies), fwd_plain_carveout (its
     carveout preference, percent; -1: the driver's choice), fwd_plain_reload_rows
     (bool: v60's rows, _PLAIN_RELOAD_L2, read x twice with L2 policies),
     fwd_plain_stats_block (bool: the statistics stored a block's rows at a time),
@@ -4544,28 +4448,14 @@ def tuning(**overrides):
     mb = overrides.get("fwd_plain_min_blocks", _tune["fwd_plain_min_blocks"])
     if mb is not None and not (isinstance(mb, int) and 1 <= mb <= 32):
         raise ValueError(f"fwd_plain_min_blocks must be None or an int in [1, 32], got {mb!r}")
-    pf = overrides.get("fwd_plain_prefetch", _tune["fwd_plain_prefetch"])
-    if pf is not None and pf not in L2_PREFETCH_SIZES:
-        raise ValueError(f"fwd_plain_prefetch must be None or one of {L2_PREFETCH_SIZES}, "
-                         f"got {pf!r}")
     rl = overrides.get("fwd_plain_reload", _tune["fwd_plain_reload"])
     if not (isinstance(rl, bool) or rl in ("word", "l2")):
         raise ValueError(f"fwd_plain_reload must be a bool, 'word' or 'l2', got {rl!r}")
-    if rl and pf is not None:
-        raise ValueError("fwd_plain_reload and fwd_plain_prefetch do not combine (the "
-                         "reloads carry L1 eviction hints)")
-    hi = overrides.get("fwd_plain_hints", _tune["fwd_plain_hints"])
-    if hi is not None:
-        _check_plain_hints(hi, "fwd_plain_hints")
-        if rl or (pf is not None and hi[0] is not None):
-            raise ValueError("fwd_plain_hints does not combine with fwd_plain_reload, nor "
-                             "its x priority with fwd_plain_prefetch")
     pc = overrides.get("fwd_plain_carveout", _tune["fwd_plain_carveout"])
     if pc is not None and (isinstance(pc, bool) or not isinstance(pc, int)
                            or not -1 <= pc <= 100):
         raise ValueError(f"fwd_plain_carveout must be None or an int in [-1, 100], got {pc!r}")
-    for key in ("fwd_plain_const_n", "fwd_plain_tree", "fwd_plain_reload_rows",
-                "fwd_plain_stats_block"):
+    for key in ("fwd_plain_reload_rows", "fwd_plain_stats_block"):
         if not isinstance(overrides.get(key, _tune[key]), bool):
             raise ValueError(f"{key} must be a bool, got {overrides[key]!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
@@ -5276,11 +5166,7 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         rows = _plain_reload_rows(n, vec, rms, dtype, not nostats)
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
                                            m % rpb != 0, min_blocks, not nostats,
-                                           _tune["fwd_plain_prefetch"],
                                            rows[0] if rows else _tune["fwd_plain_reload"],
-                                           _tune["fwd_plain_const_n"],
-                                           _tune["fwd_plain_tree"],
-                                           _tune["fwd_plain_hints"],
                                            _tune["fwd_plain_stats_block"] and not nostats
                                            and rpb >= 2)
         grid, shared = cdiv(m, rpb), 0

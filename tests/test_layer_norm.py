@@ -1697,80 +1697,18 @@ def test_plain_v51_keeps_stats(variant):
         _check_forward(with_stats, None, variant, x, w, b, dtype, (m, n))
 
 
-@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
-@pytest.mark.parametrize("prefetch", (128, 256))
-def test_plain_prefetch_same_bits(variant, prefetch):
-    """tuning(fwd_plain_prefetch): the plain kernel's x loads with an L2 prefetch-size
-    hint (``_pf<size>``) give y, mean and rstd the bits of the plain loads, with and
-    without the statistics (a hint changes what L2 fetches, never a value)."""
-    rms = variant[0]
-    m = 1 if SIMULATOR else 1031
-    for dtype, n in (("float32", 2048), ("float16", 1024)):
-        x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + prefetch)
-        outs = {}
-        for stats in (True, False):
-            picked = []
-            with pytest.MonkeyPatch.context() as mp:
-                _record_kernels(mp, "make_plain_forward_kernel", picked)
-                with ln.tuning(fwd_plain=True), poison_outputs():
-                    plain = _forward_stats(variant, x, w, b, stats)
-                with ln.tuning(fwd_plain=True, fwd_plain_prefetch=prefetch), poison_outputs():
-                    outs[stats] = _forward_stats(variant, x, w, b, stats)
-            assert "_pf" not in picked[0] and picked[1].endswith(f"_pf{prefetch}"), picked
-            for a, c in zip(plain, outs[stats]):
-                assert (a is None) == (c is None) and (a is None or torch.equal(a, c))
-        _check_forward(outs[True], None, variant, x, w, b, dtype, (m, n))
-
-
-def test_plain_prefetch_rejects_other_sizes():
-    """fwd_plain_prefetch and the kernel factory take None, 64, 128 or 256 only."""
-    for bad in (32, 512, "256", True):
-        with pytest.raises(ValueError, match="fwd_plain_prefetch"):
-            with ln.tuning(fwd_plain_prefetch=bad):
-                pass
-        with pytest.raises(ValueError, match="prefetch"):
-            ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, prefetch=bad)
-
-
-@pytest.mark.ptx
-def test_plain_prefetch_hint_in_ptx():
-    """The ``_pf`` kernels load x with ``ld.global.L2::<size>B`` (w / b plainly), at
-    the registers of the plain loads."""
-    from numba_fused.registry import offline_compile, ptxas_report
-
-    with offline_compile():
-        base = ln.make_plain_forward_kernel("float32", False, True, True, 4, 256, 1, False,
-                                            False, 5, True)
-        regs = ptxas_report(base.ptx())["registers"]
-        for size in (64, 128, 256):
-            k = ln.make_plain_forward_kernel("float32", False, True, True, 4, 256, 1, False,
-                                             False, 5, True, size)
-            ptx = k.ptx()
-            hinted = re.findall(rf"ld\.global\.L2::{size}B\.v4\.u32", ptx)
-            assert len(hinted) == 4, (k.name, hinted)  # four words of x a thread
-            assert ptxas_report(ptx)["registers"] == regs
-
-
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False),
                                      (False, False, False)], ids=_vid)
 @pytest.mark.parametrize("layout", [None, (1, 2), (2, 1, False), (2, 1, True)],
                          ids=["own", "rows2", "late", "early"])
-@pytest.mark.parametrize("knob", ["fwd_plain_reload", "reload_word", "reload_l2",
-                                  "fwd_plain_const_n", "fwd_plain_tree", "fwd_plain_hints",
-                                  "hints_l2"])
+@pytest.mark.parametrize("knob", ["fwd_plain_reload", "reload_word", "reload_l2"])
 def test_plain_knob_bits(variant, layout, knob):
     """tuning(fwd_plain_reload): the plain kernel reading x again for y (``_rl``, x not
     held across the reductions) gives y, mean and rstd the bits of the kernel holding
     x, with and without the statistics: the same values summed in the same order.
-    So do fwd_plain_reload="word" (``_rlw``: y stored word by word), "l2" (``_rl2``:
-    with L2 cache policies) and
-    fwd_plain_const_n (``_kn``: n compiled in, lanes by masks). fwd_plain_tree
-    (``_tree``: the warps' partials summed pairwise) sums in another order: within
-    the dtype's tolerance of float64 and of the other kernel. fwd_plain_hints
-    (``_hnl``: x's loads ``.L1::no_allocate``, w / b's ``.L1::evict_last``): the same
-    bits, and so do L2 cache policies (``_hGM``: x's loads ``.L1::evict_first`` with
-    ``L2::evict_first``, w / b's ``evict_last`` in both). Layouts: the launcher's own,
-    two rows a block over a ragged row count, w / b late and early."""
+    So do fwd_plain_reload="word" (``_rlw``: y stored word by word) and "l2" (``_rl2``:
+    with L2 cache policies). Layouts: the launcher's own, two rows a block over a
+    ragged row count, w / b late and early."""
     rms = variant[0]
     if rms and variant[2]:
         pytest.skip("RMSNorm has no bias")
@@ -1789,110 +1727,35 @@ def test_plain_knob_bits(variant, layout, knob):
                 _record_kernels(mp, "make_plain_forward_kernel", picked)
                 with ln.tuning(**tune), poison_outputs():
                     held = _forward_stats(variant, x, w, b, stats)
-                setting = ({"fwd_plain_reload": "word"} if knob == "reload_word"
-                           else {"fwd_plain_reload": "l2"} if knob == "reload_l2"
-                           else {knob: ("no_allocate", "last")} if knob == "fwd_plain_hints"
-                           else {"fwd_plain_hints": ("first+L2first", "last+L2last")}
-                           if knob == "hints_l2" else {knob: True})
+                setting = {"fwd_plain_reload": {"reload_word": "word",
+                                                "reload_l2": "l2"}.get(knob, True)}
                 with ln.tuning(**tune, **setting), poison_outputs():
                     outs[stats] = _forward_stats(variant, x, w, b, stats)
-            sfx = {"fwd_plain_reload": "_rl", "reload_word": "_rlw", "reload_l2": "_rl2",
-                   "fwd_plain_const_n": "_kn",
-                   "fwd_plain_tree": "_tree", "fwd_plain_hints": "_hnl",
-                   "hints_l2": "_hGM"}[knob]
+            sfx = {"fwd_plain_reload": "_rl", "reload_word": "_rlw", "reload_l2": "_rl2"}[knob]
             assert sfx not in picked[0] and picked[1].endswith(sfx), picked
             if layout == (1, 2) and m % 2:
                 assert "_ragged" in picked[1], picked
-            for i, (a, c) in enumerate(zip(held, outs[stats])):
+            for a, c in zip(held, outs[stats]):
                 assert (a is None) == (c is None), (dtype, n, stats)
-                if a is None:
-                    continue
-                if knob == "fwd_plain_tree":
-                    rel = ((a.double() - c.double()).norm() / a.double().norm()).item()
-                    assert rel <= TOL[dtype if i == 0 else "float32"], (dtype, n, stats, rel)
-                else:
-                    assert torch.equal(a, c), (dtype, n, stats)
+                assert a is None or torch.equal(a, c), (dtype, n, stats)
         _check_forward(outs[True], None, variant, x, w, b, dtype, (m, n))
 
 
 def test_plain_reload_rejects_bad_settings():
-    """fwd_plain_reload takes a bool, "word" or "l2" and does not combine with
-    fwd_plain_prefetch; the kernel factory refuses reload with a prefetch size, and
-    reload values other than those."""
+    """fwd_plain_reload takes a bool, "word" or "l2"; so does the kernel factory's
+    reload. The refuted knobs removed in the sixty-fifth session (fwd_plain_prefetch,
+    fwd_plain_const_n, fwd_plain_tree, fwd_plain_hints) are unknown tuning keys."""
     for bad in (1, "yes", None, "words", "L2"):
         with pytest.raises(ValueError, match="fwd_plain_reload"):
             with ln.tuning(fwd_plain_reload=bad):
                 pass
-    with pytest.raises(ValueError, match="do not combine"):
-        with ln.tuning(fwd_plain_reload=True, fwd_plain_prefetch=128):
-            pass
-    with pytest.raises(ValueError, match="reload"):
-        ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, prefetch=128,
-                                     reload=True)
+    for gone in ({"fwd_plain_prefetch": 128}, {"fwd_plain_const_n": True},
+                 {"fwd_plain_tree": True}, {"fwd_plain_hints": ("first", "last")}):
+        with pytest.raises(TypeError, match="unknown tuning keys"):
+            with ln.tuning(**gone):
+                pass
     with pytest.raises(ValueError, match="reload must be"):
         ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, reload="L2")
-
-
-def test_plain_hints_reject_bad_settings():
-    """fwd_plain_hints takes None or an (x, w / b) pair of L1 eviction priorities (not
-    both None) and combines with neither fwd_plain_reload nor, for x, an L2 prefetch
-    size; the kernel factory refuses the same."""
-    for bad in (("first",), ("evict_first", "last"), ["first", "last"], (None, None),
-                ("last", "normal"), "first"):
-        with pytest.raises(ValueError, match="fwd_plain_hints"):
-            with ln.tuning(fwd_plain_hints=bad):
-                pass
-    with pytest.raises(ValueError, match="fwd_plain_reload"):
-        with ln.tuning(fwd_plain_hints=("first", "last"), fwd_plain_reload=True):
-            pass
-    with pytest.raises(ValueError, match="fwd_plain_prefetch"):
-        with ln.tuning(fwd_plain_hints=("first", None), fwd_plain_prefetch=128):
-            pass
-    with ln.tuning(fwd_plain_hints=(None, "last"), fwd_plain_prefetch=128):
-        pass
-    with pytest.raises(ValueError, match="hints"):
-        ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, hints=("first",))
-    with pytest.raises(ValueError, match="do not combine"):
-        ln.make_plain_forward_kernel("float32", True, True, False, 2, 256, reload=True,
-                                     hints=(None, "last"))
-
-
-@pytest.mark.ptx
-@pytest.mark.parametrize("hints", [("no_allocate", "last"), ("first", None), (None, "last"),
-                                   ("L2first", "L2last"), ("first+L2first", "last+L2last"),
-                                   ("no_allocate+L2first", None)],
-                         ids=["nl", "fp", "pl", "FL", "GM", "Ap"])
-def test_plain_hints_in_ptx(hints):
-    """The ``_h`` kernels' loads carry their policies: x's ``words`` loads the x
-    policy's L1 qualifier and L2 cache policy (or none), w's and b's ``words`` each
-    the w / b one; the same registers as the plain kernel, no spills."""
-    from numba_fused.registry import offline_compile, ptxas_report
-    from numba_fused.tensor_core import LOAD_POLICIES, _load_policy_parts
-
-    words, tpr = 2, 512
-    l1 = {None: "", "first": r"L1::evict_first\.", "last": r"L1::evict_last\.",
-          "no_allocate": r"L1::no_allocate\."}
-
-    qual = {None: r"ld\.global\.v4\.u32"}
-    for policy in LOAD_POLICIES:
-        prio, cache = _load_policy_parts(policy)
-        load = r"ld\.global\." + l1[prio]
-        qual[policy] = (rf"createpolicy\.fractional\.L2::evict_{cache}\.b64 pol, 1\.0; "
-                        rf"{load}L2::cache_hint\.v4\.u32" if cache else rf"{load}v4\.u32")
-    with offline_compile():
-        plain = ln.make_plain_forward_kernel("float32", False, True, True, words, tpr, 1, True)
-        k = ln.make_plain_forward_kernel("float32", False, True, True, words, tpr, 1, True,
-                                         hints=hints)
-        ptx = k.ptx()
-        plain_rep, rep = ptxas_report(plain.ptx()), ptxas_report(ptx)
-    assert k.name.endswith("_h" + "".join(ln._HINT_LETTER[h] for h in hints)), k.name
-    counts = {h: len(re.findall(qual[h], ptx)) for h in qual}
-    want = {h: 0 for h in qual}
-    want[hints[0]] += words
-    want[hints[1]] += 2 * words
-    assert counts == want, (k.name, counts)
-    _assert_no_spills(rep)
-    assert rep["registers"] == plain_rep["registers"], (rep, plain_rep)
 
 
 # v61's layouts (words, threads a row, rows a block) at rows off issue #16's sweep:
@@ -1998,8 +1861,8 @@ def test_plain_v60_reload_rows(key):
         assert ln._plain_reload_rows(n, vec, rms, dtype) == ("l2", None)
     with ln.tuning(fwd_plain_reload_rows=True, fwd_plain_carveout=9):
         assert ln._plain_reload_rows(n, vec, rms, dtype) == ("l2", 9)
-    for knob in ({"fwd_plain_reload": "word"}, {"fwd_plain_prefetch": 128},
-                 {"fwd_plain_hints": ("first", "last")}, {"fwd_plain_layout": (4, 1)}):
+    for knob in ({"fwd_plain_reload": "word"}, {"fwd_plain_reload": True},
+                 {"fwd_plain_layout": (4, 1)}):
         with ln.tuning(fwd_plain_reload_rows=True, **knob):
             assert ln._plain_reload_rows(n, vec, rms, dtype) is None, knob
     with pytest.raises(ValueError, match="fwd_plain_reload_rows"):

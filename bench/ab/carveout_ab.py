@@ -2,7 +2,7 @@
 torch.compile (issue #16, sixty-second session).
 
     python3 bench/ab/carveout_ab.py [--cells f32-rms-4096,...|all] [--carveouts -1,5,7|ship]
-        [--tunes '{"base": {}, "xn": {"fwd_plain_hints": ["no_allocate", "last"]}}']
+        [--tunes '{"base": {}, "rows": {"fwd_plain_reload_rows": true}}']
         [--passes 3] [--reps 30] [--no-compile]
 
 Why. ``bench/ab/cubin_ab.py`` (sixty-second session, H200, float32 RMSNorm 16384 x 4096)
@@ -17,8 +17,9 @@ the gain is a smaller L1, not a larger shared memory.) Here our shipped forward 
 are timed at each carveout preference (percent; -1: none, the driver's default) beside
 torch.compile, alternating, at the cells the sixtieth session's sweep had behind (and
 controls ahead), each under each ``--tunes`` entry (layer_norm.tuning overrides; by
-default the plain kernel as shipped, and with fwd_plain_hints: x's loads
-``.L1::no_allocate`` or ``.L1::evict_first``, w / b's ``.L1::evict_last``). The kernels
+default the plain kernel as shipped; the sixty-second session also ran it with
+fwd_plain_hints, since removed: x's loads ``.L1::no_allocate`` or ``.L1::evict_first``,
+w / b's ``.L1::evict_last``). The kernels
 the launcher picks are recorded on a first call; each provider sets its preference on
 them before it is timed. Every output is checked against float64 first; each kernel's
 resident blocks an SM under each preference are printed (occupancy must not change).
@@ -55,10 +56,11 @@ CELLS = ("f32-ln-4096", "f32-rms-2048", "f32-rms-4096", "f32-rms-5120", "f32-rms
 
 ALL_CELLS = tuple(f"{dt}-{op}-{n}" for dt in DTYPES for op in ("ln", "rms")
                   for n in (512, 768, 1024, 2048, 4096, 5120, 8192, 12288, 16384))
-# Our variants: label -> layer_norm.tuning overrides. "xn": x's loads
-# .L1::no_allocate and w / b's .L1::evict_last; "xf": x's .L1::evict_first.
-TUNES = {"base": {}, "xn": {"fwd_plain_hints": ["no_allocate", "last"]},
-         "xf": {"fwd_plain_hints": ["first", "last"]}}
+# Our variants: label -> layer_norm.tuning overrides. (The sixty-second session's
+# "xn" / "xf", x's loads .L1::no_allocate / .L1::evict_first and w / b's
+# .L1::evict_last through fwd_plain_hints, were refuted; the knob was removed in the
+# sixty-fifth session and exists at commit 5035c28 and before.)
+TUNES = {"base": {}}
 
 
 def _picked(fn, args):

@@ -77,7 +77,8 @@ CELLS = {
     "f32_ln_2048c": ("ln", "float32", 2048, ["c6", "c5", "c4"]),
     "f32_ln_4096c": ("ln", "float32", 4096, ["c4", "c3"]),
     # Sixtieth session: x's loads with the L2 prefetch-size hint (fwd_plain_prefetch)
-    # at the launcher's own layout, pN: .L2::<N>B.
+    # at the launcher's own layout, pN: .L2::<N>B. (Refuted and removed in the
+    # sixty-fifth session: the tuning exists at commit 5035c28 and before.)
     "f32_rms_2048p": ("rms", "float32", 2048, ["p256", "p128"]),
     "f32_rms_4096p": ("rms", "float32", 4096, ["p256", "p128"]),
     "f32_ln_4096p": ("ln", "float32", 4096, ["p256", "p128"]),
@@ -121,6 +122,8 @@ CELLS = {
     # masks (no 64-bit signed % and //, no division by a runtime n: same bits), ``t``
     # the warps' partials summed pairwise (depth 4 at 16 warps, not a chain of 15).
     # At the launcher's own layout. Not t at RMSNorm 16384 (32 partials: spills).
+    # (Refuted, v54, and removed in the sixty-fifth session: fwd_plain_const_n and
+    # fwd_plain_tree exist at commit 5035c28 and before.)
     "f32_rms_2048k": ("rms", "float32", 2048, ["k", "k.t"]),
     "f32_rms_4096k": ("rms", "float32", 4096, ["k", "k.t"]),
     "f32_rms_5120k": ("rms", "float32", 5120, ["k", "k.t"]),
@@ -138,10 +141,11 @@ def parse_layout(text):
     """``words.rpb[.mb][.e|.l][.cN|.pN]`` or ``cN`` / ``pN`` (the default layout) ->
     tuning overrides (None for ``default``); ``cN``: at most N blocks an SM
     (fwd_plain_max_blocks, with and without the statistics; removed, commit 39b8d80);
-    ``pN``: x's loads with the L2 prefetch-size hint of N bytes (fwd_plain_prefetch);
-    ``r``: x read again for y (fwd_plain_reload); ``k``: n compiled in, lanes by
-    masks (fwd_plain_const_n); ``t``: the warps' partials summed pairwise
-    (fwd_plain_tree); these three in any order at the end."""
+    ``pN``: x's loads with the L2 prefetch-size hint of N bytes (fwd_plain_prefetch;
+    removed, commit 5035c28); ``r``: x read again for y (fwd_plain_reload); ``k``: n
+    compiled in, lanes by masks (fwd_plain_const_n); ``t``: the warps' partials summed
+    pairwise (fwd_plain_tree; both removed, commit 5035c28); these three in any order
+    at the end."""
     if text == "default":
         return None
     parts = text.split(".")
