@@ -89,11 +89,11 @@ def providers(layouts, bounds=None, ship_rows=1):
     return provs
 
 
-def run_cell(cell, passes, reps):
+def run_cell(cell, passes, reps, rows=None):
     dt, op, n = cell.split("-")
     n = int(n)
     dtype = DTYPES[dt]
-    m = 2**26 // n
+    m = rows or 2**26 // n
     g = torch.Generator(device="cuda").manual_seed(n)
     x = torch.randn(m, n, device="cuda", generator=g).to(dtype)
     w = (torch.rand(n, device="cuda", generator=g) + 0.5).to(dtype)
@@ -142,11 +142,13 @@ def main(argv=None):
     ap.add_argument("--cells", default="all")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--rows", type=int, default=None,
+                    help="rows a cell (default 2^26 / N): a quick check of the script")
     args = ap.parse_args(argv)
     print(f"GPU: {torch.cuda.get_device_name(0)}", flush=True)
     cells = list(CELLS) if args.cells == "all" else args.cells.split(",")
     for cell in cells:
-        run_cell(cell, args.passes, args.reps)
+        run_cell(cell, args.passes, args.reps, args.rows)
 
 
 if __name__ == "__main__":
