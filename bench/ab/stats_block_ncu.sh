@@ -12,8 +12,9 @@ set -uo pipefail
 OUT=$1 OP=$2 DT=$3 SHAPE=$4 LAY=$5
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 M=gpu__time_duration.sum,dram__sectors_read.sum,dram__sectors_write.sum
-M=$M,lts__t_sectors_op_write.sum,lts__t_sectors_op_read.sum,lts__t_requests_op_write.sum
-M=$M,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum
+# (Only metrics earlier sessions' ncu runs returned: an unknown name fails the run.)
+M=$M,lts__t_sectors_op_write.sum,lts__t_sectors_op_read.sum
+M=$M,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum
 M=$M,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active
 PL="\"fwd_plain\": true, \"fwd_plain_layout\": [$LAY]"
 run() {  # run LABEL TUNING_JSON [--no-stats]
