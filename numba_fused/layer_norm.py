@@ -4409,8 +4409,8 @@ def tuning(**overrides):
     ((words, rows a block) of the plain kernel), fwd_plain_min_blocks (its launch
     bounds' blocks an SM), fwd_plain_reload (bool, "word" or "l2": x read again from
     L1 for y, not held; "word": y's pass word by word; "l2": with inductor's L2 cache
-    policies), fwd_plain_carveout (its
-    carveout preference, percent; -1: the driver's choice), fwd_plain_reload_rows
+    policies), fwd_plain_carveout (its carveout preference, percent; -1: the driver's
+    choice), fwd_plain_reload_rows
     (bool: v60's rows, _PLAIN_RELOAD_L2, read x twice with L2 policies),
     fwd_plain_stats_block (bool: the statistics stored a block's rows at a time),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,

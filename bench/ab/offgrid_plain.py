@@ -61,6 +61,14 @@ def alternating_medians(fns, args, passes, reps):
     return {p: sorted(v)[passes // 2] for p, v in times.items()}
 
 
+def report_kernels(cell, names):
+    """A table row of the kernels each provider of ``cell`` launched (label ->
+    names), then the cell's GPU memory back to the allocator."""
+    print(f"| {cell} | kernels | " + " | ".join(f"{p}: {k}" for p, k in names.items())
+          + " |", flush=True)
+    torch.cuda.empty_cache()
+
+
 def run_cell(cell, passes, reps, compiled, rl2, stats=False):
     dt, op, n = cell.split("-")
     n = int(n)
@@ -99,10 +107,8 @@ def run_cell(cell, passes, reps, compiled, rl2, stats=False):
         f"{p} {t:.2f} ({t - base:+.2f})" for p, t in med.items())
         + f" | best plain {best} | {'FAIL ' + '; '.join(bad) if bad else 'checks ok'} |",
         flush=True)
-    print(f"| {cell} | kernels | " + " | ".join(f"{p}: {k}" for p, k in names.items())
-          + " |", flush=True)
     del x
-    torch.cuda.empty_cache()
+    report_kernels(cell, names)
 
 
 def main(argv=None):

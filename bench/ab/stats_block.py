@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from bench.ab.carveout_ab import DTYPES, _picked  # noqa: E402
-from bench.ab.offgrid_plain import alternating_medians  # noqa: E402
+from bench.ab.offgrid_plain import alternating_medians, report_kernels  # noqa: E402
 from bench.ab.placement import _ref  # noqa: E402
 from numba_fused import layer_norm as ln  # noqa: E402
 
@@ -101,10 +101,11 @@ def run_cell(cell, passes, reps, rows=None):
     fns, names, outs, bad = {}, {}, {}, []
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     want = _ref(op, n, x[-256:], w, b)
-    name = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+    name = str(dtype).removeprefix("torch.")
     vec = 16 // x.element_size()
-    lay = (ln._plain_layout(n, vec, op == "rms", name[dtype], True)
-           if ln._fwd_plain(name[dtype], op == "rms", n // vec, vec, m, 132, True) else None)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    lay = (ln._plain_layout(n, vec, op == "rms", name, True)
+           if ln._fwd_plain(name, op == "rms", n // vec, vec, m, sms, True) else None)
     provs = providers(CELLS[cell], BOUNDS.get(cell), lay[2] if lay else 0)
     for label, (tune, stats) in provs.items():
         full = _fwd(op, tune, stats)
@@ -131,10 +132,8 @@ def run_cell(cell, passes, reps, rows=None):
     print(f"| {cell} | m {m} | " + " | ".join(f"{p} {t:.2f}" for p, t in med.items())
           + f" | stats cost: {'; '.join(gaps)} | "
           + ("FAIL " + "; ".join(bad) if bad else "checks ok") + " |", flush=True)
-    print(f"| {cell} | kernels | " + " | ".join(f"{p}: {k}" for p, k in names.items())
-          + " |", flush=True)
     del x
-    torch.cuda.empty_cache()
+    report_kernels(cell, names)
 
 
 def main(argv=None):
