@@ -1890,8 +1890,10 @@ def test_plain_v60_reload_rows(key):
 
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
 @pytest.mark.parametrize("case", [("float32", 256, (2, 8)), ("float16", 512, (4, 16)),
-                                  ("bfloat16", 1024, (2, 2)), ("float32", 128, (4, 32))],
-                         ids=["warp_rows8", "subwarp16", "two_warps2", "subwarp8x32"])
+                                  ("bfloat16", 1024, (2, 2)), ("float32", 128, (4, 32)),
+                                  ("float16", 896, (7, 8))],
+                         ids=["warp_rows8", "subwarp16", "two_warps2", "subwarp8x32",
+                              "late7x8"])
 @pytest.mark.parametrize("ragged", [False, True], ids=["exact", "ragged"])
 def test_plain_v62_stats_block(variant, case, ragged):
     """v62 candidate (tuning fwd_plain_stats_block, off by default): the plain kernel
@@ -1901,7 +1903,8 @@ def test_plain_v62_stats_block(variant, case, ragged):
     blocks (the last block's spare slots store nothing); the forward without
     statistics keeps its _nostats kernel; one row a block (whole-warp rows) keeps the
     row-by-row store. Layouts: warp rows eight a block, 16- and 8-thread rows 16 / 32 a
-    block, rows of two warps two a block."""
+    block, rows of two warps two a block, and N = 896's 16-thread rows of seven words
+    eight a block (w / b and the statistics late, as v61's layout there)."""
     dtype, n, layout = case
     rpb = layout[1]
     m = 2 * rpb + (3 if ragged else 0)
@@ -1939,19 +1942,21 @@ def test_plain_v62_stats_block(variant, case, ragged):
 @pytest.mark.parametrize("rms", [False, True], ids=["ln", "rms"])
 @pytest.mark.parametrize("case", [("float32", 4, 32, 8), ("float32", 2, 64, 8),
                                   ("float32", 8, 32, 8), ("float16", 4, 16, 16),
-                                  ("bfloat16", 6, 16, 16), ("float16", 2, 64, 8)],
-                         ids=lambda c: f"{c[0]}_{c[1]}x{c[2]}x{c[3]}")
+                                  ("bfloat16", 6, 16, 16), ("float16", 2, 64, 8),
+                                  ("float16", 7, 16, 8, False), ("float32", 7, 32, 8, False)],
+                         ids=lambda c: f"{c[0]}_{c[1]}x{c[2]}x{c[3]}" + ("_late" * (len(c) > 4)))
 def test_plain_stats_block_ptx(rms, case):
-    """v62's _sb kernels at bench/ab/stats_block.py's layouts compile for sm_90 without
-    spills, within their block's registers, with one barrier more than the kernel
-    storing row by row and one 4-byte global store a statistic (mean and rstd, or
-    rstd), as that kernel has."""
+    """v62's _sb kernels at bench/ab/stats_block.py's layouts (N = 896's seven words
+    with the statistics stored late, as v61's layouts take them) compile for sm_90
+    without spills, within their block's registers, with one barrier more than the
+    kernel storing row by row and one 4-byte global store a statistic (mean and rstd,
+    or rstd), as that kernel has."""
     from numba_fused.registry import offline_compile, ptxas_report
 
-    dtype, words, tpr, rpb = case
+    dtype, words, tpr, rpb, early = (*case, True)[:5]
     with offline_compile():
         held, sb = (ln.make_plain_forward_kernel(dtype, rms, True, not rms, words, tpr, rpb,
-                                                 True, True, stats_block=flag).ptx()
+                                                 early, True, stats_block=flag).ptx()
                     for flag in (False, True))
     rep = ptxas_report(sb)
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep

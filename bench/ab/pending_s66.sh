@@ -14,17 +14,23 @@
 #      run the norms sweep (norms_sweep_fn.sh). ~4 min.
 #   o: pending_s65.sh's o: offgrid_plain.py --stats at float32 RMSNorm 1536-3584, then
 #      --rl2 at 16-bit LayerNorm 2560-10240 and float32 LayerNorm 3072 / 6144. ~4 min.
-#   bash bench/ab/pending_s66.sh "$OUT" {s|z|n|v|o}
+#   w: (sixty-sixth session, no device either) N = 896, off the sweep, where the training
+#      forward runs 1-4 us behind compile: stats_block.py there (is it the statistics?),
+#      then offgrid_plain.py --compile (y alone, every plain layout, beside compile). ~6 min.
+#   bash bench/ab/pending_s66.sh "$OUT" {s|z|n|v|o|w}
 set -uo pipefail
-OUT=${1:?"usage: pending_s66.sh OUTDIR s|z|n|v|o"}
+# stats_block.py's cells of the sweep (its 896 ones run in stage w).
+SWEEP_CELLS=f32-ln-512,f32-rms-512,f32-ln-768,f32-ln-1024,f16-ln-512,f16-rms-512,f16-ln-768,f16-ln-1024,f16-rms-8192,bf16-rms-8192,f32-rms-1024
+OUT=${1:?"usage: pending_s66.sh OUTDIR s|z|n|v|o|w"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?s, z, n, v or o}" in
+case "${2:?s, z, n, v, o or w}" in
   s)
     timeout -k 10 170 python3 -m pytest -q -p no:cacheprovider -n 8 -m "not ptx" \
       tests/test_layer_norm.py -k "v62 or stats_block or v60 or knob_bits or reload" \
       > "$OUT/tests_v62.log" 2>&1
     echo "tests rc $?"; tail -2 "$OUT/tests_v62.log"
-    timeout -k 10 300 python3 bench/ab/stats_block.py --passes 3 > "$OUT/stats_block.log" 2>&1
+    timeout -k 10 300 python3 bench/ab/stats_block.py --passes 3 --cells "$SWEEP_CELLS" \
+      > "$OUT/stats_block.log" 2>&1
     echo "stats_block rc $?"; grep -v kernels "$OUT/stats_block.log"
     ;;
   z)
@@ -48,5 +54,13 @@ case "${2:?s, z, n, v or o}" in
   o)
     bash bench/ab/pending_s65.sh "$OUT" o
     ;;
-  *) echo "s | z | n | v | o" >&2; exit 2 ;;
+  w)
+    timeout -k 10 200 python3 bench/ab/stats_block.py --passes 3 \
+      --cells f16-ln-896,bf16-ln-896,f32-ln-896,f32-rms-896 > "$OUT/stats_block_896.log" 2>&1
+    echo "stats_block rc $?"; grep -v kernels "$OUT/stats_block_896.log"
+    timeout -k 10 300 python3 bench/ab/offgrid_plain.py --compile --passes 3 \
+      --cells f16-ln-896,f16-rms-896,f32-ln-896,f32-rms-896 > "$OUT/offgrid_896.log" 2>&1
+    echo "offgrid rc $?"; grep -v kernels "$OUT/offgrid_896.log"
+    ;;
+  *) echo "s | z | n | v | o | w" >&2; exit 2 ;;
 esac

@@ -53,6 +53,10 @@ CELLS = {
     "f16-ln-512": [(4, 16), (2, 8)], "f16-rms-512": [(4, 16), (2, 8)],
     "f16-ln-768": [(3, 8), (6, 16)], "f16-ln-1024": [(4, 8), (2, 8)],
     "f16-rms-8192": [], "bf16-rms-8192": [], "f32-rms-1024": [],
+    # Sixty-sixth session: N = 896 (Qwen2's width, off the sweep), where v61's plain
+    # layouts (seven words; 16-bit LayerNorm 16-thread rows eight a block, float32 warp
+    # rows four a block) run the training forward 1-4 us behind torch.compile's y alone.
+    "f16-ln-896": [], "bf16-ln-896": [], "f32-ln-896": [(7, 8)], "f32-rms-896": [(7, 8)],
 }
 # cell -> launch bounds (blocks an SM) giving the RMSNorm kernel with rstd the blocks
 # its _nostats form has (ptxas: 36-40 registers -> 32, no spills): provider
