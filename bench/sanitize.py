@@ -535,6 +535,27 @@ def _layer_norm_stats_block(nf, torch, dt):
                     nf.rms_norm_forward(x, w)
 
 
+def _layer_norm_checked(nf, torch, dt):
+    """The plain forward kernel over rows no exact layout splits (tuning
+    fwd_plain_checked, v63's candidate; ``_chk``: the thread's last word read, summed
+    and stored only where it lies in the row), at the rule's layouts for N = 1152 and
+    1600 (16-bit: 8- / 16-thread rows would be exact elsewhere; here whole warps four a
+    block) and at two words (rows of two or more warps), over 29 rows (a ragged last
+    block) and 64; LayerNorm with w / b and RMSNorm, with and without the
+    statistics."""
+    from numba_fused.layer_norm import tuning
+
+    for n in (1152, 1600):
+        w = torch.randn(n, device="cuda", dtype=dt)
+        for m in (29, 64):
+            x = torch.randn(m, n, device="cuda", dtype=dt)
+            for extra in ({}, {"fwd_plain": True, "fwd_plain_layout": (2, 1)}):
+                with tuning(fwd_plain_checked=True, **extra):
+                    for stats in (True, False):
+                        nf.layer_norm_forward(x, w, torch.randn_like(w), stats=stats)
+                        nf.rms_norm_forward(x, w, stats=stats)
+
+
 def _layer_norm_row_bar(nf, torch, dt):
     """The backward under tuning(bwd_row_bar=True, bwd_block=512) (v39's 16-bit
     default, forced here for float32 too): blocks of several rows of several warps,
@@ -578,6 +599,7 @@ CASES = {
     "layer_norm_plain_knobs": ("layer_norm_forward", _layer_norm_plain_knobs),
     "layer_norm_offgrid": ("layer_norm_forward", _layer_norm_offgrid),
     "layer_norm_stats_block": ("layer_norm_forward", _layer_norm_stats_block),
+    "layer_norm_checked": ("layer_norm_forward", _layer_norm_checked),
     "layer_norm_staged": ("layer_norm_forward", _layer_norm_staged),
     "layer_norm_bwd": ("layer_norm_backward", _layer_norm_bwd),
     "layer_norm_pdl": ("layer_norm_backward", _layer_norm_pdl),
@@ -596,6 +618,7 @@ _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
             "layer_norm_plain": "layer_norm",
             "layer_norm_plain_knobs": "layer_norm", "layer_norm_staged": "layer_norm",
             "layer_norm_offgrid": "layer_norm", "layer_norm_stats_block": "layer_norm",
+            "layer_norm_checked": "layer_norm",
             "layer_norm_bwd": "layer_norm", "layer_norm_pdl": "layer_norm",
             "layer_norm_stages": "layer_norm", "layer_norm_rms_sum1": "layer_norm",
             "layer_norm_w_regs": "layer_norm", "layer_norm_row_bar": "layer_norm"}

@@ -1977,7 +1977,7 @@ def _lean_forward(dtype, rms, has_w, has_b, words, full, staged=False,
 @functools.lru_cache(maxsize=None)
 def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early=True,
                               ragged=False, min_blocks=None, stats=True, reload=False,
-                              stats_block=False):
+                              stats_block=False, checked=False):
     """Plain forward row kernel (tuning ``fwd_plain``; v27, twenty-third session):
     bench/ab/copy_ceiling.py's "ladder" LayerNorm as a library kernel, its layout
     compiled in. Exact 16-byte rows of ``tpr * words`` groups (``tpr`` a multiple of
@@ -2027,6 +2027,12 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     mean / rstd of rows ``blockIdx.x * rpb + (s * tpr + t)``: one coalesced store an
     array a block (whole 32-byte sectors at ``rpb`` a multiple of 8), where otherwise
     every row's thread 0 stores 4 bytes on its own. The same values, so the same bits.
+    ``checked`` (v63 candidate, tuning ``fwd_plain_checked``; name ``_chk``; not with
+    ``reload``): rows of ng = n / (values a group) groups that ``tpr * words`` does not
+    match, with (words - 1) tpr < ng <= words tpr: rows start ng groups apart, and a
+    thread's last word k = words - 1 is its row's only where k tpr + t < ng (``tail``);
+    elsewhere that word is neither read (x, w, b) nor summed nor stored. Widths like
+    1152, 1600 or 6656 at 16 bits, which no exact layout splits.
     """
     if rms and has_b:
         raise ValueError("RMSNorm has no bias")
@@ -2043,6 +2049,9 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
                          f"{rpb} is not a multiple of {WARP}")
     if not (isinstance(reload, bool) or reload in ("word", "l2")):
         raise ValueError(f"reload must be a bool, 'word' or 'l2', got {reload!r}")
+    if checked and reload:
+        raise ValueError("checked rows read x once: not with reload, got "
+                         f"reload={reload!r}")
     if stats_block and not (stats and rpb >= 2):
         raise ValueError("stats_block stores the statistics of a block's rows together: it "
                          f"needs stats and at least two rows a block, got stats={stats!r}, "
@@ -2067,6 +2076,8 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     corrected = not (rms or wide)
     NB = 3 if corrected else 2
     span = tpr * words
+    # Values a 16-byte group (checked rows find their groups from n).
+    VALS = 8 if wide else 4
     NX = 4 * words
     NW = NX if early or reload else 4
     # reload "word": y's pass reads word k of x (and w / b) and stores y's word k before
@@ -2079,7 +2090,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             + ("" if stats else "_nostats")
             + ("_rlw" if reload == "word" else "_rl2" if reload == "l2"
                else "_rl" if reload else "")
-            + ("_sb" if stats_block else ""))
+            + ("_sb" if stats_block else "") + ("_chk" if checked else ""))
     store_stats = _stats_store(rms)
     # Statistics stored by each row's thread 0 where they are computed (else, with
     # stats_block, by the block's first rpb threads at the end).
@@ -2202,10 +2213,14 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         return f32_as_u32(v)
 
     @inline_device
-    def moment(xr, mu, square):
-        """sum over the thread's values of x (square False) or (x - mu)^2."""
+    def moment(xr, mu, square, tail):
+        """sum over the thread's values of x (square False) or (x - mu)^2 (checked: its
+        last word's only where ``tail``)."""
         s = np.float32(0.0)
         for i in range(NX):
+            if checked:
+                if i >= NX - 4 and not tail:
+                    continue
             if wide:
                 lo, hi = up(xr[i])
                 if square:
@@ -2254,15 +2269,28 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             row = min(row, m - 1)
         # In 4-byte elements: word k of this thread sits k * tpr 16-byte words on, a
         # constant offset from one base address.
-        base = (row * span + t) * 4
-        load_x(x, xr, base, False)
+        tail = True
+        if checked:
+            # Rows ng groups apart; the thread's last word is in its row where tail.
+            ng = n // VALS
+            base = (row * ng + t) * 4
+            tail = (words - 1) * tpr + t < ng
+            for k in range(words):
+                if k < words - 1 or tail:
+                    load_word(x, xr, base, k, False)
+        else:
+            base = (row * span + t) * 4
+            load_x(x, xr, base, False)
         if early:
             for k in range(words):
+                if checked:
+                    if k == words - 1 and not tail:
+                        continue
                 load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
         nf = np.float32(n)
         mu = np.float32(0.0)
         if not rms:
-            mu = row_sum(moment(xr, mu, False), red, 0, t, slot) / nf
+            mu = row_sum(moment(xr, mu, False, tail), red, 0, t, slot) / nf
         if reload and not rms:
             load_x(x, xr, base, False)
         dmu = np.float32(0.0)
@@ -2270,6 +2298,9 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             sd = np.float32(0.0)
             ss = np.float32(0.0)
             for i in range(NX):
+                if checked:
+                    if i >= NX - 4 and not tail:
+                        continue
                 d = u32_as_f32(xr[i]) - mu
                 sd += d
                 ss += d * d
@@ -2277,7 +2308,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             dmu = sd / nf
             var = max((ss - sd * dmu) / nf, np.float32(0.0))
         else:
-            var = row_sum(moment(xr, mu, True), red, 1, t, slot) / nf
+            var = row_sum(moment(xr, mu, True, tail), red, 1, t, slot) / nf
         r = _rsqrt(var + eps)
         nd = -(dmu * r)
         if corrected:
@@ -2292,6 +2323,9 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
                 for k in range(words):
                     load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
         for k in range(words):
+            if checked:
+                if k == words - 1 and not tail:
+                    continue
             o = 4 * k if early or reload else 0
             if by_word:
                 load_word(x, xr, base, k, True)
@@ -2331,6 +2365,8 @@ def _plain_pick(n, vec, rms=False, dtype=None, stats=False):
         return picked[:4] + (mb,)
     words, rpb = lay
     tpr = None if n % vec else _plain_tpr(n // vec, words, sub=True)
+    if tpr is None and _tune["fwd_plain_checked"] and not n % vec:
+        tpr = _plain_checked_tpr(n // vec, words)
     if tpr is None or tpr * rpb > _MAX_BLOCK or (tpr * rpb) % WARP:
         raise ValueError(f"fwd_plain_layout {lay} does not split rows of {n} values "
                          f"({vec} a group) into whole warps (or {_SUB_TPR} threads a row "
@@ -2657,6 +2693,10 @@ _PLAIN_OFFGRID_N = (896, 16384)
 _PLAIN_OFFGRID_STATS_WORDS = {("float32", True): 3}
 # The widths v61 measured, whose layouts shipped_kernels compiles.
 _PLAIN_OFFGRID_SHIPPED_N = (896, 1536, 2304, 2560, 3072, 3584, 6144, 7168, 10240, 14336)
+# Models' widths that no exact plain layout splits at 16 bits (Gemma 3 1B's 1152,
+# GPT-2 XL's 1600, Falcon 7B's 4544, LLaMA 33B's 6656), whose checked layouts
+# (v63 candidate, tuning fwd_plain_checked) shipped_kernels compiles.
+_PLAIN_CHECKED_N = (1152, 1600, 4544, 6656)
 
 
 def _plain_splits(groups, min_words=1):
@@ -2668,12 +2708,37 @@ def _plain_splits(groups, min_words=1):
             if (tpr := _plain_tpr(groups, words, sub=True)) is not None]
 
 
+def _plain_checked_tpr(groups, words):
+    """Threads a row of ``groups`` 16-byte groups at ``words`` a thread whose last word
+    is the row's only in some threads (make_plain_forward_kernel's ``checked``): the
+    fewest of 8, 16 or a multiple of 32 up to a block that hold the row with ``words
+    - 1`` a thread too few; None where there is none."""
+    need = cdiv(groups, words)
+    tpr = next((s for s in _SUB_TPR if need <= s), None) or cdiv(need, WARP) * WARP
+    if (words - 1) * tpr >= groups or tpr > _MAX_BLOCK:
+        return None
+    return tpr
+
+
+def _plain_checked_splits(groups, min_words=1, max_tpr=_MAX_BLOCK):
+    """[(words, tpr, rpb)] of the checked plain layouts (:func:`_plain_checked_tpr`) of
+    rows of ``groups`` 16-byte groups at ``min_words`` to 8 words over at most
+    ``max_tpr`` threads, blocks of 128 threads or more, the fewest idle group slots
+    (``words * tpr - groups``) first, then the fewest words; exact splits left out."""
+    fits = [(words * tpr - groups, words, tpr) for words in range(min_words, 9)
+            if (tpr := _plain_checked_tpr(groups, words)) is not None
+            and tpr <= max_tpr and words * tpr != groups]
+    return [(words, tpr, max(1, 128 // tpr)) for _, words, tpr in sorted(fits)]
+
+
 @functools.lru_cache(maxsize=None)
-def _plain_offgrid(n, vec, rms, dtype, stats=False):
+def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False):
     """v61's plain layout (words, tpr, rpb, early, None) for rows of ``n`` values off
     the sweep's widths (_PLAIN_OFFGRID), or None where v61 does not name the row
     (``stats``: the kernel writing the statistics, or at fewer words than
-    _PLAIN_OFFGRID_STATS_WORDS names for it)."""
+    _PLAIN_OFFGRID_STATS_WORDS names for it). ``checked`` (tuning fwd_plain_checked,
+    v63 candidate): where no layout splits the row exactly, the first of
+    :func:`_plain_checked_splits` within the class's words and threads."""
     key = (_dtype_class(dtype), bool(rms))
     rule = _PLAIN_OFFGRID.get(key)
     lo, hi = _PLAIN_OFFGRID_N
@@ -2681,6 +2746,8 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False):
         return None
     min_words, max_tpr = rule
     fits = _plain_splits(n // vec, min_words)
+    if not fits and checked:
+        fits = _plain_checked_splits(n // vec, min_words, max_tpr)
     if not fits:
         return None
     words, tpr, rpb = next((f for f in fits if f[1] <= max_tpr), fits[-1])
@@ -2707,7 +2774,7 @@ def _plain_layout(n, vec, rms=False, dtype=None, stats=False):
         words, rpb = lay[:2]
         return (words, _plain_tpr(groups, words, sub=True), rpb,
                 lay[3] if len(lay) > 3 else words <= 4, lay[2] if len(lay) > 2 else None)
-    off = _plain_offgrid(n, vec, rms, dtype, stats)
+    off = _plain_offgrid(n, vec, rms, dtype, stats, bool(_tune["fwd_plain_checked"]))
     if off is not None:
         return off
     for words in ((2 if groups <= 256 else 4 if groups <= 1536 else 8), 3):
@@ -3924,6 +3991,17 @@ def shipped_kernels():
                     for words, tpr, rpb, ragged in ((4, 32, 8, False), (4, 16, 16, True)):
                         yield make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr,
                                                         rpb, True, ragged, stats_block=True)
+                    # v63's candidate (fwd_plain_checked): its layouts at the models'
+                    # widths no exact layout splits, with and without the statistics.
+                    for n in _PLAIN_CHECKED_N:
+                        for stats in (True, False):
+                            lay = _plain_offgrid(n, vec, rms, dtype, stats, True)
+                            if lay is None or lay[0] * lay[1] * vec == n:
+                                continue
+                            for ragged in ((False, True) if lay[2] > 1 else (False,)):
+                                yield make_plain_forward_kernel(
+                                    dtype, rms, has_w, has_b, *lay[:4], ragged, None, stats,
+                                    checked=True)
                     for words in _STAGED_WORDS:
                         for full in (True, False):
                             yield factory(dtype, rms, has_w, has_b, True, words, True,
@@ -4262,6 +4340,10 @@ _TUNING_DEFAULTS = {
     # a block's rows at a time (make_plain_forward_kernel's stats_block) wherever it
     # writes them at two rows a block or more.
     "fwd_plain_stats_block": False,
+    # v63 candidate (sixty-sixth session, opt-in): the plain kernel at widths off the
+    # sweep that no exact layout splits (16-bit LayerNorm 1152, 1600, 4544, 6656),
+    # its last word checked (make_plain_forward_kernel's checked, _plain_checked_splits).
+    "fwd_plain_checked": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4413,6 +4495,7 @@ def tuning(**overrides):
     choice), fwd_plain_reload_rows
     (bool: v60's rows, _PLAIN_RELOAD_L2, read x twice with L2 policies),
     fwd_plain_stats_block (bool: the statistics stored a block's rows at a time),
+    fwd_plain_checked (bool: the plain kernel where no exact layout splits the row),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -4455,7 +4538,7 @@ def tuning(**overrides):
     if pc is not None and (isinstance(pc, bool) or not isinstance(pc, int)
                            or not -1 <= pc <= 100):
         raise ValueError(f"fwd_plain_carveout must be None or an int in [-1, 100], got {pc!r}")
-    for key in ("fwd_plain_reload_rows", "fwd_plain_stats_block"):
+    for key in ("fwd_plain_reload_rows", "fwd_plain_stats_block", "fwd_plain_checked"):
         if not isinstance(overrides.get(key, _tune[key]), bool):
             raise ValueError(f"{key} must be a bool, got {overrides[key]!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
@@ -4814,7 +4897,8 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms, stats=False):
         return False
     if (_dtype_class(dtype), bool(rms), groups) in _PLAIN_PICKS:
         return True
-    if _plain_offgrid(groups * vec, vec, rms, dtype, stats) is not None:
+    if _plain_offgrid(groups * vec, vec, rms, dtype, stats,
+                      bool(_tune["fwd_plain_checked"])) is not None:
         return True
     if dtype == "float32":
         return rms and 128 <= groups <= 256
@@ -5164,11 +5248,13 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         if nostats and _plain_layout_own():
             min_blocks = _plain_nostats_bounds(n, vec, rms, dtype, min_blocks)
         rows = _plain_reload_rows(n, vec, rms, dtype, not nostats)
+        # v63: a layout that does not split the row exactly (fwd_plain_checked).
+        checked = words * tpr * vec != n
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
                                            m % rpb != 0, min_blocks, not nostats,
                                            rows[0] if rows else _tune["fwd_plain_reload"],
                                            _tune["fwd_plain_stats_block"] and not nostats
-                                           and rpb >= 2)
+                                           and rpb >= 2, checked)
         grid, shared = cdiv(m, rpb), 0
         carve = rows[1] if rows else _plain_carveout(words, n, dtype, rms)
         if carve is not None:

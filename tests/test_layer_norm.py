@@ -1938,6 +1938,79 @@ def test_plain_v62_stats_block(variant, case, ragged):
     _check_forward(got, None, variant, x, w, b, dtype, (m, n))
 
 
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
+@pytest.mark.parametrize("case", [("float16", 160, (3, 16)), ("float16", 160, (2, 8)),
+                                  ("float16", 288, (5, 16)), ("float32", 176, (2, 4)),
+                                  ("bfloat16", 560, (2, 2))],
+                         ids=["sub8", "sub16", "late", "warp", "two_warps"])
+def test_plain_v63_checked(variant, case):
+    """v63 candidate (tuning fwd_plain_checked, off by default): the plain kernel over
+    rows no exact layout splits, its last word the row's in only some threads
+    (``_chk``), within tolerance of float64 with and without the statistics (y the
+    same bits either way), under poisoned outputs, over a ragged grid, on rows of
+    mean 3 (so a summed idle slot would show in the variance). Layouts: 8- and
+    16-thread rows (20 groups at three / two words), five words with w / b late (36
+    groups), a warp row (44 float32 groups at two words), a row of two warps (70)."""
+    dtype, n, layout = case
+    m = 2 * layout[1] + 3
+    x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + m, shift=3.0)
+    picked = []
+    tune = {"fwd_plain": True, "fwd_plain_checked": True, "fwd_plain_layout": layout}
+    with pytest.MonkeyPatch.context() as mp:
+        _record_kernels(mp, "make_plain_forward_kernel", picked)
+        with ln.tuning(**tune), poison_outputs():
+            got = _forward_stats(variant, x, w, b, True)
+        with ln.tuning(**tune), poison_outputs():
+            bare = _forward_stats(variant, x, w, b, False)
+    vec = ln._vec_of(dtype, True)
+    tpr = ln._plain_checked_tpr(n // vec, layout[0])
+    assert f"_plain{layout[0]}_t{tpr}x{layout[1]}" in picked[0], picked
+    assert ("_early" in picked[0]) == (layout[0] <= 4), picked
+    assert picked[0].endswith("_ragged_chk") and picked[1].endswith("_nostats_chk"), picked
+    _check_forward(got, None, variant, x, w, b, dtype, (m, n))
+    assert torch.equal(bare[0], got[0]) and bare[1] is None and bare[2] is None
+
+
+def test_plain_checked_rule():
+    """v63: a checked layout takes the fewest threads (8, 16 or whole warps) holding
+    the row at ``words`` a thread with ``words - 1`` too few; the rule's pick has the
+    fewest idle slots, then the fewest words, within the class's words and threads,
+    only where no exact layout splits the row and tuning fwd_plain_checked is set;
+    16-bit RMSNorm (no off-grid rule) and the exact widths are unchanged."""
+    assert ln._plain_checked_tpr(20, 3) == 8 and ln._plain_checked_tpr(20, 2) == 16
+    assert ln._plain_checked_tpr(200, 7) == 32 and ln._plain_checked_tpr(200, 8) is None
+    assert ln._plain_checked_tpr(70, 2) == 64 and ln._plain_checked_tpr(5000, 2) is None
+    assert ln._plain_checked_splits(200, 3, 128)[0] == (7, 32, 4)  # fp16 1600
+    assert ln._plain_checked_splits(144, 3, 128)[0] == (5, 32, 4)  # fp16 1152
+    assert ln._plain_checked_splits(832, 3, 128) == [(7, 128, 1)]  # fp16 6656
+    assert ln._plain_checked_splits(568, 3, 128)[0] == (6, 96, 1)  # fp16 4544
+    assert ln._plain_checked_splits(400, 3, 224)[0] == (7, 64, 2)  # float32 1600
+    assert all(w * t != 256 for w, t, _ in ln._plain_checked_splits(256))
+    m = 40000
+    for n, want in ((1152, (5, 32, 4)), (1600, (7, 32, 4)), (4544, (6, 96, 1)),
+                    (6656, (7, 128, 1))):
+        assert ln._plain_layout(n, 8, False, "float16") is None
+        with ln.tuning(fwd_plain_checked=True):
+            assert ln._plain_layout(n, 8, False, "float16", True)[:3] == want
+            assert ln._fwd_plain("bfloat16", False, n // 8, 8, m, 132, True)
+            assert ln._plain_layout(n, 8, True, "float16") is None
+    with ln.tuning(fwd_plain_checked=True):
+        assert ln._plain_layout(896, 8, False, "float16")[:3] == (7, 16, 8)
+        assert ln._plain_layout(4096, 8, False, "float16") == ln._plain_layout(
+            4096, 8, False, "float16", True)
+        # float32 RMSNorm 1600: two words over 224 threads; with the statistics v61's
+        # three-word floor leaves it to the lean kernel.
+        assert ln._plain_layout(1600, 4, True, "float32")[:3] == (2, 224, 1)
+        assert ln._plain_layout(1600, 4, True, "float32", True) is None
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match="fwd_plain_checked"):
+            with ln.tuning(fwd_plain_checked=bad):
+                pass
+    with pytest.raises(ValueError, match="checked"):
+        ln.make_plain_forward_kernel("float16", False, True, True, 7, 32, 4, reload=True,
+                                     checked=True)
+
+
 @pytest.mark.ptx
 @pytest.mark.parametrize("rms", [False, True], ids=["ln", "rms"])
 @pytest.mark.parametrize("case", [("float32", 4, 32, 8), ("float32", 2, 64, 8),

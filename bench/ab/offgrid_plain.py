@@ -2,7 +2,7 @@
 session).
 
     python3 bench/ab/offgrid_plain.py [--cells f32-ln-896,...|all] [--passes 3]
-        [--reps 30] [--compile] [--rl2] [--stats]
+        [--reps 30] [--compile] [--rl2] [--stats] [--checked]
 
 Why. A sweep at the widths of models' hidden sizes off the issue's ten (896, 1536,
 2304, 2560, 3072, 3584, 6144, 7168, 10240, 14336; M x N ~ 2^26, this session's call 4,
@@ -17,6 +17,13 @@ default forward is timed beside the plain kernel at every layout that splits the
 checked against float64 first. ``--rl2``: each layout also with ``fwd_plain_reload
 "l2"`` (v60's candidate). ``--compile``: torch.compile too (a fresh compile a cell).
 ``--stats``: the forward writing its statistics (training; by default y alone).
+``--checked`` (sixty-sixth session, v63 candidate): rows no exact layout splits (16-bit
+LayerNorm 1152 / 1600 / 4544 / 6656, GPT-2 XL's, Gemma 3 1B's, Falcon's, LLaMA 33B's
+widths): ``chk`` is the launcher under tuning ``fwd_plain_checked`` (its rule's pick),
+``cW x R`` each checked layout of two to eight words (``_plain_checked_splits``, at
+most 512 threads a row). Predicted there: ``chk`` within 1 us of the plain kernel's
+time at the nearest exact width (16-bit ~69-71 us, float32 ~131-136), where ``base``
+(the lean kernel) reads 77-90 / 133-170 as at v61's widths before v61.
 Predicted: the plain kernel at four words a thread (or the nearest count that splits
 the row) within 1 us of compile wherever the default is behind it by more."""
 
@@ -69,11 +76,20 @@ def report_kernels(cell, names):
     torch.cuda.empty_cache()
 
 
-def run_cell(cell, passes, reps, compiled, rl2, stats=False):
+def checked_layouts(n, itemsize):
+    """(words, rows a block) of every checked plain layout (two to eight words, at
+    most 512 threads a row) of rows of ``n`` values no exact layout splits."""
+    vec = 16 // itemsize
+    if n % vec or ln._plain_splits(n // vec):
+        return []
+    return [(words, rpb) for words, _, rpb in ln._plain_checked_splits(n // vec, 2, 512)]
+
+
+def run_cell(cell, passes, reps, compiled, rl2, stats=False, checked=False, rows=None):
     dt, op, n = cell.split("-")
     n = int(n)
     dtype = DTYPES[dt]
-    m = round(2**26 / n)
+    m = rows or round(2**26 / n)
     torch._dynamo.reset()
     g = torch.Generator(device="cuda").manual_seed(n)
     x = torch.randn(m, n, device="cuda", generator=g).to(dtype)
@@ -86,6 +102,11 @@ def run_cell(cell, passes, reps, compiled, rl2, stats=False):
             tunes[f"p{words}x{rpb}rl2"] = {"fwd_plain": True,
                                            "fwd_plain_layout": (words, rpb),
                                            "fwd_plain_reload": "l2"}
+    if checked:
+        tunes["chk"] = {"fwd_plain_checked": True}
+        for words, rpb in checked_layouts(n, x.element_size()):
+            tunes[f"c{words}x{rpb}"] = {"fwd_plain": True, "fwd_plain_checked": True,
+                                        "fwd_plain_layout": (words, rpb)}
     fns = {"compile": _compiled(op, n, dynamic=False)} if compiled else {}
     names = {}
     tol = 1e-5 if dtype == torch.float32 else 1e-2
@@ -102,7 +123,8 @@ def run_cell(cell, passes, reps, compiled, rl2, stats=False):
                 bad.append(f"{name} {err:.2e}")
         med = alternating_medians(fns, (x, w, b), passes, reps)
     base = med["base"]
-    best = min((p for p in med if p.startswith("p")), key=med.get, default=None)
+    best = min((p for p in med if p[0] in "pc" and p != "compile"), key=med.get,
+               default=None)
     print(f"| {cell} | m {m} | " + " | ".join(
         f"{p} {t:.2f} ({t - base:+.2f})" for p, t in med.items())
         + f" | best plain {best} | {'FAIL ' + '; '.join(bad) if bad else 'checks ok'} |",
@@ -119,11 +141,15 @@ def main(argv=None):
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--rl2", action="store_true")
     ap.add_argument("--stats", action="store_true")
+    ap.add_argument("--checked", action="store_true")
+    ap.add_argument("--rows", type=int, default=None,
+                    help="rows a cell (default 2^26 / N): a quick check of the script")
     args = ap.parse_args(argv)
     print(f"GPU: {torch.cuda.get_device_name(0)}", flush=True)
     cells = ALL_CELLS if args.cells == "all" else args.cells.split(",")
     for cell in cells:
-        run_cell(cell, args.passes, args.reps, args.compile, args.rl2, args.stats)
+        run_cell(cell, args.passes, args.reps, args.compile, args.rl2, args.stats,
+                 args.checked, args.rows)
 
 
 if __name__ == "__main__":

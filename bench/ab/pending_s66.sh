@@ -17,16 +17,25 @@
 #   w: (sixty-sixth session, no device either) N = 896, off the sweep, where the training
 #      forward runs 1-4 us behind compile: stats_block.py there (is it the statistics?),
 #      then offgrid_plain.py --compile (y alone, every plain layout, beside compile). ~6 min.
-#   bash bench/ab/pending_s66.sh "$OUT" {s|z|n|v|o|w}
+#   c: (sixty-sixth session) v63's candidate, tuning fwd_plain_checked: the plain kernel
+#      at widths no exact layout splits (16-bit LayerNorm 1152 / 1600 / 4544 / 6656,
+#      float32 1600 / 4544): offgrid_plain.py --checked --compile (y alone: default,
+#      the rule's pick, every checked layout, compile), then --stats at 16 bits. ~8 min.
+#      (s runs v63's GPU tests too.)
+#   k: the sanitizer (memcheck, racecheck, initcheck) on v63's workload,
+#      layer_norm_checked, at fp16 and float32. ~4 min.
+#   bash bench/ab/pending_s66.sh "$OUT" {s|z|n|v|o|w|c|k}
 set -uo pipefail
+# v63's cells: models' widths no exact plain layout splits.
+CHECKED_CELLS=f16-ln-1152,f16-ln-1600,f16-ln-4544,f16-ln-6656,f32-ln-1600,f32-ln-4544,f32-rms-1600,f32-rms-4544
 # stats_block.py's cells of the issue's sweep (its 896 ones run in stage w).
 SWEEP_CELLS=f32-ln-512,f32-rms-512,f32-ln-768,f32-ln-1024,f16-ln-512,f16-rms-512,f16-ln-768,f16-ln-1024,f16-rms-8192,bf16-rms-8192,f32-rms-1024
-OUT=${1:?"usage: pending_s66.sh OUTDIR s|z|n|v|o|w"}
+OUT=${1:?"usage: pending_s66.sh OUTDIR s|z|n|v|o|w|c|k"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?s, z, n, v, o or w}" in
+case "${2:?s, z, n, v, o, w, c or k}" in
   s)
     timeout -k 10 170 python3 -m pytest -q -p no:cacheprovider -n 8 -m "not ptx" \
-      tests/test_layer_norm.py -k "v62 or stats_block or v60 or knob_bits or reload" \
+      tests/test_layer_norm.py -k "v62 or stats_block or v60 or knob_bits or reload or checked" \
       > "$OUT/tests_v62.log" 2>&1
     echo "tests rc $?"; tail -2 "$OUT/tests_v62.log"
     timeout -k 10 300 python3 bench/ab/stats_block.py --passes 3 --cells "$SWEEP_CELLS" \
@@ -62,5 +71,20 @@ case "${2:?s, z, n, v, o or w}" in
       --cells f16-ln-896,f16-rms-896,f32-ln-896,f32-rms-896 > "$OUT/offgrid_896.log" 2>&1
     echo "offgrid rc $?"; grep -v kernels "$OUT/offgrid_896.log"
     ;;
-  *) echo "s | z | n | v | o | w" >&2; exit 2 ;;
+  c)
+    timeout -k 10 360 python3 bench/ab/offgrid_plain.py --checked --compile --passes 3 \
+      --cells "$CHECKED_CELLS" > "$OUT/offgrid_checked.log" 2>&1
+    echo "checked rc $?"; grep -v kernels "$OUT/offgrid_checked.log"
+    timeout -k 10 200 python3 bench/ab/offgrid_plain.py --checked --stats --passes 3 \
+      --cells f16-ln-1152,f16-ln-1600,f16-ln-4544,f16-ln-6656 \
+      > "$OUT/offgrid_checked_stats.log" 2>&1
+    echo "checked stats rc $?"; grep -v kernels "$OUT/offgrid_checked_stats.log"
+    ;;
+  k)
+    for dt in float16 float32; do
+      SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=${SAN_LIMIT:-150} \
+        bash bench/ab/san_pair.sh "$OUT" "layer_norm_checked:$dt" "san_chk_$dt"
+    done
+    ;;
+  *) echo "s | z | n | v | o | w | c | k" >&2; exit 2 ;;
 esac
