@@ -1971,6 +1971,14 @@ def test_plain_v63_checked(variant, case):
     assert torch.equal(bare[0], got[0]) and bare[1] is None and bare[2] is None
 
 
+def _rejects_non_bools(key):
+    """Tuning key ``key`` takes a bool: others raise a ValueError naming it."""
+    for bad in (1, "yes", None):
+        with pytest.raises(ValueError, match=key):
+            with ln.tuning(**{key: bad}):
+                pass
+
+
 def test_plain_checked_rule():
     """v63: a checked layout takes the fewest threads (8, 16 or whole warps) holding
     the row at ``words`` a thread with ``words - 1`` too few; the rule's pick has the
@@ -2002,10 +2010,7 @@ def test_plain_checked_rule():
         # three-word floor leaves it to the lean kernel.
         assert ln._plain_layout(1600, 4, True, "float32")[:3] == (2, 224, 1)
         assert ln._plain_layout(1600, 4, True, "float32", True) is None
-    for bad in (1, "yes", None):
-        with pytest.raises(ValueError, match="fwd_plain_checked"):
-            with ln.tuning(fwd_plain_checked=bad):
-                pass
+    _rejects_non_bools("fwd_plain_checked")
     with pytest.raises(ValueError, match="checked"):
         ln.make_plain_forward_kernel("float16", False, True, True, 7, 32, 4, reload=True,
                                      checked=True)
@@ -2043,10 +2048,7 @@ def test_plain_stats_block_ptx(rms, case):
 def test_plain_stats_block_rejects_bad_settings():
     """fwd_plain_stats_block takes a bool; the kernel factory refuses stats_block
     without the statistics or at one row a block, before compiling anything."""
-    for bad in (1, "yes", None):
-        with pytest.raises(ValueError, match="fwd_plain_stats_block"):
-            with ln.tuning(fwd_plain_stats_block=bad):
-                pass
+    _rejects_non_bools("fwd_plain_stats_block")
     with pytest.raises(ValueError, match="stats_block"):
         ln.make_plain_forward_kernel("float32", True, True, False, 2, 32, 8, stats=False,
                                      stats_block=True)
