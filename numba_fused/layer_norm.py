@@ -2738,7 +2738,8 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False):
     (``stats``: the kernel writing the statistics, or at fewer words than
     _PLAIN_OFFGRID_STATS_WORDS names for it). ``checked`` (tuning fwd_plain_checked,
     v63 candidate): where no layout splits the row exactly, the first of
-    :func:`_plain_checked_splits` within the class's words and threads."""
+    :func:`_plain_checked_splits` within the class's words and threads, else the one
+    of the fewest threads."""
     key = (_dtype_class(dtype), bool(rms))
     rule = _PLAIN_OFFGRID.get(key)
     lo, hi = _PLAIN_OFFGRID_N
@@ -2747,7 +2748,9 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False):
     min_words, max_tpr = rule
     fits = _plain_splits(n // vec, min_words)
     if not fits and checked:
-        fits = _plain_checked_splits(n // vec, min_words, max_tpr)
+        # As for exact rows: past the class's threads, the fewest threads.
+        fits = (_plain_checked_splits(n // vec, min_words, max_tpr)
+                or sorted(_plain_checked_splits(n // vec, min_words), key=lambda f: f[1])[:1])
     if not fits:
         return None
     words, tpr, rpb = next((f for f in fits if f[1] <= max_tpr), fits[-1])

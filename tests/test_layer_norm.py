@@ -1982,8 +1982,9 @@ def _rejects_non_bools(key):
 def test_plain_checked_rule():
     """v63: a checked layout takes the fewest threads (8, 16 or whole warps) holding
     the row at ``words`` a thread with ``words - 1`` too few; the rule's pick has the
-    fewest idle slots, then the fewest words, within the class's words and threads,
-    only where no exact layout splits the row and tuning fwd_plain_checked is set;
+    fewest idle slots, then the fewest words, within the class's words and threads
+    (past them, the fewest threads), only where no exact layout splits the row and
+    tuning fwd_plain_checked is set;
     16-bit RMSNorm (no off-grid rule) and the exact widths are unchanged."""
     assert ln._plain_checked_tpr(20, 3) == 8 and ln._plain_checked_tpr(20, 2) == 16
     assert ln._plain_checked_tpr(200, 7) == 32 and ln._plain_checked_tpr(200, 8) is None
@@ -2003,6 +2004,13 @@ def test_plain_checked_rule():
             assert ln._fwd_plain("bfloat16", False, n // 8, 8, m, 132, True)
             assert ln._plain_layout(n, 8, True, "float16") is None
     with ln.tuning(fwd_plain_checked=True):
+        # Past the class's threads (16-bit LayerNorm: 128), the fewest threads.
+        assert ln._plain_layout(8256, 8, False, "float16")[:3] == (7, 160, 1)
+        assert ln._plain_layout(16320, 8, False, "float16")[:3] == (8, 256, 1)
+        # Every multiple of 64 in v61's range has a layout then (float32 as well).
+        assert all(ln._plain_layout(n, vec, rms, dt) for n in range(896, 16385, 64)
+                   for dt, vec, rms in (("float16", 8, False), ("float32", 4, False),
+                                        ("float32", 4, True)))
         assert ln._plain_layout(896, 8, False, "float16")[:3] == (7, 16, 8)
         assert ln._plain_layout(4096, 8, False, "float16") == ln._plain_layout(
             4096, 8, False, "float16", True)
