@@ -27,7 +27,7 @@
 #   bash bench/ab/pending_s66.sh "$OUT" {s|z|n|v|o|w|c|k}
 set -uo pipefail
 # v63's cells: models' widths no exact plain layout splits.
-CHECKED_CELLS=f16-ln-1152,f16-ln-1600,f16-ln-4544,f16-ln-6656,f32-ln-1600,f32-ln-4544,f32-rms-1600,f32-rms-4544
+CHECKED_CELLS=f16-ln-1152,f16-ln-1600,f16-ln-4544,f16-ln-6656,f16-ln-8768,f32-ln-1600,f32-ln-4544,f32-rms-1600,f32-rms-4544
 # stats_block.py's cells of the sweep (its 896 ones run in stage w).
 SWEEP_CELLS=f32-ln-512,f32-rms-512,f32-ln-768,f32-ln-1024,f16-ln-512,f16-rms-512,f16-ln-768,f16-ln-1024,f16-rms-8192,bf16-rms-8192,f32-rms-1024
 OUT=${1:?"usage: pending_s66.sh OUTDIR s|z|n|v|o|w|c|k"}
@@ -72,10 +72,10 @@ case "${2:?s, z, n, v, o, w, c or k}" in
     echo "offgrid rc $?"; grep -v kernels "$OUT/offgrid_896.log"
     ;;
   c)
-    timeout -k 10 360 python3 bench/ab/offgrid_plain.py --checked --compile --passes 3 \
+    timeout -k 10 400 python3 bench/ab/offgrid_plain.py --checked --compile --passes 3 \
       --cells "$CHECKED_CELLS" > "$OUT/offgrid_checked.log" 2>&1
     echo "checked rc $?"; grep -v kernels "$OUT/offgrid_checked.log"
-    timeout -k 10 200 python3 bench/ab/offgrid_plain.py --checked --stats --passes 3 \
+    timeout -k 10 170 python3 bench/ab/offgrid_plain.py --checked --stats --passes 3 \
       --cells f16-ln-1152,f16-ln-1600,f16-ln-4544,f16-ln-6656 \
       > "$OUT/offgrid_checked_stats.log" 2>&1
     echo "checked stats rc $?"; grep -v kernels "$OUT/offgrid_checked_stats.log"
