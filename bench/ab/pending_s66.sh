@@ -19,15 +19,17 @@
 #      then offgrid_plain.py --compile (y alone, every plain layout, beside compile). ~6 min.
 #   c: (sixty-sixth session) v63's candidate, tuning fwd_plain_checked: the plain kernel
 #      at widths no exact layout splits (16-bit LayerNorm 1152 / 1600 / 4544 / 6656,
-#      float32 1600 / 4544): offgrid_plain.py --checked --compile (y alone: default,
-#      the rule's pick, every checked layout, compile), then --stats at 16 bits. ~8 min.
+#      float32 1600 / 4544; 16-bit RMSNorm 1600 / 6656, where the rule keeps the lean
+#      kernel, for the forced layouts): offgrid_plain.py --checked --compile (y alone:
+#      default, the rule's pick, every checked layout, compile), then --stats at 16
+#      bits. ~8 min.
 #      (s runs v63's GPU tests too.)
 #   k: the sanitizer (memcheck, racecheck, initcheck) on v63's workload,
 #      layer_norm_checked, at fp16 and float32. ~4 min.
 #   bash bench/ab/pending_s66.sh "$OUT" {s|z|n|v|o|w|c|k}
 set -uo pipefail
 # v63's cells: models' widths no exact plain layout splits.
-CHECKED_CELLS=f16-ln-1152,f16-ln-1600,f16-ln-4544,f16-ln-6656,f16-ln-8768,f32-ln-1600,f32-ln-4544,f32-rms-1600,f32-rms-4544
+CHECKED_CELLS=f16-ln-1152,f16-ln-1600,f16-ln-4544,f16-ln-6656,f16-ln-8768,f32-ln-1600,f32-ln-4544,f32-rms-1600,f32-rms-4544,f16-rms-1600,f16-rms-6656
 # stats_block.py's cells of the issue's sweep (its 896 ones run in stage w).
 SWEEP_CELLS=f32-ln-512,f32-rms-512,f32-ln-768,f32-ln-1024,f16-ln-512,f16-rms-512,f16-ln-768,f16-ln-1024,f16-rms-8192,bf16-rms-8192,f32-rms-1024
 OUT=${1:?"usage: pending_s66.sh OUTDIR s|z|n|v|o|w|c|k"}
