@@ -2179,9 +2179,13 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         return 0
 
     @inline_device
-    def load_x(x, xr, base, last):
-        """The thread's words of its row into xr (reload: x read again)."""
+    def load_x(x, xr, base, last, tail):
+        """The thread's words of its row into xr (reload: x read again; checked: its
+        last word only where ``tail``)."""
         for k in range(words):
+            if checked:
+                if k == words - 1 and not tail:
+                    continue
             load_word(x, xr, base, k, last)
         return 0
 
@@ -2275,12 +2279,9 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
             ng = n // VALS
             base = (row * ng + t) * 4
             tail = (words - 1) * tpr + t < ng
-            for k in range(words):
-                if k < words - 1 or tail:
-                    load_word(x, xr, base, k, False)
         else:
             base = (row * span + t) * 4
-            load_x(x, xr, base, False)
+        load_x(x, xr, base, False, tail)
         if early:
             for k in range(words):
                 if checked:
@@ -2292,7 +2293,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         if not rms:
             mu = row_sum(moment(xr, mu, False, tail), red, 0, t, slot) / nf
         if reload and not rms:
-            load_x(x, xr, base, False)
+            load_x(x, xr, base, False, tail)
         dmu = np.float32(0.0)
         if corrected:
             sd = np.float32(0.0)
@@ -2318,7 +2319,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
         if row_stats and early and active and t == 0:
             store_stats(mean_out, rstd_out, row, mu_out, r)
         if reload and not by_word:
-            load_x(x, xr, base, True)
+            load_x(x, xr, base, True, tail)
             if not early:
                 for k in range(words):
                     load_wb(w, b, wr, br, 4 * k, (k * tpr + t) * 4)
