@@ -26,15 +26,19 @@
 #      (s runs v63's GPU tests too.)
 #   k: the sanitizer (memcheck, racecheck, initcheck) on v63's workload,
 #      layer_norm_checked, at fp16 and float32. ~4 min.
-#   bash bench/ab/pending_s66.sh "$OUT" {s|z|n|v|o|w|c|k}
+#   q: (sixty-seventh session, the device refused) one call's worth of s, c and k for a
+#      session that may get only one start: v63's and v62's GPU tests, v63's A/B at
+#      four 16-bit / float32 LayerNorm cells, the sanitizer on layer_norm_checked at
+#      fp16. Under 600 s by its timeouts (150 + 300 + 120 + slack).
+#   bash bench/ab/pending_s66.sh "$OUT" {s|z|n|v|o|w|c|k|q}
 set -uo pipefail
 # v63's cells: models' widths no exact plain layout splits.
 CHECKED_CELLS=f16-ln-1152,f16-ln-1600,f16-ln-4544,f16-ln-6656,f16-ln-8768,f32-ln-1600,f32-ln-4544,f32-rms-1600,f32-rms-4544,f16-rms-1600,f16-rms-6656
 # stats_block.py's cells of the issue's sweep (its 896 ones run in stage w).
 SWEEP_CELLS=f32-ln-512,f32-rms-512,f32-ln-768,f32-ln-1024,f16-ln-512,f16-rms-512,f16-ln-768,f16-ln-1024,f16-rms-8192,bf16-rms-8192,f32-rms-1024
-OUT=${1:?"usage: pending_s66.sh OUTDIR s|z|n|v|o|w|c|k"}
+OUT=${1:?"usage: pending_s66.sh OUTDIR s|z|n|v|o|w|c|k|q"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?s, z, n, v, o, w, c or k}" in
+case "${2:?s, z, n, v, o, w, c, k or q}" in
   s)
     timeout -k 10 170 python3 -m pytest -q -p no:cacheprovider -n 8 -m "not ptx" \
       tests/test_layer_norm.py -k "v62 or stats_block or v60 or knob_bits or reload or checked" \
@@ -88,5 +92,17 @@ case "${2:?s, z, n, v, o, w, c or k}" in
         bash bench/ab/san_pair.sh "$OUT" "layer_norm_checked:$dt" "san_chk_$dt"
     done
     ;;
-  *) echo "s | z | n | v | o | w | c | k" >&2; exit 2 ;;
+  q)
+    timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -n 8 -m "not ptx" \
+      tests/test_layer_norm.py -k "checked or v62 or stats_block" \
+      > "$OUT/tests_q.log" 2>&1
+    echo "tests rc $?"; tail -2 "$OUT/tests_q.log"
+    timeout -k 10 300 python3 bench/ab/offgrid_plain.py --checked --compile --passes 3 \
+      --cells f16-ln-1152,f16-ln-1600,f16-ln-4544,f32-ln-1600 \
+      > "$OUT/offgrid_checked_q.log" 2>&1
+    echo "checked rc $?"; grep -v kernels "$OUT/offgrid_checked_q.log"
+    SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=120 \
+      bash bench/ab/san_pair.sh "$OUT" "layer_norm_checked:float16" san_chk_float16
+    ;;
+  *) echo "s | z | n | v | o | w | c | k | q" >&2; exit 2 ;;
 esac
