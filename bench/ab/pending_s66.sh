@@ -36,9 +36,15 @@ set -uo pipefail
 CHECKED_CELLS=f16-ln-1152,f16-ln-1600,f16-ln-4544,f16-ln-6656,f16-ln-8768,f32-ln-1600,f32-ln-4544,f32-rms-1600,f32-rms-4544,f16-rms-1600,f16-rms-6656
 # stats_block.py's cells of the issue's sweep (its 896 ones run in stage w).
 SWEEP_CELLS=f32-ln-512,f32-rms-512,f32-ln-768,f32-ln-1024,f16-ln-512,f16-rms-512,f16-ln-768,f16-ln-1024,f16-rms-8192,bf16-rms-8192,f32-rms-1024
-OUT=${1:?"usage: pending_s66.sh OUTDIR s|z|n|v|o|w|c|k|q"}
+STAGES="s|z|n|v|o|w|c|k|q"
+OUT=${1:?"usage: pending_s66.sh OUTDIR $STAGES"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?s, z, n, v, o, w, c, k or q}" in
+# memcheck, racecheck and initcheck on v63's workload at dtype $1.
+san_checked() {
+  SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=${SAN_LIMIT:-150} \
+    bash bench/ab/san_pair.sh "$OUT" "layer_norm_checked:$1" "san_chk_$1"
+}
+case "${2:?"one of $STAGES"}" in
   s)
     timeout -k 10 170 python3 -m pytest -q -p no:cacheprovider -n 8 -m "not ptx" \
       tests/test_layer_norm.py -k "v62 or stats_block or v60 or knob_bits or reload or checked" \
@@ -87,10 +93,8 @@ case "${2:?s, z, n, v, o, w, c, k or q}" in
     echo "checked stats rc $?"; grep -v kernels "$OUT/offgrid_checked_stats.log"
     ;;
   k)
-    for dt in float16 float32; do
-      SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=${SAN_LIMIT:-150} \
-        bash bench/ab/san_pair.sh "$OUT" "layer_norm_checked:$dt" "san_chk_$dt"
-    done
+    san_checked float16
+    san_checked float32
     ;;
   q)
     timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -n 8 -m "not ptx" \
@@ -101,8 +105,7 @@ case "${2:?s, z, n, v, o, w, c, k or q}" in
       --cells f16-ln-1152,f16-ln-1600,f16-ln-4544,f32-ln-1600 \
       > "$OUT/offgrid_checked_q.log" 2>&1
     echo "checked rc $?"; grep -v kernels "$OUT/offgrid_checked_q.log"
-    SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=120 \
-      bash bench/ab/san_pair.sh "$OUT" "layer_norm_checked:float16" san_chk_float16
+    SAN_LIMIT=120 san_checked float16
     ;;
-  *) echo "s | z | n | v | o | w | c | k | q" >&2; exit 2 ;;
+  *) echo "$STAGES" >&2; exit 2 ;;
 esac
