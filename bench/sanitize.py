@@ -514,7 +514,7 @@ def _layer_norm_offgrid(nf, torch, dt):
 
 def _layer_norm_stats_block(nf, torch, dt):
     """The plain forward kernel storing its statistics a block's rows at a time
-    (tuning fwd_plain_stats_block, v62's candidate; ``_sb``: through shared memory,
+    (tuning fwd_plain_stats_block, v62; ``_sb``: through shared memory,
     after y, by the block's first rows-a-block threads) at bench/ab/stats_block.py's
     layouts: warp rows eight a block, 16-thread rows 16 a block, rows of two warps
     eight a block, over 29 rows (a ragged last block) and 64 (whole blocks); LayerNorm
@@ -537,7 +537,7 @@ def _layer_norm_stats_block(nf, torch, dt):
 
 def _layer_norm_checked(nf, torch, dt):
     """The plain forward kernel over rows no exact layout splits (tuning
-    fwd_plain_checked, v63's candidate; ``_chk``: the thread's last word read, summed
+    fwd_plain_checked, v63; ``_chk``: the thread's last word read, summed
     and stored only where it lies in the row), at the rule's layouts for N = 1152 and
     1600 (16-bit: 8- / 16-thread rows would be exact elsewhere; here whole warps four a
     block) and at two words (rows of two or more warps), over 29 rows (a ragged last

@@ -2027,7 +2027,7 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
     mean / rstd of rows ``blockIdx.x * rpb + (s * tpr + t)``: one coalesced store an
     array a block (whole 32-byte sectors at ``rpb`` a multiple of 8), where otherwise
     every row's thread 0 stores 4 bytes on its own. The same values, so the same bits.
-    ``checked`` (v63 candidate, tuning ``fwd_plain_checked``; name ``_chk``; not with
+    ``checked`` (v63, tuning ``fwd_plain_checked``; name ``_chk``; not with
     ``reload``): rows of ng = n / (values a group) groups that ``tpr * words`` does not
     match, with (words - 1) tpr < ng <= words tpr: rows start ng groups apart, and a
     thread's last word k = words - 1 is its row's only where k tpr + t < ng (``tail``);
@@ -2351,12 +2351,14 @@ def make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb=1, early
 
 def _plain_pick(n, vec, rms=False, dtype=None, stats=False):
     """The plain kernel's (words, tpr, rpb, early, min_blocks) for rows of ``n``
-    values: tuning's fwd_plain_layout (words, rpb) where set (ValueError where it does
-    not split the row into whole warps of whole groups, or makes a block of over 1024
-    threads), else :func:`_plain_layout`'s (for ``dtype`` rows, ``rms``: RMSNorm);
-    tuning's fwd_plain_min_blocks, where set, in place of the layout's launch
-    bounds. ``stats``: the kernel writes the statistics (v61's float32 RMSNorm rule
-    differs there, _PLAIN_OFFGRID_STATS_WORDS)."""
+    values: tuning's fwd_plain_layout (words, rpb) where set (under fwd_plain_checked,
+    where no exact split exists, its checked form, :func:`_plain_checked_tpr`;
+    ValueError where neither splits the row into whole warps of whole groups, or it
+    makes a block of over 1024 threads), else :func:`_plain_layout`'s (for ``dtype``
+    rows, ``rms``: RMSNorm); tuning's fwd_plain_min_blocks, where set, in place of
+    the layout's launch bounds. ``stats``: the kernel writes the statistics (v61's
+    float32 RMSNorm rule differs there, _PLAIN_OFFGRID_STATS_WORDS; v62's rows,
+    _PLAIN_STATS_BLOCK)."""
     lay = _tune["fwd_plain_layout"]
     mb = _tune["fwd_plain_min_blocks"]
     if lay is None:
@@ -2372,7 +2374,9 @@ def _plain_pick(n, vec, rms=False, dtype=None, stats=False):
         raise ValueError(f"fwd_plain_layout {lay} does not split rows of {n} values "
                          f"({vec} a group) into whole warps (or {_SUB_TPR} threads a row "
                          f"in whole warps) of {words} groups a thread, at most "
-                         f"{_MAX_BLOCK} threads a block")
+                         f"{_MAX_BLOCK} threads a block"
+                         + ("" if _tune["fwd_plain_checked"] else
+                            " (tuning fwd_plain_checked is off)"))
     return words, tpr, rpb, words <= 4, mb
 
 
@@ -2694,9 +2698,23 @@ _PLAIN_OFFGRID_N = (896, 16384)
 _PLAIN_OFFGRID_STATS_WORDS = {("float32", True): 3}
 # The widths v61 measured, whose layouts shipped_kernels compiles.
 _PLAIN_OFFGRID_SHIPPED_N = (896, 1536, 2304, 2560, 3072, 3584, 6144, 7168, 10240, 14336)
+# v62 (sixty-eighth session, H100, bench/ab/stats_block.py, three passes): the forward
+# with statistics at these rows takes (words, rows a block) and stores the statistics
+# a block's rows at a time (_sb), (dtype class, rms, groups a row). Us, the shipped
+# layout storing row by row -> this one with _sb (its _nostats form): float32
+# LayerNorm N = 512 183.34 -> 181.52 (181.54), 768 182.94 -> 181.42 (181.04);
+# float32 RMSNorm 512 182.58 -> 181.07 (181.57); 16-bit LayerNorm 512 95.39 -> 93.18
+# (93.25), 768 94.98 -> 93.52 (93.36), 1024 94.78 -> 93.38 (93.44); 16-bit RMSNorm
+# 512 94.70 -> 93.62 (93.62). Not taken: float32 LayerNorm 1024 (183.30 shipped,
+# 183.82 at eight words eight rows), float32 RMSNorm 1024 and 16-bit RMSNorm 8192
+# (one row a block: nothing to gather).
+_PLAIN_STATS_BLOCK = {("float32", False, 128): (4, 8), ("float32", True, 128): (2, 8),
+                      ("float32", False, 192): (3, 8), ("16-bit", False, 64): (2, 8),
+                      ("16-bit", True, 64): (2, 8), ("16-bit", False, 96): (3, 8),
+                      ("16-bit", False, 128): (4, 8)}
 # Models' widths that no exact plain layout splits at 16 bits (Gemma 3 1B's 1152,
 # GPT-2 XL's 1600, Falcon 7B's 4544, LLaMA 33B's 6656), whose checked layouts
-# (v63 candidate, tuning fwd_plain_checked) shipped_kernels compiles.
+# (v63, tuning fwd_plain_checked) shipped_kernels compiles.
 _PLAIN_CHECKED_N = (1152, 1600, 4544, 6656)
 
 
@@ -2738,7 +2756,7 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False):
     the sweep's widths (_PLAIN_OFFGRID), or None where v61 does not name the row
     (``stats``: the kernel writing the statistics, or at fewer words than
     _PLAIN_OFFGRID_STATS_WORDS names for it). ``checked`` (tuning fwd_plain_checked,
-    v63 candidate): where no layout splits the row exactly, the first of
+    v63): where no layout splits the row exactly, the first of
     :func:`_plain_checked_splits` within the class's words and threads, else the one
     of the fewest threads."""
     key = (_dtype_class(dtype), bool(rms))
@@ -2760,6 +2778,27 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False):
     return words, tpr, rpb, words <= 4, None
 
 
+def _plain_stats_block_layout(n, vec, rms, dtype):
+    """v62's (words, rows a block) of the forward writing the statistics of rows of
+    ``n`` values (_PLAIN_STATS_BLOCK), or None where it names none or tuning
+    fwd_plain_stats_block is False."""
+    if _tune["fwd_plain_stats_block"] is False:
+        return None
+    return _PLAIN_STATS_BLOCK.get(_plain_key(n, vec, rms, dtype))
+
+
+def _plain_stats_block(n, vec, rms, dtype, rpb):
+    """Whether the plain kernel writing the statistics of rows of ``n`` values at
+    ``rpb`` rows a block stores them a block's rows at a time (make_plain_forward_
+    kernel's stats_block): tuning fwd_plain_stats_block where a bool (True: wherever
+    a block holds two rows or more), else (None) at v62's rows, _PLAIN_STATS_BLOCK,
+    at the launcher's own layout."""
+    sb = _tune["fwd_plain_stats_block"]
+    if sb is None:
+        sb = _plain_layout_own() and _plain_key(n, vec, rms, dtype) in _PLAIN_STATS_BLOCK
+    return sb and rpb >= 2
+
+
 def _plain_layout(n, vec, rms=False, dtype=None, stats=False):
     """(words, tpr, rpb, early, min_blocks) of the plain forward kernel for rows of
     ``n`` values (``vec`` a 16-byte word), or None where it has none (rows not whole
@@ -2773,6 +2812,9 @@ def _plain_layout(n, vec, rms=False, dtype=None, stats=False):
     if n % vec:
         return None
     groups = n // vec
+    sb = _plain_stats_block_layout(n, vec, rms, dtype) if stats else None
+    if sb is not None:
+        return sb[0], _plain_tpr(groups, sb[0], sub=True), sb[1], sb[0] <= 4, None
     lay = _PLAIN_PICKS.get(_plain_key(n, vec, rms, dtype))
     if lay is not None:
         words, rpb = lay[:2]
@@ -3990,13 +4032,22 @@ def shipped_kernels():
                     if dtype == "float32":
                         yield make_plain_forward_kernel(dtype, rms, has_w, has_b, 8, 512, 1,
                                                         False, False, 2)
-                    # v62's candidate (fwd_plain_stats_block): warp rows eight a block
-                    # and sub-warp rows 16 a block, the statistics a block at a time.
+                    # v62 (fwd_plain_stats_block): its rows' layouts, and warp rows
+                    # eight a block and sub-warp rows 16 a block (tuning True), the
+                    # statistics a block at a time.
+                    sbs = {(words, _plain_tpr(groups, words, sub=True), rpb)
+                           for (cls, r, groups), (words, rpb) in _PLAIN_STATS_BLOCK.items()
+                           if (cls, r) == (_dtype_class(dtype), rms)}
+                    for words, tpr, rpb in sorted(sbs):
+                        for ragged in (False, True):
+                            yield make_plain_forward_kernel(dtype, rms, has_w, has_b, words,
+                                                            tpr, rpb, words <= 4, ragged,
+                                                            stats_block=True)
                     for words, tpr, rpb, ragged in ((4, 32, 8, False), (4, 16, 16, True)):
                         yield make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr,
                                                         rpb, True, ragged, stats_block=True)
-                    # v63's candidate (fwd_plain_checked): its layouts at the models'
-                    # widths no exact layout splits, with and without the statistics.
+                    # v63 (fwd_plain_checked): its layouts at the models' widths no
+                    # exact layout splits, with and without the statistics.
                     for n in _PLAIN_CHECKED_N:
                         for stats in (True, False):
                             lay = _plain_offgrid(n, vec, rms, dtype, stats, True)
@@ -4340,14 +4391,20 @@ _TUNING_DEFAULTS = {
     # _PLAIN_RELOAD_L2 take the plain kernel's two-read form with inductor's cache
     # policies (fwd_plain_reload "l2") at the table's carveout preference.
     "fwd_plain_reload_rows": False,
-    # v62 candidate (sixty-fifth session, opt-in): the plain kernel's statistics stored
-    # a block's rows at a time (make_plain_forward_kernel's stats_block) wherever it
-    # writes them at two rows a block or more.
-    "fwd_plain_stats_block": False,
-    # v63 candidate (sixty-sixth session, opt-in): the plain kernel at widths off the
-    # sweep that no exact layout splits (16-bit LayerNorm 1152, 1600, 4544, 6656),
-    # its last word checked (make_plain_forward_kernel's checked, _plain_checked_splits).
-    "fwd_plain_checked": False,
+    # v62 (sixty-fifth session; shipped at its rows in the sixty-eighth): the plain
+    # kernel's statistics stored a block's rows at a time (make_plain_forward_kernel's
+    # stats_block). None: at _PLAIN_STATS_BLOCK's rows and layouts; True: wherever it
+    # writes them at two rows a block or more; False: row by row everywhere.
+    "fwd_plain_stats_block": None,
+    # v63 (sixty-sixth session; on since the sixty-eighth): the plain kernel at widths
+    # in v61's range that no exact layout splits (16-bit LayerNorm 1152, 1600, 4544,
+    # 6656, 8768; float32 1600, 4544), its last word checked (make_plain_forward_
+    # kernel's checked, _plain_checked_splits). H100, us, lean kernel -> checked (torch.
+    # compile): fp16 LayerNorm 1152 133.1 -> 91.2 (222.9), 1600 148.2 -> 91.2 (164.9),
+    # 4544 95.6 -> 92.5 (132.2), 6656 121.0 -> 92.0 (109.9), 8768 96.6 -> 92.4 (110.7);
+    # float32 LayerNorm 1600 266.5 -> 183.3 (210.3), 4544 183.9 -> 183.2 (182.7);
+    # float32 RMSNorm 1600 215.3 -> 182.0 (180.5), 4544 182.9 -> 182.1 (181.2).
+    "fwd_plain_checked": True,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4498,7 +4555,8 @@ def tuning(**overrides):
     policies), fwd_plain_carveout (its carveout preference, percent; -1: the driver's
     choice), fwd_plain_reload_rows
     (bool: v60's rows, _PLAIN_RELOAD_L2, read x twice with L2 policies),
-    fwd_plain_stats_block (bool: the statistics stored a block's rows at a time),
+    fwd_plain_stats_block (None, bool: the statistics stored a block's rows at a time;
+    None: at v62's rows),
     fwd_plain_checked (bool: the plain kernel where no exact layout splits the row),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
@@ -4542,9 +4600,12 @@ def tuning(**overrides):
     if pc is not None and (isinstance(pc, bool) or not isinstance(pc, int)
                            or not -1 <= pc <= 100):
         raise ValueError(f"fwd_plain_carveout must be None or an int in [-1, 100], got {pc!r}")
-    for key in ("fwd_plain_reload_rows", "fwd_plain_stats_block", "fwd_plain_checked"):
+    for key in ("fwd_plain_reload_rows", "fwd_plain_checked"):
         if not isinstance(overrides.get(key, _tune[key]), bool):
             raise ValueError(f"{key} must be a bool, got {overrides[key]!r}")
+    psb = overrides.get("fwd_plain_stats_block", _tune["fwd_plain_stats_block"])
+    if not (psb is None or isinstance(psb, bool)):
+        raise ValueError(f"fwd_plain_stats_block must be None or a bool, got {psb!r}")
     lr = overrides.get("fwd_lean_regs", _tune["fwd_lean_regs"])
     if lr not in (None, _LEAN_REGS):
         raise ValueError(f"fwd_lean_regs must be None or {_LEAN_REGS}, got {lr!r}")
@@ -5257,8 +5318,8 @@ def _forward(x, weight, bias, eps, rms, ex=NOW, stats=True):
         kernel = make_plain_forward_kernel(dtype, rms, has_w, has_b, words, tpr, rpb, early,
                                            m % rpb != 0, min_blocks, not nostats,
                                            rows[0] if rows else _tune["fwd_plain_reload"],
-                                           _tune["fwd_plain_stats_block"] and not nostats
-                                           and rpb >= 2, checked)
+                                           not nostats and _plain_stats_block(
+                                               n, vec, rms, dtype, rpb), checked)
         grid, shared = cdiv(m, rpb), 0
         carve = rows[1] if rows else _plain_carveout(words, n, dtype, rms)
         if carve is not None:

@@ -1567,7 +1567,10 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
         with pytest.MonkeyPatch.context() as mp:
             _record_kernels(mp, "make_plain_forward_kernel", picked)
             _record_kernels(mp, "make_forward_kernel", picked)
-            with ln.tuning(fwd_plain=True, **tune), poison_outputs():
+            # (v62's rows, _PLAIN_STATS_BLOCK, off: their layouts have their own test,
+            # test_plain_v62_rows; here the picks of the forward without them.)
+            with ln.tuning(fwd_plain=True, fwd_plain_stats_block=False, **tune), \
+                    poison_outputs():
                 got = _forward(variant, x, w, b, 1e-5)
         name = picked[-1]
         if part is None:  # no plain layout: the default kernel
@@ -1579,8 +1582,18 @@ def test_forward_plain_kernel_matches_float64(dtype, variant, monkeypatch):
         if part and (part.endswith("_early") or part.endswith("x1")):
             assert not name.endswith("_ragged"), name
         _check_forward(got, None, variant, x, w, b, dtype, (m, n, tune))
+    # Two words a thread split 96 groups into no whole warps: by default (v63,
+    # fwd_plain_checked) two warps a row, the second's last word idle; without v63 an
+    # error.
     x, w, b, _ = _inputs((2, 96 * vec), dtype, variant, seed=3)
-    with ln.tuning(fwd_plain=True, fwd_plain_layout=(2, 1)):
+    picked = []
+    with pytest.MonkeyPatch.context() as mp:
+        _record_kernels(mp, "make_plain_forward_kernel", picked)
+        with ln.tuning(fwd_plain=True, fwd_plain_layout=(2, 1)), poison_outputs():
+            got = _forward(variant, x, w, b, 1e-5)
+    assert "_plain2_t64x1" in picked[-1] and picked[-1].endswith("_chk"), picked
+    _check_forward(got, None, variant, x, w, b, dtype, (2, 96 * vec, "checked"))
+    with ln.tuning(fwd_plain=True, fwd_plain_layout=(2, 1), fwd_plain_checked=False):
         with pytest.raises(ValueError, match="whole warps"):
             _forward(variant, x, w, b, 1e-5)
     x, w, b, _ = _inputs((2, 64 * vec), dtype, variant, seed=3)
@@ -1732,7 +1745,8 @@ def test_plain_knob_bits(variant, layout, knob):
                 with ln.tuning(**tune, **setting), poison_outputs():
                     outs[stats] = _forward_stats(variant, x, w, b, stats)
             sfx = {"fwd_plain_reload": "_rl", "reload_word": "_rlw", "reload_l2": "_rl2"}[knob]
-            assert sfx not in picked[0] and picked[1].endswith(sfx), picked
+            # (fp16 1024 with the statistics: v62's row, whose kernels end in _sb.)
+            assert sfx not in picked[0] and picked[1].removesuffix("_sb").endswith(sfx), picked
             if layout == (1, 2) and m % 2:
                 assert "_ragged" in picked[1], picked
             for a, c in zip(held, outs[stats]):
@@ -1896,10 +1910,11 @@ def test_plain_v60_reload_rows(key):
                               "late7x8"])
 @pytest.mark.parametrize("ragged", [False, True], ids=["exact", "ragged"])
 def test_plain_v62_stats_block(variant, case, ragged):
-    """v62 candidate (tuning fwd_plain_stats_block, off by default): the plain kernel
-    storing its statistics a block's rows at a time (``_sb``: through shared memory,
-    after y, by the block's first rpb threads) gives y, mean and rstd the bits of the
-    kernel storing them row by row, under poisoned outputs, over whole and ragged
+    """v62 (tuning fwd_plain_stats_block True here; by default only at its rows' own
+    layouts): the plain kernel storing its statistics a block's rows at a time
+    (``_sb``: through shared memory, after y, by the block's first rpb threads) gives
+    y, mean and rstd the bits of the kernel storing them row by row (tuning False),
+    under poisoned outputs, over whole and ragged
     blocks (the last block's spare slots store nothing); the forward without
     statistics keeps its _nostats kernel; one row a block (whole-warp rows) keeps the
     row-by-row store. Layouts: warp rows eight a block, 16- and 8-thread rows 16 / 32 a
@@ -1913,7 +1928,7 @@ def test_plain_v62_stats_block(variant, case, ragged):
     picked = []
     with pytest.MonkeyPatch.context() as mp:
         _record_kernels(mp, "make_plain_forward_kernel", picked)
-        with ln.tuning(**tune), poison_outputs():
+        with ln.tuning(**tune, fwd_plain_stats_block=False), poison_outputs():
             held = _forward_stats(variant, x, w, b, True)
         with ln.tuning(**tune, fwd_plain_stats_block=True), poison_outputs():
             got = _forward_stats(variant, x, w, b, True)
@@ -1944,7 +1959,7 @@ def test_plain_v62_stats_block(variant, case, ragged):
                                   ("bfloat16", 560, (2, 2))],
                          ids=["sub8", "sub16", "late", "warp", "two_warps"])
 def test_plain_v63_checked(variant, case):
-    """v63 candidate (tuning fwd_plain_checked, off by default): the plain kernel over
+    """v63 (tuning fwd_plain_checked, on by default): the plain kernel over
     rows no exact layout splits, its last word the row's in only some threads
     (``_chk``), within tolerance of float64 with and without the statistics (y the
     same bits either way), under poisoned outputs, over a ragged grid, on rows of
@@ -1984,7 +1999,7 @@ def test_plain_checked_rule():
     the row at ``words`` a thread with ``words - 1`` too few; the rule's pick has the
     fewest idle slots, then the fewest words, within the class's words and threads
     (past them, the fewest threads), only where no exact layout splits the row and
-    tuning fwd_plain_checked is set;
+    tuning fwd_plain_checked is set (the default; False: none);
     16-bit RMSNorm (no off-grid rule) and the exact widths are unchanged."""
     assert ln._plain_checked_tpr(20, 3) == 8 and ln._plain_checked_tpr(20, 2) == 16
     assert ln._plain_checked_tpr(200, 7) == 32 and ln._plain_checked_tpr(200, 8) is None
@@ -1998,7 +2013,9 @@ def test_plain_checked_rule():
     m = 40000
     for n, want in ((1152, (5, 32, 4)), (1600, (7, 32, 4)), (4544, (6, 96, 1)),
                     (6656, (7, 128, 1))):
-        assert ln._plain_layout(n, 8, False, "float16") is None
+        with ln.tuning(fwd_plain_checked=False):
+            assert ln._plain_layout(n, 8, False, "float16") is None
+        assert ln._plain_layout(n, 8, False, "float16")[:3] == want
         with ln.tuning(fwd_plain_checked=True):
             assert ln._plain_layout(n, 8, False, "float16", True)[:3] == want
             assert ln._fwd_plain("bfloat16", False, n // 8, 8, m, 132, True)
@@ -2053,10 +2070,50 @@ def test_plain_stats_block_ptx(rms, case):
     assert sb.count("bar.sync") == held.count("bar.sync") + 1
 
 
+@pytest.mark.parametrize("case", [("float32", 512, False), ("float32", 512, True),
+                                  ("float16", 768, False), ("bfloat16", 512, True),
+                                  ("float16", 1024, False)],
+                         ids=["f32_ln512", "f32_rms512", "f16_ln768", "bf16_rms512",
+                              "f16_ln1024"])
+def test_plain_v62_rows(case):
+    """v62's rows (_PLAIN_STATS_BLOCK): by default the forward writing the statistics
+    takes the table's layout (words, rows a block) and stores them a block's rows at a
+    time (``_sb``), over a ragged grid, under poisoned outputs, within tolerance of
+    float64; without the statistics the launcher keeps its _nostats kernel, and under
+    tuning fwd_plain_stats_block False the layout and row-by-row store of before."""
+    dtype, n, rms = case
+    variant = (True, True, False) if rms else (False, True, True)
+    vec = ln._vec_of(dtype, True)
+    words, rpb = ln._PLAIN_STATS_BLOCK[ln._plain_key(n, vec, rms, dtype)]
+    tpr = ln._plain_tpr(n // vec, words, sub=True)
+    m = 2 * rpb + 3
+    x, w, b, _ = _inputs((m, n), dtype, variant, seed=n + m, shift=2.0)
+    picked, outs = [], []
+    with pytest.MonkeyPatch.context() as mp:
+        _record_kernels(mp, "make_plain_forward_kernel", picked)
+        # (fwd_plain: a few rows would take other kernels; the layout stays the rule's.)
+        with ln.tuning(fwd_plain=True):
+            for tune, stats in (({}, True), ({}, False),
+                                ({"fwd_plain_stats_block": False}, True)):
+                with ln.tuning(**tune), poison_outputs():
+                    outs.append(_forward_stats(variant, x, w, b, stats))
+    assert f"_plain{words}_t{tpr}x{rpb}" in picked[0], picked
+    assert picked[0].endswith("_ragged_sb"), picked
+    assert picked[1].endswith("_nostats") and "_sb" not in picked[2], picked
+    assert f"_t{tpr}x{rpb}" not in picked[2], picked
+    for got in (outs[0], outs[2]):
+        _check_forward(got, None, variant, x, w, b, dtype, (m, n))
+    assert outs[1][1] is None and outs[1][2] is None
+
+
 def test_plain_stats_block_rejects_bad_settings():
-    """fwd_plain_stats_block takes a bool; the kernel factory refuses stats_block
-    without the statistics or at one row a block, before compiling anything."""
-    _rejects_non_bools("fwd_plain_stats_block")
+    """fwd_plain_stats_block takes None or a bool; the kernel factory refuses
+    stats_block without the statistics or at one row a block, before compiling
+    anything."""
+    for bad in (1, "yes"):
+        with pytest.raises(ValueError, match="fwd_plain_stats_block"):
+            with ln.tuning(fwd_plain_stats_block=bad):
+                pass
     with pytest.raises(ValueError, match="stats_block"):
         ln.make_plain_forward_kernel("float32", True, True, False, 2, 32, 8, stats=False,
                                      stats_block=True)

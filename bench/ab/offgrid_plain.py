@@ -19,7 +19,9 @@ checked against float64 first. ``--rl2``: each layout also with ``fwd_plain_relo
 ``--stats``: the forward writing its statistics (training; by default y alone).
 ``--checked`` (sixty-sixth session, v63 candidate): rows no exact layout splits (16-bit
 LayerNorm 1152 / 1600 / 4544 / 6656, GPT-2 XL's, Gemma 3 1B's, Falcon's, LLaMA 33B's
-widths): ``chk`` is the launcher under tuning ``fwd_plain_checked`` (its rule's pick),
+widths): ``chk`` is the launcher under tuning ``fwd_plain_checked`` (its rule's pick;
+the default since the sixty-eighth session, so ``base`` runs it too and ``lean`` is
+the launcher without it),
 ``cW x R`` each checked layout of two to eight words (``_plain_checked_splits``, at
 most 512 threads a row). Predicted there: ``chk`` within 1 us of the plain kernel's
 time at the nearest exact width (16-bit ~69-71 us, float32 ~131-136), where ``base``
@@ -104,6 +106,7 @@ def run_cell(cell, passes, reps, compiled, rl2, stats=False, checked=False, rows
                                            "fwd_plain_reload": "l2"}
     if checked:
         tunes["chk"] = {"fwd_plain_checked": True}
+        tunes["lean"] = {"fwd_plain_checked": False}
         for words, rpb in checked_layouts(n, x.element_size()):
             tunes[f"c{words}x{rpb}"] = {"fwd_plain": True, "fwd_plain_checked": True,
                                         "fwd_plain_layout": (words, rpb)}
