@@ -1986,6 +1986,38 @@ def test_plain_v63_checked(variant, case):
     assert torch.equal(bare[0], got[0]) and bare[1] is None and bare[2] is None
 
 
+@pytest.mark.parametrize("case", [("float16", 1000, False, (4, 32, 4)),
+                                  ("bfloat16", 1160, False, (5, 32, 4)),
+                                  ("float32", 1604, False, (7, 64, 2)),
+                                  ("float32", 1604, True, (2, 224, 1))],
+                         ids=["f16_ln1000", "bf16_ln1160", "f32_ln1604", "f32_rms1604"])
+def test_plain_v63_default(case):
+    """v63 on by default: the launcher's own forward at widths in v61's range that no
+    exact layout splits runs the checked plain kernel at the rule's layout (y alone;
+    with the statistics too where v61's rule takes them: not float32 RMSNorm at two
+    words), within tolerance of float64 under poisoned outputs over a ragged grid."""
+    dtype, n, rms, want = case
+    variant = (True, True, False) if rms else (False, True, True)
+    words, tpr, rpb = want
+    m = 2 * rpb + 1
+    x, w, b, _ = _inputs((m, n), dtype, variant, seed=n, shift=3.0)
+    picked, outs = [], []
+    with pytest.MonkeyPatch.context() as mp:
+        _record_kernels(mp, "make_plain_forward_kernel", picked)
+        for stats in (False, True):
+            with poison_outputs():
+                outs.append(_forward_stats(variant, x, w, b, stats))
+    assert f"_plain{words}_t{tpr}x{rpb}" in picked[0], picked
+    assert picked[0].endswith("_nostats_chk"), picked
+    assert len(picked) == (1 if rms else 2), picked
+    if not rms:
+        assert picked[1] == picked[0].replace("_nostats", ""), picked
+        assert torch.equal(outs[0][0], outs[1][0])
+    assert outs[0][1] is None and outs[0][2] is None
+    _check_forward(outs[1], None, variant, x, w, b, dtype, (m, n))
+    _check_forward((outs[0][0], *outs[1][1:]), None, variant, x, w, b, dtype, (m, n))
+
+
 def _rejects_non_bools(key):
     """Tuning key ``key`` takes a bool: others raise a ValueError naming it."""
     for bad in (1, "yes", None):
