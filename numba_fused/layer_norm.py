@@ -2716,6 +2716,12 @@ _PLAIN_STATS_BLOCK = {("float32", False, 128): (4, 8), ("float32", True, 128): (
 # GPT-2 XL's 1600, Falcon 7B's 4544, LLaMA 33B's 6656), whose checked layouts
 # (v63, tuning fwd_plain_checked) shipped_kernels compiles.
 _PLAIN_CHECKED_N = (1152, 1600, 4544, 6656)
+# v64 candidate (sixty-eighth session, tuning fwd_plain_checked_only): classes v61 left
+# to the lean kernel (its plain layouts no faster at the exact widths) whose rows no
+# exact layout splits take v63's checked kernel, (dtype class, rms) -> (min words, max
+# threads a row) as _PLAIN_OFFGRID's. 16-bit RMSNorm 1600 (H100, y alone, us): lean
+# 96.3, checked 2 / 3 / 4 / 7 words 90.8 / 90.8 / 90.9 / 91.1, torch.compile 101.2.
+_PLAIN_OFFGRID_CHECKED_ONLY = {("16-bit", True): (2, 512)}
 
 
 def _plain_splits(groups, min_words=1):
@@ -2751,21 +2757,29 @@ def _plain_checked_splits(groups, min_words=1, max_tpr=_MAX_BLOCK):
 
 
 @functools.lru_cache(maxsize=None)
-def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False):
+def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False, checked_only=False):
     """v61's plain layout (words, tpr, rpb, early, None) for rows of ``n`` values off
     the sweep's widths (_PLAIN_OFFGRID), or None where v61 does not name the row
     (``stats``: the kernel writing the statistics, or at fewer words than
     _PLAIN_OFFGRID_STATS_WORDS names for it). ``checked`` (tuning fwd_plain_checked,
     v63): where no layout splits the row exactly, the first of
     :func:`_plain_checked_splits` within the class's words and threads, else the one
-    of the fewest threads."""
+    of the fewest threads. ``checked_only`` (with ``checked``; tuning
+    fwd_plain_checked_only, v64 candidate): the classes of _PLAIN_OFFGRID_CHECKED_ONLY
+    too, at those rows alone (where an exact layout splits the row, the lean kernel
+    stays)."""
     key = (_dtype_class(dtype), bool(rms))
     rule = _PLAIN_OFFGRID.get(key)
+    exact = rule is not None
+    if rule is None and checked and checked_only:
+        rule = _PLAIN_OFFGRID_CHECKED_ONLY.get(key)
     lo, hi = _PLAIN_OFFGRID_N
     if rule is None or n in _PLAIN_SHIPPED_N or not lo <= n <= hi or n % vec:
         return None
     min_words, max_tpr = rule
-    fits = _plain_splits(n // vec, min_words)
+    fits = _plain_splits(n // vec, min_words) if exact else []
+    if not exact and _plain_splits(n // vec):
+        return None
     if not fits and checked:
         # As for exact rows: past the class's threads, the fewest threads.
         fits = (_plain_checked_splits(n // vec, min_words, max_tpr)
@@ -2820,7 +2834,8 @@ def _plain_layout(n, vec, rms=False, dtype=None, stats=False):
         words, rpb = lay[:2]
         return (words, _plain_tpr(groups, words, sub=True), rpb,
                 lay[3] if len(lay) > 3 else words <= 4, lay[2] if len(lay) > 2 else None)
-    off = _plain_offgrid(n, vec, rms, dtype, stats, bool(_tune["fwd_plain_checked"]))
+    off = _plain_offgrid(n, vec, rms, dtype, stats, bool(_tune["fwd_plain_checked"]),
+                         bool(_tune["fwd_plain_checked_only"]))
     if off is not None:
         return off
     for words in ((2 if groups <= 256 else 4 if groups <= 1536 else 8), 3):
@@ -4050,7 +4065,7 @@ def shipped_kernels():
                     # exact layout splits, with and without the statistics.
                     for n in _PLAIN_CHECKED_N:
                         for stats in (True, False):
-                            lay = _plain_offgrid(n, vec, rms, dtype, stats, True)
+                            lay = _plain_offgrid(n, vec, rms, dtype, stats, True, True)
                             if lay is None or lay[0] * lay[1] * vec == n:
                                 continue
                             for ragged in ((False, True) if lay[2] > 1 else (False,)):
@@ -4405,6 +4420,10 @@ _TUNING_DEFAULTS = {
     # float32 LayerNorm 1600 266.5 -> 183.3 (210.3), 4544 183.9 -> 183.2 (182.7);
     # float32 RMSNorm 1600 215.3 -> 182.0 (180.5), 4544 182.9 -> 182.1 (181.2).
     "fwd_plain_checked": True,
+    # v64 candidate (sixty-eighth session, opt-in until its widths are timed): with
+    # fwd_plain_checked, the classes of _PLAIN_OFFGRID_CHECKED_ONLY (16-bit RMSNorm)
+    # take the checked kernel at rows no exact layout splits.
+    "fwd_plain_checked_only": False,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4558,6 +4577,7 @@ def tuning(**overrides):
     fwd_plain_stats_block (None, bool: the statistics stored a block's rows at a time;
     None: at v62's rows),
     fwd_plain_checked (bool: the plain kernel where no exact layout splits the row),
+    fwd_plain_checked_only (bool: that too for 16-bit RMSNorm, v64 candidate),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -4600,7 +4620,7 @@ def tuning(**overrides):
     if pc is not None and (isinstance(pc, bool) or not isinstance(pc, int)
                            or not -1 <= pc <= 100):
         raise ValueError(f"fwd_plain_carveout must be None or an int in [-1, 100], got {pc!r}")
-    for key in ("fwd_plain_reload_rows", "fwd_plain_checked"):
+    for key in ("fwd_plain_reload_rows", "fwd_plain_checked", "fwd_plain_checked_only"):
         if not isinstance(overrides.get(key, _tune[key]), bool):
             raise ValueError(f"{key} must be a bool, got {overrides[key]!r}")
     psb = overrides.get("fwd_plain_stats_block", _tune["fwd_plain_stats_block"])
@@ -4962,8 +4982,8 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms, stats=False):
         return False
     if (_dtype_class(dtype), bool(rms), groups) in _PLAIN_PICKS:
         return True
-    if _plain_offgrid(groups * vec, vec, rms, dtype, stats,
-                      bool(_tune["fwd_plain_checked"])) is not None:
+    if _plain_offgrid(groups * vec, vec, rms, dtype, stats, bool(_tune["fwd_plain_checked"]),
+                      bool(_tune["fwd_plain_checked_only"])) is not None:
         return True
     if dtype == "float32":
         return rms and 128 <= groups <= 256

@@ -1989,14 +1989,32 @@ def test_plain_v63_checked(variant, case):
 @pytest.mark.parametrize("case", [("float16", 1000, False, (4, 32, 4)),
                                   ("bfloat16", 1160, False, (5, 32, 4)),
                                   ("float32", 1604, False, (7, 64, 2)),
-                                  ("float32", 1604, True, (2, 224, 1))],
-                         ids=["f16_ln1000", "bf16_ln1160", "f32_ln1604", "f32_rms1604"])
+                                  ("float32", 1604, True, (2, 224, 1)),
+                                  ("float16", 1000, True, (2, 64, 2), True),
+                                  ("bfloat16", 1152, True, (5, 32, 4), True)],
+                         ids=["f16_ln1000", "bf16_ln1160", "f32_ln1604", "f32_rms1604",
+                              "v64_f16_rms1000", "v64_bf16_rms1152"])
 def test_plain_v63_default(case):
     """v63 on by default: the launcher's own forward at widths in v61's range that no
     exact layout splits runs the checked plain kernel at the rule's layout (y alone;
     with the statistics too where v61's rule takes them: not float32 RMSNorm at two
-    words), within tolerance of float64 under poisoned outputs over a ragged grid."""
-    dtype, n, rms, want = case
+    words), within tolerance of float64 under poisoned outputs over a ragged grid. So
+    does 16-bit RMSNorm under tuning fwd_plain_checked_only (v64 candidate); the lean
+    kernel without it."""
+    dtype, n, rms, want, *v64 = case
+    if v64:
+        with pytest.MonkeyPatch.context() as mp:
+            picked = []
+            _record_kernels(mp, "make_plain_forward_kernel", picked)
+            x, w, _, _ = _inputs((3, n), dtype, (True, True, False), seed=n)
+            ln.rms_norm_forward(x, w, 1e-5)
+            assert not picked, picked
+    with ln.tuning(fwd_plain_checked_only=bool(v64)):
+        _plain_v63_default(dtype, n, rms, want)
+
+
+def _plain_v63_default(dtype, n, rms, want):
+    """test_plain_v63_default's checks at the tuning in force."""
     variant = (True, True, False) if rms else (False, True, True)
     words, tpr, rpb = want
     m = 2 * rpb + 1
@@ -2009,8 +2027,10 @@ def test_plain_v63_default(case):
                 outs.append(_forward_stats(variant, x, w, b, stats))
     assert f"_plain{words}_t{tpr}x{rpb}" in picked[0], picked
     assert picked[0].endswith("_nostats_chk"), picked
-    assert len(picked) == (1 if rms else 2), picked
-    if not rms:
+    # float32 RMSNorm at two words: v61's rule leaves the statistics to the lean kernel.
+    two = not (rms and dtype == "float32")
+    assert len(picked) == (2 if two else 1), picked
+    if two:
         assert picked[1] == picked[0].replace("_nostats", ""), picked
         assert torch.equal(outs[0][0], outs[1][0])
     assert outs[0][1] is None and outs[0][2] is None
@@ -2063,11 +2083,24 @@ def test_plain_checked_rule():
         assert ln._plain_layout(896, 8, False, "float16")[:3] == (7, 16, 8)
         assert ln._plain_layout(4096, 8, False, "float16") == ln._plain_layout(
             4096, 8, False, "float16", True)
+        # v64 candidate: 16-bit RMSNorm only under fwd_plain_checked_only, only where
+        # no exact layout splits the row.
+        assert ln._plain_layout(1152, 8, True, "float16") is None
+        with ln.tuning(fwd_plain_checked_only=True):
+            assert ln._plain_layout(1152, 8, True, "float16", True)[:3] == (5, 32, 4)
+            assert ln._plain_layout(1600, 8, True, "bfloat16")[:3] == (7, 32, 4)
+            assert ln._plain_layout(6656, 8, True, "float16") is None
+            assert ln._plain_layout(8192, 8, True, "float16") == ln._plain_layout(
+                8192, 8, True, "float16", True)
+            assert not ln._fwd_plain("float16", True, 6656 // 8, 8, m, 132)
+        with ln.tuning(fwd_plain_checked=False, fwd_plain_checked_only=True):
+            assert ln._plain_layout(1152, 8, True, "float16") is None
         # float32 RMSNorm 1600: two words over 224 threads; with the statistics v61's
         # three-word floor leaves it to the lean kernel.
         assert ln._plain_layout(1600, 4, True, "float32")[:3] == (2, 224, 1)
         assert ln._plain_layout(1600, 4, True, "float32", True) is None
     _rejects_non_bools("fwd_plain_checked")
+    _rejects_non_bools("fwd_plain_checked_only")
     with pytest.raises(ValueError, match="checked"):
         ln.make_plain_forward_kernel("float16", False, True, True, 7, 32, 4, reload=True,
                                      checked=True)

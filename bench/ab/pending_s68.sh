@@ -6,8 +6,10 @@
 #      ship within 0.3 us of the p*_sb time the table came from, 1.1-2.2 us under
 #      ship_row); offgrid_plain.py --checked --compile at four v63 cells (``base`` now
 #      the checked kernel: within 0.5 us of ``chk``, 3-83 us under ``lean``), and 16-bit
-#      RMSNorm 1152 / 4544, which has no off-grid rule (the forced checked layouts: is
-#      1600's 5 us under the lean kernel general?). ~8 min.
+#      RMSNorm 1152 / 4544, which has no off-grid rule (``chk_only``: v64's candidate,
+#      tuning fwd_plain_checked_only; the forced checked layouts: is 1600's 5 us under
+#      the lean kernel general? if chk_only holds 3 us or more under ``lean`` at both,
+#      default it True). ~8 min.
 #   f: issue #16's norms sweep, forward only, LayerNorm then RMSNorm (norms_sweep_fn.sh),
 #      for RESULTS at v62's rows. ~9 min; one op a call: f ln / f rms.
 #   bash bench/ab/pending_s68.sh "$OUT" {r|f OP}
