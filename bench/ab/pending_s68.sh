@@ -20,11 +20,12 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 SB_CELLS=f32-ln-512,f32-rms-512,f32-ln-768,f16-ln-512,f16-rms-512,f16-ln-768,f16-ln-1024,bf16-ln-512,f32-ln-1024
 case "${2:?r or f}" in
   r)
-    timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 -m "not ptx" \
-      tests/test_layer_norm.py -k "v62 or v63 or checked or stats_block or plain" \
+    timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -n 8 -m "not ptx" \
+      tests/test_layer_norm.py \
+      -k "v62 or v63 or checked or stats_block or plain_kernel_matches or knob_bits" \
       > "$OUT/tests_r.log" 2>&1
     echo "tests rc $?"; tail -2 "$OUT/tests_r.log"
-    timeout -k 10 180 python3 bench/ab/stats_block.py --passes 3 --cells "$SB_CELLS" \
+    timeout -k 10 160 python3 bench/ab/stats_block.py --passes 3 --cells "$SB_CELLS" \
       > "$OUT/stats_block_r.log" 2>&1
     echo "stats_block rc $?"; grep -v kernels "$OUT/stats_block_r.log"
     timeout -k 10 130 python3 bench/ab/offgrid_plain.py --checked --compile --passes 3 \
