@@ -2794,9 +2794,11 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False, checked_only=
 
 def _plain_stats_block_layout(n, vec, rms, dtype):
     """v62's (words, rows a block) of the forward writing the statistics of rows of
-    ``n`` values (_PLAIN_STATS_BLOCK), or None where it names none or tuning
-    fwd_plain_stats_block is False."""
-    if _tune["fwd_plain_stats_block"] is False:
+    ``n`` values (_PLAIN_STATS_BLOCK), or None where it names none, tuning
+    fwd_plain_stats_block is False, or it is None (the default) and a tuning sets the
+    plain kernel's layout or bounds (as :func:`_plain_stats_block`)."""
+    sb = _tune["fwd_plain_stats_block"]
+    if sb is False or (sb is None and not _plain_layout_own()):
         return None
     return _PLAIN_STATS_BLOCK.get(_plain_key(n, vec, rms, dtype))
 
