@@ -541,8 +541,9 @@ def _layer_norm_checked(nf, torch, dt):
     and stored only where it lies in the row), at the rule's layouts for N = 1152 and
     1600 (16-bit: 8- / 16-thread rows would be exact elsewhere; here whole warps four a
     block) and at two words (rows of two or more warps), over 29 rows (a ragged last
-    block) and 64; LayerNorm with w / b and RMSNorm (16-bit RMSNorm's under v64's
-    candidate, fwd_plain_checked_only), with and without the statistics."""
+    block) and 64; LayerNorm with w / b and RMSNorm (16-bit RMSNorm's under v64,
+    fwd_plain_checked_only: the lean kernel would run one group a thread at both N),
+    with and without the statistics."""
     from numba_fused.layer_norm import tuning
 
     for n in (1152, 1600):

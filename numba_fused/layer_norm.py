@@ -2716,11 +2716,16 @@ _PLAIN_STATS_BLOCK = {("float32", False, 128): (4, 8), ("float32", True, 128): (
 # GPT-2 XL's 1600, Falcon 7B's 4544, LLaMA 33B's 6656), whose checked layouts
 # (v63, tuning fwd_plain_checked) shipped_kernels compiles.
 _PLAIN_CHECKED_N = (1152, 1600, 4544, 6656)
-# v64 candidate (sixty-eighth session, tuning fwd_plain_checked_only): classes v61 left
-# to the lean kernel (its plain layouts no faster at the exact widths) whose rows no
-# exact layout splits take v63's checked kernel, (dtype class, rms) -> (min words, max
-# threads a row) as _PLAIN_OFFGRID's. 16-bit RMSNorm 1600 (H100, y alone, us): lean
-# 96.3, checked 2 / 3 / 4 / 7 words 90.8 / 90.8 / 90.9 / 91.1, torch.compile 101.2.
+# v64 (sixty-eighth / sixty-ninth sessions, tuning fwd_plain_checked_only): classes v61
+# left to the lean kernel (its plain layouts no faster at the exact widths) whose rows
+# no exact layout splits and the lean kernel would run at one group a thread take
+# v63's checked kernel, (dtype class, rms) -> (min words, max threads a row) as
+# _PLAIN_OFFGRID's. H100, y alone, us, lean -> checked (bench/ab/offgrid_plain.py,
+# three passes): 16-bit RMSNorm 1600 (lean 1 x 224) 96.3 -> 90.8 (torch.compile
+# 101.2); sixty-ninth session fp16 1152 (1 x 160) 94.8 -> 90.6, bf16 1152 96.6 ->
+# 93.5, fp16 1600 98.0 -> 94.5, fp16 3200 (1 x 416) 103.2 -> 93.6; but where the lean
+# kernel runs two groups or more it is at the floor already: fp16 2368 (2 x 160)
+# 92.9 -> 94.0, fp16 4544 (3 x 192) 90.5 -> 90.8, bf16 4544 93.5 -> 93.7.
 _PLAIN_OFFGRID_CHECKED_ONLY = {("16-bit", True): (2, 512)}
 
 
@@ -2756,6 +2761,14 @@ def _plain_checked_splits(groups, min_words=1, max_tpr=_MAX_BLOCK):
     return [(words, tpr, max(1, 128 // tpr)) for _, words, tpr in sorted(fits)]
 
 
+def _plain_checked_only(n, vec, rms, dtype):
+    """v64's flag for :func:`_plain_offgrid`: tuning fwd_plain_checked_only, and the lean
+    forward would run rows of ``n`` values at one 16-byte group a thread (where it runs
+    two or more, it is at the copy floor already: _PLAIN_OFFGRID_CHECKED_ONLY)."""
+    return (bool(_tune["fwd_plain_checked_only"])
+            and _lean_layout(n, vec, rms, dtype=dtype)[0] == 1)
+
+
 @functools.lru_cache(maxsize=None)
 def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False, checked_only=False):
     """v61's plain layout (words, tpr, rpb, early, None) for rows of ``n`` values off
@@ -2765,9 +2778,9 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False, checked_only=
     v63): where no layout splits the row exactly, the first of
     :func:`_plain_checked_splits` within the class's words and threads, else the one
     of the fewest threads. ``checked_only`` (with ``checked``; tuning
-    fwd_plain_checked_only, v64 candidate): the classes of _PLAIN_OFFGRID_CHECKED_ONLY
-    too, at those rows alone (where an exact layout splits the row, the lean kernel
-    stays)."""
+    fwd_plain_checked_only, v64, as :func:`_plain_checked_only` gives it): the classes
+    of _PLAIN_OFFGRID_CHECKED_ONLY too, at those rows alone (where an exact layout
+    splits the row, the lean kernel stays)."""
     key = (_dtype_class(dtype), bool(rms))
     rule = _PLAIN_OFFGRID.get(key)
     exact = rule is not None
@@ -2837,7 +2850,7 @@ def _plain_layout(n, vec, rms=False, dtype=None, stats=False):
         return (words, _plain_tpr(groups, words, sub=True), rpb,
                 lay[3] if len(lay) > 3 else words <= 4, lay[2] if len(lay) > 2 else None)
     off = _plain_offgrid(n, vec, rms, dtype, stats, bool(_tune["fwd_plain_checked"]),
-                         bool(_tune["fwd_plain_checked_only"]))
+                         _plain_checked_only(n, vec, rms, dtype))
     if off is not None:
         return off
     for words in ((2 if groups <= 256 else 4 if groups <= 1536 else 8), 3):
@@ -4067,7 +4080,9 @@ def shipped_kernels():
                     # exact layout splits, with and without the statistics.
                     for n in _PLAIN_CHECKED_N:
                         for stats in (True, False):
-                            lay = _plain_offgrid(n, vec, rms, dtype, stats, True, True)
+                            lay = _plain_offgrid(
+                                n, vec, rms, dtype, stats, True,
+                                _lean_layout(n, vec, rms, dtype=dtype)[0] == 1)
                             if lay is None or lay[0] * lay[1] * vec == n:
                                 continue
                             for ragged in ((False, True) if lay[2] > 1 else (False,)):
@@ -4422,10 +4437,11 @@ _TUNING_DEFAULTS = {
     # float32 LayerNorm 1600 266.5 -> 183.3 (210.3), 4544 183.9 -> 183.2 (182.7);
     # float32 RMSNorm 1600 215.3 -> 182.0 (180.5), 4544 182.9 -> 182.1 (181.2).
     "fwd_plain_checked": True,
-    # v64 candidate (sixty-eighth session, opt-in until its widths are timed): with
-    # fwd_plain_checked, the classes of _PLAIN_OFFGRID_CHECKED_ONLY (16-bit RMSNorm)
-    # take the checked kernel at rows no exact layout splits.
-    "fwd_plain_checked_only": False,
+    # v64 (sixty-ninth session, H100): with fwd_plain_checked, the classes of
+    # _PLAIN_OFFGRID_CHECKED_ONLY (16-bit RMSNorm) take the checked kernel at rows no
+    # exact layout splits where the lean kernel would run one group a thread (lean ->
+    # checked, us: fp16 1152 94.8 -> 90.6, 1600 98.0 -> 94.5, 3200 103.2 -> 93.6).
+    "fwd_plain_checked_only": True,
     # Forward, lean kernel: 40 compiles float32 exact-layout kernels of two groups a
     # thread in blocks of 256 or 512 threads with launch bounds that cap ptxas at 40
     # registers (6 blocks of 256 or 3 of 512 an SM; at their own 48 registers 5 or
@@ -4579,7 +4595,8 @@ def tuning(**overrides):
     fwd_plain_stats_block (None, bool: the statistics stored a block's rows at a time;
     None: at v62's rows),
     fwd_plain_checked (bool: the plain kernel where no exact layout splits the row),
-    fwd_plain_checked_only (bool: that too for 16-bit RMSNorm, v64 candidate),
+    fwd_plain_checked_only (bool: that too for 16-bit RMSNorm where the lean kernel
+    would run one group a thread, v64),
     fwd_lean_regs, fwd_lean_tpsm, fwd_wave, fwd_welford, fwd_stream, fwd_stream_tpr,
     fwd_stream_blocks, fwd_staged, fwd_staged_regs, fwd_grid, fwd_blocks_per_sm,
     fwd_lean_persistent, fwd_subwarp.
@@ -4985,7 +5002,7 @@ def _fwd_plain(dtype, rms, groups, vec, m, sms, stats=False):
     if (_dtype_class(dtype), bool(rms), groups) in _PLAIN_PICKS:
         return True
     if _plain_offgrid(groups * vec, vec, rms, dtype, stats, bool(_tune["fwd_plain_checked"]),
-                      bool(_tune["fwd_plain_checked_only"])) is not None:
+                      _plain_checked_only(groups * vec, vec, rms, dtype)) is not None:
         return True
     if dtype == "float32":
         return rms and 128 <= groups <= 256

@@ -1990,27 +1990,27 @@ def test_plain_v63_checked(variant, case):
                                   ("bfloat16", 1160, False, (5, 32, 4)),
                                   ("float32", 1604, False, (7, 64, 2)),
                                   ("float32", 1604, True, (2, 224, 1)),
-                                  ("float16", 1000, True, (2, 64, 2), True),
-                                  ("bfloat16", 1152, True, (5, 32, 4), True)],
+                                  ("float16", 1160, True, (5, 32, 4), True),
+                                  ("bfloat16", 1152, True, (5, 32, 4), True),
+                                  ("float16", 2624, True, (2, 192, 1), True)],
                          ids=["f16_ln1000", "bf16_ln1160", "f32_ln1604", "f32_rms1604",
-                              "v64_f16_rms1000", "v64_bf16_rms1152"])
+                              "v64_f16_rms1160", "v64_bf16_rms1152", "v64_f16_rms2624"])
 def test_plain_v63_default(case):
     """v63 on by default: the launcher's own forward at widths in v61's range that no
     exact layout splits runs the checked plain kernel at the rule's layout (y alone;
     with the statistics too where v61's rule takes them: not float32 RMSNorm at two
     words), within tolerance of float64 under poisoned outputs over a ragged grid. So
-    does 16-bit RMSNorm under tuning fwd_plain_checked_only (v64 candidate); the lean
-    kernel without it."""
+    does 16-bit RMSNorm where the lean kernel would run one group a thread (v64, on
+    by default); the lean kernel under tuning fwd_plain_checked_only=False."""
     dtype, n, rms, want, *v64 = case
     if v64:
-        with pytest.MonkeyPatch.context() as mp:
+        with pytest.MonkeyPatch.context() as mp, ln.tuning(fwd_plain_checked_only=False):
             picked = []
             _record_kernels(mp, "make_plain_forward_kernel", picked)
             x, w, _, _ = _inputs((3, n), dtype, (True, True, False), seed=n)
             ln.rms_norm_forward(x, w, 1e-5)
             assert not picked, picked
-    with ln.tuning(fwd_plain_checked_only=bool(v64)):
-        _plain_v63_default(dtype, n, rms, want)
+    _plain_v63_default(dtype, n, rms, want)
 
 
 def _plain_v63_default(dtype, n, rms, want):
@@ -2051,8 +2051,9 @@ def test_plain_checked_rule():
     the row at ``words`` a thread with ``words - 1`` too few; the rule's pick has the
     fewest idle slots, then the fewest words, within the class's words and threads
     (past them, the fewest threads), only where no exact layout splits the row and
-    tuning fwd_plain_checked is set (the default; False: none);
-    16-bit RMSNorm (no off-grid rule) and the exact widths are unchanged."""
+    tuning fwd_plain_checked is set (the default; False: none); 16-bit RMSNorm (no
+    off-grid rule) only where the lean kernel would run one group a thread (v64,
+    fwd_plain_checked_only); the exact widths are unchanged."""
     assert ln._plain_checked_tpr(20, 3) == 8 and ln._plain_checked_tpr(20, 2) == 16
     assert ln._plain_checked_tpr(200, 7) == 32 and ln._plain_checked_tpr(200, 8) is None
     assert ln._plain_checked_tpr(70, 2) == 64 and ln._plain_checked_tpr(5000, 2) is None
@@ -2071,7 +2072,8 @@ def test_plain_checked_rule():
         with ln.tuning(fwd_plain_checked=True):
             assert ln._plain_layout(n, 8, False, "float16", True)[:3] == want
             assert ln._fwd_plain("bfloat16", False, n // 8, 8, m, 132, True)
-            assert ln._plain_layout(n, 8, True, "float16") is None
+            with ln.tuning(fwd_plain_checked_only=False):
+                assert ln._plain_layout(n, 8, True, "float16") is None
     with ln.tuning(fwd_plain_checked=True):
         # Past the class's threads (16-bit LayerNorm: 128), the fewest threads.
         assert ln._plain_layout(8256, 8, False, "float16")[:3] == (7, 160, 1)
@@ -2083,17 +2085,26 @@ def test_plain_checked_rule():
         assert ln._plain_layout(896, 8, False, "float16")[:3] == (7, 16, 8)
         assert ln._plain_layout(4096, 8, False, "float16") == ln._plain_layout(
             4096, 8, False, "float16", True)
-        # v64 candidate: 16-bit RMSNorm only under fwd_plain_checked_only, only where
-        # no exact layout splits the row.
-        assert ln._plain_layout(1152, 8, True, "float16") is None
-        with ln.tuning(fwd_plain_checked_only=True):
-            assert ln._plain_layout(1152, 8, True, "float16", True)[:3] == (5, 32, 4)
-            assert ln._plain_layout(1600, 8, True, "bfloat16")[:3] == (7, 32, 4)
-            assert ln._plain_layout(6656, 8, True, "float16") is None
-            assert ln._plain_layout(8192, 8, True, "float16") == ln._plain_layout(
-                8192, 8, True, "float16", True)
-            assert not ln._fwd_plain("float16", True, 6656 // 8, 8, m, 132)
-        with ln.tuning(fwd_plain_checked=False, fwd_plain_checked_only=True):
+        # v64: 16-bit RMSNorm under fwd_plain_checked_only (the default), only where
+        # no exact layout splits the row and the lean kernel runs one group a thread.
+        with ln.tuning(fwd_plain_checked_only=False):
+            assert ln._plain_layout(1152, 8, True, "float16") is None
+        assert ln._plain_layout(1152, 8, True, "float16", True)[:3] == (5, 32, 4)
+        assert ln._plain_layout(1600, 8, True, "bfloat16")[:3] == (7, 32, 4)
+        assert ln._plain_layout(3200, 8, True, "float16")[:3] == (2, 224, 1)
+        assert ln._plain_layout(6656, 8, True, "float16") is None
+        assert ln._plain_layout(8192, 8, True, "float16") == ln._plain_layout(
+            8192, 8, True, "float16", True)
+        assert not ln._fwd_plain("float16", True, 6656 // 8, 8, m, 132)
+        # The lean kernel at two groups or more: 2368 (2 x 160), 4544 (3 x 192), 1000.
+        for n in (2368, 4544, 1000):
+            assert ln._lean_layout(n, 8, True, dtype="float16")[0] >= 2
+            assert ln._plain_layout(n, 8, True, "float16") is None
+            assert not ln._fwd_plain("float16", True, n // 8, 8, m, 132)
+        # Under a forced lean layout of one group the rule follows it.
+        with ln.tuning(fwd_words=1):
+            assert ln._plain_checked_only(4544, 8, True, "float16")
+        with ln.tuning(fwd_plain_checked=False):
             assert ln._plain_layout(1152, 8, True, "float16") is None
         # float32 RMSNorm 1600: two words over 224 threads; with the statistics v61's
         # three-word floor leaves it to the lean kernel.

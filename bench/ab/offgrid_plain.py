@@ -21,8 +21,8 @@ checked against float64 first. ``--rl2``: each layout also with ``fwd_plain_relo
 LayerNorm 1152 / 1600 / 4544 / 6656, GPT-2 XL's, Gemma 3 1B's, Falcon's, LLaMA 33B's
 widths): ``chk`` is the launcher under tuning ``fwd_plain_checked`` (its rule's pick;
 the default since the sixty-eighth session, so ``base`` runs it too and ``lean`` is
-the launcher without it; ``chk_only``, at 16-bit RMSNorm, under v64's
-``fwd_plain_checked_only``),
+the launcher without it; ``no_v64``, at 16-bit RMSNorm, the launcher without v64's
+``fwd_plain_checked_only``, on since the sixty-ninth session),
 ``cW x R`` each checked layout of two to eight words (``_plain_checked_splits``, at
 most 512 threads a row). Predicted there: ``chk`` within 1 us of the plain kernel's
 time at the nearest exact width (16-bit ~69-71 us, float32 ~131-136), where ``base``
@@ -110,7 +110,7 @@ def run_cell(cell, passes, reps, compiled, rl2, stats=False, checked=False, rows
         tunes["lean"] = {"fwd_plain_checked": False}
         if (ln._dtype_class(str(dtype).removeprefix("torch.")), op == "rms") in \
                 ln._PLAIN_OFFGRID_CHECKED_ONLY:
-            tunes["chk_only"] = {"fwd_plain_checked_only": True}
+            tunes["no_v64"] = {"fwd_plain_checked_only": False}
         for words, rpb in checked_layouts(n, x.element_size()):
             tunes[f"c{words}x{rpb}"] = {"fwd_plain": True, "fwd_plain_checked": True,
                                         "fwd_plain_layout": (words, rpb)}
