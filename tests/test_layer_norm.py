@@ -1218,19 +1218,26 @@ def test_deterministic_is_bit_identical(dtype, shape):
         assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("variant,dtype,shape", [
+# test_default_lean_forward_block_per_row's cases (variant, dtype, shape), run under
+# tuning fwd_plain=False.
+BLOCK_PER_ROW_CASES = [
     ((True, True, False), "float32", (333, 11264)), ((True, True, False), "float32", (97, 10240)),
     ((False, True, True), "float32", (257, 9216)), ((False, True, True), "float16", (37, 32768)),
-    ((True, True, False), "bfloat16", (41, 32768))],
-    ids=["rms_w-float32-11264", "rms_w-float32-10240", "ln_w_b-float32-9216",
-         "ln_w_b-float16-32768", "rms_w-bfloat16-32768"])
+    ((True, True, False), "bfloat16", (41, 32768))]
+BLOCK_PER_ROW_IDS = ["rms_w-float32-11264", "rms_w-float32-10240", "ln_w_b-float32-9216",
+                     "ln_w_b-float16-32768", "rms_w-bfloat16-32768"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,dtype,shape", BLOCK_PER_ROW_CASES, ids=BLOCK_PER_ROW_IDS)
 def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
     """The default forward's v18 / v19 picks, against float64 under poisoned outputs:
     float32 RMSNorm N = 10240 / 11264 (12288 takes v28's plain kernel, tested with the
     plain picks) and LayerNorm N = 9216 take the lean kernel, and
     16-bit rows of four groups at 1024 threads (N = 32768) a block per row (no
-    persistent grid asked for)."""
+    persistent grid asked for). Since v61 the float32 rows here take the plain kernel
+    by default (tested with v61's picks), so the lean kernel's picks are held under
+    tuning fwd_plain=False, the launcher's path wherever the plain kernel has none."""
     picked, grids = [], []
     _record_kernels(monkeypatch, "make_forward_kernel", picked)
     persistent = ln._persistent_grid
@@ -1241,46 +1248,51 @@ def test_default_lean_forward_block_per_row(variant, dtype, shape, monkeypatch):
 
     monkeypatch.setattr(ln, "_persistent_grid", spy)
     x, w, b, _ = _inputs(shape, dtype, variant, seed=shape[-1])
-    with poison_outputs():
+    with poison_outputs(), ln.tuning(fwd_plain=False):
         got = _forward(variant, x, w, b, 1e-5)
     assert len(picked) == 1 and "_lean" in picked[0], picked
     assert not grids
     _check_forward(got, None, variant, x, w, b, dtype, shape)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("variant,dtype,shape,suffix", [
+# test_default_lean_forward_wave_and_rms_caps's cases (variant, dtype, shape, the
+# picked kernel name's suffix) on 132 SMs.
+WAVE_CAPS_CASES = [
     ((False, True, True), "float16", (256, 1024), "_lean1_full"),
     ((False, True, True), "bfloat16", (500, 2048), "_lean1_full"),
     ((False, True, True), "float16", (1024, 2048), "_lean2_full_lb128x10"),
     ((True, True, False), "float16", (256, 4096), "_lean1_full_early_once"),
     ((True, True, False), "bfloat16", (4099, 2048), "_lean2_full_early_once_lb256x5"),
-    ((False, True, True), "bfloat16", (4099, 768), "_plain3_t32x1_early"),
-    ((False, True, True), "float32", (4099, 512), "_plain2_t64x1_dmu_early"),
+    ((False, True, True), "bfloat16", (4099, 768), "_plain3_t32x8_early_ragged_sb"),
+    ((False, True, True), "float32", (4099, 512), "_plain4_t32x8_dmu_early_ragged_sb"),
     ((True, True, False), "float32", (999, 16384), "_plain4_t1024x1_lb1024x2"),
     ((False, True, True), "float32", (999, 4096), "_plain4_t256x1_dmu_lb256x5"),
     ((False, True, True), "float32", (999, 16384), "_plain8_t512x1_dmu_lb512x2"),
-    ((False, True, True), "float32", (4099, 768), "_plain3_t64x2_dmu_early_ragged"),
+    ((False, True, True), "float32", (4099, 768), "_plain3_t64x8_dmu_early_ragged_sb"),
     ((True, False, False), "float16", (3001, 1024), "_lean2_full_early_once_lb256x5"),
-    ((False, True, True), "float16", (4099, 1024), "_plain4_t32x1_early"),
+    ((False, True, True), "float16", (4099, 1024), "_plain4_t32x8_early_ragged_sb"),
     ((False, False, False), "bfloat16", (4099, 2048), "_plain2_t128x1_early"),
     ((False, True, True), "float16", (4099, 4096), "_plain4_t128x1_early"),
-    ((False, True, True), "float16", (4099, 512), "_plain4_t16x2_early_ragged"),
-    ((True, True, False), "bfloat16", (4099, 512), "_plain2_t32x4_early_ragged"),
+    ((False, True, True), "float16", (4099, 512), "_plain2_t32x8_early_ragged_sb"),
+    ((True, True, False), "bfloat16", (4099, 512), "_plain2_t32x8_early_ragged_sb"),
     ((True, True, False), "bfloat16", (3001, 5120), "_lean2_full_early_once_lb320x4"),
     ((True, True, False), "float16", (2000, 8192), "_plain2_t512x1_early"),
     ((True, False, False), "float16", (999, 12288), "_plain4_t384x1_early"),
     ((False, True, True), "bfloat16", (999, 12288), "_plain8_t192x1"),
-    ((True, True, False), "bfloat16", (2000, 8192), "_plain2_t512x1_early")],
-    ids=["ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
-         "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "ln_w_b-bfloat16-4099x768",
-         "ln_w_b-float32-4099x512", "rms_w-float32-999x16384", "ln_w_b-float32-999x4096",
-         "ln_w_b-float32-999x16384",
-         "ln_w_b-float32-4099x768", "rms-float16-3001x1024",
-         "ln_w_b-float16-4099x1024", "ln-bfloat16-4099x2048", "ln_w_b-float16-4099x4096",
-         "ln_w_b-float16-4099x512", "rms_w-bfloat16-4099x512",
-         "rms_w-bfloat16-3001x5120", "rms_w-float16-2000x8192",
-         "rms-float16-999x12288", "ln_w_b-bfloat16-999x12288", "rms_w-bfloat16-2000x8192"])
+    ((True, True, False), "bfloat16", (2000, 8192), "_plain2_t512x1_early")]
+WAVE_CAPS_IDS = [
+    "ln_w_b-float16-256x1024", "ln_w_b-bfloat16-500x2048", "ln_w_b-float16-1024x2048",
+    "rms_w-float16-256x4096", "rms_w-bfloat16-4099x2048", "ln_w_b-bfloat16-4099x768",
+    "ln_w_b-float32-4099x512", "rms_w-float32-999x16384", "ln_w_b-float32-999x4096",
+    "ln_w_b-float32-999x16384", "ln_w_b-float32-4099x768", "rms-float16-3001x1024",
+    "ln_w_b-float16-4099x1024", "ln-bfloat16-4099x2048", "ln_w_b-float16-4099x4096",
+    "ln_w_b-float16-4099x512", "rms_w-bfloat16-4099x512", "rms_w-bfloat16-3001x5120",
+    "rms_w-float16-2000x8192", "rms-float16-999x12288", "ln_w_b-bfloat16-999x12288",
+    "rms_w-bfloat16-2000x8192"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,dtype,shape,suffix", WAVE_CAPS_CASES, ids=WAVE_CAPS_IDS)
 def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, monkeypatch):
     """The default forward's v21-v25 picks on the H100's 132 SMs, against float64
     under poisoned outputs: 16-bit batches one wave holds take one or two groups a
@@ -1296,7 +1308,10 @@ def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, m
     16-bit LayerNorm N = 512 (sub-warp rows) / 1024 and of v21 / v23's at RMSNorm N =
     512 / 8192 / 12288: float32 LayerNorm N = 512 / 768 (corrected: ``_dmu``) and
     16384 (launch bounds for two blocks an SM), 16-bit LayerNorm N = 12288 and float32
-    RMSNorm N = 16384 at eight words a thread."""
+    RMSNorm N = 16384 at eight words a thread. These forwards write the statistics, so
+    at v62's rows (_PLAIN_STATS_BLOCK: LayerNorm N = 512 / 768 / 1024 at 16 bits, 512 /
+    768 at float32, 16-bit RMSNorm 512) the table's layout of eight rows a block, its
+    statistics stored a block's rows at a time (``_sb``), replaces v29's."""
     if ln.sm_count(None) != 132:
         pytest.skip("the picks are worked out for 132 SMs")
     picked = []
@@ -1307,6 +1322,40 @@ def test_default_lean_forward_wave_and_rms_caps(variant, dtype, shape, suffix, m
         got = _forward(variant, x, w, b, 1e-5)
     assert len(picked) == 1 and picked[0].endswith(suffix), picked
     _check_forward(got, None, variant, x, w, b, dtype, shape)
+
+
+class _Picked(Exception):
+    """Raised by _picks_on_132_sms' spies once the launcher has built its kernel."""
+
+
+def _picks_on_132_sms(variant, dtype, shape, **tune):
+    """The forward kernels' names the launcher builds for these inputs under
+    tuning(sm_count=132, **tune), stopped before any launch."""
+    names = []
+    with pytest.MonkeyPatch.context() as mp:
+        for factory in ("make_forward_kernel", "make_plain_forward_kernel"):
+            def spy(*args, _make=getattr(ln, factory), **kwargs):
+                names.append(_make(*args, **kwargs).name)
+                raise _Picked
+            mp.setattr(ln, factory, spy)
+        x, w, b, _ = _inputs(shape, dtype, variant, seed=shape[0])
+        with ln.tuning(sm_count=132, **tune), pytest.raises(_Picked):
+            _forward(variant, x, w, b, 1e-5)
+    return names
+
+
+@pytest.mark.parametrize("variant,dtype,shape,suffix",
+                         WAVE_CAPS_CASES + [(*c, "_lean") for c in BLOCK_PER_ROW_CASES],
+                         ids=WAVE_CAPS_IDS + [f"per_row-{i}" for i in BLOCK_PER_ROW_IDS])
+def test_default_forward_picks_on_132_sms(variant, dtype, shape, suffix):
+    """The picks the two GPU tests above hold (test_default_lean_forward_wave_and_rms_
+    caps; test_default_lean_forward_block_per_row, under fwd_plain=False), on CPU too:
+    the launcher's choice for 132 SMs (tuning sm_count), the kernel built but not run,
+    so a rule that moves a pick fails here and not only on the GPU."""
+    per_row = suffix == "_lean"
+    names = _picks_on_132_sms(variant, dtype, shape, **({"fwd_plain": False} if per_row else {}))
+    assert len(names) == 1, names
+    assert ("_lean" in names[0]) if per_row else names[0].endswith(suffix), names
 
 
 @pytest.mark.gpu
