@@ -2725,7 +2725,11 @@ _PLAIN_CHECKED_N = (1152, 1600, 4544, 6656)
 # 101.2); sixty-ninth session fp16 1152 (1 x 160) 94.8 -> 90.6, bf16 1152 96.6 ->
 # 93.5, fp16 1600 98.0 -> 94.5, fp16 3200 (1 x 416) 103.2 -> 93.6; but where the lean
 # kernel runs two groups or more it is at the floor already: fp16 2368 (2 x 160)
-# 92.9 -> 94.0, fp16 4544 (3 x 192) 90.5 -> 90.8, bf16 4544 93.5 -> 93.7.
+# 92.9 -> 94.0, fp16 4544 (3 x 192) 90.5 -> 90.8, bf16 4544 93.5 -> 93.7. The rule,
+# then checked at widths it was not drawn from: fp16 2624 (1 x 352) 99.6 -> 91.0,
+# 1728 (1 x 224) 93.6 -> 90.9, bf16 3200 101.0 -> 90.6 (compile 104.1 / 99.0 / 100.1);
+# left lean: fp16 2880 (4 x 96) 90.6, 1856 (4 x 64) 90.6, forced checked layouts
+# 90.6-91.3; with the statistics fp16 1152 97.4 -> 94.4, 3200 104.4 -> 93.3.
 _PLAIN_OFFGRID_CHECKED_ONLY = {("16-bit", True): (2, 512)}
 
 
