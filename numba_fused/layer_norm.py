@@ -2770,6 +2770,7 @@ def _plain_checked_only(n, vec, rms, dtype):
     forward would run rows of ``n`` values at one 16-byte group a thread (where it runs
     two or more, it is at the copy floor already: _PLAIN_OFFGRID_CHECKED_ONLY)."""
     return (bool(_tune["fwd_plain_checked_only"])
+            and (_dtype_class(dtype), bool(rms)) in _PLAIN_OFFGRID_CHECKED_ONLY
             and _lean_layout(n, vec, rms, dtype=dtype)[0] == 1)
 
 
