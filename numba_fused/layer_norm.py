@@ -2771,7 +2771,20 @@ def _plain_checked_only(n, vec, rms, dtype):
     two or more, it is at the copy floor already: _PLAIN_OFFGRID_CHECKED_ONLY)."""
     return (bool(_tune["fwd_plain_checked_only"])
             and (_dtype_class(dtype), bool(rms)) in _PLAIN_OFFGRID_CHECKED_ONLY
-            and _lean_layout(n, vec, rms, dtype=dtype)[0] == 1)
+            and _lean_one_group(n, vec, rms, dtype, *(_tune[k] for k in _LEAN_LAYOUT_KEYS)))
+
+
+# The tunings _lean_layout reads without a batch (m None): its forced words, sub-warp
+# rows and, through _capped_words, the register caps.
+_LEAN_LAYOUT_KEYS = ("fwd_words", "fwd_subwarp", "fwd_lean_regs")
+
+
+@functools.lru_cache(maxsize=4096)
+def _lean_one_group(n, vec, rms, dtype, *tuned):
+    """Whether :func:`_lean_layout` runs rows of ``n`` values at one 16-byte group a
+    thread, cached (~2 us a call otherwise, on every 16-bit RMSNorm forward off the
+    plain tables); ``tuned``: _LEAN_LAYOUT_KEYS' values, part of the cache's key."""
+    return _lean_layout(n, vec, rms, dtype=dtype)[0] == 1
 
 
 @functools.lru_cache(maxsize=None)

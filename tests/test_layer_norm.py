@@ -2150,9 +2150,16 @@ def test_plain_checked_rule():
             assert ln._lean_layout(n, 8, True, dtype="float16")[0] >= 2
             assert ln._plain_layout(n, 8, True, "float16") is None
             assert not ln._fwd_plain("float16", True, n // 8, 8, m, 132)
-        # Under a forced lean layout of one group the rule follows it.
+        # Under a forced lean layout of one group the rule follows it; the cached
+        # answer follows every tuning _lean_layout reads.
         with ln.tuning(fwd_words=1):
             assert ln._plain_checked_only(4544, 8, True, "float16")
+        for tune in ({}, {"fwd_words": 1}, {"fwd_words": 4}, {"fwd_subwarp": True},
+                     {"fwd_lean_regs": None}):
+            with ln.tuning(**tune):
+                assert all(ln._plain_checked_only(n, 8, True, dt) == (
+                    ln._lean_layout(n, 8, True, dtype=dt)[0] == 1)
+                    for n in range(896, 4097, 8) for dt in ("float16", "bfloat16"))
         with ln.tuning(fwd_plain_checked=False):
             assert ln._plain_layout(1152, 8, True, "float16") is None
         # float32 RMSNorm 1600: two words over 224 threads; with the statistics v61's
