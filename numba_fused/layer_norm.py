@@ -2765,6 +2765,11 @@ def _plain_checked_splits(groups, min_words=1, max_tpr=_MAX_BLOCK):
     return [(words, tpr, max(1, 128 // tpr)) for _, words, tpr in sorted(fits)]
 
 
+# The tunings _lean_layout reads without a batch (m None): its forced words, sub-warp
+# rows and, through _capped_words, the register caps.
+_LEAN_LAYOUT_KEYS = ("fwd_words", "fwd_subwarp", "fwd_lean_regs")
+
+
 def _plain_checked_only(n, vec, rms, dtype):
     """v64's flag for :func:`_plain_offgrid`: tuning fwd_plain_checked_only, and the lean
     forward would run rows of ``n`` values at one 16-byte group a thread (where it runs
@@ -2772,11 +2777,6 @@ def _plain_checked_only(n, vec, rms, dtype):
     return (bool(_tune["fwd_plain_checked_only"])
             and (_dtype_class(dtype), bool(rms)) in _PLAIN_OFFGRID_CHECKED_ONLY
             and _lean_one_group(n, vec, rms, dtype, *(_tune[k] for k in _LEAN_LAYOUT_KEYS)))
-
-
-# The tunings _lean_layout reads without a batch (m None): its forced words, sub-warp
-# rows and, through _capped_words, the register caps.
-_LEAN_LAYOUT_KEYS = ("fwd_words", "fwd_subwarp", "fwd_lean_regs")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -4098,9 +4098,8 @@ def shipped_kernels():
                     # exact layout splits, with and without the statistics.
                     for n in _PLAIN_CHECKED_N:
                         for stats in (True, False):
-                            lay = _plain_offgrid(
-                                n, vec, rms, dtype, stats, True,
-                                _lean_layout(n, vec, rms, dtype=dtype)[0] == 1)
+                            lay = _plain_offgrid(n, vec, rms, dtype, stats, True,
+                                                 _plain_checked_only(n, vec, rms, dtype))
                             if lay is None or lay[0] * lay[1] * vec == n:
                                 continue
                             for ragged in ((False, True) if lay[2] > 1 else (False,)):

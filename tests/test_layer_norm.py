@@ -82,14 +82,17 @@ def _backward(variant, dy, x, w, b, mean, rstd, det):
         return ln.layer_norm_backward(dy, x, w, b, mean, rstd, deterministic=det)
 
 
-def _record_kernels(mp, factory, names):
+def _record_kernels(mp, factory, names, stop=None):
     """Through MonkeyPatch ``mp``, make ``ln.<factory>`` append the name of each kernel
-    it returns to ``names`` (which kernel the launcher picked)."""
+    it returns to ``names`` (which kernel the launcher picked); ``stop``: an exception
+    class raised right after, so nothing launches."""
     make = getattr(ln, factory)
 
     def spy(*args, **kwargs):
         kernel = make(*args, **kwargs)
         names.append(kernel.name)
+        if stop is not None:
+            raise stop
         return kernel
 
     mp.setattr(ln, factory, spy)
@@ -1334,10 +1337,7 @@ def _picks_on_132_sms(variant, dtype, shape, **tune):
     names = []
     with pytest.MonkeyPatch.context() as mp:
         for factory in ("make_forward_kernel", "make_plain_forward_kernel"):
-            def spy(*args, _make=getattr(ln, factory), **kwargs):
-                names.append(_make(*args, **kwargs).name)
-                raise _Picked
-            mp.setattr(ln, factory, spy)
+            _record_kernels(mp, factory, names, _Picked)
         x, w, b, _ = _inputs(shape, dtype, variant, seed=shape[0])
         with ln.tuning(sm_count=132, **tune), pytest.raises(_Picked):
             _forward(variant, x, w, b, 1e-5)
