@@ -2707,7 +2707,14 @@ _PLAIN_OFFGRID_SHIPPED_N = (896, 1536, 2304, 2560, 3072, 3584, 6144, 7168, 10240
 # (93.25), 768 94.98 -> 93.52 (93.36), 1024 94.78 -> 93.38 (93.44); 16-bit RMSNorm
 # 512 94.70 -> 93.62 (93.62). Not taken: float32 LayerNorm 1024 (183.30 shipped,
 # 183.82 at eight words eight rows), float32 RMSNorm 1024 and 16-bit RMSNorm 8192
-# (one row a block: nothing to gather).
+# (one row a block: nothing to gather). The forward without the statistics runs the
+# same layout (its _nostats form; seventieth session): at another (words, threads a
+# row) the row sums in another order and y lost its bits when stats=False (float32
+# LayerNorm 512, 4099 rows: a GPU test failed). Same sixty-ninth-session H100 run
+# (bench/results/s69/stats_block_r.log), _nostats us, the old layout -> v62's:
+# float32 LayerNorm 512 181.39 -> 181.38, 768 181.87 -> 180.98; float32 RMSNorm 512
+# 181.70 -> 181.60; fp16 LayerNorm 512 93.54 -> 93.54, 768 93.42 -> 93.38, 1024
+# 93.42 -> 93.49; bf16 LayerNorm 512 93.38 -> 93.39; fp16 RMSNorm 512 93.41 -> 93.47.
 _PLAIN_STATS_BLOCK = {("float32", False, 128): (4, 8), ("float32", True, 128): (2, 8),
                       ("float32", False, 192): (3, 8), ("16-bit", False, 64): (2, 8),
                       ("16-bit", True, 64): (2, 8), ("16-bit", False, 96): (3, 8),
@@ -2824,8 +2831,9 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False, checked_only=
 
 
 def _plain_stats_block_layout(n, vec, rms, dtype):
-    """v62's (words, rows a block) of the forward writing the statistics of rows of
-    ``n`` values (_PLAIN_STATS_BLOCK), or None where it names none, tuning
+    """v62's (words, rows a block) of the plain forward for rows of ``n`` values
+    (_PLAIN_STATS_BLOCK; with the statistics or without, so y keeps its bits), or
+    None where it names none, tuning
     fwd_plain_stats_block is False, or it is None (the default) and a tuning sets the
     plain kernel's layout or bounds (as :func:`_plain_stats_block`)."""
     sb = _tune["fwd_plain_stats_block"]
@@ -2849,9 +2857,10 @@ def _plain_stats_block(n, vec, rms, dtype, rpb):
 def _plain_layout(n, vec, rms=False, dtype=None, stats=False):
     """(words, tpr, rpb, early, min_blocks) of the plain forward kernel for rows of
     ``n`` values (``vec`` a 16-byte word), or None where it has none (rows not whole
-    warps of whole words): for ``dtype`` rows (``rms``: RMSNorm) _PLAIN_PICKS's
-    layout where it names one (sub-warp rows too; ``min_blocks``: its launch bounds,
-    else None; ``early``: its own where it names one, v33, else up to four words);
+    warps of whole words): for ``dtype`` rows (``rms``: RMSNorm) v62's
+    _PLAIN_STATS_BLOCK layout where it names one (``stats`` or not), else
+    _PLAIN_PICKS's (sub-warp rows too; ``min_blocks``: its launch bounds, else None;
+    ``early``: its own where it names one, v33, else up to four words);
     else two words a thread up to 256 groups a row, four up to 1536, else eight
     (three where that leaves a part warp); blocks of at least 128 threads; w / b
     early up to four words (copy_ceiling.py's ladder, twenty-second session: 72
@@ -2859,7 +2868,9 @@ def _plain_layout(n, vec, rms=False, dtype=None, stats=False):
     if n % vec:
         return None
     groups = n // vec
-    sb = _plain_stats_block_layout(n, vec, rms, dtype) if stats else None
+    # v62's layout with or without the statistics: another (words, threads a row)
+    # sums the row in another order, and y would not keep its bits when stats=False.
+    sb = _plain_stats_block_layout(n, vec, rms, dtype)
     if sb is not None:
         return sb[0], _plain_tpr(groups, sb[0], sub=True), sb[1], sb[0] <= 4, None
     lay = _PLAIN_PICKS.get(_plain_key(n, vec, rms, dtype))
@@ -4051,9 +4062,14 @@ def shipped_kernels():
                     # sweep's rows, exact and ragged grids.
                     # With and without the statistics (stats=False: _nostats).
                     # (v50: the _nostats kernel's own bounds where they differ.)
-                    lays = {(lay, _plain_nostats_bounds(n, vec, rms, dtype, lay[4]))
-                            for n in _PLAIN_SHIPPED_N + _PLAIN_OFFGRID_SHIPPED_N
-                            for lay in (_plain_layout(n, vec, rms, dtype),) if lay}
+                    # At v62's rows, also the layouts tuning fwd_plain_stats_block=False
+                    # gives back (the ones shipped before them).
+                    lays = set()
+                    for sb in (None, False):
+                        with tuning(fwd_plain_stats_block=sb):
+                            lays |= {(lay, _plain_nostats_bounds(n, vec, rms, dtype, lay[4]))
+                                     for n in _PLAIN_SHIPPED_N + _PLAIN_OFFGRID_SHIPPED_N
+                                     for lay in (_plain_layout(n, vec, rms, dtype),) if lay}
                     for lay, bare in sorted(lays, key=repr):
                         for ragged in ((False, True) if lay[2] > 1 else (False,)):
                             for stats in (True, False):

@@ -2404,6 +2404,9 @@ def test_forward_without_stats(dtype, variant):
              (5, 40 * vec, {}, None),
              # v51: float32 rows of 512 groups keep their statistics (_PLAIN_KEEP_STATS).
              (1, 512 * vec, {}, None),
+             # v62's rows (_PLAIN_STATS_BLOCK) at a ragged grid: float32 LayerNorm 512
+             # and 16-bit LayerNorm 512 once ran another layout without statistics.
+             (9, 128 * vec, {}, None), (9, 64 * vec, {}, None),
              (4, 37, {}, "other"),
              (1, 1, {}, "other")]
     if not SIMULATOR:
