@@ -2384,7 +2384,9 @@ def _forward_stats(variant, x, w, b, stats):
                                      (True, True, False)], ids=_vid)
 def test_forward_without_stats(dtype, variant):
     """stats=False (inference): y has the bits of the forward with statistics, mean
-    and rstd come back None. The plain kernel and RMSNorm's lean kernel of one row a
+    and rstd come back None (one exception, not among these cases: float32 RMSNorm at
+    v61's two-word rows, whose forward with statistics keeps the lean kernel; see
+    test_plain_v61_offgrid). The plain kernel and RMSNorm's lean kernel of one row a
     slot (once) run their ``_nostats`` forms, which write neither (ragged and exact
     grids, sub-warp rows, float32's corrected statistics, w / b early); other kernels
     (LayerNorm's lean ones, the lean kernel's loop, the default at rows the plain
