@@ -1951,6 +1951,35 @@ def test_plain_v60_reload_rows(key):
     _check_forward(stats, None, variant, x, w, b, dtype, (m, n))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("rms", [False, True], ids=["ln", "rms"])
+def test_plain_layout_same_sums_with_and_without_stats(dtype, rms):
+    """The plain kernel's layout with the statistics and without them split a row the
+    same way (words, threads a row) at every width up to 16384, so y keeps its bits
+    when stats=False (v62's rows once did not: a GPU test failed at float32 LayerNorm
+    512). Rows a block and launch bounds may differ; they leave the arithmetic alone.
+    The one exception: float32 RMSNorm at v61's two-word rows, where the forward with
+    the statistics does not take v61's layout (_PLAIN_OFFGRID_STATS_WORDS: the lean
+    kernel)."""
+    vec = ln._vec_of(dtype, True)
+    checked = bool(ln._tune["fwd_plain_checked"])
+    v61_rows = []
+    for n in range(vec, 16384 + 1, vec):
+        with_stats = ln._plain_pick(n, vec, rms, dtype, True)
+        without = ln._plain_pick(n, vec, rms, dtype, False)
+        offgrid = [ln._plain_offgrid(n, vec, rms, dtype, stats, checked,
+                                     ln._plain_checked_only(n, vec, rms, dtype))
+                   for stats in (False, True)]
+        if offgrid[0] is not None and offgrid[1] is None:
+            assert (dtype, rms) == ("float32", True) and without[0] < 3, (n, without)
+            v61_rows.append(n)
+            continue
+        assert (with_stats is None) == (without is None), (n, with_stats, without)
+        if with_stats is not None:
+            assert with_stats[:2] == without[:2], (n, with_stats, without)
+    assert bool(v61_rows) == ((dtype, rms) == ("float32", True)), v61_rows
+
+
 @pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
 @pytest.mark.parametrize("case", [("float32", 256, (2, 8)), ("float16", 512, (4, 16)),
                                   ("bfloat16", 1024, (2, 2)), ("float32", 128, (4, 32)),
