@@ -518,7 +518,9 @@ def _layer_norm_stats_block(nf, torch, dt):
     after y, by the block's first rows-a-block threads) at bench/ab/stats_block.py's
     layouts: warp rows eight a block, 16-thread rows 16 a block, rows of two warps
     eight a block, over 29 rows (a ragged last block) and 64 (whole blocks); LayerNorm
-    with w / b and RMSNorm, at N = 512, 768 and 1024."""
+    with w / b and RMSNorm, at N = 512, 768 and 1024; and the default's forward with
+    and without the statistics there (v62's rows: since the seventieth session the
+    ``_nostats`` kernel runs v62's layout too)."""
     from numba_fused.layer_norm import tuning
 
     vec = 4 if dt == torch.float32 else 8
@@ -533,6 +535,9 @@ def _layer_norm_stats_block(nf, torch, dt):
                 with tuning(fwd_plain=True, fwd_plain_layout=lay, fwd_plain_stats_block=True):
                     nf.layer_norm_forward(x, w, torch.randn_like(w))
                     nf.rms_norm_forward(x, w)
+            for stats in (True, False):
+                nf.layer_norm_forward(x, w, torch.randn_like(w), stats=stats)
+                nf.rms_norm_forward(x, w, stats=stats)
 
 
 def _layer_norm_checked(nf, torch, dt):
