@@ -2832,10 +2832,10 @@ def _plain_offgrid(n, vec, rms, dtype, stats=False, checked=False, checked_only=
 
 def _plain_stats_block_layout(n, vec, rms, dtype):
     """v62's (words, rows a block) of the plain forward for rows of ``n`` values
-    (_PLAIN_STATS_BLOCK; with the statistics or without, so y keeps its bits), or
-    None where it names none, tuning
-    fwd_plain_stats_block is False, or it is None (the default) and a tuning sets the
-    plain kernel's layout or bounds (as :func:`_plain_stats_block`)."""
+    (_PLAIN_STATS_BLOCK; with the statistics or without, so y keeps its bits), or None
+    where it names none, tuning fwd_plain_stats_block is False, or it is None (the
+    default) and a tuning sets the plain kernel's layout or bounds (as
+    :func:`_plain_stats_block`)."""
     sb = _tune["fwd_plain_stats_block"]
     if sb is False or (sb is None and not _plain_layout_own()):
         return None
