@@ -1954,8 +1954,9 @@ def test_plain_v60_reload_rows(key):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("rms", [False, True], ids=["ln", "rms"])
 def test_plain_layout_same_sums_with_and_without_stats(dtype, rms):
-    """The plain kernel's layout with the statistics and without them split a row the
-    same way (words, threads a row) at every width up to 16384, so y keeps its bits
+    """The forward with the statistics and without them take the plain kernel at the
+    same rows (4099 rows and M x N ~ 2^26 on 132 SMs), and its layouts split a row the
+    same way (words, threads a row), at every width up to 16384, so y keeps its bits
     when stats=False (v62's rows once did not: a GPU test failed at float32 LayerNorm
     512). Rows a block and launch bounds may differ; they leave the arithmetic alone.
     The one exception: float32 RMSNorm at v61's two-word rows, where the forward with
@@ -1977,6 +1978,9 @@ def test_plain_layout_same_sums_with_and_without_stats(dtype, rms):
         assert (with_stats is None) == (without is None), (n, with_stats, without)
         if with_stats is not None:
             assert with_stats[:2] == without[:2], (n, with_stats, without)
+            for m in (4099, 2**26 // n):
+                assert (ln._fwd_plain(dtype, rms, n // vec, vec, m, 132, True)
+                        == ln._fwd_plain(dtype, rms, n // vec, vec, m, 132, False)), (n, m)
     assert bool(v61_rows) == ((dtype, rms) == ("float32", True)), v61_rows
 
 
