@@ -49,10 +49,14 @@ if has_stage tests; then
   if [ "$WORKERS" -gt 1 ] && "$PY" -c "import xdist" 2>/dev/null; then XDIST=(-n "$WORKERS"); fi
   # PTX-compile tests are CPU CI's job (the GPU compiles every kernel it runs anyway);
   # one BLAS/OpenMP thread per worker keeps the float64 references from oversubscribing.
+  # -v names each test as it ends, so a run cut by the call's limit still names its
+  # failures (the sixty-ninth session's cut run showed two F and no names); -rfEs
+  # lists failures, errors and skips at the end.
   OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-    "$PY" -m pytest -q -rs -p no:cacheprovider --durations=30 -m "not ptx" "${XDIST[@]}" ${TESTS:-tests} "$@" > "$OUTDIR/pytest.log" 2>&1
+    "$PY" -m pytest -v -rfEs -p no:cacheprovider --durations=30 -m "not ptx" "${XDIST[@]}" ${TESTS:-tests} "$@" > "$OUTDIR/pytest.log" 2>&1
   RC=$?; [ $RC -eq 0 ] || OK=1
   echo "- tests ${TESTS:-tests} (rc $RC, ${#XDIST[@]} xdist args): $(tail -1 "$OUTDIR/pytest.log")" >> "$SUMMARY"
+  grep -E "(FAILED|ERROR) tests/" "$OUTDIR/pytest.log" | sed 's/^/  - /' | sort -u | head -30 >> "$SUMMARY"
 fi
 if has_stage sanitize; then
   # One process per (tool, op), all at once: the instrumented runs are slow, a lease's
