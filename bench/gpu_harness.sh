@@ -56,7 +56,8 @@ if has_stage tests; then
     "$PY" -m pytest -v -rfEs -p no:cacheprovider --durations=30 -m "not ptx" "${XDIST[@]}" ${TESTS:-tests} "$@" > "$OUTDIR/pytest.log" 2>&1
   RC=$?; [ $RC -eq 0 ] || OK=1
   echo "- tests ${TESTS:-tests} (rc $RC, ${#XDIST[@]} xdist args): $(tail -1 "$OUTDIR/pytest.log")" >> "$SUMMARY"
-  grep -E "(FAILED|ERROR) tests/" "$OUTDIR/pytest.log" | sed 's/^/  - /' | sort -u | head -30 >> "$SUMMARY"
+  grep -oE "(FAILED|ERROR) tests/[^ ]+" "$OUTDIR/pytest.log" | sort -u | head -30 \
+    | sed 's/^/  - /' >> "$SUMMARY"
 fi
 if has_stage sanitize; then
   # One process per (tool, op), all at once: the instrumented runs are slow, a lease's
