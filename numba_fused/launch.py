@@ -28,7 +28,7 @@ import threading
 
 from numba import config, cuda, types
 
-from . import _compat
+from . import _compat, kernel_cache
 
 __all__ = ["Kernel", "PreparedLaunch", "SIMULATOR", "launch_mode", "set_launch_mode", "cdiv", "sm_count",
            "smem_optin", "smem_per_sm", "carveout_percent", "pointer_device", "memset_zero"]
@@ -471,8 +471,23 @@ class Kernel:
     @functools.cached_property
     def _compiled(self):
         """numba's compiled kernel for the signature (loaded per device by
-        :meth:`function`)."""
-        return self.dispatcher.overloads[self.argtypes]
+        :meth:`function`): from the on-disk cache where ``NUMBA_FUSED_CACHE_DIR`` names
+        one and it holds this kernel for the current device, else compiled now (and
+        stored there)."""
+        root = kernel_cache.cache_dir()
+        digest = None
+        if root is not None:
+            _compat.ensure_numpy_row_stack()
+            cc = cuda.get_current_device().compute_capability
+            digest = kernel_cache.key(self.pyfunc, self.argtypes, self.jit_options, cc)
+            if digest is not None:
+                kernel = kernel_cache.load(root, self.name, digest, self.argtypes)
+                if kernel is not None:
+                    return kernel
+        kernel = self.dispatcher.overloads[self.argtypes]
+        if digest is not None:
+            kernel_cache.store(root, self.name, digest, kernel)
+        return kernel
 
     def function(self, device):
         """(numba function object, raw CUfunction handle in that device's context) of

@@ -1,0 +1,307 @@
+"""On-disk cache of compiled kernels, shared across processes (opt-in).
+
+A kernel specialisation costs 0.6-3 s of numba typing, lowering and NVVM on its first
+use in a process (bench/NOTES.md, seventy-first session), and numba's own
+``cache=True`` cannot serve the ops' kernels: they are closures made by factories,
+and numba keys a closure by pickling its cells, which for a device helper or an
+intrinsic includes a per-process uuid, so no entry is ever found again.
+
+With ``NUMBA_FUSED_CACHE_DIR`` set to a directory, :meth:`launch.Kernel._compiled`
+looks a kernel up there before compiling it and stores what it compiled: numba's
+own compiled form (``_Kernel``: the LLVM IR, PTX and cubin per compute capability,
+serialized as numba's cache serializes it), under a key of
+
+- the kernel function's *fingerprint*: its code, and every value numba freezes into
+  it at compile time (closure cells, defaults, the module globals its code names,
+  and recursively those of the device helpers, intrinsics and functions among them;
+  of this package's modules it names, the attributes its code names);
+- its numba signature and jit options;
+- the compute capability it was compiled for;
+- the versions of Python, numba, numba-cuda, llvmlite, NVVM, the CUDA Python
+  packages and the driver, and a hash of this package's sources (so an edited kernel
+  never meets an old entry).
+
+A kernel whose closure holds something without a stable value (a mutable container,
+an object this module does not know) gets no key and is compiled as without the
+cache. Entries are pickles, loaded with ``pickle``: keep the directory private to
+the user (it is created with mode 0o700). A file that fails to load is a miss.
+"""
+
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+import threading
+import types as pytypes
+
+import numpy as np
+
+ENV = "NUMBA_FUSED_CACHE_DIR"
+_PACKAGE = __name__.split(".")[0]
+_SUFFIX = ".nfk"
+
+_lock = threading.Lock()
+_counts = {"hits": 0, "misses": 0, "stores": 0, "unkeyed": 0}
+
+
+class Unkeyable(TypeError):
+    """A value numba would freeze into a kernel that has no stable fingerprint."""
+
+
+def cache_dir():
+    """The cache directory ``NUMBA_FUSED_CACHE_DIR`` names, or None (cache off)."""
+    path = os.environ.get(ENV, "")
+    return os.path.abspath(os.path.expanduser(path)) if path else None
+
+
+def stats():
+    """Counts since import: hits, misses (a key but no usable entry), stores, and
+    unkeyed kernels (compiled without the cache)."""
+    with _lock:
+        return dict(_counts)
+
+
+def _count(what):
+    with _lock:
+        _counts[what] += 1
+
+
+def _walk(obj, out, seen):
+    """Append to ``out`` a stable description of ``obj``; raise Unkeyable where there
+    is none. ``seen``: functions already described (a helper met twice, or one that
+    refers to itself, is described once and then by name)."""
+    kind = type(obj)
+    if obj is None or kind in (bool, int, str, bytes):
+        out.append(f"{kind.__name__}:{obj!r}")
+    elif kind is float:
+        out.append(f"float:{obj.hex()}")
+    elif isinstance(obj, np.generic):
+        out.append(f"np:{obj.dtype.str}:{obj.tobytes().hex()}")
+    elif isinstance(obj, np.dtype):
+        out.append(f"dtype:{obj.str}")
+    elif isinstance(obj, np.ndarray):
+        out.append(f"nd:{obj.dtype.str}:{obj.shape}:"
+                   f"{hashlib.sha256(np.ascontiguousarray(obj).tobytes()).hexdigest()}")
+    elif isinstance(obj, (tuple, list)):  # named tuples too (their class, then fields)
+        out.append(f"{kind.__module__}.{kind.__qualname__}({len(obj)})")
+        for v in obj:
+            _walk(v, out, seen)
+    elif kind is frozenset:
+        parts = []
+        for v in obj:
+            sub = []
+            _walk(v, sub, seen)
+            parts.append("|".join(sub))
+        out.append("frozenset:" + ",".join(sorted(parts)))
+    elif isinstance(obj, pytypes.ModuleType):
+        out.append(f"module:{obj.__name__}")
+    elif isinstance(obj, pytypes.CodeType):
+        _walk_code(obj, out, seen)
+    elif isinstance(obj, pytypes.FunctionType):
+        _walk_function(obj, out, seen)
+    elif isinstance(obj, (pytypes.BuiltinFunctionType, np.ufunc)):
+        out.append(f"builtin:{getattr(obj, '__module__', None)}.{obj.__name__}")
+    elif isinstance(obj, type):
+        out.append(f"class:{obj.__module__}.{obj.__qualname__}")
+    else:
+        _walk_numba(obj, out, seen)
+
+
+def _walk_numba(obj, out, seen):
+    """numba's and llvmlite's objects: types by name, dispatchers by their function
+    and options, intrinsics by their definition; anything else is Unkeyable."""
+    from llvmlite import ir
+    from numba.core import types
+
+    if isinstance(obj, ir.Type):  # an intrinsic's LLVM types: "i32", "<4 x i32>"
+        out.append(f"irtype:{type(obj).__qualname__}:{obj}")
+        return
+
+    if isinstance(obj, types.Type):
+        # numba names a type by everything its identity holds (dtype, ndim, layout,
+        # readonly, aligned for arrays).
+        out.append(f"nbtype:{type(obj).__qualname__}:{obj.name}")
+        return
+    py_func = getattr(obj, "py_func", None)
+    options = getattr(obj, "targetoptions", None)
+    if isinstance(py_func, pytypes.FunctionType) and isinstance(options, dict):
+        out.append(f"dispatcher:{type(obj).__qualname__}")
+        _walk(tuple(sorted(options.items())), out, seen)
+        _walk_function(py_func, out, seen)
+        return
+    defn = getattr(obj, "_defn", None)
+    if isinstance(defn, pytypes.FunctionType):
+        out.append(f"intrinsic:{type(obj).__qualname__}:{getattr(obj, '_name', '')}")
+        _walk_function(defn, out, seen)
+        return
+    raise Unkeyable(f"no stable fingerprint for a {type(obj).__module__}."
+                    f"{type(obj).__qualname__}")
+
+
+def _walk_code(code, out, seen):
+    out.append(f"code:{code.co_name}:{code.co_argcount}:{code.co_kwonlyargcount}:"
+               f"{code.co_flags}:{code.co_code.hex()}:{code.co_names}:{code.co_varnames}:"
+               f"{code.co_freevars}:{code.co_cellvars}")
+    for c in code.co_consts:
+        _walk(c, out, seen)
+
+
+def _global_names(code):
+    """The names ``code`` and the code objects nested in it load as globals (a
+    superset: co_names also holds attribute names)."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, pytypes.CodeType):
+            names |= _global_names(c)
+    return names
+
+
+def _walk_function(fn, out, seen):
+    ident = f"{fn.__module__}.{fn.__qualname__}"
+    if id(fn) in seen:
+        out.append(f"seen:{ident}:{seen[id(fn)]}")
+        return
+    seen[id(fn)] = len(seen)
+    out.append(f"function:{ident}")
+    _walk_code(fn.__code__, out, seen)
+    _walk(fn.__defaults__ or (), out, seen)
+    _walk(tuple(sorted((fn.__kwdefaults__ or {}).items())), out, seen)
+    for cell in fn.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell (a name bound after the function was made)
+            out.append("cell:empty")
+            continue
+        _walk(value, out, seen)
+    g = fn.__globals__
+    names = sorted(_global_names(fn.__code__))
+    for name in names:
+        if name in g:
+            out.append(f"global:{name}")
+            value = g[name]
+            _walk(value, out, seen)
+            if isinstance(value, pytypes.ModuleType) and value.__name__.startswith(_PACKAGE):
+                # numba freezes ``module.attr`` too: this package's attributes by value
+                # (a tuning may rebind one), other modules' through their versions.
+                for attr in names:
+                    if attr in vars(value) and not isinstance(getattr(value, attr),
+                                                              pytypes.ModuleType):
+                        out.append(f"attr:{value.__name__}.{attr}")
+                        _walk(getattr(value, attr), out, seen)
+
+
+def fingerprint(fn):
+    """sha256 hex of ``fn``'s code and everything numba would freeze into a kernel
+    compiled from it; raises Unkeyable where some value has no stable description."""
+    out = []
+    _walk_function(fn, out, {})
+    return hashlib.sha256("\n".join(out).encode()).hexdigest()
+
+
+_env_key = None
+
+
+def _environment():
+    """What compiled code depends on beyond the kernel: the toolchain's versions and
+    this package's sources (computed once)."""
+    global _env_key
+    if _env_key is None:
+        import llvmlite
+        import numba
+        from numba.cuda.cudadrv import nvvm
+
+        try:
+            import numba_cuda
+            nbc = numba_cuda.__version__
+        except ImportError:
+            nbc = "none"
+        src = hashlib.sha256()
+        root = os.path.dirname(os.path.abspath(__file__))
+        for name in sorted(os.listdir(root)):
+            if name.endswith(".py"):
+                with open(os.path.join(root, name), "rb") as f:
+                    src.update(name.encode() + b"\0" + f.read())
+        _env_key = (sys.version, numba.__version__, nbc, llvmlite.__version__,
+                    str(nvvm.NVVM().get_version()), *_linker_versions(), src.hexdigest())
+    return _env_key
+
+
+def _linker_versions():
+    """The CUDA Python packages that link the cubin, and the driver that loads it
+    (a cache on a shared file system may meet another machine's); "none" for any
+    that is not there (no driver on a machine without a GPU)."""
+    found = []
+    for mod in ("cuda.bindings", "cuda.core"):
+        try:
+            found.append(f"{mod}:{__import__(mod, fromlist=['_']).__version__}")
+        except Exception:
+            found.append(f"{mod}:none")
+    try:
+        from numba.cuda.cudadrv.driver import driver
+
+        found.append(f"driver:{driver.get_version()}")
+    except Exception:
+        found.append("driver:none")
+    return found
+
+
+def key(fn, argtypes, options, cc):
+    """The cache key (hex) of kernel function ``fn`` compiled for ``argtypes`` with
+    jit ``options`` for compute capability ``cc``; None where ``fn`` is Unkeyable."""
+    try:
+        fp = fingerprint(fn)
+        parts = []
+        seen = {}
+        _walk(tuple(argtypes), parts, seen)
+        _walk(tuple(sorted(options.items())), parts, seen)
+    except Unkeyable:
+        _count("unkeyed")
+        return None
+    text = "\n".join([fp, *parts, repr(tuple(cc)), *_environment()])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _path(root, name, digest):
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:96]
+    return os.path.join(root, f"{safe}-{digest[:40]}{_SUFFIX}")
+
+
+def load(root, name, digest, argtypes):
+    """numba's compiled kernel stored under ``digest``, or None (no entry, an entry
+    that fails to load, or one for another signature)."""
+    path = _path(root, name, digest)
+    try:
+        with open(path, "rb") as f:
+            kernel = pickle.load(f)
+        if tuple(kernel.signature.args) != tuple(argtypes):
+            raise ValueError("signature differs")
+    except FileNotFoundError:
+        _count("misses")
+        return None
+    except Exception:  # a truncated or stale file: compile again, overwrite it
+        _count("misses")
+        return None
+    _count("hits")
+    return kernel
+
+
+def store(root, name, digest, kernel):
+    """Write numba's compiled ``kernel`` under ``digest`` (atomically: a reader sees
+    the old file or the whole new one). Returns whether it was written; a kernel
+    numba cannot serialize, or a directory that cannot be written, is skipped."""
+    try:
+        blob = pickle.dumps(kernel, protocol=pickle.HIGHEST_PROTOCOL)
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=root, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, _path(root, name, digest))
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception:
+        return False
+    _count("stores")
+    return True

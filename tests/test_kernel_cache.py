@@ -1,0 +1,335 @@
+"""The on-disk kernel cache (numba_fused.kernel_cache, NUMBA_FUSED_CACHE_DIR).
+
+The keys (every shipped kernel keyed, no two alike, the same in another process) and
+numba's compiled form surviving a store and a load in another process are checked
+without a GPU (``ptx``: real numba typing and NVVM); the cache serving a second
+process's launches, with the same output bits, needs one (``gpu``)."""
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import types as pytypes
+
+import numpy as np
+import pytest
+
+from numba_fused import kernel_cache as kc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULES = ("dropout", "layer_norm", "attention", "linear_act", "gated_linear")
+
+
+def _closure(value):
+    def kernel(a):
+        a[0] = value
+    return kernel
+
+
+def _with_global(value):
+    """A function reading global G, made with its own globals dict holding G = value."""
+    src = compile("def kernel(a):\n    a[0] = G\n", "<k>", "exec")
+    g = {"G": value}
+    exec(src, g)
+    return g["kernel"]
+
+
+def _with_module_attr(module_name, value):
+    """A function reading m.X, m a module named ``module_name`` with X = value."""
+    mod = pytypes.ModuleType(module_name)
+    mod.X = value
+    g = {"m": mod}
+    exec(compile("def kernel(a):\n    a[0] = m.X\n", "<k>", "exec"), g)
+    return g["kernel"]
+
+
+def test_fingerprint_follows_the_values_numba_freezes():
+    """Closure cells and the globals a function names are part of its fingerprint
+    (numba compiles them in as constants); separately made closures of equal values
+    agree; floats by their bits (0.0 and -0.0 give different code)."""
+    assert kc.fingerprint(_closure(3)) == kc.fingerprint(_closure(3))
+    assert kc.fingerprint(_closure(3)) != kc.fingerprint(_closure(4))
+    assert kc.fingerprint(_closure(3)) != kc.fingerprint(_closure(3.0))
+    assert kc.fingerprint(_closure(0.0)) != kc.fingerprint(_closure(-0.0))
+    assert kc.fingerprint(_closure(np.float32(1))) != kc.fingerprint(_closure(np.float64(1)))
+    assert kc.fingerprint(_closure((1, "a"))) != kc.fingerprint(_closure((1, "b")))
+    assert kc.fingerprint(_with_global(7)) == kc.fingerprint(_with_global(7))
+    assert kc.fingerprint(_with_global(7)) != kc.fingerprint(_with_global(8))
+    # numba freezes module.X too: this package's modules' attributes are walked
+    # (a tuning may rebind one); others' stand for their version.
+    ours = kc._PACKAGE + ".some_module"
+    assert kc.fingerprint(_with_module_attr(ours, 1)) != kc.fingerprint(_with_module_attr(ours, 2))
+    assert (kc.fingerprint(_with_module_attr("elsewhere", 1))
+            == kc.fingerprint(_with_module_attr("elsewhere", 2)))
+    # A helper in a cell is described by its own code and cells.
+    assert kc.fingerprint(_closure(_closure(1))) != kc.fingerprint(_closure(_closure(2)))
+
+
+def test_unkeyable_values_turn_the_cache_off_for_that_kernel(monkeypatch):
+    """A mutable container (or an object without a stable description) in a cell: no
+    fingerprint, and key() answers None and counts the kernel as unkeyed."""
+    with pytest.raises(kc.Unkeyable):
+        kc.fingerprint(_closure({"a": 1}))
+    with pytest.raises(kc.Unkeyable):
+        kc.fingerprint(_closure(object()))
+    monkeypatch.setattr(kc, "_environment", lambda: ("env",))
+    before = kc.stats()["unkeyed"]
+    assert kc.key(_closure({"a": 1}), (), {}, (9, 0)) is None
+    assert kc.stats()["unkeyed"] == before + 1
+
+
+def test_key_covers_signature_options_and_device(monkeypatch):
+    from numba.core import types
+
+    monkeypatch.setattr(kc, "_environment", lambda: ("env",))
+    fn = _closure(1)
+    f32 = (types.Array(types.float32, 1, "C"),)
+    base = kc.key(fn, f32, {"fastmath": False}, (9, 0))
+    assert base == kc.key(_closure(1), f32, {"fastmath": False}, (9, 0))
+    assert base != kc.key(fn, (types.Array(types.float16, 1, "C"),), {"fastmath": False}, (9, 0))
+    assert base != kc.key(fn, f32, {"fastmath": True}, (9, 0))
+    assert base != kc.key(fn, f32, {"fastmath": False}, (8, 0))
+    monkeypatch.setattr(kc, "_environment", lambda: ("other env",))
+    assert base != kc.key(fn, f32, {"fastmath": False}, (9, 0))
+
+
+class _Compiled:
+    """Stands in for numba's compiled kernel: what load() checks is its signature."""
+
+    def __init__(self, args, payload):
+        self.signature = pytypes.SimpleNamespace(args=args)
+        self.payload = payload
+
+
+def test_store_and_load(tmp_path):
+    """An entry comes back whole; another signature, a truncated file or a missing one
+    are misses; a directory that cannot be made skips the store."""
+    root = str(tmp_path / "cache")
+    digest = "ab" * 32
+    start = kc.stats()
+    assert kc.load(root, "k", digest, ("a",)) is None
+    assert kc.store(root, "k/1 x", digest, _Compiled(("a",), b"x" * 1000))
+    assert oct(os.stat(root).st_mode & 0o777) == oct(0o700)
+    names = os.listdir(root)
+    assert len(names) == 1 and names[0].endswith(".nfk") and "/" not in names[0]
+    got = kc.load(root, "k/1 x", digest, ("a",))
+    assert got.payload == b"x" * 1000
+    assert kc.load(root, "k/1 x", digest, ("b",)) is None
+    path = os.path.join(root, names[0])
+    with open(path, "r+b") as f:
+        f.truncate(10)
+    assert kc.load(root, "k/1 x", digest, ("a",)) is None
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert not kc.store(str(blocked / "sub"), "k", digest, _Compiled(("a",), b""))
+    end = kc.stats()
+    assert end["hits"] - start["hits"] == 1
+    assert end["misses"] - start["misses"] == 3
+    assert end["stores"] - start["stores"] == 1
+    assert [n for n in os.listdir(root) if n.endswith(".tmp")] == []
+
+
+def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv(kc.ENV, raising=False)
+    assert kc.cache_dir() is None
+    monkeypatch.setenv(kc.ENV, "")
+    assert kc.cache_dir() is None
+    monkeypatch.setenv(kc.ENV, str(tmp_path))
+    assert kc.cache_dir() == str(tmp_path)
+
+
+def _shipped():
+    import importlib
+
+    out = []
+    for mod in MODULES:
+        m = importlib.import_module("numba_fused." + mod)
+        out += sorted({k.name: k for k in m.shipped_kernels()}.values(), key=lambda k: k.name)
+    return out
+
+
+_KEYS_SCRIPT = textwrap.dedent("""
+    import hashlib, importlib, sys
+    from numba_fused import kernel_cache as kc
+    h = hashlib.sha256()
+    for mod in sys.argv[1].split(","):
+        m = importlib.import_module("numba_fused." + mod)
+        for k in sorted({k.name: k for k in m.shipped_kernels()}.values(), key=lambda k: k.name):
+            h.update((k.name + kc.key(k.pyfunc, k.argtypes, k.jit_options, (9, 0))).encode())
+    print(h.hexdigest())
+""")
+
+
+@pytest.mark.ptx
+def test_every_shipped_kernel_has_its_own_key():
+    """Every kernel the ops ship is keyed (none falls back to compiling) and no two
+    share a key; another process, under other hash seeds, computes the same keys."""
+    import hashlib
+
+    h = hashlib.sha256()
+    seen = {}
+    for k in _shipped():
+        digest = kc.key(k.pyfunc, k.argtypes, k.jit_options, (9, 0))
+        assert digest is not None, k.name
+        assert digest not in seen, (seen.get(digest), k.name)
+        seen[digest] = k.name
+        h.update((k.name + digest).encode())
+    assert len(seen) > 2000
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    for seed in ("1", "2"):
+        env["PYTHONHASHSEED"] = seed
+        out = subprocess.run([sys.executable, "-c", _KEYS_SCRIPT, ",".join(MODULES)], env=env,
+                             cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip() == h.hexdigest()
+
+
+_LOAD_SCRIPT = textwrap.dedent("""
+    import json, pickle, sys, time
+    t0 = time.perf_counter()
+    with open(sys.argv[1], "rb") as f:
+        kernel = pickle.load(f)
+    lib = kernel._codelibrary
+    cc = tuple(json.loads(sys.argv[2]))
+    print(json.dumps({"ptx": lib._ptx_cache[cc], "cubin": bytes(lib._cubin_cache[cc].code).hex(),
+                      "entry": kernel.entry_name, "args": [str(a) for a in kernel.signature.args],
+                      "seconds": time.perf_counter() - t0}))
+""")
+
+
+@pytest.mark.ptx
+def test_numba_compiled_kernel_survives_a_store_and_a_load(tmp_path, monkeypatch):
+    """A shipped LayerNorm kernel compiled by numba without a GPU (as
+    ``Kernel._compiled`` compiles it on one, but for sm_90a given, not asked of a
+    device), stored by kernel_cache and loaded by another process: the same PTX,
+    cubin, entry point and signature, with nothing compiled there."""
+    import sys as _sys
+
+    from numba import cuda
+
+    from numba_fused import layer_norm as ln
+    from numba_fused.registry import offline_compile
+
+    dispatch = _sys.modules[type(cuda.jit(device=True)(lambda: None)).__module__]
+    codegen = _sys.modules[dispatch.__name__.replace("dispatcher", "codegen")]
+    cc = (9, 0, "a")  # what numba compiles for on an sm_90 device
+    monkeypatch.setattr(codegen.CUDACodeLibrary, "_ensure_cc",
+                        lambda self, want: cc if want is None else want)
+    k = ln.make_plain_forward_kernel("float16", False, True, True, 4, 32, 4)
+    with offline_compile():
+        options = cuda.jit(**k.jit_options)(k.pyfunc).targetoptions
+        compiled = dispatch._Kernel(k.pyfunc, k.argtypes, **options)
+        cubin = bytes(compiled._codelibrary.get_cubin(cc).code)
+    ptx = compiled._codelibrary.get_asm_str(cc)
+    assert ".entry" in ptx and len(cubin) > 1000
+    root = str(tmp_path)
+    digest = "cd" * 32
+    assert kc.store(root, k.name, digest, compiled)
+    (path,) = [os.path.join(root, n) for n in os.listdir(root)]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    out = subprocess.run([sys.executable, "-c", _LOAD_SCRIPT, path, json.dumps(cc)], env=env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout)
+    assert got["ptx"] == compiled._codelibrary._ptx_cache[cc]
+    assert got["cubin"] == cubin.hex()
+    assert got["entry"] == compiled.entry_name
+    assert got["args"] == [str(a) for a in k.argtypes]
+    assert got["seconds"] < 5
+    loaded = kc.load(root, k.name, digest, k.argtypes)
+    assert loaded is not None and loaded.entry_name == compiled.entry_name
+    with open(path, "rb") as f:
+        assert pickle.load(f).entry_name == compiled.entry_name
+
+
+_RUN_SCRIPT = textwrap.dedent("""
+    import hashlib, json, time
+    import numpy as np
+    import torch
+    import numba_fused as nf
+    from numba_fused import kernel_cache as kc
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(4099, 1024, device="cuda", dtype=torch.float16, generator=g)
+    w = torch.randn(1024, device="cuda", dtype=torch.float16, generator=g)
+    b = torch.randn(1024, device="cuda", dtype=torch.float16, generator=g)
+    t0 = time.perf_counter()
+    y, mean, rstd = nf.layer_norm_forward(x, w, b)
+    out = nf.dropout_bias_act_forward(x, b, p=0.1, seed=5, activation="gelu")
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    h = hashlib.sha256()
+    for t in (y, mean, rstd, out):
+        h.update(torch.as_tensor(t).view(-1).view(torch.uint8).cpu().numpy().tobytes())
+    print(json.dumps({"stats": kc.stats(), "bits": h.hexdigest(), "seconds": seconds}))
+""")
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(900)
+def test_cache_serves_a_second_process(tmp_path):
+    """A process with NUMBA_FUSED_CACHE_DIR compiles and stores its kernels; a second
+    one loads all of them (no miss, no store) and writes the same bits, which are also
+    those of a process without the cache."""
+    def run(cache):
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        env.pop(kc.ENV, None)
+        if cache:
+            env[kc.ENV] = str(tmp_path / "cache")
+        out = subprocess.run([sys.executable, "-c", _RUN_SCRIPT], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first = run(True)
+    second = run(True)
+    plain = run(False)
+    assert first["stats"]["stores"] >= 2 and first["stats"]["hits"] == 0, first
+    assert second["stats"]["hits"] == first["stats"]["stores"], (first, second)
+    assert second["stats"]["misses"] == 0 and second["stats"]["stores"] == 0, second
+    assert first["bits"] == second["bits"] == plain["bits"]
+    assert plain["stats"] == {"hits": 0, "misses": 0, "stores": 0, "unkeyed": 0}
+
+
+def test_kernel_compiled_reads_and_fills_the_cache(monkeypatch, tmp_path):
+    """Kernel._compiled's flow, with numba's compile and the device stood in for:
+    unset, no key is made; set, a miss compiles and stores, the next Kernel of the
+    same specialisation loads that entry and compiles nothing; an unkeyable kernel
+    compiles and stores nothing."""
+    from numba.core import types
+
+    from numba_fused import launch
+
+    monkeypatch.setattr(kc, "_environment", lambda: ("env",))
+    monkeypatch.setattr(launch.cuda, "get_current_device",
+                        lambda: pytypes.SimpleNamespace(compute_capability=(9, 0)))
+    argtypes = (types.Array(types.float32, 1, "C"),)
+    compiles = []
+
+    def kernel(value):
+        k = launch.Kernel("cache_flow", _closure(value), argtypes)
+
+        class Dispatcher:
+            @property
+            def overloads(self):
+                compiles.append(k.name)
+                return {argtypes: _Compiled(argtypes, value)}
+
+        k.__dict__["dispatcher"] = Dispatcher()
+        return k
+
+    monkeypatch.delenv(kc.ENV, raising=False)
+    start = kc.stats()
+    assert kernel(1)._compiled.payload == 1 and len(compiles) == 1
+    assert kc.stats() == start
+    monkeypatch.setenv(kc.ENV, str(tmp_path))
+    assert kernel(2)._compiled.payload == 2 and len(compiles) == 2
+    assert kc.stats()["stores"] == start["stores"] + 1
+    assert kernel(2)._compiled.payload == 2 and len(compiles) == 2  # loaded
+    assert kc.stats()["hits"] == start["hits"] + 1
+    assert kernel({"unkeyable": 1})._compiled.payload == {"unkeyable": 1}
+    assert len(compiles) == 3 and kc.stats()["stores"] == start["stores"] + 1
+    assert len(os.listdir(tmp_path)) == 1
