@@ -131,6 +131,30 @@ def test_store_and_load(tmp_path):
     assert [n for n in os.listdir(root) if n.endswith(".tmp")] == []
 
 
+def test_concurrent_stores_leave_whole_entries(tmp_path):
+    """Writers racing on one key (pytest workers, two training ranks): every load
+    after the first store finds a whole entry, and no temporary file is left."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    root = str(tmp_path)
+    digest = "ef" * 32
+    assert kc.store(root, "race", digest, _Compiled(("a",), b"0" * 200_000))
+
+    def work(i):
+        found = []
+        for j in range(20):
+            assert kc.store(root, "race", digest, _Compiled(("a",), bytes([i]) * 200_000))
+            got = kc.load(root, "race", digest, ("a",))
+            found.append(got is not None and len(got.payload) == 200_000
+                         and len(set(got.payload)) == 1)
+        return all(found)
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, range(8)))
+    assert os.listdir(root) == [n for n in os.listdir(root) if n.endswith(".nfk")]
+    assert len(os.listdir(root)) == 1
+
+
 def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv(kc.ENV, raising=False)
     assert kc.cache_dir() is None
