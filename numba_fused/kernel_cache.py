@@ -305,3 +305,33 @@ def store(root, name, digest, kernel):
         return False
     _count("stores")
     return True
+
+
+def entries(root=None):
+    """(count, bytes) of the entries under ``root`` (default: the cache directory
+    ``NUMBA_FUSED_CACHE_DIR`` names); (0, 0) where there is none."""
+    root = root or cache_dir()
+    if not root or not os.path.isdir(root):
+        return 0, 0
+    sizes = [os.path.getsize(os.path.join(root, n)) for n in os.listdir(root)
+             if n.endswith(_SUFFIX)]
+    return len(sizes), sum(sizes)
+
+
+def clear(root=None):
+    """Remove the entries (and any temporary file a killed writer left) under
+    ``root`` (default: the cache directory ``NUMBA_FUSED_CACHE_DIR`` names); other
+    files are left alone. Returns how many entries were removed."""
+    root = root or cache_dir()
+    if not root or not os.path.isdir(root):
+        return 0
+    removed = 0
+    for name in os.listdir(root):
+        if name.endswith((_SUFFIX, ".tmp")):
+            try:
+                os.unlink(os.path.join(root, name))
+            except FileNotFoundError:
+                continue
+            if name.endswith(_SUFFIX):
+                removed += 1
+    return removed

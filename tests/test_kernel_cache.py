@@ -155,6 +155,25 @@ def test_concurrent_stores_leave_whole_entries(tmp_path):
     assert len(os.listdir(root)) == 1
 
 
+def test_entries_and_clear(monkeypatch, tmp_path):
+    """entries() counts the entries and their bytes, clear() removes them and stray
+    temporary files, and touches nothing else; both default to the directory the
+    environment names and answer 0 where there is none."""
+    monkeypatch.setenv(kc.ENV, str(tmp_path))
+    for i in range(3):
+        assert kc.store(str(tmp_path), f"k{i}", f"{i:064x}", _Compiled(("a",), b"x" * 100))
+    (tmp_path / "stray.tmp").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("mine")
+    count, size = kc.entries()
+    assert count == 3 and size > 300
+    assert kc.clear() == 3
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+    assert kc.entries() == (0, 0)
+    assert kc.entries(str(tmp_path / "absent")) == (0, 0) and kc.clear(str(tmp_path / "absent")) == 0
+    monkeypatch.delenv(kc.ENV)
+    assert kc.entries() == (0, 0) and kc.clear() == 0
+
+
 def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv(kc.ENV, raising=False)
     assert kc.cache_dir() is None
