@@ -184,11 +184,11 @@ def _walk_function(fn, out, seen):
             if isinstance(value, pytypes.ModuleType) and value.__name__.startswith(_PACKAGE):
                 # numba freezes ``module.attr`` too: this package's attributes by value
                 # (a tuning may rebind one), other modules' through their versions.
+                attrs = vars(value)
                 for attr in names:
-                    if attr in vars(value) and not isinstance(getattr(value, attr),
-                                                              pytypes.ModuleType):
+                    if attr in attrs and not isinstance(attrs[attr], pytypes.ModuleType):
                         out.append(f"attr:{value.__name__}.{attr}")
-                        _walk(getattr(value, attr), out, seen)
+                        _walk(attrs[attr], out, seen)
 
 
 def fingerprint(fn):
@@ -276,10 +276,7 @@ def load(root, name, digest, argtypes):
             kernel = pickle.load(f)
         if tuple(kernel.signature.args) != tuple(argtypes):
             raise ValueError("signature differs")
-    except FileNotFoundError:
-        _count("misses")
-        return None
-    except Exception:  # a truncated or stale file: compile again, overwrite it
+    except Exception:  # missing, truncated or stale: compile again, overwrite it
         _count("misses")
         return None
     _count("hits")

@@ -249,15 +249,13 @@ def test_numba_compiled_kernel_survives_a_store_and_a_load(tmp_path, monkeypatch
     ``Kernel._compiled`` compiles it on one, but for sm_90a given, not asked of a
     device), stored by kernel_cache and loaded by another process: the same PTX,
     cubin, entry point and signature, with nothing compiled there."""
-    import sys as _sys
-
     from numba import cuda
 
     from numba_fused import layer_norm as ln
     from numba_fused.registry import offline_compile
 
-    dispatch = _sys.modules[type(cuda.jit(device=True)(lambda: None)).__module__]
-    codegen = _sys.modules[dispatch.__name__.replace("dispatcher", "codegen")]
+    dispatch = sys.modules[type(cuda.jit(device=True)(lambda: None)).__module__]
+    codegen = sys.modules[dispatch.__name__.replace("dispatcher", "codegen")]
     cc = (9, 0, "a")  # what numba compiles for on an sm_90 device
     monkeypatch.setattr(codegen.CUDACodeLibrary, "_ensure_cc",
                         lambda self, want: cc if want is None else want)
