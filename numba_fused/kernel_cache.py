@@ -194,6 +194,9 @@ def _walk_function(fn, out, seen):
 def fingerprint(fn):
     """sha256 hex of ``fn``'s code and everything numba would freeze into a kernel
     compiled from it; raises Unkeyable where some value has no stable description."""
+    if not isinstance(fn, pytypes.FunctionType):
+        raise TypeError(f"fn must be a Python function (a kernel's pyfunc), got "
+                        f"{type(fn).__name__}")
     out = []
     _walk_function(fn, out, {})
     return hashlib.sha256("\n".join(out).encode()).hexdigest()

@@ -80,6 +80,14 @@ def test_unkeyable_values_turn_the_cache_off_for_that_kernel(monkeypatch):
     assert kc.stats()["unkeyed"] == before + 1
 
 
+def test_fingerprint_takes_a_function_only():
+    """Not a Python function (None, a number, a builtin, a bound method): TypeError
+    naming the argument."""
+    for bad in (None, 3, print, _Compiled(("a",), b"").__init__):
+        with pytest.raises(TypeError, match="fn must be a Python function"):
+            kc.fingerprint(bad)
+
+
 def test_key_covers_signature_options_and_device(monkeypatch):
     from numba.core import types
 
