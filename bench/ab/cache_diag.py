@@ -22,6 +22,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 
+def _why(path):
+    """Why kernel_cache.load missed the entry at ``path`` (it does not say): absent,
+    the exception unpickling it raises, or (it unpickles) the signature check."""
+    if not os.path.exists(path):
+        return "no entry"
+    try:
+        with open(path, "rb") as f:
+            kernel = pickle.load(f)
+    except Exception as e:  # noqa: BLE001 - recorded, not hidden
+        return f"{type(e).__name__}: {str(e)[:400]}"
+    return f"signature: stored {kernel.signature.args}"
+
+
 def child(path):
     import torch
 
@@ -43,18 +56,13 @@ def child(path):
                             "options": repr(sorted(options.items())), "cc": repr(cc)})
         return digest
 
+    load0 = kc.load
+
     def load(root, name, digest, argtypes):
-        p = kc._path(root, name, digest)
-        why = "ok"
-        try:
-            with open(p, "rb") as f:
-                kernel = pickle.load(f)
-            if tuple(kernel.signature.args) != tuple(argtypes):
-                why = f"signature {kernel.signature.args} != {tuple(argtypes)}"
-        except Exception as e:  # noqa: BLE001 - recorded, not hidden
-            why = f"{type(e).__name__}: {str(e)[:400]}"
+        kernel = load0(root, name, digest, argtypes)
+        why = "ok" if kernel is not None else _why(kc._path(root, name, digest))
         rec["loads"].append({"name": name, "digest": digest, "why": why})
-        return None if why != "ok" else kernel
+        return kernel
 
     store0 = kc.store
 
@@ -81,18 +89,18 @@ def child(path):
 
 
 def main(out_dir):
-    cache = tempfile.mkdtemp()
     recs = []
-    for i in range(2):
-        path = os.path.join(out_dir, f"cache_diag_{i}.json")
-        env = dict(os.environ, NUMBA_FUSED_CACHE_DIR=cache, PYTHONPATH=ROOT)
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path],
-                              env=env, capture_output=True, text=True, timeout=400)
-        if proc.returncode:
-            print(proc.stderr[-3000:])
-            return 1
-        with open(path) as f:
-            recs.append(json.load(f))
+    with tempfile.TemporaryDirectory() as cache:
+        for i in range(2):
+            path = os.path.join(out_dir, f"cache_diag_{i}.json")
+            env = dict(os.environ, NUMBA_FUSED_CACHE_DIR=cache, PYTHONPATH=ROOT)
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path],
+                                  env=env, capture_output=True, text=True, timeout=400)
+            if proc.returncode:
+                print(proc.stderr[-3000:])
+                return 1
+            with open(path) as f:
+                recs.append(json.load(f))
     a, b = recs
     print("stats", a["stats"], b["stats"])
     print("environment", "same" if a["env"] == b["env"] else f"DIFFERS\n {a['env']}\n {b['env']}")
