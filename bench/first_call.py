@@ -95,7 +95,8 @@ def child():
                 t = torch.as_tensor(t)
                 digest.update(t.contiguous().view(-1).view(torch.uint8).cpu().numpy().tobytes())
         rows.append({"op": name, "first_s": times[0], "second_s": times[1]})
-    print(json.dumps({"rows": rows, "bits": digest.hexdigest(), "stats": kernel_cache.stats()}))
+    print(json.dumps({"rows": rows, "bits": digest.hexdigest(), "stats": kernel_cache.stats(),
+                      "misses": kernel_cache.misses()}))
 
 
 def _run(cache_dir):
@@ -147,6 +148,8 @@ def main(argv=None):
         f"{k} {v['process_s']:.1f}" for k, v in runs.items()))
     print(f"cache: cold {runs['cold']['stats']}, warm {runs['warm']['stats']}; "
           f"same bits and every kernel loaded: {'yes' if ok else 'NO'}")
+    for name, why in sorted(runs["warm"].get("misses", {}).items()):
+        print(f"warm miss {name}: {why}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": runs, "ok": ok}, f, indent=1)

@@ -43,6 +43,7 @@ _SUFFIX = ".nfk"
 
 _lock = threading.Lock()
 _counts = {"hits": 0, "misses": 0, "stores": 0, "unkeyed": 0}
+_miss_why = {}
 
 
 class Unkeyable(TypeError):
@@ -62,9 +63,18 @@ def stats():
         return dict(_counts)
 
 
-def _count(what):
+def misses():
+    """Why each kernel (by name) that missed since import last did: "no entry", the
+    exception loading its entry raised, or the signature it was stored for."""
+    with _lock:
+        return dict(_miss_why)
+
+
+def _count(what, name=None, why=None):
     with _lock:
         _counts[what] += 1
+        if why is not None:
+            _miss_why[name] = why
 
 
 def _walk(obj, out, seen):
@@ -277,10 +287,14 @@ def load(root, name, digest, argtypes):
     try:
         with open(path, "rb") as f:
             kernel = pickle.load(f)
-        if tuple(kernel.signature.args) != tuple(argtypes):
-            raise ValueError("signature differs")
-    except Exception:  # missing, truncated or stale: compile again, overwrite it
-        _count("misses")
+        stored = tuple(kernel.signature.args)
+        if stored != tuple(argtypes):
+            raise ValueError(f"stored for signature {stored}")
+    except FileNotFoundError:
+        _count("misses", name, "no entry")
+        return None
+    except Exception as e:  # truncated or stale: compile again, overwrite it
+        _count("misses", name, f"{type(e).__name__}: {str(e)[:500]}")
         return None
     _count("hits")
     return kernel

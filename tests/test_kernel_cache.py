@@ -118,6 +118,7 @@ def test_store_and_load(tmp_path):
     digest = "ab" * 32
     start = kc.stats()
     assert kc.load(root, "k", digest, ("a",)) is None
+    assert kc.misses()["k"] == "no entry"
     assert kc.store(root, "k/1 x", digest, _Compiled(("a",), b"x" * 1000))
     assert oct(os.stat(root).st_mode & 0o777) == oct(0o700)
     names = os.listdir(root)
@@ -125,10 +126,12 @@ def test_store_and_load(tmp_path):
     got = kc.load(root, "k/1 x", digest, ("a",))
     assert got.payload == b"x" * 1000
     assert kc.load(root, "k/1 x", digest, ("b",)) is None
+    assert kc.misses()["k/1 x"] == "ValueError: stored for signature ('a',)"
     path = os.path.join(root, names[0])
     with open(path, "r+b") as f:
         f.truncate(10)
     assert kc.load(root, "k/1 x", digest, ("a",)) is None
+    assert kc.misses()["k/1 x"].startswith(("UnpicklingError", "EOFError"))
     blocked = tmp_path / "file"
     blocked.write_text("")
     assert not kc.store(str(blocked / "sub"), "k", digest, _Compiled(("a",), b""))
@@ -313,7 +316,8 @@ _RUN_SCRIPT = textwrap.dedent("""
     h = hashlib.sha256()
     for t in (y, mean, rstd, out):
         h.update(torch.as_tensor(t).view(-1).view(torch.uint8).cpu().numpy().tobytes())
-    print(json.dumps({"stats": kc.stats(), "bits": h.hexdigest(), "seconds": seconds}))
+    print(json.dumps({"stats": kc.stats(), "misses": kc.misses(), "bits": h.hexdigest(),
+                      "seconds": seconds}))
 """)
 
 

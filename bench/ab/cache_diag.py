@@ -13,26 +13,12 @@ Usage: python bench/ab/cache_diag.py OUTDIR
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
-
-
-def _why(path):
-    """Why kernel_cache.load missed the entry at ``path`` (it does not say): absent,
-    the exception unpickling it raises, or (it unpickles) the signature check."""
-    if not os.path.exists(path):
-        return "no entry"
-    try:
-        with open(path, "rb") as f:
-            kernel = pickle.load(f)
-    except Exception as e:  # noqa: BLE001 - recorded, not hidden
-        return f"{type(e).__name__}: {str(e)[:400]}"
-    return f"signature: stored {kernel.signature.args}"
 
 
 def child(path):
@@ -60,7 +46,7 @@ def child(path):
 
     def load(root, name, digest, argtypes):
         kernel = load0(root, name, digest, argtypes)
-        why = "ok" if kernel is not None else _why(kc._path(root, name, digest))
+        why = "ok" if kernel is not None else kc.misses().get(name, "?")
         rec["loads"].append({"name": name, "digest": digest, "why": why})
         return kernel
 
