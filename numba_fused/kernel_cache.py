@@ -105,7 +105,7 @@ def _walk(obj, out, seen):
             parts.append("|".join(sub))
         out.append("frozenset:" + ",".join(sorted(parts)))
     elif isinstance(obj, pytypes.ModuleType):
-        out.append(f"module:{obj.__name__}")
+        out.append(f"module:{_module_name(obj)}")
     elif isinstance(obj, pytypes.CodeType):
         _walk_code(obj, out, seen)
     elif isinstance(obj, pytypes.FunctionType):
@@ -116,6 +116,19 @@ def _walk(obj, out, seen):
         out.append(f"class:{obj.__module__}.{obj.__qualname__}")
     else:
         _walk_numba(obj, out, seen)
+
+
+def _module_name(mod):
+    """A module's name, numba's redirect shims named by the module they stand for.
+
+    ``numba.types`` is such a shim (a copy of ``numba.core.types`` named
+    ``numba.types``); the first ``import numba.types`` in a process, which numba-cuda
+    runs while it compiles some kernels, makes the shim the ``types`` attribute of
+    ``numba``, so a module of this package imported after that binds the shim where one
+    imported before bound ``numba.core.types``: the same names, which by their own
+    names would key one kernel two ways."""
+    target = vars(mod).get("_RedirectSubpackage__new_module")
+    return target if isinstance(target, str) else mod.__name__
 
 
 def _walk_numba(obj, out, seen):

@@ -80,6 +80,18 @@ def test_unkeyable_values_turn_the_cache_off_for_that_kernel(monkeypatch):
     assert kc.stats()["unkeyed"] == before + 1
 
 
+def test_numba_redirect_shims_key_as_the_module_they_stand_for():
+    """``numba.types`` (once imported, the ``types`` attribute of ``numba``) and
+    ``numba.core.types`` freeze the same names into a kernel: one fingerprint."""
+    import importlib
+
+    shim = importlib.import_module("numba.types")
+    real = importlib.import_module("numba.core.types")
+    assert shim is not real and shim.__name__ != real.__name__
+    assert kc.fingerprint(_closure(shim)) == kc.fingerprint(_closure(real))
+    assert kc.fingerprint(_closure(shim)) != kc.fingerprint(_closure(np))
+
+
 def test_fingerprint_takes_a_function_only():
     """Not a Python function (None, a number, a builtin, a bound method): TypeError
     naming the argument."""
@@ -219,7 +231,9 @@ _KEYS_SCRIPT = textwrap.dedent("""
 @pytest.mark.ptx
 def test_every_shipped_kernel_has_its_own_key():
     """Every kernel the ops ship is keyed (none falls back to compiling) and no two
-    share a key; another process, under other hash seeds, computes the same keys."""
+    share a key; another process, under other hash seeds, computes the same keys, and
+    so does one that imports ``numba.types`` (numba's shim for ``numba.core.types``)
+    before this package's modules, as numba-cuda does while compiling some kernels."""
     import hashlib
 
     h = hashlib.sha256()
@@ -233,10 +247,10 @@ def test_every_shipped_kernel_has_its_own_key():
     assert len(seen) > 2000
     env = dict(os.environ, PYTHONPATH=ROOT)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    for seed in ("1", "2"):
+    for seed, first in (("1", ""), ("2", "import numba.types\n")):
         env["PYTHONHASHSEED"] = seed
-        out = subprocess.run([sys.executable, "-c", _KEYS_SCRIPT, ",".join(MODULES)], env=env,
-                             cwd=ROOT, capture_output=True, text=True, timeout=600)
+        out = subprocess.run([sys.executable, "-c", first + _KEYS_SCRIPT, ",".join(MODULES)],
+                             env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-2000:]
         assert out.stdout.strip() == h.hexdigest()
 
