@@ -255,6 +255,39 @@ def test_every_shipped_kernel_has_its_own_key():
         assert out.stdout.strip() == h.hexdigest()
 
 
+_ORDER_SCRIPT = textwrap.dedent("""
+    import importlib, sys
+    import numba_fused.layer_norm as ln
+    from numba_fused import kernel_cache as kc
+    from numba_fused.registry import offline_compile
+    if sys.argv[1] == "compile":
+        k = sorted({k.name: k for k in ln.shipped_kernels()}.values(), key=lambda k: k.name)[0]
+        with offline_compile():
+            k.ptx()
+    for mod in ("dropout", "attention"):
+        m = importlib.import_module("numba_fused." + mod)
+        for k in sorted({k.name: k for k in m.shipped_kernels()}.values(),
+                        key=lambda k: k.name)[:40]:
+            print(k.name, kc.key(k.pyfunc, k.argtypes, k.jit_options, (9, 0)))
+""")
+
+
+@pytest.mark.ptx
+def test_keys_do_not_depend_on_what_compiled_first():
+    """The seventy-third session's miss: a process that compiled a LayerNorm kernel
+    before its first dropout or attention call keyed those kernels one way, one that
+    loaded the LayerNorm kernel from the cache another. The same keys either way."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    outs = []
+    for first in ("compile", "load"):
+        out = subprocess.run([sys.executable, "-c", _ORDER_SCRIPT, first], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        outs.append(out.stdout.split())
+    assert len(outs[0]) == 160 and outs[0] == outs[1]
+
+
 _LOAD_SCRIPT = textwrap.dedent("""
     import json, pickle, sys, time
     t0 = time.perf_counter()
