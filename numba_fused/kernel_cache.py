@@ -64,8 +64,9 @@ def stats():
 
 
 def misses():
-    """Why each kernel (by name) that missed since import last did: "no entry", the
-    exception loading its entry raised, or the signature it was stored for."""
+    """For each kernel (by name) that missed since import, why its latest miss was:
+    "no entry" (never stored, or stored under another key), the exception loading its
+    entry raised, or the signature the entry was stored for."""
     with _lock:
         return dict(_miss_why)
 
