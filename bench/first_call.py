@@ -148,7 +148,7 @@ def main(argv=None):
         f"{k} {v['process_s']:.1f}" for k, v in runs.items()))
     print(f"cache: cold {runs['cold']['stats']}, warm {runs['warm']['stats']}; "
           f"same bits and every kernel loaded: {'yes' if ok else 'NO'}")
-    for name, why in sorted(runs["warm"].get("misses", {}).items()):
+    for name, why in sorted(runs["warm"]["misses"].items()):
         print(f"warm miss {name}: {why}")
     if args.json:
         with open(args.json, "w") as f:

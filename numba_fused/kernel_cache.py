@@ -71,11 +71,15 @@ def misses():
         return dict(_miss_why)
 
 
-def _count(what, name=None, why=None):
+def _count(what):
     with _lock:
         _counts[what] += 1
-        if why is not None:
-            _miss_why[name] = why
+
+
+def _miss(name, why):
+    with _lock:
+        _counts["misses"] += 1
+        _miss_why[name] = why
 
 
 def _walk(obj, out, seen):
@@ -305,10 +309,10 @@ def load(root, name, digest, argtypes):
         if stored != tuple(argtypes):
             raise ValueError(f"stored for signature {stored}")
     except FileNotFoundError:
-        _count("misses", name, "no entry")
+        _miss(name, "no entry")
         return None
     except Exception as e:  # truncated or stale: compile again, overwrite it
-        _count("misses", name, f"{type(e).__name__}: {str(e)[:500]}")
+        _miss(name, f"{type(e).__name__}: {str(e)[:500]}")
         return None
     _count("hits")
     return kernel
