@@ -1,10 +1,11 @@
 """What a process's first call of each op costs, with and without the kernel cache.
 
 Each op's first call in a process compiles its kernels (numba typing and lowering,
-NVVM, the link); ``NUMBA_FUSED_CACHE_DIR`` (numba_fused.kernel_cache) stores them for
-later processes. Three fresh processes run the same calls in the same order:
+NVVM, the link); the kernel cache (numba_fused.kernel_cache, on by default) stores
+them for later processes. Three fresh processes run the same calls in the same order:
 
-- ``no cache``: the variable unset (what a user gets by default);
+- ``no cache``: ``NUMBA_FUSED_DISABLE_CACHE=1`` (every process compiles; what a user
+  gets on a machine's first run, or where the cache is off);
 - ``cold``: the cache directory empty (compiles, then stores);
 - ``warm``: the same directory again (loads, compiles nothing).
 
@@ -102,8 +103,11 @@ def child():
 def _run(cache_dir):
     env = dict(os.environ)
     env.pop("NUMBA_FUSED_CACHE_DIR", None)
+    env.pop("NUMBA_FUSED_DISABLE_CACHE", None)
     if cache_dir:
         env["NUMBA_FUSED_CACHE_DIR"] = cache_dir
+    else:
+        env["NUMBA_FUSED_DISABLE_CACHE"] = "1"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"], env=env,
                           cwd=ROOT, capture_output=True, text=True, timeout=900)

@@ -1,4 +1,4 @@
-"""On-disk cache of compiled kernels, shared across processes (opt-in).
+"""On-disk cache of compiled kernels, shared across processes (on by default).
 
 A kernel specialisation costs 0.6-3 s of numba typing, lowering and NVVM on its first
 use in a process (bench/NOTES.md, seventy-first session), and numba's own
@@ -6,10 +6,10 @@ use in a process (bench/NOTES.md, seventy-first session), and numba's own
 and numba keys a closure by pickling its cells, which for a device helper or an
 intrinsic includes a per-process uuid, so no entry is ever found again.
 
-With ``NUMBA_FUSED_CACHE_DIR`` set to a directory, :meth:`launch.Kernel._compiled`
-looks a kernel up there before compiling it and stores what it compiled: numba's
-own compiled form (``_Kernel``: the LLVM IR, PTX and cubin per compute capability,
-serialized as numba's cache serializes it), under a key of
+:meth:`launch.Kernel._compiled` looks a kernel up in :func:`cache_dir` before
+compiling it and stores what it compiled there: numba's own compiled form
+(``_Kernel``: the LLVM IR, PTX and cubin per compute capability, serialized as
+numba's cache serializes it), under a key of
 
 - the kernel function's *fingerprint*: its code, and every value numba freezes into
   it at compile time (closure cells, defaults, the module globals its code names,
@@ -21,10 +21,16 @@ serialized as numba's cache serializes it), under a key of
   packages and the driver, and a hash of this package's sources (so an edited kernel
   never meets an old entry).
 
+The directory: ``NUMBA_FUSED_CACHE_DIR`` where it is set and not empty, else
+``numba_fused`` under ``$XDG_CACHE_HOME`` (an absolute path) or ``~/.cache``.
+``NUMBA_FUSED_DISABLE_CACHE=1`` turns the cache off: nothing is read or written.
+
 A kernel whose closure holds something without a stable value (a mutable container,
 an object this module does not know) gets no key and is compiled as without the
-cache. Entries are pickles, loaded with ``pickle``: keep the directory private to
-the user (it is created with mode 0o700). A file that fails to load is a miss.
+cache. Entries are pickles, loaded with ``pickle``, so the directory must be the
+user's alone: it is created with mode 0o700, and one that exists but belongs to
+another user or that others may write is not used (the cache is off, nothing is read
+or written there). A file that fails to load is a miss.
 """
 
 import hashlib
@@ -38,6 +44,7 @@ import types as pytypes
 import numpy as np
 
 ENV = "NUMBA_FUSED_CACHE_DIR"
+DISABLE_ENV = "NUMBA_FUSED_DISABLE_CACHE"
 _PACKAGE = __name__.split(".")[0]
 _SUFFIX = ".nfk"
 
@@ -50,10 +57,45 @@ class Unkeyable(TypeError):
     """A value numba would freeze into a kernel that has no stable fingerprint."""
 
 
+def default_dir():
+    """``numba_fused`` under ``$XDG_CACHE_HOME`` where that is an absolute path (the
+    XDG spec has a relative one ignored), else under ``~/.cache``; None where there is
+    no home directory to expand."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, _PACKAGE)
+
+
 def cache_dir():
-    """The cache directory ``NUMBA_FUSED_CACHE_DIR`` names, or None (cache off)."""
+    """The cache directory, or None (cache off): None where ``NUMBA_FUSED_DISABLE_CACHE``
+    is set to anything but "" or "0", else ``NUMBA_FUSED_CACHE_DIR`` where set and not
+    empty, else :func:`default_dir`; None too where that directory exists and is not
+    private (:func:`private`)."""
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        return None
     path = os.environ.get(ENV, "")
-    return os.path.abspath(os.path.expanduser(path)) if path else None
+    path = os.path.abspath(os.path.expanduser(path)) if path else default_dir()
+    if path is None or not private(path):
+        return None
+    return path
+
+
+def private(path):
+    """Whether ``path`` may hold this user's entries: absent (it will be created
+    0o700), or a directory this user owns that neither group nor others may write."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not os.path.isdir(path) or st.st_mode & 0o022:
+        return False
+    return not hasattr(os, "getuid") or st.st_uid == os.getuid()
 
 
 def stats():
@@ -340,8 +382,8 @@ def store(root, name, digest, kernel):
 
 
 def entries(root=None):
-    """(count, bytes) of the entries under ``root`` (default: the cache directory
-    ``NUMBA_FUSED_CACHE_DIR`` names); (0, 0) where there is none."""
+    """(count, bytes) of the entries under ``root`` (default: :func:`cache_dir`);
+    (0, 0) where there is none."""
     root = root or cache_dir()
     if not root or not os.path.isdir(root):
         return 0, 0
@@ -352,8 +394,8 @@ def entries(root=None):
 
 def clear(root=None):
     """Remove the entries (and any temporary file a killed writer left) under
-    ``root`` (default: the cache directory ``NUMBA_FUSED_CACHE_DIR`` names); other
-    files are left alone. Returns how many entries were removed."""
+    ``root`` (default: :func:`cache_dir`); other files are left alone. Returns how many
+    entries were removed."""
     root = root or cache_dir()
     if not root or not os.path.isdir(root):
         return 0

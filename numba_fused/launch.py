@@ -471,9 +471,9 @@ class Kernel:
     @functools.cached_property
     def _compiled(self):
         """numba's compiled kernel for the signature (loaded per device by
-        :meth:`function`): from the on-disk cache where ``NUMBA_FUSED_CACHE_DIR`` names
-        one and it holds this kernel for the current device, else compiled now (and
-        stored there)."""
+        :meth:`function`): from the on-disk cache (:func:`kernel_cache.cache_dir`, on
+        unless turned off) where it holds this kernel for the current device, else
+        compiled now (and stored there)."""
         root = kernel_cache.cache_dir()
         digest = None
         if root is not None:

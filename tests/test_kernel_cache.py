@@ -1,4 +1,4 @@
-"""The on-disk kernel cache (numba_fused.kernel_cache, NUMBA_FUSED_CACHE_DIR).
+"""The on-disk kernel cache (numba_fused.kernel_cache; on by default).
 
 The keys (every shipped kernel keyed, no two alike, the same in another process) and
 numba's compiled form surviving a store and a load in another process are checked
@@ -193,17 +193,54 @@ def test_entries_and_clear(monkeypatch, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
     assert kc.entries() == (0, 0)
     assert kc.entries(str(tmp_path / "absent")) == (0, 0) and kc.clear(str(tmp_path / "absent")) == 0
-    monkeypatch.delenv(kc.ENV)
+    monkeypatch.setenv(kc.DISABLE_ENV, "1")
     assert kc.entries() == (0, 0) and kc.clear() == 0
 
 
 def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
-    monkeypatch.delenv(kc.ENV, raising=False)
-    assert kc.cache_dir() is None
+    """On by default under $XDG_CACHE_HOME (absolute) or ~/.cache; NUMBA_FUSED_CACHE_DIR
+    (not empty) names another; NUMBA_FUSED_DISABLE_CACHE (not "" or "0") turns it off."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    for var in (kc.ENV, kc.DISABLE_ENV, "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    assert kc.cache_dir() == str(home / ".cache" / "numba_fused")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert kc.cache_dir() == str(home / ".cache" / "numba_fused")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert kc.cache_dir() == str(tmp_path / "xdg" / "numba_fused")
     monkeypatch.setenv(kc.ENV, "")
+    assert kc.cache_dir() == str(tmp_path / "xdg" / "numba_fused")
+    monkeypatch.setenv(kc.ENV, str(tmp_path / "mine"))
+    assert kc.cache_dir() == str(tmp_path / "mine")
+    monkeypatch.setenv(kc.DISABLE_ENV, "0")
+    assert kc.cache_dir() == str(tmp_path / "mine")
+    for off in ("1", "yes"):
+        monkeypatch.setenv(kc.DISABLE_ENV, off)
+        assert kc.cache_dir() is None
+    assert kc.entries() == (0, 0)
+
+
+def test_a_directory_others_can_write_is_not_used(monkeypatch, tmp_path):
+    """Entries are unpickled, so a cache directory that group or others may write (or
+    that is not a directory) turns the cache off; one that does not exist yet is used
+    (store creates it 0o700)."""
+    monkeypatch.delenv(kc.DISABLE_ENV, raising=False)
+    root = tmp_path / "cache"
+    monkeypatch.setenv(kc.ENV, str(root))
+    assert kc.cache_dir() == str(root)
+    assert kc.store(str(root), "k", "0" * 64, _Compiled(("a",), 1))
+    assert (root.stat().st_mode & 0o777) == 0o700 and kc.cache_dir() == str(root)
+    for mode in (0o770, 0o707, 0o722):
+        root.chmod(mode)
+        assert kc.cache_dir() is None, oct(mode)
+    root.chmod(0o755)
+    assert kc.cache_dir() == str(root)
+    monkeypatch.setenv(kc.ENV, kc._path(str(root), "k", "0" * 64))
     assert kc.cache_dir() is None
-    monkeypatch.setenv(kc.ENV, str(tmp_path))
-    assert kc.cache_dir() == str(tmp_path)
+    monkeypatch.setattr(kc.os, "getuid", lambda: os.stat(root).st_uid + 1)
+    monkeypatch.setenv(kc.ENV, str(root))
+    assert kc.cache_dir() is None
 
 
 def _shipped():
@@ -377,8 +414,11 @@ def test_cache_serves_a_second_process(tmp_path):
     def run(cache):
         env = dict(os.environ, PYTHONPATH=ROOT)
         env.pop(kc.ENV, None)
+        env.pop(kc.DISABLE_ENV, None)
         if cache:
             env[kc.ENV] = str(tmp_path / "cache")
+        else:
+            env[kc.DISABLE_ENV] = "1"
         out = subprocess.run([sys.executable, "-c", _RUN_SCRIPT], env=env, cwd=ROOT,
                              capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
@@ -396,7 +436,7 @@ def test_cache_serves_a_second_process(tmp_path):
 
 def test_kernel_compiled_reads_and_fills_the_cache(monkeypatch, tmp_path):
     """Kernel._compiled's flow, with numba's compile and the device stood in for:
-    unset, no key is made; set, a miss compiles and stores, the next Kernel of the
+    turned off, no key is made and nothing is written; set, a miss compiles and stores, the next Kernel of the
     same specialisation loads that entry and compiles nothing; an unkeyable kernel
     compiles and stores nothing."""
     from numba.core import types
@@ -421,11 +461,12 @@ def test_kernel_compiled_reads_and_fills_the_cache(monkeypatch, tmp_path):
         k.__dict__["dispatcher"] = Dispatcher()
         return k
 
-    monkeypatch.delenv(kc.ENV, raising=False)
+    monkeypatch.setenv(kc.ENV, str(tmp_path))
+    monkeypatch.setenv(kc.DISABLE_ENV, "1")
     start = kc.stats()
     assert kernel(1)._compiled.payload == 1 and len(compiles) == 1
-    assert kc.stats() == start
-    monkeypatch.setenv(kc.ENV, str(tmp_path))
+    assert kc.stats() == start and not os.listdir(tmp_path)
+    monkeypatch.delenv(kc.DISABLE_ENV)
     assert kernel(2)._compiled.payload == 2 and len(compiles) == 2
     assert kc.stats()["stores"] == start["stores"] + 1
     assert kernel(2)._compiled.payload == 2 and len(compiles) == 2  # loaded

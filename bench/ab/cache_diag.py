@@ -80,6 +80,7 @@ def main(out_dir):
         for i in range(2):
             path = os.path.join(out_dir, f"cache_diag_{i}.json")
             env = dict(os.environ, NUMBA_FUSED_CACHE_DIR=cache, PYTHONPATH=ROOT)
+            env.pop("NUMBA_FUSED_DISABLE_CACHE", None)
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path],
                                   env=env, capture_output=True, text=True, timeout=400)
             if proc.returncode:
