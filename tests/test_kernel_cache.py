@@ -407,18 +407,22 @@ _RUN_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.gpu
 @pytest.mark.timeout(900)
-def test_cache_serves_a_second_process(tmp_path):
-    """A process with NUMBA_FUSED_CACHE_DIR compiles and stores its kernels; a second
-    one loads all of them (no miss, no store) and writes the same bits, which are also
-    those of a process without the cache."""
+@pytest.mark.parametrize("where", ["env", "default"])
+def test_cache_serves_a_second_process(tmp_path, where):
+    """A process compiles and stores its kernels (in NUMBA_FUSED_CACHE_DIR, or with
+    nothing set in the default directory under $XDG_CACHE_HOME); a second one loads
+    all of them (no miss, no store) and writes the same bits, which are also those of
+    a process with the cache turned off."""
+    root = tmp_path / "cache" if where == "env" else tmp_path / "xdg" / "numba_fused"
+
     def run(cache):
-        env = dict(os.environ, PYTHONPATH=ROOT)
+        env = dict(os.environ, PYTHONPATH=ROOT, XDG_CACHE_HOME=str(tmp_path / "xdg"))
         env.pop(kc.ENV, None)
         env.pop(kc.DISABLE_ENV, None)
-        if cache:
-            env[kc.ENV] = str(tmp_path / "cache")
-        else:
+        if not cache:
             env[kc.DISABLE_ENV] = "1"
+        elif where == "env":
+            env[kc.ENV] = str(root)
         out = subprocess.run([sys.executable, "-c", _RUN_SCRIPT], env=env, cwd=ROOT,
                              capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-3000:]
@@ -428,16 +432,19 @@ def test_cache_serves_a_second_process(tmp_path):
     second = run(True)
     plain = run(False)
     assert first["stats"]["stores"] >= 2 and first["stats"]["hits"] == 0, first
+    assert kc.entries(str(root))[0] == first["stats"]["stores"]
     assert second["stats"]["hits"] == first["stats"]["stores"], (first, second)
     assert second["stats"]["misses"] == 0 and second["stats"]["stores"] == 0, second
     assert first["bits"] == second["bits"] == plain["bits"]
     assert plain["stats"] == {"hits": 0, "misses": 0, "stores": 0, "unkeyed": 0}
+    assert sorted(os.listdir(tmp_path)) == (["cache"] if where == "env" else ["xdg"])
 
 
 def test_kernel_compiled_reads_and_fills_the_cache(monkeypatch, tmp_path):
     """Kernel._compiled's flow, with numba's compile and the device stood in for:
-    turned off, no key is made and nothing is written; set, a miss compiles and stores, the next Kernel of the
-    same specialisation loads that entry and compiles nothing; an unkeyable kernel
+    turned off, no key is made and nothing is written; on, a miss compiles and
+    stores, the next Kernel of the same specialisation loads that entry and compiles
+    nothing; an unkeyable kernel
     compiles and stores nothing."""
     from numba.core import types
 

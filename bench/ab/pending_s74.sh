@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
 # Seventy-fourth session: pending_s73.sh k passed on an H100 (every key the same in
-# both processes, first_call 11 of 11 hits, the cache tests 14 passed). What waits:
-#   h: (an H200 only; exits 3 on any other card before any work) pending_s73.sh o,
-#      v61's float32 RMSNorm A/B, then pending_s66.sh n (ncu sectors behind the
-#      statistics' cost at LayerNorm 512) while the call's time lasts.
-#   bash bench/ab/pending_s74.sh "$OUT" h
+# both processes, first_call 11 of 11 hits, the cache tests 14 passed), so the cache
+# is on by default now (1f5ffcc: ~/.cache/numba_fused). What waits for the GPU:
+#   x: (any card, ~9 min) on an H200 first v61's float32 RMSNorm A/B with statistics
+#      (offgrid_plain.py --stats, lean against the plain kernel at two words; the H100
+#      had plain 1.6-3.0 us faster); then, on any card, part 3 of the GPU suite (the
+#      cache tests, with test_cache_serves_a_second_process[default], and the front
+#      ends) and part 1 (dropout) with the cache at its default, nothing set:
+#      predicted all pass, the default directory filled once by 14 workers.
+#   bash bench/ab/pending_s74.sh "$OUT" x
 set -uo pipefail
-OUT=${1:?"usage: pending_s74.sh OUTDIR h"}
-case "${2:?h}" in
-  h)
+OUT=${1:?"usage: pending_s74.sh OUTDIR x"}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+case "${2:?x}" in
+  x)
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     echo "card: $card"
-    case "$card" in *H200*) ;; *) echo "not an H200" >&2; exit 3 ;; esac
-    bash bench/ab/pending_s73.sh "$OUT" o
-    bash bench/ab/pending_s66.sh "$OUT" n
+    unset NUMBA_FUSED_CACHE_DIR NUMBA_FUSED_DISABLE_CACHE
+    if [[ "$card" == *H200* ]]; then
+      timeout -k 10 200 python3 bench/ab/offgrid_plain.py --stats \
+        --cells f32-rms-1536,f32-rms-2304,f32-rms-2560,f32-rms-3072,f32-rms-3584 \
+        > "$OUT/offgrid_stats.log" 2>&1
+      echo "stats rc $?"; grep -v kernels "$OUT/offgrid_stats.log"
+    fi
+    bash bench/ab/full_suite.sh "$OUT" 3
+    python3 -c "from numba_fused import kernel_cache as kc; print('default cache', kc.cache_dir(), kc.entries())"
+    bash bench/ab/full_suite.sh "$OUT" 1
+    python3 -c "from numba_fused import kernel_cache as kc; print('default cache', kc.cache_dir(), kc.entries())"
     ;;
-  *) echo "h" >&2; exit 2 ;;
+  *) echo "x" >&2; exit 2 ;;
 esac
