@@ -124,8 +124,9 @@ class _Compiled:
 
 
 def test_store_and_load(tmp_path):
-    """An entry comes back whole; another signature, a truncated file or a missing one
-    are misses; a directory that cannot be made skips the store."""
+    """An entry comes back whole (stored compressed); another signature, a truncated
+    file, one of another format or a missing one are misses; a directory that cannot
+    be made skips the store."""
     root = str(tmp_path / "cache")
     digest = "ab" * 32
     start = kc.stats()
@@ -135,6 +136,7 @@ def test_store_and_load(tmp_path):
     assert oct(os.stat(root).st_mode & 0o777) == oct(0o700)
     names = os.listdir(root)
     assert len(names) == 1 and names[0].endswith(".nfk") and "/" not in names[0]
+    assert os.path.getsize(os.path.join(root, names[0])) < 500  # compressed
     got = kc.load(root, "k/1 x", digest, ("a",))
     assert got.payload == b"x" * 1000
     assert kc.load(root, "k/1 x", digest, ("b",)) is None
@@ -143,13 +145,17 @@ def test_store_and_load(tmp_path):
     with open(path, "r+b") as f:
         f.truncate(10)
     assert kc.load(root, "k/1 x", digest, ("a",)) is None
-    assert kc.misses()["k/1 x"].startswith(("UnpicklingError", "EOFError"))
+    assert kc.misses()["k/1 x"].startswith("error: Error -5")  # zlib: truncated stream
+    with open(path, "wb") as f:
+        pickle.dump(_Compiled(("a",), b"x"), f)  # the uncompressed format before it
+    assert kc.load(root, "k/1 x", digest, ("a",)) is None
+    assert kc.misses()["k/1 x"] == "ValueError: not an entry of this format"
     blocked = tmp_path / "file"
     blocked.write_text("")
     assert not kc.store(str(blocked / "sub"), "k", digest, _Compiled(("a",), b""))
     end = kc.stats()
     assert end["hits"] - start["hits"] == 1
-    assert end["misses"] - start["misses"] == 3
+    assert end["misses"] - start["misses"] == 4
     assert end["stores"] - start["stores"] == 1
     assert [n for n in os.listdir(root) if n.endswith(".tmp")] == []
 
@@ -176,6 +182,36 @@ def test_concurrent_stores_leave_whole_entries(tmp_path):
         assert all(pool.map(work, range(8)))
     assert os.listdir(root) == [n for n in os.listdir(root) if n.endswith(".nfk")]
     assert len(os.listdir(root)) == 1
+
+
+def test_prune_removes_the_least_recently_used(monkeypatch, tmp_path):
+    """Over the bound, the entries stored or hit longest ago go first; a hit counts as
+    a use; a store prunes to NUMBA_FUSED_CACHE_MAX_MB (a bad value: the default)."""
+    root = str(tmp_path)
+    monkeypatch.delenv(kc.MAX_ENV, raising=False)
+    assert kc.max_bytes() == 1024 * 2**20
+    for bad in ("x", "0", "-3", "nan"):
+        monkeypatch.setenv(kc.MAX_ENV, bad)
+        assert kc.max_bytes() == 1024 * 2**20, bad
+    monkeypatch.setenv(kc.MAX_ENV, "0.5")
+    assert kc.max_bytes() == 2**19
+    monkeypatch.setenv(kc.MAX_ENV, "1024")
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(5):
+        assert kc.store(root, f"k{i}", f"{i:064x}", _Compiled(("a",), rng.bytes(100_000)))
+        paths.append(kc._path(root, f"k{i}", f"{i:064x}"))
+        os.utime(paths[-1], (1000 + i, 1000 + i))
+    size = os.path.getsize(paths[0])
+    assert 100_000 < size < 101_000 and kc.entries(root) == (5, 5 * size)
+    assert kc.load(root, "k0", f"{0:064x}", ("a",)) is not None  # k0 now the newest
+    assert kc.prune(root, limit=5 * size) == 0
+    assert kc.prune(root, limit=3 * size + 1) == 2
+    assert sorted(os.listdir(root)) == sorted(os.path.basename(p) for p in (paths[0], paths[3], paths[4]))
+    monkeypatch.setenv(kc.MAX_ENV, str(2.5 * size / 2**20))
+    assert kc.store(root, "k5", f"{5:064x}", _Compiled(("a",), rng.bytes(100_000)))
+    assert sorted(os.listdir(root)) == sorted(
+        [os.path.basename(paths[0]), os.path.basename(kc._path(root, "k5", f"{5:064x}"))])
 
 
 def test_entries_and_clear(monkeypatch, tmp_path):
@@ -326,10 +362,10 @@ def test_keys_do_not_depend_on_what_compiled_first():
 
 
 _LOAD_SCRIPT = textwrap.dedent("""
-    import json, pickle, sys, time
+    import json, sys, time
+    from numba_fused import kernel_cache as kc
     t0 = time.perf_counter()
-    with open(sys.argv[1], "rb") as f:
-        kernel = pickle.load(f)
+    kernel = kc.read(sys.argv[1])
     lib = kernel._codelibrary
     cc = tuple(json.loads(sys.argv[2]))
     print(json.dumps({"ptx": lib._ptx_cache[cc], "cubin": bytes(lib._cubin_cache[cc].code).hex(),
@@ -378,8 +414,8 @@ def test_numba_compiled_kernel_survives_a_store_and_a_load(tmp_path, monkeypatch
     assert got["seconds"] < 5
     loaded = kc.load(root, k.name, digest, k.argtypes)
     assert loaded is not None and loaded.entry_name == compiled.entry_name
-    with open(path, "rb") as f:
-        assert pickle.load(f).entry_name == compiled.entry_name
+    assert kc.read(path).entry_name == compiled.entry_name
+    assert os.path.getsize(path) < len(pickle.dumps(compiled)) / 3  # LLVM IR, PTX compress
 
 
 _RUN_SCRIPT = textwrap.dedent("""
