@@ -455,8 +455,14 @@ def entries(root=None):
     root = root or cache_dir()
     if not root or not os.path.isdir(root):
         return 0, 0
-    sizes = [os.path.getsize(os.path.join(root, n)) for n in os.listdir(root)
-             if n.endswith(_SUFFIX)]
+    sizes = []
+    with os.scandir(root) as it:
+        for e in it:
+            if e.name.endswith(_SUFFIX):
+                try:
+                    sizes.append(e.stat().st_size)
+                except FileNotFoundError:  # pruned or cleared by another process
+                    continue
     return len(sizes), sum(sizes)
 
 
@@ -477,3 +483,50 @@ def clear(root=None):
             if name.endswith(_SUFFIX):
                 removed += 1
     return removed
+
+
+def _why_off():
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        return f"{DISABLE_ENV}={os.environ[DISABLE_ENV]}"
+    path = os.environ.get(ENV, "")
+    path = os.path.abspath(os.path.expanduser(path)) if path else default_dir()
+    if path is None:
+        return "no home directory for the default"
+    return f"{path} belongs to another user, is not a directory, or others may write it"
+
+
+def main(argv=None):
+    """``python -m numba_fused.kernel_cache [--clear | --prune]``: where the cache is
+    (or why it is off), its entries and bytes against the bound; ``--clear`` removes
+    every entry, ``--prune`` the least recently used ones past the bound."""
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="python -m numba_fused.kernel_cache",
+        description="Where numba-fused's kernel cache is (or why it is off), and its "
+                    "entries and bytes against its bound.")
+    act = ap.add_mutually_exclusive_group()
+    act.add_argument("--clear", action="store_true", help="remove every entry")
+    act.add_argument("--prune", action="store_true",
+                     help=f"remove the least recently used entries past {MAX_ENV}")
+    args = ap.parse_args(argv)
+    root = cache_dir()
+    if root is None:
+        print(f"kernel cache: off ({_why_off()})")
+        return 0
+    if args.clear:
+        print(f"removed {clear(root)} entries")
+    elif args.prune and os.path.isdir(root):
+        print(f"removed {prune(root)} entries")
+    count, size = entries(root)
+    print(f"kernel cache: {root}\nentries: {count}, {size / 2**20:.1f} MiB "
+          f"(bound {max_bytes() / 2**20:g} MiB, {MAX_ENV})")
+    return 0
+
+
+if __name__ == "__main__":
+    # Run as a script this file is module __main__; the package's own module holds
+    # the package name and the counters.
+    from numba_fused import kernel_cache as _self
+
+    sys.exit(_self.main())

@@ -233,6 +233,37 @@ def test_entries_and_clear(monkeypatch, tmp_path):
     assert kc.entries() == (0, 0) and kc.clear() == 0
 
 
+def test_command_line_reports_prunes_and_clears(tmp_path):
+    """python -m numba_fused.kernel_cache: the directory and its entries, --prune to the
+    bound, --clear, and why the cache is off when it is."""
+    root = tmp_path / "cache"
+    rng = np.random.default_rng(1)
+    for i in range(3):
+        assert kc.store(str(root), f"k{i}", f"{i:064x}", _Compiled(("a",), rng.bytes(300_000)))
+        os.utime(kc._path(str(root), f"k{i}", f"{i:064x}"), (1000 + i, 1000 + i))
+
+    def cli(*args, **env):
+        base = {k: v for k, v in os.environ.items() if k not in (kc.ENV, kc.DISABLE_ENV, kc.MAX_ENV)}
+        out = subprocess.run([sys.executable, "-m", "numba_fused.kernel_cache", *args],
+                             env=dict(base, PYTHONPATH=ROOT, **env), cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout
+
+    got = cli(NUMBA_FUSED_CACHE_DIR=str(root))
+    assert f"kernel cache: {root}\nentries: 3, 0.9 MiB (bound 1024 MiB" in got
+    got = cli("--prune", NUMBA_FUSED_CACHE_DIR=str(root), NUMBA_FUSED_CACHE_MAX_MB="0.4")
+    assert got.startswith("removed 2 entries\n") and "entries: 1, 0.3 MiB (bound 0.4 MiB" in got
+    assert os.listdir(root) == [os.path.basename(kc._path(str(root), "k2", f"{2:064x}"))]
+    assert cli("--clear", NUMBA_FUSED_CACHE_DIR=str(root)).startswith("removed 1 entries\n")
+    assert os.listdir(root) == []
+    got = cli(NUMBA_FUSED_CACHE_DIR=str(root), NUMBA_FUSED_DISABLE_CACHE="1")
+    assert got == "kernel cache: off (NUMBA_FUSED_DISABLE_CACHE=1)\n"
+    root.chmod(0o777)
+    got = cli(NUMBA_FUSED_CACHE_DIR=str(root))
+    assert got.startswith(f"kernel cache: off ({root} belongs to another user")
+
+
 def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
     """On by default under $XDG_CACHE_HOME (absolute) or ~/.cache; NUMBA_FUSED_CACHE_DIR
     (not empty) names another; NUMBA_FUSED_DISABLE_CACHE (not "" or "0") turns it off."""
