@@ -84,13 +84,20 @@ def cache_dir():
     is set to anything but "" or "0", else ``NUMBA_FUSED_CACHE_DIR`` where set and not
     empty, else :func:`default_dir`; None too where that directory exists and is not
     private (:func:`private`)."""
+    return _resolve()[0]
+
+
+def _resolve():
+    """(the cache directory, None), or (None, why the cache is off)."""
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return None
+        return None, f"{DISABLE_ENV}={os.environ[DISABLE_ENV]}"
     path = os.environ.get(ENV, "")
     path = os.path.abspath(os.path.expanduser(path)) if path else default_dir()
-    if path is None or not private(path):
-        return None
-    return path
+    if path is None:
+        return None, "no home directory for the default"
+    if not private(path):
+        return None, f"{path} belongs to another user, is not a directory, or others may write it"
+    return path, None
 
 
 def private(path):
@@ -485,16 +492,6 @@ def clear(root=None):
     return removed
 
 
-def _why_off():
-    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
-        return f"{DISABLE_ENV}={os.environ[DISABLE_ENV]}"
-    path = os.environ.get(ENV, "")
-    path = os.path.abspath(os.path.expanduser(path)) if path else default_dir()
-    if path is None:
-        return "no home directory for the default"
-    return f"{path} belongs to another user, is not a directory, or others may write it"
-
-
 def main(argv=None):
     """``python -m numba_fused.kernel_cache [--clear | --prune]``: where the cache is
     (or why it is off), its entries and bytes against the bound; ``--clear`` removes
@@ -510,9 +507,9 @@ def main(argv=None):
     act.add_argument("--prune", action="store_true",
                      help=f"remove the least recently used entries past {MAX_ENV}")
     args = ap.parse_args(argv)
-    root = cache_dir()
+    root, why_off = _resolve()
     if root is None:
-        print(f"kernel cache: off ({_why_off()})")
+        print(f"kernel cache: off ({why_off})")
         return 0
     if args.clear:
         print(f"removed {clear(root)} entries")
