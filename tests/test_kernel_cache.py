@@ -511,8 +511,7 @@ def test_kernel_compiled_reads_and_fills_the_cache(monkeypatch, tmp_path):
     """Kernel._compiled's flow, with numba's compile and the device stood in for:
     turned off, no key is made and nothing is written; on, a miss compiles and
     stores, the next Kernel of the same specialisation loads that entry and compiles
-    nothing; an unkeyable kernel
-    compiles and stores nothing."""
+    nothing; an unkeyable kernel compiles and stores nothing."""
     from numba.core import types
 
     from numba_fused import launch
