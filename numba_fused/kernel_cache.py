@@ -429,19 +429,11 @@ def max_bytes():
 
 def prune(root, limit=None):
     """Remove the least recently used entries under ``root`` (by mtime: a store or a
-    hit) until their bytes are at most ``limit`` (default :func:`max_bytes`).
-    Entries this package's edits or a numba upgrade left unreachable are never hit
+    hit) until their bytes are at most ``limit`` (default :func:`max_bytes`); none
+    where there is no such directory. Entries this package's edits or a numba upgrade left unreachable are never hit
     again, so they go first. Returns how many were removed."""
     limit = max_bytes() if limit is None else limit
-    found = []
-    with os.scandir(root) as it:
-        for e in it:
-            if e.name.endswith(_SUFFIX):
-                try:
-                    st = e.stat()
-                except FileNotFoundError:
-                    continue
-                found.append((st.st_mtime_ns, e.name, st.st_size))
+    found = _scan(root)
     total = sum(size for _, _, size in found)
     removed = 0
     for _, n, size in sorted(found):
@@ -460,17 +452,26 @@ def entries(root=None):
     """(count, bytes) of the entries under ``root`` (default: :func:`cache_dir`);
     (0, 0) where there is none."""
     root = root or cache_dir()
-    if not root or not os.path.isdir(root):
-        return 0, 0
-    sizes = []
+    found = _scan(root) if root else []
+    return len(found), sum(size for _, _, size in found)
+
+
+def _scan(root):
+    """(mtime_ns, name, bytes) of each entry under ``root``; [] where there is no such
+    directory. An entry removed while it is listed (another process pruning or
+    clearing) is left out."""
+    if not os.path.isdir(root):
+        return []
+    found = []
     with os.scandir(root) as it:
         for e in it:
             if e.name.endswith(_SUFFIX):
                 try:
-                    sizes.append(e.stat().st_size)
-                except FileNotFoundError:  # pruned or cleared by another process
+                    st = e.stat()
+                except FileNotFoundError:
                     continue
-    return len(sizes), sum(sizes)
+                found.append((st.st_mtime_ns, e.name, st.st_size))
+    return found
 
 
 def clear(root=None):
@@ -513,7 +514,7 @@ def main(argv=None):
         return 0
     if args.clear:
         print(f"removed {clear(root)} entries")
-    elif args.prune and os.path.isdir(root):
+    elif args.prune:
         print(f"removed {prune(root)} entries")
     count, size = entries(root)
     print(f"kernel cache: {root}\nentries: {count}, {size / 2**20:.1f} MiB "
