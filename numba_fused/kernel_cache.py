@@ -430,8 +430,9 @@ def max_bytes():
 def prune(root, limit=None):
     """Remove the least recently used entries under ``root`` (by mtime: a store or a
     hit) until their bytes are at most ``limit`` (default :func:`max_bytes`); none
-    where there is no such directory. Entries this package's edits or a numba upgrade left unreachable are never hit
-    again, so they go first. Returns how many were removed."""
+    where there is no such directory. Entries this package's edits or a numba upgrade
+    left unreachable are never hit again, so they go first. Returns how many were
+    removed."""
     limit = max_bytes() if limit is None else limit
     found = _scan(root)
     total = sum(size for _, _, size in found)
