@@ -206,6 +206,7 @@ def test_prune_removes_the_least_recently_used(monkeypatch, tmp_path):
     assert 100_000 < size < 101_000 and kc.entries(root) == (5, 5 * size)
     assert kc.load(root, "k0", f"{0:064x}", ("a",)) is not None  # k0 now the newest
     assert kc.prune(root, limit=5 * size) == 0
+    assert kc.prune(os.path.join(root, "absent")) == 0
     assert kc.prune(root, limit=3 * size + 1) == 2
     assert sorted(os.listdir(root)) == sorted(os.path.basename(p) for p in (paths[0], paths[3], paths[4]))
     monkeypatch.setenv(kc.MAX_ENV, str(2.5 * size / 2**20))
