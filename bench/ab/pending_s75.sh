@@ -7,11 +7,18 @@
 #      numba_fused.kernel_cache` on the default directory; then, on an H200 only,
 #      pending_s74.sh h (v61's float32 RMSNorm A/B with statistics, the RMSNorm
 #      forward sweep).
-#   bash bench/ab/pending_s75.sh "$OUT" a
+#   p: (any card, ~4 min) an H100 sweep (norms_sweep.sh, this session) had float32
+#      RMSNorm's backward at N = 512 slower than inductor (291.8 against 284.7 us;
+#      284.0 in the twentieth session's H100 run, before v30 took the prefetch off
+#      there, tuned on the H200). A/B/B/A of v30's rows with the prefetch back
+#      (predicted on an H100: float32 RMSNorm 512 ~284, -7 us; LayerNorm 512 ~-2;
+#      16-bit RMSNorm 512 within 1 us), and rows a block at float32 RMSNorm 512 / 768
+#      (768 was level with inductor, 289.2 / 288.1).
+#   bash bench/ab/pending_s75.sh "$OUT" a|p
 set -uo pipefail
-OUT=${1:?"usage: pending_s75.sh OUTDIR a"}
+OUT=${1:?"usage: pending_s75.sh OUTDIR a|p"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?a}" in
+case "${2:?a|p}" in
   a)
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     echo "card: $card"
@@ -25,5 +32,19 @@ case "${2:?a}" in
       *) echo "not an H200: pending_s74.sh h not run" ;;
     esac
     ;;
-  *) echo "a" >&2; exit 2 ;;
+  p)
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    pf='{"prefetch": true}'
+    timeout -k 10 200 python3 bench/tune_layer_norm.py --out "$OUT/rms_pf" --op rms \
+      --ns 512 --dtypes float32,float16,bfloat16 --tunes '{}' "$pf" "$pf" '{}' \
+      > "$OUT/rms_pf.log" 2>&1; echo "rms_pf rc $?"
+    timeout -k 10 120 python3 bench/tune_layer_norm.py --out "$OUT/ln_pf" --op ln \
+      --ns 512 --dtypes float32 --tunes '{}' "$pf" "$pf" '{}' \
+      > "$OUT/ln_pf.log" 2>&1; echo "ln_pf rc $?"
+    timeout -k 10 200 python3 bench/tune_layer_norm.py --out "$OUT/rms_blk" --op rms \
+      --ns 512,768 --dtypes float32 --tunes '{}' '{"bwd_block": 64}' '{"bwd_block": 256}' \
+      '{"bwd_block": 384}' "$pf" '{}' > "$OUT/rms_blk.log" 2>&1; echo "rms_blk rc $?"
+    for f in rms_pf ln_pf rms_blk; do grep "^| [0-9]" "$OUT/$f/tune_layer_norm.md"; done
+    ;;
+  *) echo "a or p" >&2; exit 2 ;;
 esac
