@@ -14,11 +14,18 @@
 #      (predicted on an H100: float32 RMSNorm 512 ~284, -7 us; LayerNorm 512 ~-2;
 #      16-bit RMSNorm 512 within 1 us), and rows a block at float32 RMSNorm 512 / 768
 #      (768 was level with inductor, 289.2 / 288.1).
-#   bash bench/ab/pending_s75.sh "$OUT" a|p
+#      (Ran on an H100: float32 RMSNorm 512 290.8-291.4 -> 287.2-287.9 with the
+#      prefetch, but 281.5 with 6 rows a block (bwd_block 384, 2 blocks an SM) and
+#      768 289.5 -> 283.0 with 4; 16-bit RMSNorm 512 slower with the prefetch.)
+#   b: (any card, ~5 min) rows a block of the float32 backward row kernels (bwd_block
+#      128, the default since v20, against 256 / 384 / 512) at N = 512-4096, RMSNorm
+#      and LayerNorm, and at 16-bit N = 512 / 768 (default 128 / 512 threads).
+#      Predicted: the float32 rows 3-10 us faster at 384-512 threads, as at 512 / 768.
+#   bash bench/ab/pending_s75.sh "$OUT" a|p|b
 set -uo pipefail
-OUT=${1:?"usage: pending_s75.sh OUTDIR a|p"}
+OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?a|p}" in
+case "${2:?a|p|b}" in
   a)
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     echo "card: $card"
@@ -46,5 +53,20 @@ case "${2:?a|p}" in
       '{"bwd_block": 384}' "$pf" '{}' > "$OUT/rms_blk.log" 2>&1; echo "rms_blk rc $?"
     for f in rms_pf ln_pf rms_blk; do grep "^| [0-9]" "$OUT/$f/tune_layer_norm.md"; done
     ;;
-  *) echo "a or p" >&2; exit 2 ;;
+  b)
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    b() { echo "{\"bwd_block\": $1}"; }
+    for op in rms ln; do
+      timeout -k 10 200 python3 bench/tune_layer_norm.py --out "$OUT/${op}_f32" --op $op \
+        --ns 512,768,1024,2048,4096 --dtypes float32 --reps 30 \
+        --tunes '{}' "$(b 256)" "$(b 384)" "$(b 512)" '{}' \
+        > "$OUT/${op}_f32.log" 2>&1; echo "${op}_f32 rc $?"
+      timeout -k 10 120 python3 bench/tune_layer_norm.py --out "$OUT/${op}_f16" --op $op \
+        --ns 512,768 --dtypes float16 --reps 30 \
+        --tunes '{}' "$(b 128)" "$(b 256)" "$(b 512)" '{}' \
+        > "$OUT/${op}_f16.log" 2>&1; echo "${op}_f16 rc $?"
+    done
+    for f in rms_f32 rms_f16 ln_f32 ln_f16; do grep "^| [0-9]" "$OUT/$f/tune_layer_norm.md" | cut -c1-80,120-; done
+    ;;
+  *) echo "a, p or b" >&2; exit 2 ;;
 esac
