@@ -21,11 +21,19 @@
 #      128, the default since v20, against 256 / 384 / 512) at N = 512-4096, RMSNorm
 #      and LayerNorm, and at 16-bit N = 512 / 768 (default 128 / 512 threads).
 #      Predicted: the float32 rows 3-10 us faster at 384-512 threads, as at 512 / 768.
-#   bash bench/ab/pending_s75.sh "$OUT" a|p|b
+#      (Ran on an H100: float32 RMSNorm / LayerNorm 768-2048 277-280 us at 512 threads
+#      against 282-289 at 128; at 512 only 384 threads (2 blocks an SM) gains, 281.5 /
+#      282.4 against 291, and 512 loses, 305-306 (1 block an SM, no prefetch there);
+#      4096 (the wide kernel) even. 16-bit: fp16 RMSNorm 768 144.3 at 256 against 150,
+#      LayerNorm 768 155.5 against 146.6; the rest even or slower.)
+#   c: (any card, ~4 min) the float32 rule's shape: at N = 512 the prefetch with 384 /
+#      512 threads; named barriers a row (bwd_row_bar) at 512 threads; 16-bit RMSNorm
+#      768 at 256 threads again, both 16-bit types.
+#   bash bench/ab/pending_s75.sh "$OUT" a|p|b|c
 set -uo pipefail
-OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b"}
+OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b|c"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?a|p|b}" in
+case "${2:?a|p|b|c}" in
   a)
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     echo "card: $card"
@@ -68,5 +76,23 @@ case "${2:?a|p|b}" in
     done
     for f in rms_f32 rms_f16 ln_f32 ln_f16; do grep "^| [0-9]" "$OUT/$f/tune_layer_norm.md" | cut -c1-80,120-; done
     ;;
-  *) echo "a, p or b" >&2; exit 2 ;;
+  c)
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    for op in rms ln; do
+      timeout -k 10 150 python3 bench/tune_layer_norm.py --out "$OUT/${op}_512" --op $op \
+        --ns 512 --dtypes float32 --reps 30 --tunes '{}' '{"bwd_block": 384}' \
+        '{"bwd_block": 384, "prefetch": true}' '{"bwd_block": 512, "prefetch": true}' \
+        '{"bwd_block": 384, "bwd_row_bar": true}' '{}' \
+        > "$OUT/${op}_512.log" 2>&1; echo "${op}_512 rc $?"
+      timeout -k 10 200 python3 bench/tune_layer_norm.py --out "$OUT/${op}_bar" --op $op \
+        --ns 768,1024,2048 --dtypes float32 --reps 30 --tunes '{}' '{"bwd_block": 512}' \
+        '{"bwd_block": 512, "bwd_row_bar": true}' '{"bwd_block": 512}' '{}' \
+        > "$OUT/${op}_bar.log" 2>&1; echo "${op}_bar rc $?"
+    done
+    timeout -k 10 120 python3 bench/tune_layer_norm.py --out "$OUT/rms16" --op rms \
+      --ns 768 --dtypes float16,bfloat16 --reps 30 --tunes '{}' '{"bwd_block": 256}' \
+      '{"bwd_block": 256}' '{}' > "$OUT/rms16.log" 2>&1; echo "rms16 rc $?"
+    for f in rms_512 ln_512 rms_bar ln_bar rms16; do grep "^| [0-9]" "$OUT/$f/tune_layer_norm.md" | cut -c1-80,120-; done
+    ;;
+  *) echo "a, p, b or c" >&2; exit 2 ;;
 esac
