@@ -4213,7 +4213,8 @@ _TUNING_DEFAULTS = {
     # RMSNorm 110.9, 110.6 / 109.4, 109.5; 111.0, 111.7 / 109.0, 109.7; 112.2, 112.2 /
     # 109.9, 112.0; bf16 111.0, 111.0 / 110.5, 110.2; 112.4, 112.0 / 109.9, 110.4;
     # 111.8, 111.8 / 111.8, 112.5. 512 with the block's barrier was slower (LayerNorm
-    # fp16 116.5, 116.2 / 115.8, 115.4 / 114.5, 114.1).
+    # fp16 116.5, 116.2 / 115.8, 115.4 / 114.5, 114.1). v65: float32 rows with w over
+    # 64-256 threads take 512 too (H100, 8-12 us at N = 512-1024: _bwd_block).
     "bwd_block": None,
     # Backward persistent grid: SMs x (bwd_threads_per_sm // block) blocks. More
     # resident threads would not fit the registers (~56 per thread) and would add
@@ -4791,20 +4792,26 @@ def _fat(direction, vec, words):
 # / 112.4, 112.5, bf16 114.4, 113.8 / 113.1, 112.7. Slower or even elsewhere: float32
 # LayerNorm N = 768 / 1024 +1.5 / +2.4, 4096 / 8192 even; float32 RMSNorm N = 768
 # -0.6, 2048 +2.3, 4096-8192 even; 16-bit LayerNorm N = 512 +2.8, 768 +13; 16-bit
-# RMSNorm N = 768 +8; fp16 LayerNorm N = 4096 +15.
+# RMSNorm N = 768 +8; fp16 LayerNorm N = 4096 +15. At blocks of fewer than _FAT_BLOCK
+# threads only (v65: _bwd_prefetch).
 _BWD_NO_PREFETCH = frozenset({("float32", False, 128), ("float32", True, 128),
                               ("16-bit", True, 64)})
 
 
-def _bwd_prefetch(dtype, rms, groups, vector=True):
+def _bwd_prefetch(dtype, rms, groups, vector=True, threads=128):
     """Whether the backward row kernels load the next row before reducing the current
     one, for ``dtype`` rows of ``groups`` 16-byte groups (``rms``: RMSNorm; ``vector``
-    False: scalar rows, always): tuning's prefetch where set, else all but
-    _BWD_NO_PREFETCH's rows."""
+    False: scalar rows, always) in blocks of ``threads``: tuning's prefetch where set,
+    else all but _BWD_NO_PREFETCH's rows in blocks of fewer than _FAT_BLOCK threads.
+    v30 dropped the prefetch there to fit more blocks of 128 an SM; v65's float32
+    blocks of _FAT_BLOCK threads are one an SM either way, and without the prefetch
+    their 16 warps keep too few loads in flight (H100, float32 N = 512, 512 threads, us:
+    RMSNorm 304.8 without / 279.6 with, LayerNorm 306.4 / 280.8)."""
     pf = _tune["prefetch"]
     if pf is not None:
         return bool(pf)
-    return not (vector and (_dtype_class(dtype), bool(rms), groups) in _BWD_NO_PREFETCH)
+    return not (vector and threads < _FAT_BLOCK
+                and (_dtype_class(dtype), bool(rms), groups) in _BWD_NO_PREFETCH)
 
 
 def _row_layout(n, vec, direction, m=1):
@@ -5191,9 +5198,24 @@ def _bwd_block(vec, words, tpr, wide, has_w):
     against one of 512). With b alone the 512-thread blocks cost ~4 us at 16-bit 16384
     x 4096 (affine_share, fp16 LayerNorm backward, us: v38's 128-thread blocks 107.8-107.9
     in the forty-fifth session, v39's 512 111.7-112.3 in the forty-sixth, w alone and
-    neither unchanged between the two runs), so rows with b alone keep 128."""
-    if has_w and vec == 8 and words >= 2 and not wide and tpr in (64, 128, 256):
-        return _FAT_BLOCK
+    neither unchanged between the two runs), so rows with b alone keep 128.
+
+    v65: float32 (``vec`` 4) row kernels with w over 64 to 256 threads, not ``wide``
+    (N = 512-2048: 8, 5, 4, 2 rows a block), take _FAT_BLOCK threads too: one block an
+    SM (78-96 registers), 132 partial rows instead of 660-924, and the prefetch back
+    at N = 512 (:func:`_bwd_prefetch`). H100 (seventy-fifth session, tune_layer_norm
+    A/B/B/A, M x N = 2^26, lock scheme, us, 128 threads / 512): RMSNorm 512 290.8,
+    291.0 / 279.6; 768 289.1, 289.5 / 277.9, 278.2; 1024 286.8, 287.3 / 279.9, 280.0;
+    2048 283.0, 283.2 / 279.9, 280.0; LayerNorm 512 291.5, 291.0 / 280.8; 768 288.3,
+    288.4 / 276.8, 277.5; 1024 288.6, 287.9 / 280.9, 280.1; 2048 281.5, 281.8 / 280.4,
+    280.0. 256 and 384 threads sat between; bwd_row_bar's named barriers cost 0.4-3.4;
+    the wide kernel's rows (N = 4096) were even at every block. Not yet timed on the
+    H200."""
+    if has_w and not wide:
+        if vec == 8 and words >= 2 and tpr in (64, 128, 256):
+            return _FAT_BLOCK
+        if vec == 4 and 64 <= tpr <= 256:
+            return _FAT_BLOCK
     return 128
 
 
@@ -5528,7 +5550,7 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         nch = 1
     # The wide kernels (float32, two groups) fit 64 registers only without the
     # prefetch (ptxas).
-    prefetch = (_bwd_prefetch(dtype, rms, n // vec, vector)
+    prefetch = (_bwd_prefetch(dtype, rms, n // vec, vector, block)
                 and not wide if words else True)
     stats_pass = _tune["bwd_stats_pass"]
     if stats_pass is None:

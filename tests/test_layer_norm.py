@@ -1089,6 +1089,10 @@ def test_backward_prefetch_rule():
     assert ln._bwd_prefetch("float16", False, 64)
     assert ln._bwd_prefetch("float32", False, 256)
     assert ln._bwd_prefetch("float32", False, 128, vector=False)
+    # v65: at blocks of _FAT_BLOCK threads (float32 rows with w) the prefetch is back.
+    assert ln._bwd_prefetch("float32", True, 128, threads=512)
+    assert ln._bwd_prefetch("float32", False, 128, True, 512)
+    assert not ln._bwd_prefetch("float32", False, 128, True, 384)
     with ln.tuning(prefetch=True):
         assert ln._bwd_prefetch("float32", False, 128)
     with ln.tuning(prefetch=False):
@@ -2898,9 +2902,9 @@ def test_bwd_block_default(dtype, variant):
     """bwd_block's default (None, v39; the simulator keeps 64): 512 threads for 16-bit
     row kernels with w of two or more groups a thread over 64, 128 or 256
     threads, each row at its own named barrier (bwd_row_bar's default at 16 bits), 128
-    elsewhere. The launcher packs rows of 64 threads (128 groups) that many a block (at
-    most m) and picks the ``_nb`` kernel at 16 bits; float32's rows stay two a block on
-    the block barrier. Every output within tolerance of float64, poisoned first; on a
+    elsewhere; v65: 512 for float32 row kernels with w over 64 to 256 threads, not
+    wide. The launcher packs rows of 64 threads (128 groups) that many a block (at
+    most m) and picks the ``_nb`` kernel at 16 bits, float32's on the block barrier. Every output within tolerance of float64, poisoned first; on a
     GPU also 4099 rows at N = 1024, 2048, 4096. Every kernel picked is one
     shipped_kernels lists (so the PTX tests compile it); rows without w (b alone, or
     neither) keep 128 threads a block."""
@@ -2909,10 +2913,16 @@ def test_bwd_block_default(dtype, variant):
     for tpr in (64, 128, 256):
         assert ln._bwd_block(8, 2, tpr, False, True) == 512
         assert ln._bwd_block(8, 3, tpr, False, True) == 512
-        assert ln._bwd_block(4, 2, tpr, False, True) == 128
+        assert ln._bwd_block(4, 2, tpr, False, True) == 512
+        assert ln._bwd_block(4, 2, tpr, True, True) == 128
+        assert ln._bwd_block(4, 2, tpr, False, False) == 128
         assert ln._bwd_block(8, 1, tpr, False, True) == 128
     for tpr in (32, 96, 192, 320, 512):
         assert ln._bwd_block(8, 2, tpr, False, True) == 128, tpr
+    for tpr in (96, 160, 224):
+        assert ln._bwd_block(4, 2, tpr, False, True) == 512, tpr
+    for tpr in (32, 288, 512):
+        assert ln._bwd_block(4, 2, tpr, False, True) == 128, tpr
     assert ln._bwd_block(8, 2, 128, True, True) == 128
     assert ln._bwd_block(8, 2, 128, False, False) == 128
     assert ln._bwd_row_bar(None, 8) and not ln._bwd_row_bar(None, 4)
@@ -2923,7 +2933,7 @@ def test_bwd_block_default(dtype, variant):
         words, tpr = ln._row_layout(128 * vec, vec, "bwd", m)
         assert (words, tpr) == (2, 64), (words, tpr)
         rpb = ln._rows_per_block("bwd_block", tpr, m, "bwd", vec, words)
-    assert rpb == (min(8, m) if vec == 8 else 2), rpb
+    assert rpb == min(8, m), rpb
     shapes = [(m, 128 * vec)] if SIMULATOR else [(m, n) for n in (1024, 2048, 4096)]
     shipped = {k.name for k in ln.shipped_kernels()}
     tune = {"bwd_block": None, "bwd_grid": 2 if SIMULATOR else None, **FEW_PARTIALS}

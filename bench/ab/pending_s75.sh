@@ -29,11 +29,20 @@
 #   c: (any card, ~4 min) the float32 rule's shape: at N = 512 the prefetch with 384 /
 #      512 threads; named barriers a row (bwd_row_bar) at 512 threads; 16-bit RMSNorm
 #      768 at 256 threads again, both 16-bit types.
-#   bash bench/ab/pending_s75.sh "$OUT" a|p|b|c
+#      (Ran on an H100: 512 threads with the prefetch 279.6 / 280.8 at N = 512, 384
+#      without 281.5 / 281.8; bwd_row_bar +0.4-3.4; 16-bit RMSNorm 768 at 256 threads
+#      144.1-144.5 against 146.3-150.8, both types. So v65: float32 rows with w over
+#      64-256 threads at 512 threads a block, the prefetch kept there.)
+#   v: (any card, ~8 min) v65 at the launcher's default against v64's (bwd_block 128
+#      reproduces it for float32), A/B/B/A at N = 512-4096 (predicted 277-281 against
+#      281-291 us at 512-2048, 4096 even); memcheck / racecheck / initcheck of
+#      sanitize.py layer_norm_bwd (now also N = 768, 2048) at float32; then part 4 of
+#      the suite (LayerNorm and RMSNorm, not same-bits), predicted 0 failed.
+#   bash bench/ab/pending_s75.sh "$OUT" a|p|b|c|v
 set -uo pipefail
-OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b|c"}
+OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b|c|v"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?a|p|b|c}" in
+case "${2:?a|p|b|c|v}" in
   a)
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     echo "card: $card"
@@ -94,5 +103,19 @@ case "${2:?a|p|b|c}" in
       '{"bwd_block": 256}' '{}' > "$OUT/rms16.log" 2>&1; echo "rms16 rc $?"
     for f in rms_512 ln_512 rms_bar ln_bar rms16; do grep "^| [0-9]" "$OUT/$f/tune_layer_norm.md" | cut -c1-80,120-; done
     ;;
-  *) echo "a, p, b or c" >&2; exit 2 ;;
+  v)
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    for op in rms ln; do
+      timeout -k 10 150 python3 bench/tune_layer_norm.py --out "$OUT/${op}_v65" --op $op \
+        --ns 512,768,1024,2048,4096 --dtypes float32 --reps 30 \
+        --tunes '{}' '{"bwd_block": 128}' '{"bwd_block": 128}' '{}' \
+        > "$OUT/${op}_v65.log" 2>&1; echo "${op}_v65 rc $?"
+      grep "^| [0-9]" "$OUT/${op}_v65/tune_layer_norm.md" | cut -c1-80,120-
+    done
+    SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=150 \
+      bash bench/ab/san_pair.sh "$OUT" layer_norm_bwd:float32 san_bwd_f32
+    bash bench/ab/full_suite.sh "$OUT" 4
+    grep -E "^(FAILED|ERROR)" "$OUT/part4/pytest.log" | head -20
+    ;;
+  *) echo "a, p, b, c or v" >&2; exit 2 ;;
 esac
