@@ -38,11 +38,20 @@
 #      281-291 us at 512-2048, 4096 even); memcheck / racecheck / initcheck of
 #      sanitize.py layer_norm_bwd (now also N = 768, 2048) at float32; then part 4 of
 #      the suite (LayerNorm and RMSNorm, not same-bits), predicted 0 failed.
-#   bash bench/ab/pending_s75.sh "$OUT" a|p|b|c|v
+#      (Ran on an H100: as predicted, 279.6-281.6 against 287.2-291.1 at 512-1024,
+#      279.6-279.9 against 281.5-283.0 at 2048, 4096 even; sanitizers 0 / 0 / 0; part 4
+#      765 passed, 4 xfailed; part 5, run next, 101 passed.)
+#   h: (an H200 only; on any other card it stops before any work, ~4 min) v65's A/B
+#      as v on the card issue #16 is measured on (predicted: the float32 backward at N
+#      = 512-2048 faster at 512 threads, as on the H100; if not, v65 becomes H100-only
+#      or goes), then v61's float32 RMSNorm A/B with statistics (pending_s74.sh h's
+#      first half). Then, in a second call, pending_s74.sh h's RMSNorm forward sweep:
+#        . bench/ab/norms_sweep_fn.sh; norms_sweep rms_norm rms_fwd fwd 330
+#   bash bench/ab/pending_s75.sh "$OUT" a|p|b|c|v|h
 set -uo pipefail
-OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b|c|v"}
+OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b|c|v|h"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?a|p|b|c|v}" in
+case "${2:?a|p|b|c|v|h}" in
   a)
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     echo "card: $card"
@@ -117,5 +126,21 @@ case "${2:?a|p|b|c|v}" in
     bash bench/ab/full_suite.sh "$OUT" 4
     grep -E "^(FAILED|ERROR)" "$OUT/part4/pytest.log" | head -20
     ;;
-  *) echo "a, p, b, c or v" >&2; exit 2 ;;
+  h)
+    card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    echo "card: $card"
+    case "$card" in *H200*) ;; *) echo "not an H200" >&2; exit 3 ;; esac
+    for op in rms ln; do
+      timeout -k 10 150 python3 bench/tune_layer_norm.py --out "$OUT/${op}_v65" --op $op \
+        --ns 512,768,1024,2048,4096 --dtypes float32 --reps 30 \
+        --tunes '{}' '{"bwd_block": 128}' '{"bwd_block": 128}' '{}' \
+        > "$OUT/${op}_v65.log" 2>&1; echo "${op}_v65 rc $?"
+      grep "^| [0-9]" "$OUT/${op}_v65/tune_layer_norm.md" | cut -c1-80,120-
+    done
+    timeout -k 10 200 python3 bench/ab/offgrid_plain.py --stats \
+      --cells f32-rms-1536,f32-rms-2304,f32-rms-2560,f32-rms-3072,f32-rms-3584 \
+      > "$OUT/offgrid_stats.log" 2>&1
+    echo "stats rc $?"; grep -v kernels "$OUT/offgrid_stats.log"
+    ;;
+  *) echo "a, p, b, c, v or h" >&2; exit 2 ;;
 esac
