@@ -51,6 +51,16 @@
 set -uo pipefail
 OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b|c|v|h"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# v65 against v64 (bwd_block 128 reproduces v64 for float32), A/B/B/A, both ops.
+v65_ab() {
+  for op in rms ln; do
+    timeout -k 10 150 python3 bench/tune_layer_norm.py --out "$OUT/${op}_v65" --op $op \
+      --ns 512,768,1024,2048,4096 --dtypes float32 --reps 30 \
+      --tunes '{}' '{"bwd_block": 128}' '{"bwd_block": 128}' '{}' \
+      > "$OUT/${op}_v65.log" 2>&1; echo "${op}_v65 rc $?"
+    grep "^| [0-9]" "$OUT/${op}_v65/tune_layer_norm.md" | cut -c1-80,120-
+  done
+}
 case "${2:?a|p|b|c|v|h}" in
   a)
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
@@ -114,13 +124,7 @@ case "${2:?a|p|b|c|v|h}" in
     ;;
   v)
     nvidia-smi --query-gpu=name --format=csv,noheader
-    for op in rms ln; do
-      timeout -k 10 150 python3 bench/tune_layer_norm.py --out "$OUT/${op}_v65" --op $op \
-        --ns 512,768,1024,2048,4096 --dtypes float32 --reps 30 \
-        --tunes '{}' '{"bwd_block": 128}' '{"bwd_block": 128}' '{}' \
-        > "$OUT/${op}_v65.log" 2>&1; echo "${op}_v65 rc $?"
-      grep "^| [0-9]" "$OUT/${op}_v65/tune_layer_norm.md" | cut -c1-80,120-
-    done
+    v65_ab
     SAN_TOOLS="memcheck racecheck initcheck" SAN_LIMIT=150 \
       bash bench/ab/san_pair.sh "$OUT" layer_norm_bwd:float32 san_bwd_f32
     bash bench/ab/full_suite.sh "$OUT" 4
@@ -130,13 +134,7 @@ case "${2:?a|p|b|c|v|h}" in
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     echo "card: $card"
     case "$card" in *H200*) ;; *) echo "not an H200" >&2; exit 3 ;; esac
-    for op in rms ln; do
-      timeout -k 10 150 python3 bench/tune_layer_norm.py --out "$OUT/${op}_v65" --op $op \
-        --ns 512,768,1024,2048,4096 --dtypes float32 --reps 30 \
-        --tunes '{}' '{"bwd_block": 128}' '{"bwd_block": 128}' '{}' \
-        > "$OUT/${op}_v65.log" 2>&1; echo "${op}_v65 rc $?"
-      grep "^| [0-9]" "$OUT/${op}_v65/tune_layer_norm.md" | cut -c1-80,120-
-    done
+    v65_ab
     timeout -k 10 200 python3 bench/ab/offgrid_plain.py --stats \
       --cells f32-rms-1536,f32-rms-2304,f32-rms-2560,f32-rms-3072,f32-rms-3584 \
       > "$OUT/offgrid_stats.log" 2>&1
