@@ -2904,8 +2904,9 @@ def test_bwd_block_default(dtype, variant):
     threads, each row at its own named barrier (bwd_row_bar's default at 16 bits), 128
     elsewhere; v65: 512 for float32 row kernels with w over 64 to 256 threads, not
     wide. The launcher packs rows of 64 threads (128 groups) that many a block (at
-    most m) and picks the ``_nb`` kernel at 16 bits, float32's on the block barrier. Every output within tolerance of float64, poisoned first; on a
-    GPU also 4099 rows at N = 1024, 2048, 4096. Every kernel picked is one
+    most m) and picks the ``_nb`` kernel at 16 bits, float32's on the block barrier.
+    Every output within tolerance of float64, poisoned first; on a GPU also 4099 rows
+    at N = 1024, 2048, 4096. Every kernel picked is one
     shipped_kernels lists (so the PTX tests compile it); rows without w (b alone, or
     neither) keep 128 threads a block."""
     assert ln._TUNING_DEFAULTS["bwd_block"] == (64 if SIMULATOR else None)
