@@ -2966,6 +2966,30 @@ def test_bwd_block_default(dtype, variant):
     assert blocks == [(64, 2)], blocks
 
 
+@pytest.mark.parametrize("variant", [(False, True, True), (True, True, False)], ids=_vid)
+def test_bwd_v65_float32_blocks(variant):
+    """v65: float32 backward rows with w at N = 512 (64 threads a row) run eight rows a
+    block, 512 threads, and keep the next row's prefetch there (v30 drops it only in
+    blocks of fewer than 512 threads: three rows, 192 threads). The launched block and
+    the picked row kernel (``_nopf``: no prefetch) at m = 8 (a GPU: 4099) and m = 3."""
+    launched = []
+    launch = Kernel.launch
+
+    def spy(self, grid, block, *args, **kwargs):
+        if self.name.startswith("norm_bwd_"):
+            launched.append((self.name, tuple(block)))
+        return launch(self, grid, block, *args, **kwargs)
+
+    tune = {"bwd_block": None, "bwd_grid": 2, **FEW_PARTIALS}
+    for m, rows, prefetch in ((3, 3, False), (8 if SIMULATOR else 4099, 8, True)):
+        launched.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(Kernel, "launch", spy)
+            picked = _backward_picks((m, 512), "float32", variant, 11, tune)
+        assert len(picked) == 1 and ("_nopf" not in picked[0]) is prefetch, (m, picked)
+        assert launched == [(picked[0], (64, rows))], (m, launched)
+
+
 def test_bwd_stages_checks():
     """bwd_stages takes 0, 2, 3 or 4; the factory builds rings only for row kernels of
     16-byte groups without the prefetch, and not the wide ones."""
