@@ -45,7 +45,10 @@
 #      as v on the card issue #16 is measured on (predicted: the float32 backward at N
 #      = 512-2048 faster at 512 threads, as on the H100; if not, v65 becomes H100-only
 #      or goes), then v61's float32 RMSNorm A/B with statistics (pending_s74.sh h's
-#      first half). Then, in a second call, pending_s74.sh h's RMSNorm forward sweep:
+#      first half); then the 16-bit RMSNorm 768 lead (H100: two rows a block 144.2-144.9
+#      us against 148-150.8, the pair step at one row 145.6), fp16 / bf16, LayerNorm 768
+#      beside it (H100: 9 us slower at two rows). Then, in a second call,
+#      pending_s74.sh h's RMSNorm forward sweep:
 #        . bench/ab/norms_sweep_fn.sh; norms_sweep rms_norm rms_fwd fwd 330
 #   bash bench/ab/pending_s75.sh "$OUT" a|p|b|c|v|h
 set -uo pipefail
@@ -139,6 +142,13 @@ case "${2:?a|p|b|c|v|h}" in
       --cells f32-rms-1536,f32-rms-2304,f32-rms-2560,f32-rms-3072,f32-rms-3584 \
       > "$OUT/offgrid_stats.log" 2>&1
     echo "stats rc $?"; grep -v kernels "$OUT/offgrid_stats.log"
+    for op in rms ln; do
+      timeout -k 10 120 python3 bench/tune_layer_norm.py --out "$OUT/${op}_768" --op $op \
+        --ns 768 --dtypes float16,bfloat16 --reps 30 --tunes '{}' '{"bwd_block": 192}' \
+        '{"bwd_rms_sum1": false}' '{"bwd_block": 192}' '{}' \
+        > "$OUT/${op}_768.log" 2>&1; echo "${op}_768 rc $?"
+      grep "^| [0-9]" "$OUT/${op}_768/tune_layer_norm.md" | cut -c1-80,120-
+    done
     ;;
   *) echo "a, p, b, c, v or h" >&2; exit 2 ;;
 esac
