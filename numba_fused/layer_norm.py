@@ -5209,8 +5209,10 @@ def _bwd_block(vec, words, tpr, wide, has_w):
     2048 283.0, 283.2 / 279.9, 280.0; LayerNorm 512 291.5, 291.0 / 280.8; 768 288.3,
     288.4 / 276.8, 277.5; 1024 288.6, 287.9 / 280.9, 280.1; 2048 281.5, 281.8 / 280.4,
     280.0. 256 and 384 threads sat between; bwd_row_bar's named barriers cost 0.4-3.4;
-    the wide kernel's rows (N = 4096) were even at every block. Not yet timed on the
-    H200."""
+    the wide kernel's rows (N = 4096) were even at every block. Timed at M N = 2^26
+    only: a block of 512 threads holds fewer rows an SM at once (N = 1024: 4 against
+    6), so batches of a few thousand rows may take more rounds (pending_s75.sh m).
+    Not yet timed on the H200."""
     if has_w and not wide:
         if vec == 8 and words >= 2 and tpr in (64, 128, 256):
             return _FAT_BLOCK

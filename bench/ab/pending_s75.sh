@@ -50,9 +50,15 @@
 #      beside it (H100: 9 us slower at two rows). Then, in a second call,
 #      pending_s74.sh h's RMSNorm forward sweep:
 #        . bench/ab/norms_sweep_fn.sh; norms_sweep rms_norm rms_fwd fwd 330
-#   bash bench/ab/pending_s75.sh "$OUT" a|p|b|c|v|h
+#   m: (any card, ~2 min) v65 was timed at M N = 2^26 only. Fewer rows: its blocks of 512
+#      threads hold fewer rows an SM at once (N = 1024: 4 against 6, from 128-thread
+#      blocks at 6 an SM), so a batch of a few thousand rows takes more rounds. A/B/B/A
+#      as v at M = 2048, 4096, 16384 rows, N = 512 / 1024 / 2048, both ops. Predicted:
+#      within 1 us at 16384 rows; at 2048-4096 rows even or v65 slower by up to ~2 us
+#      (latency-bound rounds); if slower, v65 takes a floor on M.
+#   bash bench/ab/pending_s75.sh "$OUT" a|p|b|c|v|h|m
 set -uo pipefail
-OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b|c|v|h"}
+OUT=${1:?"usage: pending_s75.sh OUTDIR a|p|b|c|v|h|m"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 # v65 against v64 (bwd_block 128 reproduces v64 for float32), A/B/B/A, both ops.
 v65_ab() {
@@ -64,7 +70,7 @@ v65_ab() {
     grep "^| [0-9]" "$OUT/${op}_v65/tune_layer_norm.md" | cut -c1-80,120-
   done
 }
-case "${2:?a|p|b|c|v|h}" in
+case "${2:?a|p|b|c|v|h|m}" in
   a)
     card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
     echo "card: $card"
@@ -150,5 +156,17 @@ case "${2:?a|p|b|c|v|h}" in
       grep "^| [0-9]" "$OUT/${op}_768/tune_layer_norm.md" | cut -c1-80,120-
     done
     ;;
-  *) echo "a, p, b, c, v or h" >&2; exit 2 ;;
+  m)
+    nvidia-smi --query-gpu=name --format=csv,noheader
+    for op in rms ln; do
+      for m in 2048 4096 16384; do
+        timeout -k 10 100 python3 bench/tune_layer_norm.py --out "$OUT/${op}_m$m" --op $op \
+          --m $m --ns 512,1024,2048 --dtypes float32 --reps 50 \
+          --tunes '{}' '{"bwd_block": 128}' '{"bwd_block": 128}' '{}' \
+          > "$OUT/${op}_m$m.log" 2>&1; echo "${op}_m$m rc $?"
+        grep "^| [0-9]" "$OUT/${op}_m$m/tune_layer_norm.md" | cut -c1-80,120-
+      done
+    done
+    ;;
+  *) echo "a, p, b, c, v, h or m" >&2; exit 2 ;;
 esac
