@@ -2775,6 +2775,23 @@ def _backward_picks(shape, dtype, variant, seed, tune):
     return picked
 
 
+def _backward_launches(shape, dtype, variant, seed, tune):
+    """:func:`_backward_picks`'s kernel names, and the (name, block) of each backward row
+    kernel it launched."""
+    launched = []
+    launch = Kernel.launch
+
+    def spy(self, grid, block, *args, **kwargs):
+        if self.name.startswith("norm_bwd_"):
+            launched.append((self.name, tuple(block)))
+        return launch(self, grid, block, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Kernel, "launch", spy)
+        picked = _backward_picks(shape, dtype, variant, seed, tune)
+    return picked, launched
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_bwd_w_regs_default(dtype):
     """bwd_w_regs's default (None, v38) keeps w in registers in the backward row
@@ -2951,18 +2968,9 @@ def test_bwd_block_default(dtype, variant):
     with ln.tuning(bwd_block=None):
         assert ln._rows_per_block("bwd_block", tpr, m, "bwd", vec, words, False, False) == 2
     # The launcher's block for rows with b alone (the ~4 us v39 cost them at 16 bits).
-    blocks = []
-    launch = Kernel.launch
-
-    def spy(self, grid, block, *args, **kwargs):
-        if self.name.startswith("norm_bwd_"):
-            blocks.append(tuple(block))
-        return launch(self, grid, block, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Kernel, "launch", spy)
-        _backward_picks((m, 128 * vec), dtype, (False, False, True), 5,
-                        {"bwd_block": None, "bwd_grid": 2, **FEW_PARTIALS})
+    _, launched = _backward_launches((m, 128 * vec), dtype, (False, False, True), 5,
+                                     {"bwd_block": None, "bwd_grid": 2, **FEW_PARTIALS})
+    blocks = [block for _, block in launched]
     assert blocks == [(64, 2)], blocks
 
 
@@ -2972,20 +2980,9 @@ def test_bwd_v65_float32_blocks(variant):
     block, 512 threads, and keep the next row's prefetch there (v30 drops it only in
     blocks of fewer than 512 threads: three rows, 192 threads). The launched block and
     the picked row kernel (``_nopf``: no prefetch) at m = 8 (a GPU: 4099) and m = 3."""
-    launched = []
-    launch = Kernel.launch
-
-    def spy(self, grid, block, *args, **kwargs):
-        if self.name.startswith("norm_bwd_"):
-            launched.append((self.name, tuple(block)))
-        return launch(self, grid, block, *args, **kwargs)
-
     tune = {"bwd_block": None, "bwd_grid": 2, **FEW_PARTIALS}
     for m, rows, prefetch in ((3, 3, False), (8 if SIMULATOR else 4099, 8, True)):
-        launched.clear()
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(Kernel, "launch", spy)
-            picked = _backward_picks((m, 512), "float32", variant, 11, tune)
+        picked, launched = _backward_launches((m, 512), "float32", variant, 11, tune)
         assert len(picked) == 1 and ("_nopf" not in picked[0]) is prefetch, (m, picked)
         assert launched == [(picked[0], (64, rows))], (m, launched)
 
