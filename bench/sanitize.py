@@ -402,14 +402,15 @@ def _layer_norm_bwd(nf, torch, dt):
     """The backward row kernels at N = 512, where v30 drops the next row's prefetch
     (float32, 16-bit RMSNorm; v65 keeps it in float32's blocks of 512 threads), both
     dW / dB schemes, at 29 rows (blocks of several rows with spare slots) and 1, and at
-    N = 768 and 2048 (v65's float32 blocks of 5 and 2 rows); then N = 4096 under
+    N = 768 and 2048 (v65's float32 blocks of 5 and 2 rows; v66's 16-bit RMSNorm blocks
+    of 4 rows at N = 768, and at N = 640 in the checked form); then N = 4096 under
     tuning(bwd_red_direct=True)
     (v32: one-row blocks of 8 warps at 16 bits, 16 at float32, whose two
     row sums cross warps through shared memory, alternating two buffers) on a grid of
     5 blocks, so each block takes several rows."""
     from numba_fused.layer_norm import tuning
 
-    for m, n in ((29, 512), (1, 512), (29, 768), (29, 2048)):
+    for m, n in ((29, 512), (1, 512), (29, 768), (29, 640), (29, 2048)):
         x = torch.randn(m, n, device="cuda", dtype=dt)
         w = torch.randn(n, device="cuda", dtype=dt)
         b = torch.randn(n, device="cuda", dtype=dt)

@@ -29,6 +29,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import numba_fused  # noqa: E402,F401
+from bench.common import _sleep_cycles_per_ms  # noqa: E402
 from numba_fused import layer_norm as ln  # noqa: E402
 
 TOTAL = 16384 * 4096
@@ -45,11 +46,26 @@ def _sleep_cycles():
 
 
 def time_fn(fn, sets, reps, sleep):
-    """Median GPU milliseconds of fn(*set) over reps calls cycling through sets."""
+    """Median GPU milliseconds of fn(*set) over reps calls cycling through sets.
+
+    Each call follows a GPU sleep of ``sleep`` cycles or three times the host time of
+    a call, whichever is longer, so the host has queued the call's launches before the
+    GPU reaches them. (A fixed 200 us was shorter than the array-level LayerNorm
+    backward's 155-212 us of Python on the lent H100: its times at 8192-16384 rows
+    then came out 20-50 us long, 76th session.)
+    """
     for s in sets:  # warm-up: compiles, caches, allocator
         fn(*s)
         fn(*s)
     torch.cuda.synchronize()
+    probe = 2 * len(sets)
+    torch.cuda._sleep(int(sleep * 4 * probe))  # the GPU busy while the host is timed
+    t0 = time.perf_counter()
+    for i in range(probe):
+        fn(*sets[i % len(sets)])
+    host_ms = (time.perf_counter() - t0) * 1e3 / probe
+    torch.cuda.synchronize()
+    sleep = max(sleep, int(3 * host_ms * _sleep_cycles_per_ms()))
     times = []
     for i in range(reps):
         s = sets[i % len(sets)]

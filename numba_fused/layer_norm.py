@@ -5185,7 +5185,7 @@ def _lean_layout(n, vec, rms=False, m=None, sms=None, dtype=None):
     return (best[1], best[2]) if best else (0, 0)
 
 
-def _bwd_block(vec, words, tpr, wide, has_w):
+def _bwd_block(vec, words, tpr, wide, has_w, rms=False, full=False):
     """bwd_block's default (None, v39): 512 threads for 16-bit (``vec`` 8) row kernels
     with w (``has_w``) of ``words`` >= 2 groups a thread over ``tpr`` = 64, 128 or 256
     threads, not ``wide`` (N = 1024, 2048, 4096: 8, 4, 2 rows a block, each row's
@@ -5209,15 +5209,31 @@ def _bwd_block(vec, words, tpr, wide, has_w):
     2048 283.0, 283.2 / 279.9, 280.0; LayerNorm 512 291.5, 291.0 / 280.8; 768 288.3,
     288.4 / 276.8, 277.5; 1024 288.6, 287.9 / 280.9, 280.1; 2048 281.5, 281.8 / 280.4,
     280.0. 256 and 384 threads sat between; bwd_row_bar's named barriers cost 0.4-3.4;
-    the wide kernel's rows (N = 4096) were even at every block. Timed at M N = 2^26
-    only: a block of 512 threads holds fewer rows an SM at once (N = 1024: 4 against
-    6), so batches of a few thousand rows may take more rounds (pending_s75.sh m).
-    Not yet timed on the H200."""
+    the wide kernel's rows (N = 4096) were even at every block. Fewer rows, where a
+    block of 512 threads holds fewer rows an SM at once (N = 1024: 4 against 6), lose
+    nothing (seventy-sixth session, H100, LayerNorm, 128 threads / 512, us): 2048 x 512
+    12.7-13.1 / 11.8-11.9, 2048 x 1024 20.4-20.6 / 16.8-16.9, 4096 x 1024 29.1-29.4 /
+    25.9-26.2, 16384 x 512 45.2-45.4 / 44.1-44.3, 16384 x 2048 143.2-147.4 / 145.9-146.3
+    (even);
+    RMSNorm alike (2048 x 512 12.5-12.8 / 10.6-10.7). Not yet timed on the H200.
+
+    v66: 16-bit RMSNorm (``rms``) rows with w of one group a thread over 96 threads in
+    the exact layout (``full``: N = 768) take 384 threads, four rows a block, on the
+    pair's step at a named barrier a row where one row a block took RMSNorm's one sum.
+    H100 (seventy-sixth session, pending_s76.sh r and v, us, 96 threads / 384): fp16
+    2^26 rows 149.1-150.4 / 143.7-143.9; bf16 145.4-150.5 / 143.6-144.2; 8192 rows
+    23.9-24.5 / 21.1-21.4; 32768 rows 62.8-63.1 / 60.4-60.7; 192 threads sat between.
+    The checked layouts of 96 threads lose (N = 640: 147.7-148.1 / 151.2-152.0; 704:
+    148.5-149.2 / 150.1-150.4, both types), so they keep 128 threads; so do LayerNorm's
+    rows at 768 (192 threads: 147.1-147.9 -> 155.4-155.6). Not yet timed on the
+    H200."""
     if has_w and not wide:
         if vec == 8 and words >= 2 and tpr in (64, 128, 256):
             return _FAT_BLOCK
         if vec == 4 and 64 <= tpr <= 256:
             return _FAT_BLOCK
+        if rms and full and vec == 8 and words == 1 and tpr == 96:
+            return 384
     return 128
 
 
@@ -5231,14 +5247,16 @@ def _bwd_row_bar(flag, vec):
     return bool(flag)
 
 
-def _rows_per_block(key, tpr, m, direction, vec, words, wide=False, has_w=True):
+def _rows_per_block(key, tpr, m, direction, vec, words, wide=False, has_w=True, rms=False,
+                    full=False):
     """Row slots per block: ``_tune[key] // tpr`` (at least 1, at most m; bwd_block
-    None: :func:`_bwd_block`'s threads for rows with w, ``has_w``, or without),
+    None: :func:`_bwd_block`'s threads for rows with w, ``has_w``, or without, of
+    RMSNorm, ``rms``, or LayerNorm, in the exact layout, ``full``, or the checked one),
     within _FAT_BLOCK threads for fat kernels and the backward's but for ``wide``
     ones."""
     size = _tune[key]
     if size is None:
-        size = _bwd_block(vec, words, tpr, wide, has_w)
+        size = _bwd_block(vec, words, tpr, wide, has_w, rms, full)
     rpb = max(1, min(size // tpr, m, _MAX_BLOCK // tpr))
     if not wide and (_fat(direction, vec, words) or direction == "bwd"):
         rpb = max(1, min(rpb, _FAT_BLOCK // tpr))
@@ -5539,7 +5557,8 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
         words, tpr = _row_layout(n, vec, "bwd", m)
     wide = not lean and bool(words) and words == _bwd_wide_words(n // vec, vec)
     affine = has_w or has_b
-    rpb = (_rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide, has_w)
+    full = bool(words) and tpr * words * vec == n
+    rpb = (_rows_per_block("bwd_block", tpr, m, "bwd", vec, words, wide, has_w, rms, full)
            if words and not lean else 1)
     block = rpb * tpr
     rows = cdiv(m, rpb)
@@ -5558,7 +5577,6 @@ def _backward(grad_out, x, weight, bias, mean, rstd, deterministic, rms, ex=NOW)
     if stats_pass is None:
         stats_pass = vec == 8 or (vec == 4 and has_w)
     given = sacc and nch > 1 and bool(stats_pass) and n // vec < 2**31
-    full = bool(words) and tpr * words * vec == n
     # Exact layouts only: in SASS the checked forms gained nothing (bf16 RMSNorm, two
     # groups: 282 -> 285 instructions a row; fp16 LayerNorm exact: 353 -> 325).
     one_row = full and rpb == 1 and bool(_tune["bwd_one_row"])

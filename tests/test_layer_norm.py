@@ -2987,6 +2987,34 @@ def test_bwd_v65_float32_blocks(variant):
         assert launched == [(picked[0], (64, rows))], (m, launched)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_bwd_v66_rms_768_blocks(dtype):
+    """v66: 16-bit RMSNorm backward rows with w of one group a thread over 96 threads in
+    the exact layout (N = 768) run four rows a block, 384 threads, on the pair's step at
+    a named barrier a row (``_nb``) where one row a block took the one sum. The
+    checked layouts of 96 threads (N = 640), LayerNorm's rows and RMSNorm's without w
+    keep one row a block there, and 16-bit rows of 64 or 128 threads keep 128 threads.
+    The launched block and the picked row kernel at m = 8 (a GPU: 4099); RMSNorm's
+    outputs at N = 768 within tolerance of float64, poisoned first."""
+    assert ln._bwd_block(8, 1, 96, False, True, True, True) == 384
+    assert ln._bwd_block(8, 1, 96, False, True, True, False) == 128
+    assert ln._bwd_block(8, 1, 96, False, True, False, True) == 128
+    assert ln._bwd_block(8, 1, 96, False, False, True, True) == 128
+    assert ln._bwd_block(8, 1, 96, True, True, True, True) == 128
+    for tpr in (64, 128):
+        assert ln._bwd_block(8, 1, tpr, False, True, True, True) == 128, tpr
+    m = 8 if SIMULATOR else 4099
+    tune = {"bwd_block": None, "bwd_grid": 2, **FEW_PARTIALS}
+    for variant, n, rows in (((True, True, False), 768, 4), ((False, True, True), 768, 1),
+                             ((True, False, False), 768, 1), ((True, True, False), 640, 1)):
+        picked, launched = _backward_launches((m, n), dtype, variant, 13, tune)
+        assert len(picked) == 1 and launched == [(picked[0], (96, rows))], (variant, n,
+                                                                           launched)
+        assert picked[0].endswith("_nb") is (rows > 1), (variant, n, picked)
+    with ln.tuning(**tune):
+        _check_all((True, True, False), (m, 768), dtype, (True, False), seed=769)
+
+
 def test_bwd_stages_checks():
     """bwd_stages takes 0, 2, 3 or 4; the factory builds rings only for row kernels of
     16-byte groups without the prefetch, and not the wide ones."""
