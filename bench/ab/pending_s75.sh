@@ -148,6 +148,8 @@ case "${2:?a|p|b|c|v|h|m}" in
       --cells f32-rms-1536,f32-rms-2304,f32-rms-2560,f32-rms-3072,f32-rms-3584 \
       > "$OUT/offgrid_stats.log" 2>&1
     echo "stats rc $?"; grep -v kernels "$OUT/offgrid_stats.log"
+    # pending_s76.sh h sets P75_SKIP_768: this lead shipped as v66, timed there.
+    [ -n "${P75_SKIP_768:-}" ] && exit 0
     for op in rms ln; do
       timeout -k 10 120 python3 bench/tune_layer_norm.py --out "$OUT/${op}_768" --op $op \
         --ns 768 --dtypes float16,bfloat16 --reps 30 --tunes '{}' '{"bwd_block": 192}' \

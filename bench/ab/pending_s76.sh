@@ -15,11 +15,21 @@
 #      covers (predicted: faster by a similar share, ~4%), and at 768 again; memcheck /
 #      racecheck / initcheck of sanitize.py layer_norm_bwd at float16 and bfloat16 (now
 #      also N = 640), predicted 0 errors.
-#   bash bench/ab/pending_s76.sh "$OUT" r|v
+#      (Ran on an H100: the checked forms lost, N = 640 151.2-152.0 at four rows against
+#      147.7-148.1 at one, 704 150.1-150.4 against 148.5-149.2, both types; 768 143.6-143.9
+#      against 145.4-150.0. So v66 is the exact layout only. Sanitizers 0 / 0 / 0 at both
+#      types.)
+#   h: (an H200 only; on any other card it stops before any work, ~5 min) what waits for
+#      the card issue #16 is measured on: v65's A/B (pending_s75.sh h's first part, which
+#      this runs: then v61's float32 RMSNorm A/B with statistics), then v66's A/B at fp16
+#      / bf16 RMSNorm 768, A/B/B/A at 2^26 (predicted: faster at 384 threads, as on the
+#      H100; if not, v66 becomes H100-only or goes). Then, in a second call, the RMSNorm
+#      forward sweep: . bench/ab/norms_sweep_fn.sh; norms_sweep rms_norm rms_fwd fwd 330
+#   bash bench/ab/pending_s76.sh "$OUT" r|v|h
 set -uo pipefail
-OUT=${1:?"usage: pending_s76.sh OUTDIR r|v"}
+OUT=${1:?"usage: pending_s76.sh OUTDIR r|v|h"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-case "${2:?r|v}" in
+case "${2:?r|v|h}" in
   r)
     nvidia-smi --query-gpu=name --format=csv,noheader
     for m in 0 8192 32768; do
@@ -48,5 +58,16 @@ case "${2:?r|v}" in
         bash bench/ab/san_pair.sh "$OUT" layer_norm_bwd:$dt san_bwd_$dt
     done
     ;;
-  *) echo "r or v" >&2; exit 2 ;;
+  h)
+    card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+    echo "card: $card"
+    case "$card" in *H200*) ;; *) echo "not an H200" >&2; exit 3 ;; esac
+    # pending_s75.sh h without its last part (the 16-bit RMSNorm 768 lead, now v66).
+    P75_SKIP_768=1 bash bench/ab/pending_s75.sh "$OUT" h
+    timeout -k 10 120 python3 bench/tune_layer_norm.py --out "$OUT/rms_v66" --op rms \
+      --ns 768 --dtypes float16,bfloat16 --reps 30 --tunes '{}' '{"bwd_block": 128}' \
+      '{"bwd_block": 128}' '{}' > "$OUT/rms_v66.log" 2>&1; echo "rms_v66 rc $?"
+    grep "^| [0-9]" "$OUT/rms_v66/tune_layer_norm.md" | cut -c1-80,120-
+    ;;
+  *) echo "r, v or h" >&2; exit 2 ;;
 esac
