@@ -45,6 +45,19 @@ def _sleep_cycles():
     return int(clock_khz * 1e3 * 200e-6)
 
 
+def host_ms(fn, sets, calls, hold):
+    """Host milliseconds a call of fn(*set) over ``calls`` calls cycling through sets,
+    queued behind a GPU sleep of ``hold`` cycles (so no launch waits on the device)."""
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(hold))
+    t0 = time.perf_counter()
+    for i in range(calls):
+        fn(*sets[i % len(sets)])
+    ms = (time.perf_counter() - t0) * 1e3 / calls
+    torch.cuda.synchronize()
+    return ms
+
+
 def time_fn(fn, sets, reps, sleep):
     """Median GPU milliseconds of fn(*set) over reps calls cycling through sets.
 
@@ -57,15 +70,9 @@ def time_fn(fn, sets, reps, sleep):
     for s in sets:  # warm-up: compiles, caches, allocator
         fn(*s)
         fn(*s)
-    torch.cuda.synchronize()
     probe = 2 * len(sets)
-    torch.cuda._sleep(int(sleep * 4 * probe))  # the GPU busy while the host is timed
-    t0 = time.perf_counter()
-    for i in range(probe):
-        fn(*sets[i % len(sets)])
-    host_ms = (time.perf_counter() - t0) * 1e3 / probe
-    torch.cuda.synchronize()
-    sleep = max(sleep, int(3 * host_ms * _sleep_cycles_per_ms()))
+    host = host_ms(fn, sets, probe, sleep * 4 * probe)
+    sleep = max(sleep, int(3 * host * _sleep_cycles_per_ms()))
     times = []
     for i in range(reps):
         s = sets[i % len(sets)]

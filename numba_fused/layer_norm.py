@@ -4214,7 +4214,8 @@ _TUNING_DEFAULTS = {
     # 109.9, 112.0; bf16 111.0, 111.0 / 110.5, 110.2; 112.4, 112.0 / 109.9, 110.4;
     # 111.8, 111.8 / 111.8, 112.5. 512 with the block's barrier was slower (LayerNorm
     # fp16 116.5, 116.2 / 115.8, 115.4 / 114.5, 114.1). v65: float32 rows with w over
-    # 64-256 threads take 512 too (H100, 8-12 us at N = 512-1024: _bwd_block).
+    # 64-256 threads take 512 too (H100, 8-12 us at N = 512-1024: _bwd_block); v66:
+    # 16-bit RMSNorm N = 768 rows take 384 (H100, -5 to -6.5 us at 2^26).
     "bwd_block": None,
     # Backward persistent grid: SMs x (bwd_threads_per_sm // block) blocks. More
     # resident threads would not fit the registers (~56 per thread) and would add
@@ -5214,8 +5215,8 @@ def _bwd_block(vec, words, tpr, wide, has_w, rms=False, full=False):
     nothing (seventy-sixth session, H100, LayerNorm, 128 threads / 512, us): 2048 x 512
     12.7-13.1 / 11.8-11.9, 2048 x 1024 20.4-20.6 / 16.8-16.9, 4096 x 1024 29.1-29.4 /
     25.9-26.2, 16384 x 512 45.2-45.4 / 44.1-44.3, 16384 x 2048 143.2-147.4 / 145.9-146.3
-    (even);
-    RMSNorm alike (2048 x 512 12.5-12.8 / 10.6-10.7). Not yet timed on the H200.
+    (even); RMSNorm alike (2048 x 512 12.5-12.8 / 10.6-10.7). Not yet timed on the
+    H200.
 
     v66: 16-bit RMSNorm (``rms``) rows with w of one group a thread over 96 threads in
     the exact layout (``full``: N = 768) take 384 threads, four rows a block, on the

@@ -5,23 +5,24 @@ find where float32 LayerNorm 16384 x 512 loses time (76th session: 68-81 us agai
     python3 bench/ab/ln_rows_profile.py [--ms 8192,16384,32768] [--n 512]
         [--dtype float32] [--tunes '{}' '{"bwd_pdl": false}']
 
-Each case: CUDA-event median of 40 calls (a GPU sleep before each, 200 us as
-bench/tune_layer_norm.py unless --sleep-us, 3 rotated input sets), the host time of a
-call while the GPU sleeps, then torch.profiler's per-kernel mean over 20 calls.
+Each case: CUDA-event median of 40 calls through bench/tune_layer_norm.py's time_fn
+(a GPU sleep before each of at least --sleep-us, default 200, or three times the host
+time of a call; 3 rotated input sets), the host time of a call while the GPU sleeps,
+then torch.profiler's per-kernel mean over 20 calls, each after a --sleep-us sleep.
 """
 
 import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from bench.tune_layer_norm import _sleep_cycles, bwd, fwd, make_sets, time_fn  # noqa: E402
+from bench.tune_layer_norm import (  # noqa: E402
+    _sleep_cycles, bwd, fwd, host_ms, make_sets, time_fn)
 from numba_fused import layer_norm as ln  # noqa: E402
 
 
@@ -33,15 +34,7 @@ def case(op, m, n, dtype, tune, sleep):
             y, mean, rstd = fwd(op, x, w, b)
             bsets.append((dy, x, w, b, mean, rstd))
         ms = time_fn(lambda *a: bwd(op, *a), bsets, 40, sleep)
-        # Host microseconds a call while the GPU sleeps (so no launch waits on a full
-        # queue).
-        torch.cuda.synchronize()
-        torch.cuda._sleep(sleep * 20)
-        t0 = time.perf_counter()
-        for i in range(20):
-            bwd(op, *bsets[i % 3])
-        host = (time.perf_counter() - t0) / 20 * 1e6
-        torch.cuda.synchronize()
+        host = host_ms(lambda *a: bwd(op, *a), bsets, 20, sleep * 20) * 1e3
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for i in range(20):
                 torch.cuda._sleep(sleep)
