@@ -30,7 +30,7 @@ from interop.dlpack import _ITEMSIZE, KernelArray, c_strides, empty_like_lib
 
 from .launch import memset_zero
 
-__all__ = ["Executor", "NOW", "Recorder", "Plan"]
+__all__ = ["Executor", "NOW", "Recorder", "Plan", "PlanCache"]
 
 # A stand-in pointer is (buffer index + 1) << _SHIFT plus the real array's address
 # modulo 16, so alignment checks in the launcher see what the real call would.
@@ -203,3 +203,18 @@ class Plan:
             prepared.launch(stream, [ptrs[i] + off for i, off in srcs],
                             values if dynamic else ())
         return tuple(None if i is None else arrays[i] for i in self.outputs)
+
+
+class PlanCache(dict):
+    """signature -> plan, bounded: a model sees few signatures, a shape sweep many,
+    and plans hold compiled-kernel references, so the oldest half goes when full."""
+
+    def __init__(self, limit=256):
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key, plan):
+        if len(self) >= self.limit:
+            for k in list(self)[: self.limit // 2]:
+                del self[k]
+        self[key] = plan

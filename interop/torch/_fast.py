@@ -21,6 +21,7 @@ import torch
 
 from interop.dlpack import _torch_dtype, _torch_dtype_name, _torch_raw_stream
 from numba_fused.launch import SIMULATOR
+from numba_fused.plan import PlanCache
 
 __all__ = ["PlanCache", "raw_stream", "dtype_name", "aligned16", "residue16", "allocator",
            "data_ptr", "tensor_sig", "run_plan", "ENABLED", "FAST_APPLY", "function_apply"]
@@ -118,18 +119,3 @@ def function_apply(function_cls):
         return generic(*args)
 
     return apply
-
-
-class PlanCache(dict):
-    """signature -> plan, bounded: a model sees few signatures, a shape sweep many,
-    and plans hold compiled-kernel references, so the oldest half goes when full."""
-
-    def __init__(self, limit=256):
-        super().__init__()
-        self.limit = limit
-
-    def put(self, key, plan):
-        if len(self) >= self.limit:
-            for k in list(self)[: self.limit // 2]:
-                del self[k]
-        self[key] = plan
