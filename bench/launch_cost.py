@@ -11,7 +11,10 @@ Rows, each timed on tiny tensors with no synchronisation inside the loop:
 - numba_fused dispatcher path: the same entry with NUMBA_FUSED_LAUNCH=dispatcher;
 - each public op present, called on a tiny input: forward under no_grad, then
   forward + backward (inputs requiring grad, ``y.backward(g)``), each beside the torch
-  call a user would otherwise make.
+  call a user would otherwise make;
+- with CuPy installed, each CuPy front end (``interop.cupy``: per-signature plans after
+  a signature's first call) beside the array-level call on the same CuPy arrays, and
+  ``cupy.add(x, y, out=o)`` as CuPy's own yardstick of one launch.
 
 Usage: python bench/launch_cost.py [--calls N] [--json FILE]
 """
@@ -99,6 +102,7 @@ def measure(calls=2000):
     ]
     rows.extend(_op_rows(calls))
     rows.extend(_train_rows(max(1, calls // 4)))
+    rows.extend(_cupy_rows(calls))
     return [{"what": w, "us_per_call": round(us, 2)} for w, us in rows]
 
 
@@ -223,6 +227,52 @@ def _train_rows(calls):
          lambda: nt.scaled_dot_product_attention(q, k, v).backward(gq)),
     ]
     return _time_cases(cases, calls, " fwd+bwd")
+
+
+def _cupy_rows(calls):
+    """Each op through ``interop.cupy`` (plans) and at array level, tiny fp16 CuPy
+    arrays; none without CuPy."""
+    import importlib
+
+    try:
+        import cupy
+    except ImportError:
+        return [("cupy not installed: no CuPy rows", float("nan"))]
+    nf = importlib.import_module("numba_fused")
+    nc = importlib.import_module("interop.cupy")
+    rng = cupy.random.default_rng(0)
+    h = cupy.float16
+
+    def randn(*shape):
+        return rng.standard_normal(shape, dtype=cupy.float32).astype(h)
+
+    x, g, w = randn(4, 64), randn(4, 64), randn(64)
+    o = cupy.empty_like(x)
+    q, k, v, go = randn(1, 16, 2, 64), randn(1, 16, 2, 64), randn(1, 16, 2, 64), randn(1, 16, 2, 64)
+    _, mean, rstd = nf.layer_norm_forward(x, w, w)
+    _, rrstd = nf.rms_norm_forward(x, w)
+    out, lse = nf.attention_forward(q, k, v)
+    W = randn(64, 64)
+    _, pre = nf.linear_act_forward(x, W, w, "gelu_tanh", save_preact=True)
+    ops = {
+        "layer_norm_forward": ((x, w, w), {}),
+        "layer_norm_backward": ((g, x, w, w, mean, rstd), {}),
+        "rms_norm_forward": ((x, w), {}),
+        "rms_norm_backward": ((g, x, w, rrstd), {}),
+        "dropout_bias_act_forward": ((x, w, 0.1, 1, 0), {}),
+        "dropout_bias_act_backward": ((g, x, w, 0.1, 1, 0), {}),
+        "attention_forward": ((q, k, v), {}),
+        "attention_backward": ((go, q, k, v, out, lse), {}),
+        "linear_act_forward": ((x, W, w, "gelu_tanh"), {}),
+        "linear_act_backward": ((g, x, W, pre, "gelu_tanh"), {}),
+    }
+    cases = [("cupy.add(out=)", lambda: cupy.add(x, g, out=o))]
+    for name, (args, kwargs) in ops.items():
+        cases += [(f"ours interop.cupy.{name}",
+                   lambda f=getattr(nc, name), a=args, kw=kwargs: f(*a, **kw)),
+                  (f"ours numba_fused.{name} (CuPy arrays)",
+                   lambda f=getattr(nf, name), a=args, kw=kwargs: f(*a, **kw))]
+    return _time_cases(cases, calls, " (CuPy)")
 
 
 def main(argv=None):

@@ -1,0 +1,285 @@
+"""The CuPy front ends' per-signature plans (``interop.cupy._fast``): a call that takes
+a cached plan gives the array-level path's bits, patches every data pointer (fresh
+arrays each call), follows CuPy's current stream, keys on alignment, strides and the
+flags' types, and never caches a signature that failed validation: a bad call after
+a plan exists raises as the array-level path does. GPU only: plans hold driver
+launches, which the simulator does not have."""
+
+import numpy as np
+import pytest
+
+cupy = pytest.importorskip("cupy")
+
+from interop.cupy import _fast  # noqa: E402
+from interop.dlpack import poison_outputs  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def replays(monkeypatch):
+    """Counts the calls that ran a cached plan."""
+    count = [0]
+    real = _fast._replay
+
+    def spy(*args):
+        count[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(_fast, "_replay", spy)
+    return count
+
+
+def _bits(a):
+    if a is None:
+        return None
+    a = cupy.asnumpy(a)
+    return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.itemsize])
+
+
+def _assert_same(got, want):
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if g is not None:
+            assert isinstance(g, cupy.ndarray)
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_array_equal(_bits(g), _bits(w))
+
+
+def _randn(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape, dtype=cupy.float32) * scale).astype(dtype)
+
+
+def _calls(front, array_level, make, n=4):
+    """``front(*make(i))`` for i < n (the first with plans off: the array-level path;
+    then a call that records, then replays), each against ``array_level`` on the same
+    inputs, outputs poisoned."""
+    for i in range(n):
+        args, kwargs = make(i)
+        _fast.ENABLED[0] = i > 0
+        try:
+            with poison_outputs():
+                got = front(*args, **kwargs)
+        finally:
+            _fast.ENABLED[0] = True
+        with poison_outputs():
+            want = array_level(*args, **kwargs)
+        _assert_same(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, False)])
+@pytest.mark.parametrize("shape", [(3, 5, 1024), (77, 768), (5, 4097)])
+def test_layer_norm_plans_match_array_path(dtype, affine, shape, replays):
+    import numba_fused.layer_norm as ln
+    from interop.cupy import layer_norm as cln
+
+    n = shape[-1]
+    rng = cupy.random.default_rng(sum(shape))
+
+    def fwd_inputs(i):
+        x = _randn(rng, shape, dtype, 1 + i)
+        w = _randn(rng, n, dtype) if affine[0] else None
+        b = _randn(rng, n, dtype) if affine[1] else None
+        return x, w, b
+
+    before = replays[0]
+    _calls(cln.layer_norm_forward, ln.layer_norm_forward,
+           lambda i: (fwd_inputs(i) + (1e-5,), {}))
+    _calls(cln.layer_norm, lambda *a: ln.layer_norm_forward(*a, stats=False)[0],
+           lambda i: (fwd_inputs(i), {}))
+    _calls(cln.rms_norm_forward, ln.rms_norm_forward,
+           lambda i: (fwd_inputs(i)[:2], {"stats": i % 2 == 0}))
+    for det in (False, True):
+        def bwd_inputs(i, rms):
+            x, w, b = fwd_inputs(i)
+            dy = _randn(rng, shape, dtype)
+            if rms:
+                _, rstd = ln.rms_norm_forward(x, w)
+                return (dy, x, w, rstd), {"deterministic": det}
+            _, mean, rstd = ln.layer_norm_forward(x, w, b)
+            return (dy, x, w, b, mean, rstd), {"deterministic": det}
+
+        _calls(cln.layer_norm_backward, ln.layer_norm_backward, lambda i: bwd_inputs(i, False))
+        _calls(cln.rms_norm_backward, ln.rms_norm_backward, lambda i: bwd_inputs(i, True))
+    # Each _calls: one array-level call, one that records, two replays; the RMSNorm
+    # forward alternates stats, so its replays are one of each signature's.
+    assert replays[0] - before >= 2 * 6
+
+
+def test_layer_norm_plan_keys_on_alignment_and_strides(replays):
+    import numba_fused.layer_norm as ln
+    from interop.cupy import layer_norm as cln
+
+    rng = cupy.random.default_rng(1)
+    w = _randn(rng, 256, "float16")
+    for _ in range(2):
+        for shift in (0, 1, 8):
+            # A view starting 2 or 16 bytes in: off and on the 16-byte grid.
+            x = _randn(rng, 1 + 8 * 256 + 8, "float16")[shift:shift + 8 * 256].reshape(8, 256)
+            assert (x.data.ptr % 16 == 0) == (shift in (0, 8))
+            _assert_same(cln.layer_norm_forward(x, w, None), ln.layer_norm_forward(x, w, None))
+    assert replays[0] >= 3
+    # Same shape and dtype, not contiguous: the key differs, so the array-level path
+    # raises, every time.
+    x = _randn(rng, (8, 512), "float16")[:, ::2]
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            cln.layer_norm_forward(x, w, None)
+
+
+def test_layer_norm_plan_never_skips_validation():
+    from interop.cupy import layer_norm as cln
+
+    rng = cupy.random.default_rng(2)
+    x = _randn(rng, (16, 512), "float32")
+    w = _randn(rng, 512, "float32")
+    dy = _randn(rng, (16, 512), "float32")
+    for _ in range(3):
+        _, mean, rstd = cln.layer_norm_forward(x, w, w)
+        cln.layer_norm_backward(dy, x, w, w, mean, rstd, deterministic=True)
+    # Plans exist for these signatures now; each bad call below still raises.
+    with pytest.raises(TypeError, match="deterministic"):
+        cln.layer_norm_backward(dy, x, w, w, mean, rstd, deterministic=1)
+    with pytest.raises(ValueError):
+        cln.layer_norm_forward(x, _randn(rng, 256, "float32"), w)
+    with pytest.raises(TypeError):
+        cln.layer_norm_forward(x, w.astype("float16"), w)
+    with pytest.raises(ValueError):
+        cln.layer_norm_forward(x, w, w, eps=-1.0)
+    with pytest.raises(TypeError, match="CuPy"):
+        cln.layer_norm_forward(np.zeros((16, 512), np.float32), w, w)
+    with pytest.raises(ValueError):
+        cln.layer_norm_backward(dy, x, w, w, mean[:8], rstd)
+
+
+def test_plan_follows_current_stream(monkeypatch):
+    import numba_fused.layer_norm as ln
+    from interop.cupy import layer_norm as cln
+    from numba_fused.plan import Plan
+
+    streams = []
+    real = Plan.run
+
+    def spy(self, stream, *args):
+        streams.append(stream)
+        return real(self, stream, *args)
+
+    monkeypatch.setattr(Plan, "run", spy)
+    rng = cupy.random.default_rng(3)
+    w = _randn(rng, 2048, "float16")
+    xs = [_randn(rng, (4096, 2048), "float16") for _ in range(3)]
+    want = [ln.layer_norm_forward(x, w, w)[0] for x in xs]
+    cupy.cuda.Device().synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        # The first call validates and records; the others replay, on `stream`.
+        got = [cln.layer_norm_forward(x, w, w)[0] for x in xs]
+        stream.synchronize()
+    assert streams == [stream.ptr] * 2
+    for g, e in zip(got, want):
+        _assert_same(g, e)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("activation", ["none", "gelu"])
+@pytest.mark.parametrize("p", [0.0, 0.1])
+def test_dropout_plans_match_array_path(dtype, activation, p, replays):
+    import numba_fused.dropout as dr
+    from interop.cupy import dropout as cdr
+
+    rng = cupy.random.default_rng(4)
+
+    def make(i, grad=False):
+        x = _randn(rng, (37, 1000), dtype)
+        b = _randn(rng, 1000, dtype)
+        args = (x, b, p, 1234 + i, 4 * i, activation)
+        if grad:
+            return (_randn(rng, (37, 1000), dtype),) + args, {}
+        return args, {"return_mask": i % 2 == 1}
+
+    _calls(cdr.dropout_bias_act_forward, dr.dropout_bias_act_forward, make)
+    _calls(cdr.dropout_bias_act_backward, dr.dropout_bias_act_backward,
+           lambda i: make(i, True))
+    assert replays[0] >= 3
+    x, b = _randn(rng, (37, 1000), dtype), _randn(rng, 1000, dtype)
+    for bad in (-1, 1.5, True):
+        with pytest.raises((TypeError, ValueError), match="seed"):
+            cdr.dropout_bias_act_forward(x, b, p, bad, 0, activation)
+
+
+@pytest.mark.parametrize("dropout_p", [0.0, 0.2])
+def test_attention_plans_match_array_path(dropout_p, replays):
+    import numba_fused.attention as at
+    from interop.cupy import attention as cat
+
+    rng = cupy.random.default_rng(5)
+
+    def qkv():
+        return tuple(_randn(rng, (2, 67, 3, 64), "float16", 0.5) for _ in range(3))
+
+    def fwd(i):
+        q, k, v = qkv()
+        return (q, k, v), {"causal": "top_left", "dropout_p": dropout_p, "seed": 7 + i,
+                           "offset": 64 * i}
+
+    def bwd(i):
+        (q, k, v), kw = fwd(i)
+        out, lse = at.attention_forward(q, k, v, **kw)
+        return (_randn(rng, out.shape, "float16"), q, k, v, out, lse), dict(kw, deterministic=True)
+
+    _calls(cat.attention_forward, at.attention_forward, fwd)
+    _calls(cat.attention_backward, at.attention_backward, bwd)
+    assert replays[0] >= 4
+    q, k, v = qkv()
+    with pytest.raises(TypeError, match="offset"):
+        cat.attention_forward(q, k, v, causal="top_left", dropout_p=dropout_p, seed=7,
+                              offset=0.5)
+
+
+def test_attention_packed_sequences_take_array_path(replays):
+    import numba_fused.attention as at
+    from interop.cupy import attention as cat
+
+    rng = cupy.random.default_rng(6)
+    q, k, v = (_randn(rng, (1, 50, 2, 32), "float16") for _ in range(3))
+    cu = cupy.asarray([0, 20, 50], dtype=cupy.int32)
+    for _ in range(3):
+        _assert_same(cat.attention_forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu),
+                     at.attention_forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu))
+    assert replays[0] == 0
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("activation,bias", [("gelu_tanh", True), ("none", False)])
+def test_linear_act_plans_match_array_path(dtype, activation, bias, replays):
+    import numba_fused.linear_act as la
+    from interop.cupy import linear_act as cla
+
+    rng = cupy.random.default_rng(7)
+
+    def fwd(i):
+        x = _randn(rng, (3, 37, 72), dtype)
+        w = _randn(rng, (136, 72), dtype, 0.125)
+        b = _randn(rng, 136, dtype) if bias else None
+        return (x, w, b, activation), {"save_preact": i % 2 == 1}
+
+    def bwd(i):
+        (x, w, b, act), _ = fwd(i)
+        _, pre = la.linear_act_forward(x, w, b, act, save_preact=True)
+        return (_randn(rng, pre.shape, dtype), x, w, pre, act), {}
+
+    _calls(cla.linear_act_forward, la.linear_act_forward, fwd)
+    _calls(cla.linear_act_backward, la.linear_act_backward, bwd)
+    assert replays[0] >= 3
+    (x, w, b, act), _ = fwd(0)
+    with pytest.raises(TypeError, match="save_preact"):
+        cla.linear_act_forward(x, w, b, act, save_preact=1)
+    if activation == "none":
+        # preact is not read with 'none', but a non-CuPy one still raises.
+        g = _randn(rng, (3, 37, 136), dtype)
+        with pytest.raises(TypeError, match="preact"):
+            cla.linear_act_backward(g, x, w, np.zeros((3, 37, 136), dtype), act)
