@@ -26,10 +26,10 @@ case "${2:?a|r|c|o}" in
     ;;
   r) norms_sweep rms_norm rms_fwd fwd 500 ;;
   c)
-    timeout -k 10 400 python3 -m pytest -q -p no:cacheprovider -x tests/test_cupy_fast.py \
+    timeout -k 10 380 python3 -m pytest -q -p no:cacheprovider -x tests/test_cupy_fast.py tests/test_cupy_fast_logic.py \
       > "$OUT/cupy_fast.log" 2>&1
     echo "cupy_fast rc $?"; tail -15 "$OUT/cupy_fast.log"
-    timeout -k 10 150 python3 bench/launch_cost.py --calls 2000 --json "$OUT/launch_cost.json" \
+    timeout -k 10 190 python3 bench/launch_cost.py --calls 2000 --json "$OUT/launch_cost.json" \
       > "$OUT/launch_cost.log" 2>&1
     echo "launch_cost rc $?"; cat "$OUT/launch_cost.log"
     ;;
