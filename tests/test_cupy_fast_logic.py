@@ -213,3 +213,12 @@ def test_allocator_poisons_like_the_array_path(fast):
         del _Array.fill
     assert filled[0][0] == "float32" and np.isnan(filled[0][1])
     assert filled[1:] == [("uint8", 255)]
+
+
+def test_seeded_checks_seed_and_offset(fast):
+    words = fast.seeded(lambda s, o: (s, o), 2**64 - 1, 3)
+    assert words() == (2**64 - 1, 3)
+    for seed, offset, err in ((-1, 0, ValueError), (1.5, 0, TypeError), (True, 0, TypeError),
+                              (0, 2**64, ValueError), (0, np.float32(2), TypeError)):
+        with pytest.raises(err, match="seed" if seed != 0 else "offset"):
+            fast.seeded(lambda s, o: (s, o), seed, offset)()

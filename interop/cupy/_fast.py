@@ -25,10 +25,11 @@ import cupy
 import numpy as np
 
 from interop.dlpack import _POISON
+from numba_fused import checks
 from numba_fused.launch import SIMULATOR
 from numba_fused.plan import PlanCache
 
-__all__ = ["ENABLED", "PlanCache", "cached"]
+__all__ = ["ENABLED", "PlanCache", "cached", "seeded"]
 
 # The fast path can be switched off (tests compare both; a debugging aid).
 ENABLED = [not SIMULATOR]
@@ -94,3 +95,10 @@ def cached(cache, arrays, flags, slow, record, values=None):
     if sig is not None and ENABLED[0] and all(a is None or a.size for a in arrays):
         cache.put(key, record())
     return out
+
+
+def seeded(rng_values, seed, offset):
+    """A ``values`` callable for :func:`cached`: an op module's ``rng_values(seed,
+    offset)`` (dropout's, attention's), ``seed`` and ``offset`` checked as the
+    array-level path checks them."""
+    return lambda: rng_values(checks.check_int(seed, "seed"), checks.check_int(offset, "offset"))

@@ -12,9 +12,8 @@ host work. Packed sequences (``cu_seqlens_*``) take the array-level path every c
 import os
 
 from numba_fused import attention as _attention
-from numba_fused import checks
 
-from ._fast import PlanCache, cached
+from ._fast import PlanCache, cached, seeded
 
 __all__ = ["attention_forward", "attention_backward"]
 
@@ -35,13 +34,6 @@ _FWD_PLANS = PlanCache()
 _BWD_PLANS = PlanCache()
 
 
-def _rng(seed, offset):
-    """The plan's per-call values, ``seed`` and ``offset`` checked as the array-level
-    path checks them."""
-    return lambda: _attention.rng_values(checks.check_int(seed, "seed"),
-                                         checks.check_int(offset, "offset"))
-
-
 def attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, seed=0, offset=0,
                       scale=None, cu_seqlens_q=None, cu_seqlens_k=None):
     """``(out, lse)`` as :func:`numba_fused.attention.attention_forward`, CuPy arrays."""
@@ -59,7 +51,7 @@ def attention_forward(q, k, v, bias=None, causal=None, window=0, dropout_p=0.0, 
                   (causal, window, dropout_p, scale, os.environ.get(_attention.TC_ENV)), slow,
                   lambda: _attention.forward_plan(q, k, v, bias, causal, window, dropout_p,
                                                   scale),
-                  values=_rng(seed, offset))
+                  values=seeded(_attention.rng_values, seed, offset))
 
 
 def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, window=0,
@@ -85,4 +77,4 @@ def attention_backward(grad_out, q, k, v, out, lse, bias=None, causal=None, wind
                    os.environ.get(_attention.TC_ENV)), slow,
                   lambda: _attention.backward_plan(grad_out, q, k, v, out, lse, bias, causal,
                                                    window, dropout_p, scale, deterministic),
-                  values=_rng(seed, offset))
+                  values=seeded(_attention.rng_values, seed, offset))

@@ -8,10 +8,9 @@ same kernels and bits, without the array-level path's host work."""
 
 import cupy
 
-from numba_fused import checks
 from numba_fused import dropout as _dropout
 
-from ._fast import PlanCache, cached
+from ._fast import PlanCache, cached, seeded
 
 __all__ = ["dropout_bias_act_forward", "dropout_bias_act_backward"]
 
@@ -29,13 +28,6 @@ _FWD_PLANS = PlanCache()
 _BWD_PLANS = PlanCache()
 
 
-def _rng(seed, offset):
-    """The plan's per-call values, ``seed`` and ``offset`` checked as the array-level
-    path checks them."""
-    return lambda: _dropout.rng_values(checks.check_int(seed, "seed"),
-                                       checks.check_int(offset, "offset"))
-
-
 def dropout_bias_act_forward(x, bias=None, p=0.0, seed=0, offset=0, activation="none", *,
                              return_mask=False):
     """``y = dropout(act(x + bias), p)`` (see :func:`numba_fused.dropout_bias_act_forward`);
@@ -49,7 +41,7 @@ def dropout_bias_act_forward(x, bias=None, p=0.0, seed=0, offset=0, activation="
 
     y, mask = cached(_FWD_PLANS, (x, bias), (p, activation, return_mask), slow,
                      lambda: _dropout.forward_plan(x, bias, p, activation, return_mask),
-                     values=_rng(seed, offset))
+                     values=seeded(_dropout.rng_values, seed, offset))
     return (y, mask) if return_mask else y
 
 
@@ -68,4 +60,4 @@ def dropout_bias_act_backward(grad_out, x, bias=None, p=0.0, seed=0, offset=0, a
     return cached(_BWD_PLANS, (grad_out, x, bias, mask), (p, activation, need_bias_grad),
                   slow, lambda: _dropout.backward_plan(grad_out, x, bias, p, activation,
                                                        need_bias_grad, mask),
-                  values=_rng(seed, offset))
+                  values=seeded(_dropout.rng_values, seed, offset))
