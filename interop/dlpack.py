@@ -319,7 +319,8 @@ def empty_like_lib(like, shape, dtype):
         with cupy.cuda.Device(like.device):
             a = cupy.empty(shape, dtype=dtype)
             if poison:
-                a.fill(np.nan if a.dtype.kind == "f" else -1)
+                # CuPy refuses -1 for unsigned arrays (OverflowError): the largest value instead.
+                a.fill(np.nan if a.dtype.kind == "f" else np.iinfo(a.dtype).max)
         return as_kernel_array(a, "output")
     storage = _np_storage(dtype)
     if SIMULATOR:
