@@ -25,7 +25,7 @@ from numba_fused.dtypes import STORAGE, canonical_dtype
 from numba_fused.launch import SIMULATOR, pointer_device
 
 __all__ = [
-    "KernelArray", "as_kernel_array", "empty_like_lib", "stream_handle",
+    "KernelArray", "as_kernel_array", "empty_like_lib", "cupy_empty", "stream_handle",
     "poison_outputs", "library_of", "c_strides",
 ]
 
@@ -291,6 +291,18 @@ def _importable(mod):
     return importlib.util.find_spec(mod) is not None
 
 
+def cupy_empty(shape, dtype):
+    """``cupy.empty`` on the current device, filled with NaN (floating) or the type's
+    largest value (integer; CuPy refuses -1 for unsigned types) under
+    :func:`poison_outputs`."""
+    import cupy
+
+    a = cupy.empty(shape, dtype=dtype)
+    if _POISON[0]:
+        a.fill(np.nan if a.dtype.kind == "f" else np.iinfo(a.dtype).max)
+    return a
+
+
 def empty_like_lib(like, shape, dtype):
     """A new array of ``shape`` / ``dtype`` in the library and on the device of
     ``like`` (a KernelArray); returned as a KernelArray whose owner is the
@@ -317,10 +329,7 @@ def empty_like_lib(like, shape, dtype):
         if dtype == "bfloat16":
             raise TypeError("CuPy has no bfloat16 arrays")
         with cupy.cuda.Device(like.device):
-            a = cupy.empty(shape, dtype=dtype)
-            if poison:
-                # CuPy refuses -1 for unsigned arrays (OverflowError): the largest value instead.
-                a.fill(np.nan if a.dtype.kind == "f" else np.iinfo(a.dtype).max)
+            a = cupy_empty(shape, dtype)
         return as_kernel_array(a, "output")
     storage = _np_storage(dtype)
     if SIMULATOR:

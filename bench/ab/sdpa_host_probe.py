@@ -20,20 +20,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-def _host_us(fn, calls):
-    import torch
-
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / calls * 1e6
-
-
 def _synced_us(fn, calls):
     import torch
 
@@ -61,6 +47,7 @@ def _gpu_us(fn, calls):
 def main():
     import torch
 
+    from bench.common import host_overhead_us
     from interop.torch import attention as ta
     from interop.torch import scaled_dot_product_attention as sdpa
 
@@ -79,7 +66,7 @@ def main():
     with torch.no_grad():
         for label, fn in cases:
             fn()
-            print(f"{label}: plans {len(ta._FWD_PLANS)}, host {_host_us(fn, 1000):.1f} us, "
+            print(f"{label}: plans {len(ta._FWD_PLANS)}, host {host_overhead_us(fn, 1000):.1f} us, "
                   f"synced {_synced_us(fn, 300):.1f} us, gpu {_gpu_us(fn, 200):.1f} us",
                   flush=True)
         prof = cProfile.Profile()

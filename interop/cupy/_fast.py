@@ -22,9 +22,8 @@ do not change a signature already cached.
 """
 
 import cupy
-import numpy as np
 
-from interop.dlpack import _POISON
+from interop.dlpack import cupy_empty
 from numba_fused import checks
 from numba_fused.launch import SIMULATOR
 from numba_fused.plan import PlanCache
@@ -55,13 +54,9 @@ def _signature(arrays):
 
 
 def _new(shape, dtype, zero):
-    """A plan's allocator: a CuPy array on the current device, and its pointer."""
-    if zero:
-        a = cupy.zeros(shape, dtype=dtype)
-    else:
-        a = cupy.empty(shape, dtype=dtype)
-        if _POISON[0]:
-            a.fill(float("nan") if a.dtype.kind == "f" else np.iinfo(a.dtype).max)
+    """A plan's allocator: a CuPy array on the current device (poisoned as the
+    array-level path's, :func:`interop.dlpack.cupy_empty`), and its pointer."""
+    a = cupy.zeros(shape, dtype=dtype) if zero else cupy_empty(shape, dtype)
     return a, a.data.ptr
 
 
