@@ -1899,6 +1899,11 @@ def linear_act_dgrad(grad_out, weight, activation="none", preact=None):
     activation is 'none', where it is ignored). Returns ``[..., K]`` in grad_out's
     dtype and library.
     """
+    return _dgrad(*_dgrad_inputs(grad_out, weight, activation, preact), activation).owner
+
+
+def _dgrad_inputs(grad_out, weight, activation, preact):
+    """(grad_out, weight, preact or None) of :func:`linear_act_dgrad`, validated."""
     check_activation(activation)
     ga = _matrix(checks.floating_array(grad_out, "grad_out"), "grad_out")
     wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
@@ -1917,15 +1922,21 @@ def linear_act_dgrad(grad_out, weight, activation="none", preact=None):
     if pa is not None and pa.shape != lead + (K,):
         raise ValueError(f"preact must have shape {list(lead + (K,))} (grad_out's leading "
                          f"dimensions, weight's K), got {list(pa.shape)}")
+    return ga, wa, pa
+
+
+def _dgrad(ga, wa, pa, activation, ex=NOW):
+    """:func:`linear_act_dgrad` on validated KernelArrays (pa None for 'none')."""
+    N, K = wa.shape
     dtype = ga.dtype
-    out = empty_like_lib(ga, lead + (K,), dtype)
+    out = ex.alloc(ga, ga.shape[:-1] + (K,), dtype)
     M = out.size // K if K else 0
     if M and K:
         o2 = out.reshape((M, K))
         aux = pa.reshape((M, K)) if pa is not None else o2
         _gemm("dgrad", dtype, ga.reshape((M, N)), wa, o2, aux, o2, M, K, N, N, K, K,
-              ACT_CODES[activation], 0, stream_handle(ga))
-    return out.owner
+              ACT_CODES[activation], 0, stream_handle(ga), ex)
+    return out
 
 
 def _act_grad_mul(ga, pa, code, ex=NOW):
@@ -2031,6 +2042,33 @@ def backward_plan(grad_out, x, weight, preact, activation, need_x, need_w, need_
     return rec.plan(_grads(*rec.inputs, activation, need_x, need_w, need_b, ex=rec))
 
 
+def dgrad_plan(grad_out, weight, activation="none", preact=None):
+    """A :class:`~numba_fused.plan.Plan` of :func:`linear_act_dgrad` for inputs of this
+    signature (validated here as there; non-empty): inputs ``(grad_out, weight, preact
+    or None)`` (preact recorded as absent with 'none'), outputs ``(grad_in,)``. GPU
+    only."""
+    pre = None if activation == "none" else preact
+    rec = Recorder(_plan_inputs(*_dgrad_inputs(grad_out, weight, activation, pre)))
+    return rec.plan((_dgrad(*rec.inputs, activation, ex=rec),))
+
+
+def weight_grad_plan(grad_z, x, need_bias_grad=True):
+    """A :class:`~numba_fused.plan.Plan` of :func:`linear_weight_grad` for inputs of this
+    signature (validated here as there; non-empty): inputs ``(grad_z, x)``, outputs
+    ``(grad_weight, grad_bias or None)``. GPU only."""
+    need_bias_grad = _check_flag(need_bias_grad, "need_bias_grad")
+    rec = Recorder(_plan_inputs(*_weight_grad_inputs(grad_z, x)))
+    return rec.plan(_weight_grad(*rec.inputs, need_bias_grad, ex=rec))
+
+
+def activation_backward_plan(grad_out, preact, activation):
+    """A :class:`~numba_fused.plan.Plan` of :func:`activation_backward` for inputs of
+    this signature (validated here as there; non-empty): inputs ``(grad_out, preact)``,
+    outputs ``(grad_in,)``. GPU only."""
+    rec = Recorder(_plan_inputs(*_activation_backward_inputs(grad_out, preact, activation)))
+    return rec.plan((_act_grad_mul(*rec.inputs, ACT_CODES[activation], ex=rec),))
+
+
 def mlp_backward_plan(grad_y, x, w1, w2, h, z1, activation, needs):
     """A :class:`~numba_fused.plan.Plan` of the two-layer MLP's backward
     (``fc2(act(fc1(x)))``; ``needs``: flags for x, w1, b1, w2, b2) for inputs of this
@@ -2048,6 +2086,12 @@ def linear_weight_grad(grad_z, x, need_bias_grad=True):
     grad_z: ``[..., N]``; x: ``[..., K]`` with the same leading dimensions.
     """
     need_bias_grad = _check_flag(need_bias_grad, "need_bias_grad")
+    gw, gb = _weight_grad(*_weight_grad_inputs(grad_z, x), need_bias_grad)
+    return gw.owner, (gb.owner if gb is not None else None)
+
+
+def _weight_grad_inputs(grad_z, x):
+    """(grad_z, x) of :func:`linear_weight_grad`, validated."""
     ga = _matrix(checks.floating_array(grad_z, "grad_z"), "grad_z")
     xa = _matrix(checks.floating_array(x, "x"), "x")
     checks.check_same_dtype(ga, "grad_z", (xa, "x"))
@@ -2055,16 +2099,25 @@ def linear_weight_grad(grad_z, x, need_bias_grad=True):
     if ga.shape[:-1] != xa.shape[:-1]:
         raise ValueError(f"grad_z {list(ga.shape)} and x {list(xa.shape)} must have the same "
                          f"leading dimensions")
+    return ga, xa
+
+
+def _weight_grad(ga, xa, need_bias_grad, ex=NOW):
     N, K = ga.shape[-1], xa.shape[-1]
     M = int(np.prod(ga.shape[:-1], dtype=np.int64))
-    gw, gb = _wgrad(ga.reshape((M, N)), xa.reshape((M, K)), M, N, K, need_bias_grad,
-                    stream_handle(ga))
-    return gw.owner, (gb.owner if gb is not None else None)
+    return _wgrad(ga.reshape((M, N)), xa.reshape((M, K)), M, N, K, need_bias_grad,
+                  stream_handle(ga), ex)
 
 
 def activation_backward(grad_out, preact, activation):
     """``grad_out * act'(preact)`` elementwise, in grad_out's dtype and library
     (float32 math, one rounding). grad_out and preact: same shape, dtype, device."""
+    ga, pa = _activation_backward_inputs(grad_out, preact, activation)
+    return _act_grad_mul(ga, pa, ACT_CODES[activation]).owner
+
+
+def _activation_backward_inputs(grad_out, preact, activation):
+    """(grad_out, preact) of :func:`activation_backward`, validated."""
     check_activation(activation)
     ga = _matrix(checks.floating_array(grad_out, "grad_out"), "grad_out")
     pa = _matrix(checks.floating_array(preact, "preact"), "preact")
@@ -2073,7 +2126,7 @@ def activation_backward(grad_out, preact, activation):
     if pa.shape != ga.shape:
         raise ValueError(f"preact must have grad_out's shape {list(ga.shape)}, got "
                          f"{list(pa.shape)}")
-    return _act_grad_mul(ga, pa, ACT_CODES[activation]).owner
+    return ga, pa
 
 
 def linear_act_backward(grad_out, x, weight, preact=None, activation="none"):

@@ -288,3 +288,39 @@ def test_linear_act_plans_match_array_path(dtype, activation, bias, replays):
         g = _randn(rng, (3, 37, 136), dtype)
         with pytest.raises(TypeError, match="preact"):
             cla.linear_act_backward(g, x, w, np.zeros((3, 37, 136), dtype), act)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("activation", ["gelu", "none"])
+def test_linear_grad_pieces_plans_match_array_path(dtype, activation, replays):
+    """linear_act_dgrad, linear_weight_grad and activation_backward (the CuPy MLP
+    example's backward calls them one by one)."""
+    import numba_fused.linear_act as la
+    cla = importlib.import_module("interop.cupy.linear_act")
+
+    rng = cupy.random.default_rng(8)
+
+    def dgrad(i):
+        g, w = _randn(rng, (5, 33, 136), dtype), _randn(rng, (136, 72), dtype, 0.125)
+        pre = _randn(rng, (5, 33, 72), dtype) if activation != "none" or i % 2 else None
+        return (g, w, activation, pre), {}
+
+    def wgrad(i):
+        return (_randn(rng, (5, 33, 136), dtype), _randn(rng, (5, 33, 72), dtype),
+                i % 2 == 0), {}
+
+    def act(i):
+        return (_randn(rng, (5, 33, 72), dtype), _randn(rng, (5, 33, 72), dtype),
+                activation), {}
+
+    _calls(cla.linear_act_dgrad, la.linear_act_dgrad, dgrad)
+    _calls(cla.linear_weight_grad, la.linear_weight_grad, wgrad)
+    _calls(cla.activation_backward, la.activation_backward, act)
+    assert replays[0] >= 3
+    if activation != "none":
+        (g, w, _, _), _ = dgrad(0)
+        with pytest.raises(ValueError, match="preact"):
+            cla.linear_act_dgrad(g, w, activation, None)
+    (gz, x, _), _ = wgrad(0)
+    with pytest.raises(TypeError, match="need_bias_grad"):
+        cla.linear_weight_grad(gz, x, 1)

@@ -2,10 +2,9 @@
 functions of ``numba_fused.linear_act`` taking and returning CuPy arrays, launched
 on CuPy's current stream. CuPy has no bfloat16: float32 and float16 only.
 
-``linear_act`` / ``linear_act_forward`` and ``linear_act_backward`` replay a cached
-launch plan after a signature's first call (which validates, see
-:mod:`interop.cupy._fast`): the same kernels and bits, without the array-level path's
-host work. The other functions take the array-level path every call."""
+Every function replays a cached launch plan after a signature's first call (which
+validates, see :mod:`interop.cupy._fast`): the same kernels and bits, without the
+array-level path's host work."""
 
 from numba_fused import linear_act as _la
 
@@ -33,6 +32,11 @@ def linear_act(x, weight, bias=None, activation="none"):
 # records them.
 _FWD_PLANS = PlanCache()
 _BWD_PLANS = PlanCache()
+# linear_act_dgrad's (grad_out, weight, preact or None), linear_weight_grad's (grad_z,
+# x), activation_backward's (grad_out, preact).
+_DGRAD_PLANS = PlanCache()
+_WGRAD_PLANS = PlanCache()
+_ACT_PLANS = PlanCache()
 
 
 def linear_act_forward(x, weight, bias=None, activation="none", save_preact=False):
@@ -49,8 +53,13 @@ def linear_act_forward(x, weight, bias=None, activation="none", save_preact=Fals
 
 def linear_act_dgrad(grad_out, weight, activation="none", preact=None):
     """As :func:`numba_fused.linear_act_dgrad`: ``(grad_out @ weight) * act'(preact)``."""
-    _require_cupy([(grad_out, "grad_out"), (weight, "weight"), (preact, "preact")])
-    return _la.linear_act_dgrad(grad_out, weight, activation, preact)
+    def slow():
+        _require_cupy([(grad_out, "grad_out"), (weight, "weight"), (preact, "preact")])
+        return (_la.linear_act_dgrad(grad_out, weight, activation, preact),)
+
+    # As in linear_act_backward: preact's pointer goes unused with 'none'.
+    return cached(_DGRAD_PLANS, (grad_out, weight, preact), (activation,), slow,
+                  lambda: _la.dgrad_plan(grad_out, weight, activation, preact))[0]
 
 
 def linear_act_backward(grad_out, x, weight, preact=None, activation="none"):
@@ -70,11 +79,19 @@ def linear_act_backward(grad_out, x, weight, preact=None, activation="none"):
 
 def linear_weight_grad(grad_z, x, need_bias_grad=True):
     """As :func:`numba_fused.linear_act.linear_weight_grad`."""
-    _require_cupy([(grad_z, "grad_z"), (x, "x")])
-    return _la.linear_weight_grad(grad_z, x, need_bias_grad)
+    def slow():
+        _require_cupy([(grad_z, "grad_z"), (x, "x")])
+        return _la.linear_weight_grad(grad_z, x, need_bias_grad)
+
+    return cached(_WGRAD_PLANS, (grad_z, x), (need_bias_grad,), slow,
+                  lambda: _la.weight_grad_plan(grad_z, x, need_bias_grad))
 
 
 def activation_backward(grad_out, preact, activation):
     """As :func:`numba_fused.linear_act.activation_backward`: ``grad_out * act'(preact)``."""
-    _require_cupy([(grad_out, "grad_out"), (preact, "preact")])
-    return _la.activation_backward(grad_out, preact, activation)
+    def slow():
+        _require_cupy([(grad_out, "grad_out"), (preact, "preact")])
+        return (_la.activation_backward(grad_out, preact, activation),)
+
+    return cached(_ACT_PLANS, (grad_out, preact), (activation,), slow,
+                  lambda: _la.activation_backward_plan(grad_out, preact, activation))[0]
