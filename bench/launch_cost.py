@@ -122,6 +122,8 @@ def _op_rows(calls):
     w = torch.randn(64, device="cuda", dtype=h)
     W = torch.randn(64, 64, device="cuda", dtype=h)
     q = torch.randn(1, 2, 16, 64, device="cuda", dtype=h)
+    Wg, Wu = torch.randn(96, 64, device="cuda", dtype=h), torch.randn(96, 64, device="cuda", dtype=h)
+    Wd = torch.randn(64, 96, device="cuda", dtype=h)
     cases = [
         ("torch F.layer_norm", lambda: F.layer_norm(x, (64,), w, w)),
         ("ours interop.torch.layer_norm", lambda: nt.layer_norm(x, (64,), w, w)),
@@ -141,6 +143,9 @@ def _op_rows(calls):
         ("torch F.scaled_dot_product_attention", lambda: F.scaled_dot_product_attention(q, q, q)),
         ("ours interop.torch.scaled_dot_product_attention",
          lambda: nt.scaled_dot_product_attention(q, q, q)),
+        ("torch SwiGLU MLP (three F.linear, F.silu, a product)",
+         lambda: F.linear(F.silu(F.linear(x, Wg)) * F.linear(x, Wu), Wd)),
+        ("ours interop.torch.gated_mlp(silu)", lambda: nt.gated_mlp(x, Wg, Wu, Wd)),
     ]
     with torch.no_grad():
         return _time_cases(cases, calls, " (no grad)")
@@ -178,6 +183,7 @@ def _train_rows(calls):
         return torch.randn(*shape, device="cuda", dtype=h).requires_grad_()
 
     x, w, b, W = leaf(4, 64), leaf(64), leaf(64), leaf(64, 64)
+    Wg, Wu, Wd = leaf(96, 64), leaf(96, 64), leaf(64, 96)
     q, k, v = leaf(1, 2, 16, 64), leaf(1, 2, 16, 64), leaf(1, 2, 16, 64)
     g = torch.randn(4, 64, device="cuda", dtype=h)
     gq = torch.randn(1, 2, 16, 64, device="cuda", dtype=h)
@@ -225,6 +231,9 @@ def _train_rows(calls):
          lambda: F.scaled_dot_product_attention(q, k, v).backward(gq)),
         ("ours interop.torch.scaled_dot_product_attention",
          lambda: nt.scaled_dot_product_attention(q, k, v).backward(gq)),
+        ("torch SwiGLU MLP (three F.linear, F.silu, a product)",
+         lambda: F.linear(F.silu(F.linear(x, Wg)) * F.linear(x, Wu), Wd).backward(g)),
+        ("ours interop.torch.gated_mlp(silu)", lambda: nt.gated_mlp(x, Wg, Wu, Wd).backward(g)),
     ]
     return _time_cases(cases, calls, " fwd+bwd")
 
@@ -254,6 +263,8 @@ def _cupy_rows(calls):
     out, lse = nf.attention_forward(q, k, v)
     W = randn(64, 64)
     _, pre = nf.linear_act_forward(x, W, w, "gelu_tanh", save_preact=True)
+    Wi, Wd = randn(192, 64), randn(64, 96)
+    hg, z = nf.gated_linear_forward(x, Wi, None, "silu", save_preact=True)
     ops = {
         "layer_norm_forward": ((x, w, w), {}),
         "layer_norm_backward": ((g, x, w, w, mean, rstd), {}),
@@ -265,6 +276,13 @@ def _cupy_rows(calls):
         "attention_backward": ((go, q, k, v, out, lse), {}),
         "linear_act_forward": ((x, W, w, "gelu_tanh"), {}),
         "linear_act_backward": ((g, x, W, pre, "gelu_tanh"), {}),
+        "linear_act_dgrad": ((g, W, "gelu_tanh", pre), {}),
+        "linear_weight_grad": ((g, x), {}),
+        "activation_backward": ((g, pre, "gelu_tanh"), {}),
+        "gated_linear_forward": ((x, Wi, None, "silu"), {}),
+        "gated_linear_dgrad": ((g, Wd, z, "silu"), {}),
+        "gated_act_backward": ((hg, z, "silu"), {}),
+        "gated_linear_backward": ((hg, x, Wi, z, "silu"), {}),
     }
     cases = [("cupy.add(out=)", lambda: cupy.add(x, g, out=o))]
     for name, (args, kwargs) in ops.items():

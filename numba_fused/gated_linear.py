@@ -29,15 +29,16 @@ import functools
 import numpy as np
 from numba import cuda, types
 
-from interop.dlpack import empty_like_lib, stream_handle
+from interop.dlpack import stream_handle
 
 from . import checks, dtypes
 from .activations import act_grad_ref, act_ref, check_activation
 from .launch import Kernel, cdiv
 from .linear_act import (ACT_CODES, F_BIAS, F_GATED, F_PREACT, _check_flag, _flat, _gemm,
-                         _linear_inputs, _matrix, _wgrad, act_by_code,
+                         _linear_inputs, _matrix, _plan_inputs, _wgrad, act_by_code,
                          act_grad_by_code)
-from .plan import NOW
+from .linear_act import _grads as _la_grads
+from .plan import NOW, Recorder
 
 __all__ = ["gated_linear_forward", "gated_linear_dgrad", "gated_linear_backward",
            "gated_act_backward", "interleave", "gated_linear_ref", "gated_linear_dgrad_ref",
@@ -105,23 +106,35 @@ def gated_linear_forward(x, weight, bias=None, activation="silu", save_preact=Fa
     """
     check_activation(activation)
     save_preact = _check_flag(save_preact, "save_preact")
+    h, z = _forward(*_forward_inputs(x, weight, bias), activation, save_preact)
+    if save_preact:
+        return h.owner, z.owner
+    return h.owner
+
+
+def _forward_inputs(x, weight, bias):
+    """(x, weight, bias or None) of :func:`gated_linear_forward`, validated."""
     xa, wa, ba = _linear_inputs(x, weight, bias, "2I")
+    _pairs_of(wa, "weight")
+    return xa, wa, ba
+
+
+def _forward(xa, wa, ba, activation, save_preact, ex=NOW):
+    """(h, z or None) of :func:`gated_linear_forward` on validated KernelArrays."""
     N2, K = wa.shape
-    hid = _pairs_of(wa, "weight")
+    hid = N2 // 2
     dtype = xa.dtype
     lead = xa.shape[:-1]
-    h = empty_like_lib(xa, lead + (hid,), dtype)
-    z = empty_like_lib(xa, lead + (N2,), dtype) if save_preact else None
+    h = ex.alloc(xa, lead + (hid,), dtype)
+    z = ex.alloc(xa, lead + (N2,), dtype) if save_preact else None
     M = h.size // hid if hid else 0
     if M and hid:
         h2 = h.reshape((M, hid))
         z2 = z.reshape((M, N2)) if z is not None else h2
         flags = F_GATED | (F_BIAS if ba is not None else 0) | (F_PREACT if save_preact else 0)
         _gemm("fwd", dtype, xa.reshape((M, K)), wa, ba if ba is not None else h2, z2, h2,
-              M, N2, K, K, K, hid, ACT_CODES[activation], flags, stream_handle(xa))
-    if save_preact:
-        return h.owner, z.owner
-    return h.owner
+              M, N2, K, K, K, hid, ACT_CODES[activation], flags, stream_handle(xa), ex)
+    return h, z
 
 
 def _check_pairs(za, lead, hid):
@@ -140,6 +153,11 @@ def gated_linear_dgrad(grad_out, weight, preact, activation="silu"):
     in grad_out's dtype and library.
     """
     check_activation(activation)
+    return _dgrad(*_dgrad_inputs(grad_out, weight, preact), activation).owner
+
+
+def _dgrad_inputs(grad_out, weight, preact):
+    """(grad_out, weight, preact) of :func:`gated_linear_dgrad`, validated."""
     ga = _matrix(checks.floating_array(grad_out, "grad_out"), "grad_out")
     wa = _matrix(checks.floating_array(weight, "weight"), "weight", 2)
     za = _matrix(checks.floating_array(preact, "preact"), "preact")
@@ -149,16 +167,22 @@ def gated_linear_dgrad(grad_out, weight, preact, activation="silu"):
     if ga.shape[-1] != N:
         raise ValueError(f"grad_out has {ga.shape[-1]} features (last dimension) but weight "
                          f"[N, I] = {list(wa.shape)} expects N = {N}")
-    lead = ga.shape[:-1]
-    _check_pairs(za, lead, hid)
+    _check_pairs(za, ga.shape[:-1], hid)
+    return ga, wa, za
+
+
+def _dgrad(ga, wa, za, activation, ex=NOW):
+    """``dz`` of :func:`gated_linear_dgrad` on validated KernelArrays."""
+    N, hid = wa.shape
     dtype = ga.dtype
-    dz = empty_like_lib(ga, lead + (2 * hid,), dtype)
+    dz = ex.alloc(ga, ga.shape[:-1] + (2 * hid,), dtype)
     M = dz.size // (2 * hid) if hid else 0
     if M and hid:
         d2 = dz.reshape((M, 2 * hid))
         _gemm("dgrad", dtype, ga.reshape((M, N)), wa, d2, za.reshape((M, 2 * hid)), d2,
-              M, hid, N, N, hid, 2 * hid, ACT_CODES[activation], F_GATED, stream_handle(ga))
-    return dz.owner
+              M, hid, N, N, hid, 2 * hid, ACT_CODES[activation], F_GATED, stream_handle(ga),
+              ex)
+    return dz
 
 
 def _gated_grad(gh, za, code, ex=NOW):
@@ -176,12 +200,18 @@ def gated_act_backward(grad_h, preact, activation="silu"):
     ``[..., I]`` and the pairs ``preact`` ``[..., 2I]`` (elementwise; float32 math, one
     rounding per value)."""
     check_activation(activation)
+    ga, za = _act_inputs(grad_h, preact)
+    return _gated_grad(ga, za, ACT_CODES[activation]).owner
+
+
+def _act_inputs(grad_h, preact):
+    """(grad_h, preact) of :func:`gated_act_backward`, validated."""
     ga = _matrix(checks.floating_array(grad_h, "grad_h"), "grad_h")
     za = _matrix(checks.floating_array(preact, "preact"), "preact")
     checks.check_same_dtype(ga, "grad_h", (za, "preact"))
     checks.check_same_device(ga, "grad_h", (za, "preact"))
     _check_pairs(za, ga.shape[:-1], ga.shape[-1])
-    return _gated_grad(ga, za, ACT_CODES[activation]).owner
+    return ga, za
 
 
 def gated_linear_backward(grad_h, x, weight, preact, activation="silu"):
@@ -191,28 +221,109 @@ def gated_linear_backward(grad_h, x, weight, preact, activation="silu"):
     ``[..., 2I]``: ``dz`` by :func:`gated_act_backward` (rounded to the dtype), then
     ``grad_x = dz @ weight``, ``grad_weight = dz^T x``, ``grad_bias = sum_m dz``."""
     check_activation(activation)
+    gx, gw, gb = _grads(*_backward_inputs(grad_h, x, weight, preact), activation)
+    return gx.owner, gw.owner, gb.owner
+
+
+def _backward_inputs(grad_h, x, weight, preact):
+    """(grad_h, x, weight, preact) of :func:`gated_linear_backward`, validated."""
     ga = _matrix(checks.floating_array(grad_h, "grad_h"), "grad_h")
     za = _matrix(checks.floating_array(preact, "preact"), "preact")
     xa, wa, _ = _linear_inputs(x, weight, None, "2I")
     checks.check_same_dtype(ga, "grad_h", (xa, "x"), (wa, "weight"), (za, "preact"))
     checks.check_same_device(ga, "grad_h", (xa, "x"), (wa, "weight"), (za, "preact"))
-    N2, K = wa.shape
     hid = _pairs_of(wa, "weight")
     lead = xa.shape[:-1]
     if ga.shape != lead + (hid,):
         raise ValueError(f"grad_h must have shape {list(lead + (hid,))} (x's leading "
                          f"dimensions, weight's I), got {list(ga.shape)}")
     _check_pairs(za, lead, hid)
+    return ga, xa, wa, za
+
+
+def _grads(ga, xa, wa, za, activation, ex=NOW):
+    """(grad_x, grad_weight, grad_bias) of :func:`gated_linear_backward` on validated
+    KernelArrays."""
+    N2, K = wa.shape
     dtype = ga.dtype
+    lead = xa.shape[:-1]
     M = int(np.prod(lead, dtype=np.int64))
     stream = stream_handle(ga)
-    dz2 = _gated_grad(ga, za, ACT_CODES[activation]).reshape((M, N2))
-    gx = empty_like_lib(ga, lead + (K,), dtype)
+    dz2 = _gated_grad(ga, za, ACT_CODES[activation], ex).reshape((M, N2))
+    gx = ex.alloc(ga, lead + (K,), dtype)
     if M and K:
         gx2 = gx.reshape((M, K))
-        _gemm("dgrad", dtype, dz2, wa, gx2, gx2, gx2, M, K, N2, N2, K, K, 0, 0, stream)
-    gw, gb = _wgrad(dz2, xa.reshape((M, K)), M, N2, K, True, stream)
-    return gx.owner, gw.owner, gb.owner
+        _gemm("dgrad", dtype, dz2, wa, gx2, gx2, gx2, M, K, N2, N2, K, K, 0, 0, stream, ex)
+    gw, gb = _wgrad(dz2, xa.reshape((M, K)), M, N2, K, True, stream, ex)
+    return gx, gw, gb
+
+
+def _mlp_grads(gy, xa, wa, wd, h, za, activation, needs, ex=NOW):
+    """(grad_x, grad_weight, grad_bias, grad_w_down, grad_b_down), None where not
+    asked (``needs``: five flags), of the gated MLP ``down(act(g) * u)`` with
+    ``(g, u)`` the pairs of ``x @ weight^T + bias``, from grad_y ``gy`` ``[..., N]``, x
+    ``[..., K]``, the interleaved weight ``[2I, K]``, w_down ``[N, I]``, h ``[..., I]``
+    and the pairs ``za`` ``[..., 2I]`` (validated, non-empty KernelArrays): the down
+    projection's weight gradient, the pairs' gradient in the dgrad GEMM's epilogue,
+    then linear_act's gradients of the gate and up projection."""
+    need_x, need_w, need_b, need_wd, need_bd = needs
+    N, hid = wd.shape
+    M = gy.size // N
+    gwd = gbd = None
+    if need_wd or need_bd:
+        gwd, gbd = _wgrad(gy.reshape((M, N)), h.reshape((M, hid)), M, N, hid, need_bd,
+                          stream_handle(gy), ex)
+    gx = gw = gb = None
+    if need_x or need_w or need_b:
+        dz = _dgrad(gy, wd, za, activation, ex)
+        gx, gw, gb = _la_grads(dz, xa, wa, None, "none", need_x, need_w, need_b, ex)
+    return gx, gw, gb, (gwd if need_wd else None), gbd
+
+
+def forward_plan(x, weight, bias, activation, save_preact):
+    """A :class:`~numba_fused.plan.Plan` of :func:`gated_linear_forward` for inputs of
+    this signature (validated here as there; non-empty): inputs ``(x, weight, bias or
+    None)``, outputs ``(h, z or None)``. GPU only."""
+    check_activation(activation)
+    save_preact = _check_flag(save_preact, "save_preact")
+    rec = Recorder(_plan_inputs(*_forward_inputs(x, weight, bias)))
+    return rec.plan(_forward(*rec.inputs, activation, save_preact, ex=rec))
+
+
+def dgrad_plan(grad_out, weight, preact, activation):
+    """A :class:`~numba_fused.plan.Plan` of :func:`gated_linear_dgrad` (validated here
+    as there; non-empty): inputs ``(grad_out, weight, preact)``, outputs ``(dz,)``.
+    GPU only."""
+    check_activation(activation)
+    rec = Recorder(_plan_inputs(*_dgrad_inputs(grad_out, weight, preact)))
+    return rec.plan((_dgrad(*rec.inputs, activation, ex=rec),))
+
+
+def act_backward_plan(grad_h, preact, activation):
+    """A :class:`~numba_fused.plan.Plan` of :func:`gated_act_backward` (validated here
+    as there; non-empty): inputs ``(grad_h, preact)``, outputs ``(dz,)``. GPU only."""
+    check_activation(activation)
+    rec = Recorder(_plan_inputs(*_act_inputs(grad_h, preact)))
+    return rec.plan((_gated_grad(*rec.inputs, ACT_CODES[activation], ex=rec),))
+
+
+def backward_plan(grad_h, x, weight, preact, activation):
+    """A :class:`~numba_fused.plan.Plan` of :func:`gated_linear_backward` (validated
+    here as there; non-empty): inputs ``(grad_h, x, weight, preact)``, outputs
+    ``(grad_x, grad_weight, grad_bias)``. GPU only."""
+    check_activation(activation)
+    rec = Recorder(_plan_inputs(*_backward_inputs(grad_h, x, weight, preact)))
+    return rec.plan(_grads(*rec.inputs, activation, ex=rec))
+
+
+def mlp_backward_plan(grad_y, x, weight, w_down, h, preact, activation, needs):
+    """A :class:`~numba_fused.plan.Plan` of the gated MLP's backward (``needs``: flags
+    for x, the interleaved weight, its bias, w_down, b_down) for inputs of this
+    signature, already validated by the array-level functions (contiguous, one dtype
+    and device, non-empty): inputs ``(grad_y, x, weight, w_down, h, preact)``, outputs
+    as :func:`_mlp_grads`'. GPU only."""
+    rec = Recorder(_plan_inputs(grad_y, x, weight, w_down, h, preact))
+    return rec.plan(_mlp_grads(*rec.inputs, activation, tuple(needs), ex=rec))
 
 
 # ---------------------------------------------------------------------------

@@ -1782,19 +1782,20 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
 
 
 def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w_aligned,
-                 device=None):
+                 device=None, bias_aligned=True):
     """A launcher for :func:`linear_act_forward` on already-validated inputs: returns
     ``launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, preact_ptr)`` for contiguous x
     ``[M, K]``, weight ``[N, K]``, bias ``[N]`` (pointer ignored unless ``has_bias``),
     fresh 16-byte aligned outputs y and preact ``[M, N]`` (preact ignored unless
     ``save_preact``); ``x_aligned`` / ``w_aligned``: whether x / weight start 16-byte
-    aligned; ``device``: the CUDA device ordinal the tensors live on. The torch front
+    aligned, ``bias_aligned`` whether bias does (the epilogue's 16-byte bias loads
+    need it); ``device``: the CUDA device ordinal the tensors live on. The torch front
     end caches one per input signature (host cost). None where the GEMM first copies
     x or weight to aligned rows (:data:`RESTRIDE_MIN_MACS`): take
     :func:`forward_record_plan` there."""
     act = ACT_CODES[activation]
     flags = (F_BIAS if has_bias else 0) | (F_PREACT if save_preact else 0)
-    flags = _vec_flags("fwd", dtype, N, act, flags, True, True, True)
+    flags = _vec_flags("fwd", dtype, N, act, flags, True, True, bias_aligned)
     vec_ab = _vec_ab(dtype, x_aligned, w_aligned, K, K)
     if _restrides(dtype, vec_ab, M * N * K):
         return None

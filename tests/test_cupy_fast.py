@@ -324,3 +324,50 @@ def test_linear_grad_pieces_plans_match_array_path(dtype, activation, replays):
     (gz, x, _), _ = wgrad(0)
     with pytest.raises(TypeError, match="need_bias_grad"):
         cla.linear_weight_grad(gz, x, 1)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("activation,bias", [("silu", True), ("gelu_tanh", False)])
+def test_gated_linear_plans_match_array_path(dtype, activation, bias, replays):
+    """Every gated function: forward (with and without the pairs), the dgrad GEMM with
+    the pairs' gradient in its epilogue, the elementwise pairs' gradient and the
+    whole backward."""
+    import numba_fused.gated_linear as gl
+    from interop.cupy import gated_linear as cgl
+
+    rng = cupy.random.default_rng(9)
+    lead, K, hid, N = (3, 37), 72, 68, 40
+
+    def fwd(i):
+        x = _randn(rng, lead + (K,), dtype)
+        w = _randn(rng, (2 * hid, K), dtype, 0.125)
+        b = _randn(rng, 2 * hid, dtype) if bias else None
+        return (x, w, b, activation), {"save_preact": i % 2 == 1}
+
+    def pairs():
+        return _randn(rng, lead + (2 * hid,), dtype)
+
+    def dgrad(i):
+        return (_randn(rng, lead + (N,), dtype), _randn(rng, (N, hid), dtype, 0.125), pairs(),
+                activation), {}
+
+    def act(i):
+        return (_randn(rng, lead + (hid,), dtype), pairs(), activation), {}
+
+    def bwd(i):
+        (x, w, _, _), _ = fwd(i)
+        return (_randn(rng, lead + (hid,), dtype), x, w, pairs(), activation), {}
+
+    _calls(cgl.gated_linear_forward, gl.gated_linear_forward, fwd)
+    _calls(cgl.gated_linear_dgrad, gl.gated_linear_dgrad, dgrad)
+    _calls(cgl.gated_act_backward, gl.gated_act_backward, act)
+    _calls(cgl.gated_linear_backward, gl.gated_linear_backward, bwd)
+    assert replays[0] >= 7
+    (x, w, b, _), _ = fwd(0)
+    with pytest.raises(TypeError, match="save_preact"):
+        cgl.gated_linear_forward(x, w, b, activation, save_preact=1)
+    with pytest.raises(ValueError, match="even number of rows"):
+        cgl.gated_linear_forward(x, w[1:], None, activation)
+    (g, wd, z, _), _ = dgrad(0)
+    with pytest.raises(ValueError, match="preact"):
+        cgl.gated_linear_dgrad(g, wd, z[..., 1:], activation)

@@ -14,8 +14,8 @@ _SLEEP_CYCLES = int(1e9)
 
 
 def _calls():
-    from interop.torch import (FusedMLP, dropout_bias_act, layer_norm, linear_act, rms_norm,
-                               scaled_dot_product_attention)
+    from interop.torch import (FusedGatedMLP, FusedMLP, dropout_bias_act, layer_norm,
+                               linear_act, rms_norm, scaled_dot_product_attention)
 
     dt = torch.float16
     x = torch.randn(64, 256, device="cuda", dtype=dt, requires_grad=True)
@@ -25,6 +25,7 @@ def _calls():
                for _ in range(3))
     lw = torch.randn(128, 256, device="cuda", dtype=dt, requires_grad=True)
     mlp = FusedMLP(256, 512, 256, device="cuda", dtype=dt)
+    gated = FusedGatedMLP(256, 344, 256, device="cuda", dtype=dt)
     return {
         "layer_norm": lambda: layer_norm(x, (256,), w, b).sum().backward(),
         "rms_norm": lambda: rms_norm(x, (256,), w).sum().backward(),
@@ -33,11 +34,12 @@ def _calls():
         "sdpa": lambda: scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward(),
         "linear_act": lambda: linear_act(x, lw, None, "gelu_tanh").sum().backward(),
         "mlp": lambda: mlp(x).sum().backward(),
+        "gated_mlp": lambda: gated(x).sum().backward(),
     }
 
 
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm", "dropout_bias_act", "sdpa",
-                                "linear_act", "mlp"])
+                                "linear_act", "mlp", "gated_mlp"])
 def test_op_returns_before_the_gpu_catches_up(op):
     call = _calls()[op]
     for _ in range(2):  # compile, then build any per-signature plan

@@ -4,13 +4,23 @@
 #      activation_backward (tests/test_cupy_fast.py + its CPU logic test), then every
 #      other test that goes through interop.cupy (-k cupy), which the second review's
 #      mend (interop.dlpack.cupy_empty) has not yet met on a GPU.
-#   bash bench/ab/pending_s78.sh "$OUT" l
+#   g: (any card, ~9 min) the gated MLP's plans (interop.torch.gated_mlp, interop.cupy's
+#      gated functions) and the bias-alignment key of interop.torch.linear_act's forward
+#      plan: bias_align_probe.py (the old plan on a misaligned bias), then the plan
+#      tests, test_gated_linear.py, the no-sync test, then bench/launch_cost.py
+#      (predicted: gated_mlp no-grad within ~1.5x of interop.torch.linear_act's call
+#      plus the interleave's copy; the CuPy gated rows 4-7x under their array level);
+#      then bench/gated_linear.py at decode-sized M (1-2048 tokens, Llama-7B's MLP):
+#      what the forward's interleave of the gate and up weights costs where the GEMMs
+#      are small (numba_torch interleaves every call, numba_fused is handed the
+#      interleaved weight).
+#   bash bench/ab/pending_s78.sh "$OUT" l|g
 set -uo pipefail
-OUT=${1:?"usage: pending_s78.sh OUTDIR l"}
+OUT=${1:?"usage: pending_s78.sh OUTDIR l|g"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?l}" in
+case "${2:?l|g}" in
   l)
     timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider tests/test_cupy_fast.py \
       tests/test_cupy_fast_logic.py > "$OUT/cupy_fast.log" 2>&1
@@ -21,5 +31,20 @@ case "${2:?l}" in
       tests/test_bench_examples.py > "$OUT/cupy_ops.log" 2>&1
     echo "cupy_ops rc $?"; tail -8 "$OUT/cupy_ops.log"
     ;;
-  *) echo "l" >&2; exit 2 ;;
+  g)
+    timeout -k 10 60 python3 bench/ab/bias_align_probe.py > "$OUT/bias_probe.log" 2>&1
+    echo "bias probe rc $?"; cat "$OUT/bias_probe.log"
+    timeout -k 10 330 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_fast_path.py \
+      tests/test_cupy_fast.py tests/test_cupy_fast_logic.py tests/test_gated_linear.py \
+      tests/test_no_sync.py > "$OUT/tests_g.log" 2>&1
+    echo "tests rc $?"; tail -8 "$OUT/tests_g.log"
+    timeout -k 10 190 python3 bench/launch_cost.py --calls 2000 --json "$OUT/launch_cost.json" \
+      > "$OUT/launch_cost.log" 2>&1
+    echo "launch_cost rc $?"; cat "$OUT/launch_cost.log"
+    timeout -k 10 150 python3 bench/gated_linear.py --shapes 1x4096x11008 16x4096x11008 \
+      256x4096x11008 2048x4096x11008 --dtypes bfloat16 --providers numba_torch numba_fused torch \
+      --reps 20 --json "$OUT/gated_decode.json" > "$OUT/gated_decode.log" 2>&1
+    echo "gated bench rc $?"; cat "$OUT/gated_decode.log"
+    ;;
+  *) echo "l or g" >&2; exit 2 ;;
 esac

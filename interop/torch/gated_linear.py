@@ -14,6 +14,10 @@ GEMMs. The interleaved weight is built in each forward (a copy of the gate and u
 weights: about 3% of the GEMMs' time at Llama-7B's MLP with 8192 tokens) and the
 gradient is split back into the two projections' (strided views, no copy).
 
+Both passes replay per-signature launch plans after a signature's first call, as
+``interop.torch.linear_act``'s do (``interop.torch._fast``); without autograd (no
+input needs a gradient) the forward skips the autograd Function and keeps no pairs.
+
 Eager only: under ``torch.compile`` the same math runs as three ``linear_act`` custom
 ops and a torch product (no graph break; the gate is then not fused).
 """
@@ -21,11 +25,13 @@ ops and a torch product (no graph break; the gate is then not fused).
 import torch
 
 import numba_fused as nf
+from numba_fused import gated_linear as _gl
 from numba_fused.activations import check_activation
 from numba_fused.gated_linear import interleave
 
-from ._fast import function_apply
-from .linear_act import linear_act
+from ._fast import ENABLED, PlanCache, function_apply, run_plan, tensor_sig
+from .linear_act import _bwd_key, _forward as _linear_forward
+from .linear_act import _needs_grad, _replay, _wanted, linear_act
 
 __all__ = ["gated_mlp", "FusedGatedMLP"]
 
@@ -36,13 +42,69 @@ def _pair(gate, up, what):
     return None if gate is None else interleave(gate, up)
 
 
+_FWD_PLANS = PlanCache()
+_BWD_PLANS = PlanCache()
+
+
+def _gated_forward(x, w, b, activation, save):
+    """(h, pairs or None) of ``gated_linear_forward`` on contiguous tensors, through a
+    cached per-signature plan after the first call."""
+    key = (x.shape, x.dtype, x.device, tensor_sig(w), tensor_sig(b), activation, save,
+           x.data_ptr() % 16, w.data_ptr() % 16, None if b is None else b.data_ptr() % 16)
+    plan = _FWD_PLANS.get(key)
+    if plan is not None:
+        return run_plan(plan, x, (x.data_ptr(), w.data_ptr(), 0 if b is None else b.data_ptr()))
+    if save:
+        h, z = nf.gated_linear_forward(x, w, b, activation, save_preact=True)
+    else:
+        h, z = nf.gated_linear_forward(x, w, b, activation), None
+    if ENABLED[0] and x.numel() and w.numel():
+        _FWD_PLANS.put(key, _gl.forward_plan(x, w, b, activation, save))
+    return h, z
+
+
+def _forward(x, wg, wu, bg, bu, wd, bd, activation, save):
+    """(y, interleaved weight, h, pairs or None) of the gated MLP."""
+    w = interleave(wg, wu)
+    h, z = _gated_forward(x, w, _pair(bg, bu, "biases"), activation, save)
+    y, _ = _linear_forward(h, wd, bd, "none", False)
+    return y, w, h, z
+
+
+def _grads_array(gy, x, w, wd, h, z, activation, need_x, need_w, need_b, need_wd, need_bd):
+    """The gradients asked for (in the order x, w, b, wd, bd) by the array-level
+    functions."""
+    gx = gw = gb = gwd = gbd = None
+    if need_wd or need_bd:
+        gwd, gbd = nf.linear_weight_grad(gy, h, need_bias_grad=need_bd)
+    if need_x or need_w or need_b:
+        dz = nf.gated_linear_dgrad(gy, wd, z, activation)
+        if need_x:
+            gx = nf.linear_act_dgrad(dz, w, "none")
+        if need_w or need_b:
+            gw, gb = nf.linear_weight_grad(dz, x, need_bias_grad=need_b)
+    grads = (gx, gw, gb, gwd, gbd)
+    return [g for g, need in zip(grads, (need_x, need_w, need_b, need_wd, need_bd)) if need]
+
+
+def _grads(gy, x, w, wd, h, z, activation, *needs):
+    """The gradients asked for (``needs``: x, w, b, wd, bd), in that order, through a
+    cached plan after a signature's first call."""
+    tensors = (gy, x, w, wd, h, z)
+    key = _bwd_key(activation, needs, *tensors)
+    out = _replay(key, tensors, _BWD_PLANS)
+    if out is not None:
+        return out
+    out = _grads_array(gy, x, w, wd, h, z, activation, *needs)
+    if ENABLED[0] and gy.numel() and x.numel() and h.numel():
+        _BWD_PLANS.put(key, _gl.mlp_backward_plan(*tensors, activation, needs))
+    return out
+
+
 class _GatedMLPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, wg, wu, bg, bu, wd, bd, activation):
-        w = interleave(wg, wu)
-        b = _pair(bg, bu, "biases")
-        h, z = nf.gated_linear_forward(x, w, b, activation, save_preact=True)
-        y = nf.linear_act_forward(h, wd, bd, "none")
+        y, w, h, z = _forward(x, wg, wu, bg, bu, wd, bd, activation, True)
         ctx.activation = activation
         ctx.save_for_backward(x, w, wd, h, z)
         return y
@@ -51,20 +113,15 @@ class _GatedMLPFunction(torch.autograd.Function):
     def backward(ctx, grad_y):
         x, w, wd, h, z = ctx.saved_tensors
         nx, nwg, nwu, nbg, nbu, nwd, nbd = ctx.needs_input_grad[:7]
-        gy = grad_y.contiguous()
-        gx = gwg = gwu = gbg = gbu = gwd = gbd = None
-        if nwd or nbd:
-            gwd, gbd = nf.linear_weight_grad(gy, h, need_bias_grad=bool(nbd))
-        if nx or nwg or nwu or nbg or nbu:
-            dz = nf.gated_linear_dgrad(gy, wd, z, ctx.activation)
-            if nx:
-                gx = nf.linear_act_dgrad(dz, w, "none")
-            if nwg or nwu or nbg or nbu:
-                gw, gb = nf.linear_weight_grad(dz, x, need_bias_grad=bool(nbg or nbu))
-                gwg, gwu = gw[0::2], gw[1::2]
-                if gb is not None:
-                    gbg, gbu = gb[0::2], gb[1::2]
-        return gx, gwg, gwu, gbg, gbu, gwd, (gbd if nbd else None), None
+        needs = (bool(nx), bool(nwg or nwu), bool(nbg or nbu), bool(nwd), bool(nbd))
+        gx, gw, gb, gwd, gbd = _wanted(
+            _grads(grad_y.contiguous(), x, w, wd, h, z, ctx.activation, *needs), needs)
+        gwg = gwu = gbg = gbu = None
+        if gw is not None:
+            gwg, gwu = gw[0::2], gw[1::2]
+        if gb is not None:
+            gbg, gbu = gb[0::2], gb[1::2]
+        return gx, gwg, gwu, gbg, gbu, gwd, gbd, None
 
 
 _gated_mlp_apply = function_apply(_GatedMLPFunction)
@@ -89,7 +146,10 @@ def gated_mlp(x, w_gate, w_up, w_down, b_gate=None, b_up=None, b_down=None,
     _pair(b_gate, b_up, "biases")
     args = [t if t is None else t.contiguous() for t in (x, w_gate, w_up, b_gate, b_up, w_down,
                                                          b_down)]
-    return _gated_mlp_apply(*args, activation)
+    if _needs_grad(*args):
+        return _gated_mlp_apply(*args, activation)
+    # No autograd node to record: skip the Function's host cost and the pairs.
+    return _forward(*args, activation, False)[0]
 
 
 class FusedGatedMLP(torch.nn.Module):

@@ -42,10 +42,10 @@ _FWD_PLANS = PlanCache()
 def _forward(x, weight, bias, activation, save):
     """``linear_act_forward`` on contiguous tensors, through a cached per-signature
     plan after the first call (see ``interop.torch._fast``)."""
-    x_ok, w_ok = aligned16(x), aligned16(weight)
+    x_ok, w_ok, b_ok = aligned16(x), aligned16(weight), aligned16(bias)
     key = (x.shape, x.dtype, x.device, weight.shape, weight.dtype, weight.device,
            None if bias is None else (bias.shape, bias.dtype, bias.device),
-           activation, save, x_ok, w_ok)
+           activation, save, x_ok, w_ok, b_ok)
     launch = _FWD_PLANS.get(key)
     if launch is None:
         res = _la.linear_act_forward(x, weight, bias, activation, save_preact=save)
@@ -53,7 +53,7 @@ def _forward(x, weight, bias, activation, save):
             N, K = weight.shape
             launch = _la.forward_plan(x.numel() // K, N, K, dtype_name(x.dtype),
                                       bias is not None, save, activation, x_ok, w_ok,
-                                      x.device.index)
+                                      x.device.index, b_ok)
             if launch is None:  # x or weight is first copied to aligned rows
                 launch = _la.forward_record_plan(x, weight, bias, activation, save)
             _FWD_PLANS.put(key, launch)
@@ -100,9 +100,10 @@ def _bwd_key(activation, needs, *tensors):
         for t in tensors)
 
 
-def _replay(key, tensors):
-    """The gradients asked for (a list, input order) from a cached plan, or None."""
-    plan = _BWD_PLANS.get(key)
+def _replay(key, tensors, plans=_BWD_PLANS):
+    """The gradients asked for (a list, input order) from a plan cached in ``plans``,
+    or None."""
+    plan = plans.get(key)
     if plan is None:
         return None
     t0 = tensors[0]
