@@ -352,6 +352,8 @@ def _linear_act_wgmma(nf, torch, dt):
 
 
 def _linear_act(nf, torch, dt):
+    from numba_fused.gated_linear import gated_linear_forward_pair
+
     # (2304, 2048, 256) has enough tiles to pick the 128x128 tiling with 68 KiB of
     # dynamic shared memory; the small ones take the 64x64 tiling and edge paths.
     for m, n, k in ((17, 40, 24), (130, 72, 200), (2304, 2048, 256)):
@@ -370,6 +372,8 @@ def _linear_act(nf, torch, dt):
         nf.gated_linear_dgrad(torch.randn(m, 24, device="cuda", dtype=dt),
                               torch.randn(24, n // 2, device="cuda", dtype=dt), z)
         nf.gated_linear_backward(torch.randn_like(h), x, w, z)
+        # The gate and up weights read in place (16-bit: the pair kernel; float32: the copy).
+        gated_linear_forward_pair(x, w[0::2].contiguous(), w[1::2].contiguous(), b, "silu")
     # Rows not 16-byte aligned (K = 1023, N = 4097): every GEMM copies its operands to
     # aligned rows first (la.RESTRIDE_MIN_MACS) and loads partial edge chunks.
     if dt != torch.float32:

@@ -33,15 +33,15 @@ from interop.dlpack import stream_handle
 
 from . import checks, dtypes
 from .activations import act_grad_ref, act_ref, check_activation
-from .launch import Kernel, cdiv
-from .linear_act import (ACT_CODES, F_BIAS, F_GATED, F_PREACT, _check_flag, _flat, _gemm,
-                         _linear_inputs, _matrix, _plan_inputs, _wgrad, act_by_code,
-                         act_grad_by_code)
+from .launch import SIMULATOR, Kernel, cdiv
+from .linear_act import (ACT_CODES, F_BIAS, F_GATED, F_PREACT, _address, _check_flag, _flat,
+                         _gemm, _linear_inputs, _matrix, _plan_inputs, _wgrad, act_by_code,
+                         act_grad_by_code, gated_pair_ok, gemm_gated_pair)
 from .linear_act import _grads as _la_grads
 from .plan import NOW, Recorder
 
-__all__ = ["gated_linear_forward", "gated_linear_dgrad", "gated_linear_backward",
-           "gated_act_backward", "interleave", "gated_linear_ref", "gated_linear_dgrad_ref",
+__all__ = ["gated_linear_forward", "gated_linear_forward_pair", "gated_linear_dgrad",
+           "gated_linear_backward", "gated_act_backward", "interleave", "gated_linear_ref", "gated_linear_dgrad_ref",
            "gated_linear_backward_ref", "make_gated_grad_kernel", "shipped_kernels"]
 
 GRAD_THREADS = 256
@@ -135,6 +135,83 @@ def _forward(xa, wa, ba, activation, save_preact, ex=NOW):
         _gemm("fwd", dtype, xa.reshape((M, K)), wa, ba if ba is not None else h2, z2, h2,
               M, N2, K, K, K, hid, ACT_CODES[activation], flags, stream_handle(xa), ex)
     return h, z
+
+
+def gated_linear_forward_pair(x, w_gate, w_up, bias=None, activation="silu"):
+    """``h = act(g) * u`` with ``g = x @ w_gate^T`` and ``u = x @ w_up^T`` (plus the
+    interleaved ``bias``), the two weights read in place: the result of
+    :func:`gated_linear_forward` on ``interleave(w_gate, w_up)`` without building that
+    copy (a read and a write of both weights, the larger part of the work at a
+    decoder's few tokens a step). No pairs are kept (inference).
+
+    x: ``[..., K]``; w_gate, w_up: ``[I, K]``; bias: ``[2I]`` interleaved or None; one
+    dtype (float32, float16, bfloat16), contiguous, one device. Where the weights can
+    not be read in place (float32, rows not 16-byte aligned, a GEMM large enough for
+    wgmma: :func:`numba_fused.linear_act.gated_pair_ok`), the interleaved copy is
+    made. Returns ``h`` ``[..., I]`` in x's dtype and library.
+    """
+    check_activation(activation)
+    xa, ga, ua, ba = _pair_inputs(x, w_gate, w_up, bias)
+    if not _pair_in_place(xa, ga, ua):
+        return gated_linear_forward(x, interleave(w_gate, w_up), bias, activation)
+    return _forward_pair(xa, ga, ua, ba, activation).owner
+
+
+def _pair_inputs(x, w_gate, w_up, bias):
+    """(x, w_gate, w_up, bias or None) of :func:`gated_linear_forward_pair`, validated."""
+    xa, ga, _ = _linear_inputs(x, w_gate, None, "I")
+    ua = _matrix(checks.floating_array(w_up, "w_up"), "w_up", 2)
+    ba = checks.optional_array(bias, "bias")
+    checks.check_same_dtype(xa, "x", (ua, "w_up"), (ba, "bias"))
+    checks.check_same_device(xa, "x", (ua, "w_up"), (ba, "bias"))
+    if ua.shape != ga.shape:
+        raise ValueError(f"w_gate {list(ga.shape)} and w_up {list(ua.shape)} must have one "
+                         f"shape [I, K]")
+    if ba is not None:
+        _matrix(ba, "bias", 1)
+        if ba.shape[0] != 2 * ga.shape[0]:
+            raise ValueError(f"bias must have shape [{2 * ga.shape[0]}] (the gate's and up "
+                             f"projection's, interleaved), got {list(ba.shape)}")
+    return xa, ga, ua, ba
+
+
+def _pair_in_place(xa, ga, ua):
+    """Whether :func:`_forward_pair` can read these weights in place."""
+    hid, K = ga.shape
+    M = xa.size // K if K else 0
+    aligned = all(_address(a) % 16 == 0 for a in (xa, ga, ua))
+    device = None if SIMULATOR else xa.device
+    return bool(M and hid) and gated_pair_ok(xa.dtype, aligned, aligned, M, 2 * hid, K, device)
+
+
+def _forward_pair(xa, ga, ua, ba, activation, ex=NOW):
+    """h of :func:`gated_linear_forward_pair` on validated KernelArrays whose weights
+    :func:`_pair_in_place` accepts."""
+    hid, K = ga.shape
+    h = ex.alloc(xa, xa.shape[:-1] + (hid,), xa.dtype)
+    M = h.size // hid
+    h2 = h.reshape((M, hid))
+    gemm_gated_pair(xa.dtype, xa.reshape((M, K)), ga, ua, ba if ba is not None else h2, h2,
+                    M, 2 * hid, K, ACT_CODES[activation],
+                    F_GATED | (F_BIAS if ba is not None else 0), stream_handle(xa), ex)
+    return h
+
+
+def forward_pair_plan(x, w_gate, w_up, bias, activation):
+    """A :class:`~numba_fused.plan.Plan` of :func:`gated_linear_forward_pair` for inputs
+    of this signature whose weights are read in place (validated here as there;
+    non-empty; the caller checked :func:`pair_in_place`): inputs ``(x, w_gate, w_up,
+    bias or None)``, outputs ``(h,)``. GPU only."""
+    check_activation(activation)
+    rec = Recorder(_plan_inputs(*_pair_inputs(x, w_gate, w_up, bias)))
+    return rec.plan((_forward_pair(*rec.inputs, activation, ex=rec),))
+
+
+def pair_in_place(x, w_gate, w_up):
+    """Whether :func:`gated_linear_forward_pair` reads these weights in place (valid
+    inputs; the torch front end picks its plan by it)."""
+    xa, ga, ua, _ = _pair_inputs(x, w_gate, w_up, None)
+    return _pair_in_place(xa, ga, ua)
 
 
 def _check_pairs(za, lead, hid):

@@ -359,14 +359,18 @@ def _swizzle(chunks_per_row):
     return _log2(8 // chunks_per_row), chunks_per_row - 1
 
 
-def _tile_loader(rows, length, nthreads, vec, kmajor):
-    """Device function ``load(smem, base, g, ld, k0, fixed0, k_lim, fixed_lim, tid)``
-    filling the swizzled ``rows x length`` shared tile at ``smem[base:]`` with the
-    k-tile starting at ``k0`` of an operand stored with leading dimension ``ld``:
+def _tile_loader(rows, length, nthreads, vec, kmajor, pair=False):
+    """Device function ``load(smem, base, g, g2, ld, k0, fixed0, k_lim, fixed_lim, tid,
+    full)`` filling the swizzled ``rows x length`` shared tile at ``smem[base:]`` with
+    the k-tile starting at ``k0`` of an operand stored with leading dimension ``ld``:
 
     - ``kmajor``: tile rows are rows ``fixed0 ..`` of the operand (M or N), columns
       ``k0 ..`` (global ``g[row * ld + k]``);
     - otherwise tile rows are ``k0 ..`` and columns ``fixed0 ..`` (``g[k * ld + col]``).
+
+    ``pair`` (kmajor only): the operand's rows alternate between two arrays, row
+    ``2j`` being ``g``'s row j and row ``2j + 1`` ``g2``'s (the gate and up weights of a
+    gated unit, read in place of their interleaved copy); otherwise ``g2`` is unused.
 
     Zeros past ``fixed_lim`` / ``k_lim``. ``vec``: one 16-byte cp.async per chunk (the
     caller commits); a thread's chunks share their column, so the k-tile's bounds
@@ -382,11 +386,17 @@ def _tile_loader(rows, length, nthreads, vec, kmajor):
     if nthreads % chunks:
         raise ValueError(f"{nthreads} threads do not cover whole {length}-element rows")
     rstep = nthreads // chunks
+    if pair and (not kmajor or rstep % 2):
+        raise ValueError(f"paired rows need a k-major operand and an even row step, got "
+                         f"kmajor={kmajor}, {rstep} rows a step")
+    # A thread's rows step by rstep, so with an even step they stay in one of the two
+    # arrays, advancing rstep / 2 of its rows at a time.
+    gstep = rstep // 2 if pair else rstep
     # Rows advance in multiples of 8, so a thread's chunks share one swizzle.
     dstep = rstep * length
 
     @inline_device
-    def load(smem, base, g, ld, k0, fixed0, k_lim, fixed_lim, tid, full):
+    def load(smem, base, g, g2, ld, k0, fixed0, k_lim, fixed_lim, tid, full):
         r0 = tid >> cshift
         ch = tid & (chunks - 1)
         dst = base + r0 * length + ((ch ^ ((r0 >> sh) & mk)) << 3)
@@ -400,32 +410,39 @@ def _tile_loader(rows, length, nthreads, vec, kmajor):
             outer_lim = k_lim
             inner = fixed0 + (ch << 3)
             inner_lim = fixed_lim
+        src_arr = g
+        grow = outer
+        if pair:
+            grow = outer >> 1
+            if outer & 1:
+                src_arr = g2
         if vec and full:
             # The whole tile lies inside the operand: no bounds, 16 bytes per chunk.
-            src = outer * ld + inner
-            step = rstep * ld
+            src = grow * ld + inner
+            step = gstep * ld
             for i in range(iters):
                 if exact or tid + i * nthreads < total:
-                    cp_async_16(smem, dst + i * dstep, g, src + i * step, 16)
+                    cp_async_16(smem, dst + i * dstep, src_arr, src + i * step, 16)
         elif vec:
             n = 0
             if inner < inner_lim:
                 n = min(16, (inner_lim - inner) * 2)
-            src = outer * ld + inner
-            step = rstep * ld
+            src = grow * ld + inner
+            step = gstep * ld
             for i in range(iters):
                 if exact or tid + i * nthreads < total:
                     if n > 0 and outer + i * rstep < outer_lim:
-                        cp_async_16(smem, dst + i * dstep, g, src + i * step, n)
+                        cp_async_16(smem, dst + i * dstep, src_arr, src + i * step, n)
                     else:
                         cp_async_16(smem, dst + i * dstep, g, 0, 0)
         else:
             for i in range(iters):
                 if exact or tid + i * nthreads < total:
                     row = outer + i * rstep
+                    srow = (row >> 1) if pair else row
                     for e in range(8):
                         if row < outer_lim and inner + e < inner_lim:
-                            smem[dst + i * dstep + e] = g[row * ld + inner + e]
+                            smem[dst + i * dstep + e] = src_arr[srow * ld + inner + e]
                         else:
                             smem[dst + i * dstep + e] = 0
 
@@ -638,14 +655,21 @@ def _argtypes(dtype):
 
 
 @functools.lru_cache(maxsize=None)
-def make_tc_kernel(role, dtype, vec, cfg):
+def make_tc_kernel(role, dtype, vec, cfg, pair=False):
     """Tensor-core GEMM kernel for ``role`` in ('fwd', 'dgrad', 'wgrad'), ``dtype``
     'float16' | 'bfloat16', ``vec`` (cp.async tile loads; needs 16-byte aligned rows),
     tiling ``cfg`` (:class:`GemmConfig`). Launch: 1-D grid of
     ``cdiv(Mg, bm) * cdiv(Ng, bn)`` blocks of ``cfg.threads``, ``cfg.smem_bytes`` of
-    dynamic shared memory."""
+    dynamic shared memory.
+
+    ``pair`` (fwd only, for :data:`F_GATED` without :data:`F_PREACT`): B's rows
+    alternate between two weights, row 2j being ``b``'s row j and row 2j + 1 the j-th
+    row of the array passed as ``aux`` (a gated unit's gate and up weights read in
+    place, without their interleaved copy; the launcher checks the flags)."""
     if role not in ROLES or dtype not in ("float16", "bfloat16"):
         raise ValueError(f"no tensor-core kernel for role={role!r}, dtype={dtype!r}")
+    if pair and role != "fwd":
+        raise ValueError(f"paired B rows are a forward's (gated weights), not {role!r}'s")
     BM, BN, BK, WM, WN, STAGES, GROUP_M = cfg.validate()
     WARPS_N = BN // WN
     NT = cfg.threads
@@ -670,7 +694,7 @@ def make_tc_kernel(role, dtype, vec, cfg):
     mma = mma_f16 if dtype == "float16" else mma_bf16
     ONES = ONES_F16X2 if dtype == "float16" else ONES_BF16X2
     load_a = _tile_loader(A_ROWS, A_LEN, NT, vec, A_KMAJOR)
-    load_b = _tile_loader(B_ROWS, B_LEN, NT, vec, B_KMAJOR)
+    load_b = _tile_loader(B_ROWS, B_LEN, NT, vec, B_KMAJOR, pair)
     chunk = _chunk_epilogue(role, dtype)
     store = dtypes.storer(dtype)
     f32 = np.float32
@@ -681,10 +705,10 @@ def make_tc_kernel(role, dtype, vec, cfg):
     EPI_ITERS = BM * CCH // NT
 
     @inline_device
-    def load_stage(smem, s, k0, a, b, M, N, K, lda, ldb, m0, n0, tid, inside):
+    def load_stage(smem, s, k0, a, b, b2, M, N, K, lda, ldb, m0, n0, tid, inside):
         full = inside and k0 + BK <= K
-        load_a(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full)
-        load_b(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full)
+        load_a(smem, s * A_ST, a, a, lda, k0, m0, K, M, tid, full)
+        load_b(smem, B_OFF + s * B_ST, b, b2, ldb, k0, n0, K, N, tid, full)
 
     def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
         """C[m, n] = sum_k A[m, k] B[k, n] (m < M, n < N, k < K) on tensor cores, then
@@ -697,10 +721,11 @@ def make_tc_kernel(role, dtype, vec, cfg):
         b: B, flat; ``b[n * ldb + k]`` (fwd) or ``b[k * ldb + n]`` (dgrad, wgrad).
         bias: fwd: bias[N] (read if flags & F_BIAS); wgrad: grad_bias[M] written with
             sum_k A[m, k] (if flags & F_BIAS); dgrad: unused.
-        aux: fwd: preact[M, N] written (if flags & F_PREACT); dgrad: preact[M, N] read
-            (if act != 0); wgrad: unused.
+        aux: fwd: preact[M, N] written (if flags & F_PREACT), or with ``pair`` the
+            second weight of B's rows (flat, ``aux[j * ldb + k]`` is B's row 2j + 1);
+            dgrad: preact[M, N] read (if act != 0); wgrad: unused.
         out: C after the epilogue, ``out[m * ldc + n]``.
-        act: activation code (ACT_CODES); flags: F_BIAS | F_PREACT | F_VEC.
+        act: activation code (ACT_CODES); flags: F_BIAS | F_PREACT | F_VEC | F_GATED.
         """
         smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
         tid = cuda.threadIdx.x
@@ -746,7 +771,7 @@ def make_tc_kernel(role, dtype, vec, cfg):
         inside = m0 + BM <= M and n0 + BN <= N
         for s in range(STAGES - 1):
             if s < KT:
-                load_stage(smem, s, s * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+                load_stage(smem, s, s * BK, a, b, aux, M, N, K, lda, ldb, m0, n0, tid, inside)
             cp_async_commit()
 
         st = 0  # ring slot of tile kt; tile kt + STAGES - 1 goes to the slot before it
@@ -758,7 +783,8 @@ def make_tc_kernel(role, dtype, vec, cfg):
                 ls = st + STAGES - 1
                 if ls >= STAGES:
                     ls -= STAGES
-                load_stage(smem, ls, nk * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+                load_stage(smem, ls, nk * BK, a, b, aux, M, N, K, lda, ldb, m0, n0, tid,
+                           inside)
             cp_async_commit()
             a_st = sbase + st * (A_ST * 2)
             b_st = sbase + (B_OFF + st * B_ST) * 2
@@ -838,7 +864,8 @@ def make_tc_kernel(role, dtype, vec, cfg):
             if row < M and col < N:
                 chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
 
-    name = f"linear_{role}_{dtype}_{'vec' if vec else 'scalar'}_{BM}x{BN}x{BK}_w{WM}x{WN}_s{STAGES}"
+    name = (f"linear_{role}_{dtype}_{'vec' if vec else 'scalar'}_{BM}x{BN}x{BK}_w{WM}x{WN}"
+            f"_s{STAGES}{'_pair' if pair else ''}")
     return Kernel(name, kernel, _argtypes(dtype))
 
 
@@ -1658,9 +1685,15 @@ def _wgmma_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
     return wgmma_auto(role, Mg, Ng, sm_count(ordinal), Kg)
 
 
-def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None):
+def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None, pair=False):
     """(kernel, grid, block, shared bytes) of one GEMM; the tiling is ``_pick_config``'s
-    (tests and benchmarks patch it), or ``wgmma`` (a WgmmaConfig) on warpgroup MMA."""
+    (tests and benchmarks patch it), or ``wgmma`` (a WgmmaConfig) on warpgroup MMA;
+    ``pair``: the tensor-core kernel reading B's rows from two weights (see
+    :func:`make_tc_kernel`)."""
+    if pair:
+        cfg = _pick_config(Mg, Ng, device)
+        return (make_tc_kernel(role, dtype, vec_ab, cfg, pair=True),
+                (cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn),), (cfg.threads,), cfg.smem_bytes)
     if wgmma is not None:
         cfg = wgmma
         kernel = make_wgmma_kernel(role, dtype, cfg)
@@ -1684,11 +1717,11 @@ def _template(dtype, size):
 
 @functools.lru_cache(maxsize=512)
 def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes, device,
-                   wgmma=None):
+                   wgmma=None, pair=False):
     """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM on CUDA device
     ``device``; ``sizes``: element counts of the five array arguments (a, b, bias,
     aux, out)."""
-    kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wgmma)
+    kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wgmma, pair)
     args = [_template(dtype, n) for n in sizes] + [Mg, Ng, Kg, lda, ldb, ldc, act, flags]
     return kernel.prepare(grid, block, shared, args, device=device)
 
@@ -1771,14 +1804,50 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
         vec_ab = True
     device = None if SIMULATOR else out.device
     wg = _wgmma_for(role, dtype, vec_ab, device, Mg, Ng, Kg)
+    _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, device, wg,
+                 False, stream, ex)
+
+
+def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, device, wg,
+                 pair, stream, ex):
+    """Launch (or record) one GEMM whose kernel choices are made: ``flat`` the five
+    flat array arguments (a, b, bias, aux, out)."""
     if SIMULATOR or ex.recording:
-        kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wg)
+        kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wg, pair)
         ex.launch(kernel, grid, block, stream, flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags],
                   shared=shared)
         return
     plan = _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab,
-                          tuple(t.size for t in flat), out.device, wg)
+                          tuple(t.size for t in flat), device, wg, pair)
     plan.launch(stream, [t.ptr for t in flat])
+
+
+def gated_pair_ok(dtype, x_aligned, weights_aligned, M, N2, K, device=None):
+    """Whether a gated forward (``F_GATED``, no pre-activation kept) of ``M`` rows, ``N2``
+    interleaved output columns and reduction ``K`` can read its gate and up weights in
+    place (:func:`gemm_gated_pair`): 16-bit, x and both weights with 16-byte aligned
+    rows, and a GEMM the mma.sync kernels run (wgmma, picked for large outputs, reads
+    the interleaved copy, a few percent of its time there)."""
+    if dtype == "float32" or not _vec_ab(dtype, x_aligned, weights_aligned, K, K):
+        return False
+    return _wgmma_for("fwd", dtype, True, device, M, N2, K) is None
+
+
+def gemm_gated_pair(dtype, a, bg, bu, bias, out, M, N2, K, act, flags, stream, ex=NOW):
+    """The gated forward's GEMM with B's rows read in place from two weights: row 2j is
+    ``bg``'s row j (gate), row 2j + 1 ``bu``'s (up), both ``[N2 / 2, K]``; a ``[M, K]``;
+    bias ``[N2]`` interleaved (read with ``F_BIAS``); out ``h`` ``[M, N2 / 2]``. Only
+    where :func:`gated_pair_ok` holds; flags: ``F_GATED`` (``F_BIAS``), never
+    ``F_PREACT`` (the pair kernel reads its second weight through the aux argument)."""
+    if not flags & F_GATED or flags & F_PREACT:
+        raise ValueError("gemm_gated_pair: flags must hold F_GATED and not F_PREACT")
+    flat = [_flat(a), _flat(bg), _flat(bias), _flat(bu), _flat(out)]
+    ldc = N2 // 2
+    flags = _vec_flags("fwd", dtype, ldc, act, flags, _address(flat[4]) % 16 == 0, True,
+                       _address(flat[2]) % 16 == 0)
+    device = None if SIMULATOR else out.device
+    _launch_gemm("fwd", dtype, flat, M, N2, K, K, K, ldc, act, flags, True, device, None, True,
+                 stream, ex)
 
 
 def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w_aligned,
@@ -2220,6 +2289,8 @@ def shipped_kernels():
             for cfg in (TC_LARGE, TC_SMALL):
                 for vec in (True, False):
                     yield make_tc_kernel(role, dtype, vec, cfg)
+            # The gated forward reading its two weights in place (16-byte rows only).
+            yield make_tc_kernel("fwd", dtype, True, cfg, pair=True)
     for role in ROLES:
         yield make_simt_kernel(role, SIMT_DEFAULT)
     for dtype in dtypes.DTYPES:

@@ -397,9 +397,15 @@ def test_gated_mlp_plans_match_first_call(dtype, bias, x_grad):
         outs.append(y.detach())
         grads.append(([x.grad] if x_grad else []) + [p.grad for p in mlp.parameters()])
         assert x.grad is None or x_grad
+    from interop.torch import gated_linear as tgl
+
+    tgl._PAIR_PLANS.clear()
     with torch.no_grad():
         for _ in range(2):
             outs.append(mlp(x0))
+    # Without autograd, 16-bit weights with 16-byte rows are read in place (a plan),
+    # float32 ones through the interleaved copy (no plan: False).
+    assert [bool(p) for p in tgl._PAIR_PLANS.values()] == [dtype != torch.float32]
     for y in outs[1:]:
         _assert_same(y, outs[0])
     for later in grads[1:]:

@@ -113,6 +113,48 @@ def test_forward_vs_float64_and_torch(shape, act, dtype):
         assert_close(z, z_ref, dtype, "pairs")
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
+@pytest.mark.parametrize("shape", SHAPES, ids=_sid)
+def test_forward_pair_reads_weights_in_place(shape, act, dtype, monkeypatch):
+    """gated_linear_forward_pair gives gated_linear_forward's h on the interleaved copy,
+    bit for bit, with and without the bias; 16-bit x and weights with 16-byte rows (K a
+    multiple of 8) take the in-place GEMM (B's rows from the two weights), the others
+    (float32, K = 1 / 13) the copy."""
+    lead, K, hid = shape
+    x, wg, wu, bg, bu = _inputs(lead, K, hid, dtype, seed=K + hid)
+    w, b = gl.interleave(wg, wu), gl.interleave(bg, bu)
+    paired = []
+    real = gl.gemm_gated_pair
+    monkeypatch.setattr(gl, "gemm_gated_pair", lambda *a, **kw: paired.append(1) or real(*a, **kw))
+    for bias in (b, None):
+        with poison_outputs():
+            h = gl.gated_linear_forward_pair(x, wg, wu, bias, activation=act)
+            want = nf.gated_linear_forward(x, w, bias, activation=act)
+        assert h.shape == want.shape and h.dtype == want.dtype
+        assert torch.equal(h, want)
+    in_place = dtype != "float32" and K % 8 == 0
+    assert gl.pair_in_place(x, wg, wu) == in_place
+    assert len(paired) == (2 if in_place else 0)
+
+
+def test_forward_pair_checks_its_inputs():
+    x, wg, wu, bg, bu = _inputs((3,), 16, 8, "float16")
+    with pytest.raises(ValueError, match="one shape"):
+        gl.gated_linear_forward_pair(x, wg, wu[:7])
+    with pytest.raises(ValueError, match="bias must have shape"):
+        gl.gated_linear_forward_pair(x, wg, wu, bg)
+    with pytest.raises(TypeError):
+        gl.gated_linear_forward_pair(x, wg, wu.float())
+    with pytest.raises(ValueError, match="features"):
+        gl.gated_linear_forward_pair(x[:, :8].contiguous(), wg, wu)
+    # An unaligned view of x (one element in) is read through the copy, with the same h.
+    xs = torch.cat([x.new_zeros(1), x.reshape(-1)])[1:].view(3, 16)
+    assert not gl.pair_in_place(xs, wg, wu)
+    assert torch.equal(gl.gated_linear_forward_pair(xs, wg, wu),
+                       nf.gated_linear_forward(xs, gl.interleave(wg, wu)))
+
+
 def _torch_pair_grads(make_pairs, dh, act):
     """torch's gradient of h = act(g) * u w.r.t. the pairs (g, u) = make_pairs(),
     interleaved, in their dtype; None where torch's CPU lacks an op."""

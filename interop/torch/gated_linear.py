@@ -15,8 +15,11 @@ weights: about 3% of the GEMMs' time at Llama-7B's MLP with 8192 tokens) and the
 gradient is split back into the two projections' (strided views, no copy).
 
 Both passes replay per-signature launch plans after a signature's first call, as
-``interop.torch.linear_act``'s do (``interop.torch._fast``); without autograd (no
-input needs a gradient) the forward skips the autograd Function and keeps no pairs.
+``interop.torch.linear_act``'s do (``interop.torch._fast``). Without autograd (no
+input needs a gradient: inference, generation) the forward skips the autograd
+Function, keeps no pairs and, where it can (16-bit, 16-byte aligned rows, GEMMs the
+mma.sync kernels run), reads the gate and up weights in place
+(``gated_linear_forward_pair``) instead of building their interleaved copy.
 
 Eager only: under ``torch.compile`` the same math runs as three ``linear_act`` custom
 ops and a torch product (no graph break; the gate is then not fused).
@@ -30,8 +33,8 @@ from numba_fused.activations import check_activation
 from numba_fused.gated_linear import interleave
 
 from ._fast import ENABLED, PlanCache, function_apply, run_plan, tensor_sig
-from .linear_act import _bwd_key, _forward as _linear_forward
-from .linear_act import _needs_grad, _replay, _wanted, linear_act
+from .linear_act import _forward as _linear_forward
+from .linear_act import _needs_grad, _wanted, linear_act, planned_grads
 
 __all__ = ["gated_mlp", "FusedGatedMLP"]
 
@@ -63,10 +66,38 @@ def _gated_forward(x, w, b, activation, save):
     return h, z
 
 
+_PAIR_PLANS = PlanCache()
+
+
+def _in_place(x, wg, wu, b, activation):
+    """h of ``gated_linear_forward_pair`` (the gate and up weights read in place, no
+    interleaved copy) through a cached plan, or None where this signature's weights
+    cannot be read in place (cached too: the caller then interleaves)."""
+    key = (x.shape, x.dtype, x.device, tensor_sig(wg), tensor_sig(wu), tensor_sig(b),
+           activation, x.data_ptr() % 16, wg.data_ptr() % 16, wu.data_ptr() % 16,
+           None if b is None else b.data_ptr() % 16)
+    plan = _PAIR_PLANS.get(key)
+    if plan is not None:
+        return plan and run_plan(plan, x, (x.data_ptr(), wg.data_ptr(), wu.data_ptr(),
+                                           0 if b is None else b.data_ptr()))[0]
+    if not _gl.pair_in_place(x, wg, wu):
+        _PAIR_PLANS.put(key, False)
+        return None
+    h = _gl.gated_linear_forward_pair(x, wg, wu, b, activation)
+    if ENABLED[0] and x.numel():
+        _PAIR_PLANS.put(key, _gl.forward_pair_plan(x, wg, wu, b, activation))
+    return h
+
+
 def _forward(x, wg, wu, bg, bu, wd, bd, activation, save):
-    """(y, interleaved weight, h, pairs or None) of the gated MLP."""
-    w = interleave(wg, wu)
-    h, z = _gated_forward(x, w, _pair(bg, bu, "biases"), activation, save)
+    """(y, interleaved weight or None, h, pairs or None) of the gated MLP; ``save``
+    False (no autograd): the gate and up weights read in place where they can be."""
+    b = _pair(bg, bu, "biases")
+    h = None if save else _in_place(x, wg, wu, b, activation)
+    w = z = None
+    if h is None:
+        w = interleave(wg, wu)
+        h, z = _gated_forward(x, w, b, activation, save)
     y, _ = _linear_forward(h, wd, bd, "none", False)
     return y, w, h, z
 
@@ -91,14 +122,9 @@ def _grads(gy, x, w, wd, h, z, activation, *needs):
     """The gradients asked for (``needs``: x, w, b, wd, bd), in that order, through a
     cached plan after a signature's first call."""
     tensors = (gy, x, w, wd, h, z)
-    key = _bwd_key(activation, needs, *tensors)
-    out = _replay(key, tensors, _BWD_PLANS)
-    if out is not None:
-        return out
-    out = _grads_array(gy, x, w, wd, h, z, activation, *needs)
-    if ENABLED[0] and gy.numel() and x.numel() and h.numel():
-        _BWD_PLANS.put(key, _gl.mlp_backward_plan(*tensors, activation, needs))
-    return out
+    return planned_grads(_BWD_PLANS, activation, needs, tensors,
+                         lambda: _grads_array(gy, x, w, wd, h, z, activation, *needs),
+                         lambda: _gl.mlp_backward_plan(*tensors, activation, needs))
 
 
 class _GatedMLPFunction(torch.autograd.Function):

@@ -100,32 +100,37 @@ def _bwd_key(activation, needs, *tensors):
         for t in tensors)
 
 
-def _replay(key, tensors, plans=_BWD_PLANS):
-    """The gradients asked for (a list, input order) from a plan cached in ``plans``,
-    or None."""
+def planned_grads(plans, activation, needs, tensors, array_grads, record):
+    """The gradients asked for (a list, input order) of a backward whose inputs are
+    ``tensors`` (None for absent ones): replayed from the plan ``plans`` holds for this
+    signature, else computed by ``array_grads()`` (the validating array-level path)
+    and the plan ``record()`` builds cached, unless a tensor is empty."""
+    key = _bwd_key(activation, needs, *tensors)
     plan = plans.get(key)
-    if plan is None:
-        return None
-    t0 = tensors[0]
-    grads = run_plan(plan, t0, tuple(0 if t is None else t.data_ptr() for t in tensors))
-    return [g for g in grads if g is not None]
+    if plan is not None:
+        grads = run_plan(plan, tensors[0], tuple(0 if t is None else t.data_ptr()
+                                                 for t in tensors))
+        return [g for g in grads if g is not None]
+    out = array_grads()
+    if ENABLED[0] and all(t is None or t.numel() for t in tensors):
+        plans.put(key, record())
+    return out
 
 
 def _linear_act_grads(grad_y, x, weight, preact, activation, need_x, need_w, need_b):
     """Gradients of ``act(x @ weight^T + bias)`` asked for, in input order (contiguous
     tensors; a cached plan after a signature's first call)."""
+    needs = (need_x, need_w, need_b)
     tensors = (grad_y, x, weight, preact if activation != "none" else None)
-    key = _bwd_key(activation, (need_x, need_w, need_b), *tensors)
-    out = _replay(key, tensors)
-    if out is not None:
-        return out
-    gz = grad_y
-    if activation != "none":
-        gz = _la.activation_backward(gz, preact, activation)
-    out = _linear_backward(gz, x, weight, need_x, need_w, need_b)
-    if ENABLED[0] and grad_y.numel() and x.numel():
-        _BWD_PLANS.put(key, _la.backward_plan(*tensors, activation, need_x, need_w, need_b))
-    return out
+
+    def array_grads():
+        gz = grad_y
+        if activation != "none":
+            gz = _la.activation_backward(gz, preact, activation)
+        return _linear_backward(gz, x, weight, *needs)
+
+    return planned_grads(_BWD_PLANS, activation, needs, tensors, array_grads,
+                         lambda: _la.backward_plan(*tensors, activation, *needs))
 
 
 def _mlp_grads(grad_y, x, w1, w2, h, z1, activation, need_x, need_w1, need_b1, need_w2,
@@ -133,14 +138,9 @@ def _mlp_grads(grad_y, x, w1, w2, h, z1, activation, need_x, need_w1, need_b1, n
     """Gradients of ``fc2(act(fc1(x)))`` asked for, in input order (x, w1, b1, w2, b2)."""
     needs = (need_x, need_w1, need_b1, need_w2, need_b2)
     tensors = (grad_y, x, w1, w2, h, z1 if activation != "none" else None)
-    key = _bwd_key(activation, needs, *tensors)
-    out = _replay(key, tensors)
-    if out is not None:
-        return out
-    out = _mlp_grads_array(grad_y, x, w1, w2, h, z1, activation, *needs)
-    if ENABLED[0] and grad_y.numel() and x.numel() and h.numel():
-        _BWD_PLANS.put(key, _la.mlp_backward_plan(*tensors, activation, needs))
-    return out
+    return planned_grads(_BWD_PLANS, activation, needs, tensors,
+                         lambda: _mlp_grads_array(grad_y, x, w1, w2, h, z1, activation, *needs),
+                         lambda: _la.mlp_backward_plan(*tensors, activation, needs))
 
 
 def _mlp_grads_array(grad_y, x, w1, w2, h, z1, activation, need_x, need_w1, need_b1, need_w2,
