@@ -239,6 +239,13 @@ def test_other_tilings(dtype, cfg, monkeypatch):
     assert_close(gx, rx, dtype, "grad_x")
     assert_close(gw, rw, dtype, "grad_weight")
     assert_close(gb, rb, dtype, "grad_bias")
+    # The gated forward reading its two weights in place (K = 40: 16-byte rows).
+    from numba_fused import gated_linear as gl
+
+    wg, wu = w[0:32:2].contiguous(), w[1:32:2].contiguous()
+    assert gl.pair_in_place(x, wg, wu)
+    assert torch.equal(gl.gated_linear_forward_pair(x, wg, wu, b[:32], "silu"),
+                       nf.gated_linear_forward(x, gl.interleave(wg, wu), b[:32], "silu"))
 
 
 def test_empty_and_k0():
