@@ -75,7 +75,8 @@ case "${2:?l|g|p|q}" in
   q)
     # p's checks in less device time: no skinny_ab.py, the gated bench at M = 16 only.
     timeout -k 10 130 python3 -m pytest -q -p no:cacheprovider -n 6 tests/test_gated_linear.py \
-      -k "pair or torch" > "$OUT/tests_p.log" 2>&1
+      tests/test_linear_act.py -k "pair or other_tilings or torch_fused_gated" \
+      > "$OUT/tests_p.log" 2>&1
     echo "tests rc $?"; tail -2 "$OUT/tests_p.log"
     timeout -k 10 100 python3 -m pytest -q -p no:cacheprovider -n 6 tests/test_fast_path.py \
       tests/test_no_sync.py > "$OUT/tests_p2.log" 2>&1
