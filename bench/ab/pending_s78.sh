@@ -14,21 +14,21 @@
 #      what the forward's interleave of the gate and up weights costs where the GEMMs
 #      are small (numba_torch interleaves every call, numba_fused is handed the
 #      interleaved weight).
-#   p: (any card, ~8 min) the gated forward reading its weights in place (pair kernel):
-#      its tests and the torch front end's, compute-sanitizer memcheck of the
-#      linear_act case (fp16, now with the pair forward), skinny_ab.py (tilings for a
-#      few rows; the gated forward in place / copied in the call / copied before:
-#      predicted in place ~= copied before, ~0.12 ms under copied in the call at M = 16)
-#      and bench/gated_linear.py at decode sizes (numba_torch no-grad predicted ~0.12
-#      ms under call g's).
-#   q: p in ~6 min: no skinny_ab.py, the gated bench at M = 16 only.
-#   bash bench/ab/pending_s78.sh "$OUT" l|g|p|q
+#   q: (any card, ~6 min) the gated forward reading its weights in place (pair kernel):
+#      its tests, the 16-row tilings', the torch front end's (test_fast_path,
+#      test_no_sync), compute-sanitizer memcheck of the linear_act case (fp16, now with
+#      the pair forward), bench/gated_linear.py at M = 16 (numba_torch no-grad
+#      predicted ~0.32 ms against call g's 0.44).
+#   s: (any card, ~4 min) skinny_ab.py: tilings for a few rows against cuBLAS; the
+#      gated forward in place / copied in the call / copied before (predicted: in
+#      place ~= copied before, ~0.12 ms under the copy at M = 16).
+#   bash bench/ab/pending_s78.sh "$OUT" l|g|q|s
 set -uo pipefail
-OUT=${1:?"usage: pending_s78.sh OUTDIR l|g|p|q"}
+OUT=${1:?"usage: pending_s78.sh OUTDIR l|g|q|s"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?l|g|p|q}" in
+case "${2:?l|g|q|s}" in
   l)
     timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider tests/test_cupy_fast.py \
       tests/test_cupy_fast_logic.py > "$OUT/cupy_fast.log" 2>&1
@@ -54,26 +54,7 @@ case "${2:?l|g|p|q}" in
       --reps 20 --json "$OUT/gated_decode.json" > "$OUT/gated_decode.log" 2>&1
     echo "gated bench rc $?"; cat "$OUT/gated_decode.log"
     ;;
-  p)
-    timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_gated_linear.py \
-      -k "pair or torch" > "$OUT/tests_p.log" 2>&1
-    echo "tests rc $?"; tail -2 "$OUT/tests_p.log"
-    timeout -k 10 110 python3 -m pytest -q -p no:cacheprovider -n 4 tests/test_fast_path.py \
-      tests/test_no_sync.py > "$OUT/tests_p2.log" 2>&1
-    echo "tests rc $?"; tail -2 "$OUT/tests_p2.log"
-    timeout -k 10 100 compute-sanitizer --tool memcheck --error-exitcode 3 python3 bench/sanitize.py \
-      linear_act:float16 > "$OUT/memcheck_p.log" 2>&1
-    echo "memcheck rc $?"; tail -4 "$OUT/memcheck_p.log"
-    timeout -k 10 70 python3 bench/gated_linear.py --shapes 1x4096x11008 16x4096x11008 \
-      --dtypes bfloat16 --providers numba_torch torch --reps 20 \
-      --json "$OUT/gated_decode_p.json" > "$OUT/gated_decode_p.log" 2>&1
-    echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode_p.log"
-    timeout -k 10 90 python3 bench/ab/skinny_ab.py --ms 16 --reps 20 --tilings default \
-      16x64x64_w16x16_s4 16x32x64_w16x16_s4 > "$OUT/skinny_ab.log" 2>&1
-    echo "skinny rc $?"; grep -v -i warn "$OUT/skinny_ab.log"
-    ;;
   q)
-    # p's checks in less device time: no skinny_ab.py, the gated bench at M = 16 only.
     timeout -k 10 130 python3 -m pytest -q -p no:cacheprovider -n 6 tests/test_gated_linear.py \
       tests/test_linear_act.py -k "pair or other_tilings or torch_fused_gated" \
       > "$OUT/tests_p.log" 2>&1
@@ -89,5 +70,10 @@ case "${2:?l|g|p|q}" in
       > "$OUT/gated_decode_p.log" 2>&1
     echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode_p.log"
     ;;
-  *) echo "l, g, p or q" >&2; exit 2 ;;
+  s)
+    timeout -k 10 280 python3 bench/ab/skinny_ab.py --ms 1 16 64 --reps 20 \
+      > "$OUT/skinny_ab.log" 2>&1
+    echo "skinny rc $?"; grep -v -i warn "$OUT/skinny_ab.log"
+    ;;
+  *) echo "l, g, q or s" >&2; exit 2 ;;
 esac
