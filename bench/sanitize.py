@@ -384,6 +384,21 @@ def _linear_act(nf, torch, dt):
         nf.linear_act_backward(torch.randn_like(y), x, w, preact=pre, activation="gelu_tanh")
 
 
+def _gated_pair(nf, torch, dt):
+    """The gated forward reading its gate and up weights in place (the pair kernel at
+    16-bit; float32 takes the interleaved copy), with and without bias: ragged rows and
+    columns against both tilings."""
+    from numba_fused.gated_linear import gated_linear_forward_pair
+
+    for m, hid, k in ((17, 20, 24), (130, 36, 200), (2304, 1024, 256)):
+        x = torch.randn(m, k, device="cuda", dtype=dt)
+        wg = torch.randn(hid, k, device="cuda", dtype=dt) * 0.1
+        wu = torch.randn(hid, k, device="cuda", dtype=dt) * 0.1
+        b = torch.randn(2 * hid, device="cuda", dtype=dt)
+        for bias in (b, None):
+            gated_linear_forward_pair(x, wg, wu, bias, "silu")
+
+
 def _layer_norm_staged(nf, torch, dt):
     """The staged forward alone (the row in shared memory through cp.async; LayerNorm's
     deviations about a coarse centre): forced at N = 4096 at its picked layout and at
@@ -623,11 +638,13 @@ CASES = {
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
+    "gated_pair": ("gated_linear_forward", _gated_pair),
 }
 
 
 # Cases that exercise part of another op's module.
 _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
+            "gated_pair": "gated_linear",
             "layer_norm_plain": "layer_norm",
             "layer_norm_plain_knobs": "layer_norm", "layer_norm_staged": "layer_norm",
             "layer_norm_offgrid": "layer_norm", "layer_norm_stats_block": "layer_norm",

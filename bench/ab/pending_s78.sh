@@ -19,16 +19,18 @@
 #      test_no_sync), compute-sanitizer memcheck of the linear_act case (fp16, now with
 #      the pair forward), bench/gated_linear.py at M = 16 (numba_torch no-grad
 #      predicted ~0.32 ms against call g's 0.44).
+#   m: (any card, ~4 min) q's essentials: the pair / tiling / gated-plan tests, memcheck of
+#      sanitize.py gated_pair (fp16, bf16), the gated bench at M = 16.
 #   s: (any card, ~4 min) skinny_ab.py: tilings for a few rows against cuBLAS; the
 #      gated forward in place / copied in the call / copied before (predicted: in
 #      place ~= copied before, ~0.12 ms under the copy at M = 16).
-#   bash bench/ab/pending_s78.sh "$OUT" l|g|q|s
+#   bash bench/ab/pending_s78.sh "$OUT" l|g|m|q|s
 set -uo pipefail
-OUT=${1:?"usage: pending_s78.sh OUTDIR l|g|q|s"}
+OUT=${1:?"usage: pending_s78.sh OUTDIR l|g|m|q|s"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?l|g|q|s}" in
+case "${2:?l|g|m|q|s}" in
   l)
     timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider tests/test_cupy_fast.py \
       tests/test_cupy_fast_logic.py > "$OUT/cupy_fast.log" 2>&1
@@ -75,5 +77,17 @@ case "${2:?l|g|q|s}" in
       > "$OUT/skinny_ab.log" 2>&1
     echo "skinny rc $?"; grep -v -i warn "$OUT/skinny_ab.log"
     ;;
-  *) echo "l, g, q or s" >&2; exit 2 ;;
+  m)
+    timeout -k 10 120 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_gated_linear.py \
+      tests/test_linear_act.py tests/test_fast_path.py \
+      -k "pair or other_tilings or torch_fused_gated or gated_mlp_plans" > "$OUT/tests_m.log" 2>&1
+    echo "tests rc $?"; tail -2 "$OUT/tests_m.log"
+    timeout -k 10 60 compute-sanitizer --tool memcheck --error-exitcode 3 python3 bench/sanitize.py \
+      gated_pair:float16 gated_pair:bfloat16 > "$OUT/memcheck_m.log" 2>&1
+    echo "memcheck rc $?"; tail -3 "$OUT/memcheck_m.log"
+    timeout -k 10 50 python3 bench/gated_linear.py --shapes 16x4096x11008 --dtypes bfloat16 \
+      --providers numba_torch torch --reps 20 > "$OUT/gated_decode_m.log" 2>&1
+    echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode_m.log"
+    ;;
+  *) echo "l, g, m, q or s" >&2; exit 2 ;;
 esac
