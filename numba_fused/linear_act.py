@@ -290,6 +290,11 @@ WG_LARGE = None
 # whose 64x64 tiles spread them over more SMs (same sweep: 1024^3 fp16 0.018 ms on
 # mma.sync against 0.023 on v3b; 64x4096->4096 0.038 against 0.095).
 WG_MIN_TILES_PER_SM = 1
+# Nor does it for outputs of at most this many rows (a decoder's tokens a step): a
+# 128-row wgmma tile spends 7/8 of its MMAs on rows past M = 16. Gated forward, 22016
+# x 4096 bf16, H100 (seventy-eighth session): M = 1 / 16 / 64 took 177 / 177 / 181 us
+# on wgmma against 104 / 104 / 103 on mma.sync's 64x64 tiles.
+WG_MAX_SKINNY_ROWS = 64
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -1632,7 +1637,8 @@ def use_wgmma(enabled=True):
     devices: True, every float16 / bfloat16 GEMM with 16-byte aligned rows on Hopper's
     warpgroup MMA (:func:`make_wgmma_kernel`); False, every one on ``mma.sync``;
     None, the default: wgmma where the output has at least
-    :data:`WG_MIN_TILES_PER_SM` 128x128 tiles per SM, on the role's tiling
+    :data:`WG_MIN_TILES_PER_SM` 128x128 tiles per SM and more than
+    :data:`WG_MAX_SKINNY_ROWS` rows, on the role's tiling
     (:data:`WG_ROLE`, or :data:`WG_LARGE` where set). Other GPUs, float32 and
     unaligned rows always take the ``mma.sync`` / SIMT kernels."""
     saved = _WGMMA[0]
@@ -1663,7 +1669,7 @@ def wgmma_auto(role, Mg, Ng, sms, Kg=0):
     """The default's wgmma tiling for a GEMM with an ``Mg x Ng`` output and reduction
     length ``Kg`` on a Hopper GPU of ``sms`` multiprocessors, or None (``mma.sync``):
     see :func:`use_wgmma`."""
-    if cdiv(Mg, 128) * cdiv(Ng, 128) < WG_MIN_TILES_PER_SM * sms:
+    if Mg <= WG_MAX_SKINNY_ROWS or cdiv(Mg, 128) * cdiv(Ng, 128) < WG_MIN_TILES_PER_SM * sms:
         return None
     return _role_tiling(role, Kg)
 

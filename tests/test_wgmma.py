@@ -581,7 +581,8 @@ def test_default_picks_wgmma_by_output_size(monkeypatch):
     """The default (use_wgmma(None)) on a Hopper GPU: wgmma for outputs with at least
     one 128x128 tile per SM, on the role's tiling (forward v3b with the hoisted bias,
     or v4 with it from K = WG_FWD_LONG_K; dgrad / wgrad v4; WG_LARGE where pinned);
-    mma.sync below, and everywhere under use_wgmma(False). The simulator (no Hopper
+    mma.sync below and for outputs of a few rows, and everywhere under
+    use_wgmma(False). The simulator (no Hopper
     to pick for) keeps mma.sync unless forced."""
     from numba_fused import linear_act as la
 
@@ -597,6 +598,12 @@ def test_default_picks_wgmma_by_output_size(monkeypatch):
     assert la.wgmma_auto("fwd", 1408, 1408, sms, 8192) is None
     assert la.wgmma_auto("dgrad", 1024, 1024, sms, 1024) is None
     assert la.wgmma_auto("fwd", 64, 4096, sms, 4096) is None
+    # Outputs of at most WG_MAX_SKINNY_ROWS rows stay on mma.sync however wide (a
+    # decoder's tokens: 172 tiles at 22016 columns).
+    assert la.wgmma_auto("fwd", 16, 22016, sms, 4096) is None
+    assert la.wgmma_auto("dgrad", la.WG_MAX_SKINNY_ROWS, 22016, sms, 4096) is None
+    assert la.wgmma_auto("fwd", la.WG_MAX_SKINNY_ROWS + 1, 22016, sms, 4096) == \
+        la._role_tiling("fwd", 4096)
     monkeypatch.setattr(la, "WG_LARGE", la.WG_V1)
     assert la.wgmma_auto("wgrad", 4096, 4096, sms, 4096) == la.WG_V1
     assert la.wgmma_auto("fwd", 4096, 4096, sms, 8192) == la.WG_V1

@@ -77,8 +77,10 @@ def _in_place(x, wg, wu, b, activation):
            activation, x.data_ptr() % 16, wg.data_ptr() % 16, wu.data_ptr() % 16,
            None if b is None else b.data_ptr() % 16)
     plan = _PAIR_PLANS.get(key)
+    if plan is False:
+        return None
     if plan is not None:
-        return plan and run_plan(plan, x, (x.data_ptr(), wg.data_ptr(), wu.data_ptr(),
+        return run_plan(plan, x, (x.data_ptr(), wg.data_ptr(), wu.data_ptr(),
                                            0 if b is None else b.data_ptr()))[0]
     if not _gl.pair_in_place(x, wg, wu):
         _PAIR_PLANS.put(key, False)
