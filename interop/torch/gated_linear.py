@@ -81,9 +81,10 @@ def _in_place(x, wg, wu, b, activation):
         return None
     if plan is not None:
         return run_plan(plan, x, (x.data_ptr(), wg.data_ptr(), wu.data_ptr(),
-                                           0 if b is None else b.data_ptr()))[0]
+                                  0 if b is None else b.data_ptr()))[0]
     if not _gl.pair_in_place(x, wg, wu):
-        _PAIR_PLANS.put(key, False)
+        if ENABLED[0]:
+            _PAIR_PLANS.put(key, False)
         return None
     h = _gl.gated_linear_forward_pair(x, wg, wu, b, activation)
     if ENABLED[0] and x.numel():
