@@ -181,7 +181,7 @@ def _pair_in_place(xa, ga, ua):
     M = xa.size // K if K else 0
     aligned = all(_address(a) % 16 == 0 for a in (xa, ga, ua))
     device = None if SIMULATOR else xa.device
-    return bool(M and hid) and gated_pair_ok(xa.dtype, aligned, aligned, M, 2 * hid, K, device)
+    return bool(M and hid) and gated_pair_ok(xa.dtype, aligned, M, 2 * hid, K, device)
 
 
 def _forward_pair(xa, ga, ua, ba, activation, ex=NOW):

@@ -1828,13 +1828,14 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
     plan.launch(stream, [t.ptr for t in flat])
 
 
-def gated_pair_ok(dtype, x_aligned, weights_aligned, M, N2, K, device=None):
+def gated_pair_ok(dtype, aligned, M, N2, K, device=None):
     """Whether a gated forward (``F_GATED``, no pre-activation kept) of ``M`` rows, ``N2``
     interleaved output columns and reduction ``K`` can read its gate and up weights in
     place (:func:`gemm_gated_pair`): 16-bit, x and both weights with 16-byte aligned
-    rows, and a GEMM the mma.sync kernels run (wgmma, picked for large outputs, reads
-    the interleaved copy, a few percent of its time there)."""
-    if dtype == "float32" or not _vec_ab(dtype, x_aligned, weights_aligned, K, K):
+    rows (``aligned``: all three start 16-byte aligned), and a GEMM the mma.sync
+    kernels run (wgmma, picked for large outputs, reads the interleaved copy, a few
+    percent of its time there)."""
+    if dtype == "float32" or not _vec_ab(dtype, aligned, aligned, K, K):
         return False
     return _wgmma_for("fwd", dtype, True, device, M, N2, K) is None
 
