@@ -399,6 +399,29 @@ def _gated_pair(nf, torch, dt):
             gated_linear_forward_pair(x, wg, wu, bias, "silu")
 
 
+def _linear_split_k(nf, torch, dt):
+    """The split-K forward: by default (Llama-7B's down projection at 1 and 16 rows)
+    and forced 3 and 8 ways on ragged shapes (the last part empty at 8 ways: 9
+    k-tiles), with bias, kept pre-activation and the gated pair kernel; then a
+    repeat, so that a block of the second launch reads counters the first reset."""
+    from numba_fused import linear_act as la
+    from numba_fused.gated_linear import gated_linear_forward_pair
+
+    w = torch.randn(4096, 11008, device="cuda", dtype=dt) * 0.01
+    for m in (1, 16):
+        nf.linear_act_forward(torch.randn(m, 11008, device="cuda", dtype=dt), w)
+    for ways in (3, 8):
+        with la.use_split_k(ways):
+            for m, n, k in ((17, 72, 264), (61, 200, 280)):
+                x = torch.randn(m, k, device="cuda", dtype=dt)
+                wt = torch.randn(n, k, device="cuda", dtype=dt) * 0.1
+                b = torch.randn(n, device="cuda", dtype=dt)
+                for _ in range(2):
+                    nf.linear_act_forward(x, wt, b, "gelu_tanh", save_preact=True)
+                    gated_linear_forward_pair(x, wt[0::2].contiguous(), wt[1::2].contiguous(),
+                                              b, "silu")
+
+
 def _layer_norm_staged(nf, torch, dt):
     """The staged forward alone (the row in shared memory through cp.async; LayerNorm's
     deviations about a coarse centre): forced at N = 4096 at its picked layout and at
@@ -639,12 +662,13 @@ CASES = {
     "linear_act": ("linear_act_forward", _linear_act),
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
     "gated_pair": ("gated_linear_forward", _gated_pair),
+    "linear_split_k": ("linear_act_forward", _linear_split_k),
 }
 
 
 # Cases that exercise part of another op's module.
 _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
-            "gated_pair": "gated_linear",
+            "gated_pair": "gated_linear", "linear_split_k": "linear_act",
             "layer_norm_plain": "layer_norm",
             "layer_norm_plain_knobs": "layer_norm", "layer_norm_staged": "layer_norm",
             "layer_norm_offgrid": "layer_norm", "layer_norm_stats_block": "layer_norm",

@@ -94,12 +94,15 @@ from interop.dlpack import KernelArray, as_kernel_array, empty_like_lib, stream_
 from . import activations, checks, dtypes
 from .intrinsics import (f32_as_u32, fence_acq_rel_gpu, grid_dependency_wait,
                          grid_dependents_launch, u32_as_f32)
+from .intrinsics import ld_cg_f32 as _ld_cg1
+from .intrinsics import ld_cg_f32x4 as _ld_cg4
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, dependent_launch_ok, sm_count
 from .philox import philox4x32_np, philox4x32_round_keys, round_keys, split_u64
 from .plan import NOW, Recorder
 from .reductions import FULL_MASK
-from .stream_buffers import StreamZeros
+from .stream_buffers import ZERO_U32 as _ZERO_U32
+from .stream_buffers import StreamZeros, clear_u32_counters
 from .tensor_core import cp_async_16, cp_async_commit, cp_async_wait
 
 __all__ = [
@@ -596,13 +599,6 @@ if SIMULATOR:
         i = int(idx)
         return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
 
-    def _ld_cg4(arr, idx):
-        i = int(idx)
-        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
-
-    def _ld_cg1(arr, idx):
-        return arr[int(idx)]
-
 else:
     _V4I32 = ir.VectorType(ir.IntType(32), 4)
 
@@ -662,43 +658,6 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
-
-    def _cg_load(n):
-        # ld.global.cg: through L2 only (the last block of a column strip reads partial
-        # sums other SMs wrote in this launch; their L1s are not coherent with ours).
-        # Volatile with a memory clobber: never moved above the fence and atomic.
-        regs = ",".join(f"${i}" for i in range(n))
-        text = (f"ld.global.cg.v{n}.f32 {{{regs}}}, [${n}];" if n > 1
-                else "ld.global.cg.f32 $0, [$1];")
-        cons = ",".join(["=f"] * n) + ",l,~{memory}"
-
-        @intrinsic
-        def op(typingctx, arr, idx):
-            if not (isinstance(arr, types.Array) and arr.dtype == types.float32
-                    and isinstance(idx, types.Integer)):
-                return None
-            ret = types.UniTuple(types.float32, n) if n > 1 else types.float32
-
-            def codegen(context, builder, signature, args):
-                ary = context.make_array(signature.args[0])(context, builder, value=args[0])
-                i = context.cast(builder, args[1], signature.args[1], types.intp)
-                ptr = builder.gep(ary.data, [i])
-                gptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 1))
-                addr = builder.ptrtoint(gptr, ir.IntType(64))
-                rty = ir.LiteralStructType([ir.FloatType()] * n) if n > 1 else ir.FloatType()
-                fnty = ir.FunctionType(rty, [ir.IntType(64)])
-                res = builder.call(ir.InlineAsm(fnty, text, cons, side_effect=True), [addr])
-                if n == 1:
-                    return res
-                vals = [builder.extract_value(res, k) for k in range(n)]
-                return context.make_tuple(builder, ret, vals)
-
-            return ret(arr, idx), codegen
-
-        return op
-
-    _ld_cg4 = _cg_load(4)
-    _ld_cg1 = _cg_load(1)
 
 
 _Z4 = (np.uint32(0), np.uint32(0), np.uint32(0), np.uint32(0))
@@ -2024,15 +1983,6 @@ def make_bias_grad_kernel(dtype, threads=256, dependent=False):
                   kernel, argtypes, dependent=bool(dependent))
 
 
-def _zero_kernel_fn(a, n):
-    i = cuda.grid(1)
-    if i < n:
-        a[i] = np.uint32(0)
-
-
-_ZERO_U32 = Kernel("dropout_zero_counters", _zero_kernel_fn, (_U32_ARRAY, types.int64))
-
-
 def shipped_kernels():
     """Every kernel the launchers pick with the default configuration, and the
     selectable schemes' (v4's bias-grad reduction)."""
@@ -2429,17 +2379,10 @@ def _rng_args(seed, offset, p):
     return draw, [*_round_keys(seed), off_lo, off_hi, (65536 * t16 - 1) if draw else 0]
 
 
-def _clear_counters(arr, stream):
-    # Allocated as int32 (torch has few uint32 CUDA ops), used as uint32 words.
-    words = _words(arr, "uint32", arr.size)
-    _ZERO_U32.launch((cdiv(arr.size, 256),), (256,), stream, [words, arr.size])
-    return words
-
-
 # Arrival counters of the backward kernels' last-block bias-grad reduction:
 # ``_COUNTERS(like, stream, n)``, a uint32 array of at least n zeros, one per
 # (library, device, stream); the last block of each strip resets its counter.
-_COUNTERS = StreamZeros(_clear_counters)
+_COUNTERS = StreamZeros(clear_u32_counters)
 
 
 # ---------------------------------------------------------------------------

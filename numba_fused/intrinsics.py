@@ -10,7 +10,8 @@ import numpy as np
 from numba import config
 
 __all__ = ["f32_as_u32", "u32_as_f32", "mul_rn", "fma_rn", "fence_acq_rel_gpu",
-           "grid_dependency_wait", "grid_dependents_launch", "bar_sync", "ir_i32"]
+           "grid_dependency_wait", "grid_dependents_launch", "bar_sync", "ir_i32",
+           "ld_cg_f32", "ld_cg_f32x4"]
 
 if config.ENABLE_CUDASIM:
 
@@ -51,6 +52,15 @@ if config.ENABLE_CUDASIM:
 
     def fence_acq_rel_gpu():
         """PTX ``fence.acq_rel.gpu``; the simulator's memory is coherent: nothing to do."""
+
+    def ld_cg_f32(arr, idx):
+        """float32 ``arr[idx]`` loaded through L2 only (``ld.global.cg``)."""
+        return arr[int(idx)]
+
+    def ld_cg_f32x4(arr, idx):
+        """float32 ``arr[idx:idx + 4]`` as one ``ld.global.cg.v4`` (idx a multiple of 4)."""
+        i = int(idx)
+        return arr[i], arr[i + 1], arr[i + 2], arr[i + 3]
 
     def grid_dependency_wait():
         """PTX ``griddepcontrol.wait``; the simulator runs grids one after another."""
@@ -115,6 +125,44 @@ else:
     grid_dependency_wait = plain_asm("grid_dependency_wait", "griddepcontrol.wait;")
     grid_dependents_launch = plain_asm("grid_dependents_launch",
                                        "griddepcontrol.launch_dependents;")
+
+    def _cg_load(n):
+        # ld.global.cg: through L2 only, for data other SMs wrote in this launch (their
+        # L1s are not coherent with ours: a last block's reads of partial sums).
+        # Volatile with a memory clobber: never moved above the fence and atomic.
+        regs = ",".join(f"${i}" for i in range(n))
+        text = (f"ld.global.cg.v{n}.f32 {{{regs}}}, [${n}];" if n > 1
+                else "ld.global.cg.f32 $0, [$1];")
+        cons = ",".join(["=f"] * n) + ",l,~{memory}"
+
+        @intrinsic
+        def op(typingctx, arr, idx):
+            if not (isinstance(arr, types.Array) and arr.dtype == types.float32
+                    and isinstance(idx, types.Integer)):
+                return None
+            ret = types.UniTuple(types.float32, n) if n > 1 else types.float32
+
+            def codegen(context, builder, signature, args):
+                ary = context.make_array(signature.args[0])(context, builder, value=args[0])
+                i = context.cast(builder, args[1], signature.args[1], types.intp)
+                ptr = builder.gep(ary.data, [i])
+                gptr = builder.addrspacecast(ptr, ir.PointerType(ptr.type.pointee, 1))
+                addr = builder.ptrtoint(gptr, ir.IntType(64))
+                rty = ir.LiteralStructType([ir.FloatType()] * n) if n > 1 else ir.FloatType()
+                fnty = ir.FunctionType(rty, [ir.IntType(64)])
+                res = builder.call(ir.InlineAsm(fnty, text, cons, side_effect=True), [addr])
+                if n == 1:
+                    return res
+                vals = [builder.extract_value(res, k) for k in range(n)]
+                return context.make_tuple(builder, ret, vals)
+
+            return ret(arr, idx), codegen
+
+        return op
+
+    # float32 arr[idx] / arr[idx:idx + 4] (idx a multiple of 4) through L2 only.
+    ld_cg_f32 = _cg_load(1)
+    ld_cg_f32x4 = _cg_load(4)
 
     @intrinsic
     def bar_sync(typingctx, barrier_id, nthreads):

@@ -72,10 +72,11 @@ from interop.dlpack import KernelArray, c_strides, empty_like_lib, stream_handle
 
 from . import checks, dtypes
 from .activations import ACTIVATIONS, act_grad_ref, act_ref, check_activation, device_act
-from .intrinsics import f32_as_u32, u32_as_f32
+from .intrinsics import f32_as_u32, ld_cg_f32, u32_as_f32
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .plan import NOW, Recorder
+from .stream_buffers import StreamZeros, clear_u32_counters
 from .tensor_core import (
     ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_mbarrier_arrive,
     cp_async_wait, fence_proxy_async, ld_global_v4, ldmatrix_x4_at, ldmatrix_x4_trans_at,
@@ -90,7 +91,7 @@ __all__ = [
     "linear_act_ref", "linear_act_dgrad_ref", "linear_act_backward_ref",
     "GemmConfig", "SimtConfig", "WgmmaConfig", "make_tc_kernel", "make_simt_kernel",
     "make_wgmma_kernel", "make_act_grad_kernel", "make_restride_kernel", "use_wgmma",
-    "wgmma_auto", "shipped_kernels", "ACT_CODES",
+    "wgmma_auto", "use_split_k", "split_k_auto", "shipped_kernels", "ACT_CODES",
 ]
 
 ACT_CODES = {name: i for i, name in enumerate(ACTIVATIONS)}
@@ -295,6 +296,15 @@ WG_MIN_TILES_PER_SM = 1
 # x 4096 bf16, H100 (seventy-eighth session): M = 1 / 16 / 64 took 177 / 177 / 181 us
 # on wgmma against 104 / 104 / 103 on mma.sync's 64x64 tiles.
 WG_MAX_SKINNY_ROWS = 64
+# Split-K (the forward on mma.sync, make_tc_kernel(split=True)): an output of at most
+# SPLITK_MAX_ROWS rows (a decoder's tokens) whose tiles are fewer than the GPU's
+# multiprocessors splits its k-tiles over enough blocks to give each multiprocessor
+# SPLITK_BLOCKS_PER_SM, at most SPLITK_MAX ways and with at least SPLITK_MIN_KTILES
+# k-tiles a part (Llama-7B's down projection at 1-64 tokens: 64 tiles of 4096 x 11008).
+SPLITK_MAX_ROWS = 64
+SPLITK_BLOCKS_PER_SM = 2
+SPLITK_MAX = 8
+SPLITK_MIN_KTILES = 8
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -654,13 +664,21 @@ def _argtypes(dtype):
     return (arr, arr, arr, arr, arr) + (_I64,) * 8
 
 
+def _split_argtypes(dtype):
+    """The split-K kernel's: the plain five arrays, the float32 workspace, the uint32
+    arrival counters, the plain eight integers and ``splits``."""
+    arr = _storage(dtype)
+    return ((arr,) * 5 + (types.Array(types.float32, 1, "C"), types.Array(types.uint32, 1, "C"))
+            + (_I64,) * 9)
+
+
 # ---------------------------------------------------------------------------
 # Tensor-core GEMM
 # ---------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=None)
-def make_tc_kernel(role, dtype, vec, cfg, pair=False):
+def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
     """Tensor-core GEMM kernel for ``role`` in ('fwd', 'dgrad', 'wgrad'), ``dtype``
     'float16' | 'bfloat16', ``vec`` (cp.async tile loads; needs 16-byte aligned rows),
     tiling ``cfg`` (:class:`GemmConfig`). Launch: 1-D grid of
@@ -670,11 +688,20 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False):
     ``pair`` (fwd only, for :data:`F_GATED` without :data:`F_PREACT`): B's rows
     alternate between two weights, row 2j being ``b``'s row j and row 2j + 1 the j-th
     row of the array passed as ``aux`` (a gated unit's gate and up weights read in
-    place, without their interleaved copy; the launcher checks the flags)."""
+    place, without their interleaved copy; the launcher checks the flags).
+
+    ``split`` (fwd only): the split-K form for outputs of too few tiles to fill the
+    GPU (a decoder's few tokens): ``splits`` blocks share each tile, block
+    ``tile + part * tiles`` summing k-tiles ``part * per .. (part + 1) * per - 1``
+    (``per = cdiv(cdiv(K, BK), splits)``); see the kernel's docstring for how the
+    partial sums meet. Grid ``tiles * splits``; arguments as the plain kernel's plus
+    ``ws`` and ``counters`` after ``out`` and ``splits`` last."""
     if role not in ROLES or dtype not in ("float16", "bfloat16"):
         raise ValueError(f"no tensor-core kernel for role={role!r}, dtype={dtype!r}")
     if pair and role != "fwd":
         raise ValueError(f"paired B rows are a forward's (gated weights), not {role!r}'s")
+    if split and role != "fwd":
+        raise ValueError(f"split-K is a forward's (few output rows), not {role!r}'s")
     BM, BN, BK, WM, WN, STAGES, GROUP_M = cfg.validate()
     WARPS_N = BN // WN
     NT = cfg.threads
@@ -715,48 +742,14 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False):
         load_a(smem, s * A_ST, a, a, lda, k0, m0, K, M, tid, full)
         load_b(smem, B_OFF + s * B_ST, b, b2, ldb, k0, n0, K, N, tid, full)
 
-    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
-        """C[m, n] = sum_k A[m, k] B[k, n] (m < M, n < N, k < K) on tensor cores, then
-        fwd: preact = C + bias[n], out = act(preact); dgrad: out = C * act'(aux);
-        wgrad: out = C and grad_bias[m] = sum_k A[m, k]. float32 until the final
-        rounding to the storage dtype. The block computes the BM x BN tile at
-        (m0, n0) = _block_tile(blockIdx.x).
-
-        a: A, flat; ``a[m * lda + k]`` (fwd, dgrad) or ``a[k * lda + m]`` (wgrad).
-        b: B, flat; ``b[n * ldb + k]`` (fwd) or ``b[k * ldb + n]`` (dgrad, wgrad).
-        bias: fwd: bias[N] (read if flags & F_BIAS); wgrad: grad_bias[M] written with
-            sum_k A[m, k] (if flags & F_BIAS); dgrad: unused.
-        aux: fwd: preact[M, N] written (if flags & F_PREACT), or with ``pair`` the
-            second weight of B's rows (flat, ``aux[j * ldb + k]`` is B's row 2j + 1);
-            dgrad: preact[M, N] read (if act != 0); wgrad: unused.
-        out: C after the epilogue, ``out[m * ldc + n]``.
-        act: activation code (ACT_CODES); flags: F_BIAS | F_PREACT | F_VEC | F_GATED.
-        """
-        smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
-        tid = cuda.threadIdx.x
-        lane = tid & 31
-        warp = tid >> 5
-        m0, n0 = _block_tile(cuda.blockIdx.x, M, N, BM, BN, GROUP_M)
-        wm0 = (warp // WARPS_N) * WM
-        wn0 = (warp % WARPS_N) * WN
-
-        acc = cuda.local.array(NACC, np.float32)
-        for i in range(NACC):
-            acc[i] = f32(0.0)
-        bacc = cuda.local.array(NBACC, np.float32)
-        for i in range(NBACC):
-            bacc[i] = f32(0.0)
-        afr = cuda.local.array(NAFR, np.uint32)
-        bfr = cuda.local.array(NBFR, np.uint32)
-        do_bias = WGRAD and (flags & F_BIAS) != 0 and n0 == 0 and wn0 == 0
-
-        # Per-lane ldmatrix byte offsets inside a stage for mi = nj = kk = 0. With the
-        # XOR swizzle (chunk c of row r at c ^ ((r >> SH) & MK)) the other fragments
-        # are these offsets plus a constant and XOR a constant on the chunk bits: a
-        # k-major operand's kk moves its chunk by 2 (XOR kk << 5 bytes), its mi / nj
-        # adds 16 rows; an mn-major operand's kk adds 16 rows, its mi / nj moves the
-        # chunk by 2 (XOR). The row's swizzle term does not change with either.
-        sbase = shared_address(smem, 0)
+    @inline_device
+    def fragment_offsets(lane, wm0, wn0):
+        """Per-lane ldmatrix byte offsets inside a stage for mi = nj = kk = 0. With the
+        XOR swizzle (chunk c of row r at c ^ ((r >> SH) & MK)) the other fragments
+        are these offsets plus a constant and XOR a constant on the chunk bits: a
+        k-major operand's kk moves its chunk by 2 (XOR kk << 5 bytes), its mi / nj
+        adds 16 rows; an mn-major operand's kk adds 16 rows, its mi / nj moves the
+        chunk by 2 (XOR). The row's swizzle term does not change with either."""
         if A_KMAJOR:
             r = wm0 + (lane & 15)
             a_off = (r * BK + (((lane >> 4) ^ ((r >> A_SH) & A_MK)) << 3)) * 2
@@ -771,24 +764,31 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False):
             r = (lane & 7) + (((lane >> 3) & 1) << 3)
             ch = (wn0 >> 3) + (lane >> 4)
             b_off = (r * BN + ((ch ^ ((r >> B_SH) & B_MK)) << 3)) * 2
+        return a_off, b_off
 
-        KT = (K + BK - 1) // BK
+    @inline_device
+    def mainloop(smem, acc, bacc, afr, bfr, a, b, b2, M, N, K, lda, ldb, m0, n0, tid, a_off,
+                 b_off, kt0, kt1, do_bias):
+        """Accumulate k-tiles kt0 .. kt1 - 1 of the block's tile into acc (and, for
+        wgrad's bias, A's row sums into bacc); leaves no copy in flight."""
+        sbase = shared_address(smem, 0)
         inside = m0 + BM <= M and n0 + BN <= N
         for s in range(STAGES - 1):
-            if s < KT:
-                load_stage(smem, s, s * BK, a, b, aux, M, N, K, lda, ldb, m0, n0, tid, inside)
+            if kt0 + s < kt1:
+                load_stage(smem, s, (kt0 + s) * BK, a, b, b2, M, N, K, lda, ldb, m0, n0, tid,
+                           inside)
             cp_async_commit()
 
         st = 0  # ring slot of tile kt; tile kt + STAGES - 1 goes to the slot before it
-        for kt in range(KT):
+        for kt in range(kt0, kt1):
             cp_async_wait(WAIT)
             cuda.syncthreads()
             nk = kt + STAGES - 1
-            if nk < KT:
+            if nk < kt1:
                 ls = st + STAGES - 1
                 if ls >= STAGES:
                     ls -= STAGES
-                load_stage(smem, ls, nk * BK, a, b, aux, M, N, K, lda, ldb, m0, n0, tid,
+                load_stage(smem, ls, nk * BK, a, b, b2, M, N, K, lda, ldb, m0, n0, tid,
                            inside)
             cp_async_commit()
             a_st = sbase + st * (A_ST * 2)
@@ -836,6 +836,71 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False):
             if st == STAGES:
                 st = 0
 
+    @inline_device
+    def stage_c(cs, acc, lane, wm0, wn0):
+        """The warp's accumulator fragments into the float32 ``[BM][CLD]`` tile ``cs``
+        (the caller syncs before, the shared memory being the k-tiles', and after)."""
+        fr = wm0 + (lane >> 2)
+        fc = wn0 + (lane & 3) * 2
+        for mi in range(MI):
+            for h in range(2):
+                for ni in range(NI):
+                    c = (mi * NI + ni) * 4 + 2 * h
+                    ci = (fr + mi * 16 + h * 8) * CLD + fc + ni * 8
+                    cs[ci] = acc[c]
+                    cs[ci + 1] = acc[c + 1]
+
+    @inline_device
+    def finish(cs, tid, m0, n0, M, N, ldc, bias, aux, out, act, flags):
+        """The epilogue of the staged tile: each thread finishes 8 consecutive columns
+        at a time, so that global loads and stores are 16-byte vectors and coalesced."""
+        for it in range(EPI_ITERS):
+            e = tid + it * NT
+            r = e >> CSHIFT
+            c8 = (e & (CCH - 1)) << 3
+            row = m0 + r
+            col = n0 + c8
+            if row < M and col < N:
+                chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
+
+    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        """C[m, n] = sum_k A[m, k] B[k, n] (m < M, n < N, k < K) on tensor cores, then
+        fwd: preact = C + bias[n], out = act(preact); dgrad: out = C * act'(aux);
+        wgrad: out = C and grad_bias[m] = sum_k A[m, k]. float32 until the final
+        rounding to the storage dtype. The block computes the BM x BN tile at
+        (m0, n0) = _block_tile(blockIdx.x).
+
+        a: A, flat; ``a[m * lda + k]`` (fwd, dgrad) or ``a[k * lda + m]`` (wgrad).
+        b: B, flat; ``b[n * ldb + k]`` (fwd) or ``b[k * ldb + n]`` (dgrad, wgrad).
+        bias: fwd: bias[N] (read if flags & F_BIAS); wgrad: grad_bias[M] written with
+            sum_k A[m, k] (if flags & F_BIAS); dgrad: unused.
+        aux: fwd: preact[M, N] written (if flags & F_PREACT), or with ``pair`` the
+            second weight of B's rows (flat, ``aux[j * ldb + k]`` is B's row 2j + 1);
+            dgrad: preact[M, N] read (if act != 0); wgrad: unused.
+        out: C after the epilogue, ``out[m * ldc + n]``.
+        act: activation code (ACT_CODES); flags: F_BIAS | F_PREACT | F_VEC | F_GATED.
+        """
+        smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        m0, n0 = _block_tile(cuda.blockIdx.x, M, N, BM, BN, GROUP_M)
+        wm0 = (warp // WARPS_N) * WM
+        wn0 = (warp % WARPS_N) * WN
+
+        acc = cuda.local.array(NACC, np.float32)
+        for i in range(NACC):
+            acc[i] = f32(0.0)
+        bacc = cuda.local.array(NBACC, np.float32)
+        for i in range(NBACC):
+            bacc[i] = f32(0.0)
+        afr = cuda.local.array(NAFR, np.uint32)
+        bfr = cuda.local.array(NBFR, np.uint32)
+        do_bias = WGRAD and (flags & F_BIAS) != 0 and n0 == 0 and wn0 == 0
+        a_off, b_off = fragment_offsets(lane, wm0, wn0)
+        mainloop(smem, acc, bacc, afr, bfr, a, b, aux, M, N, K, lda, ldb, m0, n0, tid, a_off,
+                 b_off, 0, (K + BK - 1) // BK, do_bias)
+
         if WGRAD:
             # Column 0 of the ones-product: lanes with t = 0 hold it (d0 and d2).
             if do_bias and (lane & 3) == 0:
@@ -846,31 +911,101 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False):
                             store(bias, row, bacc[4 * mi + 2 * h])
 
         # Epilogue through shared memory: the fragments go to a float32 [BM][CLD]
-        # tile, then each thread finishes 8 consecutive columns at a time, so that
-        # global loads and stores are 16-byte vectors and coalesced.
+        # tile, then finish moves 16-byte vectors.
         cuda.syncthreads()
         cs = cuda.shared.array(0, F32_DT, alignment=_SMEM_ALIGN)
-        fr = wm0 + (lane >> 2)
-        fc = wn0 + (lane & 3) * 2
-        for mi in range(MI):
-            for h in range(2):
-                for ni in range(NI):
-                    c = (mi * NI + ni) * 4 + 2 * h
-                    ci = (fr + mi * 16 + h * 8) * CLD + fc + ni * 8
-                    cs[ci] = acc[c]
-                    cs[ci + 1] = acc[c + 1]
+        stage_c(cs, acc, lane, wm0, wn0)
         cuda.syncthreads()
-        for it in range(EPI_ITERS):
+        finish(cs, tid, m0, n0, M, N, ldc, bias, aux, out, act, flags)
+
+    PART = BM * BN
+    PART_ITERS = PART // NT
+    BN_SHIFT = _log2(BN)
+
+    def split_kernel(a, b, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
+                     splits):
+        """The plain kernel's C and epilogue with the k-tiles split ``splits`` ways.
+        Block ``pid`` computes part ``part = pid // tiles`` of tile ``pid % tiles``
+        (``tiles = gridDim.x // splits``): ``P_part[m, n] = sum_k A[m, k] B[k, n]``
+        over its k-tiles, stored as float32 rows ``ws[(tile * splits + part) * BM * BN
+        + r * BN + c]`` (rows of the output only). The last of a tile's blocks to
+        arrive (``counters[tile]``, a uint32 zero on entry, is left zero) sums
+        ``C = P_0 + P_1 + ... + P_{splits-1}`` in that order, whichever block it is
+        (bits do not depend on the arrival order), and runs the plain epilogue on C.
+
+        ws: float32 ``[tiles * splits * BM * BN]`` workspace; counters: uint32
+        ``[>= tiles]``; splits: ``gridDim.x // tiles`` (a part past the last k-tile
+        adds zeros). The other arguments are the plain kernel's."""
+        smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
+        last = cuda.shared.array(1, np.int32)
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        tiles = cuda.gridDim.x // splits
+        tile = cuda.blockIdx.x % tiles
+        part = cuda.blockIdx.x // tiles
+        m0, n0 = _block_tile(tile, M, N, BM, BN, GROUP_M)
+        wm0 = (warp // WARPS_N) * WM
+        wn0 = (warp % WARPS_N) * WN
+
+        acc = cuda.local.array(NACC, np.float32)
+        for i in range(NACC):
+            acc[i] = f32(0.0)
+        bacc = cuda.local.array(NBACC, np.float32)
+        afr = cuda.local.array(NAFR, np.uint32)
+        bfr = cuda.local.array(NBFR, np.uint32)
+        a_off, b_off = fragment_offsets(lane, wm0, wn0)
+        KT = (K + BK - 1) // BK
+        per = (KT + splits - 1) // splits
+        kt0 = part * per
+        mainloop(smem, acc, bacc, afr, bfr, a, b, aux, M, N, K, lda, ldb, m0, n0, tid, a_off,
+                 b_off, kt0, min(KT, kt0 + per), False)
+
+        cuda.syncthreads()
+        cs = cuda.shared.array(0, F32_DT, alignment=_SMEM_ALIGN)
+        stage_c(cs, acc, lane, wm0, wn0)
+        cuda.syncthreads()
+        rows = min(BM, M - m0)
+        mine = (tile * splits + part) * PART
+        for it in range(PART_ITERS):
             e = tid + it * NT
-            r = e >> CSHIFT
-            c8 = (e & (CCH - 1)) << 3
-            row = m0 + r
-            col = n0 + c8
-            if row < M and col < N:
-                chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
+            r = e >> BN_SHIFT
+            if r < rows:
+                ws[mine + e] = cs[r * CLD + (e & (BN - 1))]
+        # Publish the part, then count it in: each thread's fence orders its stores
+        # before the barrier, the barrier before thread 0's atomic; the last block's
+        # fence after the atomic orders its reads (through L2) after every part.
+        cuda.threadfence()
+        cuda.syncthreads()
+        if tid == 0:
+            old = cuda.atomic.add(counters, tile, np.uint32(1))
+            last[0] = np.int32(old == np.uint32(splits - 1))
+            cuda.threadfence()
+        cuda.syncthreads()
+        if last[0] == 0:
+            return
+        first = tile * splits * PART
+        for it in range(PART_ITERS):
+            e = tid + it * NT
+            r = e >> BN_SHIFT
+            if r < rows:
+                ci = r * CLD + (e & (BN - 1))
+                v = f32(0.0)
+                for q in range(splits):
+                    if q == part:
+                        v += cs[ci]
+                    else:
+                        v += ld_cg_f32(ws, first + q * PART + e)
+                cs[ci] = v
+        cuda.syncthreads()
+        finish(cs, tid, m0, n0, M, N, ldc, bias, aux, out, act, flags)
+        if tid == 0:
+            counters[tile] = np.uint32(0)
 
     name = (f"linear_{role}_{dtype}_{'vec' if vec else 'scalar'}_{BM}x{BN}x{BK}_w{WM}x{WN}"
-            f"_s{STAGES}{'_pair' if pair else ''}")
+            f"_s{STAGES}{'_pair' if pair else ''}{'_splitk' if split else ''}")
+    if split:
+        return Kernel(name, split_kernel, _split_argtypes(dtype))
     return Kernel(name, kernel, _argtypes(dtype))
 
 
@@ -1674,6 +1809,50 @@ def wgmma_auto(role, Mg, Ng, sms, Kg=0):
     return _role_tiling(role, Kg)
 
 
+# How many ways forward GEMMs split K (see use_split_k): None picks by size.
+_SPLIT_K = [None]
+
+
+@contextlib.contextmanager
+def use_split_k(splits=None):
+    """While active, split the k-tiles of every forward GEMM on ``mma.sync`` with
+    16-byte aligned rows ``splits`` ways (at most one part a k-tile; 1: never split);
+    None, the default: :func:`split_k_auto`'s choice on a GPU, no split in the
+    simulator."""
+    saved = _SPLIT_K[0]
+    _SPLIT_K[0] = None if splits is None else int(splits)
+    try:
+        yield
+    finally:
+        _SPLIT_K[0] = saved
+
+
+def split_k_auto(Mg, Ng, Kg, cfg, sms):
+    """The default number of k-splits of a forward GEMM with an ``Mg x Ng`` output and
+    reduction length ``Kg`` on tiling ``cfg`` and a GPU of ``sms`` multiprocessors
+    (1: none); see :data:`SPLITK_MAX_ROWS`."""
+    tiles = cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn)
+    if Mg > SPLITK_MAX_ROWS or tiles >= sms:
+        return 1
+    ways = min(SPLITK_MAX, cdiv(SPLITK_BLOCKS_PER_SM * sms, tiles),
+               cdiv(Kg, cfg.bk) // SPLITK_MIN_KTILES)
+    return max(1, ways)
+
+
+def _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg, wg):
+    """How many ways this GEMM splits K (1: the plain kernel): forwards on mma.sync
+    with 16-byte tile loads only."""
+    if role != "fwd" or wg is not None or dtype == "float32" or not vec_ab:
+        return 1
+    cfg = _pick_config(Mg, Ng, device)
+    forced = _SPLIT_K[0]
+    if forced is not None:
+        return max(1, min(forced, cdiv(Kg, cfg.bk)))
+    if SIMULATOR:
+        return 1
+    return split_k_auto(Mg, Ng, Kg, cfg, sm_count(device))
+
+
 def _wgmma_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
     """The :class:`WgmmaConfig` this GEMM runs with on wgmma (WG_SIM / WG_LARGE /
     WG_ROLE, read per call so tests and benchmarks can patch them), or None for
@@ -1691,15 +1870,17 @@ def _wgmma_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
     return wgmma_auto(role, Mg, Ng, sm_count(ordinal), Kg)
 
 
-def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None, pair=False):
+def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None, pair=False, splits=1):
     """(kernel, grid, block, shared bytes) of one GEMM; the tiling is ``_pick_config``'s
     (tests and benchmarks patch it), or ``wgmma`` (a WgmmaConfig) on warpgroup MMA;
     ``pair``: the tensor-core kernel reading B's rows from two weights (see
-    :func:`make_tc_kernel`)."""
-    if pair:
+    :func:`make_tc_kernel`); ``splits`` > 1: its split-K form, ``splits`` blocks a
+    tile."""
+    if pair or splits > 1:
         cfg = _pick_config(Mg, Ng, device)
-        return (make_tc_kernel(role, dtype, vec_ab, cfg, pair=True),
-                (cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn),), (cfg.threads,), cfg.smem_bytes)
+        return (make_tc_kernel(role, dtype, vec_ab, cfg, pair=pair, split=splits > 1),
+                (cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn) * splits,), (cfg.threads,),
+                cfg.smem_bytes)
     if wgmma is not None:
         cfg = wgmma
         kernel = make_wgmma_kernel(role, dtype, cfg)
@@ -1723,12 +1904,16 @@ def _template(dtype, size):
 
 @functools.lru_cache(maxsize=512)
 def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes, device,
-                   wgmma=None, pair=False):
+                   wgmma=None, pair=False, splits=1):
     """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM on CUDA device
     ``device``; ``sizes``: element counts of the five array arguments (a, b, bias,
-    aux, out)."""
-    kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wgmma, pair)
-    args = [_template(dtype, n) for n in sizes] + [Mg, Ng, Kg, lda, ldb, ldc, act, flags]
+    aux, out), then with ``splits`` > 1 those of the workspace and the counters."""
+    kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wgmma, pair,
+                                              splits)
+    args = [_template(dtype, n) for n in sizes[:5]]
+    if splits > 1:
+        args += [_template("float32", sizes[5]), _template("uint32", sizes[6])]
+    args += [Mg, Ng, Kg, lda, ldb, ldc, act, flags] + ([splits] if splits > 1 else [])
     return kernel.prepare(grid, block, shared, args, device=device)
 
 
@@ -1817,15 +2002,33 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
 def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, device, wg,
                  pair, stream, ex):
     """Launch (or record) one GEMM whose kernel choices are made: ``flat`` the five
-    flat array arguments (a, b, bias, aux, out)."""
+    flat array arguments (a, b, bias, aux, out). A split-K GEMM (:func:`_splits_for`)
+    also takes a float32 workspace (allocated here) and the stream's arrival
+    counters."""
+    splits = _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)
+    extra = []
+    if splits > 1:
+        cfg = _pick_config(Mg, Ng, device)
+        tiles = cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn)
+        flat = flat + [ex.alloc(flat[4], (tiles * splits * cfg.bm * cfg.bn,), "float32"),
+                       ex.stream_buffer(functools.partial(_SPLIT_COUNTERS, flat[4], n=tiles),
+                                        stream)]
+        extra = [splits]
     if SIMULATOR or ex.recording:
-        kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wg, pair)
-        ex.launch(kernel, grid, block, stream, flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags],
-                  shared=shared)
+        kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wg, pair,
+                                                  splits)
+        ex.launch(kernel, grid, block, stream,
+                  flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags] + extra, shared=shared)
         return
     plan = _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab,
-                          tuple(t.size for t in flat), device, wg, pair)
+                          tuple(t.size for t in flat), device, wg, pair, splits)
     plan.launch(stream, [t.ptr for t in flat])
+
+
+# The split-K GEMMs' arrival counters: ``_SPLIT_COUNTERS(like, stream, n)``, a uint32
+# array of at least n zeros per (library, device, stream); the last block of each
+# tile resets its counter.
+_SPLIT_COUNTERS = StreamZeros(clear_u32_counters)
 
 
 def gated_pair_ok(dtype, aligned, M, N2, K, device=None):
@@ -1867,17 +2070,18 @@ def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w
     aligned, ``bias_aligned`` whether bias does (the epilogue's 16-byte bias loads
     need it); ``device``: the CUDA device ordinal the tensors live on. The torch front
     end caches one per input signature (host cost). None where the GEMM first copies
-    x or weight to aligned rows (:data:`RESTRIDE_MIN_MACS`): take
-    :func:`forward_record_plan` there."""
+    x or weight to aligned rows (:data:`RESTRIDE_MIN_MACS`) or splits K (its workspace
+    and counters): take :func:`forward_record_plan` there."""
     act = ACT_CODES[activation]
     flags = (F_BIAS if has_bias else 0) | (F_PREACT if save_preact else 0)
     flags = _vec_flags("fwd", dtype, N, act, flags, True, True, bias_aligned)
     vec_ab = _vec_ab(dtype, x_aligned, w_aligned, K, K)
-    if _restrides(dtype, vec_ab, M * N * K):
+    wg = _wgmma_for("fwd", dtype, vec_ab, device, M, N, K)
+    if _restrides(dtype, vec_ab, M * N * K) or _splits_for("fwd", dtype, vec_ab, device, M, N,
+                                                          K, wg) > 1:
         return None
     plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
-                          (M * K, N * K, N if has_bias else M * N, M * N, M * N), device,
-                          _wgmma_for("fwd", dtype, vec_ab, device, M, N, K))
+                          (M * K, N * K, N if has_bias else M * N, M * N, M * N), device, wg)
 
     def launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, pre_ptr):
         plan.launch(stream, (x_ptr, w_ptr, bias_ptr if has_bias else y_ptr,
@@ -2298,6 +2502,10 @@ def shipped_kernels():
                     yield make_tc_kernel(role, dtype, vec, cfg)
             # The gated forward reading its two weights in place (16-byte rows only).
             yield make_tc_kernel("fwd", dtype, True, cfg, pair=True)
+        # Split-K forwards: on the small tiles only (split_k_auto splits outputs of
+        # fewer tiles than multiprocessors; _pick_config's large ones fill two waves).
+        for pair in (False, True):
+            yield make_tc_kernel("fwd", dtype, True, TC_SMALL, pair=pair, split=True)
     for role in ROLES:
         yield make_simt_kernel(role, SIMT_DEFAULT)
     for dtype in dtypes.DTYPES:

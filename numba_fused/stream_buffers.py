@@ -8,9 +8,14 @@ take these as stream buffers (:meth:`numba_fused.plan.Executor.stream_buffer`).
 
 import threading
 
-from interop.dlpack import empty_like_lib
+import numpy as np
+from numba import cuda, types
 
-__all__ = ["StreamZeros"]
+from interop.dlpack import KernelArray, empty_like_lib
+
+from .launch import Kernel, cdiv
+
+__all__ = ["StreamZeros", "ZERO_U32", "clear_u32_counters"]
 
 
 class StreamZeros:
@@ -40,3 +45,23 @@ class StreamZeros:
         """The arrays made so far (one a stream)."""
         with self._lock:
             return list(self._arrays.values())
+
+
+def _zero_u32_fn(a, n):
+    i = cuda.grid(1)
+    if i < n:
+        a[i] = np.uint32(0)
+
+
+ZERO_U32 = Kernel("dropout_zero_counters", _zero_u32_fn,
+                  (types.Array(types.uint32, 1, "C"), types.int64))
+
+
+def clear_u32_counters(arr, stream):
+    """A ``StreamZeros`` clear for uint32 arrival counters: ``arr`` is allocated as
+    int32 (torch has few uint32 CUDA ops); the kernels take its words as uint32."""
+    host = None if arr.host is None else arr.host.reshape(-1).view(np.uint32)
+    words = KernelArray(arr.owner, arr.lib, "uint32", (arr.size,), (1,), arr.ptr, host,
+                        arr.device)
+    ZERO_U32.launch((cdiv(arr.size, 256),), (256,), stream, [words, arr.size])
+    return words

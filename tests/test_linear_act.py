@@ -688,3 +688,87 @@ def test_weight_grad_shape_when_rows_equal_out_features():
     linear_act(x, w, None, "none").backward(gz)
     assert tuple(w.grad.shape) == (8, 8)
     assert_close(w.grad, ref, "float32", "grad_weight via autograd")
+
+
+# ---- split-K (few output rows) ---------------------------------------------------------
+
+
+def _split_counters_zero():
+    """Whether every split-K arrival counter made so far is back to zero."""
+    for c in la._SPLIT_COUNTERS.values():
+        data = c.host if c.host is not None else c.owner.cpu().numpy()
+        if np.any(data):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("splits", [2, 3, 4])
+def test_split_k_forward_every_epilogue(dtype, splits, monkeypatch):
+    """The split-K forward (forced here; on a GPU the default takes it for few rows
+    and few tiles): bias, kept pre-activation, activation, ragged M and N, K of 5
+    k-tiles of the simulator's tiles (4 ways leave the last part empty), the gated
+    forward through the interleaved copy and in place (same bits); the arrival
+    counters are left zero."""
+    from numba_fused import gated_linear as gl
+
+    made = []
+    real = la.make_tc_kernel
+    monkeypatch.setattr(la, "make_tc_kernel",
+                        lambda *a, **kw: made.append(kw.get("split", False)) or real(*a, **kw))
+    lead, K, N = (2, 3), 72, 40
+    x, w, b = _inputs(lead, K, N, dtype, seed=21)
+    with la.use_split_k(splits), poison_outputs():
+        y, pre = nf.linear_act_forward(x, w, b, "gelu_tanh", save_preact=True)
+        y0 = nf.linear_act_forward(x, w)
+        wg, wu = w[0::2].contiguous(), w[1::2].contiguous()
+        h_copy = nf.gated_linear_forward(x, gl.interleave(wg, wu), b, "silu")
+        h_pair = gl.gated_linear_forward_pair(x, wg, wu, b, "silu")
+    ry, rpre = la.linear_act_ref(x, w, b, "gelu_tanh", save_preact=True)
+    assert_close(y, ry, dtype, "y")
+    assert_close(pre, rpre, dtype, "preact")
+    assert_close(y0, la.linear_act_ref(x, w), dtype, "y (no bias)")
+    assert made and all(made), "every GEMM took the split-K kernel"
+    assert torch.equal(h_copy, h_pair)
+    assert_close(h_copy, gl.gated_linear_ref(x, gl.interleave(wg, wu), b, "silu"), dtype, "h")
+    assert _split_counters_zero()
+
+
+def test_split_k_ways_clamp_and_rule():
+    """Forced ways are clamped to the k-tiles; the default splits only outputs of at
+    most SPLITK_MAX_ROWS rows and fewer tiles than multiprocessors."""
+    cfg = la.TC_SMALL
+    assert la.split_k_auto(16, 4096, 11008, cfg, 132) > 1  # 64 tiles on 132 SMs
+    assert la.split_k_auto(16, 22016, 4096, cfg, 132) == 1  # 344 tiles
+    assert la.split_k_auto(la.SPLITK_MAX_ROWS + 1, 256, 11008, cfg, 132) == 1
+    assert la.split_k_auto(1, 64, 64, cfg, 132) == 1  # two k-tiles
+    ways = la.split_k_auto(1, 64, 1 << 20, cfg, 132)
+    assert ways == la.SPLITK_MAX
+    with la.use_split_k(64):
+        tc = la._pick_config(5, 40, None)
+        assert la._splits_for("fwd", "float16", True, None, 5, 40, 72, None) == la.cdiv(72, tc.bk)
+        assert la._splits_for("dgrad", "float16", True, None, 5, 40, 72, None) == 1
+        assert la._splits_for("fwd", "float16", False, None, 5, 40, 72, None) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M", [1, 16, 64])
+def test_split_k_decode_shapes_vs_torch(dtype, M):
+    """Llama-7B's down projection at a decoder's token counts takes split-K by
+    default: within 2x torch's error, the same bits run to run and through the torch
+    front end's plan, counters left zero."""
+    from interop.torch.linear_act import linear_act as tla
+
+    N, K = 4096, 11008
+    assert la._splits_for("fwd", dtype, True, torch.cuda.current_device(), M, N, K, None) > 1
+    x, w, _ = _inputs((M,), K, N, dtype, seed=5)
+    ref = la.linear_act_ref(x, w)
+    with poison_outputs():
+        y = nf.linear_act_forward(x, w)
+    _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
+    for _ in range(3):
+        assert torch.equal(nf.linear_act_forward(x, w), y)
+        assert torch.equal(tla(x, w), y)
+    torch.cuda.synchronize()
+    assert _split_counters_zero()

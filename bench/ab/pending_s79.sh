@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# For the seventy-ninth session (written at the end of the seventy-eighth, whose device
-# time ran out).
+# For the seventy-ninth session.
 #   t: (any card, ~9 min) the GEMM suites in full on a GPU after the seventy-eighth
 #      session's changes (the pair loader in every tensor-core kernel's source, the
-#      wgmma row limit WG_MAX_SKINNY_ROWS): test_linear_act, test_wgmma,
-#      test_gated_linear, test_patch (Llama on the gated MLP), test_fast_path.
-#      Predicted: all pass (the non-pair kernels compile to the same PTX as before; at
-#      most 64 rows the GEMMs take mma.sync, tested at every small shape already).
-#   s: (any card, ~5 min) pending_s78.sh s: skinny_ab.py, 16-row tilings at M = 1 / 16 /
-#      64 against cuBLAS for Llama-7B's gate+up and down GEMMs.
+#      wgmma row limit WG_MAX_SKINNY_ROWS) and this session's split-K forward:
+#      test_linear_act, test_wgmma, test_gated_linear, test_patch (Llama on the gated
+#      MLP), test_fast_path; then memcheck and racecheck of sanitize.py linear_split_k.
+#      Predicted: all pass, 0 sanitizer errors.
+#   s: (any card, ~6 min) skinny_ab.py at M = 1 / 16 / 64 for Llama-7B's gate+up and
+#      down GEMMs: the default tiling at forced split-K 1, 2, 3, 4, 6, 8 ways and the
+#      rule's (0), then 16-row tilings unsplit and at the rule's ways. Predicted: the
+#      down projection (64 tiles on 132 SMs) from ~130 us unsplit to ~35-45 us at 4-6
+#      ways (cuBLAS ~30 us); gate+up (344 tiles) unchanged by the rule (1 way).
 #   bash bench/ab/pending_s79.sh "$OUT" t|s
 set -uo pipefail
 OUT=${1:?"usage: pending_s79.sh OUTDIR t|s"}
@@ -17,11 +19,25 @@ card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
 case "${2:?t|s}" in
   t)
-    timeout -k 10 540 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
+    timeout -k 10 480 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
       tests/test_wgmma.py tests/test_gated_linear.py tests/test_patch.py tests/test_fast_path.py \
       > "$OUT/tests_t.log" 2>&1
     echo "tests rc $?"; tail -4 "$OUT/tests_t.log"
+    for tool in memcheck racecheck; do
+      timeout -k 10 100 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 3 \
+        python3 bench/sanitize.py linear_split_k:float16 linear_split_k:bfloat16 \
+        > "$OUT/${tool}_split.log" 2>&1
+      echo "$tool rc $?"; tail -3 "$OUT/${tool}_split.log"
+    done
     ;;
-  s) bash bench/ab/pending_s78.sh "$OUT" s ;;
+  s)
+    timeout -k 10 250 python3 bench/ab/skinny_ab.py --ms 1 16 64 --reps 20 --tilings default \
+      --splits 1 2 3 4 6 8 0 > "$OUT/skinny_split.log" 2>&1
+    echo "split rc $?"; grep -v -i warn "$OUT/skinny_split.log"
+    timeout -k 10 200 python3 bench/ab/skinny_ab.py --ms 1 16 64 --reps 20 --no-gated \
+      --tilings 16x64x64_w16x16_s4 16x64x128_w16x16_s3 16x32x128_w16x16_s4 64x64x64_w32x32_s4 \
+      --splits 1 0 > "$OUT/skinny_tilings.log" 2>&1
+    echo "tilings rc $?"; grep -v -i warn "$OUT/skinny_tilings.log"
+    ;;
   *) echo "t or s" >&2; exit 2 ;;
 esac

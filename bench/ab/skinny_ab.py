@@ -1,14 +1,16 @@
 """A/B of tensor-core tilings for skinny GEMMs (few rows: a decoder's tokens at
 generation time) in linear_act's forward, against cuBLAS (torch F.linear).
 
-    python bench/ab/skinny_ab.py [--ms 1 16 64] [--reps 30]
+    python bench/ab/skinny_ab.py [--ms 1 16 64] [--reps 30] [--tilings NAME ...]
+                                 [--splits 1 2 4 ...] [--no-gated]
 
 Shapes: Llama-7B's MLP GEMMs, gate+up ``[M, 4096] x [22016, 4096]^T`` and down
 ``[M, 11008] x [4096, 11008]^T``, bf16, no bias, no activation. Each tiling is forced
 through ``linear_act._pick_config`` (mma.sync; the prepared-launch cache cleared), its
 y checked against cuBLAS's (relative error), timed with ``bench.common.time_cuda``.
-Prints one line per (shape, tiling): median us, GB/s of the bytes that must move
-(weights + x + y), and the ratio to cuBLAS."""
+Each tiling runs at each forced split-K ``--splits`` (``linear_act.use_split_k``; 0:
+the default rule's choice). Prints one line per (shape, tiling, splits): median us,
+GB/s of the bytes that must move (weights + x + y), and the ratio to cuBLAS."""
 
 import argparse
 import os
@@ -34,11 +36,13 @@ def main(argv=None):
     p.add_argument("--ms", nargs="+", type=int, default=[1, 16, 64])
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--tilings", nargs="+", default=list(TILINGS))
+    p.add_argument("--splits", nargs="+", type=int, default=[0])
+    p.add_argument("--no-gated", action="store_true")
     args = p.parse_args(argv)
     import torch
     import torch.nn.functional as F
 
-    from bench.common import rel_err, time_cuda
+    from bench.common import time_cuda
     from numba_fused import linear_act as la
 
     real_pick = la._pick_config
@@ -55,25 +59,37 @@ def main(argv=None):
             print(f"M={m} N={n} K={k} cublas {t_ref * 1e3:.1f} us "
                   f"{nbytes / t_ref / 1e6:.0f} GB/s", flush=True)
             for name in args.tilings:
-                cfg = TILINGS[name]
-                la._pick_config = real_pick if cfg is None else (
-                    lambda Mg, Ng, device=None, c=la.GemmConfig(*cfg): c)
-                la._gemm_prepared.cache_clear()
-                try:
-                    with la.use_wgmma(False):
-                        y = la.linear_act_forward(x, w)
-                        err = rel_err(y.float(), ref.float())
-                        t = time_cuda(lambda: la.linear_act_forward(x, w), [()], reps=args.reps,
-                                      warmup=3)["median_ms"]
-                except Exception as exc:  # a tiling the kernel refuses: say so, go on
-                    print(f"  {name}: {type(exc).__name__}: {str(exc)[:150]}", flush=True)
-                    continue
-                finally:
-                    la._pick_config = real_pick
-                    la._gemm_prepared.cache_clear()
-                print(f"  {name}: {t * 1e3:.1f} us {nbytes / t / 1e6:.0f} GB/s "
-                      f"x{t_ref / t:.2f} of cublas, err {err:.1e}", flush=True)
-        _gated(m, args, weights[(22016, 4096)])
+                for splits in args.splits:
+                    _one(la, real_pick, name, splits, x, w, ref, nbytes, t_ref, args)
+        if not args.no_gated:
+            _gated(m, args, weights[(22016, 4096)])
+
+
+def _one(la, real_pick, name, splits, x, w, ref, nbytes, t_ref, args):
+    """Time one (tiling, forced splits) of linear_act_forward(x, w) and print its line."""
+    from bench.common import rel_err, time_cuda
+
+    cfg = TILINGS[name]
+    la._pick_config = real_pick if cfg is None else (
+        lambda Mg, Ng, device=None, c=la.GemmConfig(*cfg): c)
+    la._gemm_prepared.cache_clear()
+    M, K = x.shape
+    N = w.shape[0]
+    try:
+        with la.use_wgmma(False), la.use_split_k(splits or None):
+            ways = la._splits_for("fwd", "bfloat16", True, x.device.index, M, N, K, None)
+            y = la.linear_act_forward(x, w)
+            err = rel_err(y.float(), ref.float())
+            t = time_cuda(lambda: la.linear_act_forward(x, w), [()], reps=args.reps,
+                          warmup=3)["median_ms"]
+    except Exception as exc:  # a tiling the kernel refuses: say so, go on
+        print(f"  {name} split {splits}: {type(exc).__name__}: {str(exc)[:150]}", flush=True)
+        return
+    finally:
+        la._pick_config = real_pick
+        la._gemm_prepared.cache_clear()
+    print(f"  {name} split {splits} ({ways} ways): {t * 1e3:.1f} us {nbytes / t / 1e6:.0f} GB/s "
+          f"x{t_ref / t:.2f} of cublas, err {err:.1e}", flush=True)
 
 
 def _gated(m, args, w):
