@@ -49,6 +49,13 @@ element. The weight gradient's bias term is fused into the wgrad GEMM: blocks in
 first column of tiles add one extra mma per k-step with B = ones, giving exact
 float32 row sums of A on the tensor cores, deterministic run to run.
 
+A forward with a few output rows (a decoder's tokens) has too few tiles to keep
+every SM streaming the weight: it splits the k-tiles (``make_tc_kernel(split=True)``,
+:func:`split_k_auto`). Each block of a tile sums its share into a float32
+workspace; the last to arrive (an arrival counter per tile) adds the parts in a
+fixed order and runs the epilogue, so the bits do not depend on which block came
+last.
+
 float32 path
 ------------
 float32 inputs use a CUDA-core GEMM (``make_simt_kernel``: ``BM x BN`` tiles in
