@@ -10,7 +10,9 @@
 #      down GEMMs: the default tiling at forced split-K 1, 2, 3, 4, 6, 8 ways and the
 #      rule's (0), then 16-row tilings unsplit and at the rule's ways. Predicted: the
 #      down projection (64 tiles on 132 SMs) from ~130 us unsplit to ~35-45 us at 4-6
-#      ways (cuBLAS ~30 us); gate+up (344 tiles) unchanged by the rule (1 way).
+#      ways (cuBLAS ~30 us); gate+up (344 tiles) unchanged by the rule (1 way). Then
+#      the Llama-7B MLP under no_grad at M = 1 / 16 (bench/gated_linear.py): predicted
+#      0.236 / 0.232 ms -> ~0.14-0.15 (torch 0.116 / 0.113).
 #   bash bench/ab/pending_s79.sh "$OUT" t|s
 set -uo pipefail
 OUT=${1:?"usage: pending_s79.sh OUTDIR t|s"}
@@ -38,6 +40,10 @@ case "${2:?t|s}" in
       --tilings 16x64x64_w16x16_s4 16x64x128_w16x16_s3 16x32x128_w16x16_s4 64x64x64_w32x32_s4 \
       --splits 1 0 > "$OUT/skinny_tilings.log" 2>&1
     echo "tilings rc $?"; grep -v -i warn "$OUT/skinny_tilings.log"
+    timeout -k 10 90 python3 bench/gated_linear.py --shapes 1x4096x11008 16x4096x11008 \
+      --dtypes bfloat16 --providers numba_torch torch --reps 20 --json "$OUT/gated_decode.json" \
+      > "$OUT/gated_decode.log" 2>&1
+    echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
     ;;
   *) echo "t or s" >&2; exit 2 ;;
 esac
