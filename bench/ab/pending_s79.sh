@@ -21,12 +21,12 @@ card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
 case "${2:?t|s}" in
   t)
-    timeout -k 10 480 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
+    timeout -k 10 420 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
       tests/test_wgmma.py tests/test_gated_linear.py tests/test_patch.py tests/test_fast_path.py \
       > "$OUT/tests_t.log" 2>&1
     echo "tests rc $?"; tail -4 "$OUT/tests_t.log"
     for tool in memcheck racecheck; do
-      timeout -k 10 100 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 3 \
+      timeout -k 10 60 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 3 \
         python3 bench/sanitize.py linear_split_k:float16 linear_split_k:bfloat16 \
         > "$OUT/${tool}_split.log" 2>&1
       echo "$tool rc $?"; tail -3 "$OUT/${tool}_split.log"
