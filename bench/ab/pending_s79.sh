@@ -13,13 +13,16 @@
 #      ways (cuBLAS ~30 us); gate+up (344 tiles) unchanged by the rule (1 way). Then
 #      the Llama-7B MLP under no_grad at M = 1 / 16 (bench/gated_linear.py): predicted
 #      0.236 / 0.232 ms -> ~0.14-0.15 (torch 0.116 / 0.113).
-#   bash bench/ab/pending_s79.sh "$OUT" t|s
+#   c: (any card, <= 9.5 min; what one call holds when device time is short) the split
+#      sweep of s (default tiling), the linear_act and gated tests, memcheck of the
+#      split kernel, the gated MLP at M = 1 / 16, then two 16-row tilings at M = 1 / 16.
+#   bash bench/ab/pending_s79.sh "$OUT" t|s|c
 set -uo pipefail
 OUT=${1:?"usage: pending_s79.sh OUTDIR t|s"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?t|s}" in
+case "${2:?t|s|c}" in
   t)
     timeout -k 10 420 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
       tests/test_wgmma.py tests/test_gated_linear.py tests/test_patch.py tests/test_fast_path.py \
@@ -45,5 +48,24 @@ case "${2:?t|s}" in
       > "$OUT/gated_decode.log" 2>&1
     echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
     ;;
-  *) echo "t or s" >&2; exit 2 ;;
+  c)
+    timeout -k 10 150 python3 bench/ab/skinny_ab.py --ms 1 16 64 --reps 20 --tilings default \
+      --splits 1 2 3 4 6 8 0 --no-gated > "$OUT/skinny_split.log" 2>&1
+    echo "split rc $?"; grep -v -i warn "$OUT/skinny_split.log"
+    timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
+      tests/test_gated_linear.py > "$OUT/tests_c.log" 2>&1
+    echo "tests rc $?"; tail -4 "$OUT/tests_c.log"
+    timeout -k 10 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+      python3 bench/sanitize.py linear_split_k:bfloat16 > "$OUT/memcheck_split.log" 2>&1
+    echo "memcheck rc $?"; tail -3 "$OUT/memcheck_split.log"
+    timeout -k 10 70 python3 bench/gated_linear.py --shapes 1x4096x11008 16x4096x11008 \
+      --dtypes bfloat16 --providers numba_torch torch --reps 20 --json "$OUT/gated_decode.json" \
+      > "$OUT/gated_decode.log" 2>&1
+    echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
+    timeout -k 10 90 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --no-gated \
+      --tilings 16x64x64_w16x16_s4 16x64x128_w16x16_s3 --splits 1 0 \
+      > "$OUT/skinny_tilings.log" 2>&1
+    echo "tilings rc $?"; grep -v -i warn "$OUT/skinny_tilings.log"
+    ;;
+  *) echo "t, s or c" >&2; exit 2 ;;
 esac
