@@ -13,7 +13,7 @@
 #      ways (cuBLAS ~30 us); gate+up (344 tiles) unchanged by the rule (1 way). Then
 #      the Llama-7B MLP under no_grad at M = 1 / 16 (bench/gated_linear.py): predicted
 #      0.236 / 0.232 ms -> ~0.14-0.15 (torch 0.116 / 0.113).
-#   c: (any card, <= 9.5 min; what one call holds when device time is short) the split
+#   c: (any card, <= 8 min; what one call holds when device time is short) the split
 #      sweep of s (default tiling), the linear_act and gated tests, memcheck of the
 #      split kernel, the gated MLP at M = 1 / 16, then two 16-row tilings at M = 1 / 16.
 #   bash bench/ab/pending_s79.sh "$OUT" t|s|c
@@ -49,20 +49,20 @@ case "${2:?t|s|c}" in
     echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
     ;;
   c)
-    timeout -k 10 150 python3 bench/ab/skinny_ab.py --ms 1 16 64 --reps 20 --tilings default \
-      --splits 1 2 3 4 6 8 0 --no-gated > "$OUT/skinny_split.log" 2>&1
+    timeout -k 10 120 python3 bench/ab/skinny_ab.py --ms 1 16 64 --reps 20 --tilings default \
+      --splits 1 2 4 6 8 0 --no-gated > "$OUT/skinny_split.log" 2>&1
     echo "split rc $?"; grep -v -i warn "$OUT/skinny_split.log"
-    timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
-      tests/test_gated_linear.py > "$OUT/tests_c.log" 2>&1
+    timeout -k 10 180 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
+      tests/test_gated_linear.py -k "not cupy" > "$OUT/tests_c.log" 2>&1
     echo "tests rc $?"; tail -4 "$OUT/tests_c.log"
-    timeout -k 10 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+    timeout -k 10 50 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
       python3 bench/sanitize.py linear_split_k:bfloat16 > "$OUT/memcheck_split.log" 2>&1
     echo "memcheck rc $?"; tail -3 "$OUT/memcheck_split.log"
-    timeout -k 10 70 python3 bench/gated_linear.py --shapes 1x4096x11008 16x4096x11008 \
+    timeout -k 10 60 python3 bench/gated_linear.py --shapes 1x4096x11008 16x4096x11008 \
       --dtypes bfloat16 --providers numba_torch torch --reps 20 --json "$OUT/gated_decode.json" \
       > "$OUT/gated_decode.log" 2>&1
     echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
-    timeout -k 10 90 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --no-gated \
+    timeout -k 10 60 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --no-gated \
       --tilings 16x64x64_w16x16_s4 16x64x128_w16x16_s3 --splits 1 0 \
       > "$OUT/skinny_tilings.log" 2>&1
     echo "tilings rc $?"; grep -v -i warn "$OUT/skinny_tilings.log"
