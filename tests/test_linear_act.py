@@ -716,6 +716,7 @@ def test_split_k_forward_every_epilogue(dtype, splits, monkeypatch):
     real = la.make_tc_kernel
     monkeypatch.setattr(la, "make_tc_kernel",
                         lambda *a, **kw: made.append(kw.get("split", False)) or real(*a, **kw))
+    la._gemm_prepared.cache_clear()  # on a GPU: prepared launches would skip the spy
     lead, K, N = (2, 3), 72, 40
     x, w, b = _inputs(lead, K, N, dtype, seed=21)
     with la.use_split_k(splits), poison_outputs():
