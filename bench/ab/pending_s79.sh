@@ -49,10 +49,10 @@ case "${2:?t|s|c}" in
     echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
     ;;
   c)
-    timeout -k 10 120 python3 bench/ab/skinny_ab.py --ms 1 16 64 --reps 20 --tilings default \
+    timeout -k 10 110 python3 bench/ab/skinny_ab.py --ms 1 16 64 --reps 20 --tilings default \
       --splits 1 2 4 6 8 0 --no-gated > "$OUT/skinny_split.log" 2>&1
     echo "split rc $?"; grep -v -i warn "$OUT/skinny_split.log"
-    timeout -k 10 180 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
+    timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
       tests/test_gated_linear.py -k "not cupy" > "$OUT/tests_c.log" 2>&1
     echo "tests rc $?"; tail -4 "$OUT/tests_c.log"
     timeout -k 10 50 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
