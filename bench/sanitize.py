@@ -400,16 +400,18 @@ def _gated_pair(nf, torch, dt):
 
 
 def _linear_split_k(nf, torch, dt):
-    """The split-K forward: by default (Llama-7B's down projection at 1 and 16 rows)
-    and forced 3 and 8 ways on ragged shapes (the last part empty at 8 ways: 9
-    k-tiles), with bias, kept pre-activation and the gated pair kernel; then a
-    repeat, so that a block of the second launch reads counters the first reset."""
+    """The split-K forward: Llama-7B's down projection at 1 and 16 rows, 5 ways
+    (split_k_auto's choice on 132 SMs), and 3 and 8 ways on ragged shapes (the last
+    part empty at 8 ways: 9 k-tiles), with bias, kept pre-activation and the gated
+    pair kernel; then a repeat, so that a block of the second launch reads counters
+    the first reset."""
     from numba_fused import linear_act as la
     from numba_fused.gated_linear import gated_linear_forward_pair
 
     w = torch.randn(4096, 11008, device="cuda", dtype=dt) * 0.01
-    for m in (1, 16):
-        nf.linear_act_forward(torch.randn(m, 11008, device="cuda", dtype=dt), w)
+    with la.use_split_k(5):
+        for m in (1, 16):
+            nf.linear_act_forward(torch.randn(m, 11008, device="cuda", dtype=dt), w)
     for ways in (3, 8):
         with la.use_split_k(ways):
             for m, n, k in ((17, 72, 264), (61, 200, 280)):

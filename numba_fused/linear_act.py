@@ -312,6 +312,10 @@ SPLITK_MAX_ROWS = 64
 SPLITK_BLOCKS_PER_SM = 2
 SPLITK_MAX = 8
 SPLITK_MIN_KTILES = 8
+# Whether the default takes split_k_auto's choice: off until the split kernel is
+# measured and verified on a GPU (the seventy-ninth session got none); until then
+# split-K is opt-in through use_split_k.
+SPLITK_BY_DEFAULT = False
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -1824,8 +1828,8 @@ _SPLIT_K = [None]
 def use_split_k(splits=None):
     """While active, split the k-tiles of every forward GEMM on ``mma.sync`` with
     16-byte aligned rows ``splits`` ways (at most one part a k-tile; 1: never split);
-    None, the default: :func:`split_k_auto`'s choice on a GPU, no split in the
-    simulator."""
+    None, the default: :func:`split_k_auto`'s choice on a GPU where
+    :data:`SPLITK_BY_DEFAULT` is set, else no split (always in the simulator)."""
     saved = _SPLIT_K[0]
     _SPLIT_K[0] = None if splits is None else int(splits)
     try:
@@ -1855,7 +1859,7 @@ def _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg, wg):
     forced = _SPLIT_K[0]
     if forced is not None:
         return max(1, min(forced, cdiv(Kg, cfg.bk)))
-    if SIMULATOR:
+    if SIMULATOR or not SPLITK_BY_DEFAULT:
         return 1
     return split_k_auto(Mg, Ng, Kg, cfg, sm_count(device))
 

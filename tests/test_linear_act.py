@@ -756,20 +756,25 @@ def test_split_k_ways_clamp_and_rule():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("M", [1, 16, 64])
 def test_split_k_decode_shapes_vs_torch(dtype, M):
-    """Llama-7B's down projection at a decoder's token counts takes split-K by
-    default: within 2x torch's error, the same bits run to run and through the torch
-    front end's plan, counters left zero."""
+    """Llama-7B's down projection at a decoder's token counts, split the ways
+    split_k_auto picks (more than one): within 2x torch's error, the same bits run to
+    run and through the torch front end's plan (its first call records it), counters
+    left zero."""
     from interop.torch.linear_act import linear_act as tla
+    from numba_fused.launch import sm_count
 
     N, K = 4096, 11008
-    assert la._splits_for("fwd", dtype, True, torch.cuda.current_device(), M, N, K, None) > 1
+    dev = torch.cuda.current_device()
+    ways = la.split_k_auto(M, N, K, la._pick_config(M, N, dev), sm_count(dev))
+    assert ways > 1
     x, w, _ = _inputs((M,), K, N, dtype, seed=5)
     ref = la.linear_act_ref(x, w)
-    with poison_outputs():
-        y = nf.linear_act_forward(x, w)
-    _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
-    for _ in range(3):
-        assert torch.equal(nf.linear_act_forward(x, w), y)
-        assert torch.equal(tla(x, w), y)
+    with la.use_split_k(ways):
+        with poison_outputs():
+            y = nf.linear_act_forward(x, w)
+        _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
+        for _ in range(3):
+            assert torch.equal(nf.linear_act_forward(x, w), y)
+            assert torch.equal(tla(x, w), y)
     torch.cuda.synchronize()
     assert _split_counters_zero()

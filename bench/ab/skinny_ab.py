@@ -9,7 +9,7 @@ Shapes: Llama-7B's MLP GEMMs, gate+up ``[M, 4096] x [22016, 4096]^T`` and down
 through ``linear_act._pick_config`` (mma.sync; the prepared-launch cache cleared), its
 y checked against cuBLAS's (relative error), timed with ``bench.common.time_cuda``.
 Each tiling runs at each forced split-K ``--splits`` (``linear_act.use_split_k``; 0:
-the default rule's choice). Prints one line per (shape, tiling, splits): median us,
+``split_k_auto``'s choice for that tiling). Prints one line per (shape, tiling, splits): median us,
 GB/s of the bytes that must move (weights + x + y), and the ratio to cuBLAS."""
 
 import argparse
@@ -75,20 +75,26 @@ def _one(la, real_pick, name, splits, x, w, ref, nbytes, t_ref, args):
     la._gemm_prepared.cache_clear()
     M, K = x.shape
     N = w.shape[0]
+    label = splits or "rule"
     try:
-        with la.use_wgmma(False), la.use_split_k(splits or None):
+        if not splits:
+            from numba_fused.launch import sm_count
+
+            dev = x.device.index
+            splits = la.split_k_auto(M, N, K, la._pick_config(M, N, dev), sm_count(dev))
+        with la.use_wgmma(False), la.use_split_k(splits):
             ways = la._splits_for("fwd", "bfloat16", True, x.device.index, M, N, K, None)
             y = la.linear_act_forward(x, w)
             err = rel_err(y.float(), ref.float())
             t = time_cuda(lambda: la.linear_act_forward(x, w), [()], reps=args.reps,
                           warmup=3)["median_ms"]
     except Exception as exc:  # a tiling the kernel refuses: say so, go on
-        print(f"  {name} split {splits}: {type(exc).__name__}: {str(exc)[:150]}", flush=True)
+        print(f"  {name} split {label}: {type(exc).__name__}: {str(exc)[:150]}", flush=True)
         return
     finally:
         la._pick_config = real_pick
         la._gemm_prepared.cache_clear()
-    print(f"  {name} split {splits} ({ways} ways): {t * 1e3:.1f} us {nbytes / t / 1e6:.0f} GB/s "
+    print(f"  {name} split {label} ({ways} ways): {t * 1e3:.1f} us {nbytes / t / 1e6:.0f} GB/s "
           f"x{t_ref / t:.2f} of cublas, err {err:.1e}", flush=True)
 
 
