@@ -70,8 +70,8 @@ case "${2:?t|s|c|m}" in
     echo "tilings rc $?"; grep -v -i warn "$OUT/skinny_tilings.log"
     ;;
   m)
-    timeout -k 10 80 python3 bench/ab/skinny_ab.py --ms 1 16 64 --reps 20 --tilings default \
-      --splits 1 4 0 --no-gated > "$OUT/skinny_split.log" 2>&1
+    timeout -k 10 60 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --tilings default \
+      --splits 1 0 --no-gated > "$OUT/skinny_split.log" 2>&1
     echo "split rc $?"; grep -v -i warn "$OUT/skinny_split.log"
     timeout -k 10 100 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
       tests/test_gated_linear.py -k "split or pair or tilings or ragged" > "$OUT/tests_m.log" 2>&1
