@@ -18,13 +18,14 @@
 #      split kernel, the gated MLP at M = 1 / 16, then two 16-row tilings at M = 1 / 16.
 #   m: (any card, <= 5 min) c at its least: the split at 1 / 4 / the rule's ways, the
 #      split, pair, tiling and ragged tests, memcheck, the gated MLP at M = 1 / 16.
-#   bash bench/ab/pending_s79.sh "$OUT" t|s|c|m
+#   v: (any card, ~3.5 min) the split tests and memcheck first, then the sweep of m.
+#   bash bench/ab/pending_s79.sh "$OUT" t|s|c|m|v
 set -uo pipefail
 OUT=${1:?"usage: pending_s79.sh OUTDIR t|s"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?t|s|c|m}" in
+case "${2:?t|s|c|m|v}" in
   t)
     timeout -k 10 420 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
       tests/test_wgmma.py tests/test_gated_linear.py tests/test_patch.py tests/test_fast_path.py \
@@ -89,5 +90,16 @@ runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11
       --json "$OUT/gated_decode.json" > "$OUT/gated_decode.log" 2>&1
     echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
     ;;
-  *) echo "t, s, c or m" >&2; exit 2 ;;
+  v)
+    timeout -k 10 90 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
+      -k "split" > "$OUT/tests_v.log" 2>&1
+    echo "tests rc $?"; tail -4 "$OUT/tests_v.log"
+    timeout -k 10 50 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+      python3 bench/sanitize.py linear_split_k:bfloat16 > "$OUT/memcheck_split.log" 2>&1
+    echo "memcheck rc $?"; tail -3 "$OUT/memcheck_split.log"
+    timeout -k 10 60 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --tilings default \
+      --splits 1 0 --no-gated > "$OUT/skinny_split.log" 2>&1
+    echo "split rc $?"; grep -v -i warn "$OUT/skinny_split.log"
+    ;;
+  *) echo "t, s, c, m or v" >&2; exit 2 ;;
 esac
