@@ -984,8 +984,10 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
             if r < rows:
                 ws[mine + e] = cs[r * CLD + (e & (BN - 1))]
         # Publish the part, then count it in: each thread's fence orders its stores
-        # before the barrier, the barrier before thread 0's atomic; the last block's
-        # fence after the atomic orders its reads (through L2) after every part.
+        # before the barrier, the barrier before thread 0's atomic. In the last
+        # block, thread 0's fence after the atomic, the barrier and each thread's own
+        # fence order its reads (through L2) after every part (dropout's last-block
+        # reduction, per-thread form).
         cuda.threadfence()
         cuda.syncthreads()
         if tid == 0:
@@ -995,6 +997,7 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
         cuda.syncthreads()
         if last[0] == 0:
             return
+        cuda.threadfence()
         first = tile * splits * PART
         for it in range(PART_ITERS):
             e = tid + it * NT
