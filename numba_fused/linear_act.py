@@ -2514,7 +2514,9 @@ def shipped_kernels():
             for cfg in (TC_LARGE, TC_SMALL):
                 for vec in (True, False):
                     yield make_tc_kernel(role, dtype, vec, cfg)
-            # The gated forward reading its two weights in place (16-byte rows only).
+        # The gated forward reading its two weights in place (16-byte rows only; the
+        # large tiles where a few rows have a very wide output, e.g. 1 x 57344).
+        for cfg in (TC_LARGE, TC_SMALL):
             yield make_tc_kernel("fwd", dtype, True, cfg, pair=True)
         # Split-K forwards: on the small tiles only (split_k_auto splits outputs of
         # fewer tiles than multiprocessors; _pick_config's large ones fill two waves).
