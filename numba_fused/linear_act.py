@@ -1856,14 +1856,14 @@ def split_k_auto(Mg, Ng, Kg, cfg, sms):
 def _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg, wg):
     """How many ways this GEMM splits K (1: the plain kernel): forwards on mma.sync
     with 16-byte tile loads only."""
+    forced = _SPLIT_K[0]
     if role != "fwd" or wg is not None or dtype == "float32" or not vec_ab:
         return 1
+    if forced is None and (SIMULATOR or not SPLITK_BY_DEFAULT):
+        return 1  # the common case: no tiling lookup on the launch path
     cfg = _pick_config(Mg, Ng, device)
-    forced = _SPLIT_K[0]
     if forced is not None:
         return max(1, min(forced, cdiv(Kg, cfg.bk)))
-    if SIMULATOR or not SPLITK_BY_DEFAULT:
-        return 1
     return split_k_auto(Mg, Ng, Kg, cfg, sm_count(device))
 
 
