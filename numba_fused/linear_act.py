@@ -1833,8 +1833,11 @@ def use_split_k(splits=None):
     16-byte aligned rows ``splits`` ways (at most one part a k-tile; 1: never split);
     None, the default: :func:`split_k_auto`'s choice on a GPU where
     :data:`SPLITK_BY_DEFAULT` is set, else no split (always in the simulator)."""
+    if splits is not None and (isinstance(splits, bool) or not isinstance(splits, int)
+                               or splits < 1):
+        raise ValueError(f"use_split_k: splits must be a positive int or None, got {splits!r}")
     saved = _SPLIT_K[0]
-    _SPLIT_K[0] = None if splits is None else int(splits)
+    _SPLIT_K[0] = splits
     try:
         yield
     finally:

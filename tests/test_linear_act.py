@@ -745,6 +745,11 @@ def test_split_k_ways_clamp_and_rule():
     assert la.split_k_auto(1, 64, 64, cfg, 132) == 1  # two k-tiles
     ways = la.split_k_auto(1, 64, 1 << 20, cfg, 132)
     assert ways == la.SPLITK_MAX
+    for bad in (0, -2, 2.5, True, "4"):
+        with pytest.raises(ValueError, match="positive int"):
+            with la.use_split_k(bad):
+                pass
+    assert la._SPLIT_K[0] is None
     with la.use_split_k(64):
         tc = la._pick_config(5, 40, None)
         assert la._splits_for("fwd", "float16", True, None, 5, 40, 72, None) == la.cdiv(72, tc.bk)
