@@ -385,18 +385,37 @@ def _linear_act(nf, torch, dt):
 
 
 def _gated_pair(nf, torch, dt):
-    """The gated forward reading its gate and up weights in place (the pair kernel at
-    16-bit; float32 takes the interleaved copy), with and without bias: ragged rows and
-    columns against both tilings."""
-    from numba_fused.gated_linear import gated_linear_forward_pair
+    """A gated unit's GEMMs using its gate and up weights in place (the pair kernels at
+    16-bit; float32 takes the interleaved copy): the forward with and without bias and
+    with the pairs kept, then the backward (grad_x reading the weights' k-rows in
+    place, the weight gradients written to two arrays); ragged rows and columns
+    against both mma.sync tilings, then (16-bit) on wgmma at the tilings the default
+    picks."""
+    from numba_fused import linear_act as la
+    from numba_fused.gated_linear import gated_linear_backward_pair, gated_linear_forward_pair
 
-    for m, hid, k in ((17, 20, 24), (130, 36, 200), (2304, 1024, 256)):
-        x = torch.randn(m, k, device="cuda", dtype=dt)
-        wg = torch.randn(hid, k, device="cuda", dtype=dt) * 0.1
-        wu = torch.randn(hid, k, device="cuda", dtype=dt) * 0.1
-        b = torch.randn(2 * hid, device="cuda", dtype=dt)
-        for bias in (b, None):
-            gated_linear_forward_pair(x, wg, wu, bias, "silu")
+    def passes():
+        for m, hid, k in ((17, 20, 24), (130, 36, 200), (2304, 1024, 256)):
+            x = torch.randn(m, k, device="cuda", dtype=dt)
+            wg = torch.randn(hid, k, device="cuda", dtype=dt) * 0.1
+            wu = torch.randn(hid, k, device="cuda", dtype=dt) * 0.1
+            b = torch.randn(2 * hid, device="cuda", dtype=dt)
+            for bias in (b, None):
+                gated_linear_forward_pair(x, wg, wu, bias, "silu")
+            h, z = gated_linear_forward_pair(x, wg, wu, b, "silu", save_preact=True)
+            gated_linear_backward_pair(torch.randn_like(h), x, wg, wu, z)
+
+    passes()
+    if dt == torch.float32:
+        return
+    saved = la.WG_LARGE
+    try:
+        for config in (la.WG_ROLE["fwd"], la.WG_ROLE["fwd_long_k"], la.WG_ROLE["dgrad"]):
+            la.WG_LARGE = config
+            with la.use_wgmma():
+                passes()
+    finally:
+        la.WG_LARGE = saved
 
 
 def _linear_split_k(nf, torch, dt):

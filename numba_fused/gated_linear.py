@@ -33,15 +33,17 @@ from interop.dlpack import stream_handle
 
 from . import checks, dtypes
 from .activations import act_grad_ref, act_ref, check_activation
-from .launch import SIMULATOR, Kernel, cdiv
+from .launch import Kernel, cdiv
 from .linear_act import (ACT_CODES, F_BIAS, F_GATED, F_PREACT, _address, _check_flag, _flat,
                          _gemm, _linear_inputs, _matrix, _plan_inputs, _wgrad, act_by_code,
-                         act_grad_by_code, gated_pair_ok, gemm_gated_pair)
+                         act_grad_by_code, gated_pair_ok, gemm_gated_pair, gemm_pair_dgrad,
+                         gemm_pair_wgrad, linear_act_dgrad, linear_weight_grad)
 from .linear_act import _grads as _la_grads
 from .plan import NOW, Recorder
 
 __all__ = ["gated_linear_forward", "gated_linear_forward_pair", "gated_linear_dgrad",
-           "gated_linear_backward", "gated_act_backward", "interleave", "gated_linear_ref", "gated_linear_dgrad_ref",
+           "gated_linear_backward", "gated_linear_backward_pair", "gated_act_backward",
+           "pair_grads", "interleave", "deinterleave", "gated_linear_ref", "gated_linear_dgrad_ref",
            "gated_linear_backward_ref", "make_gated_grad_kernel", "shipped_kernels"]
 
 GRAD_THREADS = 256
@@ -62,6 +64,19 @@ def interleave(gate, up):
 
     xp = importlib.import_module(type(gate).__module__.split(".")[0])
     return xp.stack((gate, up), axis=1).reshape(shape)
+
+
+def deinterleave(pairs):
+    """``(gate, up)``: the even and odd rows of ``pairs`` ``[2I, ...]`` (as
+    :func:`interleave` builds), each a contiguous ``[I, ...]`` array in the same
+    library (torch, CuPy or NumPy)."""
+    mod = type(pairs).__module__.split(".")[0]
+    if mod == "torch":
+        return pairs[0::2].contiguous(), pairs[1::2].contiguous()
+    import importlib
+
+    xp = importlib.import_module(mod)
+    return xp.ascontiguousarray(pairs[0::2]), xp.ascontiguousarray(pairs[1::2])
 
 
 @functools.lru_cache(maxsize=None)
@@ -137,24 +152,29 @@ def _forward(xa, wa, ba, activation, save_preact, ex=NOW):
     return h, z
 
 
-def gated_linear_forward_pair(x, w_gate, w_up, bias=None, activation="silu"):
+def gated_linear_forward_pair(x, w_gate, w_up, bias=None, activation="silu",
+                              save_preact=False):
     """``h = act(g) * u`` with ``g = x @ w_gate^T`` and ``u = x @ w_up^T`` (plus the
     interleaved ``bias``), the two weights read in place: the result of
     :func:`gated_linear_forward` on ``interleave(w_gate, w_up)`` without building that
-    copy (a read and a write of both weights, the larger part of the work at a
-    decoder's few tokens a step). No pairs are kept (inference).
+    copy (a read and a write of both weights: the larger part of the work at a
+    decoder's few tokens a step; in training, a weight-sized tensor kept for the
+    backward).
 
     x: ``[..., K]``; w_gate, w_up: ``[I, K]``; bias: ``[2I]`` interleaved or None; one
     dtype (float32, float16, bfloat16), contiguous, one device. Where the weights can
-    not be read in place (float32, rows not 16-byte aligned, a GEMM large enough for
-    wgmma: :func:`numba_fused.linear_act.gated_pair_ok`), the interleaved copy is
-    made. Returns ``h`` ``[..., I]`` in x's dtype and library.
+    not be read in place (float32, rows not 16-byte aligned:
+    :func:`numba_fused.linear_act.gated_pair_ok`), the interleaved copy is made.
+    Returns ``h`` ``[..., I]`` in x's dtype and library, or with ``save_preact`` ``(h,
+    z)``, ``z`` the interleaved pairs ``[..., 2I]`` as :func:`gated_linear_forward`'s.
     """
     check_activation(activation)
+    save_preact = _check_flag(save_preact, "save_preact")
     xa, ga, ua, ba = _pair_inputs(x, w_gate, w_up, bias)
     if not _pair_in_place(xa, ga, ua):
-        return gated_linear_forward(x, interleave(w_gate, w_up), bias, activation)
-    return _forward_pair(xa, ga, ua, ba, activation).owner
+        return gated_linear_forward(x, interleave(w_gate, w_up), bias, activation, save_preact)
+    h, z = _forward_pair(xa, ga, ua, ba, activation, save_preact)
+    return (h.owner, z.owner) if save_preact else h.owner
 
 
 def _pair_inputs(x, w_gate, w_up, bias):
@@ -175,43 +195,48 @@ def _pair_inputs(x, w_gate, w_up, bias):
     return xa, ga, ua, ba
 
 
-def _pair_in_place(xa, ga, ua):
-    """Whether :func:`_forward_pair` can read these weights in place."""
+def _pair_in_place(xa, ga, ua, backward=False):
+    """Whether :func:`_forward_pair` (and with ``backward`` :func:`_pair_grads`) can
+    use these weights in place."""
     hid, K = ga.shape
     M = xa.size // K if K else 0
     aligned = all(_address(a) % 16 == 0 for a in (xa, ga, ua))
-    device = None if SIMULATOR else xa.device
-    return bool(M and hid) and gated_pair_ok(xa.dtype, aligned, M, 2 * hid, K, device)
+    return bool(M and hid) and gated_pair_ok(xa.dtype, aligned, 2 * hid, K, backward)
 
 
-def _forward_pair(xa, ga, ua, ba, activation, ex=NOW):
-    """h of :func:`gated_linear_forward_pair` on validated KernelArrays whose weights
-    :func:`_pair_in_place` accepts."""
+def _forward_pair(xa, ga, ua, ba, activation, save_preact=False, ex=NOW):
+    """(h, z or None) of :func:`gated_linear_forward_pair` on validated KernelArrays
+    whose weights :func:`_pair_in_place` accepts."""
     hid, K = ga.shape
-    h = ex.alloc(xa, xa.shape[:-1] + (hid,), xa.dtype)
+    lead = xa.shape[:-1]
+    h = ex.alloc(xa, lead + (hid,), xa.dtype)
+    z = ex.alloc(xa, lead + (2 * hid,), xa.dtype) if save_preact else None
     M = h.size // hid
     h2 = h.reshape((M, hid))
-    gemm_gated_pair(xa.dtype, xa.reshape((M, K)), ga, ua, ba if ba is not None else h2, h2,
-                    M, 2 * hid, K, ACT_CODES[activation],
-                    F_GATED | (F_BIAS if ba is not None else 0), stream_handle(xa), ex)
-    return h
+    flags = F_GATED | (F_BIAS if ba is not None else 0) | (F_PREACT if save_preact else 0)
+    gemm_gated_pair(xa.dtype, xa.reshape((M, K)), ga, ua, ba if ba is not None else h2,
+                    z.reshape((M, 2 * hid)) if save_preact else h2, h2, M, 2 * hid, K,
+                    ACT_CODES[activation], flags, stream_handle(xa), ex)
+    return h, z
 
 
-def forward_pair_plan(x, w_gate, w_up, bias, activation):
+def forward_pair_plan(x, w_gate, w_up, bias, activation, save_preact=False):
     """A :class:`~numba_fused.plan.Plan` of :func:`gated_linear_forward_pair` for inputs
     of this signature whose weights are read in place (validated here as there;
     non-empty; the caller checked :func:`pair_in_place`): inputs ``(x, w_gate, w_up,
-    bias or None)``, outputs ``(h,)``. GPU only."""
+    bias or None)``, outputs ``(h, z or None)``. GPU only."""
     check_activation(activation)
+    save_preact = _check_flag(save_preact, "save_preact")
     rec = Recorder(_plan_inputs(*_pair_inputs(x, w_gate, w_up, bias)))
-    return rec.plan((_forward_pair(*rec.inputs, activation, ex=rec),))
+    return rec.plan(_forward_pair(*rec.inputs, activation, save_preact, ex=rec))
 
 
-def pair_in_place(x, w_gate, w_up):
-    """Whether :func:`gated_linear_forward_pair` reads these weights in place (valid
-    inputs; the torch front end picks its plan by it)."""
+def pair_in_place(x, w_gate, w_up, backward=False):
+    """Whether :func:`gated_linear_forward_pair` (and with ``backward``
+    :func:`gated_linear_backward_pair`) uses these weights in place (valid inputs;
+    the torch front end picks its plans by it)."""
     xa, ga, ua, _ = _pair_inputs(x, w_gate, w_up, None)
-    return _pair_in_place(xa, ga, ua)
+    return _pair_in_place(xa, ga, ua, backward)
 
 
 def _check_pairs(za, lead, hid):
@@ -357,6 +382,113 @@ def _mlp_grads(gy, xa, wa, wd, h, za, activation, needs, ex=NOW):
     return gx, gw, gb, (gwd if need_wd else None), gbd
 
 
+def gated_linear_backward_pair(grad_h, x, w_gate, w_up, preact, activation="silu"):
+    """Gradients of :func:`gated_linear_forward_pair` (with ``save_preact``): ``(grad_x,
+    grad_w_gate, grad_w_up, grad_bias)`` from ``grad_h`` ``[..., I]``, x ``[..., K]``,
+    w_gate and w_up ``[I, K]`` and the pairs ``preact`` ``[..., 2I]``; grad_bias ``[2I]``
+    interleaved as the bias. :func:`gated_linear_backward` on ``interleave(w_gate,
+    w_up)`` with its grad_weight's rows split: the pairs' gradient ``dz`` by
+    :func:`gated_act_backward`, then :func:`pair_grads`."""
+    check_activation(activation)
+    gh, xa, ga, ua, za = _backward_pair_inputs(grad_h, x, w_gate, w_up, preact)
+    if not _pair_in_place(xa, ga, ua, backward=True):
+        gx, gw, gb = gated_linear_backward(grad_h, x, interleave(w_gate, w_up), preact,
+                                           activation)
+        return (gx,) + deinterleave(gw) + (gb,)
+    dz = _gated_grad(gh, za, ACT_CODES[activation])
+    return tuple(g.owner for g in _pair_grads(dz, xa, ga, ua, True, True, True))
+
+
+def pair_grads(dz, x, w_gate, w_up, need_x=True, need_w=True, need_b=True):
+    """``(grad_x, grad_w_gate, grad_w_up, grad_bias)``, None where not asked, of the
+    gate and up GEMM ``z = x @ interleave(w_gate, w_up)^T + bias`` from the pairs'
+    gradient ``dz`` ``[..., 2I]`` (:func:`gated_linear_dgrad`'s): ``grad_x = dz @ W``,
+    the rows of ``dz^T x`` split into the two weights' gradients ``[I, K]``, grad_bias
+    ``sum_m dz`` ``[2I]`` interleaved. Where :func:`pair_in_place` (``backward``)
+    holds, the GEMMs read the weights in place and write the two gradients directly;
+    otherwise they run on the interleaved copy (then split)."""
+    need_x, need_w, need_b = (_check_flag(v, n) for v, n in
+                              ((need_x, "need_x"), (need_w, "need_w"), (need_b, "need_b")))
+    xa, ga, ua, _ = _pair_inputs(x, w_gate, w_up, None)
+    da = _matrix(checks.floating_array(dz, "dz"), "dz")
+    checks.check_same_dtype(xa, "x", (da, "dz"))
+    checks.check_same_device(xa, "x", (da, "dz"))
+    _check_pairs(da, xa.shape[:-1], ga.shape[0])
+    if not _pair_in_place(xa, ga, ua, backward=True):
+        gx = gwg = gwu = gb = None
+        if need_x:
+            gx = linear_act_dgrad(dz, interleave(w_gate, w_up), "none")
+        if need_w or need_b:
+            gw, gb = linear_weight_grad(dz, x, need_bias_grad=need_b)
+            if need_w:
+                gwg, gwu = deinterleave(gw)
+        return gx, gwg, gwu, gb
+    return tuple(None if g is None else g.owner
+                 for g in _pair_grads(da, xa, ga, ua, need_x, need_w, need_b))
+
+
+def _backward_pair_inputs(grad_h, x, w_gate, w_up, preact):
+    """(grad_h, x, w_gate, w_up, preact) of :func:`gated_linear_backward_pair`,
+    validated."""
+    xa, ga, ua, _ = _pair_inputs(x, w_gate, w_up, None)
+    gh = _matrix(checks.floating_array(grad_h, "grad_h"), "grad_h")
+    za = _matrix(checks.floating_array(preact, "preact"), "preact")
+    checks.check_same_dtype(xa, "x", (gh, "grad_h"), (za, "preact"))
+    checks.check_same_device(xa, "x", (gh, "grad_h"), (za, "preact"))
+    hid = ga.shape[0]
+    lead = xa.shape[:-1]
+    if gh.shape != lead + (hid,):
+        raise ValueError(f"grad_h must have shape {list(lead + (hid,))} (x's leading "
+                         f"dimensions, w_gate's I), got {list(gh.shape)}")
+    _check_pairs(za, lead, hid)
+    return gh, xa, ga, ua, za
+
+
+def _pair_grads(dz, xa, ga, ua, need_x, need_w, need_b, ex=NOW):
+    """(grad_x, grad_w_gate, grad_w_up, grad_bias), None where not asked, of the gate
+    and up GEMM from the pairs' gradient ``dz`` ``[..., 2I]``, x ``[..., K]`` and the
+    weights ``[I, K]`` (validated KernelArrays that :func:`_pair_in_place` accepts
+    with ``backward``): ``grad_x = dz @ W`` and ``dz^T x`` with W's interleaved rows
+    read from, and written to, the two arrays; grad_bias ``[2I]`` interleaved."""
+    hid, K = ga.shape
+    dtype = dz.dtype
+    M = dz.size // (2 * hid)
+    stream = stream_handle(dz)
+    dz2 = dz.reshape((M, 2 * hid))
+    gx = gwg = gwu = gb = None
+    if need_x:
+        gx = ex.alloc(dz, xa.shape, dtype)
+        gemm_pair_dgrad(dtype, dz2, ga, ua, gx.reshape((M, K)), M, K, 2 * hid, stream, ex)
+    if need_w or need_b:
+        gwg = ex.alloc(dz, (hid, K), dtype)
+        gwu = ex.alloc(dz, (hid, K), dtype)
+        gb = ex.alloc(dz, (2 * hid,), dtype) if need_b else None
+        gemm_pair_wgrad(dtype, dz2, xa.reshape((M, K)), gwg, gwu, gb, M, 2 * hid, K, stream,
+                        ex)
+    if not need_w:
+        gwg = gwu = None
+    return gx, gwg, gwu, gb
+
+
+def _mlp_grads_pair(gy, xa, ga, ua, wd, h, za, activation, needs, ex=NOW):
+    """(grad_x, grad_w_gate, grad_w_up, grad_bias, grad_w_down, grad_b_down), None where
+    not asked (``needs``: flags for x, the two weights, their bias, w_down, b_down), of
+    the gated MLP as :func:`_mlp_grads`, the gate and up weights ``[I, K]`` used in
+    place (:func:`_pair_in_place` with ``backward``)."""
+    need_x, need_w, need_b, need_wd, need_bd = needs
+    N, hid = wd.shape
+    M = gy.size // N
+    gwd = gbd = None
+    if need_wd or need_bd:
+        gwd, gbd = _wgrad(gy.reshape((M, N)), h.reshape((M, hid)), M, N, hid, need_bd,
+                          stream_handle(gy), ex)
+    gx = gwg = gwu = gb = None
+    if need_x or need_w or need_b:
+        dz = _dgrad(gy, wd, za, activation, ex)
+        gx, gwg, gwu, gb = _pair_grads(dz, xa, ga, ua, need_x, need_w, need_b, ex)
+    return gx, gwg, gwu, gb, (gwd if need_wd else None), gbd
+
+
 def forward_plan(x, weight, bias, activation, save_preact):
     """A :class:`~numba_fused.plan.Plan` of :func:`gated_linear_forward` for inputs of
     this signature (validated here as there; non-empty): inputs ``(x, weight, bias or
@@ -391,6 +523,26 @@ def backward_plan(grad_h, x, weight, preact, activation):
     check_activation(activation)
     rec = Recorder(_plan_inputs(*_backward_inputs(grad_h, x, weight, preact)))
     return rec.plan(_grads(*rec.inputs, activation, ex=rec))
+
+
+def backward_pair_plan(grad_h, x, w_gate, w_up, preact, activation):
+    """A :class:`~numba_fused.plan.Plan` of :func:`gated_linear_backward_pair` for
+    inputs whose weights :func:`pair_in_place` (``backward``) accepts (validated here
+    as there; non-empty): inputs ``(grad_h, x, w_gate, w_up, preact)``, outputs
+    ``(grad_x, grad_w_gate, grad_w_up, grad_bias)``. GPU only."""
+    check_activation(activation)
+    rec = Recorder(_plan_inputs(*_backward_pair_inputs(grad_h, x, w_gate, w_up, preact)))
+    gh, xa, ga, ua, za = rec.inputs
+    dz = _gated_grad(gh, za, ACT_CODES[activation], ex=rec)
+    return rec.plan(_pair_grads(dz, xa, ga, ua, True, True, True, ex=rec))
+
+
+def mlp_backward_pair_plan(grad_y, x, w_gate, w_up, w_down, h, preact, activation, needs):
+    """As :func:`mlp_backward_plan`, the gate and up weights used in place
+    (:func:`pair_in_place` with ``backward``): inputs ``(grad_y, x, w_gate, w_up,
+    w_down, h, preact)``, outputs as :func:`_mlp_grads_pair`'. GPU only."""
+    rec = Recorder(_plan_inputs(grad_y, x, w_gate, w_up, w_down, h, preact))
+    return rec.plan(_mlp_grads_pair(*rec.inputs, activation, tuple(needs), ex=rec))
 
 
 def mlp_backward_plan(grad_y, x, weight, w_down, h, preact, activation, needs):

@@ -394,9 +394,10 @@ def _tile_loader(rows, length, nthreads, vec, kmajor, pair=False):
       ``k0 ..`` (global ``g[row * ld + k]``);
     - otherwise tile rows are ``k0 ..`` and columns ``fixed0 ..`` (``g[k * ld + col]``).
 
-    ``pair`` (kmajor only): the operand's rows alternate between two arrays, row
-    ``2j`` being ``g``'s row j and row ``2j + 1`` ``g2``'s (the gate and up weights of a
-    gated unit, read in place of their interleaved copy); otherwise ``g2`` is unused.
+    ``pair``: the operand's stored rows alternate between two arrays, row ``2j``
+    being ``g``'s row j and row ``2j + 1`` ``g2``'s (the gate and up weights of a gated
+    unit, read in place of their interleaved copy): tile rows when ``kmajor`` (a
+    forward's B), k-rows otherwise (dgrad's B); otherwise ``g2`` is unused.
 
     Zeros past ``fixed_lim`` / ``k_lim``. ``vec``: one 16-byte cp.async per chunk (the
     caller commits); a thread's chunks share their column, so the k-tile's bounds
@@ -412,11 +413,11 @@ def _tile_loader(rows, length, nthreads, vec, kmajor, pair=False):
     if nthreads % chunks:
         raise ValueError(f"{nthreads} threads do not cover whole {length}-element rows")
     rstep = nthreads // chunks
-    if pair and (not kmajor or rstep % 2):
-        raise ValueError(f"paired rows need a k-major operand and an even row step, got "
-                         f"kmajor={kmajor}, {rstep} rows a step")
-    # A thread's rows step by rstep, so with an even step they stay in one of the two
-    # arrays, advancing rstep / 2 of its rows at a time.
+    if pair and rstep % 2:
+        raise ValueError(f"paired rows need an even row step, got {rstep} rows a step")
+    # A thread's rows step by rstep from an even first row (fixed0 and k0 are tile
+    # multiples), so with an even step they stay in one of the two arrays, advancing
+    # rstep / 2 of its rows at a time.
     gstep = rstep // 2 if pair else rstep
     # Rows advance in multiples of 8, so a thread's chunks share one swizzle.
     dstep = rstep * length
@@ -670,16 +671,17 @@ def _storage(dtype):
 _I64 = types.int64
 
 
-def _argtypes(dtype):
-    arr = _storage(dtype)
-    return (arr, arr, arr, arr, arr) + (_I64,) * 8
+def _argtypes(dtype, pair=False):
+    """The GEMM kernels': five arrays (a, b, bias, aux, out; a pair kernel's sixth
+    after them) and eight integers."""
+    return (_storage(dtype),) * (6 if pair else 5) + (_I64,) * 8
 
 
-def _split_argtypes(dtype):
-    """The split-K kernel's: the plain five arrays, the float32 workspace, the uint32
-    arrival counters, the plain eight integers and ``splits``."""
-    arr = _storage(dtype)
-    return ((arr,) * 5 + (types.Array(types.float32, 1, "C"), types.Array(types.uint32, 1, "C"))
+def _split_argtypes(dtype, pair=False):
+    """The split-K kernel's: the plain (or pair) kernel's arrays, the float32
+    workspace, the uint32 arrival counters, the plain eight integers and ``splits``."""
+    return (_argtypes(dtype, pair)[:6 if pair else 5]
+            + (types.Array(types.float32, 1, "C"), types.Array(types.uint32, 1, "C"))
             + (_I64,) * 9)
 
 
@@ -696,10 +698,12 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
     ``cdiv(Mg, bm) * cdiv(Ng, bn)`` blocks of ``cfg.threads``, ``cfg.smem_bytes`` of
     dynamic shared memory.
 
-    ``pair`` (fwd only, for :data:`F_GATED` without :data:`F_PREACT`): B's rows
-    alternate between two weights, row 2j being ``b``'s row j and row 2j + 1 the j-th
-    row of the array passed as ``aux`` (a gated unit's gate and up weights read in
-    place, without their interleaved copy; the launcher checks the flags).
+    ``pair``: a gated unit's gate and up weights (and their gradients) used in place,
+    without their interleaved copy. The kernel takes a sixth array ``b2`` after
+    ``out``: fwd, B's row 2j is ``b``'s row j and row 2j + 1 ``b2``'s (the gate and up
+    weights); dgrad, likewise B's k-rows (grad_x = dz @ W over the interleaved pairs'
+    gradient dz); wgrad, output row 2j goes to ``out``'s row j and 2j + 1 to ``b2``'s
+    (the gate's and up weight's gradients).
 
     ``split`` (fwd only): the split-K form for outputs of too few tiles to fill the
     GPU (a decoder's few tokens): ``splits`` blocks share each tile, block
@@ -709,8 +713,6 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
     ``ws`` and ``counters`` after ``out`` and ``splits`` last."""
     if role not in ROLES or dtype not in ("float16", "bfloat16"):
         raise ValueError(f"no tensor-core kernel for role={role!r}, dtype={dtype!r}")
-    if pair and role != "fwd":
-        raise ValueError(f"paired B rows are a forward's (gated weights), not {role!r}'s")
     if split and role != "fwd":
         raise ValueError(f"split-K is a forward's (few output rows), not {role!r}'s")
     BM, BN, BK, WM, WN, STAGES, GROUP_M = cfg.validate()
@@ -737,7 +739,10 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
     mma = mma_f16 if dtype == "float16" else mma_bf16
     ONES = ONES_F16X2 if dtype == "float16" else ONES_BF16X2
     load_a = _tile_loader(A_ROWS, A_LEN, NT, vec, A_KMAJOR)
-    load_b = _tile_loader(B_ROWS, B_LEN, NT, vec, B_KMAJOR, pair)
+    # pair: fwd and dgrad read B's rows / k-rows from two arrays, wgrad writes the
+    # output's rows to two.
+    ROUTE_ROWS = pair and WGRAD
+    load_b = _tile_loader(B_ROWS, B_LEN, NT, vec, B_KMAJOR, pair and not WGRAD)
     chunk = _chunk_epilogue(role, dtype)
     store = dtypes.storer(dtype)
     f32 = np.float32
@@ -862,9 +867,10 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
                     cs[ci + 1] = acc[c + 1]
 
     @inline_device
-    def finish(cs, tid, m0, n0, M, N, ldc, bias, aux, out, act, flags):
+    def finish(cs, tid, m0, n0, M, N, ldc, bias, aux, out, out2, act, flags):
         """The epilogue of the staged tile: each thread finishes 8 consecutive columns
-        at a time, so that global loads and stores are 16-byte vectors and coalesced."""
+        at a time, so that global loads and stores are 16-byte vectors and coalesced.
+        wgrad with ``pair``: row m goes to row m // 2 of ``out`` (m even) or ``out2``."""
         for it in range(EPI_ITERS):
             e = tid + it * NT
             r = e >> CSHIFT
@@ -872,25 +878,19 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
             row = m0 + r
             col = n0 + c8
             if row < M and col < N:
-                chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
+                if ROUTE_ROWS:
+                    dst = out
+                    if row & 1:
+                        dst = out2
+                    chunk(cs, r * CLD + c8, row >> 1, col, N, ldc, bias, aux, dst, act,
+                          flags)
+                else:
+                    chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
 
-    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
-        """C[m, n] = sum_k A[m, k] B[k, n] (m < M, n < N, k < K) on tensor cores, then
-        fwd: preact = C + bias[n], out = act(preact); dgrad: out = C * act'(aux);
-        wgrad: out = C and grad_bias[m] = sum_k A[m, k]. float32 until the final
-        rounding to the storage dtype. The block computes the BM x BN tile at
-        (m0, n0) = _block_tile(blockIdx.x).
-
-        a: A, flat; ``a[m * lda + k]`` (fwd, dgrad) or ``a[k * lda + m]`` (wgrad).
-        b: B, flat; ``b[n * ldb + k]`` (fwd) or ``b[k * ldb + n]`` (dgrad, wgrad).
-        bias: fwd: bias[N] (read if flags & F_BIAS); wgrad: grad_bias[M] written with
-            sum_k A[m, k] (if flags & F_BIAS); dgrad: unused.
-        aux: fwd: preact[M, N] written (if flags & F_PREACT), or with ``pair`` the
-            second weight of B's rows (flat, ``aux[j * ldb + k]`` is B's row 2j + 1);
-            dgrad: preact[M, N] read (if act != 0); wgrad: unused.
-        out: C after the epilogue, ``out[m * ldc + n]``.
-        act: activation code (ACT_CODES); flags: F_BIAS | F_PREACT | F_VEC | F_GATED.
-        """
+    @inline_device
+    def body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        """The kernel's work; ``b2``: the pair kernel's sixth array (B's odd rows or,
+        wgrad, the output's odd rows), else unused."""
         smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
         tid = cuda.threadIdx.x
         lane = tid & 31
@@ -909,7 +909,7 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
         bfr = cuda.local.array(NBFR, np.uint32)
         do_bias = WGRAD and (flags & F_BIAS) != 0 and n0 == 0 and wn0 == 0
         a_off, b_off = fragment_offsets(lane, wm0, wn0)
-        mainloop(smem, acc, bacc, afr, bfr, a, b, aux, M, N, K, lda, ldb, m0, n0, tid, a_off,
+        mainloop(smem, acc, bacc, afr, bfr, a, b, b2, M, N, K, lda, ldb, m0, n0, tid, a_off,
                  b_off, 0, (K + BK - 1) // BK, do_bias)
 
         if WGRAD:
@@ -927,26 +927,41 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
         cs = cuda.shared.array(0, F32_DT, alignment=_SMEM_ALIGN)
         stage_c(cs, acc, lane, wm0, wn0)
         cuda.syncthreads()
-        finish(cs, tid, m0, n0, M, N, ldc, bias, aux, out, act, flags)
+        finish(cs, tid, m0, n0, M, N, ldc, bias, aux, out, b2, act, flags)
+
+    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        """C[m, n] = sum_k A[m, k] B[k, n] (m < M, n < N, k < K) on tensor cores, then
+        fwd: preact = C + bias[n], out = act(preact); dgrad: out = C * act'(aux);
+        wgrad: out = C and grad_bias[m] = sum_k A[m, k]. float32 until the final
+        rounding to the storage dtype. The block computes the BM x BN tile at
+        (m0, n0) = _block_tile(blockIdx.x).
+
+        a: A, flat; ``a[m * lda + k]`` (fwd, dgrad) or ``a[k * lda + m]`` (wgrad).
+        b: B, flat; ``b[n * ldb + k]`` (fwd) or ``b[k * ldb + n]`` (dgrad, wgrad).
+        bias: fwd: bias[N] (read if flags & F_BIAS); wgrad: grad_bias[M] written with
+            sum_k A[m, k] (if flags & F_BIAS); dgrad: unused.
+        aux: fwd: preact[M, N] written (if flags & F_PREACT); dgrad: preact[M, N] read
+            (if act != 0); wgrad: unused.
+        out: C after the epilogue, ``out[m * ldc + n]``.
+        act: activation code (ACT_CODES); flags: F_BIAS | F_PREACT | F_VEC | F_GATED.
+        """
+        body(a, b, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
+
+    def pair_kernel(a, b, bias, aux, out, b2, M, N, K, lda, ldb, ldc, act, flags):
+        """The plain kernel with a sixth array: fwd, B's row 2j is ``b``'s row j and
+        row 2j + 1 ``b2``'s (``b2[j * ldb + k]``); dgrad, likewise B's k-rows
+        (``b2[j * ldb + n]`` is k-row 2j + 1); wgrad, output row 2j goes to ``out``'s
+        row j and row 2j + 1 to ``b2``'s (grad_bias stays ``[M]``, rows in order)."""
+        body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
 
     PART = BM * BN
     PART_ITERS = PART // NT
     BN_SHIFT = _log2(BN)
 
-    def split_kernel(a, b, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
-                     splits):
-        """The plain kernel's C and epilogue with the k-tiles split ``splits`` ways.
-        Block ``pid`` computes part ``part = pid // tiles`` of tile ``pid % tiles``
-        (``tiles = gridDim.x // splits``): ``P_part[m, n] = sum_k A[m, k] B[k, n]``
-        over its k-tiles, stored as float32 rows ``ws[(tile * splits + part) * BM * BN
-        + r * BN + c]`` (rows of the output only). The last of a tile's blocks to
-        arrive (``counters[tile]``, a uint32 zero on entry, is left zero) sums
-        ``C = P_0 + P_1 + ... + P_{splits-1}`` in that order, whichever block it is
-        (bits do not depend on the arrival order), and runs the plain epilogue on C.
-
-        ws: float32 ``[tiles * splits * BM * BN]`` workspace; counters: uint32
-        ``[>= tiles]``; splits: ``gridDim.x // tiles`` (a part past the last k-tile
-        adds zeros). The other arguments are the plain kernel's."""
+    @inline_device
+    def split_body(a, b, b2, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
+                   splits):
+        """The split kernel's work; ``b2`` as :func:`body`'s."""
         smem = cuda.shared.array(0, SDT, alignment=_SMEM_ALIGN)
         last = cuda.shared.array(1, np.int32)
         tid = cuda.threadIdx.x
@@ -969,7 +984,7 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
         KT = (K + BK - 1) // BK
         per = (KT + splits - 1) // splits
         kt0 = part * per
-        mainloop(smem, acc, bacc, afr, bfr, a, b, aux, M, N, K, lda, ldb, m0, n0, tid, a_off,
+        mainloop(smem, acc, bacc, afr, bfr, a, b, b2, M, N, K, lda, ldb, m0, n0, tid, a_off,
                  b_off, kt0, min(KT, kt0 + per), False)
 
         cuda.syncthreads()
@@ -1012,15 +1027,39 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
                         v += ld_cg_f32(ws, first + q * PART + e)
                 cs[ci] = v
         cuda.syncthreads()
-        finish(cs, tid, m0, n0, M, N, ldc, bias, aux, out, act, flags)
+        finish(cs, tid, m0, n0, M, N, ldc, bias, aux, out, b2, act, flags)
         if tid == 0:
             counters[tile] = np.uint32(0)
+
+    def split_kernel(a, b, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
+                     splits):
+        """The plain kernel's C and epilogue with the k-tiles split ``splits`` ways.
+        Block ``pid`` computes part ``part = pid // tiles`` of tile ``pid % tiles``
+        (``tiles = gridDim.x // splits``): ``P_part[m, n] = sum_k A[m, k] B[k, n]``
+        over its k-tiles, stored as float32 rows ``ws[(tile * splits + part) * BM * BN
+        + r * BN + c]`` (rows of the output only). The last of a tile's blocks to
+        arrive (``counters[tile]``, a uint32 zero on entry, is left zero) sums
+        ``C = P_0 + P_1 + ... + P_{splits-1}`` in that order, whichever block it is
+        (bits do not depend on the arrival order), and runs the plain epilogue on C.
+
+        ws: float32 ``[tiles * splits * BM * BN]`` workspace; counters: uint32
+        ``[>= tiles]``; splits: ``gridDim.x // tiles`` (a part past the last k-tile
+        adds zeros). The other arguments are the plain kernel's."""
+        split_body(a, b, b, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
+                   splits)
+
+    def split_pair_kernel(a, b, bias, aux, out, b2, ws, counters, M, N, K, lda, ldb, ldc, act,
+                          flags, splits):
+        """The split kernel with the pair kernel's sixth array ``b2`` (B's odd rows)."""
+        split_body(a, b, b2, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
+                   splits)
 
     name = (f"linear_{role}_{dtype}_{'vec' if vec else 'scalar'}_{BM}x{BN}x{BK}_w{WM}x{WN}"
             f"_s{STAGES}{'_pair' if pair else ''}{'_splitk' if split else ''}")
     if split:
-        return Kernel(name, split_kernel, _split_argtypes(dtype))
-    return Kernel(name, kernel, _argtypes(dtype))
+        return Kernel(name, split_pair_kernel if pair else split_kernel,
+                      _split_argtypes(dtype, pair))
+    return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair))
 
 
 # ---------------------------------------------------------------------------
@@ -1058,7 +1097,7 @@ def ws_register_split(threads, consumers, producer=WS_PRODUCER_REGS):
 
 
 @functools.lru_cache(maxsize=None)
-def make_wgmma_kernel(role, dtype, cfg):
+def make_wgmma_kernel(role, dtype, cfg, pair=False):
     """Forward (``role`` 'fwd') or dgrad GEMM on Hopper's warpgroup MMA for ``dtype``
     'float16' | 'bfloat16', tiling ``cfg`` (:class:`WgmmaConfig`); the same arguments,
     math and epilogue as :func:`make_tc_kernel`'s role (16-byte aligned A and B rows
@@ -1174,10 +1213,13 @@ def make_wgmma_kernel(role, dtype, cfg):
     chunk_pre = _chunk_epilogue(role, dtype, preloaded=True)
     ZERO4 = (np.uint32(0),) * 4
 
-    def tile_loader(mn_major):
-        """Device function ``load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full,
+    def tile_loader(mn_major, paired=False):
+        """Device function ``load(smem, base, g, g2, ld, k0, c0, k_lim, c_lim, tid, full,
         nchunks, iters)`` staging a tile of g (row stride ld) into the layout the
         descriptors describe at smem[base:], zero-filled outside the limits.
+        ``paired``: the operand's stored rows (K-major: along M / N; MN-major: the
+        reduction's) alternate between g and g2, row 2j being g's row j and 2j + 1
+        g2's; otherwise g2 is unused.
 
         No swizzle, chunk e at byte 16 e: K-major (``g[c * ld + k]``, rows c0.. below
         c_lim along M / N, k0.. below k_lim): chunk e holds row c0 + (e >> (3 +
@@ -1202,9 +1244,17 @@ def make_wgmma_kernel(role, dtype, cfg):
         Q = LT // 8
         STRENGTH = bool(SW) and LT % 64 == 0 and (not mn_major or BK % Q == 0)
         R = BK // Q if STRENGTH and mn_major else 1
+        # paired: a thread's chunks e = tid + it LT all lie on lines of one parity (LT
+        # a multiple of 16; k0 and c0 even): swizzled, line = (e >> 3) + an even
+        # offset; otherwise a multiple of 8 plus e % 8. So each thread reads one of
+        # the two arrays throughout, chosen once (per-chunk choices kept a pointer
+        # per chunk live across the k-loop: 168 registers against 128).
+        ODD_SHIFT = 3 if SW else 0
+        if paired and LT % 16:
+            raise ValueError(f"paired rows need a multiple of 16 loading threads, got {LT}")
 
         @inline_device
-        def load_full(smem, base, g, ld, k0, c0, tid, nchunks, iters):
+        def load_full(smem, base, g, g2, ld, k0, c0, tid, nchunks, iters):
             """The ``full`` swizzled tile (every chunk inside the operand)."""
             t3 = tid >> 3
             c8 = (tid & 7) << 3
@@ -1214,23 +1264,38 @@ def make_wgmma_kernel(role, dtype, cfg):
                 src0 = (k0 + t3) * ld + c0 + c8
             else:
                 src0 = (c0 + t3) * ld + k0 + c8
+            src_arr = g
+            if paired:
+                # A thread's lines step by Q (even) from an even k0 / c0 plus t3: Q / 2
+                # rows of its array at a time.
+                ldq = ld * (Q >> 1)
+                if mn_major:
+                    src0 = ((k0 + t3) >> 1) * ld + c0 + c8
+                else:
+                    src0 = ((c0 + t3) >> 1) * ld + k0 + c8
+                if t3 & 1:
+                    src_arr = g2
             # One running offset (a constant table of per-chunk offsets spilled the
             # 72-register producer of wgrad, both operands MN-major).
             src = src0
             back = 64 - (R - 1) * ldq
             for it in range(iters):
                 if nchunks % LT == 0 or tid + it * LT < nchunks:
-                    cp_async_16(smem, dst0 + it * (LT * 8), g, src, 16)
+                    cp_async_16(smem, dst0 + it * (LT * 8), src_arr, src, 16)
                 if mn_major and it % R == R - 1:
                     src += back
                 else:
                     src += ldq
 
         @inline_device
-        def load(smem, base, g, ld, k0, c0, k_lim, c_lim, tid, full, nchunks, iters):
+        def load(smem, base, g, g2, ld, k0, c0, k_lim, c_lim, tid, full, nchunks, iters):
             if STRENGTH and full:
-                load_full(smem, base, g, ld, k0, c0, tid, nchunks, iters)
+                load_full(smem, base, g, g2, ld, k0, c0, tid, nchunks, iters)
                 return
+            src_arr = g
+            if paired:
+                if (tid >> ODD_SHIFT) & 1:
+                    src_arr = g2
             for it in range(iters):
                 e = tid + it * LT
                 if e < nchunks:
@@ -1255,27 +1320,33 @@ def make_wgmma_kernel(role, dtype, cfg):
                         line_lim, inner_lim = k_lim, c_lim
                     else:
                         line_lim, inner_lim = c_lim, k_lim
+                    row = line
+                    if paired:
+                        row = line >> 1
                     if full:
-                        cp_async_16(smem, dst, g, line * ld + inner, 16)
+                        cp_async_16(smem, dst, src_arr, row * ld + inner, 16)
                     else:
                         n = 0
                         if line < line_lim and inner < inner_lim:
                             n = min(16, (inner_lim - inner) * 2)
                         if n > 0:
-                            cp_async_16(smem, dst, g, line * ld + inner, n)
+                            cp_async_16(smem, dst, src_arr, row * ld + inner, n)
                         else:
                             cp_async_16(smem, dst, g, 0, 0)
 
         return load
 
+    # pair: fwd and dgrad read B's rows / k-rows from two arrays, wgrad writes the
+    # output's rows to two (see make_tc_kernel).
+    ROUTE_ROWS = pair and WGRAD
     load_a = tile_loader(A_MN)
-    load_b = tile_loader(B_MN)
+    load_b = tile_loader(B_MN, pair and not WGRAD)
 
     @inline_device
-    def load_stage(smem, s, k0, a, b, M, N, K, lda, ldb, m0, n0, tid, inside):
+    def load_stage(smem, s, k0, a, b, b2, M, N, K, lda, ldb, m0, n0, tid, inside):
         full = inside and k0 + BK <= K
-        load_a(smem, s * A_ST, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
-        load_b(smem, B_OFF + s * B_ST, b, ldb, k0, n0, K, N, tid, full, B_CHUNKS, B_IT)
+        load_a(smem, s * A_ST, a, a, lda, k0, m0, K, M, tid, full, A_CHUNKS, A_IT)
+        load_b(smem, B_OFF + s * B_ST, b, b2, ldb, k0, n0, K, N, tid, full, B_CHUNKS, B_IT)
 
     @inline_device
     def mma_tile(smem, st, acc, bacc, a_wg, do_bias):
@@ -1291,13 +1362,13 @@ def make_wgmma_kernel(role, dtype, cfg):
         wgmma_commit()
 
     @inline_device
-    def mainloop(smem, acc, bacc, a, b, M, N, K, lda, ldb, m0, n0, tid, a_wg, KT, inside,
+    def mainloop(smem, acc, bacc, a, b, b2, M, N, K, lda, ldb, m0, n0, tid, a_wg, KT, inside,
                  do_bias):
         """Every thread loads (cp.async groups, PREF tiles ahead) and multiplies; a
         block barrier per k-tile."""
         for s in range(PREF):
             if s < KT:
-                load_stage(smem, s, s * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+                load_stage(smem, s, s * BK, a, b, b2, M, N, K, lda, ldb, m0, n0, tid, inside)
             cp_async_commit()
         st = 0
         for kt in range(KT):
@@ -1311,7 +1382,7 @@ def make_wgmma_kernel(role, dtype, cfg):
                 ls = st + PREF
                 if ls >= STAGES:
                     ls -= STAGES
-                load_stage(smem, ls, nk * BK, a, b, M, N, K, lda, ldb, m0, n0, tid, inside)
+                load_stage(smem, ls, nk * BK, a, b, b2, M, N, K, lda, ldb, m0, n0, tid, inside)
             cp_async_commit()
             mma_tile(smem, st, acc, bacc, a_wg, do_bias)
             wgmma_wait(INFLIGHT)
@@ -1321,7 +1392,7 @@ def make_wgmma_kernel(role, dtype, cfg):
         wgmma_wait(0)
 
     @inline_device
-    def ws_produce(smem, bars, a, b, M, N, K, lda, ldb, m0, n0, ptid, KT, inside):
+    def ws_produce(smem, bars, a, b, b2, M, N, K, lda, ldb, m0, n0, ptid, KT, inside):
         """Warp specialised, the producer warpgroup (``ptid`` = its thread index): fill
         ring slot s once its ``empty[s]`` phase completes (every consumer thread
         arrived after its MMAs on the slot retired; a fresh barrier's parity-1 phase
@@ -1334,7 +1405,7 @@ def make_wgmma_kernel(role, dtype, cfg):
         ready = 0  # pfence: the ring slot of the next tile to announce on full
         for kt in range(KT):
             mbarrier_wait(bars, EMPTY + st, (rnd & 1) ^ 1)
-            load_stage(smem, st, kt * BK, a, b, M, N, K, lda, ldb, m0, n0, ptid, inside)
+            load_stage(smem, st, kt * BK, a, b, b2, M, N, K, lda, ldb, m0, n0, ptid, inside)
             if PFENCE:
                 # Tile kt - LAG has landed once at most LAG newer groups are pending;
                 # this thread's fence hands its copies to the async proxy before the
@@ -1398,11 +1469,9 @@ def make_wgmma_kernel(role, dtype, cfg):
         else:
             cuda.syncthreads()
 
-    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
-        """:func:`make_tc_kernel`'s role (fwd: C = A B^T, preact = C + bias, out =
-        act(preact); dgrad: out = C * act'(aux), C = A B with B ``b[k * ldb + n]``;
-        wgrad: out = C, C = A B with A ``a[k * lda + m]``, grad_bias[m] = sum_k A[m, k])
-        with the k-loop on wgmma; arguments as there."""
+    @inline_device
+    def body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        """The kernel's work; ``b2``: the pair kernel's sixth array, else unused."""
         smem = cuda.shared.array(0, SDT, alignment=SMEM_ALIGN)
         tid = cuda.threadIdx.x
         wg = tid >> 7
@@ -1434,13 +1503,14 @@ def make_wgmma_kernel(role, dtype, cfg):
                 # accumulators: 128 a thread at bn = 256). The producer's path never
                 # joins the consumers' code (ptxas holds it to PRODUCER_REGS).
                 setmaxnreg_dec(PRODUCER_REGS)
-                ws_produce(smem, bars, a, b, M, N, K, lda, ldb, m0, n0, tid - NC, KT, inside)
+                ws_produce(smem, bars, a, b, b2, M, N, K, lda, ldb, m0, n0, tid - NC, KT,
+                           inside)
                 return
             setmaxnreg_inc(CONSUMER_REGS)
             ws_consume(smem, bars, acc, bacc, a_wg, KT, do_bias)
         else:
-            mainloop(smem, acc, bacc, a, b, M, N, K, lda, ldb, m0, n0, tid, a_wg, KT, inside,
-                     do_bias)
+            mainloop(smem, acc, bacc, a, b, b2, M, N, K, lda, ldb, m0, n0, tid, a_wg, KT,
+                     inside, do_bias)
         lane = tid & 31
         # Consumer threads hold accumulators (all threads unless warp specialised).
         mma_thread = tid < NC
@@ -1480,15 +1550,39 @@ def make_wgmma_kernel(role, dtype, cfg):
             if r < BM and row < M and col < N:
                 if pre:
                     chunk_pre(cs, r * CLD + c8, row, col, ldc, bw, aux, out, act, flags)
+                elif ROUTE_ROWS:
+                    dst = out
+                    if row & 1:
+                        dst = b2
+                    chunk(cs, r * CLD + c8, row >> 1, col, N, ldc, bias, aux, dst, act,
+                          flags)
                 else:
                     chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
 
+    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        """:func:`make_tc_kernel`'s role (fwd: C = A B^T, preact = C + bias, out =
+        act(preact); dgrad: out = C * act'(aux), C = A B with B ``b[k * ldb + n]``;
+        wgrad: out = C, C = A B with A ``a[k * lda + m]``, grad_bias[m] = sum_k A[m, k])
+        with the k-loop on wgmma; arguments as there."""
+        body(a, b, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
+
+    def pair_kernel(a, b, bias, aux, out, b2, M, N, K, lda, ldb, ldc, act, flags):
+        """The kernel with :func:`make_tc_kernel`'s ``pair`` sixth array ``b2``."""
+        body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
+
     name = (f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
             + (f"_f{INFLIGHT}" if INFLIGHT else "") + (f"_sw{SW}" if SW else "")
-            + ("_ws" if WS else "") + ("_pf" if PFENCE else "") + ("_hb" if HOIST else ""))
-    # Warp specialised: 384 threads share one SM's registers (up to 168 each).
-    opts = {"launch_bounds": (NT, 1)} if WS and not SIMULATOR else {}
-    return Kernel(name, kernel, _argtypes(dtype), **opts)
+            + ("_ws" if WS else "") + ("_pf" if PFENCE else "") + ("_hb" if HOIST else "")
+            + ("_pair" if pair else ""))
+    # Warp specialised: 384 threads share one SM's registers (up to 168 each). The
+    # pair kernels of the others keep the plain kernels' two blocks an SM (ptxas gave
+    # the fwd tiling's pair kernel 168 registers for a few more live values, one block).
+    opts = {}
+    if WS and not SIMULATOR:
+        opts = {"launch_bounds": (NT, 1)}
+    elif pair and not SIMULATOR and NT <= 256:
+        opts = {"launch_bounds": (NT, 2)}
+    return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair), **opts)
 
 
 # ---------------------------------------------------------------------------
@@ -1890,17 +1984,12 @@ def _wgmma_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
 def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None, pair=False, splits=1):
     """(kernel, grid, block, shared bytes) of one GEMM; the tiling is ``_pick_config``'s
     (tests and benchmarks patch it), or ``wgmma`` (a WgmmaConfig) on warpgroup MMA;
-    ``pair``: the tensor-core kernel reading B's rows from two weights (see
-    :func:`make_tc_kernel`); ``splits`` > 1: its split-K form, ``splits`` blocks a
-    tile."""
-    if pair or splits > 1:
-        cfg = _pick_config(Mg, Ng, device)
-        return (make_tc_kernel(role, dtype, vec_ab, cfg, pair=pair, split=splits > 1),
-                (cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn) * splits,), (cfg.threads,),
-                cfg.smem_bytes)
+    ``pair``: the kernel taking a gated unit's two weights (or their gradients) in
+    place, a sixth array (see :func:`make_tc_kernel`; 16-bit only); ``splits`` > 1:
+    the tensor-core kernel's split-K form, ``splits`` blocks a tile."""
     if wgmma is not None:
         cfg = wgmma
-        kernel = make_wgmma_kernel(role, dtype, cfg)
+        kernel = make_wgmma_kernel(role, dtype, cfg, pair)
         shared = cfg.smem_bytes
     elif dtype == "float32":
         cfg = SIMT_SIM if SIMULATOR else SIMT_DEFAULT
@@ -1908,9 +1997,9 @@ def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None, pair=False
         shared = 0
     else:
         cfg = _pick_config(Mg, Ng, device)
-        kernel = make_tc_kernel(role, dtype, vec_ab, cfg)
+        kernel = make_tc_kernel(role, dtype, vec_ab, cfg, pair=pair, split=splits > 1)
         shared = cfg.smem_bytes
-    return kernel, (cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn),), (cfg.threads,), shared
+    return kernel, (cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn) * splits,), (cfg.threads,), shared
 
 
 def _template(dtype, size):
@@ -1923,13 +2012,15 @@ def _template(dtype, size):
 def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes, device,
                    wgmma=None, pair=False, splits=1):
     """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM on CUDA device
-    ``device``; ``sizes``: element counts of the five array arguments (a, b, bias,
-    aux, out), then with ``splits`` > 1 those of the workspace and the counters."""
+    ``device``; ``sizes``: element counts of the array arguments (a, b, bias, aux, out,
+    with ``pair`` b2), then with ``splits`` > 1 those of the workspace and the
+    counters."""
     kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wgmma, pair,
                                               splits)
-    args = [_template(dtype, n) for n in sizes[:5]]
+    narr = 6 if pair else 5
+    args = [_template(dtype, n) for n in sizes[:narr]]
     if splits > 1:
-        args += [_template("float32", sizes[5]), _template("uint32", sizes[6])]
+        args += [_template("float32", sizes[narr]), _template("uint32", sizes[narr + 1])]
     args += [Mg, Ng, Kg, lda, ldb, ldc, act, flags] + ([splits] if splits > 1 else [])
     return kernel.prepare(grid, block, shared, args, device=device)
 
@@ -2018,10 +2109,10 @@ def _gemm(role, dtype, a, b, bias, aux, out, Mg, Ng, Kg, lda, ldb, ldc, act, fla
 
 def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, device, wg,
                  pair, stream, ex):
-    """Launch (or record) one GEMM whose kernel choices are made: ``flat`` the five
-    flat array arguments (a, b, bias, aux, out). A split-K GEMM (:func:`_splits_for`)
-    also takes a float32 workspace (allocated here) and the stream's arrival
-    counters."""
+    """Launch (or record) one GEMM whose kernel choices are made: ``flat`` the flat
+    array arguments (a, b, bias, aux, out, with ``pair`` b2). A split-K GEMM
+    (:func:`_splits_for`) also takes a float32 workspace (allocated here) and the
+    stream's arrival counters."""
     splits = _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)
     extra = []
     if splits > 1:
@@ -2048,33 +2139,61 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
 _SPLIT_COUNTERS = StreamZeros(clear_u32_counters)
 
 
-def gated_pair_ok(dtype, aligned, M, N2, K, device=None):
-    """Whether a gated forward (``F_GATED``, no pre-activation kept) of ``M`` rows, ``N2``
-    interleaved output columns and reduction ``K`` can read its gate and up weights in
-    place (:func:`gemm_gated_pair`): 16-bit, x and both weights with 16-byte aligned
-    rows (``aligned``: all three start 16-byte aligned), and a GEMM the mma.sync
-    kernels run (wgmma, picked for large outputs, reads the interleaved copy, a few
-    percent of its time there)."""
-    if dtype == "float32" or not _vec_ab(dtype, aligned, aligned, K, K):
-        return False
-    return _wgmma_for("fwd", dtype, True, device, M, N2, K) is None
+def gated_pair_ok(dtype, aligned, N2, K, backward=False):
+    """Whether a gated unit's forward GEMM (:func:`gemm_gated_pair`), and with
+    ``backward`` its gradient GEMMs (:func:`gemm_pair_dgrad`, :func:`gemm_pair_wgrad`),
+    can use its gate and up weights ``[N2 / 2, K]`` in place: 16-bit, with the tiles'
+    rows 16-byte aligned (x and both weights, ``aligned`` saying whether they start so;
+    backward, the pairs' gradient ``[M, N2]`` too). Otherwise the caller builds their
+    interleaved copy."""
+    return (dtype != "float32" and aligned and K % 8 == 0
+            and (N2 % 8 == 0 or not backward))
 
 
-def gemm_gated_pair(dtype, a, bg, bu, bias, out, M, N2, K, act, flags, stream, ex=NOW):
+def _pair_launch(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, flags, stream, ex, act=0,
+                 aux_ok=True):
+    """Launch a pair GEMM (16-byte A / B rows, :func:`gated_pair_ok`): ``flat`` its six
+    flat arrays (a, b, bias, aux, out, b2)."""
+    flags = _vec_flags(role, dtype, ldc, act, flags, _address(flat[4]) % 16 == 0 and
+                       _address(flat[5]) % 16 == 0, aux_ok, _address(flat[2]) % 16 == 0)
+    device = None if SIMULATOR else flat[4].device
+    wg = _wgmma_for(role, dtype, True, device, Mg, Ng, Kg)
+    _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, True, device, wg,
+                 True, stream, ex)
+
+
+def gemm_gated_pair(dtype, a, bg, bu, bias, aux, out, M, N2, K, act, flags, stream, ex=NOW):
     """The gated forward's GEMM with B's rows read in place from two weights: row 2j is
     ``bg``'s row j (gate), row 2j + 1 ``bu``'s (up), both ``[N2 / 2, K]``; a ``[M, K]``;
-    bias ``[N2]`` interleaved (read with ``F_BIAS``); out ``h`` ``[M, N2 / 2]``. Only
-    where :func:`gated_pair_ok` holds; flags: ``F_GATED`` (``F_BIAS``), never
-    ``F_PREACT`` (the pair kernel reads its second weight through the aux argument)."""
-    if not flags & F_GATED or flags & F_PREACT:
-        raise ValueError("gemm_gated_pair: flags must hold F_GATED and not F_PREACT")
-    flat = [_flat(a), _flat(bg), _flat(bias), _flat(bu), _flat(out)]
-    ldc = N2 // 2
-    flags = _vec_flags("fwd", dtype, ldc, act, flags, _address(flat[4]) % 16 == 0, True,
-                       _address(flat[2]) % 16 == 0)
-    device = None if SIMULATOR else out.device
-    _launch_gemm("fwd", dtype, flat, M, N2, K, K, K, ldc, act, flags, True, device, None, True,
-                 stream, ex)
+    bias ``[N2]`` interleaved (read with ``F_BIAS``); aux: the pairs ``[M, N2]``
+    (written with ``F_PREACT``); out ``h`` ``[M, N2 / 2]``. Only where
+    :func:`gated_pair_ok` holds; flags hold ``F_GATED``."""
+    if not flags & F_GATED:
+        raise ValueError("gemm_gated_pair: flags must hold F_GATED")
+    flat = [_flat(a), _flat(bg), _flat(bias), _flat(aux), _flat(out), _flat(bu)]
+    _pair_launch("fwd", dtype, flat, M, N2, K, K, K, N2 // 2, flags, stream, ex, act,
+                 _address(flat[3]) % 16 == 0)
+
+
+def gemm_pair_dgrad(dtype, dz, wg, wu, gx, M, K, N2, stream, ex=NOW):
+    """``gx [M, K] = dz [M, N2] @ W`` with W's row 2j ``wg``'s row j and 2j + 1 ``wu``'s
+    (both ``[N2 / 2, K]``): the input gradient of a gated unit's gate and up GEMM from
+    the pairs' gradient, the weights read in place. Only where :func:`gated_pair_ok`
+    holds."""
+    g = _flat(gx)
+    _pair_launch("dgrad", dtype, [_flat(dz), _flat(wg), g, g, g, _flat(wu)], M, K, N2, N2, K,
+                 K, 0, stream, ex)
+
+
+def gemm_pair_wgrad(dtype, dz, x, gwg, gwu, gb, M, N2, K, stream, ex=NOW):
+    """``dz^T x`` ``[N2, K]`` from the pairs' gradient ``dz [M, N2]`` and ``x [M, K]``,
+    its row 2j written to ``gwg``'s row j and 2j + 1 to ``gwu``'s (both ``[N2 / 2, K]``:
+    the gate and up weights' gradients); ``gb`` ``[N2]`` (interleaved) gets ``sum_m
+    dz`` unless None. Only where :func:`gated_pair_ok` holds."""
+    o = _flat(gwg)
+    _pair_launch("wgrad", dtype, [_flat(dz), _flat(x), o if gb is None else _flat(gb), o, o,
+                                  _flat(gwu)], N2, K, M, N2, K, K,
+                 0 if gb is None else F_BIAS, stream, ex)
 
 
 def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w_aligned,
@@ -2517,10 +2636,11 @@ def shipped_kernels():
             for cfg in (TC_LARGE, TC_SMALL):
                 for vec in (True, False):
                     yield make_tc_kernel(role, dtype, vec, cfg)
-        # The gated forward reading its two weights in place (16-byte rows only; the
-        # large tiles where a few rows have a very wide output, e.g. 1 x 57344).
-        for cfg in (TC_LARGE, TC_SMALL):
-            yield make_tc_kernel("fwd", dtype, True, cfg, pair=True)
+        # A gated unit's GEMMs using its gate and up weights in place (16-byte rows
+        # only): the forward, grad_x and the weight gradients.
+        for role in ROLES:
+            for cfg in (TC_LARGE, TC_SMALL):
+                yield make_tc_kernel(role, dtype, True, cfg, pair=True)
         # Split-K forwards: on the small tiles only (split_k_auto splits outputs of
         # fewer tiles than multiprocessors; _pick_config's large ones fill two waves).
         for pair in (False, True):

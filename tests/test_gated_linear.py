@@ -134,13 +134,115 @@ def test_forward_pair_reads_weights_in_place(shape, act, dtype, monkeypatch):
             want = nf.gated_linear_forward(x, w, bias, activation=act)
         assert h.shape == want.shape and h.dtype == want.dtype
         assert torch.equal(h, want)
-    # Large GEMMs run on wgmma, which reads the interleaved copy.
-    M = math.prod(lead)
-    wgmma = la._wgmma_for("fwd", dtype, True, None if SIMULATOR else x.device.index, M,
-                          2 * hid, K) is not None
-    in_place = dtype != "float32" and K % 8 == 0 and not wgmma
+    in_place = dtype != "float32" and K % 8 == 0
     assert gl.pair_in_place(x, wg, wu) == in_place
     assert len(paired) == (2 if in_place else 0)
+
+
+def _spy_pairs(monkeypatch):
+    """{'fwd' | 'dgrad' | 'wgrad': [wgmma tiling or None, ...]}: the pair GEMMs
+    launched (on a GPU with prepared launches cleared, so none is skipped)."""
+    seen = {"fwd": [], "dgrad": [], "wgrad": []}
+    real = la._launch_gemm
+
+    def spy(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, device, wg,
+            pair, stream, ex):
+        if pair:
+            seen[role].append(wg)
+        return real(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, device,
+                    wg, pair, stream, ex)
+
+    monkeypatch.setattr(la, "_launch_gemm", spy)
+    return seen
+
+
+# The pair GEMMs on both kernel families: mma.sync, and wgmma (forced in the
+# simulator; on a GPU the default picks it for the large shapes).
+PAIR_WGMMA = [False, True] if SIMULATOR else [None]
+
+
+@pytest.mark.parametrize("wgmma", PAIR_WGMMA, ids=lambda v: f"wgmma{v}")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
+@pytest.mark.parametrize("shape", SHAPES, ids=_sid)
+def test_pair_training_matches_the_interleaved_copy(shape, act, dtype, wgmma, monkeypatch):
+    """Training without the interleaved weight: gated_linear_forward_pair with the pairs
+    kept and gated_linear_backward_pair give, bit for bit, gated_linear_forward /
+    gated_linear_backward on interleave(w_gate, w_up) (the gradient's rows split);
+    16-bit x and weights with 16-byte rows (K and 2I multiples of 8) run every GEMM in
+    place (B's rows and k-rows read from the two weights, wgrad's rows written to the
+    two gradients), the others the copy. Outputs poisoned, gradients contiguous."""
+    lead, K, hid = shape
+    x, wg, wu, bg, bu = _inputs(lead, K, hid, dtype, seed=5 + K)
+    w, b = gl.interleave(wg, wu), gl.interleave(bg, bu)
+    dh = _rand(lead + (hid,), dtype, torch.Generator().manual_seed(6))
+    seen = _spy_pairs(monkeypatch)
+    la._gemm_prepared.cache_clear()
+    with la.use_wgmma(wgmma), poison_outputs():
+        h, z = gl.gated_linear_forward_pair(x, wg, wu, b, act, save_preact=True)
+        grads = gl.gated_linear_backward_pair(dh, x, wg, wu, z, act)
+    with la.use_wgmma(wgmma), poison_outputs():
+        h0, z0 = nf.gated_linear_forward(x, w, b, act, save_preact=True)
+        gx0, gw0, gb0 = nf.gated_linear_backward(dh, x, w, z0, act)
+    assert torch.equal(h, h0) and torch.equal(z, z0)
+    for what, got, want in zip(("grad_x", "grad_w_gate", "grad_w_up", "grad_bias"), grads,
+                               (gx0, gw0[0::2], gw0[1::2], gb0)):
+        assert got.shape == want.shape and got.is_contiguous(), what
+        assert torch.equal(got, want), what
+    fwd_ok = dtype != "float32" and K % 8 == 0
+    bwd_ok = fwd_ok and (2 * hid) % 8 == 0
+    assert gl.pair_in_place(x, wg, wu) == fwd_ok
+    assert gl.pair_in_place(x, wg, wu, backward=True) == bwd_ok
+    assert len(seen["fwd"]) == (1 if fwd_ok else 0)
+    assert len(seen["dgrad"]) == len(seen["wgrad"]) == (1 if bwd_ok else 0)
+    if wgmma and bwd_ok:
+        assert all(t is not None for ts in seen.values() for t in ts), "wgmma pair kernels"
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_pair_grads_asks_only_for_what_it_needs(dtype):
+    """pair_grads: each subset of (grad_x, weights, bias) against the full set, None for
+    the others; the float32 path (the interleaved copy, then split) the same way."""
+    lead, K, hid = (3, 5), 24, 20
+    x, wg, wu, bg, bu = _inputs(lead, K, hid, dtype, seed=7)
+    dz = _rand(lead + (2 * hid,), dtype, torch.Generator().manual_seed(8))
+    full = gl.pair_grads(dz, x, wg, wu)
+    w64 = to_float64(gl.interleave(wg, wu))
+    dz64 = to_float64(dz).reshape(-1, 2 * hid)
+    x64 = to_float64(x).reshape(-1, K)
+    gw64 = dz64.T @ x64
+    for what, got, ref in zip(("grad_x", "grad_w_gate", "grad_w_up", "grad_bias"), full,
+                              (to_float64(dz) @ w64, gw64[0::2], gw64[1::2], dz64.sum(0))):
+        assert got.is_contiguous(), what
+        assert_close(got, ref, dtype, what)
+    for need in [(True, False, False), (False, True, False), (False, False, True),
+                 (False, True, True)]:
+        with poison_outputs():
+            part = gl.pair_grads(dz, x, wg, wu, *need)
+        wanted = (need[0], need[1], need[1], need[2])
+        for i, (got, want) in enumerate(zip(part, wanted)):
+            if want:
+                assert torch.equal(got, full[i]), (need, i)
+            else:
+                assert got is None, (need, i)
+
+
+def test_pair_backward_checks_its_inputs():
+    x, wg, wu, bg, bu = _inputs((3,), 16, 8, "float16")
+    h, z = gl.gated_linear_forward_pair(x, wg, wu, save_preact=True)
+    dh = torch.zeros_like(h)
+    with pytest.raises(ValueError, match="grad_h must have shape"):
+        gl.gated_linear_backward_pair(dh[:, :7].contiguous(), x, wg, wu, z)
+    with pytest.raises(ValueError, match="preact must have shape"):
+        gl.gated_linear_backward_pair(dh, x, wg, wu, z[:, :8].contiguous())
+    with pytest.raises(ValueError, match="one shape"):
+        gl.gated_linear_backward_pair(dh, x, wg, wu[:7], z)
+    with pytest.raises(TypeError):
+        gl.gated_linear_backward_pair(dh.float(), x, wg, wu, z)
+    with pytest.raises(ValueError, match="preact must have shape"):
+        gl.pair_grads(z[:, :8].contiguous(), x, wg, wu)
+    with pytest.raises(TypeError, match="need_x"):
+        gl.pair_grads(z, x, wg, wu, need_x=1)
 
 
 def test_forward_pair_checks_its_inputs():
@@ -301,6 +403,43 @@ def test_torch_fused_gated_mlp(dtype, act, bias):
     for name, p in mod.named_parameters():
         assert p.grad is not None and p.grad.shape == p.shape, name
         assert_close(p.grad, leaves[name].grad, dtype, f"grad {name}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_gated_mlp_trains_without_the_copy(dtype, monkeypatch):
+    """FusedGatedMLP's training step with 16-bit weights in 16-byte rows never builds
+    the interleaved weight (nor keeps it for the backward): the forward and grad_x read
+    the gate and up weights in place, the weight gradients come out of the GEMM as the
+    two parameters' own contiguous arrays. Against float64, and the same bits when the
+    step repeats (the second through the cached plans)."""
+    import interop.torch.gated_linear as tgl
+    from interop.torch import FusedGatedMLP
+
+    def no_copy(*a, **kw):
+        raise AssertionError("the interleaved copy was built")
+
+    monkeypatch.setattr(tgl, "interleave", no_copy)
+    torch.manual_seed(1)
+    lead, k, hid = ((3, 5), 24, 20) if SIMULATOR else ((2, 1000), 1024, 2752)
+    mod = FusedGatedMLP(k, hid, activation="silu", dtype=torch_dtype(dtype), device=device())
+    x = torch.randn(lead + (k,), dtype=torch_dtype(dtype), device=device())
+    gy = torch.randn(lead + (k,), dtype=torch_dtype(dtype), device=device())
+    steps = []
+    for _ in range(2):
+        mod.zero_grad(set_to_none=True)
+        xi = x.clone().requires_grad_()
+        y = mod(xi)
+        y.backward(gy)
+        steps.append([y, xi.grad] + [p.grad for p in mod.parameters()])
+    y64, leaves = _torch_mlp64(x, mod, "silu")
+    y64.backward(gy.double())
+    assert_close(steps[0][0], y64, dtype, "y")
+    assert_close(steps[0][1], leaves["x"].grad, dtype, "grad x")
+    for (name, p), g in zip(mod.named_parameters(), steps[0][2:]):
+        assert g.is_contiguous(), name
+        assert_close(g, leaves[name].grad, dtype, f"grad {name}")
+    for a, b in zip(*steps):
+        assert torch.equal(a, b)
 
 
 def test_interleave_numpy():

@@ -491,10 +491,10 @@ def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     roles = []
     real = la.make_wgmma_kernel
 
-    def spy(role, dt, wg_cfg):
-        assert wg_cfg == cfg
+    def spy(role, dt, wg_cfg, pair=False):
+        assert wg_cfg == cfg and not pair
         roles.append(role)
-        return real(role, dt, wg_cfg)
+        return real(role, dt, wg_cfg, pair)
 
     monkeypatch.setattr(la, "make_wgmma_kernel", spy)
     M, K, N = shape
@@ -649,6 +649,29 @@ def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     assert f"HGMMA.64x{cfg.bn}x16.F32" in text
     # The k-loop's wait leaves `inflight` groups running (ptxas did not serialise it).
     assert f"WARPGROUP.DEPBAR.LE gsb0, 0x{cfg.inflight}" in text
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("role", ["fwd", "fwd_long_k", "dgrad", "wgrad"])
+def test_wgmma_pair_gemm_assembles_like_the_plain_one(dtype, role):
+    """The pair kernels (a gated unit's gate and up weights in place: B's rows or
+    k-rows from two arrays, wgrad's output rows to two) at the tilings the default
+    picks (WG_ROLE): no spills, and no more registers than the plain kernel (the
+    plain fwd tiling runs two blocks an SM)."""
+    from numba_fused import linear_act as la
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    cfg = la.WG_ROLE[role]
+    base = "fwd" if role == "fwd_long_k" else role
+    reps = []
+    for pair in (False, True):
+        kernel = la.make_wgmma_kernel(base, dtype, cfg, pair)
+        with offline_compile((9, 0, "a")):
+            reps.append(ptxas_report(kernel.ptx(cc=(9, 0, "a")), arch="sm_90a"))
+    plain, pair = reps
+    assert pair["spill_stores"] == 0 and pair["spill_loads"] == 0 and pair["stack"] == 0, pair
+    assert pair["registers"] <= plain["registers"], (plain, pair)
 
 
 def test_ws_register_split_stays_within_the_launch_allocation():

@@ -10,16 +10,17 @@ The forward runs two GEMMs: gate and up as one over the interleaved weight, the
 product ``act(g) * u`` written by its epilogue (the pairs ``(g, u)`` saved for the
 backward), then the down projection. The backward's first GEMM (``grad_y @ W_down``)
 writes the pairs' gradient in its epilogue; grad_x and the weight gradients are plain
-GEMMs. The interleaved weight is built in each forward (a copy of the gate and up
-weights: about 3% of the GEMMs' time at Llama-7B's MLP with 8192 tokens) and the
-gradient is split back into the two projections' (strided views, no copy).
+GEMMs. Where it can (16-bit, 16-byte aligned rows: ``gated_pair_ok``) every GEMM uses
+the gate and up weights in place: the forward and grad_x read row 2j of the
+interleaved weight from ``w_gate`` and 2j + 1 from ``w_up``, and the weight-gradient
+GEMM writes its rows to the two gradients. Otherwise (float32, unaligned rows) the
+interleaved weight is built in each forward (a copy of both weights, kept for the
+backward) and the gradient is split back into the two projections' (strided views).
 
 Both passes replay per-signature launch plans after a signature's first call, as
 ``interop.torch.linear_act``'s do (``interop.torch._fast``). Without autograd (no
 input needs a gradient: inference, generation) the forward skips the autograd
-Function, keeps no pairs and, where it can (16-bit, 16-byte aligned rows, GEMMs the
-mma.sync kernels run), reads the gate and up weights in place
-(``gated_linear_forward_pair``) instead of building their interleaved copy.
+Function and keeps no pairs.
 
 Eager only: under ``torch.compile`` the same math runs as three ``linear_act`` custom
 ops and a torch product (no graph break; the gate is then not fused).
@@ -47,6 +48,7 @@ def _pair(gate, up, what):
 
 _FWD_PLANS = PlanCache()
 _BWD_PLANS = PlanCache()
+_BWD_PAIR_PLANS = PlanCache()
 
 
 def _gated_forward(x, w, b, activation, save):
@@ -69,38 +71,44 @@ def _gated_forward(x, w, b, activation, save):
 _PAIR_PLANS = PlanCache()
 
 
-def _in_place(x, wg, wu, b, activation):
-    """h of ``gated_linear_forward_pair`` (the gate and up weights read in place, no
-    interleaved copy) through a cached plan, or None where this signature's weights
-    cannot be read in place (cached too: the caller then interleaves)."""
+def _in_place(x, wg, wu, b, activation, save):
+    """(h, pairs or None) of ``gated_linear_forward_pair`` (the gate and up weights
+    read in place, no interleaved copy) through a cached plan, or None where this
+    signature's weights cannot be used in place (with ``save``: by the backward's
+    GEMMs too; cached as well: the caller then interleaves)."""
     key = (x.shape, x.dtype, x.device, tensor_sig(wg), tensor_sig(wu), tensor_sig(b),
-           activation, x.data_ptr() % 16, wg.data_ptr() % 16, wu.data_ptr() % 16,
+           activation, save, x.data_ptr() % 16, wg.data_ptr() % 16, wu.data_ptr() % 16,
            None if b is None else b.data_ptr() % 16)
     plan = _PAIR_PLANS.get(key)
     if plan is False:
         return None
     if plan is not None:
         return run_plan(plan, x, (x.data_ptr(), wg.data_ptr(), wu.data_ptr(),
-                                  0 if b is None else b.data_ptr()))[0]
-    if not _gl.pair_in_place(x, wg, wu):
+                                  0 if b is None else b.data_ptr()))
+    if not _gl.pair_in_place(x, wg, wu, backward=save):
         if ENABLED[0]:
             _PAIR_PLANS.put(key, False)
         return None
-    h = _gl.gated_linear_forward_pair(x, wg, wu, b, activation)
+    if save:
+        h, z = _gl.gated_linear_forward_pair(x, wg, wu, b, activation, save_preact=True)
+    else:
+        h, z = _gl.gated_linear_forward_pair(x, wg, wu, b, activation), None
     if ENABLED[0] and x.numel():
-        _PAIR_PLANS.put(key, _gl.forward_pair_plan(x, wg, wu, b, activation))
-    return h
+        _PAIR_PLANS.put(key, _gl.forward_pair_plan(x, wg, wu, b, activation, save))
+    return h, z
 
 
 def _forward(x, wg, wu, bg, bu, wd, bd, activation, save):
-    """(y, interleaved weight or None, h, pairs or None) of the gated MLP; ``save``
-    False (no autograd): the gate and up weights read in place where they can be."""
+    """(y, interleaved weight or None, h, pairs or None) of the gated MLP: the gate and
+    up weights used in place where they can be (then no interleaved weight), pairs
+    kept for the backward when ``save``."""
     b = _pair(bg, bu, "biases")
-    h = None if save else _in_place(x, wg, wu, b, activation)
-    w = z = None
-    if h is None:
+    hz = _in_place(x, wg, wu, b, activation, save)
+    w = None
+    if hz is None:
         w = interleave(wg, wu)
-        h, z = _gated_forward(x, w, b, activation, save)
+        hz = _gated_forward(x, w, b, activation, save)
+    h, z = hz
     y, _ = _linear_forward(h, wd, bd, "none", False)
     return y, w, h, z
 
@@ -130,24 +138,58 @@ def _grads(gy, x, w, wd, h, z, activation, *needs):
                          lambda: _gl.mlp_backward_plan(*tensors, activation, needs))
 
 
+def _grads_pair_array(gy, x, wg, wu, wd, h, z, activation, need_x, need_w, need_b, need_wd,
+                      need_bd):
+    """The gradients asked for (in the order x, w_gate, w_up, b, wd, bd; the two
+    weights' together) by the array-level functions, the gate and up weights used in
+    place."""
+    gwd = gbd = None
+    gx = gwg = gwu = gb = None
+    if need_wd or need_bd:
+        gwd, gbd = nf.linear_weight_grad(gy, h, need_bias_grad=need_bd)
+    if need_x or need_w or need_b:
+        dz = nf.gated_linear_dgrad(gy, wd, z, activation)
+        gx, gwg, gwu, gb = _gl.pair_grads(dz, x, wg, wu, need_x, need_w, need_b)
+    grads = ((gx, need_x), (gwg, need_w), (gwu, need_w), (gb, need_b), (gwd, need_wd),
+             (gbd, need_bd))
+    return [g for g, need in grads if need]
+
+
+def _grads_pair(gy, x, wg, wu, wd, h, z, activation, *needs):
+    """As :func:`_grads` with the gate and up weights used in place: the gradients
+    asked for in the order x, w_gate, w_up (both with ``needs[1]``), b, wd, bd."""
+    tensors = (gy, x, wg, wu, wd, h, z)
+    return planned_grads(_BWD_PAIR_PLANS, activation, needs, tensors,
+                         lambda: _grads_pair_array(gy, x, wg, wu, wd, h, z, activation, *needs),
+                         lambda: _gl.mlp_backward_pair_plan(*tensors, activation, needs))
+
+
 class _GatedMLPFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, wg, wu, bg, bu, wd, bd, activation):
         y, w, h, z = _forward(x, wg, wu, bg, bu, wd, bd, activation, True)
         ctx.activation = activation
-        ctx.save_for_backward(x, w, wd, h, z)
+        # Without the interleaved weight (w None) the backward uses wg and wu in place.
+        ctx.save_for_backward(x, w, wg, wu, wd, h, z)
         return y
 
     @staticmethod
     def backward(ctx, grad_y):
-        x, w, wd, h, z = ctx.saved_tensors
+        x, w, wg, wu, wd, h, z = ctx.saved_tensors
         nx, nwg, nwu, nbg, nbu, nwd, nbd = ctx.needs_input_grad[:7]
         needs = (bool(nx), bool(nwg or nwu), bool(nbg or nbu), bool(nwd), bool(nbd))
-        gx, gw, gb, gwd, gbd = _wanted(
-            _grads(grad_y.contiguous(), x, w, wd, h, z, ctx.activation, *needs), needs)
-        gwg = gwu = gbg = gbu = None
-        if gw is not None:
-            gwg, gwu = gw[0::2], gw[1::2]
+        gy = grad_y.contiguous()
+        if w is None:
+            gx, gwg, gwu, gb, gwd, gbd = _wanted(
+                _grads_pair(gy, x, wg, wu, wd, h, z, ctx.activation, *needs),
+                needs[:2] + needs[1:])
+        else:
+            gx, gw, gb, gwd, gbd = _wanted(_grads(gy, x, w, wd, h, z, ctx.activation, *needs),
+                                           needs)
+            gwg = gwu = None
+            if gw is not None:
+                gwg, gwu = gw[0::2], gw[1::2]
+        gbg = gbu = None
         if gb is not None:
             gbg, gbu = gb[0::2], gb[1::2]
         return gx, gwg, gwu, gbg, gbu, gwd, gbd, None

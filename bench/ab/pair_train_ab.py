@@ -1,0 +1,99 @@
+"""A/B: FusedGatedMLP's training step with the gate and up weights used in place
+(the pair GEMMs, the default for 16-bit weights in 16-byte rows) against the
+interleaved copy (built each forward, kept for the backward, its gradient split),
+and torch's nn.Linear MLP: median ms of forward + backward into ``.grad`` (x and the
+three weights) and the peak memory one step allocates above what it starts with.
+
+    python bench/ab/pair_train_ab.py [--shapes 4096x4096x11008] [--dtypes bfloat16]
+        [--reps 20] [--json FILE]
+
+Shapes ``MxKxI`` as bench/gated_linear.py's. The copy arm forces
+``gated_linear.pair_in_place`` to False (plans cleared between arms). Each arm's y and
+gradients are compared with the other's (pair vs copy: the same bits expected).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def _shape(text):
+    m, k, i = (int(v) for v in text.lower().split("x"))
+    return m, k, i
+
+
+def main(argv=None):
+    import torch
+    import torch.nn.functional as F
+
+    import interop.torch.gated_linear as tgl
+    from bench import common
+    from interop.torch import FusedGatedMLP
+    from numba_fused import gated_linear as gl
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shapes", nargs="+", type=_shape, default=[(4096, 4096, 11008)])
+    p.add_argument("--dtypes", nargs="+", default=["bfloat16"])
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    real = gl.pair_in_place
+    rows = []
+    for m, k, hid in args.shapes:
+        for dt in args.dtypes:
+            tdt = getattr(torch, dt)
+            torch.manual_seed(0)
+            mod = FusedGatedMLP(k, hid, device="cuda", dtype=tdt)
+            params = list(mod.parameters())
+            x = torch.randn(m, k, device="cuda", dtype=tdt).requires_grad_()
+            gy = torch.randn(m, k, device="cuda", dtype=tdt)
+
+            def torch_mlp(x):
+                return mod.down_proj(F.silu(mod.gate_proj(x)) * mod.up_proj(x))
+
+            def step(f):
+                # backward() into .grad, as a training step does: a gradient that is a
+                # strided view (the copy arm's split) is copied there by autograd.
+                def call(x):
+                    for t in [x] + params:
+                        t.grad = None
+                    f(x).backward(gy)
+                    return [t.grad for t in [x] + params]
+                return call
+
+            outs = {}
+            for arm in ("pair", "copy", "torch"):
+                gl.pair_in_place = real if arm != "copy" else (lambda *a, **kw: False)
+                for cache in (tgl._PAIR_PLANS, tgl._FWD_PLANS, tgl._BWD_PLANS,
+                              tgl._BWD_PAIR_PLANS):
+                    cache.clear()
+                f = step(torch_mlp if arm == "torch" else mod)
+                outs[arm] = f(x)
+                torch.cuda.synchronize()
+                base = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+                f(x)
+                torch.cuda.synchronize()
+                peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+                t = common.time_cuda(f, [(x,)], reps=args.reps, warmup=3)
+                rows.append({"shape": f"{m}x{k}x{hid}", "dtype": dt, "arm": arm,
+                             "median_ms": t["median_ms"], "p20_ms": t["p20_ms"],
+                             "p80_ms": t["p80_ms"], "peak_step_MiB": round(peak, 1)})
+            gl.pair_in_place = real
+            same = all(torch.equal(a, b) for a, b in zip(outs["pair"], outs["copy"]))
+            err = max(common.rel_err(a.float(), b.float())
+                      for a, b in zip(outs["pair"], outs["torch"]))
+            rows.append({"shape": f"{m}x{k}x{hid}", "dtype": dt,
+                         "pair_equals_copy": same, "max_rel_err_vs_torch": err})
+    for r in rows:
+        print(r, flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
