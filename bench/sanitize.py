@@ -386,7 +386,8 @@ def _linear_act(nf, torch, dt):
 
 def _gated_pair(nf, torch, dt):
     """A gated unit's GEMMs using its gate and up weights in place (the pair kernels at
-    16-bit; float32 takes the interleaved copy): the forward with and without bias and
+    16-bit, GATED_PAIRS_EVERYWHERE on; float32 takes the interleaved copy): the forward
+    with and without bias and
     with the pairs kept, then the backward (grad_x reading the weights' k-rows in
     place, the weight gradients written to two arrays); ragged rows and columns
     against both mma.sync tilings, then (16-bit) on wgmma at the tilings the default
@@ -405,17 +406,17 @@ def _gated_pair(nf, torch, dt):
             h, z = gated_linear_forward_pair(x, wg, wu, b, "silu", save_preact=True)
             gated_linear_backward_pair(torch.randn_like(h), x, wg, wu, z)
 
-    passes()
-    if dt == torch.float32:
-        return
-    saved = la.WG_LARGE
+    saved = la.WG_LARGE, la.GATED_PAIRS_EVERYWHERE
+    la.GATED_PAIRS_EVERYWHERE = True
     try:
-        for config in (la.WG_ROLE["fwd"], la.WG_ROLE["fwd_long_k"], la.WG_ROLE["dgrad"]):
-            la.WG_LARGE = config
-            with la.use_wgmma():
-                passes()
+        passes()
+        if dt != torch.float32:
+            for config in (la.WG_ROLE["fwd"], la.WG_ROLE["fwd_long_k"], la.WG_ROLE["dgrad"]):
+                la.WG_LARGE = config
+                with la.use_wgmma():
+                    passes()
     finally:
-        la.WG_LARGE = saved
+        la.WG_LARGE, la.GATED_PAIRS_EVERYWHERE = saved
 
 
 def _linear_split_k(nf, torch, dt):

@@ -33,7 +33,7 @@ from interop.dlpack import stream_handle
 
 from . import checks, dtypes
 from .activations import act_grad_ref, act_ref, check_activation
-from .launch import Kernel, cdiv
+from .launch import SIMULATOR, Kernel, cdiv
 from .linear_act import (ACT_CODES, F_BIAS, F_GATED, F_PREACT, _address, _check_flag, _flat,
                          _gemm, _linear_inputs, _matrix, _plan_inputs, _wgrad, act_by_code,
                          act_grad_by_code, gated_pair_ok, gemm_gated_pair, gemm_pair_dgrad,
@@ -162,8 +162,9 @@ def gated_linear_forward_pair(x, w_gate, w_up, bias=None, activation="silu",
     backward).
 
     x: ``[..., K]``; w_gate, w_up: ``[I, K]``; bias: ``[2I]`` interleaved or None; one
-    dtype (float32, float16, bfloat16), contiguous, one device. Where the weights can
-    not be read in place (float32, rows not 16-byte aligned:
+    dtype (float32, float16, bfloat16), contiguous, one device. Where the weights are
+    not read in place (float32, rows not 16-byte aligned, and until
+    ``linear_act.GATED_PAIRS_EVERYWHERE`` is on a GEMM large enough for wgmma:
     :func:`numba_fused.linear_act.gated_pair_ok`), the interleaved copy is made.
     Returns ``h`` ``[..., I]`` in x's dtype and library, or with ``save_preact`` ``(h,
     z)``, ``z`` the interleaved pairs ``[..., 2I]`` as :func:`gated_linear_forward`'s.
@@ -201,7 +202,9 @@ def _pair_in_place(xa, ga, ua, backward=False):
     hid, K = ga.shape
     M = xa.size // K if K else 0
     aligned = all(_address(a) % 16 == 0 for a in (xa, ga, ua))
-    return bool(M and hid) and gated_pair_ok(xa.dtype, aligned, 2 * hid, K, backward)
+    device = None if SIMULATOR else xa.device
+    return bool(M and hid) and gated_pair_ok(xa.dtype, aligned, M, 2 * hid, K, device,
+                                             backward)
 
 
 def _forward_pair(xa, ga, ua, ba, activation, save_preact=False, ex=NOW):
@@ -388,7 +391,8 @@ def gated_linear_backward_pair(grad_h, x, w_gate, w_up, preact, activation="silu
     w_gate and w_up ``[I, K]`` and the pairs ``preact`` ``[..., 2I]``; grad_bias ``[2I]``
     interleaved as the bias. :func:`gated_linear_backward` on ``interleave(w_gate,
     w_up)`` with its grad_weight's rows split: the pairs' gradient ``dz`` by
-    :func:`gated_act_backward`, then :func:`pair_grads`."""
+    :func:`gated_act_backward`, then :func:`pair_grads` (in place only with
+    ``linear_act.GATED_PAIRS_EVERYWHERE`` for now)."""
     check_activation(activation)
     gh, xa, ga, ua, za = _backward_pair_inputs(grad_h, x, w_gate, w_up, preact)
     if not _pair_in_place(xa, ga, ua, backward=True):

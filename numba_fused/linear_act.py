@@ -316,6 +316,11 @@ SPLITK_MIN_KTILES = 8
 # measured and verified on a GPU (the seventy-ninth session got none); until then
 # split-K is opt-in through use_split_k.
 SPLITK_BY_DEFAULT = False
+# A gated unit's pair kernels beyond the forward on mma.sync (verified on the H100 in
+# the seventy-eighth session): on wgmma, the forward keeping its pairs, grad_x and the
+# weight gradients (training without the interleaved copy). Off until a GPU run
+# verifies them (bench/ab/pending_s80.sh); tests and benchmarks turn it on.
+GATED_PAIRS_EVERYWHERE = False
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -2139,15 +2144,19 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
 _SPLIT_COUNTERS = StreamZeros(clear_u32_counters)
 
 
-def gated_pair_ok(dtype, aligned, N2, K, backward=False):
-    """Whether a gated unit's forward GEMM (:func:`gemm_gated_pair`), and with
-    ``backward`` its gradient GEMMs (:func:`gemm_pair_dgrad`, :func:`gemm_pair_wgrad`),
-    can use its gate and up weights ``[N2 / 2, K]`` in place: 16-bit, with the tiles'
-    rows 16-byte aligned (x and both weights, ``aligned`` saying whether they start so;
-    backward, the pairs' gradient ``[M, N2]`` too). Otherwise the caller builds their
-    interleaved copy."""
-    return (dtype != "float32" and aligned and K % 8 == 0
-            and (N2 % 8 == 0 or not backward))
+def gated_pair_ok(dtype, aligned, M, N2, K, device=None, backward=False):
+    """Whether a gated unit's forward GEMM (:func:`gemm_gated_pair`) of ``M`` rows, and
+    with ``backward`` its gradient GEMMs (:func:`gemm_pair_dgrad`,
+    :func:`gemm_pair_wgrad`), use its gate and up weights ``[N2 / 2, K]`` in place:
+    16-bit, with the tiles' rows 16-byte aligned (x and both weights, ``aligned``
+    saying whether they start so; backward, the pairs' gradient ``[M, N2]`` too), and
+    while :data:`GATED_PAIRS_EVERYWHERE` is off only the forward on mma.sync.
+    Otherwise the caller builds their interleaved copy."""
+    if dtype == "float32" or not aligned or K % 8 or (backward and N2 % 8):
+        return False
+    if GATED_PAIRS_EVERYWHERE:
+        return True
+    return not backward and _wgmma_for("fwd", dtype, True, device, M, N2, K) is None
 
 
 def _pair_launch(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, flags, stream, ex, act=0,

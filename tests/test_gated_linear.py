@@ -134,8 +134,14 @@ def test_forward_pair_reads_weights_in_place(shape, act, dtype, monkeypatch):
             want = nf.gated_linear_forward(x, w, bias, activation=act)
         assert h.shape == want.shape and h.dtype == want.dtype
         assert torch.equal(h, want)
-    in_place = dtype != "float32" and K % 8 == 0
+    # By default (GATED_PAIRS_EVERYWHERE off) large GEMMs run on wgmma, which reads
+    # the interleaved copy.
+    M = math.prod(lead)
+    wgmma = la._wgmma_for("fwd", dtype, True, None if SIMULATOR else x.device.index, M,
+                          2 * hid, K) is not None
+    in_place = dtype != "float32" and K % 8 == 0 and not wgmma
     assert gl.pair_in_place(x, wg, wu) == in_place
+    assert not gl.pair_in_place(x, wg, wu, backward=True)
     assert len(paired) == (2 if in_place else 0)
 
 
@@ -172,6 +178,7 @@ def test_pair_training_matches_the_interleaved_copy(shape, act, dtype, wgmma, mo
     16-bit x and weights with 16-byte rows (K and 2I multiples of 8) run every GEMM in
     place (B's rows and k-rows read from the two weights, wgrad's rows written to the
     two gradients), the others the copy. Outputs poisoned, gradients contiguous."""
+    monkeypatch.setattr(la, "GATED_PAIRS_EVERYWHERE", True)
     lead, K, hid = shape
     x, wg, wu, bg, bu = _inputs(lead, K, hid, dtype, seed=5 + K)
     w, b = gl.interleave(wg, wu), gl.interleave(bg, bu)
@@ -199,10 +206,13 @@ def test_pair_training_matches_the_interleaved_copy(shape, act, dtype, wgmma, mo
         assert all(t is not None for ts in seen.values() for t in ts), "wgmma pair kernels"
 
 
+@pytest.mark.parametrize("everywhere", [True, False])
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_pair_grads_asks_only_for_what_it_needs(dtype):
+def test_pair_grads_asks_only_for_what_it_needs(dtype, everywhere, monkeypatch):
     """pair_grads: each subset of (grad_x, weights, bias) against the full set, None for
-    the others; the float32 path (the interleaved copy, then split) the same way."""
+    the others; the copy's path (float32, or GATED_PAIRS_EVERYWHERE off: the
+    interleaved weight, then the gradient split) the same way."""
+    monkeypatch.setattr(la, "GATED_PAIRS_EVERYWHERE", everywhere)
     lead, K, hid = (3, 5), 24, 20
     x, wg, wu, bg, bu = _inputs(lead, K, hid, dtype, seed=7)
     dz = _rand(lead + (2 * hid,), dtype, torch.Generator().manual_seed(8))
@@ -418,6 +428,7 @@ def test_torch_gated_mlp_trains_without_the_copy(dtype, monkeypatch):
     def no_copy(*a, **kw):
         raise AssertionError("the interleaved copy was built")
 
+    monkeypatch.setattr(la, "GATED_PAIRS_EVERYWHERE", True)
     monkeypatch.setattr(tgl, "interleave", no_copy)
     torch.manual_seed(1)
     lead, k, hid = ((3, 5), 24, 20) if SIMULATOR else ((2, 1000), 1024, 2752)

@@ -7,9 +7,10 @@ three weights) and the peak memory one step allocates above what it starts with.
     python bench/ab/pair_train_ab.py [--shapes 4096x4096x11008] [--dtypes bfloat16]
         [--reps 20] [--json FILE]
 
-Shapes ``MxKxI`` as bench/gated_linear.py's. The copy arm forces
-``gated_linear.pair_in_place`` to False (plans cleared between arms). Each arm's y and
-gradients are compared with the other's (pair vs copy: the same bits expected).
+Shapes ``MxKxI`` as bench/gated_linear.py's. The pair arm turns
+``linear_act.GATED_PAIRS_EVERYWHERE`` on, the copy arm leaves it off (the default
+until verified: the copy in training); plans are cleared between arms. The pair and
+copy arms' gradients are compared bit for bit, and both against torch.
 """
 
 import argparse
@@ -32,7 +33,7 @@ def main(argv=None):
     import interop.torch.gated_linear as tgl
     from bench import common
     from interop.torch import FusedGatedMLP
-    from numba_fused import gated_linear as gl
+    from numba_fused import linear_act as la
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", nargs="+", type=_shape, default=[(4096, 4096, 11008)])
@@ -40,7 +41,7 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json")
     args = p.parse_args(argv)
-    real = gl.pair_in_place
+    saved = la.GATED_PAIRS_EVERYWHERE
     rows = []
     for m, k, hid in args.shapes:
         for dt in args.dtypes:
@@ -66,7 +67,7 @@ def main(argv=None):
 
             outs = {}
             for arm in ("pair", "copy", "torch"):
-                gl.pair_in_place = real if arm != "copy" else (lambda *a, **kw: False)
+                la.GATED_PAIRS_EVERYWHERE = arm == "pair"
                 for cache in (tgl._PAIR_PLANS, tgl._FWD_PLANS, tgl._BWD_PLANS,
                               tgl._BWD_PAIR_PLANS):
                     cache.clear()
@@ -82,7 +83,7 @@ def main(argv=None):
                 rows.append({"shape": f"{m}x{k}x{hid}", "dtype": dt, "arm": arm,
                              "median_ms": t["median_ms"], "p20_ms": t["p20_ms"],
                              "p80_ms": t["p80_ms"], "peak_step_MiB": round(peak, 1)})
-            gl.pair_in_place = real
+            la.GATED_PAIRS_EVERYWHERE = saved
             same = all(torch.equal(a, b) for a, b in zip(outs["pair"], outs["copy"]))
             err = max(common.rel_err(a.float(), b.float())
                       for a, b in zip(outs["pair"], outs["torch"]))

@@ -10,12 +10,13 @@ The forward runs two GEMMs: gate and up as one over the interleaved weight, the
 product ``act(g) * u`` written by its epilogue (the pairs ``(g, u)`` saved for the
 backward), then the down projection. The backward's first GEMM (``grad_y @ W_down``)
 writes the pairs' gradient in its epilogue; grad_x and the weight gradients are plain
-GEMMs. Where it can (16-bit, 16-byte aligned rows: ``gated_pair_ok``) every GEMM uses
-the gate and up weights in place: the forward and grad_x read row 2j of the
-interleaved weight from ``w_gate`` and 2j + 1 from ``w_up``, and the weight-gradient
-GEMM writes its rows to the two gradients. Otherwise (float32, unaligned rows) the
-interleaved weight is built in each forward (a copy of both weights, kept for the
-backward) and the gradient is split back into the two projections' (strided views).
+GEMMs. Where ``gated_pair_ok`` allows (16-bit, 16-byte aligned rows; in training or
+on wgmma only with ``linear_act.GATED_PAIRS_EVERYWHERE``, opt-in until verified on a
+GPU) every GEMM uses the gate and up weights in place: the forward and grad_x read
+row 2j of the interleaved weight from ``w_gate`` and 2j + 1 from ``w_up``, and the
+weight-gradient GEMM writes its rows to the two gradients. Otherwise the interleaved
+weight is built in each forward (a copy of both weights, kept for the backward) and
+the gradient is split back into the two projections' (strided views).
 
 Both passes replay per-signature launch plans after a signature's first call, as
 ``interop.torch.linear_act``'s do (``interop.torch._fast``). Without autograd (no
@@ -30,6 +31,7 @@ import torch
 
 import numba_fused as nf
 from numba_fused import gated_linear as _gl
+from numba_fused import linear_act as _la
 from numba_fused.activations import check_activation
 from numba_fused.gated_linear import interleave
 
@@ -78,7 +80,7 @@ def _in_place(x, wg, wu, b, activation, save):
     GEMMs too; cached as well: the caller then interleaves)."""
     key = (x.shape, x.dtype, x.device, tensor_sig(wg), tensor_sig(wu), tensor_sig(b),
            activation, save, x.data_ptr() % 16, wg.data_ptr() % 16, wu.data_ptr() % 16,
-           None if b is None else b.data_ptr() % 16)
+           None if b is None else b.data_ptr() % 16, _la.GATED_PAIRS_EVERYWHERE)
     plan = _PAIR_PLANS.get(key)
     if plan is False:
         return None
