@@ -363,6 +363,23 @@ def _grads(ga, xa, wa, za, activation, ex=NOW):
     return gx, gw, gb
 
 
+def _down_grads(gy, wd, h, za, activation, needs, ex=NOW):
+    """(grad_w_down, grad_b_down, dz) of the gated MLP's backward (``needs``: flags for
+    x, the gate and up weights, their bias, w_down, b_down): the down projection's
+    weight gradient (None where not asked), and the pairs' gradient ``dz`` in its
+    dgrad GEMM's epilogue (None where nothing upstream is asked)."""
+    need_x, need_w, need_b, need_wd, need_bd = needs
+    N, hid = wd.shape
+    M = gy.size // N
+    gwd = gbd = dz = None
+    if need_wd or need_bd:
+        gwd, gbd = _wgrad(gy.reshape((M, N)), h.reshape((M, hid)), M, N, hid, need_bd,
+                          stream_handle(gy), ex)
+    if need_x or need_w or need_b:
+        dz = _dgrad(gy, wd, za, activation, ex)
+    return (gwd if need_wd else None), gbd, dz
+
+
 def _mlp_grads(gy, xa, wa, wd, h, za, activation, needs, ex=NOW):
     """(grad_x, grad_weight, grad_bias, grad_w_down, grad_b_down), None where not
     asked (``needs``: five flags), of the gated MLP ``down(act(g) * u)`` with
@@ -371,18 +388,11 @@ def _mlp_grads(gy, xa, wa, wd, h, za, activation, needs, ex=NOW):
     and the pairs ``za`` ``[..., 2I]`` (validated, non-empty KernelArrays): the down
     projection's weight gradient, the pairs' gradient in the dgrad GEMM's epilogue,
     then linear_act's gradients of the gate and up projection."""
-    need_x, need_w, need_b, need_wd, need_bd = needs
-    N, hid = wd.shape
-    M = gy.size // N
-    gwd = gbd = None
-    if need_wd or need_bd:
-        gwd, gbd = _wgrad(gy.reshape((M, N)), h.reshape((M, hid)), M, N, hid, need_bd,
-                          stream_handle(gy), ex)
+    gwd, gbd, dz = _down_grads(gy, wd, h, za, activation, needs, ex)
     gx = gw = gb = None
-    if need_x or need_w or need_b:
-        dz = _dgrad(gy, wd, za, activation, ex)
-        gx, gw, gb = _la_grads(dz, xa, wa, None, "none", need_x, need_w, need_b, ex)
-    return gx, gw, gb, (gwd if need_wd else None), gbd
+    if dz is not None:
+        gx, gw, gb = _la_grads(dz, xa, wa, None, "none", *needs[:3], ex)
+    return gx, gw, gb, gwd, gbd
 
 
 def gated_linear_backward_pair(grad_h, x, w_gate, w_up, preact, activation="silu"):
@@ -479,18 +489,11 @@ def _mlp_grads_pair(gy, xa, ga, ua, wd, h, za, activation, needs, ex=NOW):
     not asked (``needs``: flags for x, the two weights, their bias, w_down, b_down), of
     the gated MLP as :func:`_mlp_grads`, the gate and up weights ``[I, K]`` used in
     place (:func:`_pair_in_place` with ``backward``)."""
-    need_x, need_w, need_b, need_wd, need_bd = needs
-    N, hid = wd.shape
-    M = gy.size // N
-    gwd = gbd = None
-    if need_wd or need_bd:
-        gwd, gbd = _wgrad(gy.reshape((M, N)), h.reshape((M, hid)), M, N, hid, need_bd,
-                          stream_handle(gy), ex)
+    gwd, gbd, dz = _down_grads(gy, wd, h, za, activation, needs, ex)
     gx = gwg = gwu = gb = None
-    if need_x or need_w or need_b:
-        dz = _dgrad(gy, wd, za, activation, ex)
-        gx, gwg, gwu, gb = _pair_grads(dz, xa, ga, ua, need_x, need_w, need_b, ex)
-    return gx, gwg, gwu, gb, (gwd if need_wd else None), gbd
+    if dz is not None:
+        gx, gwg, gwu, gb = _pair_grads(dz, xa, ga, ua, *needs[:3], ex)
+    return gx, gwg, gwu, gb, gwd, gbd
 
 
 def forward_plan(x, weight, bias, activation, save_preact):

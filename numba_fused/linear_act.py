@@ -655,6 +655,25 @@ def _chunk_epilogue(role, dtype, preloaded=False):
     return chunk_pre if preloaded else chunk
 
 
+def _routed(chunk, route):
+    """Device function ``put(cs, ci, row, col, N, ldc, bias, aux, out, out2, act,
+    flags)``: ``chunk`` (a :func:`_chunk_epilogue`) on output row ``row``; with
+    ``route`` (a pair kernel's wgrad) row m goes to row m // 2 of ``out`` (m even) or
+    ``out2`` (the gate's and up weight's gradients), else ``out2`` is unused."""
+
+    @inline_device
+    def put(cs, ci, row, col, N, ldc, bias, aux, out, out2, act, flags):
+        if route:
+            dst = out
+            if row & 1:
+                dst = out2
+            chunk(cs, ci, row >> 1, col, N, ldc, bias, aux, dst, act, flags)
+        else:
+            chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags)
+
+    return put
+
+
 @inline_device
 def _block_tile(pid, M, N, bm, bn, group_m):
     """(m0, n0) of block ``pid``: row-tiles taken ``group_m`` at a time, column-major
@@ -746,9 +765,8 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
     load_a = _tile_loader(A_ROWS, A_LEN, NT, vec, A_KMAJOR)
     # pair: fwd and dgrad read B's rows / k-rows from two arrays, wgrad writes the
     # output's rows to two.
-    ROUTE_ROWS = pair and WGRAD
     load_b = _tile_loader(B_ROWS, B_LEN, NT, vec, B_KMAJOR, pair and not WGRAD)
-    chunk = _chunk_epilogue(role, dtype)
+    put = _routed(_chunk_epilogue(role, dtype), pair and WGRAD)
     store = dtypes.storer(dtype)
     f32 = np.float32
     F32_DT = np.dtype(np.float32)  # an instance: the simulator's dynamic shared array needs one
@@ -883,14 +901,7 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
             row = m0 + r
             col = n0 + c8
             if row < M and col < N:
-                if ROUTE_ROWS:
-                    dst = out
-                    if row & 1:
-                        dst = out2
-                    chunk(cs, r * CLD + c8, row >> 1, col, N, ldc, bias, aux, dst, act,
-                          flags)
-                else:
-                    chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
+                put(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, out2, act, flags)
 
     @inline_device
     def body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
@@ -1206,7 +1217,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     ONES = ONES_F16X2 if dtype == "float16" else ONES_BF16X2
     U32_DT = np.dtype(np.uint32)
     store = dtypes.storer(dtype)
-    chunk = _chunk_epilogue(role, dtype)
+    put = _routed(_chunk_epilogue(role, dtype), pair and WGRAD)
     f32 = np.float32
     F32_DT = np.dtype(np.float32)
     CLD = BN + 8
@@ -1343,7 +1354,6 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
 
     # pair: fwd and dgrad read B's rows / k-rows from two arrays, wgrad writes the
     # output's rows to two (see make_tc_kernel).
-    ROUTE_ROWS = pair and WGRAD
     load_a = tile_loader(A_MN)
     load_b = tile_loader(B_MN, pair and not WGRAD)
 
@@ -1555,14 +1565,8 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
             if r < BM and row < M and col < N:
                 if pre:
                     chunk_pre(cs, r * CLD + c8, row, col, ldc, bw, aux, out, act, flags)
-                elif ROUTE_ROWS:
-                    dst = out
-                    if row & 1:
-                        dst = b2
-                    chunk(cs, r * CLD + c8, row >> 1, col, N, ldc, bias, aux, dst, act,
-                          flags)
                 else:
-                    chunk(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, act, flags)
+                    put(cs, r * CLD + c8, row, col, N, ldc, bias, aux, out, b2, act, flags)
 
     def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
         """:func:`make_tc_kernel`'s role (fwd: C = A B^T, preact = C + bias, out =

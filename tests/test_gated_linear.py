@@ -237,6 +237,34 @@ def test_pair_grads_asks_only_for_what_it_needs(dtype, everywhere, monkeypatch):
                 assert got is None, (need, i)
 
 
+@pytest.mark.parametrize("needs", [(True,) * 5, (False, True, False, True, False),
+                                   (True, False, True, False, True),
+                                   (False, False, False, True, True)], ids=str)
+def test_mlp_grads_pair_matches_the_copy(needs, monkeypatch):
+    """The torch front end's backward plans run _mlp_grads_pair (pairs) or _mlp_grads
+    (the copy): the same gradients, bit for bit (the weight gradient's rows split),
+    None exactly where not asked."""
+    from interop.dlpack import as_kernel_array
+
+    monkeypatch.setattr(la, "GATED_PAIRS_EVERYWHERE", True)
+    x, wg, wu, bg, bu = _inputs((7,), 24, 20, "float16", seed=9)
+    w = gl.interleave(wg, wu)
+    gen = torch.Generator().manual_seed(10)
+    wd = _rand((16, 20), "float16", gen, 0.2)
+    gy = _rand((7, 16), "float16", gen)
+    h, z = nf.gated_linear_forward(x, w, None, "silu", save_preact=True)
+    k = [as_kernel_array(t, "t") for t in (gy, x, w, wg, wu, wd, h, z)]
+    copy = gl._mlp_grads(k[0], k[1], k[2], k[5], k[6], k[7], "silu", needs)
+    pair = gl._mlp_grads_pair(k[0], k[1], k[3], k[4], k[5], k[6], k[7], "silu", needs)
+    copy = [None if t is None else t.owner for t in copy]
+    pair = [None if t is None else t.owner for t in pair]
+    gw = copy[1]
+    want = [copy[0], None if gw is None else gw[0::2], None if gw is None else gw[1::2]]
+    for got, ref in zip(pair, want + copy[2:]):
+        assert (got is None) == (ref is None)
+        assert got is None or torch.equal(got, ref)
+
+
 def test_pair_backward_checks_its_inputs():
     x, wg, wu, bg, bu = _inputs((3,), 16, 8, "float16")
     h, z = gl.gated_linear_forward_pair(x, wg, wu, save_preact=True)
