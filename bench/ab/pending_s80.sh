@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # For the eightieth session (after pending_s79.sh, whose c / m / v still apply).
-#   v: (any card, ~5 min) the pair GEMMs (training without the interleaved copy) and
+#   v: (any card, ~6-7 min) the pair GEMMs (training without the interleaved copy) and
 #      the split-K forward on a GPU: their tests (gated_linear's pair / training tests,
 #      linear_act's split tests), memcheck of sanitize.py gated_pair and
 #      linear_split_k, then pair_train_ab.py (Llama-7B's MLP, 4096 tokens, bf16) and
 #      skinny_ab.py's split sweep at M = 1 / 16. Predicted: all pass, 0 errors; the
 #      training step ~0.2 ms faster with pairs (the copy's 2 x 180 MB read + write
-#      and its gradient's split), ~180 MB less peak memory a step; split-K down
-#      projection ~130 -> 35-45 us.
+#      and its gradient's split), ~300-360 MB less peak memory a step; split-K down
+#      projection ~130 -> 35-45 us; then the gated MLP at M = 1 / 16 with the split
+#      rule on.
 #   t: (any card, ~9 min) the GEMM suites in full (linear_act, wgmma, gated_linear,
 #      patch, fast_path), then memcheck and racecheck of gated_pair and linear_split_k.
 #   bash bench/ab/pending_s80.sh "$OUT" v|t
@@ -34,6 +35,16 @@ case "${2:?v|t}" in
     timeout -k 10 60 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --tilings default \
       --splits 1 0 --no-gated > "$OUT/skinny_split.log" 2>&1
     echo "split rc $?"; grep -v -i warn "$OUT/skinny_split.log"
+    # The gated MLP at a decoder's 1 / 16 tokens with the split rule on (off by default
+    # until verified): predicted 0.236 / 0.232 ms -> ~0.14-0.15 (torch 0.116 / 0.113).
+    timeout -k 10 60 python3 -c "import runpy, sys
+from numba_fused import linear_act as la
+la.SPLITK_BY_DEFAULT = True
+sys.argv = ['gated_linear.py'] + sys.argv[1:]
+runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11008 \
+      16x4096x11008 --dtypes bfloat16 --providers numba_torch torch --reps 20 \
+      --json "$OUT/gated_decode.json" > "$OUT/gated_decode.log" 2>&1
+    echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
     ;;
   t)
     timeout -k 10 400 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
