@@ -206,6 +206,36 @@ def test_pair_training_matches_the_interleaved_copy(shape, act, dtype, wgmma, mo
         assert all(t is not None for ts in seen.values() for t in ts), "wgmma pair kernels"
 
 
+@pytest.mark.parametrize("cfg_name", ["WG_SIM_SW128_HB", "WG_SIM_WS", "WG_SIM_WS_PF"])
+def test_pair_training_on_the_swizzled_wgmma_tilings(cfg_name, monkeypatch):
+    """The pair loaders' swizzled paths: whole tiles by strength reduction (the row
+    stride halved, the array picked once a thread), edge tiles chunk by chunk, in
+    the one-warpgroup and the warp-specialised (producer warpgroup) kernels; every
+    GEMM of the forward with pairs and the backward equal to the interleaved copy's,
+    bit for bit (M = 70: one whole 64-row tile and an edge)."""
+    if not SIMULATOR and not la._hopper(torch.cuda.current_device()):
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    cfg = getattr(la, cfg_name)
+    monkeypatch.setattr(la, "GATED_PAIRS_EVERYWHERE", True)
+    monkeypatch.setattr(la, "WG_SIM", cfg)
+    monkeypatch.setattr(la, "WG_LARGE", cfg)
+    seen = _spy_pairs(monkeypatch)
+    la._gemm_prepared.cache_clear()
+    lead, K, hid = (70,), 128, 64
+    x, wg, wu, bg, bu = _inputs(lead, K, hid, "float16", seed=11)
+    w, b = gl.interleave(wg, wu), gl.interleave(bg, bu)
+    dh = _rand(lead + (hid,), "float16", torch.Generator().manual_seed(12))
+    with la.use_wgmma(True), poison_outputs():
+        h, z = gl.gated_linear_forward_pair(x, wg, wu, b, "silu", save_preact=True)
+        grads = gl.gated_linear_backward_pair(dh, x, wg, wu, z, "silu")
+        h0, z0 = nf.gated_linear_forward(x, w, b, "silu", save_preact=True)
+        gx0, gw0, gb0 = nf.gated_linear_backward(dh, x, w, z0, "silu")
+    assert torch.equal(h, h0) and torch.equal(z, z0)
+    for got, want in zip(grads, (gx0, gw0[0::2], gw0[1::2], gb0)):
+        assert torch.equal(got, want)
+    assert all(len(v) == 1 and v[0] == cfg for v in seen.values()), seen
+
+
 @pytest.mark.parametrize("everywhere", [True, False])
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_pair_grads_asks_only_for_what_it_needs(dtype, everywhere, monkeypatch):
