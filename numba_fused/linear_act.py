@@ -1143,7 +1143,10 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
 
     Per k-tile each warpgroup issues ``bk / 16`` wgmma (m64 x bn x k16), commits them
     as one group and waits until at most ``cfg.inflight`` groups are running; a ring
-    slot is refilled only once the MMAs that read it are done."""
+    slot is refilled only once the MMAs that read it are done.
+
+    ``pair``: :func:`make_tc_kernel`'s pair form (a sixth array ``b2``: B's rows or
+    k-rows from two weights, or wgrad's output rows to two gradients)."""
     if role not in ROLES or dtype not in ("float16", "bfloat16"):
         raise ValueError(f"no wgmma kernel for role={role!r}, dtype={dtype!r}")
     # dgrad's and wgrad's B (b[k * ldb + n]) and wgrad's A (a[k * lda + m]) have the
