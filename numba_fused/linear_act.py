@@ -1266,8 +1266,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         # paired: a thread's chunks e = tid + it LT all lie on lines of one parity (LT
         # a multiple of 16; k0 and c0 even): swizzled, line = (e >> 3) + an even
         # offset; otherwise a multiple of 8 plus e % 8. So each thread reads one of
-        # the two arrays throughout, chosen once (per-chunk choices kept a pointer
-        # per chunk live across the k-loop: 168 registers against 128).
+        # the two arrays throughout, chosen once.
         ODD_SHIFT = 3 if SW else 0
         if paired and LT % 16:
             raise ValueError(f"paired rows need a multiple of 16 loading threads, got {LT}")
