@@ -9,11 +9,12 @@
 #      and its gradient's split), ~300-360 MB less peak memory a step; split-K down
 #      projection ~130 -> 35-45 us; then the gated MLP at M = 1 / 16 with the split
 #      rule on.
+#   p: (any card, ~4 min) v's pair half only: the tests, memcheck, pair_train_ab.py.
 #   t: (any card, ~9 min) the GEMM suites in full (linear_act, wgmma, gated_linear,
 #      patch, fast_path), then memcheck and racecheck of gated_pair and linear_split_k.
-#   bash bench/ab/pending_s80.sh "$OUT" v|t
+#   bash bench/ab/pending_s80.sh "$OUT" v|p|t
 set -uo pipefail
-OUT=${1:?"usage: pending_s80.sh OUTDIR v|t"}
+OUT=${1:?"usage: pending_s80.sh OUTDIR v|p|t"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
@@ -23,7 +24,7 @@ sanitize() {  # tool, seconds, cases...
     --error-exitcode 3 python3 bench/sanitize.py "$@" > "$OUT/${tool}_pair_split.log" 2>&1
   echo "$tool rc $?"; tail -3 "$OUT/${tool}_pair_split.log"
 }
-case "${2:?v|t}" in
+case "${2:?v|p|t}" in
   v)
     timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_gated_linear.py \
       tests/test_linear_act.py -k "pair or trains or split" > "$OUT/tests_v.log" 2>&1
@@ -46,6 +47,15 @@ runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11
       --json "$OUT/gated_decode.json" > "$OUT/gated_decode.log" 2>&1
     echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
     ;;
+  p)
+    timeout -k 10 120 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_gated_linear.py \
+      -k "pair or trains" > "$OUT/tests_p.log" 2>&1
+    echo "tests rc $?"; tail -4 "$OUT/tests_p.log"
+    sanitize memcheck 70 gated_pair:bfloat16
+    timeout -k 10 90 python3 bench/ab/pair_train_ab.py --reps 20 --json "$OUT/pair_train.json" \
+      > "$OUT/pair_train.log" 2>&1
+    echo "pair_train rc $?"; cat "$OUT/pair_train.log" | grep -v -i warn
+    ;;
   t)
     timeout -k 10 400 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
       tests/test_wgmma.py tests/test_gated_linear.py tests/test_patch.py tests/test_fast_path.py \
@@ -54,5 +64,5 @@ runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11
     sanitize memcheck 70 gated_pair:float16 linear_split_k:float16
     sanitize racecheck 70 gated_pair:bfloat16 linear_split_k:bfloat16
     ;;
-  *) echo "v or t" >&2; exit 2 ;;
+  *) echo "v, p or t" >&2; exit 2 ;;
 esac
