@@ -2,7 +2,9 @@
 (the pair GEMMs, the default for 16-bit weights in 16-byte rows) against the
 interleaved copy (built each forward, kept for the backward, its gradient split),
 and torch's nn.Linear MLP: median ms of forward + backward into ``.grad`` (x and the
-three weights) and the peak memory one step allocates above what it starts with.
+three weights) and the peak memory one step allocates above what it starts with;
+then the forward alone under no_grad (the pair arm reads the weights in place on
+wgmma too).
 
     python bench/ab/pair_train_ab.py [--shapes 4096x4096x11008] [--dtypes bfloat16]
         [--reps 20] [--json FILE]
@@ -81,8 +83,21 @@ def main(argv=None):
                 peak = (torch.cuda.max_memory_allocated() - base) / 2**20
                 t = common.time_cuda(f, [(x,)], reps=args.reps, warmup=3)
                 rows.append({"shape": f"{m}x{k}x{hid}", "dtype": dt, "arm": arm,
-                             "median_ms": t["median_ms"], "p20_ms": t["p20_ms"],
-                             "p80_ms": t["p80_ms"], "peak_step_MiB": round(peak, 1)})
+                             "pass": "train step", "median_ms": t["median_ms"],
+                             "p20_ms": t["p20_ms"], "p80_ms": t["p80_ms"],
+                             "peak_step_MiB": round(peak, 1)})
+                # Inference at this size (wgmma-sized GEMMs on Hopper): the pair arm's
+                # forward reads the weights in place on wgmma, the copy arm's
+                # interleaves them.
+                g = torch_mlp if arm == "torch" else mod
+
+                def infer(x, g=g):
+                    with torch.no_grad():
+                        return g(x)
+                t = common.time_cuda(infer, [(x,)], reps=args.reps, warmup=3)
+                rows.append({"shape": f"{m}x{k}x{hid}", "dtype": dt, "arm": arm,
+                             "pass": "fwd no_grad", "median_ms": t["median_ms"],
+                             "p20_ms": t["p20_ms"], "p80_ms": t["p80_ms"]})
             la.GATED_PAIRS_EVERYWHERE = saved
             same = all(torch.equal(a, b) for a, b in zip(outs["pair"], outs["copy"]))
             err = max(common.rel_err(a.float(), b.float())
