@@ -30,7 +30,7 @@ case "${2:?v|p|t}" in
       tests/test_linear_act.py -k "pair or trains or split" > "$OUT/tests_v.log" 2>&1
     echo "tests rc $?"; tail -4 "$OUT/tests_v.log"
     sanitize memcheck 90 gated_pair:bfloat16 linear_split_k:bfloat16
-    timeout -k 10 90 python3 bench/ab/pair_train_ab.py --reps 20 --json "$OUT/pair_train.json" \
+    timeout -k 10 150 python3 bench/ab/pair_train_ab.py --reps 20 --json "$OUT/pair_train.json" \
       > "$OUT/pair_train.log" 2>&1
     echo "pair_train rc $?"; cat "$OUT/pair_train.log" | grep -v -i warn
     timeout -k 10 60 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --tilings default \
@@ -52,7 +52,7 @@ runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11
       -k "pair or trains" > "$OUT/tests_p.log" 2>&1
     echo "tests rc $?"; tail -4 "$OUT/tests_p.log"
     sanitize memcheck 70 gated_pair:bfloat16
-    timeout -k 10 90 python3 bench/ab/pair_train_ab.py --reps 20 --json "$OUT/pair_train.json" \
+    timeout -k 10 150 python3 bench/ab/pair_train_ab.py --reps 20 --json "$OUT/pair_train.json" \
       > "$OUT/pair_train.log" 2>&1
     echo "pair_train rc $?"; cat "$OUT/pair_train.log" | grep -v -i warn
     ;;
