@@ -5,7 +5,13 @@
 - Without the simulator and without a GPU, only ``ptx`` tests run (compiling every
   kernel to PTX needs NVVM, not a device).
 - On a GPU everything runs except ``sim``-marked tests.
+
+``NUMBA_FUSED_TEST_ON=split,pairs`` runs the suite with opt-in paths on as defaults
+(``linear_act.SPLITK_BY_DEFAULT``, ``linear_act.GATED_PAIRS_EVERYWHERE``): the run that
+verifies them before they become the defaults.
 """
+
+import os
 
 import pytest
 from numba import config
@@ -24,9 +30,26 @@ def _gpu_present():
 GPU = _gpu_present()
 
 
+_TEST_ON = {"split": "SPLITK_BY_DEFAULT", "pairs": "GATED_PAIRS_EVERYWHERE"}
+
+
+def pytest_configure(config):
+    names = [n for n in os.environ.get("NUMBA_FUSED_TEST_ON", "").split(",") if n]
+    bad = sorted(set(names) - set(_TEST_ON))
+    if bad:
+        raise pytest.UsageError(f"NUMBA_FUSED_TEST_ON: unknown {bad}, expected some of "
+                                f"{sorted(_TEST_ON)}")
+    if names:
+        from numba_fused import linear_act
+
+        for name in names:
+            setattr(linear_act, _TEST_ON[name], True)
+
+
 def pytest_report_header(config):
     mode = "CUDA simulator" if SIMULATOR else ("GPU" if GPU else "no GPU (PTX compile only)")
-    return f"numba-fused test mode: {mode}"
+    on = os.environ.get("NUMBA_FUSED_TEST_ON", "")
+    return f"numba-fused test mode: {mode}" + (f"; on: {on}" if on else "")
 
 
 def pytest_collection_modifyitems(config, items):

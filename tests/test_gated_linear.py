@@ -134,14 +134,16 @@ def test_forward_pair_reads_weights_in_place(shape, act, dtype, monkeypatch):
             want = nf.gated_linear_forward(x, w, bias, activation=act)
         assert h.shape == want.shape and h.dtype == want.dtype
         assert torch.equal(h, want)
-    # By default (GATED_PAIRS_EVERYWHERE off) large GEMMs run on wgmma, which reads
-    # the interleaved copy.
+    # With GATED_PAIRS_EVERYWHERE off (the default) large GEMMs run on wgmma, which
+    # reads the interleaved copy, and the backward takes the copy.
     M = math.prod(lead)
     wgmma = la._wgmma_for("fwd", dtype, True, None if SIMULATOR else x.device.index, M,
                           2 * hid, K) is not None
-    in_place = dtype != "float32" and K % 8 == 0 and not wgmma
+    everywhere = la.GATED_PAIRS_EVERYWHERE
+    in_place = dtype != "float32" and K % 8 == 0 and (everywhere or not wgmma)
     assert gl.pair_in_place(x, wg, wu) == in_place
-    assert not gl.pair_in_place(x, wg, wu, backward=True)
+    assert gl.pair_in_place(x, wg, wu, backward=True) == (everywhere and in_place
+                                                          and (2 * hid) % 8 == 0)
     assert len(paired) == (2 if in_place else 0)
 
 

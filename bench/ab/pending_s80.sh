@@ -10,11 +10,14 @@
 #      projection ~130 -> 35-45 us; then the gated MLP at M = 1 / 16 with the split
 #      rule on.
 #   p: (any card, ~4 min) v's pair half only: the tests, memcheck, pair_train_ab.py.
+#   d: (any card, ~7-8 min) the GEMM suites and the front ends' plan / graph / no-sync
+#      tests with NUMBA_FUSED_TEST_ON=split,pairs (the opt-ins as defaults), then
+#      racecheck of the split kernel alone (gated_pair's wgmma passes outran 60 s).
 #   t: (any card, ~9 min) the GEMM suites in full (linear_act, wgmma, gated_linear,
 #      patch, fast_path), then memcheck and racecheck of gated_pair and linear_split_k.
-#   bash bench/ab/pending_s80.sh "$OUT" v|p|t
+#   bash bench/ab/pending_s80.sh "$OUT" v|p|d|t
 set -uo pipefail
-OUT=${1:?"usage: pending_s80.sh OUTDIR v|p|t"}
+OUT=${1:?"usage: pending_s80.sh OUTDIR v|p|d|t"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
@@ -24,7 +27,7 @@ sanitize() {  # tool, seconds, cases...
     --error-exitcode 3 python3 bench/sanitize.py "$@" > "$OUT/${tool}_pair_split.log" 2>&1
   echo "$tool rc $?"; tail -3 "$OUT/${tool}_pair_split.log"
 }
-case "${2:?v|p|t}" in
+case "${2:?v|p|d|t}" in
   v)
     timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_gated_linear.py \
       tests/test_linear_act.py -k "pair or trains or split" > "$OUT/tests_v.log" 2>&1
@@ -56,6 +59,16 @@ runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11
       > "$OUT/pair_train.log" 2>&1
     echo "pair_train rc $?"; cat "$OUT/pair_train.log" | grep -v -i warn
     ;;
+  d)
+    # The default paths with the opt-ins on (tests/conftest.py NUMBA_FUSED_TEST_ON):
+    # every GEMM suite and the torch / CuPy front ends' plan, graph and no-sync tests.
+    NUMBA_FUSED_TEST_ON=split,pairs timeout -k 10 420 python3 -m pytest -q -p no:cacheprovider \
+      -n 12 tests/test_linear_act.py tests/test_gated_linear.py tests/test_wgmma.py \
+      tests/test_patch.py tests/test_fast_path.py tests/test_no_sync.py \
+      tests/test_cupy_fast.py tests/test_kernel_cache.py > "$OUT/tests_d.log" 2>&1
+    echo "tests rc $?"; tail -4 "$OUT/tests_d.log"
+    sanitize racecheck 120 linear_split_k:float16
+    ;;
   t)
     timeout -k 10 400 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
       tests/test_wgmma.py tests/test_gated_linear.py tests/test_patch.py tests/test_fast_path.py \
@@ -64,5 +77,5 @@ runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11
     sanitize memcheck 70 gated_pair:float16 linear_split_k:float16
     sanitize racecheck 70 gated_pair:bfloat16 linear_split_k:bfloat16
     ;;
-  *) echo "v, p or t" >&2; exit 2 ;;
+  *) echo "v, p, d or t" >&2; exit 2 ;;
 esac
