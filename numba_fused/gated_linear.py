@@ -69,7 +69,12 @@ def interleave(gate, up):
 def deinterleave(pairs):
     """``(gate, up)``: the even and odd rows of ``pairs`` ``[2I, ...]`` (as
     :func:`interleave` builds), each a contiguous ``[I, ...]`` array in the same
-    library (torch, CuPy or NumPy)."""
+    library (torch, CuPy or NumPy). Raises ValueError unless ``pairs`` has an even
+    number of rows."""
+    shape = tuple(getattr(pairs, "shape", ()))
+    if not shape or shape[0] % 2:
+        raise ValueError(f"pairs must have an even number of rows (interleaved gate and up "
+                         f"rows, see interleave()), got shape {list(shape)}")
     mod = type(pairs).__module__.split(".")[0]
     if mod == "torch":
         return pairs[0::2].contiguous(), pairs[1::2].contiguous()

@@ -513,6 +513,24 @@ def test_torch_gated_mlp_trains_without_the_copy(dtype, monkeypatch):
         assert torch.equal(a, b)
 
 
+def test_deinterleave_splits_what_interleave_builds():
+    """deinterleave: interleave's inverse for torch and NumPy (contiguous halves, same
+    library, any trailing shape, one pair); an odd row count or a 0-d array raises."""
+    g = torch.arange(15.0).reshape(5, 3)
+    u = -g
+    gate, up = gl.deinterleave(gl.interleave(g, u))
+    assert torch.equal(gate, g) and torch.equal(up, u)
+    assert gate.is_contiguous() and up.is_contiguous()
+    gn, un = gl.deinterleave(gl.interleave(np.arange(7.0), np.ones(7)))
+    assert isinstance(gn, np.ndarray) and np.array_equal(gn, np.arange(7.0))
+    assert np.array_equal(un, np.ones(7)) and gn.flags["C_CONTIGUOUS"]
+    one = gl.deinterleave(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    assert one[0].tolist() == [[1.0, 2.0]] and one[1].tolist() == [[3.0, 4.0]]
+    for bad in (torch.zeros(5, 3), np.zeros(1), np.float32(1.0)):
+        with pytest.raises(ValueError, match="even number of rows"):
+            gl.deinterleave(bad)
+
+
 def test_interleave_numpy():
     g = np.arange(6.0).reshape(3, 2)
     w = gl.interleave(g, -g)
