@@ -387,11 +387,10 @@ def _linear_act(nf, torch, dt):
 def _gated_pair(nf, torch, dt):
     """A gated unit's GEMMs using its gate and up weights in place (the pair kernels at
     16-bit, GATED_PAIRS_EVERYWHERE on; float32 takes the interleaved copy): the forward
-    with and without bias and
-    with the pairs kept, then the backward (grad_x reading the weights' k-rows in
-    place, the weight gradients written to two arrays); ragged rows and columns
-    against both mma.sync tilings, then (16-bit) on wgmma at the tilings the default
-    picks."""
+    with and without bias and with the pairs kept, then the backward (grad_x reading
+    the weights' k-rows in place, the weight gradients written to two arrays); ragged
+    rows and columns against both mma.sync tilings, then (16-bit) on wgmma at the
+    tilings the default picks."""
     from numba_fused import linear_act as la
     from numba_fused.gated_linear import gated_linear_backward_pair, gated_linear_forward_pair
 

@@ -405,17 +405,13 @@ def gated_linear_backward_pair(grad_h, x, w_gate, w_up, preact, activation="silu
     grad_w_gate, grad_w_up, grad_bias)`` from ``grad_h`` ``[..., I]``, x ``[..., K]``,
     w_gate and w_up ``[I, K]`` and the pairs ``preact`` ``[..., 2I]``; grad_bias ``[2I]``
     interleaved as the bias. :func:`gated_linear_backward` on ``interleave(w_gate,
-    w_up)`` with its grad_weight's rows split: the pairs' gradient ``dz`` by
-    :func:`gated_act_backward`, then :func:`pair_grads` (in place only with
+    w_up)`` with its grad_weight's rows split: the pairs' gradient ``dz`` as
+    :func:`gated_act_backward`'s, then :func:`pair_grads`' GEMMs (in place only with
     ``linear_act.GATED_PAIRS_EVERYWHERE`` for now)."""
     check_activation(activation)
     gh, xa, ga, ua, za = _backward_pair_inputs(grad_h, x, w_gate, w_up, preact)
-    if not _pair_in_place(xa, ga, ua, backward=True):
-        gx, gw, gb = gated_linear_backward(grad_h, x, interleave(w_gate, w_up), preact,
-                                           activation)
-        return (gx,) + deinterleave(gw) + (gb,)
     dz = _gated_grad(gh, za, ACT_CODES[activation])
-    return tuple(g.owner for g in _pair_grads(dz, xa, ga, ua, True, True, True))
+    return _pair_grads_owned(dz, xa, ga, ua, True, True, True)
 
 
 def pair_grads(dz, x, w_gate, w_up, need_x=True, need_w=True, need_b=True):
@@ -433,17 +429,25 @@ def pair_grads(dz, x, w_gate, w_up, need_x=True, need_w=True, need_b=True):
     checks.check_same_dtype(xa, "x", (da, "dz"))
     checks.check_same_device(xa, "x", (da, "dz"))
     _check_pairs(da, xa.shape[:-1], ga.shape[0])
-    if not _pair_in_place(xa, ga, ua, backward=True):
-        gx = gwg = gwu = gb = None
-        if need_x:
-            gx = linear_act_dgrad(dz, interleave(w_gate, w_up), "none")
-        if need_w or need_b:
-            gw, gb = linear_weight_grad(dz, x, need_bias_grad=need_b)
-            if need_w:
-                gwg, gwu = deinterleave(gw)
-        return gx, gwg, gwu, gb
-    return tuple(None if g is None else g.owner
-                 for g in _pair_grads(da, xa, ga, ua, need_x, need_w, need_b))
+    return _pair_grads_owned(da, xa, ga, ua, need_x, need_w, need_b)
+
+
+def _pair_grads_owned(da, xa, ga, ua, need_x, need_w, need_b):
+    """:func:`pair_grads` on validated KernelArrays, as arrays of the inputs' library:
+    in place where :func:`_pair_in_place` (``backward``) holds, else on the interleaved
+    copy, its gradient's rows then split."""
+    if _pair_in_place(xa, ga, ua, backward=True):
+        return tuple(None if g is None else g.owner
+                     for g in _pair_grads(da, xa, ga, ua, need_x, need_w, need_b))
+    dz, x = da.owner, xa.owner
+    gx = gwg = gwu = gb = None
+    if need_x:
+        gx = linear_act_dgrad(dz, interleave(ga.owner, ua.owner), "none")
+    if need_w or need_b:
+        gw, gb = linear_weight_grad(dz, x, need_bias_grad=need_b)
+        if need_w:
+            gwg, gwu = deinterleave(gw)
+    return gx, gwg, gwu, gb
 
 
 def _backward_pair_inputs(grad_h, x, w_gate, w_up, preact):

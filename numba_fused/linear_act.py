@@ -2168,9 +2168,10 @@ def gated_pair_ok(dtype, aligned, M, N2, K, device=None, backward=False):
 def _pair_launch(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, flags, stream, ex, act=0,
                  aux_ok=True):
     """Launch a pair GEMM (16-byte A / B rows, :func:`gated_pair_ok`): ``flat`` its six
-    flat arrays (a, b, bias, aux, out, b2)."""
-    flags = _vec_flags(role, dtype, ldc, act, flags, _address(flat[4]) % 16 == 0 and
-                       _address(flat[5]) % 16 == 0, aux_ok, _address(flat[2]) % 16 == 0)
+    flat arrays (a, b, bias, aux, out, b2; wgrad's b2 is the second output)."""
+    out_ok = all(_address(t) % 16 == 0 for t in flat[4:6 if role == "wgrad" else 5])
+    flags = _vec_flags(role, dtype, ldc, act, flags, out_ok, aux_ok,
+                       _address(flat[2]) % 16 == 0)
     device = None if SIMULATOR else flat[4].device
     wg = _wgmma_for(role, dtype, True, device, Mg, Ng, Kg)
     _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, True, device, wg,

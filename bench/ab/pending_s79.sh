@@ -19,13 +19,26 @@
 #   m: (any card, <= 5 min) c at its least: the split at 1 / 4 / the rule's ways, the
 #      split, pair, tiling and ragged tests, memcheck, the gated MLP at M = 1 / 16.
 #   v: (any card, ~3.5 min) the split tests and memcheck first, then the sweep of m.
+#   g: (any card, ~1 min) m's gated MLP at M = 1 / 16 with the split rule on, alone.
 #   bash bench/ab/pending_s79.sh "$OUT" t|s|c|m|v
 set -uo pipefail
 OUT=${1:?"usage: pending_s79.sh OUTDIR t|s"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?t|s|c|m|v}" in
+# The gated MLP at M = 1 / 16 with the split rule on (SPLITK_BY_DEFAULT is off until
+# verified).
+gated_decode_split_on() {
+  timeout -k 10 60 python3 -c "import runpy, sys
+from numba_fused import linear_act as la
+la.SPLITK_BY_DEFAULT = True
+sys.argv = ['gated_linear.py'] + sys.argv[1:]
+runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11008 \
+    16x4096x11008 --dtypes bfloat16 --providers numba_torch torch --reps 20 \
+    --json "$OUT/gated_decode.json" > "$OUT/gated_decode.log" 2>&1
+  echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
+}
+case "${2:?t|s|c|m|v|g}" in
   t)
     timeout -k 10 420 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
       tests/test_wgmma.py tests/test_gated_linear.py tests/test_patch.py tests/test_fast_path.py \
@@ -80,15 +93,10 @@ case "${2:?t|s|c|m|v}" in
     timeout -k 10 50 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
       python3 bench/sanitize.py linear_split_k:bfloat16 > "$OUT/memcheck_split.log" 2>&1
     echo "memcheck rc $?"; tail -3 "$OUT/memcheck_split.log"
-    # The gated MLP with the split rule on (SPLITK_BY_DEFAULT is off until verified).
-    timeout -k 10 60 python3 -c "import runpy, sys
-from numba_fused import linear_act as la
-la.SPLITK_BY_DEFAULT = True
-sys.argv = ['gated_linear.py'] + sys.argv[1:]
-runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11008 \
-      16x4096x11008 --dtypes bfloat16 --providers numba_torch torch --reps 20 \
-      --json "$OUT/gated_decode.json" > "$OUT/gated_decode.log" 2>&1
-    echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
+    gated_decode_split_on
+    ;;
+  g)
+    gated_decode_split_on
     ;;
   v)
     timeout -k 10 90 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
@@ -101,5 +109,5 @@ runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11
       --splits 1 0 --no-gated > "$OUT/skinny_split.log" 2>&1
     echo "split rc $?"; grep -v -i warn "$OUT/skinny_split.log"
     ;;
-  *) echo "t, s, c, m or v" >&2; exit 2 ;;
+  *) echo "t, s, c, m, v or g" >&2; exit 2 ;;
 esac

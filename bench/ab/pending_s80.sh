@@ -41,14 +41,7 @@ case "${2:?v|p|d|t}" in
     echo "split rc $?"; grep -v -i warn "$OUT/skinny_split.log"
     # The gated MLP at a decoder's 1 / 16 tokens with the split rule on (off by default
     # until verified): predicted 0.236 / 0.232 ms -> ~0.14-0.15 (torch 0.116 / 0.113).
-    timeout -k 10 60 python3 -c "import runpy, sys
-from numba_fused import linear_act as la
-la.SPLITK_BY_DEFAULT = True
-sys.argv = ['gated_linear.py'] + sys.argv[1:]
-runpy.run_path('bench/gated_linear.py', run_name='__main__')" --shapes 1x4096x11008 \
-      16x4096x11008 --dtypes bfloat16 --providers numba_torch torch --reps 20 \
-      --json "$OUT/gated_decode.json" > "$OUT/gated_decode.log" 2>&1
-    echo "gated bench rc $?"; grep "| fwd |" "$OUT/gated_decode.log"
+    bash bench/ab/pending_s79.sh "$OUT" g | grep -v "^card:"
     ;;
   p)
     timeout -k 10 120 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_gated_linear.py \

@@ -115,14 +115,24 @@ def _forward(x, wg, wu, bg, bu, wd, bd, activation, save):
     return y, w, h, z
 
 
-def _grads_array(gy, x, w, wd, h, z, activation, need_x, need_w, need_b, need_wd, need_bd):
-    """The gradients asked for (in the order x, w, b, wd, bd) by the array-level
-    functions."""
-    gx = gw = gb = gwd = gbd = None
+def _down_array(gy, wd, h, z, activation, need_x, need_w, need_b, need_wd, need_bd):
+    """(grad_w_down, grad_b_down, dz) by the array-level functions: the down
+    projection's weight gradient and the pairs' gradient (None where not needed)."""
+    gwd = gbd = dz = None
     if need_wd or need_bd:
         gwd, gbd = nf.linear_weight_grad(gy, h, need_bias_grad=need_bd)
     if need_x or need_w or need_b:
         dz = nf.gated_linear_dgrad(gy, wd, z, activation)
+    return gwd, gbd, dz
+
+
+def _grads_array(gy, x, w, wd, h, z, activation, need_x, need_w, need_b, need_wd, need_bd):
+    """The gradients asked for (in the order x, w, b, wd, bd) by the array-level
+    functions."""
+    gwd, gbd, dz = _down_array(gy, wd, h, z, activation, need_x, need_w, need_b, need_wd,
+                               need_bd)
+    gx = gw = gb = None
+    if dz is not None:
         if need_x:
             gx = nf.linear_act_dgrad(dz, w, "none")
         if need_w or need_b:
@@ -145,12 +155,10 @@ def _grads_pair_array(gy, x, wg, wu, wd, h, z, activation, need_x, need_w, need_
     """The gradients asked for (in the order x, w_gate, w_up, b, wd, bd; the two
     weights' together) by the array-level functions, the gate and up weights used in
     place."""
-    gwd = gbd = None
+    gwd, gbd, dz = _down_array(gy, wd, h, z, activation, need_x, need_w, need_b, need_wd,
+                               need_bd)
     gx = gwg = gwu = gb = None
-    if need_wd or need_bd:
-        gwd, gbd = nf.linear_weight_grad(gy, h, need_bias_grad=need_bd)
-    if need_x or need_w or need_b:
-        dz = nf.gated_linear_dgrad(gy, wd, z, activation)
+    if dz is not None:
         gx, gwg, gwu, gb = _gl.pair_grads(dz, x, wg, wu, need_x, need_w, need_b)
     grads = ((gx, need_x), (gwg, need_w), (gwu, need_w), (gb, need_b), (gwd, need_wd),
              (gbd, need_bd))
