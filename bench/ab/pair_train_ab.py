@@ -7,11 +7,13 @@ then the forward alone under no_grad (the pair arm reads the weights in place on
 wgmma too).
 
     python bench/ab/pair_train_ab.py [--shapes 4096x4096x11008] [--dtypes bfloat16]
-        [--reps 20] [--json FILE]
+        [--reps 20] [--json FILE] [--profile N]
 
 Shapes ``MxKxI`` as bench/gated_linear.py's. The pair arm turns
 ``linear_act.GATED_PAIRS_EVERYWHERE`` on, the copy arm leaves it off (the default
-until verified: the copy in training); plans are cleared between arms. The pair and
+until verified: the copy in training); plans are cleared between arms. ``--profile N``
+prints, for the pair and torch arms, each kernel's total GPU time over N training
+steps (torch.profiler), to find which GEMM of the step loses. The pair and
 copy arms' gradients are compared bit for bit, and both against torch.
 """
 
@@ -42,6 +44,7 @@ def main(argv=None):
     p.add_argument("--dtypes", nargs="+", default=["bfloat16"])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json")
+    p.add_argument("--profile", type=int, default=0)
     args = p.parse_args(argv)
     saved = la.GATED_PAIRS_EVERYWHERE
     rows = []
@@ -82,6 +85,8 @@ def main(argv=None):
                 torch.cuda.synchronize()
                 peak = (torch.cuda.max_memory_allocated() - base) / 2**20
                 t = common.time_cuda(f, [(x,)], reps=args.reps, warmup=3)
+                if args.profile and arm != "copy":
+                    _profile(f, x, args.profile, f"{arm} {m}x{k}x{hid} {dt}")
                 rows.append({"shape": f"{m}x{k}x{hid}", "dtype": dt, "arm": arm,
                              "pass": "train step", "median_ms": t["median_ms"],
                              "p20_ms": t["p20_ms"], "p80_ms": t["p80_ms"],
@@ -109,6 +114,28 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)
+
+
+def _profile(f, x, steps, title):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            f(x)
+        torch.cuda.synchronize()
+    print(f"--- {title}: GPU time per step by kernel", flush=True)
+    per = {}
+    for ev in prof.key_averages():
+        us = getattr(ev, "device_time_total", None)
+        if us is None:
+            us = ev.cuda_time_total
+        if us > 0:
+            per[ev.key] = (us / steps, ev.count / steps)
+    total = sum(u for u, _ in per.values())
+    for key, (us, n) in sorted(per.items(), key=lambda kv: -kv[1][0])[:20]:
+        print(f"{us:9.1f} us  x{n:4.1f}  {key[:110]}", flush=True)
+    print(f"{total:9.1f} us  total", flush=True)
 
 
 if __name__ == "__main__":
