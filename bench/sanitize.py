@@ -443,6 +443,36 @@ def _linear_split_k(nf, torch, dt):
                                               b, "silu")
 
 
+def _linear_skinny(nf, torch, dt):
+    """The few-row forward: Llama-7B's down projection and gate+up GEMM at 1, 16 and 32
+    rows on the default layout, and ragged shapes (N past the block's columns, K not
+    a multiple of 32, 1-4 token tiles) on two others, with bias, kept pre-activation
+    and the gated pair kernel."""
+    from numba_fused import linear_act as la
+    from numba_fused.gated_linear import gated_linear_forward_pair
+
+    saved = la.SKINNY_DEFAULT
+    try:
+        with la.use_skinny(True):
+            for n, k in ((4096, 11008), (22016, 4096)):
+                w = torch.randn(n, k, device="cuda", dtype=dt) * 0.01
+                for m in (1, 16, 32):
+                    nf.linear_act_forward(torch.randn(m, k, device="cuda", dtype=dt), w)
+            for cfg in (la.SKINNY_DEFAULT, la.SkinnyConfig(3, 3, 3), la.SkinnyConfig(2, 4, 4)):
+                la.SKINNY_DEFAULT = cfg
+                la._gemm_prepared.cache_clear()
+                for m, n, k in ((1, 72, 264), (13, 200, 280), (29, 40, 8)):
+                    x = torch.randn(m, k, device="cuda", dtype=dt)
+                    wt = torch.randn(n, k, device="cuda", dtype=dt) * 0.1
+                    b = torch.randn(n, device="cuda", dtype=dt)
+                    nf.linear_act_forward(x, wt, b, "gelu_tanh", save_preact=True)
+                    gated_linear_forward_pair(x, wt[0::2].contiguous(), wt[1::2].contiguous(),
+                                              b, "silu")
+    finally:
+        la.SKINNY_DEFAULT = saved
+        la._gemm_prepared.cache_clear()
+
+
 def _layer_norm_staged(nf, torch, dt):
     """The staged forward alone (the row in shared memory through cp.async; LayerNorm's
     deviations about a coarse centre): forced at N = 4096 at its picked layout and at
@@ -684,12 +714,14 @@ CASES = {
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
     "gated_pair": ("gated_linear_forward", _gated_pair),
     "linear_split_k": ("linear_act_forward", _linear_split_k),
+    "linear_skinny": ("linear_act_forward", _linear_skinny),
 }
 
 
 # Cases that exercise part of another op's module.
 _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
             "gated_pair": "gated_linear", "linear_split_k": "linear_act",
+            "linear_skinny": "linear_act",
             "layer_norm_plain": "layer_norm",
             "layer_norm_plain_knobs": "layer_norm", "layer_norm_staged": "layer_norm",
             "layer_norm_offgrid": "layer_norm", "layer_norm_stats_block": "layer_norm",

@@ -85,12 +85,12 @@ from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .plan import NOW, Recorder
 from .stream_buffers import StreamZeros, clear_u32_counters
 from .tensor_core import (
-    ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit, cp_async_mbarrier_arrive,
-    cp_async_wait, fence_proxy_async, ld_global_v4, ldmatrix_x4_at, ldmatrix_x4_trans_at,
-    mbarrier_arrive, mbarrier_init, mbarrier_wait, mma_bf16, mma_f16, named_barrier_sync,
-    pack_bf16x2, pack_f16x2, setmaxnreg_dec, setmaxnreg_inc, shared_address, st_global_b32,
-    st_global_v4, unpack_bf16x2, unpack_f16x2, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_op,
-    wgmma_wait)
+    LOAD_POLICIES, ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit,
+    cp_async_mbarrier_arrive, cp_async_wait, fence_proxy_async, ld_global_v4,
+    ld_global_v4_evict, ldmatrix_x4_at, ldmatrix_x4_trans_at, mbarrier_arrive, mbarrier_init,
+    mbarrier_wait, mma_bf16, mma_f16, named_barrier_sync, pack_bf16x2, pack_f16x2,
+    setmaxnreg_dec, setmaxnreg_inc, shared_address, st_global_b32, st_global_v4, unpack_bf16x2,
+    unpack_f16x2, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
 
 __all__ = [
     "linear_act_forward", "linear_act_dgrad", "linear_act_backward", "linear_weight_grad",
@@ -98,7 +98,8 @@ __all__ = [
     "linear_act_ref", "linear_act_dgrad_ref", "linear_act_backward_ref",
     "GemmConfig", "SimtConfig", "WgmmaConfig", "make_tc_kernel", "make_simt_kernel",
     "make_wgmma_kernel", "make_act_grad_kernel", "make_restride_kernel", "use_wgmma",
-    "wgmma_auto", "use_split_k", "split_k_auto", "shipped_kernels", "ACT_CODES",
+    "wgmma_auto", "use_split_k", "split_k_auto", "SkinnyConfig", "make_skinny_kernel",
+    "use_skinny", "skinny_auto", "shipped_kernels", "ACT_CODES",
 ]
 
 ACT_CODES = {name: i for i, name in enumerate(ACTIVATIONS)}
@@ -239,6 +240,35 @@ class WgmmaConfig(NamedTuple):
         return self
 
 
+class SkinnyConfig(NamedTuple):
+    """The few-row forward's layout (:func:`make_skinny_kernel`): each warp multiplies
+    ``groups`` groups of 16 weight rows, the block's ``warps`` warps taking turns over
+    the 32-wide k-chunks; ``unroll`` chunks a warp loads before it multiplies (bytes
+    in flight); ``policy``: the weight loads' eviction policy
+    (``tensor_core.LOAD_POLICIES``, None for plain loads)."""
+
+    groups: int
+    warps: int
+    unroll: int
+    policy: object = "no_allocate"
+
+    @property
+    def threads(self):
+        return self.warps * 32
+
+    @property
+    def cols(self):
+        """Output columns (weight rows) a block computes."""
+        return 16 * self.groups
+
+    def validate(self):
+        if not (1 <= self.groups <= 4 and 1 <= self.warps <= 32 and 1 <= self.unroll <= 8):
+            raise ValueError(f"{self}: groups in [1, 4], warps in [1, 32], unroll in [1, 8]")
+        if self.policy is not None and self.policy not in LOAD_POLICIES:
+            raise ValueError(f"{self}: policy must be None or one of {LOAD_POLICIES}")
+        return self
+
+
 # Large problems: 4 warps of 64x64 (128 accumulators per thread), 4 stages of
 # 128x32 + 128x32 halves (64 KiB), reused by the 128x136 float32 epilogue tile (68 KiB).
 TC_LARGE = GemmConfig(128, 128, 32, 64, 64, 4, 8)
@@ -321,6 +351,18 @@ SPLITK_BY_DEFAULT = False
 # weight gradients (training without the interleaved copy). Off until a GPU run
 # verifies them (bench/ab/pending_s80.sh); tests and benchmarks turn it on.
 GATED_PAIRS_EVERYWHERE = False
+# The few-row forward (make_skinny_kernel): one 16-row group per warp, 8 warps
+# taking turns over k, two chunks in flight per warp; the weight read once, so its
+# lines are not kept in L1.
+SKINNY_DEFAULT = SkinnyConfig(1, 8, 2)
+# The simulator: two warps meeting in the reduction, two groups (a block of 32
+# columns), two chunks a turn.
+SKINNY_SIM = SkinnyConfig(2, 2, 2)
+# The default takes the few-row kernel (skinny_auto) for outputs of at most
+# SKINNY_AUTO_ROWS rows whose blocks give every multiprocessor one; off until a GPU
+# run measures and verifies it (use_skinny turns it on).
+SKINNY_AUTO_ROWS = 16
+SKINNY_BY_DEFAULT = False
 SIMT_DEFAULT = SimtConfig(64, 64, 16, 4, 4, 8)
 SIMT_SIM = SimtConfig(16, 16, 8, 2, 2, 2)
 ACT_GRAD_THREADS = 256
@@ -1075,6 +1117,186 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
     if split:
         return Kernel(name, split_pair_kernel if pair else split_kernel,
                       _split_argtypes(dtype, pair))
+    return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair))
+
+
+# ---------------------------------------------------------------------------
+# Few-row forward (a decoder's tokens): the weight streamed through registers
+# ---------------------------------------------------------------------------
+
+# The most output rows (tokens) the few-row kernel takes: four 8-token MMA columns.
+SKINNY_MAX_ROWS = 32
+
+
+@functools.lru_cache(maxsize=None)
+def make_skinny_kernel(dtype, cfg, tiles, pair=False):
+    """The forward GEMM for outputs of a few rows (a decoder's tokens), ``dtype``
+    'float16' | 'bfloat16', layout ``cfg`` (:class:`SkinnyConfig`), ``tiles`` 8-token
+    MMA columns (1 to 4: M <= 8 * tiles). Same arguments and epilogue as
+    :func:`make_tc_kernel`'s forward (with ``pair``, its pair form); 16-byte aligned
+    x and weight rows and K a multiple of 8 (:func:`_skinny_for`). Launch: 1-D grid
+    of ``cdiv(N, cfg.cols)`` blocks of ``cfg.threads``, no dynamic shared memory.
+
+    Why: at a few rows the GEMM is the weight's read. The tiled kernels stage the
+    weight through shared memory in tiles whose 16-row MMAs are mostly past M; here
+    the products run transposed, ``C^T [N, M] = W [N, K] x^T``, so the weight is the
+    MMA's 16-row A operand and the tokens its 8-wide B columns, and each weight
+    element goes from global memory straight into the A fragment that uses it.
+
+    Layout: block ``bid`` computes output columns ``n0 = bid * cols`` ..; warp ``w``
+    handles k-chunks ``c = w, w + warps, ...`` (32 k each) for all its ``groups`` row
+    groups. In a chunk, lane (g, t) = (lane // 4, lane % 4) loads 16 bytes, k =
+    ``32 c + 8 t .. + 7``, of weight rows ``lo`` and ``hi`` of each group, and of x's
+    rows (tokens) ``8 q + g``. An ``m16n8k16`` takes its lane's k-pairs at logical
+    positions {2t, 2t + 1, 2t + 8, 2t + 9}; mapping those of the chunk's first MMA to
+    the lane's physical k's 0-3 and the second MMA's to 4-7 is a permutation of the
+    chunk's 32 k's, the same for A and B, so the sum over k is unchanged and every
+    operand load is one 16-byte vector: A regs (lo word 0, hi word 0, lo word 1, hi
+    word 1) and B regs (x word 0, word 1) for the first, words 2-3 for the second.
+
+    Rows: plain, group r's A rows are weight rows ``n0 + 16 r + g`` (lo) and ``+ 8``
+    (hi); ``pair``, B's interleaved row 2j is ``b``'s row j and 2j + 1 ``b2``'s, and
+    a group's lo rows are ``b``'s rows ``n0 / 2 + 8 r + g``, hi the same rows of
+    ``b2``: output columns ``n0 + 16 r + 2 g`` and ``+ 1``.
+
+    The warps' partial sums ``P_w[n, m]`` (float32 accumulators) meet in shared
+    memory and are added in warp order (deterministic), giving the float32 C tile
+    that :func:`_chunk_epilogue`'s forward finishes (bias, preact, activation, gated
+    pairs), 8 columns a thread."""
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"no few-row kernel for dtype={dtype!r}")
+    if tiles not in (1, 2, 3, 4):
+        raise ValueError(f"tiles must be 1 to 4 (8 tokens each), got {tiles!r}")
+    R, KS, U, policy = cfg.validate()
+    NT = cfg.threads
+    BNW = cfg.cols
+    TOK = 8 * tiles
+    RED = KS * BNW * TOK
+    CT = TOK * BNW
+    RED_ITERS = cdiv(CT, NT)
+    CCH = BNW // 8
+    EPI_ITERS = cdiv(TOK * CCH, NT)
+    NACC = R * tiles * 4
+    NWR = U * R * 4
+    NXR = U * tiles * 4
+    STEP = KS * U
+    mma = mma_f16 if dtype == "float16" else mma_bf16
+    ld_w = ld_global_v4_evict(policy)
+    put = _chunk_epilogue("fwd", dtype)
+    zero4 = (np.uint32(0),) * 4
+    f32 = np.float32
+
+    @inline_device
+    def body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        red = cuda.shared.array(RED, np.float32)
+        cs = cuda.shared.array(CT, np.float32)
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        g = lane >> 2
+        t = lane & 3
+        n0 = cuda.blockIdx.x * BNW
+        acc = cuda.local.array(NACC, np.float32)
+        for i in range(NACC):
+            acc[i] = f32(0.0)
+        wl = cuda.local.array(NWR, np.uint32)
+        wh = cuda.local.array(NWR, np.uint32)
+        xv = cuda.local.array(NXR, np.uint32)
+        c = warp
+        while c * 32 < K:
+            # Every load of the U chunks first (U * (2 R + tiles) 16-byte vectors in
+            # flight per lane), then their MMAs.
+            for u in range(U):
+                k = (c + u * KS) * 32 + 8 * t
+                kin = k < K
+                for r in range(R):
+                    lo = zero4
+                    hi = zero4
+                    if pair:
+                        j = (n0 >> 1) + 8 * r + g
+                        if kin and 2 * j < N:
+                            lo = ld_w(b, j * ldb + k)
+                            hi = ld_w(b2, j * ldb + k)
+                    else:
+                        row = n0 + 16 * r + g
+                        if kin and row < N:
+                            lo = ld_w(b, row * ldb + k)
+                        if kin and row + 8 < N:
+                            hi = ld_w(b, (row + 8) * ldb + k)
+                    for e in range(4):
+                        wl[(u * R + r) * 4 + e] = lo[e]
+                        wh[(u * R + r) * 4 + e] = hi[e]
+                for q in range(tiles):
+                    v = zero4
+                    if kin and 8 * q + g < M:
+                        v = ld_global_v4(a, (8 * q + g) * lda + k)
+                    for e in range(4):
+                        xv[(u * tiles + q) * 4 + e] = v[e]
+            for u in range(U):
+                for r in range(R):
+                    w0 = (u * R + r) * 4
+                    for q in range(tiles):
+                        x0 = (u * tiles + q) * 4
+                        ci = (r * tiles + q) * 4
+                        for h in range(2):
+                            d = mma(wl[w0 + 2 * h], wh[w0 + 2 * h], wl[w0 + 2 * h + 1],
+                                    wh[w0 + 2 * h + 1], xv[x0 + 2 * h], xv[x0 + 2 * h + 1],
+                                    acc[ci], acc[ci + 1], acc[ci + 2], acc[ci + 3])
+                            acc[ci] = d[0]
+                            acc[ci + 1] = d[1]
+                            acc[ci + 2] = d[2]
+                            acc[ci + 3] = d[3]
+            c += STEP
+
+        # The warps' partial sums, C^T fragments: d0, d1 at (row lo, tokens 8q + 2t,
+        # + 1), d2, d3 at row hi.
+        base = warp * BNW * TOK
+        for r in range(R):
+            if pair:
+                clo = 16 * r + 2 * g
+                chi = clo + 1
+            else:
+                clo = 16 * r + g
+                chi = clo + 8
+            for q in range(tiles):
+                ci = (r * tiles + q) * 4
+                m = 8 * q + 2 * t
+                red[base + clo * TOK + m] = acc[ci]
+                red[base + clo * TOK + m + 1] = acc[ci + 1]
+                red[base + chi * TOK + m] = acc[ci + 2]
+                red[base + chi * TOK + m + 1] = acc[ci + 3]
+        cuda.syncthreads()
+        for it in range(RED_ITERS):
+            e = tid + it * NT
+            if e < CT:
+                v = red[e]
+                for w in range(1, KS):
+                    v += red[w * BNW * TOK + e]
+                col = e // TOK
+                m = e - col * TOK
+                cs[m * BNW + col] = v
+        cuda.syncthreads()
+        for it in range(EPI_ITERS):
+            e = tid + it * NT
+            m = e // CCH
+            c8 = (e - m * CCH) * 8
+            if m < M and m < TOK and n0 + c8 < N:
+                put(cs, m * BNW + c8, m, n0 + c8, N, ldc, bias, aux, out, act, flags)
+
+    def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+        """preact[m, n] = sum_k a[m * lda + k] b[n * ldb + k] (+ bias[n]), out =
+        act(preact) (m < M <= 8 * tiles, n < N): make_tc_kernel's forward, computed
+        as C^T on the block's columns n0 = blockIdx.x * cols (see
+        make_skinny_kernel). Arguments as make_tc_kernel's forward."""
+        body(a, b, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
+
+    def pair_kernel(a, b, bias, aux, out, b2, M, N, K, lda, ldb, ldc, act, flags):
+        """The kernel with B's row 2j read from ``b``'s row j and row 2j + 1 from
+        ``b2``'s (a gated unit's gate and up weights in place)."""
+        body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
+
+    name = (f"linear_fwd_{dtype}_skinny_g{R}_w{KS}_u{U}_t{tiles}"
+            f"_{str(policy).replace('+', '_')}{'_pair' if pair else ''}")
     return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair))
 
 
@@ -1961,14 +2183,62 @@ def split_k_auto(Mg, Ng, Kg, cfg, sms):
     return max(1, ways)
 
 
+# Whether forwards with a few output rows take make_skinny_kernel (see use_skinny):
+# None picks by size.
+_SKINNY = [None]
+
+
+@contextlib.contextmanager
+def use_skinny(enabled=True):
+    """While active, choose how forward GEMMs of at most :data:`SKINNY_MAX_ROWS` output
+    rows (float16 / bfloat16, 16-byte aligned x and weight rows, K a multiple of 8)
+    run: True, every one on the few-row kernel (:func:`make_skinny_kernel`); False,
+    none; None, the default: :func:`skinny_auto`'s choice on a GPU where
+    :data:`SKINNY_BY_DEFAULT` is set, else none (always in the simulator)."""
+    saved = _SKINNY[0]
+    _SKINNY[0] = None if enabled is None else bool(enabled)
+    try:
+        yield
+    finally:
+        _SKINNY[0] = saved
+
+
+def skinny_auto(Mg, Ng, sms, cfg=None):
+    """Whether the default runs a forward with an ``Mg x Ng`` output on the few-row
+    kernel (layout ``cfg``, :data:`SKINNY_DEFAULT` for None) on a GPU of ``sms``
+    multiprocessors: at most :data:`SKINNY_AUTO_ROWS` rows and at least one block
+    per multiprocessor."""
+    cfg = SKINNY_DEFAULT if cfg is None else cfg
+    return Mg <= SKINNY_AUTO_ROWS and cdiv(Ng, cfg.cols) >= sms
+
+
+def _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
+    """The :class:`SkinnyConfig` this GEMM runs with on the few-row kernel
+    (SKINNY_SIM / SKINNY_DEFAULT, read per call so tests and benchmarks can patch
+    them), or None: a forward of at most SKINNY_MAX_ROWS rows, 16-bit with 16-byte
+    rows (``vec_ab``) and K a multiple of 8, where :func:`use_skinny` or the default
+    takes it."""
+    mode = _SKINNY[0]
+    if (mode is False or role != "fwd" or dtype == "float32" or not vec_ab or Kg % 8
+            or Mg > SKINNY_MAX_ROWS):
+        return None
+    if mode:
+        return SKINNY_SIM if SIMULATOR else SKINNY_DEFAULT
+    if SIMULATOR or not SKINNY_BY_DEFAULT:
+        return None
+    return SKINNY_DEFAULT if skinny_auto(Mg, Ng, sm_count(device)) else None
+
+
 def _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg, wg):
     """How many ways this GEMM splits K (1: the plain kernel): forwards on mma.sync
-    with 16-byte tile loads only."""
+    with 16-byte tile loads only, not those on the few-row kernel."""
     forced = _SPLIT_K[0]
     if role != "fwd" or wg is not None or dtype == "float32" or not vec_ab:
         return 1
     if forced is None and (SIMULATOR or not SPLITK_BY_DEFAULT):
         return 1  # the common case: no tiling lookup on the launch path
+    if _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg) is not None:
+        return 1
     cfg = _pick_config(Mg, Ng, device)
     if forced is not None:
         return max(1, min(forced, cdiv(Kg, cfg.bk)))
@@ -1992,12 +2262,17 @@ def _wgmma_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
     return wgmma_auto(role, Mg, Ng, sm_count(ordinal), Kg)
 
 
-def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None, pair=False, splits=1):
+def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None, pair=False, splits=1,
+                skinny=None):
     """(kernel, grid, block, shared bytes) of one GEMM; the tiling is ``_pick_config``'s
     (tests and benchmarks patch it), or ``wgmma`` (a WgmmaConfig) on warpgroup MMA;
     ``pair``: the kernel taking a gated unit's two weights (or their gradients) in
     place, a sixth array (see :func:`make_tc_kernel`; 16-bit only); ``splits`` > 1:
-    the tensor-core kernel's split-K form, ``splits`` blocks a tile."""
+    the tensor-core kernel's split-K form, ``splits`` blocks a tile; ``skinny`` (a
+    SkinnyConfig): the few-row forward."""
+    if skinny is not None:
+        kernel = make_skinny_kernel(dtype, skinny, cdiv(Mg, 8), pair)
+        return kernel, (cdiv(Ng, skinny.cols),), (skinny.threads,), 0
     if wgmma is not None:
         cfg = wgmma
         kernel = make_wgmma_kernel(role, dtype, cfg, pair)
@@ -2021,13 +2296,13 @@ def _template(dtype, size):
 
 @functools.lru_cache(maxsize=512)
 def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, sizes, device,
-                   wgmma=None, pair=False, splits=1):
+                   wgmma=None, pair=False, splits=1, skinny=None):
     """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM on CUDA device
     ``device``; ``sizes``: element counts of the array arguments (a, b, bias, aux, out,
     with ``pair`` b2), then with ``splits`` > 1 those of the workspace and the
-    counters."""
+    counters; ``skinny``: the few-row forward's layout (see :func:`_gemm_setup`)."""
     kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wgmma, pair,
-                                              splits)
+                                              splits, skinny)
     narr = 6 if pair else 5
     args = [_template(dtype, n) for n in sizes[:narr]]
     if splits > 1:
@@ -2123,8 +2398,11 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
     """Launch (or record) one GEMM whose kernel choices are made: ``flat`` the flat
     array arguments (a, b, bias, aux, out, with ``pair`` b2). A split-K GEMM
     (:func:`_splits_for`) also takes a float32 workspace (allocated here) and the
-    stream's arrival counters."""
-    splits = _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)
+    stream's arrival counters. A forward of a few rows may take the few-row kernel
+    (:func:`_skinny_for`) instead of the tiled ones."""
+    skinny = None if wg is not None else _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg)
+    splits = 1 if skinny is not None else _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg,
+                                                      wg)
     extra = []
     if splits > 1:
         cfg = _pick_config(Mg, Ng, device)
@@ -2135,12 +2413,12 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
         extra = [splits]
     if SIMULATOR or ex.recording:
         kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wg, pair,
-                                                  splits)
+                                                  splits, skinny)
         ex.launch(kernel, grid, block, stream,
                   flat + [Mg, Ng, Kg, lda, ldb, ldc, act, flags] + extra, shared=shared)
         return
     plan = _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab,
-                          tuple(t.size for t in flat), device, wg, pair, splits)
+                          tuple(t.size for t in flat), device, wg, pair, splits, skinny)
     plan.launch(stream, [t.ptr for t in flat])
 
 
@@ -2232,8 +2510,10 @@ def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w
     if _restrides(dtype, vec_ab, M * N * K) or _splits_for("fwd", dtype, vec_ab, device, M, N,
                                                           K, wg) > 1:
         return None
+    skinny = None if wg is not None else _skinny_for("fwd", dtype, vec_ab, device, M, N, K)
     plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
-                          (M * K, N * K, N if has_bias else M * N, M * N, M * N), device, wg)
+                          (M * K, N * K, N if has_bias else M * N, M * N, M * N), device, wg,
+                          skinny=skinny)
 
     def launch(stream, x_ptr, w_ptr, bias_ptr, y_ptr, pre_ptr):
         plan.launch(stream, (x_ptr, w_ptr, bias_ptr if has_bias else y_ptr,
@@ -2661,6 +2941,10 @@ def shipped_kernels():
         # fewer tiles than multiprocessors; _pick_config's large ones fill two waves).
         for pair in (False, True):
             yield make_tc_kernel("fwd", dtype, True, TC_SMALL, pair=pair, split=True)
+        # The few-row forward, plain and pair, at every token count it takes.
+        for tiles in range(1, SKINNY_MAX_ROWS // 8 + 1):
+            for pair in (False, True):
+                yield make_skinny_kernel(dtype, SKINNY_DEFAULT, tiles, pair)
     for role in ROLES:
         yield make_simt_kernel(role, SIMT_DEFAULT)
     for dtype in dtypes.DTYPES:

@@ -661,7 +661,13 @@ def test_shipped_kernels_compile_without_spills(kernel):
 
     with offline_compile():
         ptx = kernel.ptx()
-    if not any(part in kernel.name for part in ("simt", "act_grad", "restride")):
+    if "_skinny_" in kernel.name:
+        # The few-row forward: the weight straight from global memory into the MMA's
+        # fragments, no shared-memory staging of the operands.
+        assert "mma.sync.aligned.m16n8k16.row.col.f32" in ptx
+        assert "ld.global.L1::no_allocate.v4.u32" in ptx or "ld.global.L1::no_allocate.v4.b32" in ptx
+        assert "ldmatrix" not in ptx and "cp.async" not in ptx
+    elif not any(part in kernel.name for part in ("simt", "act_grad", "restride")):
         assert "mma.sync.aligned.m16n8k16.row.col.f32" in ptx
         assert "ldmatrix.sync.aligned.m8n8.x4" in ptx
         if "_vec_" in kernel.name:
@@ -688,6 +694,114 @@ def test_weight_grad_shape_when_rows_equal_out_features():
     linear_act(x, w, None, "none").backward(gz)
     assert tuple(w.grad.shape) == (8, 8)
     assert_close(w.grad, ref, "float32", "grad_weight via autograd")
+
+
+# ---- the few-row forward (a decoder's tokens) -------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M", [1, 5, 16, 27])
+def test_skinny_forward_every_epilogue(dtype, M, monkeypatch):
+    """The few-row kernel (forced here; on a GPU the default takes it for few rows):
+    bias, kept pre-activation, activation, no bias; ragged N against the block's
+    columns, K of three 32-wide chunks over the simulator's two warps (one warp's
+    second turn past K), 1 to 4 token tiles; the gated forward through the
+    interleaved copy and in place (same bits)."""
+    from numba_fused import gated_linear as gl
+
+    made = []
+    real = la.make_skinny_kernel
+    monkeypatch.setattr(la, "make_skinny_kernel",
+                        lambda *a, **kw: made.append(a[2]) or real(*a, **kw))
+    la._gemm_prepared.cache_clear()  # on a GPU: prepared launches would skip the spy
+    K, N = 72, 40
+    x, w, b = _inputs((M,), K, N, dtype, seed=23 + M)
+    with la.use_skinny(True), poison_outputs():
+        y, pre = nf.linear_act_forward(x, w, b, "gelu_tanh", save_preact=True)
+        y0 = nf.linear_act_forward(x, w)
+        wg, wu = w[0::2].contiguous(), w[1::2].contiguous()
+        h_copy = nf.gated_linear_forward(x, gl.interleave(wg, wu), b, "silu")
+        h_pair = gl.gated_linear_forward_pair(x, wg, wu, b, "silu")
+    ry, rpre = la.linear_act_ref(x, w, b, "gelu_tanh", save_preact=True)
+    assert_close(y, ry, dtype, "y")
+    assert_close(pre, rpre, dtype, "preact")
+    assert_close(y0, la.linear_act_ref(x, w), dtype, "y (no bias)")
+    assert made and all(t == la.cdiv(M, 8) for t in made), made
+    assert torch.equal(h_copy, h_pair)
+    assert_close(h_copy, gl.gated_linear_ref(x, gl.interleave(wg, wu), b, "silu"), dtype, "h")
+    theirs = _torch_or_none(lambda: torch_act("gelu_tanh")(F.linear(x, w, b)))
+    _assert_vs_torch(y, theirs, ry, dtype, "y")
+
+
+@pytest.mark.parametrize("cfg", [la.SkinnyConfig(1, 1, 1, None), la.SkinnyConfig(3, 3, 3),
+                                 la.SkinnyConfig(1, 4, 1, "no_allocate+L2first")],
+                         ids=["g1w1u1", "g3w3u3", "g1w4u1_l2"])
+def test_skinny_other_layouts(cfg, monkeypatch):
+    """Other few-row layouts give the same values: one warp, three groups (a block of
+    48 columns over N = 40), more warps than chunks; bits equal across layouts with
+    one warp's order of k (one warp: the chunks in order)."""
+    dtype = "bfloat16"
+    K, N = 72, 40
+    x, w, b = _inputs((9,), K, N, dtype, seed=31)
+    monkeypatch.setattr(la, "SKINNY_SIM", cfg)
+    la._gemm_prepared.cache_clear()
+    with la.use_skinny(True), poison_outputs():
+        y = nf.linear_act_forward(x, w, b, "relu")
+    assert_close(y, la.linear_act_ref(x, w, b, "relu"), dtype, f"y ({cfg})")
+
+
+def test_skinny_rule_and_checks():
+    """The default takes the few-row kernel only for at most SKINNY_AUTO_ROWS rows
+    whose blocks cover every multiprocessor; forced, only forwards of 16-bit data with
+    16-byte rows, K a multiple of 8 and at most SKINNY_MAX_ROWS rows; bad layouts and
+    token tiles raise."""
+    assert la.skinny_auto(1, 4096, 132) and la.skinny_auto(16, 22016, 132)
+    assert not la.skinny_auto(la.SKINNY_AUTO_ROWS + 1, 22016, 132)
+    assert not la.skinny_auto(1, 16 * 131, 132)
+    with la.use_skinny(True):
+        cfg = la._skinny_for("fwd", "float16", True, None, 32, 40, 72)
+        assert cfg == (la.SKINNY_SIM if SIMULATOR else la.SKINNY_DEFAULT)
+        assert la._skinny_for("fwd", "float16", True, None, la.SKINNY_MAX_ROWS + 1, 40, 72) is None
+        assert la._skinny_for("dgrad", "float16", True, None, 5, 40, 72) is None
+        assert la._skinny_for("fwd", "float32", True, None, 5, 40, 72) is None
+        assert la._skinny_for("fwd", "float16", False, None, 5, 40, 72) is None
+        assert la._skinny_for("fwd", "float16", True, None, 5, 40, 76) is None
+        with la.use_split_k(4):
+            assert la._splits_for("fwd", "float16", True, None, 5, 40, 72, None) == 1
+    with la.use_skinny(False):
+        assert la._skinny_for("fwd", "float16", True, None, 5, 40, 72) is None
+    assert la._SKINNY[0] is None
+    for bad in (la.SkinnyConfig(0, 8, 2), la.SkinnyConfig(1, 33, 2), la.SkinnyConfig(1, 8, 9),
+                la.SkinnyConfig(1, 8, 2, "evict_first")):
+        with pytest.raises(ValueError):
+            la.make_skinny_kernel("float16", bad, 1)
+    with pytest.raises(ValueError, match="tiles"):
+        la.make_skinny_kernel("float16", la.SKINNY_DEFAULT, 5)
+    with pytest.raises(ValueError, match="dtype"):
+        la.make_skinny_kernel("float32", la.SKINNY_DEFAULT, 1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M", [1, 16, 32])
+@pytest.mark.parametrize("NK", [(4096, 11008), (22016, 4096)], ids=["down", "gate_up"])
+def test_skinny_decode_shapes_vs_torch(dtype, M, NK):
+    """Llama-7B's MLP GEMMs at a decoder's token counts on the few-row kernel: within
+    2x torch's error, the same bits run to run and through the torch front end's plan
+    (its first call records it)."""
+    from interop.torch.linear_act import linear_act as tla
+
+    N, K = NK
+    x, w, _ = _inputs((M,), K, N, dtype, seed=7)
+    ref = la.linear_act_ref(x, w)
+    la._gemm_prepared.cache_clear()
+    with la.use_skinny(True):
+        with poison_outputs():
+            y = nf.linear_act_forward(x, w)
+        _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
+        for _ in range(3):
+            assert torch.equal(nf.linear_act_forward(x, w), y)
+            assert torch.equal(tla(x, w), y)
 
 
 # ---- split-K (few output rows) ---------------------------------------------------------

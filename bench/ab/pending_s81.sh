@@ -4,13 +4,19 @@
 #      (pair_train_ab.py --profile: GPU time per kernel, pairs on, against torch's
 #      cuBLAS step), then the decode tilings sweep (skinny_ab.py, every tiling at
 #      M = 1 / 16, unsplit and the split rule's choice).
-#   bash bench/ab/pending_s81.sh "$OUT" f
+#   s: (any card, ~6 min) the few-row forward (make_skinny_kernel): its tests
+#      (linear_act -k skinny, the decode shapes against torch among them), memcheck
+#      of sanitize.py linear_skinny, then skinny_ab.py at M = 1 / 16 / 32: the tiled
+#      kernel unsplit and split against the few-row layouts, and the gated forward
+#      with it. Predicted: all pass, 0 errors; down projection (90 MB) ~63-70 us ->
+#      32-38 us, gate+up (180 MB) ~104 -> 60-66 us (cuBLAS 37 / 67; 2.5-2.8 TB/s).
+#   bash bench/ab/pending_s81.sh "$OUT" f|s
 set -uo pipefail
-OUT=${1:?"usage: pending_s81.sh OUTDIR f"}
+OUT=${1:?"usage: pending_s81.sh OUTDIR f|s"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?f}" in
+case "${2:?f|s}" in
   f)
     timeout -k 10 150 python3 bench/ab/pair_train_ab.py --reps 10 --profile 5 \
       --json "$OUT/pair_train_prof.json" > "$OUT/pair_train_prof.log" 2>&1
@@ -19,5 +25,18 @@ case "${2:?f}" in
       > "$OUT/skinny_tilings.log" 2>&1
     echo "tilings rc $?"; grep -v -i warn "$OUT/skinny_tilings.log"
     ;;
-  *) echo "f" >&2; exit 2 ;;
+  s)
+    timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
+      -k "skinny" > "$OUT/tests_s.log" 2>&1
+    echo "tests rc $?"; tail -4 "$OUT/tests_s.log"
+    timeout -k 10 100 compute-sanitizer --tool memcheck --report-api-errors no \
+      --error-exitcode 3 python3 bench/sanitize.py linear_skinny:bfloat16 \
+      > "$OUT/memcheck_skinny.log" 2>&1
+    echo "memcheck rc $?"; tail -3 "$OUT/memcheck_skinny.log"
+    timeout -k 10 200 python3 bench/ab/skinny_ab.py --ms 1 16 32 --reps 20 --tilings default \
+      --splits 1 0 --skinny g1w8u2 g1w8u4 g1w8u1 g1w4u4 g1w16u2 g2w8u2 g2w4u4 g1w8u2:none \
+      g1w8u2:no_allocate+L2first > "$OUT/skinny_sweep.log" 2>&1
+    echo "sweep rc $?"; grep -v -i warn "$OUT/skinny_sweep.log"
+    ;;
+  *) echo "f or s" >&2; exit 2 ;;
 esac

@@ -2,7 +2,7 @@
 generation time) in linear_act's forward, against cuBLAS (torch F.linear).
 
     python bench/ab/skinny_ab.py [--ms 1 16 64] [--reps 30] [--tilings NAME ...]
-                                 [--splits 1 2 4 ...] [--no-gated]
+                                 [--splits 1 2 4 ...] [--skinny g1w8u2 ...] [--no-gated]
 
 Shapes: Llama-7B's MLP GEMMs, gate+up ``[M, 4096] x [22016, 4096]^T`` and down
 ``[M, 11008] x [4096, 11008]^T``, bf16, no bias, no activation. Each tiling is forced
@@ -10,7 +10,12 @@ through ``linear_act._pick_config`` (mma.sync; the prepared-launch cache cleared
 y checked against cuBLAS's (relative error), timed with ``bench.common.time_cuda``.
 Each tiling runs at each forced split-K ``--splits`` (``linear_act.use_split_k``; 0:
 ``split_k_auto``'s choice for that tiling). Prints one line per (shape, tiling, splits): median us,
-GB/s of the bytes that must move (weights + x + y), and the ratio to cuBLAS."""
+GB/s of the bytes that must move (weights + x + y), and the ratio to cuBLAS.
+``--skinny``: the few-row kernel (``linear_act.make_skinny_kernel``, forced through
+``use_skinny``) at each layout ``g<groups>w<warps>u<unroll>[:<policy>]`` (policy a
+``tensor_core.LOAD_POLICIES`` entry or ``none``; default no_allocate); ``--tilings``
+may be empty to time only those. The gated forward then runs with the few-row kernel
+at the first layout too (in place and through the copy)."""
 
 import argparse
 import os
@@ -35,8 +40,9 @@ def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--ms", nargs="+", type=int, default=[1, 16, 64])
     p.add_argument("--reps", type=int, default=30)
-    p.add_argument("--tilings", nargs="+", default=list(TILINGS))
+    p.add_argument("--tilings", nargs="*", default=list(TILINGS))
     p.add_argument("--splits", nargs="+", type=int, default=[0])
+    p.add_argument("--skinny", nargs="*", default=[])
     p.add_argument("--no-gated", action="store_true")
     args = p.parse_args(argv)
     import torch
@@ -61,8 +67,55 @@ def main(argv=None):
             for name in args.tilings:
                 for splits in args.splits:
                     _one(la, real_pick, name, splits, x, w, ref, nbytes, t_ref, args)
+            for spec in args.skinny:
+                _skinny(la, spec, x, w, ref, nbytes, t_ref, args)
         if not args.no_gated:
             _gated(m, args, weights[(22016, 4096)])
+            if args.skinny:
+                saved = la.SKINNY_DEFAULT
+                la.SKINNY_DEFAULT = _layout(la, args.skinny[0])
+                la._gemm_prepared.cache_clear()
+                try:
+                    with la.use_skinny(True):
+                        print(f"  (few-row kernel {args.skinny[0]})", flush=True)
+                        _gated(m, args, weights[(22016, 4096)])
+                finally:
+                    la.SKINNY_DEFAULT = saved
+                    la._gemm_prepared.cache_clear()
+
+
+def _layout(la, spec):
+    """SkinnyConfig of ``g<groups>w<warps>u<unroll>[:<policy>]``."""
+    import re
+
+    body, _, policy = spec.partition(":")
+    g, w, u = (int(v) for v in re.fullmatch(r"g(\d+)w(\d+)u(\d+)", body).groups())
+    if not policy:
+        return la.SkinnyConfig(g, w, u)
+    return la.SkinnyConfig(g, w, u, None if policy == "none" else policy)
+
+
+def _skinny(la, spec, x, w, ref, nbytes, t_ref, args):
+    """Time linear_act_forward(x, w) on the few-row kernel at layout ``spec``."""
+    from bench.common import rel_err, time_cuda
+
+    saved = la.SKINNY_DEFAULT
+    try:
+        la.SKINNY_DEFAULT = _layout(la, spec)
+        la._gemm_prepared.cache_clear()
+        with la.use_skinny(True):
+            y = la.linear_act_forward(x, w)
+            err = rel_err(y.float(), ref.float())
+            t = time_cuda(lambda: la.linear_act_forward(x, w), [()], reps=args.reps,
+                          warmup=3)["median_ms"]
+    except Exception as exc:  # a layout the kernel refuses: say so, go on
+        print(f"  skinny {spec}: {type(exc).__name__}: {str(exc)[:150]}", flush=True)
+        return
+    finally:
+        la.SKINNY_DEFAULT = saved
+        la._gemm_prepared.cache_clear()
+    print(f"  skinny {spec}: {t * 1e3:.1f} us {nbytes / t / 1e6:.0f} GB/s "
+          f"x{t_ref / t:.2f} of cublas, err {err:.1e}", flush=True)
 
 
 def _one(la, real_pick, name, splits, x, w, ref, nbytes, t_ref, args):
