@@ -6,9 +6,10 @@
   kernel to PTX needs NVVM, not a device).
 - On a GPU everything runs except ``sim``-marked tests.
 
-``NUMBA_FUSED_TEST_ON=split,pairs`` runs the suite with opt-in paths on as defaults
-(``linear_act.SPLITK_BY_DEFAULT``, ``linear_act.GATED_PAIRS_EVERYWHERE``): the run that
-verifies them before they become the defaults.
+``NUMBA_FUSED_TEST_ON=split,pairs,skinny`` runs the suite with opt-in paths on as
+defaults (``linear_act.SPLITK_BY_DEFAULT``, ``linear_act.GATED_PAIRS_EVERYWHERE``,
+``linear_act.SKINNY_BY_DEFAULT``): the run that verifies them before they become the
+defaults.
 """
 
 import os
@@ -30,7 +31,8 @@ def _gpu_present():
 GPU = _gpu_present()
 
 
-_TEST_ON = {"split": "SPLITK_BY_DEFAULT", "pairs": "GATED_PAIRS_EVERYWHERE"}
+_TEST_ON = {"split": "SPLITK_BY_DEFAULT", "pairs": "GATED_PAIRS_EVERYWHERE",
+            "skinny": "SKINNY_BY_DEFAULT"}
 
 
 def pytest_configure(config):

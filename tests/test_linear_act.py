@@ -789,19 +789,25 @@ def test_skinny_decode_shapes_vs_torch(dtype, M, NK):
     """Llama-7B's MLP GEMMs at a decoder's token counts on the few-row kernel: within
     2x torch's error, the same bits run to run and through the torch front end's plan
     (its first call records it)."""
-    from interop.torch.linear_act import linear_act as tla
+    import interop.torch.linear_act as tla_mod
 
     N, K = NK
     x, w, _ = _inputs((M,), K, N, dtype, seed=7)
     ref = la.linear_act_ref(x, w)
     la._gemm_prepared.cache_clear()
-    with la.use_skinny(True):
-        with poison_outputs():
-            y = nf.linear_act_forward(x, w)
-        _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
-        for _ in range(3):
-            assert torch.equal(nf.linear_act_forward(x, w), y)
-            assert torch.equal(tla(x, w), y)
+    # The front end's plans are keyed by signature, not by kernel choice: another
+    # test's plan of this shape (the split-K one) must not answer here.
+    tla_mod._FWD_PLANS.clear()
+    try:
+        with la.use_skinny(True):
+            with poison_outputs():
+                y = nf.linear_act_forward(x, w)
+            _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
+            for _ in range(3):
+                assert torch.equal(nf.linear_act_forward(x, w), y)
+                assert torch.equal(tla_mod.linear_act(x, w), y)
+    finally:
+        tla_mod._FWD_PLANS.clear()
 
 
 # ---- split-K (few output rows) ---------------------------------------------------------
@@ -879,7 +885,7 @@ def test_split_k_decode_shapes_vs_torch(dtype, M):
     split_k_auto picks (more than one): within 2x torch's error, the same bits run to
     run and through the torch front end's plan (its first call records it), counters
     left zero."""
-    from interop.torch.linear_act import linear_act as tla
+    import interop.torch.linear_act as tla_mod
     from numba_fused.launch import sm_count
 
     N, K = 4096, 11008
@@ -888,12 +894,16 @@ def test_split_k_decode_shapes_vs_torch(dtype, M):
     assert ways > 1
     x, w, _ = _inputs((M,), K, N, dtype, seed=5)
     ref = la.linear_act_ref(x, w)
-    with la.use_split_k(ways):
-        with poison_outputs():
-            y = nf.linear_act_forward(x, w)
-        _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
-        for _ in range(3):
-            assert torch.equal(nf.linear_act_forward(x, w), y)
-            assert torch.equal(tla(x, w), y)
+    tla_mod._FWD_PLANS.clear()  # keyed by signature: see the few-row test
+    try:
+        with la.use_split_k(ways):
+            with poison_outputs():
+                y = nf.linear_act_forward(x, w)
+            _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
+            for _ in range(3):
+                assert torch.equal(nf.linear_act_forward(x, w), y)
+                assert torch.equal(tla_mod.linear_act(x, w), y)
+    finally:
+        tla_mod._FWD_PLANS.clear()
     torch.cuda.synchronize()
     assert _split_counters_zero()
