@@ -371,3 +371,44 @@ def test_gated_linear_plans_match_array_path(dtype, activation, bias, replays):
     (g, wd, z, _), _ = dgrad(0)
     with pytest.raises(ValueError, match="preact"):
         cgl.gated_linear_dgrad(g, wd, z[..., 1:], activation)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_gated_pair_plans_match_array_path(dtype, replays):
+    """The pair functions (the gate and up weights as two arrays): where the weights
+    are read in place (16-bit, 16-byte rows; the backward with
+    linear_act.GATED_PAIRS_EVERYWHERE) later calls replay a plan; float32 (the
+    interleaved copy) stays on the array-level path. Bits equal the array level's
+    either way."""
+    import numba_fused.gated_linear as gl
+    import numba_fused.linear_act as la
+    from interop.cupy import gated_linear as cgl
+
+    rng = cupy.random.default_rng(11)
+    lead, K, hid = (3, 37), 72, 68
+
+    def weights():
+        return _randn(rng, (hid, K), dtype, 0.125), _randn(rng, (hid, K), dtype, 0.125)
+
+    def fwd(i):
+        wg, wu = weights()
+        return (_randn(rng, lead + (K,), dtype), wg, wu, _randn(rng, 2 * hid, dtype),
+                "silu"), {"save_preact": i % 2 == 1}
+
+    def bwd(i):
+        wg, wu = weights()
+        return (_randn(rng, lead + (hid,), dtype), _randn(rng, lead + (K,), dtype), wg, wu,
+                _randn(rng, lead + (2 * hid,), dtype), "silu"), {}
+
+    _calls(cgl.gated_linear_forward_pair, gl.gated_linear_forward_pair, fwd)
+    fwd_replays = replays[0]
+    _calls(cgl.gated_linear_backward_pair, gl.gated_linear_backward_pair, bwd)
+    half = dtype != "float32"
+    # Forward: calls 1 (save_preact) and 2 record, 3 replays; backward: 1 records.
+    assert fwd_replays == (1 if half else 0)
+    assert replays[0] - fwd_replays == (2 if half and la.GATED_PAIRS_EVERYWHERE else 0)
+    (x, wg, wu, b, _), _ = fwd(0)
+    with pytest.raises(ValueError, match="w_up"):
+        cgl.gated_linear_forward_pair(x, wg, wu[1:], b)
+    with pytest.raises(TypeError, match="cupy"):
+        cgl.gated_linear_forward_pair(cupy.asnumpy(x), wg, wu, b)

@@ -222,3 +222,18 @@ def test_seeded_checks_seed_and_offset(fast):
                               (0, 2**64, ValueError), (0, np.float32(2), TypeError)):
         with pytest.raises(err, match="seed" if seed != 0 else "offset"):
             fast.seeded(lambda s, o: (s, o), seed, offset)()
+
+
+def test_signature_without_a_plan_keeps_the_array_path(fast):
+    """record() returning None (a gated unit's weights that are not read in place):
+    the signature always takes the array-level path, and is not recorded again."""
+    cache, op = PlanCache(), _Op()
+    op.record = lambda: (setattr(op, "records", op.records + 1), None)[1]
+    x = _Array((4, 64))
+    for _ in range(3):
+        assert fast.cached(cache, (x,), (), op.slow, op.record) == ("array-level",)
+    assert (op.slow_calls, op.records, len(cache)) == (3, 1, 1)
+    other = _Op()
+    assert fast.cached(cache, (_Array((4, 32)),), (), other.slow, other.record) == (
+        "array-level",)
+    assert fast.cached(cache, (_Array((4, 32)),), (), other.slow, other.record) == ("replayed",)

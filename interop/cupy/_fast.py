@@ -15,7 +15,10 @@ takes the array-level path, which validates), shape, dtype, strides, device and
 address modulo 16; scalar flags enter the key with their types, so a value the
 array-level checks would refuse (``deterministic=1``) can never reach a plan cached
 for an accepted one (``True``). A signature that fails validation is never cached:
-it raises again on every call. Under the simulator nothing is cached. A plan keeps
+it raises again on every call. A signature whose work has no plan (a gated unit's
+weights that are not read in place: the array-level function makes their copy) is
+cached as such and keeps the array-level path. Under the simulator nothing is
+cached. A plan keeps
 the kernels it was recorded with (as interop.torch's do): tuning contexts such as
 ``numba_fused.linear_act.use_wgmma`` or ``numba_fused.layer_norm.tuning`` entered later
 do not change a signature already cached.
@@ -75,7 +78,8 @@ def cached(cache, arrays, flags, slow, record, values=None):
     fix the plan (hashable). slow: runs the array-level function (validating) and
     returns its outputs as the plan does (a tuple, None where absent). record: builds
     the plan of this signature (called only after ``slow`` returned, and only where no
-    array is empty). values: None, or a callable giving the call's dynamic scalars
+    array is empty), or returns None where the signature has none: its calls then
+    always take ``slow`` (without calling ``record`` again). values: None, or a callable giving the call's dynamic scalars
     (a dropout's seed and offset words; it validates them, so an invalid seed raises
     as on the array-level path).
     """
@@ -83,12 +87,15 @@ def cached(cache, arrays, flags, slow, record, values=None):
     if sig is not None:
         key = (sig, tuple((type(f), f) for f in flags))
         plan = cache.get(key)
+        if plan is False:
+            return slow()
         if plan is not None:
             return _replay(plan, ptrs, arrays[0].data.device_id,
                            () if values is None else values())
     out = slow()
     if sig is not None and ENABLED[0] and all(a is None or a.size for a in arrays):
-        cache.put(key, record())
+        plan = record()
+        cache.put(key, False if plan is None else plan)
     return out
 
 

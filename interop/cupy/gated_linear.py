@@ -12,14 +12,18 @@ from ._fast import PlanCache, cached
 from .linear_act import _require_cupy
 
 __all__ = ["gated_linear_forward", "gated_linear_dgrad", "gated_act_backward",
-           "gated_linear_backward", "interleave"]
+           "gated_linear_backward", "gated_linear_forward_pair", "gated_linear_backward_pair",
+           "interleave", "deinterleave"]
 
 interleave = _gl.interleave
+deinterleave = _gl.deinterleave
 
 _FWD_PLANS = PlanCache()
 _DGRAD_PLANS = PlanCache()
 _ACT_PLANS = PlanCache()
 _BWD_PLANS = PlanCache()
+_FWD_PAIR_PLANS = PlanCache()
+_BWD_PAIR_PLANS = PlanCache()
 
 
 def gated_linear_forward(x, weight, bias=None, activation="silu", save_preact=False):
@@ -63,3 +67,42 @@ def gated_linear_backward(grad_h, x, weight, preact, activation="silu"):
 
     return cached(_BWD_PLANS, (grad_h, x, weight, preact), (activation,), slow,
                   lambda: _gl.backward_plan(grad_h, x, weight, preact, activation))
+
+
+def gated_linear_forward_pair(x, w_gate, w_up, bias=None, activation="silu",
+                              save_preact=False):
+    """As :func:`numba_fused.gated_linear.gated_linear_forward_pair`: ``h`` or ``(h,
+    preact)``, the gate and up weights read in place (a signature whose weights are
+    not, e.g. float32, takes the array-level path, which makes their copy)."""
+    def slow():
+        _require_cupy([(x, "x"), (w_gate, "w_gate"), (w_up, "w_up"), (bias, "bias")])
+        if save_preact:
+            return _gl.gated_linear_forward_pair(x, w_gate, w_up, bias, activation, save_preact)
+        return _gl.gated_linear_forward_pair(x, w_gate, w_up, bias, activation, False), None
+
+    def record():
+        if not _gl.pair_in_place(x, w_gate, w_up):
+            return None
+        return _gl.forward_pair_plan(x, w_gate, w_up, bias, activation, save_preact)
+
+    h, z = cached(_FWD_PAIR_PLANS, (x, w_gate, w_up, bias), (activation, save_preact), slow,
+                  record)
+    return (h, z) if save_preact else h
+
+
+def gated_linear_backward_pair(grad_h, x, w_gate, w_up, preact, activation="silu"):
+    """As :func:`numba_fused.gated_linear.gated_linear_backward_pair`: ``(grad_x,
+    grad_w_gate, grad_w_up, grad_bias)`` (a signature whose weights are not read in
+    place takes the array-level path)."""
+    def slow():
+        _require_cupy([(grad_h, "grad_h"), (x, "x"), (w_gate, "w_gate"), (w_up, "w_up"),
+                       (preact, "preact")])
+        return _gl.gated_linear_backward_pair(grad_h, x, w_gate, w_up, preact, activation)
+
+    def record():
+        if not _gl.pair_in_place(x, w_gate, w_up, backward=True):
+            return None
+        return _gl.backward_pair_plan(grad_h, x, w_gate, w_up, preact, activation)
+
+    return cached(_BWD_PAIR_PLANS, (grad_h, x, w_gate, w_up, preact), (activation,), slow,
+                  record)
