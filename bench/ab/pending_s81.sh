@@ -10,13 +10,17 @@
 #      kernel unsplit and split against the few-row layouts, and the gated forward
 #      with it. Predicted: all pass, 0 errors; down projection (90 MB) ~63-70 us ->
 #      32-38 us, gate+up (180 MB) ~104 -> 60-66 us (cuBLAS 37 / 67; 2.5-2.8 TB/s).
-#   bash bench/ab/pending_s81.sh "$OUT" f|s
+#   d: (any card, ~8 min) pending_s80.sh d with the few-row kernel's rule on too
+#      (NUMBA_FUSED_TEST_ON=split,pairs,skinny): every GEMM suite and the torch / CuPy
+#      front ends' plan, graph and no-sync tests with the three opt-ins as defaults,
+#      then racecheck of the split kernel alone.
+#   bash bench/ab/pending_s81.sh "$OUT" f|s|d
 set -uo pipefail
-OUT=${1:?"usage: pending_s81.sh OUTDIR f|s"}
+OUT=${1:?"usage: pending_s81.sh OUTDIR f|s|d"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?f|s}" in
+case "${2:?f|s|d}" in
   f)
     timeout -k 10 150 python3 bench/ab/pair_train_ab.py --reps 10 --profile 5 \
       --json "$OUT/pair_train_prof.json" > "$OUT/pair_train_prof.log" 2>&1
@@ -38,5 +42,16 @@ case "${2:?f|s}" in
       g1w8u2:no_allocate+L2first > "$OUT/skinny_sweep.log" 2>&1
     echo "sweep rc $?"; grep -v -i warn "$OUT/skinny_sweep.log"
     ;;
-  *) echo "f or s" >&2; exit 2 ;;
+  d)
+    NUMBA_FUSED_TEST_ON=split,pairs,skinny timeout -k 10 420 python3 -m pytest -q \
+      -p no:cacheprovider -n 12 tests/test_linear_act.py tests/test_gated_linear.py \
+      tests/test_wgmma.py tests/test_patch.py tests/test_fast_path.py tests/test_no_sync.py \
+      tests/test_cupy_fast.py tests/test_kernel_cache.py > "$OUT/tests_d.log" 2>&1
+    echo "tests rc $?"; tail -4 "$OUT/tests_d.log"
+    timeout -k 10 120 compute-sanitizer --tool racecheck --report-api-errors no \
+      --error-exitcode 3 python3 bench/sanitize.py linear_split_k:float16 \
+      > "$OUT/racecheck_split.log" 2>&1
+    echo "racecheck rc $?"; tail -3 "$OUT/racecheck_split.log"
+    ;;
+  *) echo "f, s or d" >&2; exit 2 ;;
 esac
