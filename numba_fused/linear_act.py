@@ -245,12 +245,14 @@ class SkinnyConfig(NamedTuple):
     ``groups`` groups of 16 weight rows, the block's ``warps`` warps taking turns over
     the 32-wide k-chunks; ``unroll`` chunks a warp loads before it multiplies (bytes
     in flight); ``policy``: the weight loads' eviction policy
-    (``tensor_core.LOAD_POLICIES``, None for plain loads)."""
+    (``tensor_core.LOAD_POLICIES``, None for plain loads); ``prefetch`` 1: two
+    register sets, a turn's loads issued before the previous turn's MMAs."""
 
     groups: int
     warps: int
     unroll: int
     policy: object = "no_allocate"
+    prefetch: int = 0
 
     @property
     def threads(self):
@@ -266,6 +268,8 @@ class SkinnyConfig(NamedTuple):
             raise ValueError(f"{self}: groups in [1, 4], warps in [1, 32], unroll in [1, 8]")
         if self.policy is not None and self.policy not in LOAD_POLICIES:
             raise ValueError(f"{self}: policy must be None or one of {LOAD_POLICIES}")
+        if self.prefetch not in (0, 1):
+            raise ValueError(f"{self}: prefetch must be 0 or 1")
         return self
 
 
@@ -1167,7 +1171,7 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
         raise ValueError(f"no few-row kernel for dtype={dtype!r}")
     if tiles not in (1, 2, 3, 4):
         raise ValueError(f"tiles must be 1 to 4 (8 tokens each), got {tiles!r}")
-    R, KS, U, policy = cfg.validate()
+    R, KS, U, policy, _ = cfg.validate()
     NT = cfg.threads
     BNW = cfg.cols
     TOK = 8 * tiles
@@ -1180,11 +1184,61 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
     NWR = U * R * 4
     NXR = U * tiles * 4
     STEP = KS * U
+    PREFETCH = bool(cfg.prefetch)
     mma = mma_f16 if dtype == "float16" else mma_bf16
     ld_w = ld_global_v4_evict(policy)
     put = _chunk_epilogue("fwd", dtype)
     zero4 = (np.uint32(0),) * 4
     f32 = np.float32
+
+    @inline_device
+    def load_set(wl, wh, xv, a, b, b2, c, n0, g, t, M, N, K, lda, ldb):
+        """The U chunks from chunk ``c`` (``warps`` apart) into one register set:
+        U * (2 R + tiles) 16-byte loads in flight per lane, zeros past the edges."""
+        for u in range(U):
+            k = (c + u * KS) * 32 + 8 * t
+            kin = k < K
+            for r in range(R):
+                lo = zero4
+                hi = zero4
+                if pair:
+                    j = (n0 >> 1) + 8 * r + g
+                    if kin and 2 * j < N:
+                        lo = ld_w(b, j * ldb + k)
+                        hi = ld_w(b2, j * ldb + k)
+                else:
+                    row = n0 + 16 * r + g
+                    if kin and row < N:
+                        lo = ld_w(b, row * ldb + k)
+                    if kin and row + 8 < N:
+                        hi = ld_w(b, (row + 8) * ldb + k)
+                for e in range(4):
+                    wl[(u * R + r) * 4 + e] = lo[e]
+                    wh[(u * R + r) * 4 + e] = hi[e]
+            for q in range(tiles):
+                v = zero4
+                if kin and 8 * q + g < M:
+                    v = ld_global_v4(a, (8 * q + g) * lda + k)
+                for e in range(4):
+                    xv[(u * tiles + q) * 4 + e] = v[e]
+
+    @inline_device
+    def mma_set(acc, wl, wh, xv):
+        """The register set's MMAs, chunk by chunk in k order."""
+        for u in range(U):
+            for r in range(R):
+                w0 = (u * R + r) * 4
+                for q in range(tiles):
+                    x0 = (u * tiles + q) * 4
+                    ci = (r * tiles + q) * 4
+                    for h in range(2):
+                        d = mma(wl[w0 + 2 * h], wh[w0 + 2 * h], wl[w0 + 2 * h + 1],
+                                wh[w0 + 2 * h + 1], xv[x0 + 2 * h], xv[x0 + 2 * h + 1],
+                                acc[ci], acc[ci + 1], acc[ci + 2], acc[ci + 3])
+                        acc[ci] = d[0]
+                        acc[ci + 1] = d[1]
+                        acc[ci + 2] = d[2]
+                        acc[ci + 3] = d[3]
 
     @inline_device
     def body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
@@ -1203,50 +1257,27 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
         wh = cuda.local.array(NWR, np.uint32)
         xv = cuda.local.array(NXR, np.uint32)
         c = warp
-        while c * 32 < K:
-            # Every load of the U chunks first (U * (2 R + tiles) 16-byte vectors in
-            # flight per lane), then their MMAs.
-            for u in range(U):
-                k = (c + u * KS) * 32 + 8 * t
-                kin = k < K
-                for r in range(R):
-                    lo = zero4
-                    hi = zero4
-                    if pair:
-                        j = (n0 >> 1) + 8 * r + g
-                        if kin and 2 * j < N:
-                            lo = ld_w(b, j * ldb + k)
-                            hi = ld_w(b2, j * ldb + k)
-                    else:
-                        row = n0 + 16 * r + g
-                        if kin and row < N:
-                            lo = ld_w(b, row * ldb + k)
-                        if kin and row + 8 < N:
-                            hi = ld_w(b, (row + 8) * ldb + k)
-                    for e in range(4):
-                        wl[(u * R + r) * 4 + e] = lo[e]
-                        wh[(u * R + r) * 4 + e] = hi[e]
-                for q in range(tiles):
-                    v = zero4
-                    if kin and 8 * q + g < M:
-                        v = ld_global_v4(a, (8 * q + g) * lda + k)
-                    for e in range(4):
-                        xv[(u * tiles + q) * 4 + e] = v[e]
-            for u in range(U):
-                for r in range(R):
-                    w0 = (u * R + r) * 4
-                    for q in range(tiles):
-                        x0 = (u * tiles + q) * 4
-                        ci = (r * tiles + q) * 4
-                        for h in range(2):
-                            d = mma(wl[w0 + 2 * h], wh[w0 + 2 * h], wl[w0 + 2 * h + 1],
-                                    wh[w0 + 2 * h + 1], xv[x0 + 2 * h], xv[x0 + 2 * h + 1],
-                                    acc[ci], acc[ci + 1], acc[ci + 2], acc[ci + 3])
-                            acc[ci] = d[0]
-                            acc[ci + 1] = d[1]
-                            acc[ci + 2] = d[2]
-                            acc[ci + 3] = d[3]
-            c += STEP
+        if PREFETCH:
+            # Two register sets: the next turn's loads are issued before this turn's
+            # MMAs, so a warp's loads stay in flight while it multiplies.
+            wl2 = cuda.local.array(NWR, np.uint32)
+            wh2 = cuda.local.array(NWR, np.uint32)
+            xv2 = cuda.local.array(NXR, np.uint32)
+            load_set(wl, wh, xv, a, b, b2, c, n0, g, t, M, N, K, lda, ldb)
+            while c * 32 < K:
+                load_set(wl2, wh2, xv2, a, b, b2, c + STEP, n0, g, t, M, N, K, lda, ldb)
+                mma_set(acc, wl, wh, xv)
+                c += STEP
+                if c * 32 >= K:
+                    break
+                load_set(wl, wh, xv, a, b, b2, c + STEP, n0, g, t, M, N, K, lda, ldb)
+                mma_set(acc, wl2, wh2, xv2)
+                c += STEP
+        else:
+            while c * 32 < K:
+                load_set(wl, wh, xv, a, b, b2, c, n0, g, t, M, N, K, lda, ldb)
+                mma_set(acc, wl, wh, xv)
+                c += STEP
 
         # The warps' partial sums, C^T fragments: d0, d1 at (row lo, tokens 8q + 2t,
         # + 1), d2, d3 at row hi.
@@ -1295,7 +1326,7 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
         ``b2``'s (a gated unit's gate and up weights in place)."""
         body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
 
-    name = (f"linear_fwd_{dtype}_skinny_g{R}_w{KS}_u{U}_t{tiles}"
+    name = (f"linear_fwd_{dtype}_skinny_g{R}_w{KS}_u{U}{'p' if PREFETCH else ''}_t{tiles}"
             f"_{str(policy).replace('+', '_')}{'_pair' if pair else ''}")
     return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair))
 

@@ -734,12 +734,13 @@ def test_skinny_forward_every_epilogue(dtype, M, monkeypatch):
 
 
 @pytest.mark.parametrize("cfg", [la.SkinnyConfig(1, 1, 1, None), la.SkinnyConfig(3, 3, 3),
-                                 la.SkinnyConfig(1, 4, 1, "no_allocate+L2first")],
-                         ids=["g1w1u1", "g3w3u3", "g1w4u1_l2"])
+                                 la.SkinnyConfig(1, 4, 1, "no_allocate+L2first"),
+                                 la.SkinnyConfig(1, 1, 1, None, 1), la.SkinnyConfig(2, 2, 2, prefetch=1)],
+                         ids=["g1w1u1", "g3w3u3", "g1w4u1_l2", "g1w1u1p", "g2w2u2p"])
 def test_skinny_other_layouts(cfg, monkeypatch):
-    """Other few-row layouts give the same values: one warp, three groups (a block of
-    48 columns over N = 40), more warps than chunks; bits equal across layouts with
-    one warp's order of k (one warp: the chunks in order)."""
+    """Other few-row layouts give the right values: one warp, three groups (a block of
+    48 columns over N = 40), more warps than chunks, the prefetching loop (one warp:
+    both register sets multiplied, the last prefetch past K)."""
     dtype = "bfloat16"
     K, N = 72, 40
     x, w, b = _inputs((9,), K, N, dtype, seed=31)
@@ -772,7 +773,7 @@ def test_skinny_rule_and_checks():
         assert la._skinny_for("fwd", "float16", True, None, 5, 40, 72) is None
     assert la._SKINNY[0] is None
     for bad in (la.SkinnyConfig(0, 8, 2), la.SkinnyConfig(1, 33, 2), la.SkinnyConfig(1, 8, 9),
-                la.SkinnyConfig(1, 8, 2, "evict_first")):
+                la.SkinnyConfig(1, 8, 2, "evict_first"), la.SkinnyConfig(1, 8, 2, prefetch=2)):
         with pytest.raises(ValueError):
             la.make_skinny_kernel("float16", bad, 1)
     with pytest.raises(ValueError, match="tiles"):

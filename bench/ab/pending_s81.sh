@@ -37,9 +37,9 @@ case "${2:?f|s|d}" in
       --error-exitcode 3 python3 bench/sanitize.py linear_skinny:bfloat16 \
       > "$OUT/memcheck_skinny.log" 2>&1
     echo "memcheck rc $?"; tail -3 "$OUT/memcheck_skinny.log"
-    timeout -k 10 200 python3 bench/ab/skinny_ab.py --ms 1 16 32 --reps 20 --tilings default \
-      --splits 1 0 --skinny g1w8u2 g1w8u4 g1w8u1 g1w4u4 g1w16u2 g2w8u2 g2w4u4 g1w8u2:none \
-      g1w8u2:no_allocate+L2first > "$OUT/skinny_sweep.log" 2>&1
+    timeout -k 10 250 python3 bench/ab/skinny_ab.py --ms 1 16 32 --reps 20 --tilings default \
+      --splits 1 0 --skinny g1w8u2 g1w8u4 g1w8u1 g1w4u4 g1w16u2 g2w8u2 g1w8u2p g1w8u1p \
+      g1w8u2:none g1w8u2:no_allocate+L2first > "$OUT/skinny_sweep.log" 2>&1
     echo "sweep rc $?"; grep -v -i warn "$OUT/skinny_sweep.log"
     ;;
   d)

@@ -12,8 +12,9 @@ Each tiling runs at each forced split-K ``--splits`` (``linear_act.use_split_k``
 ``split_k_auto``'s choice for that tiling). Prints one line per (shape, tiling, splits): median us,
 GB/s of the bytes that must move (weights + x + y), and the ratio to cuBLAS.
 ``--skinny``: the few-row kernel (``linear_act.make_skinny_kernel``, forced through
-``use_skinny``) at each layout ``g<groups>w<warps>u<unroll>[:<policy>]`` (policy a
-``tensor_core.LOAD_POLICIES`` entry or ``none``; default no_allocate); ``--tilings``
+``use_skinny``) at each layout ``g<groups>w<warps>u<unroll>[p][:<policy>]`` (``p``:
+prefetch; policy a ``tensor_core.LOAD_POLICIES`` entry or ``none``; default
+no_allocate); ``--tilings``
 may be empty to time only those. The gated forward then runs with the few-row kernel
 at the first layout too (in place and through the copy)."""
 
@@ -85,14 +86,15 @@ def main(argv=None):
 
 
 def _layout(la, spec):
-    """SkinnyConfig of ``g<groups>w<warps>u<unroll>[:<policy>]``."""
+    """SkinnyConfig of ``g<groups>w<warps>u<unroll>[p][:<policy>]``."""
     import re
 
     body, _, policy = spec.partition(":")
-    g, w, u = (int(v) for v in re.fullmatch(r"g(\d+)w(\d+)u(\d+)", body).groups())
-    if not policy:
-        return la.SkinnyConfig(g, w, u)
-    return la.SkinnyConfig(g, w, u, None if policy == "none" else policy)
+    g, w, u, pf = re.fullmatch(r"g(\d+)w(\d+)u(\d+)(p?)", body).groups()
+    cfg = la.SkinnyConfig(int(g), int(w), int(u), prefetch=int(pf == "p"))
+    if policy:
+        cfg = cfg._replace(policy=None if policy == "none" else policy)
+    return cfg
 
 
 def _skinny(la, spec, x, w, ref, nbytes, t_ref, args):

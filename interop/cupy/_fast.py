@@ -79,9 +79,9 @@ def cached(cache, arrays, flags, slow, record, values=None):
     returns its outputs as the plan does (a tuple, None where absent). record: builds
     the plan of this signature (called only after ``slow`` returned, and only where no
     array is empty), or returns None where the signature has none: its calls then
-    always take ``slow`` (without calling ``record`` again). values: None, or a callable giving the call's dynamic scalars
-    (a dropout's seed and offset words; it validates them, so an invalid seed raises
-    as on the array-level path).
+    always take ``slow`` (without calling ``record`` again). values: None, or a
+    callable giving the call's dynamic scalars (a dropout's seed and offset words; it
+    validates them, so an invalid seed raises as on the array-level path).
     """
     sig, ptrs = _signature(arrays)
     if sig is not None:
