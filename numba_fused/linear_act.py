@@ -2225,7 +2225,9 @@ def use_skinny(enabled=True):
     rows (float16 / bfloat16, 16-byte aligned x and weight rows, K a multiple of 8)
     run: True, every one on the few-row kernel (:func:`make_skinny_kernel`); False,
     none; None, the default: :func:`skinny_auto`'s choice on a GPU where
-    :data:`SKINNY_BY_DEFAULT` is set, else none (always in the simulator)."""
+    :data:`SKINNY_BY_DEFAULT` is set, else none (always in the simulator). Forced
+    here, it takes precedence over :func:`use_split_k`; the default yields to a split
+    forced there."""
     saved = _SKINNY[0]
     _SKINNY[0] = None if enabled is None else bool(enabled)
     try:
@@ -2248,15 +2250,15 @@ def _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
     (SKINNY_SIM / SKINNY_DEFAULT, read per call so tests and benchmarks can patch
     them), or None: a forward of at most SKINNY_MAX_ROWS rows, 16-bit with 16-byte
     rows (``vec_ab``) and K a multiple of 8, where :func:`use_skinny` or the default
-    takes it."""
+    takes it (the default not while :func:`use_split_k` forces a split)."""
     mode = _SKINNY[0]
     if (mode is False or role != "fwd" or dtype == "float32" or not vec_ab or Kg % 8
             or Mg > SKINNY_MAX_ROWS):
         return None
     if mode:
         return SKINNY_SIM if SIMULATOR else SKINNY_DEFAULT
-    if SIMULATOR or not SKINNY_BY_DEFAULT:
-        return None
+    if SIMULATOR or not SKINNY_BY_DEFAULT or (_SPLIT_K[0] or 1) > 1:
+        return None  # the rule yields to a split forced by use_split_k
     return SKINNY_DEFAULT if skinny_auto(Mg, Ng, sm_count(device)) else None
 
 

@@ -751,7 +751,7 @@ def test_skinny_other_layouts(cfg, monkeypatch):
     assert_close(y, la.linear_act_ref(x, w, b, "relu"), dtype, f"y ({cfg})")
 
 
-def test_skinny_rule_and_checks():
+def test_skinny_rule_and_checks(monkeypatch):
     """The default takes the few-row kernel only for at most SKINNY_AUTO_ROWS rows
     whose blocks cover every multiprocessor; forced, only forwards of 16-bit data with
     16-byte rows, K a multiple of 8 and at most SKINNY_MAX_ROWS rows; bad layouts and
@@ -772,6 +772,16 @@ def test_skinny_rule_and_checks():
     with la.use_skinny(False):
         assert la._skinny_for("fwd", "float16", True, None, 5, 40, 72) is None
     assert la._SKINNY[0] is None
+    # The default (here with the rule on, a 4096-column output, 132 SMs) yields to a
+    # forced split, not to a forced "no split".
+    monkeypatch.setattr(la, "SKINNY_BY_DEFAULT", True)
+    monkeypatch.setattr(la, "SIMULATOR", False)
+    monkeypatch.setattr(la, "sm_count", lambda device=None: 132)
+    assert la._skinny_for("fwd", "float16", True, 0, 1, 4096, 11008) == la.SKINNY_DEFAULT
+    with la.use_split_k(1):
+        assert la._skinny_for("fwd", "float16", True, 0, 1, 4096, 11008) == la.SKINNY_DEFAULT
+    with la.use_split_k(4):
+        assert la._skinny_for("fwd", "float16", True, 0, 1, 4096, 11008) is None
     for bad in (la.SkinnyConfig(0, 8, 2), la.SkinnyConfig(1, 33, 2), la.SkinnyConfig(1, 8, 9),
                 la.SkinnyConfig(1, 8, 2, "evict_first"), la.SkinnyConfig(1, 8, 2, prefetch=2)):
         with pytest.raises(ValueError):
