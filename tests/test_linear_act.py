@@ -699,24 +699,13 @@ def test_weight_grad_shape_when_rows_equal_out_features():
 # ---- the few-row forward (a decoder's tokens) -------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("M", [1, 5, 16, 27])
-def test_skinny_forward_every_epilogue(dtype, M, monkeypatch):
-    """The few-row kernel (forced here; on a GPU the default takes it for few rows):
-    bias, kept pre-activation, activation, no bias; ragged N against the block's
-    columns, K of three 32-wide chunks over the simulator's two warps (one warp's
-    second turn past K), 1 to 4 token tiles; the gated forward through the
-    interleaved copy and in place (same bits)."""
+def _every_forward_epilogue(x, w, b, dtype, ctx):
+    """Inside ``ctx`` (a kernel choice), outputs poisoned: the forward with bias, kept
+    pre-activation and activation, without bias, and the gated forward through the
+    interleaved copy and in place (same bits); each against the float64 reference."""
     from numba_fused import gated_linear as gl
 
-    made = []
-    real = la.make_skinny_kernel
-    monkeypatch.setattr(la, "make_skinny_kernel",
-                        lambda *a, **kw: made.append(a[2]) or real(*a, **kw))
-    la._gemm_prepared.cache_clear()  # on a GPU: prepared launches would skip the spy
-    K, N = 72, 40
-    x, w, b = _inputs((M,), K, N, dtype, seed=23 + M)
-    with la.use_skinny(True), poison_outputs():
+    with ctx, poison_outputs():
         y, pre = nf.linear_act_forward(x, w, b, "gelu_tanh", save_preact=True)
         y0 = nf.linear_act_forward(x, w)
         wg, wu = w[0::2].contiguous(), w[1::2].contiguous()
@@ -726,9 +715,29 @@ def test_skinny_forward_every_epilogue(dtype, M, monkeypatch):
     assert_close(y, ry, dtype, "y")
     assert_close(pre, rpre, dtype, "preact")
     assert_close(y0, la.linear_act_ref(x, w), dtype, "y (no bias)")
-    assert made and all(t == la.cdiv(M, 8) for t in made), made
     assert torch.equal(h_copy, h_pair)
     assert_close(h_copy, gl.gated_linear_ref(x, gl.interleave(wg, wu), b, "silu"), dtype, "h")
+    return y, ry
+
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M", [1, 5, 16, 27])
+def test_skinny_forward_every_epilogue(dtype, M, monkeypatch):
+    """The few-row kernel (forced here; on a GPU the default takes it for few rows):
+    bias, kept pre-activation, activation, no bias; ragged N against the block's
+    columns, K of three 32-wide chunks over the simulator's two warps (one warp's
+    second turn past K), 1 to 4 token tiles; the gated forward through the
+    interleaved copy and in place (same bits)."""
+    made = []
+    real = la.make_skinny_kernel
+    monkeypatch.setattr(la, "make_skinny_kernel",
+                        lambda *a, **kw: made.append(a[2]) or real(*a, **kw))
+    la._gemm_prepared.cache_clear()  # on a GPU: prepared launches would skip the spy
+    K, N = 72, 40
+    x, w, b = _inputs((M,), K, N, dtype, seed=23 + M)
+    y, ry = _every_forward_epilogue(x, w, b, dtype, la.use_skinny(True))
+    assert made and all(t == la.cdiv(M, 8) for t in made), made
     theirs = _torch_or_none(lambda: torch_act("gelu_tanh")(F.linear(x, w, b)))
     _assert_vs_torch(y, theirs, ry, dtype, "y")
 
@@ -841,8 +850,6 @@ def test_split_k_forward_every_epilogue(dtype, splits, monkeypatch):
     k-tiles of the simulator's tiles (4 ways leave the last part empty), the gated
     forward through the interleaved copy and in place (same bits); the arrival
     counters are left zero."""
-    from numba_fused import gated_linear as gl
-
     made = []
     real = la.make_tc_kernel
     monkeypatch.setattr(la, "make_tc_kernel",
@@ -850,19 +857,8 @@ def test_split_k_forward_every_epilogue(dtype, splits, monkeypatch):
     la._gemm_prepared.cache_clear()  # on a GPU: prepared launches would skip the spy
     lead, K, N = (2, 3), 72, 40
     x, w, b = _inputs(lead, K, N, dtype, seed=21)
-    with la.use_split_k(splits), poison_outputs():
-        y, pre = nf.linear_act_forward(x, w, b, "gelu_tanh", save_preact=True)
-        y0 = nf.linear_act_forward(x, w)
-        wg, wu = w[0::2].contiguous(), w[1::2].contiguous()
-        h_copy = nf.gated_linear_forward(x, gl.interleave(wg, wu), b, "silu")
-        h_pair = gl.gated_linear_forward_pair(x, wg, wu, b, "silu")
-    ry, rpre = la.linear_act_ref(x, w, b, "gelu_tanh", save_preact=True)
-    assert_close(y, ry, dtype, "y")
-    assert_close(pre, rpre, dtype, "preact")
-    assert_close(y0, la.linear_act_ref(x, w), dtype, "y (no bias)")
+    _every_forward_epilogue(x, w, b, dtype, la.use_split_k(splits))
     assert made and all(made), "every GEMM took the split-K kernel"
-    assert torch.equal(h_copy, h_pair)
-    assert_close(h_copy, gl.gated_linear_ref(x, gl.interleave(wg, wu), b, "silu"), dtype, "h")
     assert _split_counters_zero()
 
 
