@@ -14,13 +14,18 @@
 #      (NUMBA_FUSED_TEST_ON=split,pairs,skinny): every GEMM suite and the torch / CuPy
 #      front ends' plan, graph and no-sync tests with the three opt-ins as defaults,
 #      then racecheck of the split kernel alone.
-#   bash bench/ab/pending_s81.sh "$OUT" f|s|d
+#   g: (any card, ~3 min) generation: bench/decode_step.py (a 4-layer Llama-7B-wide
+#      model, bf16, batch 1, one token a step with its KV cache), stock against ours
+#      per kernel choice (tiled / split / skinny / default). Predicted: ours (skinny)
+#      the fastest of ours and within ~5% of stock (the MLPs' GEMMs at cuBLAS's speed,
+#      our norms; attention stock on both sides).
+#   bash bench/ab/pending_s81.sh "$OUT" f|s|d|g
 set -uo pipefail
-OUT=${1:?"usage: pending_s81.sh OUTDIR f|s|d"}
+OUT=${1:?"usage: pending_s81.sh OUTDIR f|s|d|g"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?f|s|d}" in
+case "${2:?f|s|d|g}" in
   f)
     timeout -k 10 150 python3 bench/ab/pair_train_ab.py --reps 10 --profile 5 \
       --json "$OUT/pair_train_prof.json" > "$OUT/pair_train_prof.log" 2>&1
@@ -53,5 +58,9 @@ case "${2:?f|s|d}" in
       > "$OUT/racecheck_split.log" 2>&1
     echo "racecheck rc $?"; tail -3 "$OUT/racecheck_split.log"
     ;;
-  *) echo "f, s or d" >&2; exit 2 ;;
+  g)
+    timeout -k 10 240 python3 -m bench.decode_step --out "$OUT" > "$OUT/decode_step.log" 2>&1
+    echo "decode rc $?"; grep -v -i warn "$OUT/decode_step.log" | tail -12
+    ;;
+  *) echo "f, s, d or g" >&2; exit 2 ;;
 esac
