@@ -4,7 +4,7 @@
 #      (pair_train_ab.py --profile: GPU time per kernel, pairs on, against torch's
 #      cuBLAS step), then the decode tilings sweep (skinny_ab.py, every tiling at
 #      M = 1 / 16, unsplit and the split rule's choice).
-#   s: (any card, ~6 min) the few-row forward (make_skinny_kernel): its tests
+#   s: (any card, ~5 min, at most 440 s) the few-row forward (make_skinny_kernel): its tests
 #      (linear_act -k skinny, the decode shapes against torch among them), memcheck
 #      of sanitize.py linear_skinny, then skinny_ab.py at M = 1 / 16 / 32: the tiled
 #      kernel unsplit and split against the few-row layouts, and the gated forward
@@ -35,16 +35,16 @@ case "${2:?f|s|d|g}" in
     echo "tilings rc $?"; grep -v -i warn "$OUT/skinny_tilings.log"
     ;;
   s)
-    timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_linear_act.py \
+    timeout -k 10 150 python3 -m pytest -q -p no:cacheprovider -n 12 tests/test_linear_act.py \
       -k "skinny" > "$OUT/tests_s.log" 2>&1
     echo "tests rc $?"; tail -4 "$OUT/tests_s.log"
-    timeout -k 10 100 compute-sanitizer --tool memcheck --report-api-errors no \
+    timeout -k 10 80 compute-sanitizer --tool memcheck --report-api-errors no \
       --error-exitcode 3 python3 bench/sanitize.py linear_skinny:bfloat16 \
       > "$OUT/memcheck_skinny.log" 2>&1
     echo "memcheck rc $?"; tail -3 "$OUT/memcheck_skinny.log"
-    timeout -k 10 250 python3 bench/ab/skinny_ab.py --ms 1 16 32 --reps 20 --tilings default \
-      --splits 1 0 --skinny g1w8u2 g1w8u4 g1w8u1 g1w4u4 g1w16u2 g2w8u2 g1w8u2p g1w8u1p \
-      g1w8u2:none g1w8u2:no_allocate+L2first > "$OUT/skinny_sweep.log" 2>&1
+    timeout -k 10 200 python3 bench/ab/skinny_ab.py --ms 1 16 32 --reps 20 --tilings default \
+      --splits 1 0 --skinny g1w8u2 g1w8u4 g1w16u2 g2w8u2 g1w8u2p g1w8u2:none \
+      > "$OUT/skinny_sweep.log" 2>&1
     echo "sweep rc $?"; grep -v -i warn "$OUT/skinny_sweep.log"
     ;;
   d)
