@@ -21,13 +21,15 @@
 #      our norms; attention stock on both sides).
 #   m: (any card, at most ~300 s) s cut to its core for a nearly spent budget: the
 #      tests, memcheck, and three layouts at M = 1 / 16.
-#   bash bench/ab/pending_s81.sh "$OUT" f|s|m|d|g
+#   q: (any card, at most ~170 s) the last resort: the GPU tests of the few-row kernel
+#      and the default layout against the tiled kernel and cuBLAS at M = 1 / 16.
+#   bash bench/ab/pending_s81.sh "$OUT" f|s|m|q|d|g
 set -uo pipefail
-OUT=${1:?"usage: pending_s81.sh OUTDIR f|s|m|d|g"}
+OUT=${1:?"usage: pending_s81.sh OUTDIR f|s|m|q|d|g"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "card: $card"
-case "${2:?f|s|m|d|g}" in
+case "${2:?f|s|m|q|d|g}" in
   f)
     timeout -k 10 150 python3 bench/ab/pair_train_ab.py --reps 10 --profile 5 \
       --json "$OUT/pair_train_prof.json" > "$OUT/pair_train_prof.log" 2>&1
@@ -61,6 +63,14 @@ case "${2:?f|s|m|d|g}" in
       --splits 1 0 --skinny g1w8u2 g1w8u4 g1w16u2 > "$OUT/skinny_sweep.log" 2>&1
     echo "sweep rc $?"; grep -v -i warn "$OUT/skinny_sweep.log"
     ;;
+  q)
+    timeout -k 5 90 python3 -m pytest -q -p no:cacheprovider -n 12 tests/test_linear_act.py \
+      -k "skinny" > "$OUT/tests_s.log" 2>&1
+    echo "tests rc $?"; tail -4 "$OUT/tests_s.log"
+    timeout -k 5 70 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --tilings default \
+      --splits 1 --skinny g1w8u2 g1w16u2 --no-gated > "$OUT/skinny_sweep.log" 2>&1
+    echo "sweep rc $?"; grep -v -i warn "$OUT/skinny_sweep.log"
+    ;;
   d)
     NUMBA_FUSED_TEST_ON=split,pairs,skinny timeout -k 10 420 python3 -m pytest -q \
       -p no:cacheprovider -n 12 tests/test_linear_act.py tests/test_gated_linear.py \
@@ -76,5 +86,5 @@ case "${2:?f|s|m|d|g}" in
     timeout -k 10 240 python3 -m bench.decode_step --out "$OUT" > "$OUT/decode_step.log" 2>&1
     echo "decode rc $?"; grep -v -i warn "$OUT/decode_step.log" | tail -12
     ;;
-  *) echo "f, s, m, d or g" >&2; exit 2 ;;
+  *) echo "f, s, m, q, d or g" >&2; exit 2 ;;
 esac
