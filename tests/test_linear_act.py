@@ -801,25 +801,18 @@ def test_skinny_rule_and_checks(monkeypatch):
         la.make_skinny_kernel("float32", la.SKINNY_DEFAULT, 1)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("M", [1, 16, 32])
-@pytest.mark.parametrize("NK", [(4096, 11008), (22016, 4096)], ids=["down", "gate_up"])
-def test_skinny_decode_shapes_vs_torch(dtype, M, NK):
-    """Llama-7B's MLP GEMMs at a decoder's token counts on the few-row kernel: within
-    2x torch's error, the same bits run to run and through the torch front end's plan
-    (its first call records it)."""
+def _decode_forward_vs_torch(x, w, dtype, ctx):
+    """Inside ``ctx`` (a kernel choice): x @ w^T within 2x torch's error, outputs
+    poisoned, the same bits run to run and through the torch front end's plan (its
+    first call records it). The front end's plans are keyed by signature, not by
+    kernel choice, so they are cleared before and after: another test's plan of this
+    shape must not answer here."""
     import interop.torch.linear_act as tla_mod
 
-    N, K = NK
-    x, w, _ = _inputs((M,), K, N, dtype, seed=7)
     ref = la.linear_act_ref(x, w)
-    la._gemm_prepared.cache_clear()
-    # The front end's plans are keyed by signature, not by kernel choice: another
-    # test's plan of this shape (the split-K one) must not answer here.
     tla_mod._FWD_PLANS.clear()
     try:
-        with la.use_skinny(True):
+        with ctx:
             with poison_outputs():
                 y = nf.linear_act_forward(x, w)
             _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
@@ -828,6 +821,20 @@ def test_skinny_decode_shapes_vs_torch(dtype, M, NK):
                 assert torch.equal(tla_mod.linear_act(x, w), y)
     finally:
         tla_mod._FWD_PLANS.clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M", [1, 16, 32])
+@pytest.mark.parametrize("NK", [(4096, 11008), (22016, 4096)], ids=["down", "gate_up"])
+def test_skinny_decode_shapes_vs_torch(dtype, M, NK):
+    """Llama-7B's MLP GEMMs at a decoder's token counts on the few-row kernel: within
+    2x torch's error, the same bits run to run and through the torch front end's plan
+    (its first call records it)."""
+    N, K = NK
+    x, w, _ = _inputs((M,), K, N, dtype, seed=7)
+    la._gemm_prepared.cache_clear()
+    _decode_forward_vs_torch(x, w, dtype, la.use_skinny(True))
 
 
 # ---- split-K (few output rows) ---------------------------------------------------------
@@ -892,7 +899,6 @@ def test_split_k_decode_shapes_vs_torch(dtype, M):
     split_k_auto picks (more than one): within 2x torch's error, the same bits run to
     run and through the torch front end's plan (its first call records it), counters
     left zero."""
-    import interop.torch.linear_act as tla_mod
     from numba_fused.launch import sm_count
 
     N, K = 4096, 11008
@@ -900,17 +906,6 @@ def test_split_k_decode_shapes_vs_torch(dtype, M):
     ways = la.split_k_auto(M, N, K, la._pick_config(M, N, dev), sm_count(dev))
     assert ways > 1
     x, w, _ = _inputs((M,), K, N, dtype, seed=5)
-    ref = la.linear_act_ref(x, w)
-    tla_mod._FWD_PLANS.clear()  # keyed by signature: see the few-row test
-    try:
-        with la.use_split_k(ways):
-            with poison_outputs():
-                y = nf.linear_act_forward(x, w)
-            _assert_vs_torch(y, F.linear(x, w), ref, dtype, "y")
-            for _ in range(3):
-                assert torch.equal(nf.linear_act_forward(x, w), y)
-                assert torch.equal(tla_mod.linear_act(x, w), y)
-    finally:
-        tla_mod._FWD_PLANS.clear()
+    _decode_forward_vs_torch(x, w, dtype, la.use_split_k(ways))
     torch.cuda.synchronize()
     assert _split_counters_zero()
