@@ -107,12 +107,14 @@ def kernel_mode(mode):
 
 
 def _clear_plans():
-    import interop.torch.gated_linear as tgl
-    import interop.torch.linear_act as tla
-    import interop.torch.layer_norm as tln
+    import importlib
+
     from numba_fused import linear_act as la
 
-    for mod in (tgl, tla, tln):
+    # By their full names: interop.torch's namespace holds the functions linear_act
+    # and layer_norm, which shadow their modules there.
+    for op in ("gated_linear", "linear_act", "layer_norm"):
+        mod = importlib.import_module(f"interop.torch.{op}")
         for name in dir(mod):
             cache = getattr(mod, name)
             if name.endswith("_PLANS") and hasattr(cache, "clear"):

@@ -476,6 +476,50 @@ def test_torch_fused_gated_mlp(dtype, act, bias):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("tokens", [1, 3, 12])
+def test_torch_gated_mlp_decodes_on_the_few_row_kernel(dtype, tokens, monkeypatch):
+    """A decoder's step through interop.torch (FusedGatedMLP without autograd, 1-12
+    tokens) with the few-row kernel forced: the gate and up GEMM on its pair form
+    (the two weights in place), the down projection on its plain form, as many token
+    tiles as the rows need; y against float64 and the same on a second call (the
+    front end's plan)."""
+    import importlib
+
+    from interop.torch import FusedGatedMLP
+    from interop.torch import gated_linear as tgl
+
+    # By its full name: interop.torch's namespace holds the function linear_act.
+    tla = importlib.import_module("interop.torch.linear_act")
+
+    made = []
+    real = la.make_skinny_kernel
+    monkeypatch.setattr(la, "make_skinny_kernel",
+                        lambda *a, **kw: made.append((a[2], a[3] if len(a) > 3 else
+                                                      kw.get("pair", False))) or real(*a, **kw))
+    torch.manual_seed(1)
+    k, hid = 24, 40  # K and I multiples of 8: both GEMMs qualify
+    mod = FusedGatedMLP(k, hid, activation="silu", dtype=torch_dtype(dtype), device=device())
+    x = torch.randn(tokens, k, dtype=torch_dtype(dtype), device=device())
+    for cache in (tgl._PAIR_PLANS, tla._FWD_PLANS):
+        cache.clear()
+    la._gemm_prepared.cache_clear()
+    try:
+        with la.use_skinny(True), torch.no_grad():
+            with poison_outputs():
+                y = mod(x)
+            y2 = mod(x)
+    finally:
+        for cache in (tgl._PAIR_PLANS, tla._FWD_PLANS):
+            cache.clear()
+    y64, _ = _torch_mlp64(x, mod, "silu")
+    assert_close(y, y64.detach(), dtype, "y")
+    assert torch.equal(y, y2)
+    tiles = la.cdiv(tokens, 8)
+    assert (tiles, True) in made and (tiles, False) in made, made
+    assert all(t == tiles for t, _ in made), made
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_torch_gated_mlp_trains_without_the_copy(dtype, monkeypatch):
     """FusedGatedMLP's training step with 16-bit weights in 16-byte rows never builds
     the interleaved weight (nor keeps it for the backward): the forward and grad_x read

@@ -807,7 +807,8 @@ def _decode_forward_vs_torch(x, w, dtype, ctx):
     first call records it). The front end's plans are keyed by signature, not by
     kernel choice, so they are cleared before and after: another test's plan of this
     shape must not answer here."""
-    import interop.torch.linear_act as tla_mod
+    # By its full name: interop.torch's namespace holds the function linear_act.
+    tla_mod = importlib.import_module("interop.torch.linear_act")
 
     ref = la.linear_act_ref(x, w)
     tla_mod._FWD_PLANS.clear()
