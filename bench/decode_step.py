@@ -39,6 +39,9 @@ import sys
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# The same needs as the training check's: torch, a CUDA GPU, transformers.
+from bench.model_step import unavailable  # noqa: E402
+
 MODES = ("tiled", "split", "skinny", "default")
 
 
@@ -54,21 +57,6 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="folder for decode_step.json")
     return ap.parse_args(argv)
-
-
-def unavailable():
-    """None when the benchmark can run, else why not."""
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA GPU"
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        return "transformers is not installed"
-    return None
 
 
 def build_stock(layers, seed):

@@ -1311,7 +1311,7 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
             e = tid + it * NT
             m = e // CCH
             c8 = (e - m * CCH) * 8
-            if m < M and m < TOK and n0 + c8 < N:
+            if m < M and n0 + c8 < N:
                 put(cs, m * BNW + c8, m, n0 + c8, N, ldc, bias, aux, out, act, flags)
 
     def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
@@ -2262,16 +2262,29 @@ def _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
     return SKINNY_DEFAULT if skinny_auto(Mg, Ng, sm_count(device)) else None
 
 
+def _kernel_choice(role, dtype, vec_ab, device, Mg, Ng, Kg, wg):
+    """(skinny, splits) of a GEMM not on wgmma (``wg`` None) or on it: the few-row
+    layout (:func:`_skinny_for`) or None, and how many ways the tiled kernel splits K
+    (1 where the few-row kernel or wgmma runs it)."""
+    skinny = None if wg is not None else _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg)
+    if skinny is not None:
+        return skinny, 1
+    return None, _tiled_splits(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)
+
+
 def _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg, wg):
     """How many ways this GEMM splits K (1: the plain kernel): forwards on mma.sync
     with 16-byte tile loads only, not those on the few-row kernel."""
+    return _kernel_choice(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)[1]
+
+
+def _tiled_splits(role, dtype, vec_ab, device, Mg, Ng, Kg, wg):
+    """:func:`_splits_for` of a GEMM the few-row kernel does not take."""
     forced = _SPLIT_K[0]
     if role != "fwd" or wg is not None or dtype == "float32" or not vec_ab:
         return 1
     if forced is None and (SIMULATOR or not SPLITK_BY_DEFAULT):
         return 1  # the common case: no tiling lookup on the launch path
-    if _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg) is not None:
-        return 1
     cfg = _pick_config(Mg, Ng, device)
     if forced is not None:
         return max(1, min(forced, cdiv(Kg, cfg.bk)))
@@ -2433,9 +2446,7 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
     (:func:`_splits_for`) also takes a float32 workspace (allocated here) and the
     stream's arrival counters. A forward of a few rows may take the few-row kernel
     (:func:`_skinny_for`) instead of the tiled ones."""
-    skinny = None if wg is not None else _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg)
-    splits = 1 if skinny is not None else _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg,
-                                                      wg)
+    skinny, splits = _kernel_choice(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)
     extra = []
     if splits > 1:
         cfg = _pick_config(Mg, Ng, device)
@@ -2540,10 +2551,9 @@ def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w
     flags = _vec_flags("fwd", dtype, N, act, flags, True, True, bias_aligned)
     vec_ab = _vec_ab(dtype, x_aligned, w_aligned, K, K)
     wg = _wgmma_for("fwd", dtype, vec_ab, device, M, N, K)
-    if _restrides(dtype, vec_ab, M * N * K) or _splits_for("fwd", dtype, vec_ab, device, M, N,
-                                                          K, wg) > 1:
+    skinny, splits = _kernel_choice("fwd", dtype, vec_ab, device, M, N, K, wg)
+    if _restrides(dtype, vec_ab, M * N * K) or splits > 1:
         return None
-    skinny = None if wg is not None else _skinny_for("fwd", dtype, vec_ab, device, M, N, K)
     plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
                           (M * K, N * K, N if has_bias else M * N, M * N, M * N), device, wg,
                           skinny=skinny)
