@@ -677,6 +677,28 @@ def test_shipped_kernels_compile_without_spills(kernel):
     assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
 
 
+@pytest.mark.ptx
+@pytest.mark.parametrize("pair", [False, True], ids=["plain", "pair"])
+@pytest.mark.parametrize("tiles", [1, 2, 4])
+def test_skinny_loads_all_in_flight_before_the_mmas(tiles, pair):
+    """The few-row kernel's reason to exist is bytes in flight: in its sm_90 SASS
+    every 16-byte load of a warp's turn (unroll x (2 groups' rows + tiles) vectors)
+    comes before the turn's first HMMA. Without the launch bounds ptxas issued one
+    chunk's loads, waited on them in an HMMA, then issued the next chunk's."""
+    from numba_fused.registry import find_nvdisasm, offline_compile, sass
+
+    if find_nvdisasm() is None:
+        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
+    cfg = la.SKINNY_DEFAULT
+    kernel = la.make_skinny_kernel("bfloat16", cfg, tiles, pair)
+    with offline_compile():
+        text = sass(kernel.ptx())
+    first_mma = text.index("HMMA.16816.F32.BF16")
+    loads = [ln for ln in text[:first_mma].splitlines() if "LDG.E" in ln and ".128" in ln]
+    assert len(loads) == cfg.unroll * (2 * cfg.groups + tiles), loads
+    assert sum(".NA." in ln for ln in loads) == cfg.unroll * 2 * cfg.groups, loads
+
+
 def test_weight_grad_shape_when_rows_equal_out_features():
     """x [2, 4, 8] through an 8 -> 8 layer: grad_z flattened to [M, N] = [8, 8] has the
     weight's shape. The allocator once took torch's empty_like of grad_z's owner there
