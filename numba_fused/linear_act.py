@@ -1328,9 +1328,10 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
 
     name = (f"linear_fwd_{dtype}_skinny_g{R}_w{KS}_u{U}{'p' if PREFETCH else ''}_t{tiles}"
             f"_{str(policy).replace('+', '_')}{'_pair' if pair else ''}")
-    # The block size stated to ptxas: without it ptxas keeps the register count low
-    # enough for any block size and sinks a chunk's loads below the previous chunk's
-    # MMAs (sm_90 SASS: one chunk of loads in flight a warp instead of U).
+    # A register budget for ptxas (launch bounds: the block size and one block per
+    # SM; either alone is not one): without it ptxas picks a low register count of its
+    # own and sinks a chunk's loads below the previous chunk's MMAs (sm_90 SASS: one
+    # chunk of loads in flight a warp instead of U).
     opts = {} if SIMULATOR else {"launch_bounds": (NT, 1)}
     return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair), **opts)
 

@@ -683,8 +683,9 @@ def test_shipped_kernels_compile_without_spills(kernel):
 def test_skinny_loads_all_in_flight_before_the_mmas(tiles, pair):
     """The few-row kernel's reason to exist is bytes in flight: in its sm_90 SASS
     every 16-byte load of a warp's turn (unroll x (2 groups' rows + tiles) vectors)
-    comes before the turn's first HMMA. Without the launch bounds ptxas issued one
-    chunk's loads, waited on them in an HMMA, then issued the next chunk's."""
+    comes before the turn's first HMMA. Without the launch bounds (a register budget)
+    ptxas issued one chunk's loads, waited on them in an HMMA, then issued the next
+    chunk's."""
     from numba_fused.registry import find_nvdisasm, offline_compile, sass
 
     if find_nvdisasm() is None:
