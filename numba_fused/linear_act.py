@@ -1859,6 +1859,36 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
 # ---------------------------------------------------------------------------
 
 
+def _simt_stager(R, BK, NT, LD_S, KMAJOR):
+    """Device function ``stage(src, ld, r0, rows, k0, K, dst, tid)``: the float32
+    GEMM's operand tile of ``R`` rows (``r0`` ..) by ``BK`` k's (``k0`` ..) from
+    ``src`` (``ld`` apart: k-major rows, or k-lines of the rows when not ``KMAJOR``) into
+    shared ``dst`` as ``dst[k * LD_S + r]``, zeros past ``rows`` and ``K``; ``NT``
+    threads, ``tid``'s elements ``tid + i NT`` in the source's order (coalesced)."""
+    ITERS = cdiv(R * BK, NT)
+    f32 = np.float32
+
+    @inline_device
+    def stage(src, ld, r0, rows, k0, K, dst, tid):
+        for i in range(ITERS):
+            e = tid + i * NT
+            if e < R * BK:
+                v = f32(0.0)
+                if KMAJOR:
+                    r = e // BK
+                    c = e % BK
+                    if r0 + r < rows and k0 + c < K:
+                        v = src[(r0 + r) * ld + k0 + c]
+                else:
+                    c = e // R
+                    r = e % R
+                    if k0 + c < K and r0 + r < rows:
+                        v = src[(k0 + c) * ld + r0 + r]
+                dst[c * LD_S + r] = v
+
+    return stage
+
+
 @functools.lru_cache(maxsize=None)
 def make_simt_kernel(role, cfg):
     """float32 CUDA-core GEMM kernel for ``role``; same arguments and epilogues as
@@ -1876,8 +1906,6 @@ def make_simt_kernel(role, cfg):
     # distinct banks.
     LDA_S = BM + 1
     LDB_S = BN + 1
-    A_ITERS = cdiv(BM * BK, NT)
-    B_ITERS = cdiv(BN * BK, NT)
     chunk = _chunk_epilogue(role, "float32")
     NACC = TM * TN
     CLD = BN + 1
@@ -1889,6 +1917,8 @@ def make_simt_kernel(role, cfg):
     EPI_ITERS = cdiv(CTOT, NT)
     f32 = np.float32
     MID_TILES = 16
+    stage_a = _simt_stager(BM, BK, NT, LDA_S, A_KMAJOR)
+    stage_b = _simt_stager(BN, BK, NT, LDB_S, B_KMAJOR)
 
     def kernel(a, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
         """As :func:`make_tc_kernel`'s kernel, on float32 with FMA (thread ``(tx, ty)``
@@ -1919,40 +1949,8 @@ def make_simt_kernel(role, cfg):
         br = cuda.local.array(TN, np.float32)
         do_bias = WGRAD and (flags & F_BIAS) != 0 and n0 == 0 and tx == 0
         for k0 in range(0, K, BK):
-            for i in range(A_ITERS):
-                e = tid + i * NT
-                if e < BM * BK:
-                    if A_KMAJOR:
-                        r = e // BK
-                        c = e % BK
-                        v = f32(0.0)
-                        if m0 + r < M and k0 + c < K:
-                            v = a[(m0 + r) * lda + k0 + c]
-                        As[c * LDA_S + r] = v
-                    else:
-                        r = e // BM
-                        c = e % BM
-                        v = f32(0.0)
-                        if k0 + r < K and m0 + c < M:
-                            v = a[(k0 + r) * lda + m0 + c]
-                        As[r * LDA_S + c] = v
-            for i in range(B_ITERS):
-                e = tid + i * NT
-                if e < BN * BK:
-                    if B_KMAJOR:
-                        r = e // BK
-                        c = e % BK
-                        v = f32(0.0)
-                        if n0 + r < N and k0 + c < K:
-                            v = b[(n0 + r) * ldb + k0 + c]
-                        Bs[c * LDB_S + r] = v
-                    else:
-                        r = e // BN
-                        c = e % BN
-                        v = f32(0.0)
-                        if k0 + r < K and n0 + c < N:
-                            v = b[(k0 + r) * ldb + n0 + c]
-                        Bs[r * LDB_S + c] = v
+            stage_a(a, lda, m0, M, k0, K, As, tid)
+            stage_b(b, ldb, n0, N, k0, K, Bs, tid)
             cuda.syncthreads()
             for i in range(NACC):
                 part[i] = f32(0.0)
