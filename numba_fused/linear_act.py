@@ -581,12 +581,10 @@ def _chunk_epilogue(role, dtype, preloaded=False):
                     v *= act_grad_by_code(act, load(aux, o))
             store(out, o, v)
 
-    if not half:
-
-        @inline_device
-        def gated_vec(cs, ci, row, col, ldc, bias, aux, out, act, flags):
-            """Never called: float32 chunks take the element path."""
-            return
+    @inline_device
+    def gated_vec32(cs, ci, row, col, ldc, bias, aux, out, act, flags):
+        """Never called: float32 chunks take the element path."""
+        return
 
     @inline_device
     def gated_vec16(cs, ci, row, col, ldc, bias, aux, out, act, flags):
@@ -626,8 +624,7 @@ def _chunk_epilogue(role, dtype, preloaded=False):
                                  dh * act_by_code(act, z[0]))
                 st_global_v4(out, o2 + 8 * half8, dw[0], dw[1], dw[2], dw[3])
 
-    if half:
-        gated_vec = gated_vec16
+    gated_vec = gated_vec16 if half else gated_vec32
 
     @inline_device
     def gated(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
