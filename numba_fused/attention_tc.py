@@ -361,6 +361,31 @@ def _mma_pack(dtype):
     raise ValueError(f"tensor-core attention takes float16 or bfloat16, got {dtype!r}")
 
 
+@functools.lru_cache(maxsize=None)
+def _mma_x2(dtype):
+    """Device function ``mma2(acc, c, a0, a1, a2, a3, fb)``: the two ``m16n8k16`` MMAs
+    of A fragment ``a0 .. a3`` with the two 8-column B fragments of an ``ldmatrix``
+    x4 result ``fb`` (``fb[0:2]``, ``fb[2:4]``), added into the float32 accumulator
+    tiles ``acc[c .. c + 3]`` and ``acc[c + 4 .. c + 7]`` in place."""
+    mma = _mma_pack(dtype)[0]
+
+    @_device
+    def mma2(acc, c, a0, a1, a2, a3, fb):
+        r = mma(a0, a1, a2, a3, fb[0], fb[1], acc[c], acc[c + 1], acc[c + 2], acc[c + 3])
+        acc[c] = r[0]
+        acc[c + 1] = r[1]
+        acc[c + 2] = r[2]
+        acc[c + 3] = r[3]
+        r = mma(a0, a1, a2, a3, fb[2], fb[3], acc[c + 4], acc[c + 5], acc[c + 6],
+                acc[c + 7])
+        acc[c + 4] = r[0]
+        acc[c + 5] = r[1]
+        acc[c + 6] = r[2]
+        acc[c + 7] = r[3]
+
+    return mma2
+
+
 def _fswz(width):
     """Mask of the row swizzle of a float32 staging tile ``width`` floats wide: float
     column c of row r sits at c ^ ((r & mask) << 3), so the 8 rows of a fragment
@@ -401,7 +426,8 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
     cfg = TcConfig(*cfg).validate()
     if d_max not in TC_D_MAXES:
         raise ValueError(f"d_max must be one of {TC_D_MAXES}, got {d_max}")
-    mma, pack = _mma_pack(dtype)
+    pack = _mma_pack(dtype)[1]
+    mma2 = _mma_x2(dtype)
     blk = cfg.blk
     NT = cfg.nt
     KD = d_max // 16          # k-steps over the head dim
@@ -570,18 +596,7 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
                 for jn in range(NTK // 2):
                     fb = _ldsm(kbuf, jn * (16 * L2) + 32 * kk)
                     c = 8 * jn
-                    r = mma(qf[qk], qf[qk + 1], qf[qk + 2], qf[qk + 3],
-                            fb[0], fb[1], s[c], s[c + 1], s[c + 2], s[c + 3])
-                    s[c] = r[0]
-                    s[c + 1] = r[1]
-                    s[c + 2] = r[2]
-                    s[c + 3] = r[3]
-                    r = mma(qf[qk], qf[qk + 1], qf[qk + 2], qf[qk + 3],
-                            fb[2], fb[3], s[c + 4], s[c + 5], s[c + 6], s[c + 7])
-                    s[c + 4] = r[0]
-                    s[c + 5] = r[1]
-                    s[c + 6] = r[2]
-                    s[c + 7] = r[3]
+                    mma2(s, c, qf[qk], qf[qk + 1], qf[qk + 2], qf[qk + 3], fb)
 
             # x = scale * S + bias, -inf outside [lo, hi] of the row. Every loop over
             # the fragment registers keeps a small body so that it unrolls and the
@@ -666,18 +681,7 @@ def make_attention_fwd_tc_kernel(dtype, d_max, dropout, cfg):
                 for jn in range(NTD // 2):
                     fb = _ldsm_t(vbuf, kq * (16 * L2) + 32 * jn)
                     cc = 8 * jn
-                    r = mma(pa0, pa1, pa2, pa3, fb[0], fb[1], o[cc], o[cc + 1], o[cc + 2],
-                            o[cc + 3])
-                    o[cc] = r[0]
-                    o[cc + 1] = r[1]
-                    o[cc + 2] = r[2]
-                    o[cc + 3] = r[3]
-                    r = mma(pa0, pa1, pa2, pa3, fb[2], fb[3], o[cc + 4], o[cc + 5], o[cc + 6],
-                            o[cc + 7])
-                    o[cc + 4] = r[0]
-                    o[cc + 5] = r[1]
-                    o[cc + 6] = r[2]
-                    o[cc + 7] = r[3]
+                    mma2(o, cc, pa0, pa1, pa2, pa3, fb)
             cur = 1 - cur
             ks = nks
 
@@ -750,7 +754,8 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
     cfg = TcConfig(*cfg).validate()
     if d_max not in TC_D_MAXES:
         raise ValueError(f"d_max must be one of {TC_D_MAXES}, got {d_max}")
-    mma, pack = _mma_pack(dtype)
+    pack = _mma_pack(dtype)[1]
+    mma2 = _mma_x2(dtype)
     blk, QN = cfg
     NT = cfg.nt
     NSUB = blk // QN          # query sub-tiles per query block
@@ -1008,18 +1013,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                         for jn in range(NQT // 2):
                             fb = _ldsm(q_bb, (qrow + 16 * jn) * L2 + 32 * kk)
                             c = 8 * jn
-                            r = mma(fa[0], fa[1], fa[2], fa[3], fb[0], fb[1],
-                                    sv[c], sv[c + 1], sv[c + 2], sv[c + 3])
-                            sv[c] = r[0]
-                            sv[c + 1] = r[1]
-                            sv[c + 2] = r[2]
-                            sv[c + 3] = r[3]
-                            r = mma(fa[0], fa[1], fa[2], fa[3], fb[2], fb[3],
-                                    sv[c + 4], sv[c + 5], sv[c + 6], sv[c + 7])
-                            sv[c + 4] = r[0]
-                            sv[c + 5] = r[1]
-                            sv[c + 6] = r[2]
-                            sv[c + 7] = r[3]
+                            mma2(sv, c, fa[0], fa[1], fa[2], fa[3], fb)
 
                     # P^T = exp(x - lse) as exp2(x log2(e) - lse log2(e)) (the shared lse
                     # is scaled by log2(e); +inf where lse = -inf, so P is 0 there);
@@ -1060,18 +1054,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                         for jn in range(NTD // 2):
                             fb = _ldsm_t(g_tc, (qrow + 16 * kq) * L2 + 32 * jn)
                             cc = 8 * jn
-                            r = mma(pa0, pa1, pa2, pa3, fb[0], fb[1], dvv[cc], dvv[cc + 1],
-                                    dvv[cc + 2], dvv[cc + 3])
-                            dvv[cc] = r[0]
-                            dvv[cc + 1] = r[1]
-                            dvv[cc + 2] = r[2]
-                            dvv[cc + 3] = r[3]
-                            r = mma(pa0, pa1, pa2, pa3, fb[2], fb[3], dvv[cc + 4], dvv[cc + 5],
-                                    dvv[cc + 6], dvv[cc + 7])
-                            dvv[cc + 4] = r[0]
-                            dvv[cc + 5] = r[1]
-                            dvv[cc + 6] = r[2]
-                            dvv[cc + 7] = r[3]
+                            mma2(dvv, cc, pa0, pa1, pa2, pa3, fb)
 
                     # dP^T = V dO^T
                     for i in range(N_S):
@@ -1081,18 +1064,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                         for jn in range(NQT // 2):
                             fb = _ldsm(g_bb, (qrow + 16 * jn) * L2 + 32 * kk)
                             c = 8 * jn
-                            r = mma(fa[0], fa[1], fa[2], fa[3], fb[0], fb[1],
-                                    dp[c], dp[c + 1], dp[c + 2], dp[c + 3])
-                            dp[c] = r[0]
-                            dp[c + 1] = r[1]
-                            dp[c + 2] = r[2]
-                            dp[c + 3] = r[3]
-                            r = mma(fa[0], fa[1], fa[2], fa[3], fb[2], fb[3],
-                                    dp[c + 4], dp[c + 5], dp[c + 6], dp[c + 7])
-                            dp[c + 4] = r[0]
-                            dp[c + 5] = r[1]
-                            dp[c + 6] = r[2]
-                            dp[c + 7] = r[3]
+                            mma2(dp, c, fa[0], fa[1], fa[2], fa[3], fb)
 
                     # dS^T = P^T (dP^T Z - delta), to shared memory (rounded) for dQ and
                     # dBias.
@@ -1123,18 +1095,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                         for jn in range(NTD // 2):
                             fb = _ldsm_t(q_tc, (qrow + 16 * kq) * L2 + 32 * jn)
                             cc = 8 * jn
-                            r = mma(pa0, pa1, pa2, pa3, fb[0], fb[1], dk[cc], dk[cc + 1],
-                                    dk[cc + 2], dk[cc + 3])
-                            dk[cc] = r[0]
-                            dk[cc + 1] = r[1]
-                            dk[cc + 2] = r[2]
-                            dk[cc + 3] = r[3]
-                            r = mma(pa0, pa1, pa2, pa3, fb[2], fb[3], dk[cc + 4], dk[cc + 5],
-                                    dk[cc + 6], dk[cc + 7])
-                            dk[cc + 4] = r[0]
-                            dk[cc + 5] = r[1]
-                            dk[cc + 6] = r[2]
-                            dk[cc + 7] = r[3]
+                            mma2(dk, cc, pa0, pa1, pa2, pa3, fb)
                 cuda.syncthreads()
 
                 if grad_bias != 0 and (NCP == 1 or smi[C_COL] == 0):
@@ -1187,18 +1148,7 @@ def make_attention_bwd_tc_kernel(dtype, d_max, dropout, cfg):
                         for jn in range(NDQ // 2):
                             fb = _ldsm_t(k_tc, kk * (16 * L2) + part * (2 * DQW) + 32 * jn)
                             cc = 8 * jn
-                            r = mma(fa[0], fa[1], fa[2], fa[3], fb[0], fb[1], dq[cc],
-                                    dq[cc + 1], dq[cc + 2], dq[cc + 3])
-                            dq[cc] = r[0]
-                            dq[cc + 1] = r[1]
-                            dq[cc + 2] = r[2]
-                            dq[cc + 3] = r[3]
-                            r = mma(fa[0], fa[1], fa[2], fa[3], fb[2], fb[3], dq[cc + 4],
-                                    dq[cc + 5], dq[cc + 6], dq[cc + 7])
-                            dq[cc + 4] = r[0]
-                            dq[cc + 5] = r[1]
-                            dq[cc + 6] = r[2]
-                            dq[cc + 7] = r[3]
+                            mma2(dq, cc, fa[0], fa[1], fa[2], fa[3], fb)
                     cbase = part * DQW + 2 * t
                     if NCP > 1:
                         cbase += smi[C_COL] >> 1
