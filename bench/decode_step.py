@@ -16,14 +16,19 @@ greedy picks, so the inputs never diverge), each timed by CUDA events under
   of at most 32 rows;
 - ``default``: whatever the library's defaults pick today.
 
-Reports per model / mode the median ms a step (p20-p80), tokens per second, and the
+Reports per model / mode the median ms a step between CUDA events (p20-p80), tokens
+per second, the host's median ms a step to issue it (``host_ms``: when it is close to
+the event time the step is host-bound and the events time the host), the GPU's kernel
+time a step (``gpu_ms``: torch.profiler's CUDA kernel time over ``--profile-steps``
+more steps, divided by their count: the number the kernels decide), and the
 logits' largest relative difference from stock over all steps (max |ours - stock| /
 max |stock| per step; bf16 on both sides, so rounding differences from the first
 layer on: a wrong GEMM moves it by orders of magnitude), and whether each step's
-top-1 token agrees. Exit status 1 if a mode's difference exceeds ``--tol``.
+top-1 token agrees. Stock is timed again after the modes (``stock_again``), so an
+order effect shows. Exit status 1 if a mode's difference exceeds ``--tol``.
 
   python -m bench.decode_step [--layers 4] [--batch 1] [--prompt 32] [--steps 64]
-      [--warmup 8] [--modes tiled split skinny default] [--out DIR]
+      [--warmup 8] [--profile-steps 8] [--modes tiled split skinny default] [--out DIR]
 
 Needs a GPU and transformers (skipped with a note otherwise).
 """
@@ -52,6 +57,8 @@ def parse_args(argv=None):
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--warmup", type=int, default=8)
+    ap.add_argument("--profile-steps", type=int, default=8,
+                    help="steps whose kernel time torch.profiler sums (0: none)")
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--tol", type=float, default=5e-2)
     ap.add_argument("--seed", type=int, default=0)
@@ -111,24 +118,48 @@ def _clear_plans():
 
 
 def decode(model, prompt, steps):
-    """(per-step CUDA-event pairs, per-step float32 logits of the last position)."""
+    """(per-step CUDA-event pairs, per-step host seconds to issue the step, per-step
+    float32 logits of the last position)."""
+    import time
+
     import torch
 
     with torch.inference_mode():
         out = model(input_ids=prompt, use_cache=True)
         cache = out.past_key_values
-        events, logits = [], []
+        events, host, logits = [], [], []
         for ids in steps:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter()
             start.record()
             out = model(input_ids=ids, past_key_values=cache, use_cache=True)
             end.record()
+            host.append(time.perf_counter() - t0)
             cache = out.past_key_values
             events.append((start, end))
             logits.append(out.logits[:, -1].float())
         torch.cuda.synchronize()
-    return events, logits
+    return events, host, logits
+
+
+def gpu_ms_per_step(model, prompt, steps):
+    """The CUDA kernels' summed time a step (ms) over ``steps`` decode steps after
+    the prefill, from torch.profiler (the prefill runs outside the profile)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.inference_mode():
+        out = model(input_ids=prompt, use_cache=True)
+        cache = out.past_key_values
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for ids in steps:
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+            torch.cuda.synchronize()
+    total_us = sum(e.self_device_time_total for e in prof.key_averages())
+    return total_us / 1e3 / len(steps)
 
 
 def _quantile(xs, q):
@@ -136,11 +167,21 @@ def _quantile(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def _summary(events, warmup, batch):
+def _summary(events, host, warmup, batch):
     times = [s.elapsed_time(e) for s, e in events[warmup:]]
     med = statistics.median(times)
     return {"median_ms": med, "p20_ms": _quantile(times, 0.2), "p80_ms": _quantile(times, 0.8),
-            "tokens_per_s": batch / (med / 1e3)}
+            "tokens_per_s": batch / (med / 1e3),
+            "host_ms": statistics.median(host[warmup:]) * 1e3}
+
+
+def _measure(model, prompt, steps, args):
+    """(summary, logits) of one decode run, with the profiled kernel time."""
+    events, host, logits = decode(model, prompt, steps)
+    entry = _summary(events, host, args.warmup, args.batch)
+    if args.profile_steps:
+        entry["gpu_ms"] = gpu_ms_per_step(model, prompt, steps[:args.profile_steps])
+    return entry, logits
 
 
 def run(args):
@@ -160,39 +201,46 @@ def run(args):
     prompt = torch.randint(0, vocab, (args.batch, args.prompt), device="cuda", generator=gen)
     steps = [torch.randint(0, vocab, (args.batch, 1), device="cuda", generator=gen)
              for _ in range(args.warmup + args.steps)]
-    events, ref = decode(stock, prompt, steps)
+    stock_entry, ref = _measure(stock, prompt, steps, args)
     result = {"layers": args.layers, "batch": args.batch, "prompt": args.prompt,
               "steps": args.steps, "replaced": len(report.replaced),
-              "stock": _summary(events, args.warmup, args.batch), "modes": {}}
+              "stock": stock_entry, "modes": {}}
     ok = True
     for mode in args.modes:
         with kernel_mode(mode):
-            events, got = decode(ours, prompt, steps)
+            entry, got = _measure(ours, prompt, steps, args)
         diff = max(float((g - r).abs().max() / r.abs().max()) for g, r in zip(got, ref))
         agree = sum(int(torch.equal(g.argmax(-1), r.argmax(-1))) for g, r in zip(got, ref))
-        entry = _summary(events, args.warmup, args.batch)
         entry.update(max_rel_logit_diff=diff, top1_agree=f"{agree}/{len(ref)}",
                      speedup=result["stock"]["median_ms"] / entry["median_ms"],
                      ok=diff <= args.tol)
         ok = ok and entry["ok"]
         result["modes"][mode] = entry
+    result["stock_again"] = _measure(stock, prompt, steps, args)[0]
     result["ok"] = ok
     return result
+
+
+def _ms(entry, key):
+    return "-" if entry.get(key) is None else f"{entry[key]:.3f}"
 
 
 def markdown(r):
     head = (f"Llama-7B widths, {r['layers']} layers, bf16, batch {r['batch']}, prompt "
             f"{r['prompt']}, {r['steps']} timed steps ({r['replaced']} modules ours)")
-    lines = [head, "", "| model | ms / step (median) | p20-p80 | tokens/s | vs stock | "
-             "max rel logit diff | top-1 agree |", "|---|---|---|---|---|---|---|"]
-    s = r["stock"]
-    lines.append(f"| stock | {s['median_ms']:.3f} | {s['p20_ms']:.3f}-{s['p80_ms']:.3f} | "
-                 f"{s['tokens_per_s']:.0f} | - | - | - |")
-    for mode, m in r["modes"].items():
-        lines.append(f"| ours ({mode}) | {m['median_ms']:.3f} | {m['p20_ms']:.3f}-"
-                     f"{m['p80_ms']:.3f} | {m['tokens_per_s']:.0f} | {m['speedup']:.3f}x | "
-                     f"{m['max_rel_logit_diff']:.1e}{'' if m['ok'] else ' FAILED'} | "
-                     f"{m['top1_agree']} |")
+    lines = [head, "", "| model | ms / step (median) | p20-p80 | host ms / step | GPU kernel "
+             "ms / step | tokens/s | vs stock | max rel logit diff | top-1 agree |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    rows = [("stock", r["stock"])] + [(f"ours ({k})", v) for k, v in r["modes"].items()]
+    if "stock_again" in r:
+        rows.append(("stock (again, last)", r["stock_again"]))
+    for name, m in rows:
+        ours = "speedup" in m
+        lines.append(f"| {name} | {m['median_ms']:.3f} | {m['p20_ms']:.3f}-{m['p80_ms']:.3f} | "
+                     f"{_ms(m, 'host_ms')} | {_ms(m, 'gpu_ms')} | {m['tokens_per_s']:.0f} | "
+                     + (f"{m['speedup']:.3f}x | {m['max_rel_logit_diff']:.1e}"
+                        f"{'' if m['ok'] else ' FAILED'} | {m['top1_agree']} |" if ours
+                        else "- | - | - |"))
     return "\n".join(lines)
 
 
