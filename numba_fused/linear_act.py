@@ -1328,9 +1328,9 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
     # A register budget for ptxas (launch bounds: the block size and one block per
     # SM; either alone is not one): without it ptxas picks a low register count of its
     # own and sinks a chunk's loads below the previous chunk's MMAs (sm_90 SASS: one
-    # chunk of loads in flight a warp instead of U).
-    opts = {} if SIMULATOR else {"launch_bounds": (NT, 1)}
-    return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair), **opts)
+    # chunk of loads in flight a warp instead of U). (The simulator's jit drops them.)
+    return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair),
+                  launch_bounds=(NT, 1))
 
 
 # ---------------------------------------------------------------------------

@@ -15,11 +15,8 @@ eighty-second session found the few-row kernel's loads sunk below its MMAs
 """
 
 import argparse
-import os
 import re
-import subprocess
 import sys
-import tempfile
 
 _LETTERS = (("LDGSTS", "C"), ("LDG", "L"), ("STG", "S"), ("HMMA", "H"), ("HGMMA", "W"),
             ("LDS", "l"), ("STS", "s"), ("SHFL", "f"), ("BAR", "B"), ("BRA", ">"))
@@ -35,9 +32,8 @@ def letters(text):
             continue
         m = _OP.search(line)
         if m:
-            out.extend(ch for key, ch in _LETTERS if m.group(1).startswith(key))
-            if out and m.group(1).startswith("LDGSTS") and out[-1] == "L":
-                out.pop()
+            # The first key that matches (LDGSTS before LDG).
+            out.append(next((ch for key, ch in _LETTERS if m.group(1).startswith(key)), ""))
     return "".join(out)
 
 
@@ -49,21 +45,6 @@ def with_bounds(ptx, threads):
     return f"{ptx[:end + 1]}\n.maxntid {threads}, 1, 1\n.minnctapersm 1\n{ptx[end + 1:]}"
 
 
-def compile_sass(ptx):
-    """(registers, SASS text) of ``ptx`` for sm_90."""
-    from numba_fused.registry import find_nvdisasm, find_ptxas
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src, obj = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
-        with open(src, "w") as f:
-            f.write(ptx)
-        rep = subprocess.run([find_ptxas(), "-arch=sm_90", "-v", src, "-o", obj],
-                             capture_output=True, text=True, check=True).stderr
-        text = subprocess.run([find_nvdisasm(), obj], capture_output=True, text=True,
-                              check=True).stdout
-    return int(re.search(r"Used (\d+) registers", rep).group(1)), text
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--match", action="append", default=[], help="name substring (all must match)")
@@ -72,7 +53,7 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=200, help="letters shown per line")
     args = ap.parse_args(argv)
     from numba_fused import registry
-    from numba_fused.registry import offline_compile
+    from numba_fused.registry import offline_compile, ptxas_report, sass
 
     shown = 0
     for kernel in registry.all_kernels():
@@ -85,8 +66,8 @@ def main(argv=None):
             forms.append((f"bounds {args.bounds}, 1", with_bounds(ptx, args.bounds)))
         print(kernel.name, kernel.jit_options or "")
         for label, text in forms:
-            regs, sass = compile_sass(text)
-            print(f"  {label:>14} ({regs} registers): {letters(sass)[:args.width]}")
+            regs = ptxas_report(text)["registers"]
+            print(f"  {label:>14} ({regs} registers): {letters(sass(text))[:args.width]}")
         shown += 1
     if not shown:
         print("no kernel matches", args.match, file=sys.stderr)
