@@ -470,8 +470,20 @@ def _tile_loader(rows, length, nthreads, vec, kmajor, pair=False):
     # multiples), so with an even step they stay in one of the two arrays, advancing
     # rstep / 2 of its rows at a time.
     gstep = rstep // 2 if pair else rstep
-    # Rows advance in multiples of 8, so a thread's chunks share one swizzle.
     dstep = rstep * length
+    # The swizzle repeats every 8 rows: when a thread's rows advance by a multiple of
+    # 8 its chunks share one swizzle and step by a fixed offset; otherwise (fewer
+    # threads than 8 rows of chunks, e.g. 64 threads on a 128-wide k-tile) each
+    # chunk's swizzle is its own.
+    one_swizzle = iters == 1 or rstep % 8 == 0
+
+    @inline_device
+    def chunk_dst(dst, base, r0, ch, i):
+        """Shared offset of the thread's i-th chunk (row r0 + i rstep, column ch)."""
+        if one_swizzle:
+            return dst + i * dstep
+        r = r0 + i * rstep
+        return base + r * length + ((ch ^ ((r >> sh) & mk)) << 3)
 
     @inline_device
     def load(smem, base, g, g2, ld, k0, fixed0, k_lim, fixed_lim, tid, full):
@@ -500,7 +512,8 @@ def _tile_loader(rows, length, nthreads, vec, kmajor, pair=False):
             step = gstep * ld
             for i in range(iters):
                 if exact or tid + i * nthreads < total:
-                    cp_async_16(smem, dst + i * dstep, src_arr, src + i * step, 16)
+                    cp_async_16(smem, chunk_dst(dst, base, r0, ch, i), src_arr,
+                                src + i * step, 16)
         elif vec:
             n = 0
             if inner < inner_lim:
@@ -510,9 +523,10 @@ def _tile_loader(rows, length, nthreads, vec, kmajor, pair=False):
             for i in range(iters):
                 if exact or tid + i * nthreads < total:
                     if n > 0 and outer + i * rstep < outer_lim:
-                        cp_async_16(smem, dst + i * dstep, src_arr, src + i * step, n)
+                        cp_async_16(smem, chunk_dst(dst, base, r0, ch, i), src_arr,
+                                    src + i * step, n)
                     else:
-                        cp_async_16(smem, dst + i * dstep, g, 0, 0)
+                        cp_async_16(smem, chunk_dst(dst, base, r0, ch, i), g, 0, 0)
         else:
             for i in range(iters):
                 if exact or tid + i * nthreads < total:
@@ -520,9 +534,10 @@ def _tile_loader(rows, length, nthreads, vec, kmajor, pair=False):
                     srow = (row >> 1) if pair else row
                     for e in range(8):
                         if row < outer_lim and inner + e < inner_lim:
-                            smem[dst + i * dstep + e] = src_arr[srow * ld + inner + e]
+                            smem[chunk_dst(dst, base, r0, ch, i) + e] = src_arr[
+                                srow * ld + inner + e]
                         else:
-                            smem[dst + i * dstep + e] = 0
+                            smem[chunk_dst(dst, base, r0, ch, i) + e] = 0
 
     return load
 

@@ -221,7 +221,8 @@ def test_restride_kernel_copies_and_zero_pads(dtype, fuse_act):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("cfg", [la.GemmConfig(32, 64, 32, 16, 32, 2, 1),
                                  la.GemmConfig(16, 32, 16, 16, 16, 4, 3),
-                                 la.GemmConfig(64, 16, 32, 32, 16, 3, 1)],
+                                 la.GemmConfig(64, 16, 32, 32, 16, 3, 1),
+                                 la.GemmConfig(16, 32, 128, 16, 16, 4, 8)],
                          ids=lambda c: "x".join(map(str, c)))
 def test_other_tilings(dtype, cfg, monkeypatch):
     """Other block / warp tiles, pipeline depths and group sizes (the launcher's
@@ -246,6 +247,28 @@ def test_other_tilings(dtype, cfg, monkeypatch):
     assert gl.pair_in_place(x, wg, wu)
     assert torch.equal(gl.gated_linear_forward_pair(x, wg, wu, b[:32], "silu"),
                        nf.gated_linear_forward(x, gl.interleave(wg, wu), b[:32], "silu"))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("cfg", [la.GemmConfig(16, 32, 128, 16, 16, 4, 8),
+                                 la.GemmConfig(32, 32, 64, 32, 32, 2, 1)],
+                         ids=lambda c: "x".join(map(str, c)))
+def test_tilings_whose_loader_rows_step_below_the_swizzle_period(dtype, cfg, monkeypatch):
+    """Few threads for a long k-tile (64 threads on 16-chunk rows, 32 on 8-chunk
+    rows): a thread's chunks lie 4 rows apart, so each has its own XOR swizzle (a
+    single one for all put three in four chunks in the wrong place, relative error ~1
+    on the GPU). Whole tiles (K a multiple of bk) take the unbounded copy path."""
+    monkeypatch.setattr(la, "_pick_config", lambda Mg, Ng, device=None: cfg)
+    lead, K, N = (32,), 256, 64
+    x, w, b = _inputs(lead, K, N, dtype, seed=5)
+    y, pre = nf.linear_act_forward(x, w, b, "gelu", save_preact=True)
+    assert_close(y, la.linear_act_ref(x, w, b, "gelu"), dtype, "y")
+    gy = _rand(y.shape, dtype, torch.Generator().manual_seed(6))
+    gx, gw, gb = nf.linear_act_backward(gy, x, w, pre, "gelu")
+    rx, rw, rb = la.linear_act_backward_ref(gy, x, w, pre, "gelu")
+    assert_close(gx, rx, dtype, "grad_x")
+    assert_close(gw, rw, dtype, "grad_weight")
+    assert_close(gb, rb, dtype, "grad_bias")
 
 
 def test_empty_and_k0():
