@@ -305,16 +305,23 @@ def cupy_empty(shape, dtype):
 
 def empty_like_lib(like, shape, dtype):
     """A new array of ``shape`` / ``dtype`` in the library and on the device of
-    ``like`` (a KernelArray); returned as a KernelArray whose owner is the
-    caller-facing object."""
+    ``like`` (a KernelArray, or a plan's stand-in for one: no owner, its library and
+    device only); returned as a KernelArray whose owner is the caller-facing object."""
     shape = tuple(int(s) for s in shape)
     lib = like.lib
     poison = _POISON[0]
     if lib == "torch":
         src = like.owner
+        if src is None:
+            # A plan's stand-in (a stream buffer made for a stream the plan first
+            # meets at replay, e.g. a CUDA graph's capture stream).
+            import torch
+
+            dev = torch.device("cpu") if SIMULATOR else torch.device("cuda", like.device)
+            t = torch.empty(shape, dtype=_torch_dtype(dtype), device=dev)
         # The owner's own shape: ``like`` may be a reshaped view of it (same size,
         # another shape), and empty_like follows the owner.
-        if shape == tuple(src.shape) and dtype == like.dtype and src.is_contiguous():
+        elif shape == tuple(src.shape) and dtype == like.dtype and src.is_contiguous():
             # empty_like is torch's cheapest allocation call (~1.8 us vs ~3.4 us
             # for torch.empty on the lent GPU's host).
             t = _torch_empty_like(src)

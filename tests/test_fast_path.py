@@ -266,6 +266,31 @@ def test_dropout_plan_counters_follow_the_stream():
         torch.testing.assert_close(gb.float(), results[0][1].float(), rtol=1e-3, atol=1e-3)
 
 
+def test_linear_act_split_plan_counters_follow_the_stream():
+    """A split-K forward's plan recorded on one stream and replayed on streams it has
+    not met makes their arrival counters from its stand-in (the plan keeps no caller
+    array; a CUDA graph's capture stream is such a stream): same bits everywhere."""
+    from interop.torch import linear_act
+    from numba_fused import linear_act as la
+
+    g = torch.Generator(device="cuda").manual_seed(3)
+    x0 = torch.randn(5, 256, device="cuda", dtype=torch.float16, generator=g)
+    w = torch.randn(128, 256, device="cuda", dtype=torch.float16, generator=g) / 16
+    b = torch.randn(128, device="cuda", dtype=torch.float16, generator=g)
+    results = []
+    with la.use_split_k(2):
+        assert la._splits_for("fwd", "float16", True, 0, 5, 128, 256, None) == 2
+        for stream in (torch.cuda.current_stream(), torch.cuda.current_stream(),
+                       torch.cuda.Stream(), torch.cuda.Stream()):
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                results.append(linear_act(x0.clone(), w, b, "gelu"))
+            torch.cuda.current_stream().wait_stream(stream)
+        want = la.linear_act_forward(x0, w, b, "gelu")
+    for y in results:
+        _assert_same(y, want)
+
+
 ATTN_CASES = [  # (causal, bias shape or None, dropout_p, Sq, Sk, D)
     (None, None, 0.0, 70, 70, 64), ("top_left", None, 0.0, 128, 128, 32),
     ("bottom_right", (1, 1, 33, 90), 0.0, 33, 90, 64), (None, None, 0.2, 65, 97, 128),

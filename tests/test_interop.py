@@ -55,6 +55,23 @@ def test_torch_round_trip(dt, n):
     assert torch.equal(out.cpu(), want.cpu())
 
 
+@pytest.mark.parametrize("dt", ["int32", "float16"])
+def test_empty_like_lib_from_a_plan_stand_in(dt):
+    """A plan's stand-in (no owner: library and device only) still names where a new
+    array goes: a stream buffer made when a plan first meets a stream."""
+    x = torch.zeros(4, 8, device=device())
+    real = as_kernel_array(x, "x")
+    stand_in = dlpack.KernelArray(None, "torch", real.dtype, real.shape, real.strides,
+                                  ptr=1 << 40, device=real.device)
+    with poison_outputs():
+        out = empty_like_lib(stand_in, (5, 3), dt)
+    t = out.owner
+    assert isinstance(t, torch.Tensor) and t.shape == (5, 3) and t.device == x.device
+    assert t.dtype == getattr(torch, dt)
+    assert out.dtype == dt
+    assert (t.isnan() if t.is_floating_point() else t == -1).all()
+
+
 def test_kernel_array_views_are_zero_copy():
     x = torch.arange(12, dtype=torch.float32, device=device()).reshape(3, 4)
     k = as_kernel_array(x, "x")
