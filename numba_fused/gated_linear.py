@@ -168,8 +168,8 @@ def gated_linear_forward_pair(x, w_gate, w_up, bias=None, activation="silu",
 
     x: ``[..., K]``; w_gate, w_up: ``[I, K]``; bias: ``[2I]`` interleaved or None; one
     dtype (float32, float16, bfloat16), contiguous, one device. Where the weights are
-    not read in place (float32, rows not 16-byte aligned, and until
-    ``linear_act.GATED_PAIRS_EVERYWHERE`` is on a GEMM large enough for wgmma:
+    not read in place (float32, rows not 16-byte aligned, and with
+    ``linear_act.GATED_PAIRS_EVERYWHERE`` turned off a GEMM large enough for wgmma:
     :func:`numba_fused.linear_act.gated_pair_ok`), the interleaved copy is made.
     Returns ``h`` ``[..., I]`` in x's dtype and library, or with ``save_preact`` ``(h,
     z)``, ``z`` the interleaved pairs ``[..., 2I]`` as :func:`gated_linear_forward`'s.
@@ -407,7 +407,7 @@ def gated_linear_backward_pair(grad_h, x, w_gate, w_up, preact, activation="silu
     interleaved as the bias. :func:`gated_linear_backward` on ``interleave(w_gate,
     w_up)`` with its grad_weight's rows split: the pairs' gradient ``dz`` as
     :func:`gated_act_backward`'s, then :func:`pair_grads`' GEMMs (in place only with
-    ``linear_act.GATED_PAIRS_EVERYWHERE`` for now)."""
+    ``linear_act.GATED_PAIRS_EVERYWHERE``, the default)."""
     check_activation(activation)
     gh, xa, ga, ua, za = _backward_pair_inputs(grad_h, x, w_gate, w_up, preact)
     dz = _gated_grad(gh, za, ACT_CODES[activation])

@@ -6,10 +6,11 @@
   kernel to PTX needs NVVM, not a device).
 - On a GPU everything runs except ``sim``-marked tests.
 
-``NUMBA_FUSED_TEST_ON=split,pairs,skinny`` runs the suite with opt-in paths on as
-defaults (``linear_act.SPLITK_BY_DEFAULT``, ``linear_act.GATED_PAIRS_EVERYWHERE``,
-``linear_act.SKINNY_BY_DEFAULT``): the run that verifies them before they become the
-defaults.
+``NUMBA_FUSED_TEST_ON=split,pairs,skinny`` / ``NUMBA_FUSED_TEST_OFF=...`` run the
+suite with those default-path switches (``linear_act.SPLITK_BY_DEFAULT``,
+``linear_act.GATED_PAIRS_EVERYWHERE``, ``linear_act.SKINNY_BY_DEFAULT``) on / off:
+the run that verifies a path before it becomes the default, and the paths the
+defaults replaced (all three on since the eighty-third session).
 """
 
 import os
@@ -35,23 +36,33 @@ _TEST_ON = {"split": "SPLITK_BY_DEFAULT", "pairs": "GATED_PAIRS_EVERYWHERE",
             "skinny": "SKINNY_BY_DEFAULT"}
 
 
-def pytest_configure(config):
-    names = [n for n in os.environ.get("NUMBA_FUSED_TEST_ON", "").split(",") if n]
+def _switches(var):
+    names = [n for n in os.environ.get(var, "").split(",") if n]
     bad = sorted(set(names) - set(_TEST_ON))
     if bad:
-        raise pytest.UsageError(f"NUMBA_FUSED_TEST_ON: unknown {bad}, expected some of "
-                                f"{sorted(_TEST_ON)}")
-    if names:
+        raise pytest.UsageError(f"{var}: unknown {bad}, expected some of {sorted(_TEST_ON)}")
+    return names
+
+
+def pytest_configure(config):
+    on, off = _switches("NUMBA_FUSED_TEST_ON"), _switches("NUMBA_FUSED_TEST_OFF")
+    if set(on) & set(off):
+        raise pytest.UsageError(f"NUMBA_FUSED_TEST_ON and _OFF both name "
+                                f"{sorted(set(on) & set(off))}")
+    if on or off:
         from numba_fused import linear_act
 
-        for name in names:
-            setattr(linear_act, _TEST_ON[name], True)
+        for names, value in ((on, True), (off, False)):
+            for name in names:
+                setattr(linear_act, _TEST_ON[name], value)
 
 
 def pytest_report_header(config):
     mode = "CUDA simulator" if SIMULATOR else ("GPU" if GPU else "no GPU (PTX compile only)")
-    on = os.environ.get("NUMBA_FUSED_TEST_ON", "")
-    return f"numba-fused test mode: {mode}" + (f"; on: {on}" if on else "")
+    extra = [f"{word}: {os.environ[var]}" for word, var in
+             (("on", "NUMBA_FUSED_TEST_ON"), ("off", "NUMBA_FUSED_TEST_OFF"))
+             if os.environ.get(var)]
+    return "; ".join([f"numba-fused test mode: {mode}"] + extra)
 
 
 def pytest_collection_modifyitems(config, items):

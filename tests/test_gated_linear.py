@@ -134,8 +134,8 @@ def test_forward_pair_reads_weights_in_place(shape, act, dtype, monkeypatch):
             want = nf.gated_linear_forward(x, w, bias, activation=act)
         assert h.shape == want.shape and h.dtype == want.dtype
         assert torch.equal(h, want)
-    # With GATED_PAIRS_EVERYWHERE off (the default) large GEMMs run on wgmma, which
-    # reads the interleaved copy, and the backward takes the copy.
+    # With GATED_PAIRS_EVERYWHERE off (it is on by default) large GEMMs run on wgmma,
+    # which then reads the interleaved copy, and the backward takes the copy.
     M = math.prod(lead)
     wgmma = la._wgmma_for("fwd", dtype, True, None if SIMULATOR else x.device.index, M,
                           2 * hid, K) is not None
