@@ -8,12 +8,17 @@
 #      the fix: err 0.99); decode_step.py with the default now on the few-row kernel.
 #      Predicted: all pass; 16x32x128 err ~2e-4 at 65.6 / 42.0 us (gate+up / down at
 #      16 tokens, unchanged); decode default's GPU ms / step ~0.89 (skinny's, was 1.44).
-#   bash bench/ab/pending_s83.sh "$OUT" v
+#   w: (any card, at most ~200 s) decode_step.py with its untimed first pass (stock's
+#      first run should now match stock_again's ~3.6 ms a step), then the fixed
+#      16x32x128 tiling timed on the tiled kernel (few-row kernel kept out).
+#      Predicted: stock 3.5-3.8 ms a step; 16x32x128 err ~2e-4, 65-66 us gate+up and
+#      ~42 us down at M = 16 (the broken version's 65.6 / 42.0).
+#   bash bench/ab/pending_s83.sh "$OUT" v|w
 set -uo pipefail
-OUT=${1:?"usage: pending_s83.sh OUTDIR v"}
+OUT=${1:?"usage: pending_s83.sh OUTDIR v|w"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-case "${2:?v}" in
+case "${2:?v|w}" in
   v)
     ign=""
     for f in dropout patch fast_path layer_norm attention linear_act wgmma gated_linear \
@@ -33,5 +38,12 @@ case "${2:?v}" in
     timeout -k 10 120 python3 -m bench.decode_step --out "$OUT" > "$OUT/decode_step.log" 2>&1
     echo "decode rc $?"; grep -v -i warn "$OUT/decode_step.log" | tail -9
     ;;
-  *) echo "v" >&2; exit 2 ;;
+  w)
+    timeout -k 10 120 python3 -m bench.decode_step --out "$OUT" > "$OUT/decode_step.log" 2>&1
+    echo "decode rc $?"; grep -v -i warn "$OUT/decode_step.log" | tail -9
+    timeout -k 10 60 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --splits 1 \
+      --tilings 16x64x128_w16x16_s3 16x32x128_w16x16_s4 --no-gated > "$OUT/tiling_fix.log" 2>&1
+    echo "tiling rc $?"; grep -v -i warn "$OUT/tiling_fix.log"
+    ;;
+  *) echo "v or w" >&2; exit 2 ;;
 esac
