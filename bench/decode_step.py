@@ -29,9 +29,8 @@ top-1 token agrees. Before any timing, stock decodes the whole sequence once
 untimed: each step's KV length is a new attention shape, and the first run through
 them took 36 ms a step on the host against 2.7-2.9 ms later (H100, eighty-third
 session; most likely per-shape setup in the attention path both sides share, not
-profiled). Stock
-is timed again after the modes (``stock_again``), so any other order effect shows.
-Exit status 1 if a mode's difference exceeds ``--tol``.
+profiled). Stock is timed again after the modes (``stock_again``), so any other
+order effect shows. Exit status 1 if a mode's difference exceeds ``--tol``.
 
   python -m bench.decode_step [--layers 4] [--batch 1] [--prompt 32] [--steps 64]
       [--warmup 8] [--profile-steps 8] [--modes tiled split skinny default] [--out DIR]

@@ -11,7 +11,8 @@ product ``act(g) * u`` written by its epilogue (the pairs ``(g, u)`` saved for t
 backward), then the down projection. The backward's first GEMM (``grad_y @ W_down``)
 writes the pairs' gradient in its epilogue; grad_x and the weight gradients are plain
 GEMMs. Where ``gated_pair_ok`` allows (16-bit, 16-byte aligned rows; in training or
-on wgmma only with ``linear_act.GATED_PAIRS_EVERYWHERE``, on by default) every GEMM uses the gate and up weights in place: the forward and grad_x read
+on wgmma only with ``linear_act.GATED_PAIRS_EVERYWHERE``, on by default) every GEMM
+uses the gate and up weights in place: the forward and grad_x read
 row 2j of the interleaved weight from ``w_gate`` and 2j + 1 from ``w_up``, and the
 weight-gradient GEMM writes its rows to the two gradients. Otherwise the interleaved
 weight is built in each forward (a copy of both weights, kept for the backward) and
