@@ -218,6 +218,20 @@ def test_restride_kernel_copies_and_zero_pads(dtype, fuse_act):
     assert not got[:, cols:].float().any()
 
 
+def _forward_backward_close(x, w, b, activation, dtype, seed):
+    """The forward (with its preact) and the backward of (x, w, b) against the float64
+    references; returns the random output gradient used."""
+    y, pre = nf.linear_act_forward(x, w, b, activation, save_preact=True)
+    assert_close(y, la.linear_act_ref(x, w, b, activation), dtype, "y")
+    gy = _rand(y.shape, dtype, torch.Generator().manual_seed(seed))
+    gx, gw, gb = nf.linear_act_backward(gy, x, w, pre, activation)
+    rx, rw, rb = la.linear_act_backward_ref(gy, x, w, pre, activation)
+    assert_close(gx, rx, dtype, "grad_x")
+    assert_close(gw, rw, dtype, "grad_weight")
+    assert_close(gb, rb, dtype, "grad_bias")
+    return gy
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("cfg", [la.GemmConfig(32, 64, 32, 16, 32, 2, 1),
                                  la.GemmConfig(16, 32, 16, 16, 16, 4, 3),
@@ -228,18 +242,10 @@ def test_other_tilings(dtype, cfg, monkeypatch):
     """Other block / warp tiles, pipeline depths and group sizes (the launcher's
     choice is patched): all roles, including the fused bias gradient."""
     monkeypatch.setattr(la, "_pick_config", lambda Mg, Ng, device=None: cfg)
-    lead, K, N = (37,), 40, 33
-    x, w, b = _inputs(lead, K, N, dtype, seed=11)
-    y, pre = nf.linear_act_forward(x, w, b, "squared_relu", save_preact=True)
-    assert_close(y, la.linear_act_ref(x, w, b, "squared_relu"), dtype, "y")
-    gy = _rand(y.shape, dtype, torch.Generator().manual_seed(12))
+    x, w, b = _inputs((37,), 40, 33, dtype, seed=11)
+    gy = _forward_backward_close(x, w, b, "squared_relu", dtype, seed=12)
     d = nf.linear_act_dgrad(gy, w, "gelu", x)
     assert_close(d, la.linear_act_dgrad_ref(gy, w, "gelu", x), dtype, "dgrad")
-    gx, gw, gb = nf.linear_act_backward(gy, x, w, pre, "squared_relu")
-    rx, rw, rb = la.linear_act_backward_ref(gy, x, w, pre, "squared_relu")
-    assert_close(gx, rx, dtype, "grad_x")
-    assert_close(gw, rw, dtype, "grad_weight")
-    assert_close(gb, rb, dtype, "grad_bias")
     # The gated forward reading its two weights in place (K = 40: 16-byte rows).
     from numba_fused import gated_linear as gl
 
@@ -259,16 +265,8 @@ def test_tilings_whose_loader_rows_step_below_the_swizzle_period(dtype, cfg, mon
     single one for all put three in four chunks in the wrong place, relative error ~1
     on the GPU). Whole tiles (K a multiple of bk) take the unbounded copy path."""
     monkeypatch.setattr(la, "_pick_config", lambda Mg, Ng, device=None: cfg)
-    lead, K, N = (32,), 256, 64
-    x, w, b = _inputs(lead, K, N, dtype, seed=5)
-    y, pre = nf.linear_act_forward(x, w, b, "gelu", save_preact=True)
-    assert_close(y, la.linear_act_ref(x, w, b, "gelu"), dtype, "y")
-    gy = _rand(y.shape, dtype, torch.Generator().manual_seed(6))
-    gx, gw, gb = nf.linear_act_backward(gy, x, w, pre, "gelu")
-    rx, rw, rb = la.linear_act_backward_ref(gy, x, w, pre, "gelu")
-    assert_close(gx, rx, dtype, "grad_x")
-    assert_close(gw, rw, dtype, "grad_weight")
-    assert_close(gb, rb, dtype, "grad_bias")
+    x, w, b = _inputs((32,), 256, 64, dtype, seed=5)
+    _forward_backward_close(x, w, b, "gelu", dtype, seed=6)
 
 
 def test_empty_and_k0():
