@@ -95,6 +95,19 @@ Hopper device, and offline with ``cc=(9, 0, "a")``):
   wrote an operand with ordinary stores, before the barrier that precedes the
   ``wgmma`` (the tensor cores read shared memory through the async proxy).
 
+TMA (one thread; :mod:`numba_fused.tma` makes the tensor maps):
+
+- ``tma_load_2d(smem, idx, tmap, col0, row0, bars, bidx)``: ``cp.async.bulk.tensor.2d``
+  (tile mode) of the box the map ``tmap`` (a global int64 array of 16 words)
+  describes, at element (row0, col0) of its operand, into ``smem[idx:]`` (128-byte
+  aligned, 1024 with the 128-byte swizzle); out-of-bounds elements arrive as zeros.
+  Its bytes complete on the mbarrier ``bars[bidx]``.
+- ``mbarrier_arrive_expect_tx(bars, bidx, nbytes)``: one arrival that also announces
+  ``nbytes`` bytes of such copies for the phase; the phase completes when every
+  arrival is in and the announced bytes have landed.
+- ``fence_proxy_tensormap(tmap)``: ``fence.proxy.tensormap::generic.acquire.gpu``,
+  before a kernel's first copy through a map the host wrote.
+
 Under the simulator the descriptor is a record of the array, offset, strides and
 swizzle (the array's start taken as a 1024-byte boundary, as ``alignment=1024``
 makes it on the GPU), and ``wgmma`` computes when all 128 threads have called it,
@@ -135,6 +148,7 @@ __all__ = [
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
     "fence_proxy_async", "mbarrier_init", "mbarrier_arrive", "mbarrier_wait",
     "cp_async_mbarrier_arrive", "setmaxnreg_inc", "setmaxnreg_dec", "named_barrier_sync",
+    "mbarrier_arrive_expect_tx", "tma_load_2d", "fence_proxy_tensormap",
     "WGMMA_NS", "WGMMA_SWIZZLES", "wgmma_acc_layout", "kmajor_offset",
     "mnmajor_offset", "sw128_kmajor_offset", "sw128_mnmajor_offset", "wgmma_reference",
     "a_fragments", "b_fragments", "c_fragments", "d_from_fragments",
@@ -809,18 +823,28 @@ if SIMULATOR:
             raise ValueError(f"mbarrier_init: count must be in [1, 2^20), got {n}")
         table, cond, addr = _mbarrier(smem, idx, "mbarrier_init")
         with cond:
-            table[addr] = {"count": n, "pending": n, "phase": 0}
+            table[addr] = {"count": n, "pending": n, "phase": 0, "tx": 0}
 
-    def _mbarrier_arrive(table, cond, addr, what):
+    def _mbarrier_state(table, addr, what):
+        st = table.get(addr)
+        if st is None:
+            raise RuntimeError(f"{what}: mbarrier at {addr:#x} was never initialised")
+        return st
+
+    def _mbarrier_settle(st, cond):
+        """Complete the phase once every arrival is in and no announced byte is still
+        in flight (the transaction count back at zero)."""
+        if st["pending"] == 0 and st["tx"] == 0:
+            st["phase"] ^= 1
+            st["pending"] = st["count"]
+            cond.notify_all()
+
+    def _mbarrier_arrive(table, cond, addr, what, tx=0):
         with cond:
-            st = table.get(addr)
-            if st is None:
-                raise RuntimeError(f"{what}: mbarrier at {addr:#x} was never initialised")
+            st = _mbarrier_state(table, addr, what)
+            st["tx"] += tx
             st["pending"] -= 1
-            if st["pending"] == 0:
-                st["phase"] ^= 1
-                st["pending"] = st["count"]
-                cond.notify_all()
+            _mbarrier_settle(st, cond)
 
     def mbarrier_arrive(smem, idx):
         """One arrival on the mbarrier at ``smem[idx]``; the last one of a phase
@@ -862,6 +886,41 @@ if SIMULATOR:
         st["pending"] = []
         _mbarrier_arrive(*_mbarrier(smem, idx, "cp_async_mbarrier_arrive"),
                          "cp_async_mbarrier_arrive")
+
+    def mbarrier_arrive_expect_tx(smem, idx, nbytes):
+        """``mbarrier.arrive.expect_tx``: announce ``nbytes`` more bytes of asynchronous
+        copies for the current phase, then arrive once; the phase completes when
+        every arrival is in and those bytes have landed."""
+        n = int(nbytes)
+        if not 0 <= n < 2**20:
+            raise ValueError(f"mbarrier_arrive_expect_tx: nbytes must be in [0, 2^20), got {n}")
+        _mbarrier_arrive(*_mbarrier(smem, idx, "mbarrier_arrive_expect_tx"),
+                         "mbarrier_arrive_expect_tx", tx=n)
+
+    def tma_load_2d(smem, sidx, tmap, col0, row0, bars, bidx):
+        """``cp.async.bulk.tensor.2d`` (tile mode): the box of the operand tensor map
+        ``tmap`` describes (:mod:`numba_fused.tma`) at element (``row0``, ``col0``),
+        zeros outside the operand, into shared memory at ``smem[sidx]`` in the map's
+        layout; its bytes complete on the mbarrier at ``bars[bidx]``. Landed at once
+        here (the GPU needs the destination 128-byte aligned, 1024 with the
+        swizzle; the simulator's shared arrays guarantee 16)."""
+        from .tma import box_layout_ref, sim_map
+
+        words = _ndarray(tmap, "tma_load_2d tensor map").reshape(-1).view(np.uint64)
+        host, _, _, _, _, box_rows, box_cols, swizzle = sim_map(words)
+        data = box_layout_ref(host, int(row0), int(col0), box_rows, box_cols, swizzle)
+        dbuf, doff = _bytes_at(smem, sidx, data.size, 16, "tma_load_2d shared destination")
+        dbuf[doff:doff + data.size] = data
+        table, cond, addr = _mbarrier(bars, bidx, "tma_load_2d")
+        with cond:
+            st = _mbarrier_state(table, addr, "tma_load_2d")
+            st["tx"] -= data.size
+            _mbarrier_settle(st, cond)
+
+    def fence_proxy_tensormap(tmap):
+        """``fence.proxy.tensormap::generic.acquire.gpu`` on the map: nothing to order
+        in the simulator."""
+        _ndarray(tmap, "fence_proxy_tensormap")
 
     def setmaxnreg_inc(n):
         if not (24 <= int(n) <= 256 and int(n) % 8 == 0):
@@ -1323,6 +1382,58 @@ else:
         "[$0], $1; @!p bra WAIT; }", "parity")
     cp_async_mbarrier_arrive = _make_mbarrier_op(
         "cp_async_mbarrier_arrive", "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [$0];")
+    mbarrier_arrive_expect_tx = _make_mbarrier_op(
+        "mbarrier_arrive_expect_tx", "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+        "nbytes")
+
+    def _map_addr(context, builder, arrty, arr):
+        """64-bit generic address of a tensor map (element 0 of a global int64 array)."""
+        p = _elem_ptr(context, builder, arrty, arr, types.intp, ir.Constant(_I64, 0))
+        return builder.ptrtoint(p, _I64)
+
+    def _check_map(name, tmap):
+        if not (_is_array(tmap) and tmap.layout == "C" and isinstance(tmap.dtype, types.Integer)
+                and tmap.dtype.bitwidth == 64):
+            raise TypingError(f"{name}: the tensor map must be a C-contiguous 64-bit integer "
+                              f"array, got {tmap}")
+
+    @intrinsic
+    def tma_load_2d(typingctx, smem, sidx, tmap, col0, row0, bars, bidx):
+        _check_mem("tma_load_2d (shared)", smem, sidx)
+        _check_mem("tma_load_2d (mbarrier)", bars, bidx)
+        _check_map("tma_load_2d", tmap)
+        if not (isinstance(col0, types.Integer) and isinstance(row0, types.Integer)):
+            raise TypingError("tma_load_2d: the coordinates must be integers")
+        sig = types.void(smem, sidx, tmap, col0, row0, bars, bidx)
+
+        def codegen(context, builder, signature, args):
+            st, sit, tt, ct, rt, bt, bit = signature.args
+            saddr = _shared_addr(context, builder, st, args[0], sit, args[1])
+            taddr = _map_addr(context, builder, tt, args[2])
+            c0 = _to_i32(context, builder, ct, args[3])
+            r0 = _to_i32(context, builder, rt, args[4])
+            baddr = _shared_addr(context, builder, bt, args[5], bit, args[6])
+            _asm(builder, ir.VoidType(), [_I32, _I64, _I32, _I32, _I32],
+                 "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [$0], [$1, {$2, $3}], [$4];", "r,l,r,r,r,~{memory}",
+                 [saddr, taddr, c0, r0, baddr], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def fence_proxy_tensormap(typingctx, tmap):
+        _check_map("fence_proxy_tensormap", tmap)
+        sig = types.void(tmap)
+
+        def codegen(context, builder, signature, args):
+            taddr = _map_addr(context, builder, signature.args[0], args[0])
+            _asm(builder, ir.VoidType(), [_I64],
+                 "fence.proxy.tensormap::generic.acquire.gpu [$0], 128;", "l,~{memory}",
+                 [taddr], True)
+            return context.get_dummy_value()
+
+        return sig, codegen
 
     def _make_setmaxnreg(kind):
         def impl(typingctx, n):

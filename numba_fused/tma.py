@@ -1,0 +1,164 @@
+"""Tensor Memory Accelerator (TMA) tensor maps for 2-D tiles (Hopper, sm_90).
+
+A tensor map describes a 2-D operand in global memory (``rows x cols`` elements,
+``ld`` elements between rows) and the box one copy moves (``box_rows x box_cols``)
+with its shared-memory layout (``swizzle``). ``tensor_core.tma_load_2d`` copies the
+box at element coordinates (``col0``, ``row0``) into shared memory; elements outside
+the operand arrive as zeros. One thread issues the copy; its bytes complete a
+phase of an mbarrier (``mbarrier_arrive_expect_tx`` announces them).
+
+numba cannot declare a ``__grid_constant__`` 128-byte kernel parameter, so the map
+lives in global memory (16 64-bit words, 64-byte aligned: any allocation is) and a
+kernel takes it as an int64 array; ``tensor_core.fence_proxy_tensormap`` makes the
+host's copy of it visible to the copy engine before the first use.
+
+Shared layout of a box (what the simulator reproduces, byte offsets from a base
+aligned to 1024 bytes):
+
+- ``swizzle=0``: row ``r`` at ``r * box_cols * itemsize``, packed.
+- ``swizzle=128`` (rows of exactly 128 bytes): 16-byte chunk ``c`` of row ``r`` at
+  ``r * 128 + 16 * (c ^ (r % 8))``, the layout the wgmma 128-byte swizzle reads.
+
+Under the simulator the map's words hold a key into a registry of the described
+arrays, and ``tma_load_2d`` copies from the registered host array.
+"""
+
+import itertools
+import threading
+
+import numpy as np
+
+from interop.dlpack import empty_like_lib
+
+from .launch import SIMULATOR
+
+__all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "encode_2d", "box_layout_ref", "sim_map"]
+
+TMA_SWIZZLES = (0, 128)
+# Element types a map may describe, with their sizes in bytes.
+TMA_DTYPES = {"float16": 2, "bfloat16": 2, "uint16": 2, "int16": 2, "float32": 4,
+              "int32": 4, "uint32": 4}
+# The simulator's maps: word 0 holds _SIM_MAGIC, word 1 the registry key.
+_SIM_MAGIC = 0x544D41_5349_4D00
+_SIM_MAPS = {}
+_SIM_KEYS = itertools.count(1)
+_SIM_LOCK = threading.Lock()
+
+
+def _check(dtype, rows, cols, ld, box_rows, box_cols, swizzle, ptr):
+    if dtype not in TMA_DTYPES:
+        raise TypeError(f"tensor map: dtype must be one of {sorted(TMA_DTYPES)}, got {dtype!r}")
+    size = TMA_DTYPES[dtype]
+    if swizzle not in TMA_SWIZZLES:
+        raise ValueError(f"tensor map: swizzle must be one of {TMA_SWIZZLES}, got {swizzle!r}")
+    if not (1 <= rows < 2**32 and 1 <= cols < 2**32):
+        raise ValueError(f"tensor map: rows and cols must be in [1, 2^32), got {rows} x {cols}")
+    if ld < cols or (ld * size) % 16:
+        raise ValueError(f"tensor map: the row stride ({ld} elements) must be >= cols ({cols}) "
+                         f"and a multiple of 16 bytes")
+    if ptr % 16:
+        raise ValueError(f"tensor map: the operand must start 16-byte aligned, got {ptr:#x}")
+    if not (1 <= box_rows <= 256 and 1 <= box_cols <= 256):
+        raise ValueError(f"tensor map: box dimensions must be in [1, 256], got "
+                         f"{box_rows} x {box_cols}")
+    if (box_cols * size) % 16:
+        raise ValueError(f"tensor map: a box row must be a multiple of 16 bytes, got "
+                         f"{box_cols} x {size}")
+    if swizzle and box_cols * size != swizzle:
+        raise ValueError(f"tensor map: with the {swizzle}-byte swizzle a box row must be "
+                         f"{swizzle} bytes, got {box_cols * size}")
+
+
+def encode_2d(ptr, dtype, rows, cols, ld, box_rows, box_cols, swizzle):
+    """The 16 64-bit words of the tensor map of the ``rows x cols`` operand at device
+    address ``ptr`` (row stride ``ld`` elements of ``dtype``), boxes of ``box_rows x
+    box_cols``, shared layout ``swizzle`` (module docstring): ``cuTensorMapEncodeTiled``
+    through ``cuda.bindings``. Raises ValueError / TypeError for what the hardware
+    cannot describe, RuntimeError if the driver refuses."""
+    _check(dtype, rows, cols, ld, box_rows, box_cols, swizzle, ptr)
+    from cuda.bindings import driver as drv
+
+    kinds = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "uint16": "UINT16",
+             "int16": "UINT16", "float32": "FLOAT32", "int32": "INT32", "uint32": "UINT32"}
+    u64, u32 = drv.cuuint64_t, drv.cuuint32_t
+    swz = {0: "NONE", 128: "128B"}[swizzle]
+    err, tmap = drv.cuTensorMapEncodeTiled(
+        getattr(drv.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{kinds[dtype]}"), 2, ptr,
+        [u64(cols), u64(rows)], [u64(ld * TMA_DTYPES[dtype])], [u32(box_cols), u32(box_rows)],
+        [u32(1), u32(1)], drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(drv.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
+        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed: {err!r}")
+    return np.array([int(w) for w in tmap.opaque], dtype=np.uint64)
+
+
+def tensor_map_2d(src, box_rows, box_cols, swizzle=128):
+    """The tensor map (a KernelArray of 16 int64 words, in ``src``'s library and on its
+    device) of the 2-D operand ``src`` (a KernelArray ``[rows, cols]`` with unit column
+    stride, rows 16-byte aligned), boxes of ``box_rows x box_cols``, shared layout
+    ``swizzle`` (0 or 128, module docstring). The map holds ``src``'s address: it
+    describes that storage only, and the caller keeps ``src`` alive while it is used."""
+    if src.ndim != 2 or src.strides[1] != 1:
+        raise ValueError(f"tensor_map_2d: src must be 2-D with unit column stride, got shape "
+                         f"{src.shape}, strides {src.strides}")
+    rows, cols = src.shape
+    ld = src.strides[0] if rows > 1 else cols
+    if SIMULATOR:
+        _check(src.dtype, rows, cols, ld, box_rows, box_cols, swizzle, 0)
+        host = np.asarray(src.host)
+        with _SIM_LOCK:
+            key = next(_SIM_KEYS)
+            _SIM_MAPS[key] = (host, src.dtype, rows, cols, ld, box_rows, box_cols, swizzle)
+        words = np.zeros(16, dtype=np.uint64)
+        words[0], words[1] = _SIM_MAGIC, key
+    else:
+        words = encode_2d(src.ptr, src.dtype, rows, cols, ld, box_rows, box_cols, swizzle)
+    out = empty_like_lib(src, (16,), "int64")
+    _fill(out, words.view(np.int64))
+    return out
+
+
+def _fill(out, words):
+    """Copy the host words into the new device array ``out`` (a KernelArray)."""
+    if out.lib == "torch":
+        import torch
+
+        out.owner.copy_(torch.from_numpy(words))
+    elif out.lib == "cupy":
+        out.owner.set(words)
+    elif out.host is not None:
+        out.host[...] = words
+    else:
+        out.owner.copy_to_device(words)
+
+
+def sim_map(words):
+    """The simulator's registry entry ``(host array, dtype, rows, cols, ld, box_rows,
+    box_cols, swizzle)`` of a map's words."""
+    if int(words[0]) != _SIM_MAGIC:
+        raise ValueError("tma_load_2d: the tensor map was not made by tensor_map_2d")
+    with _SIM_LOCK:
+        return _SIM_MAPS[int(words[1])]
+
+
+def box_layout_ref(a, row0, col0, box_rows, box_cols, swizzle):
+    """The bytes one copy leaves in shared memory (a uint8 array of ``box_rows *
+    box_cols * itemsize``): the box of 2-D host array ``a`` at (row0, col0), zeros
+    outside ``a``, laid out as ``swizzle`` says (module docstring)."""
+    rows, cols = a.shape
+    box = np.zeros((box_rows, box_cols), dtype=a.dtype)
+    r_lo, c_lo = max(row0, 0), max(col0, 0)
+    r_hi, c_hi = min(row0 + box_rows, rows), min(col0 + box_cols, cols)
+    if r_lo < r_hi and c_lo < c_hi:
+        box[r_lo - row0:r_hi - row0, c_lo - col0:c_hi - col0] = a[r_lo:r_hi, c_lo:c_hi]
+    raw = np.ascontiguousarray(box).view(np.uint8).reshape(box_rows, -1)
+    if not swizzle:
+        return raw.reshape(-1)
+    chunks = raw.reshape(box_rows, -1, 16)
+    out = np.empty_like(chunks)
+    for r in range(box_rows):
+        for c in range(chunks.shape[1]):
+            out[r, c ^ (r % 8)] = chunks[r, c]
+    return out.reshape(-1)
