@@ -14,7 +14,9 @@ roles' tilings, ``linear_act.use_wgmma``; not in the default list;
 ``numba_wgmma_sw128``: the same on 128-byte swizzled operand tiles;
 ``numba_wgmma_ws``: warp specialised, 128x256 tiles; ``numba_wgmma_ws_pf``: the same
 with the producer fencing its copies; ``numba_wgmma_sw128_hb`` / ``numba_wgmma_ws_hb``:
-v3b / v4 with the forward epilogue's bias loaded once per thread and tile), ``numba_torch`` (ours through
+v3b / v4 with the forward epilogue's bias loaded once per thread and tile;
+``numba_wgmma_ws_tma``: v6, v4 (hb) with its forward's producer filling the ring by
+TMA, the backward as v4), ``numba_torch`` (ours through
 ``interop.torch.linear_act`` and autograd: what PyTorch users call), ``numba_cupy`` (ours through ``interop.cupy`` on
 CuPy arrays made from the same tensors by DLPack, on torch's stream; no bfloat16 in
 CuPy; a note row where CuPy is not importable), ``torch``, ``torch.compile``.
@@ -49,7 +51,7 @@ DEFAULT_SHAPES = ("8192x4096x16384",)
 QUICK_SHAPES = ("4096x4096x4096",)
 PROVIDERS = ("numba_fused", "numba_wgmma", "numba_wgmma_inflight", "numba_wgmma_sw128",
              "numba_wgmma_ws", "numba_wgmma_ws_pf", "numba_wgmma_sw128_hb", "numba_wgmma_ws_hb",
-             "numba_torch", "numba_cupy", "torch", "torch.compile")
+             "numba_wgmma_ws_tma", "numba_torch", "numba_cupy", "torch", "torch.compile")
 
 
 def _shape(text):
@@ -281,7 +283,8 @@ def _case(torch, nf, la, F, act, act_t, prov, pas, sets, dtype, cfg):
                       "numba_wgmma_ws": la.WG_LARGE_WS,
                       "numba_wgmma_ws_pf": la.WG_LARGE_WS_PF,
                       "numba_wgmma_sw128_hb": la.WG_LARGE_SW128_HB,
-                      "numba_wgmma_ws_hb": la.WG_LARGE_WS_HB}.get(prov, la.WG_LARGE)
+                      "numba_wgmma_ws_hb": la.WG_LARGE_WS_HB,
+                      "numba_wgmma_ws_tma": la.WG_LARGE_WS_TMA}.get(prov, la.WG_LARGE)
             wrap = functools.partial(_patched, la, "WG_LARGE", cfg_wg, ctx=la.use_wgmma)
         if pas == "fwd":
             return wrap(lambda x, w, b: nf.linear_act_forward(

@@ -77,7 +77,7 @@ from numba import cuda, types
 
 from interop.dlpack import KernelArray, c_strides, empty_like_lib, stream_handle
 
-from . import checks, dtypes
+from . import checks, dtypes, tma
 from .activations import ACTIVATIONS, act_grad_ref, act_ref, check_activation, device_act
 from .intrinsics import f32_as_u32, ld_cg_f32, u32_as_f32
 from .jit import inline_device
@@ -86,11 +86,12 @@ from .plan import NOW, Recorder
 from .stream_buffers import StreamZeros, clear_u32_counters
 from .tensor_core import (
     LOAD_POLICIES, ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit,
-    cp_async_mbarrier_arrive, cp_async_wait, fence_proxy_async, ld_global_v4,
-    ld_global_v4_evict, ldmatrix_x4_at, ldmatrix_x4_trans_at, mbarrier_arrive, mbarrier_init,
-    mbarrier_wait, mma_bf16, mma_f16, named_barrier_sync, pack_bf16x2, pack_f16x2,
-    setmaxnreg_dec, setmaxnreg_inc, shared_address, st_global_b32, st_global_v4, unpack_bf16x2,
-    unpack_f16x2, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
+    cp_async_mbarrier_arrive, cp_async_wait, fence_proxy_async, fence_proxy_tensormap,
+    ld_global_v4, ld_global_v4_evict, ldmatrix_x4_at, ldmatrix_x4_trans_at, mbarrier_arrive,
+    mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait, mma_bf16, mma_f16,
+    named_barrier_sync, pack_bf16x2, pack_f16x2, setmaxnreg_dec, setmaxnreg_inc,
+    shared_address, st_global_b32, st_global_v4, tma_load_2d, unpack_bf16x2, unpack_f16x2,
+    wgmma_commit, wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
 
 __all__ = [
     "linear_act_forward", "linear_act_dgrad", "linear_act_backward", "linear_weight_grad",
@@ -184,7 +185,13 @@ class WgmmaConfig(NamedTuple):
     proxy and arrives, so the consumers need no fence (0: ``cp.async.mbarrier.arrive``
     and a fence by every consumer thread each k-tile); ``hoist`` (forward) 1: each
     epilogue thread loads its 8 bias values once per tile (its chunk column is the
-    same in every epilogue iteration) instead of once per chunk."""
+    same in every epilogue iteration) instead of once per chunk; ``tma`` 1 (forward,
+    warp specialised, 128-byte swizzle; not the pair form): one producer thread fills
+    each ring slot with two TMA copies (:func:`numba_fused.tensor_core.tma_load_2d`,
+    A's and B's boxes through tensor maps the launcher makes per call, out-of-bounds
+    rows and k zero-filled by the copy engine) whose bytes complete ``full[s]``,
+    instead of 128 threads' cp.async; the kernel takes the two maps after ``out``.
+    Plans (recorded launches) run the same tiling without it."""
 
     bm: int
     bn: int
@@ -196,6 +203,7 @@ class WgmmaConfig(NamedTuple):
     ws: int = 0
     pfence: int = 0
     hoist: int = 0
+    tma: int = 0
 
     @property
     def threads(self):
@@ -237,6 +245,10 @@ class WgmmaConfig(NamedTuple):
                              f"producer arrives stages - 2 tiles behind its copies)")
         if self.hoist not in (0, 1):
             raise ValueError(f"{self}: hoist must be 0 or 1")
+        if self.tma not in (0, 1) or (self.tma and not (self.ws and self.swizzle == 128
+                                                         and not self.pfence)):
+            raise ValueError(f"{self}: tma 1 needs ws = 1, the 128-byte swizzle and pfence 0 "
+                             f"(the copy engine writes through the async proxy)")
         return self
 
 
@@ -314,6 +326,12 @@ WG_SIM_WS_PF = WgmmaConfig(64, 64, 64, 4, 2, 1, 128, 1, 1)
 WG_LARGE_SW128_HB = WG_LARGE_SW128._replace(hoist=1)
 WG_LARGE_WS_HB = WG_LARGE_WS._replace(hoist=1)
 WG_SIM_SW128_HB = WG_SIM_SW128._replace(hoist=1)
+# v6 candidate (eighty-third session, untimed): v4's forward with a TMA producer (one
+# thread, two copies a k-tile, against ~24 cp.async per producer thread and the
+# consumers' proxy fence each k-tile). The TMA primitives passed alone on the H100
+# (tests/test_tma.py); this kernel has run in the simulator only.
+WG_LARGE_WS_TMA = WG_LARGE_WS_HB._replace(tma=1)
+WG_SIM_WS_TMA = WG_SIM_WS._replace(tma=1)
 # The wgmma tiling of each GEMM role (bench/notes_linear_act.md, H200 sweeps of
 # 2026-11-26). The forward: with K >= WG_FWD_LONG_K on v4 (warp specialised, one block
 # per SM), whose main loop is then long enough that its faster k-tiles outweigh the
@@ -1429,7 +1447,12 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     A_MN = role == "wgrad"
     B_MN = role != "fwd"
     WGRAD = role == "wgrad"
-    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS, PFENCE, _ = cfg.validate()
+    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS, PFENCE, _, TMA = cfg.validate()
+    if TMA and (role != "fwd" or pair):
+        raise ValueError(f"{cfg}: the TMA producer is implemented for the plain forward "
+                         f"(K-major A and B), not role {role!r}{' (pair)' if pair else ''}")
+    # TMA: the bytes one ring slot receives (A's and B's boxes, zeros included).
+    STAGE_BYTES = (BM + BN) * BK * 2
     # pfence: the producer arrives on full[s] for the tile LAG behind the one it
     # just issued. LAG <= stages - 2 keeps the ring live: the producer's wait on
     # empty for tile p needs tile p - stages released, which the consumers do while
@@ -1684,6 +1707,28 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         wgmma_wait(0)
 
     @inline_device
+    def tma_produce(smem, bars, ma, mb, m0, n0, ptid, KT):
+        """Warp specialised with ``tma``: the producer warpgroup's thread 0 alone waits
+        for slot s's ``empty[s]`` phase, announces the slot's bytes on ``full[s]`` (its
+        one arrival) and issues A's box (rows m0.., k-tile kt) and B's (rows n0..), which
+        complete the phase as they land."""
+        if ptid != 0:
+            return
+        fence_proxy_tensormap(ma)
+        fence_proxy_tensormap(mb)
+        st = 0
+        rnd = 0
+        for kt in range(KT):
+            mbarrier_wait(bars, EMPTY + st, (rnd & 1) ^ 1)
+            mbarrier_arrive_expect_tx(bars, FULL + st, STAGE_BYTES)
+            tma_load_2d(smem, st * A_ST, ma, kt * BK, m0, bars, FULL + st)
+            tma_load_2d(smem, B_OFF + st * B_ST, mb, kt * BK, n0, bars, FULL + st)
+            st += 1
+            if st == STAGES:
+                st = 0
+                rnd += 1
+
+    @inline_device
     def ws_produce(smem, bars, a, b, b2, M, N, K, lda, ldb, m0, n0, ptid, KT, inside):
         """Warp specialised, the producer warpgroup (``ptid`` = its thread index): fill
         ring slot s once its ``empty[s]`` phase completes (every consumer thread
@@ -1735,7 +1780,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         prev = 0
         for kt in range(KT):
             mbarrier_wait(bars, FULL + st, rnd & 1)
-            if not PFENCE:
+            if not PFENCE and not TMA:
                 # Written through the generic proxy (cp.async), read by the tensor
                 # cores (async proxy).
                 fence_proxy_async()
@@ -1762,8 +1807,9 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
             cuda.syncthreads()
 
     @inline_device
-    def body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
-        """The kernel's work; ``b2``: the pair kernel's sixth array, else unused."""
+    def body(a, b, b2, bias, aux, out, ma, mb, M, N, K, lda, ldb, ldc, act, flags):
+        """The kernel's work; ``b2``: the pair kernel's sixth array, else unused;
+        ``ma``, ``mb``: with ``tma``, A's and B's tensor maps, else unused."""
         smem = cuda.shared.array(0, SDT, alignment=SMEM_ALIGN)
         tid = cuda.threadIdx.x
         wg = tid >> 7
@@ -1787,7 +1833,8 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
             bars = cuda.shared.array(0, U64_DT, alignment=SMEM_ALIGN)
             if tid == 0:
                 for s in range(STAGES):
-                    mbarrier_init(bars, FULL + s, 128)
+                    # TMA: the one thread's arrival (its bytes complete the phase).
+                    mbarrier_init(bars, FULL + s, 1 if TMA else 128)
                     mbarrier_init(bars, EMPTY + s, NC)
             cuda.syncthreads()
             if tid >= NC:
@@ -1795,8 +1842,11 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
                 # accumulators: 128 a thread at bn = 256). The producer's path never
                 # joins the consumers' code (ptxas holds it to PRODUCER_REGS).
                 setmaxnreg_dec(PRODUCER_REGS)
-                ws_produce(smem, bars, a, b, b2, M, N, K, lda, ldb, m0, n0, tid - NC, KT,
-                           inside)
+                if TMA:
+                    tma_produce(smem, bars, ma, mb, m0, n0, tid - NC, KT)
+                else:
+                    ws_produce(smem, bars, a, b, b2, M, N, K, lda, ldb, m0, n0, tid - NC, KT,
+                               inside)
                 return
             setmaxnreg_inc(CONSUMER_REGS)
             ws_consume(smem, bars, acc, bacc, a_wg, KT, do_bias)
@@ -1850,16 +1900,22 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         act(preact); dgrad: out = C * act'(aux), C = A B with B ``b[k * ldb + n]``;
         wgrad: out = C, C = A B with A ``a[k * lda + m]``, grad_bias[m] = sum_k A[m, k])
         with the k-loop on wgmma; arguments as there."""
-        body(a, b, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
+        body(a, b, b, bias, aux, out, a, a, M, N, K, lda, ldb, ldc, act, flags)
 
     def pair_kernel(a, b, bias, aux, out, b2, M, N, K, lda, ldb, ldc, act, flags):
         """The kernel with :func:`make_tc_kernel`'s ``pair`` sixth array ``b2``."""
-        body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
+        body(a, b, b2, bias, aux, out, a, a, M, N, K, lda, ldb, ldc, act, flags)
+
+    def tma_kernel(a, b, bias, aux, out, ma, mb, M, N, K, lda, ldb, ldc, act, flags):
+        """The forward with ``tma``: ``ma`` / ``mb`` the tensor maps (16 int64 words
+        each, :func:`_tma_maps`) of A ``[M, K]`` (boxes bm x bk) and B ``[N, K]`` (bn x
+        bk); ``a`` and ``b`` themselves are not read."""
+        body(a, b, b, bias, aux, out, ma, mb, M, N, K, lda, ldb, ldc, act, flags)
 
     name = (f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
             + (f"_f{INFLIGHT}" if INFLIGHT else "") + (f"_sw{SW}" if SW else "")
             + ("_ws" if WS else "") + ("_pf" if PFENCE else "") + ("_hb" if HOIST else "")
-            + ("_pair" if pair else ""))
+            + ("_tma" if TMA else "") + ("_pair" if pair else ""))
     # Warp specialised: 384 threads share one SM's registers (up to 168 each). The
     # pair kernels of the others keep the plain kernels' two blocks an SM (ptxas gave
     # the fwd tiling's pair kernel 168 registers for a few more live values, one block).
@@ -1868,7 +1924,24 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         opts = {"launch_bounds": (NT, 1)}
     elif pair and not SIMULATOR and NT <= 256:
         opts = {"launch_bounds": (NT, 2)}
+    if TMA:
+        return Kernel(name, tma_kernel, _tma_argtypes(dtype), **opts)
     return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair), **opts)
+
+
+def _tma_argtypes(dtype):
+    """The TMA forward's: the plain kernel's five arrays, A's and B's tensor maps
+    (int64 arrays of 16 words), the plain eight integers."""
+    maps = (types.Array(types.int64, 1, "C"),) * 2
+    return _argtypes(dtype)[:5] + maps + (_I64,) * 8
+
+
+def _tma_maps(flat, Mg, Ng, Kg, lda, ldb, cfg):
+    """The tensor maps (KernelArrays) of a TMA forward's A (``flat[0]``, ``[Mg, Kg]``
+    with row stride lda; boxes bm x bk) and B (``flat[1]``, ``[Ng, Kg]``, ldb; bn x
+    bk), 128-byte swizzled."""
+    return [tma.tensor_map_2d(tma.view_2d(arr, rows, Kg, ld), box, cfg.bk, 128)
+            for arr, rows, ld, box in ((flat[0], Mg, lda, cfg.bm), (flat[1], Ng, ldb, cfg.bn))]
 
 
 # ---------------------------------------------------------------------------
@@ -2366,11 +2439,14 @@ def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, s
     """The cached :class:`~numba_fused.launch.PreparedLaunch` of one GEMM on CUDA device
     ``device``; ``sizes``: element counts of the array arguments (a, b, bias, aux, out,
     with ``pair`` b2), then with ``splits`` > 1 those of the workspace and the
-    counters; ``skinny``: the few-row forward's layout (see :func:`_gemm_setup`)."""
+    counters, or with a TMA tiling those of the two tensor maps; ``skinny``: the
+    few-row forward's layout (see :func:`_gemm_setup`)."""
     kernel, grid, block, shared = _gemm_setup(role, dtype, Mg, Ng, vec_ab, device, wgmma, pair,
                                               splits, skinny)
     narr = 6 if pair else 5
     args = [_template(dtype, n) for n in sizes[:narr]]
+    if wgmma is not None and wgmma.tma:
+        args += [_template("int64", n) for n in sizes[narr:narr + 2]]
     if splits > 1:
         args += [_template("float32", sizes[narr]), _template("uint32", sizes[narr + 1])]
     args += [Mg, Ng, Kg, lda, ldb, ldc, act, flags] + ([splits] if splits > 1 else [])
@@ -2467,6 +2543,13 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
     stream's arrival counters. A forward of a few rows may take the few-row kernel
     (:func:`_skinny_for`) instead of the tiled ones."""
     skinny, splits = _kernel_choice(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)
+    if wg is not None and wg.tma:
+        if role != "fwd" or pair or ex.recording:
+            # The TMA producer is the plain forward's; a plan replays pointers, not
+            # the maps made from them: the same tiling with the cp.async producer.
+            wg = wg._replace(tma=0)
+        else:
+            flat = flat[:5] + _tma_maps(flat, Mg, Ng, Kg, lda, ldb, wg)
     extra = []
     if splits > 1:
         cfg = _pick_config(Mg, Ng, device)

@@ -28,11 +28,12 @@ import threading
 
 import numpy as np
 
-from interop.dlpack import empty_like_lib
+from interop.dlpack import KernelArray, empty_like_lib
 
 from .launch import SIMULATOR
 
-__all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "encode_2d", "box_layout_ref", "sim_map"]
+__all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "encode_2d", "view_2d",
+           "box_layout_ref", "sim_map"]
 
 TMA_SWIZZLES = (0, 128)
 # Element types a map may describe, with their sizes in bytes.
@@ -104,7 +105,7 @@ def tensor_map_2d(src, box_rows, box_cols, swizzle=128):
         raise ValueError(f"tensor_map_2d: src must be 2-D with unit column stride, got shape "
                          f"{src.shape}, strides {src.strides}")
     rows, cols = src.shape
-    ld = src.strides[0] if rows > 1 else cols
+    ld = src.strides[0] if src.strides[0] >= cols else cols
     if SIMULATOR:
         _check(src.dtype, rows, cols, ld, box_rows, box_cols, swizzle, 0)
         host = np.asarray(src.host)
@@ -118,6 +119,20 @@ def tensor_map_2d(src, box_rows, box_cols, swizzle=128):
     out = empty_like_lib(src, (16,), "int64")
     _fill(out, words.view(np.int64))
     return out
+
+
+def view_2d(flat, rows, cols, ld):
+    """The ``rows x cols`` operand with row stride ``ld`` elements that starts at flat
+    KernelArray ``flat``'s first element, as a 2-D KernelArray (same storage)."""
+    if rows < 1 or cols < 1 or ld < cols or (rows - 1) * ld + cols > flat.size:
+        raise ValueError(f"view_2d: {rows} x {cols} rows {ld} apart do not fit in "
+                         f"{flat.size} elements")
+    host = None
+    if flat.host is not None:
+        h = np.asarray(flat.host).reshape(-1)
+        host = np.lib.stride_tricks.as_strided(h, (rows, cols), (ld * h.itemsize, h.itemsize))
+    return KernelArray(flat.owner, flat.lib, flat.dtype, (rows, cols), (ld, 1), ptr=flat.ptr,
+                       host=host, device=flat.device)
 
 
 def _fill(out, words):

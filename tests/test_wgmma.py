@@ -352,12 +352,16 @@ if not SIMULATOR:
 # same code): under the simulator one bfloat16 case per tiling covers that, the rest
 # run on the GPU (marker gpu). Forward: the element-wise epilogue (N = 33) and the
 # 16-byte one (N = 24, 64) both in bfloat16.
-FWD_CASES = ([(s, v) for s in GEMM_SHAPES for v in ("v1", "inflight", "sw128", "ws", "ws_pf")]
-             + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf")]
-             + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf")]
+FWD_VARIANTS = ("v1", "inflight", "sw128", "ws", "ws_pf", "ws_tma")
+FWD_CASES = ([(s, v) for s in GEMM_SHAPES for v in FWD_VARIANTS]
+             + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"),
+                (WRAP_SHAPE, "ws_tma")]
+             + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf"),
+                (FULL_SHAPE, "ws_tma")]
              + [(WRAP_SHAPE, "hoist"), (FULL_SHAPE, "hoist")])
 FWD_BF16_SIM = {((64, 96, 33), "v1"), ((64, 96, 33), "inflight"), (WRAP_SHAPE, "sw128"),
-                (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"), (FULL_SHAPE, "hoist")}
+                (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"), (FULL_SHAPE, "hoist"),
+                (WRAP_SHAPE, "ws_tma")}
 
 
 def _by_dtype(cases, bf16_sim, case_id):
@@ -401,7 +405,8 @@ def _use_variant(la, variant, monkeypatch):
     """Point WG_SIM / WG_LARGE at ``variant``'s tiling: 'v1' (no swizzle), 'inflight'
     (one k-tile of MMAs kept in flight), 'sw128' (128-byte swizzled operand tiles),
     'ws' (warp specialised), 'ws_pf' (warp specialised, the producer fences),
-    'hoist' (the forward epilogue's bias loaded once per thread and tile)."""
+    'hoist' (the forward epilogue's bias loaded once per thread and tile), 'ws_tma'
+    (warp specialised, the producer's one thread filling slots by TMA; forward only)."""
     if variant == "v1":
         monkeypatch.setattr(la, "WG_LARGE", la.WG_V1)
     elif variant == "inflight":
@@ -419,6 +424,9 @@ def _use_variant(la, variant, monkeypatch):
     elif variant == "hoist":
         monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_SW128_HB)
         monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_HB)
+    elif variant == "ws_tma":
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_TMA)
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_TMA)
     return la.WG_SIM if SIMULATOR else la.WG_LARGE
 
 
@@ -467,7 +475,8 @@ def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
 DGRAD_SHAPES = [(70, 72, 56), (1, 8, 8), (64, 96, 40), (64, 64, 128)]
 if not SIMULATOR:
     DGRAD_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 304)]
-BWD_CASES = [(s, v) for v in ("v1", "sw128", "ws", "ws_pf") for s in DGRAD_SHAPES]
+# ws_tma: the backward roles run its tiling with the cp.async producer.
+BWD_CASES = [(s, v) for v in ("v1", "sw128", "ws", "ws_pf", "ws_tma") for s in DGRAD_SHAPES]
 # bfloat16 under the simulator (see FWD_BF16_SIM): dgrad's two k-tiles, wgrad's two
 # row tiles; every shape's epilogue moves 16-byte vectors.
 BWD_BF16_SIM = {((64, 64, 128), v) for _, v in BWD_CASES}
@@ -478,8 +487,9 @@ BWD_BF16_SIM = {((64, 64, 128), v) for _, v in BWD_CASES}
 def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     """use_wgmma runs the dgrad GEMM (the weight read MN-major, imm-trans-b; act'
     fused) and the wgrad GEMM (both operands MN-major; grad_bias from an m64n8 wgmma
-    against ones) on wgmma, on no-swizzle or 128-byte swizzled tiles: exact on small
-    integers, for linear_act_dgrad and for linear_act_backward's three gradients."""
+    against ones) on wgmma, on no-swizzle or 128-byte swizzled tiles (a TMA tiling's
+    with its cp.async producer): exact on small integers, for linear_act_dgrad and for
+    linear_act_backward's three gradients."""
     import torch
 
     from interop.dlpack import poison_outputs
@@ -492,7 +502,7 @@ def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     real = la.make_wgmma_kernel
 
     def spy(role, dt, wg_cfg, pair=False):
-        assert wg_cfg == cfg and not pair
+        assert wg_cfg == cfg._replace(tma=0) and not pair
         roles.append(role)
         return real(role, dt, wg_cfg, pair)
 
@@ -692,3 +702,64 @@ def test_ws_register_split_stays_within_the_launch_allocation():
         la.ws_register_split(384, 384)
     with pytest.raises(ValueError, match="setmaxnreg"):
         la.ws_register_split(384, 256, producer=200)
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("dtype", HALF)
+def test_tma_forward_assembles_with_bulk_tensor_copies(dtype):
+    """v6 (WG_LARGE_WS_TMA): the producer's copies are TMA loads (UTMALDG), none of the
+    cp.async ones (LDGSTS) remain, the consumers keep their HGMMA with no spills."""
+    from numba_fused import linear_act as la
+    from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
+
+    cfg = la.WG_LARGE_WS_TMA
+    kernel = la.make_wgmma_kernel("fwd", dtype, cfg)
+    with offline_compile((9, 0, "a")):
+        ptx = kernel.ptx(cc=(9, 0, "a"))
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile" in ptx
+    assert "cp.async.cg.shared.global" not in ptx
+    rep = ptxas_report(ptx, arch="sm_90a")
+    assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0 and rep["stack"] == 0, rep
+    assert rep["registers"] == min(255, 65536 // cfg.threads) // 8 * 8, rep
+    if find_nvdisasm() is None:
+        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
+    text = sass(ptx, arch="sm_90a")
+    assert "UTMALDG" in text and "LDGSTS" not in text
+    assert f"HGMMA.64x{cfg.bn}x16.F32" in text
+
+
+def test_tma_tiling_only_where_implemented():
+    """The TMA producer needs the warp-specialised, 128-byte swizzled forward: other
+    tilings with it are refused, and the backward roles and the pair form fall back
+    to the same tiling's cp.async producer (as plans do;
+    test_linear_act_backward_on_wgmma runs them so)."""
+    from numba_fused import linear_act as la
+
+    with pytest.raises(ValueError, match="tma 1 needs ws = 1"):
+        la.WG_LARGE_SW128._replace(tma=1).validate()
+    with pytest.raises(ValueError, match="tma 1 needs ws = 1"):
+        la.WG_LARGE_WS_PF._replace(tma=1).validate()
+    for role, pair in (("dgrad", False), ("wgrad", False), ("fwd", True)):
+        with pytest.raises(ValueError, match="TMA producer is implemented for the plain"):
+            la.make_wgmma_kernel(role, "float16", la.WG_SIM_WS_TMA, pair)
+
+
+@pytest.mark.gpu
+def test_front_end_plans_with_a_tma_tiling_match_the_array_level(monkeypatch):
+    """The torch front end records plans (pointers patched per call, so no per-call
+    tensor maps): with a TMA tiling they run its cp.async producer, bit for bit what
+    the array level's TMA producer gives (the same MMAs on the same tiles)."""
+    import torch
+
+    from interop.torch import linear_act
+    from numba_fused import linear_act as la
+
+    if not _on_hopper():
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    _use_variant(la, "ws_tma", monkeypatch)
+    x, w, b = _gemm_inputs(1000, 1032, 520, "float16", 7, integers=False)
+    with la.use_wgmma():
+        want = la.linear_act_forward(x, w, b, "gelu")
+        got = [linear_act(x, w, b, "gelu") for _ in range(3)]
+    for y in got:
+        assert torch.equal(y, want)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# For the eighty-fourth session (bench/NOTES.md, "Next (eighty-fourth session)").
+#   t: (any Hopper card, at most ~560 s) v6, the wgmma forward whose producer fills
+#      the ring by TMA (WG_LARGE_WS_TMA), first GPU run: its tests (test_wgmma -k tma
+#      and test_tma), memcheck of the wgmma tilings with it, then the forward A/B
+#      against v4 (ws_hb: the same tiling, cp.async producer), the shipped default
+#      and cuBLAS at 8192x4096->16384 and Llama-7B's gate+up (4096x4096->22016).
+#      Predicted: tests pass, 0 errors; v6 faster than ws_hb by 10-25% (the producer's
+#      ~940 instructions a k-tile gone, the consumers' per-tile proxy fence gone),
+#      at or near cuBLAS's 650-730 TF/s.
+#   bash bench/ab/pending_s84.sh "$OUT" t
+set -uo pipefail
+OUT=${1:?"usage: pending_s84.sh OUTDIR t"}
+export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+case "${2:?t}" in
+  t)
+    timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_tma.py \
+      tests/test_wgmma.py -k "tma or ws" > "$OUT/tests_tma.log" 2>&1
+    echo "tests rc $?"; grep -E "passed|failed|FAILED" "$OUT/tests_tma.log" | tail -6
+    timeout -k 10 150 compute-sanitizer --tool memcheck --report-api-errors no \
+      --error-exitcode 3 python3 bench/sanitize.py linear_act_wgmma:float16 \
+      > "$OUT/memcheck_wgmma.log" 2>&1
+    echo "memcheck rc $?"; tail -3 "$OUT/memcheck_wgmma.log"
+    timeout -k 10 180 python3 bench/linear_act.py --shapes 8192x4096x16384 4096x4096x22016 \
+      --dtypes float16,bfloat16 --activation gelu_tanh --passes fwd --reps 30 \
+      --providers numba_fused,numba_wgmma_ws_hb,numba_wgmma_ws_tma,torch \
+      --json "$OUT/wg_tma.json" > "$OUT/wg_tma.log" 2>&1
+    echo "bench rc $?"; grep -v -i warn "$OUT/wg_tma.log" | tail -20
+    ;;
+  *) echo "t" >&2; exit 2 ;;
+esac
