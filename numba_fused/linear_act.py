@@ -1939,8 +1939,9 @@ def _tma_argtypes(dtype):
 def _tma_maps(flat, Mg, Ng, Kg, lda, ldb, cfg):
     """The tensor maps (KernelArrays) of a TMA forward's A (``flat[0]``, ``[Mg, Kg]``
     with row stride lda; boxes bm x bk) and B (``flat[1]``, ``[Ng, Kg]``, ldb; bn x
-    bk), 128-byte swizzled."""
-    return [tma.tensor_map_2d(tma.view_2d(arr, rows, Kg, ld), box, cfg.bk, 128)
+    bk), 128-byte swizzled: cached by what they encode (a miss costs an encode and a
+    blocking copy; a weight's map is made once)."""
+    return [tma.cached_map_2d(tma.view_2d(arr, rows, Kg, ld), box, cfg.bk, 128)
             for arr, rows, ld, box in ((flat[0], Mg, lda, cfg.bm), (flat[1], Ng, ldb, cfg.bn))]
 
 

@@ -23,6 +23,7 @@ Under the simulator the map's words hold a key into a registry of the described
 arrays, and ``tma_load_2d`` copies from the registered host array.
 """
 
+import collections
 import itertools
 import threading
 
@@ -32,7 +33,8 @@ from interop.dlpack import KernelArray, empty_like_lib
 
 from .launch import SIMULATOR
 
-__all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "encode_2d", "view_2d",
+__all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "cached_map_2d", "encode_2d",
+           "view_2d",
            "box_layout_ref", "sim_map"]
 
 TMA_SWIZZLES = (0, 128)
@@ -100,7 +102,8 @@ def tensor_map_2d(src, box_rows, box_cols, swizzle=128):
     device) of the 2-D operand ``src`` (a KernelArray ``[rows, cols]`` with unit column
     stride, rows 16-byte aligned), boxes of ``box_rows x box_cols``, shared layout
     ``swizzle`` (0 or 128, module docstring). The map holds ``src``'s address: it
-    describes that storage only, and the caller keeps ``src`` alive while it is used."""
+    describes that storage only, and the caller keeps ``src`` alive while it is used.
+    The words have reached the device when this returns."""
     if src.ndim != 2 or src.strides[1] != 1:
         raise ValueError(f"tensor_map_2d: src must be 2-D with unit column stride, got shape "
                          f"{src.shape}, strides {src.strides}")
@@ -121,6 +124,37 @@ def tensor_map_2d(src, box_rows, box_cols, swizzle=128):
     return out
 
 
+# Maps by what they encode (library, device, address, dtype, shape, row stride, box,
+# swizzle): a map holds no reference to the tensor it was made from, so an entry is
+# right for any later operand with the same key. Weights hit every call; activations
+# hit whenever the caching allocator hands out the same address again.
+MAP_CACHE_SIZE = 256
+_MAPS = collections.OrderedDict()
+_MAPS_LOCK = threading.Lock()
+
+
+def cached_map_2d(src, box_rows, box_cols, swizzle=128):
+    """:func:`tensor_map_2d` of ``src`` through a cache of the last
+    :data:`MAP_CACHE_SIZE` maps (on the GPU; the simulator makes a new one each
+    call). A new map's words reach the device before this returns (a blocking
+    copy, once per key), so launches on any stream may read it."""
+    if SIMULATOR:
+        return tensor_map_2d(src, box_rows, box_cols, swizzle)
+    key = (src.lib, src.device, src.ptr, src.dtype, src.shape, src.strides, box_rows,
+           box_cols, swizzle)
+    with _MAPS_LOCK:
+        hit = _MAPS.get(key)
+        if hit is not None:
+            _MAPS.move_to_end(key)
+            return hit
+    made = tensor_map_2d(src, box_rows, box_cols, swizzle)
+    with _MAPS_LOCK:
+        _MAPS[key] = made
+        while len(_MAPS) > MAP_CACHE_SIZE:
+            _MAPS.popitem(last=False)
+    return made
+
+
 def view_2d(flat, rows, cols, ld):
     """The ``rows x cols`` operand with row stride ``ld`` elements that starts at flat
     KernelArray ``flat``'s first element, as a 2-D KernelArray (same storage)."""
@@ -136,13 +170,19 @@ def view_2d(flat, rows, cols, ld):
 
 
 def _fill(out, words):
-    """Copy the host words into the new device array ``out`` (a KernelArray)."""
+    """Copy the host words into the new device array ``out`` (a KernelArray); the
+    copy has landed when this returns."""
     if out.lib == "torch":
         import torch
 
         out.owner.copy_(torch.from_numpy(words))
+        if out.owner.is_cuda:
+            torch.cuda.current_stream(out.owner.device).synchronize()
     elif out.lib == "cupy":
+        import cupy
+
         out.owner.set(words)
+        cupy.cuda.get_current_stream().synchronize()
     elif out.host is not None:
         out.host[...] = words
     else:

@@ -158,3 +158,14 @@ def test_announced_bytes_that_never_land_are_reported(monkeypatch):
     out = torch.zeros(1, dtype=torch.int32)
     with pytest.raises(Exception, match="did not complete"):
         k.launch(1, 1, 0, [as_kernel_array(out.view(torch.uint32), "out")])
+
+
+@pytest.mark.gpu
+def test_maps_are_cached_by_what_they_encode():
+    """cached_map_2d: the same operand (another view object of the same storage)
+    gets the same map; another shape of it gets its own."""
+    src = torch.zeros(64, 128, dtype=torch.float16, device="cuda")
+    first = tma.cached_map_2d(as_kernel_array(src, "src"), 16, 64)
+    assert tma.cached_map_2d(as_kernel_array(src.view(64, 128), "src"), 16, 64) is first
+    other = tma.cached_map_2d(as_kernel_array(src[:, :64], "src"), 16, 64)
+    assert other is not first and not torch.equal(other.owner, first.owner)
