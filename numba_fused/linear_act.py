@@ -188,7 +188,8 @@ class WgmmaConfig(NamedTuple):
     same in every epilogue iteration) instead of once per chunk; ``tma`` 1 (forward,
     warp specialised, 128-byte swizzle; not the pair form): one producer thread fills
     each ring slot with two TMA copies (:func:`numba_fused.tensor_core.tma_load_2d`,
-    A's and B's boxes through tensor maps the launcher makes per call, out-of-bounds
+    A's and B's boxes through tensor maps the launcher looks up or makes
+    (:func:`numba_fused.tma.cached_map_2d`), out-of-bounds
     rows and k zero-filled by the copy engine) whose bytes complete ``full[s]``,
     instead of 128 threads' cp.async; the kernel takes the two maps after ``out``.
     Plans (recorded launches) run the same tiling without it."""
