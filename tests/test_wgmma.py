@@ -437,8 +437,6 @@ def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
     MMAs, keeping one tile of them in flight, or on 128-byte swizzled tiles); exact on
     small integers (bias, preact and output), and within the mma.sync kernel's error
     on random data with an activation."""
-    import torch
-
     from interop.dlpack import poison_outputs
     from numba_fused import linear_act as la
     from tests.util import rel_err
@@ -490,8 +488,6 @@ def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     against ones) on wgmma, on no-swizzle or 128-byte swizzled tiles (a TMA tiling's
     with its cp.async producer): exact on small integers, for linear_act_dgrad and for
     linear_act_backward's three gradients."""
-    import torch
-
     from interop.dlpack import poison_outputs
     from numba_fused import linear_act as la
 
