@@ -34,16 +34,17 @@ from interop.dlpack import KernelArray, empty_like_lib
 from .launch import SIMULATOR
 
 __all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "cached_map_2d", "encode_2d",
-           "view_2d",
-           "box_layout_ref", "sim_map"]
+           "view_2d", "box_layout_ref", "sim_map"]
 
 TMA_SWIZZLES = (0, 128)
 # Element types a map may describe, with their sizes in bytes.
 TMA_DTYPES = {"float16": 2, "bfloat16": 2, "uint16": 2, "int16": 2, "float32": 4,
               "int32": 4, "uint32": 4}
-# The simulator's maps: word 0 holds _SIM_MAGIC, word 1 the registry key.
+# The simulator's maps: word 0 holds _SIM_MAGIC, word 1 the registry key. The
+# registry keeps the last _SIM_KEEP maps (each holds its operand's host array).
 _SIM_MAGIC = 0x544D41_5349_4D00
-_SIM_MAPS = {}
+_SIM_KEEP = 1024
+_SIM_MAPS = collections.OrderedDict()
 _SIM_KEYS = itertools.count(1)
 _SIM_LOCK = threading.Lock()
 
@@ -115,6 +116,8 @@ def tensor_map_2d(src, box_rows, box_cols, swizzle=128):
         with _SIM_LOCK:
             key = next(_SIM_KEYS)
             _SIM_MAPS[key] = (host, src.dtype, rows, cols, ld, box_rows, box_cols, swizzle)
+            while len(_SIM_MAPS) > _SIM_KEEP:
+                _SIM_MAPS.popitem(last=False)
         words = np.zeros(16, dtype=np.uint64)
         words[0], words[1] = _SIM_MAGIC, key
     else:
@@ -195,7 +198,11 @@ def sim_map(words):
     if int(words[0]) != _SIM_MAGIC:
         raise ValueError("tma_load_2d: the tensor map was not made by tensor_map_2d")
     with _SIM_LOCK:
-        return _SIM_MAPS[int(words[1])]
+        entry = _SIM_MAPS.get(int(words[1]))
+    if entry is None:
+        raise RuntimeError(f"tma_load_2d: the simulator no longer holds this map (it keeps "
+                           f"the last {_SIM_KEEP})")
+    return entry
 
 
 def box_layout_ref(a, row0, col0, box_rows, box_cols, swizzle):
