@@ -502,18 +502,23 @@ def _tile_loader(rows, length, nthreads, vec, kmajor, pair=False):
     one_swizzle = iters == 1 or rstep % 8 == 0
 
     @inline_device
+    def row_dst(base, r, ch):
+        """Shared offset of chunk ``ch`` of tile row ``r`` (swizzled)."""
+        return base + r * length + ((ch ^ ((r >> sh) & mk)) << 3)
+
+    @inline_device
     def chunk_dst(dst, base, r0, ch, i):
-        """Shared offset of the thread's i-th chunk (row r0 + i rstep, column ch)."""
+        """Shared offset of the thread's i-th chunk (row r0 + i rstep, column ch; ``dst``
+        its first's)."""
         if one_swizzle:
             return dst + i * dstep
-        r = r0 + i * rstep
-        return base + r * length + ((ch ^ ((r >> sh) & mk)) << 3)
+        return row_dst(base, r0 + i * rstep, ch)
 
     @inline_device
     def load(smem, base, g, g2, ld, k0, fixed0, k_lim, fixed_lim, tid, full):
         r0 = tid >> cshift
         ch = tid & (chunks - 1)
-        dst = base + r0 * length + ((ch ^ ((r0 >> sh) & mk)) << 3)
+        dst = row_dst(base, r0, ch)
         if kmajor:
             outer = fixed0 + r0
             outer_lim = fixed_lim

@@ -58,13 +58,13 @@ PROBE = Kernel("test_tma_probe", _probe, (types.Array(types.int64, 1, "C"),
 _BITS = {"float16": np.uint16, "bfloat16": np.uint16, "float32": np.uint32}
 
 
-def _needs_tma():
+def _no_tma():
     if SIMULATOR:
         return False
     return not (cuda.is_available() and cuda.get_current_device().compute_capability >= (9, 0))
 
 
-@pytest.mark.skipif(_needs_tma(), reason="needs sm_90 (or the simulator)")
+@pytest.mark.skipif(_no_tma(), reason="needs sm_90 (or the simulator)")
 @pytest.mark.parametrize("swizzle", [0, 128])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_tma_boxes_land_in_the_maps_layout(dtype, swizzle):
