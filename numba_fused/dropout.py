@@ -2505,9 +2505,9 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
             # Sum over zero rows: the reduction kernel writes the zeros.
             _launch_bias_grad(None, grad_bias, 0, n_cols, g, cfg)
         return grad_x, grad_bias
-    # The counters' factory must not keep the caller's tensor alive in a plan.
-    anchor = g if not ex.recording else empty_like_lib(g, (1,), "int32")
     if ex.recording:
+        # Stand-ins from here on: the counters' factory (kept by a plan) must not
+        # keep the caller's tensor alive.
         g, xa, b, m = ex.inputs
     grad_x = ex.alloc(g, g.shape, g.dtype)
     grad_bias = ex.alloc(g, (n_cols,), g.dtype) if bias_grad else None
@@ -2551,7 +2551,7 @@ def _backward(grad_out, x, bias, p, seed, offset, activation, need_bias_grad, ma
         partial = ex.alloc(g, (n_parts * n_cols,), "float32")
         if not by_kernel:
             counters = ex.stream_buffer(
-                functools.partial(_COUNTERS, anchor, n=max(plan.grid[0] for plan in plans)),
+                functools.partial(_COUNTERS, g, n=max(plan.grid[0] for plan in plans)),
                 stream)
         gb_arg = grad_bias
     bias_arg = _bias_arg(b_used, g.dtype, g)
