@@ -8,12 +8,19 @@
 #      Predicted: tests pass, 0 errors; v6 faster than ws_hb by 10-25% (the producer's
 #      ~940 instructions a k-tile gone, the consumers' per-tile proxy fence gone),
 #      at or near cuBLAS's 650-730 TF/s.
-#   bash bench/ab/pending_s84.sh "$OUT" t
+#   d: (any card, ~4 min) the dropout backward plan's counters from its stand-in
+#      (ff76822, the anchor gone): test_fast_path and test_dropout, predicted all pass;
+#      then ncu of the few-row down projection against cuBLAS's kernel at M = 1 / 16,
+#      gate+up beside it (skinny_ncu.py: SpeedOfLight, Occupancy, WarpStateStats,
+#      MemoryWorkloadAnalysis). Hypothesis: the down projection's 256 blocks (about 2
+#      an SM) hold half the warps and bytes in flight of gate+up's 4 blocks an SM, so
+#      its DRAM throughput is ~70% of peak against ~85%; cuBLAS's kernel holds more.
+#   bash bench/ab/pending_s84.sh "$OUT" t|d
 set -uo pipefail
-OUT=${1:?"usage: pending_s84.sh OUTDIR t"}
+OUT=${1:?"usage: pending_s84.sh OUTDIR t|d"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-case "${2:?t}" in
+case "${2:?t|d}" in
   t)
     timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_tma.py \
       tests/test_wgmma.py -k "tma or ws" > "$OUT/tests_tma.log" 2>&1
@@ -28,5 +35,17 @@ case "${2:?t}" in
       --json "$OUT/wg_tma.json" > "$OUT/wg_tma.log" 2>&1
     echo "bench rc $?"; grep -v -i warn "$OUT/wg_tma.log" | tail -20
     ;;
-  *) echo "t" >&2; exit 2 ;;
+  d)
+    timeout -k 10 240 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_fast_path.py \
+      tests/test_dropout.py > "$OUT/tests_dropout.log" 2>&1
+    echo "tests rc $?"; grep -E "passed|failed|FAILED" "$OUT/tests_dropout.log" | tail -6
+    timeout -k 10 200 ncu --nvtx --nvtx-include "prof/" --clock-control none \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section LaunchStats \
+      python3 bench/ab/skinny_ncu.py > "$OUT/skinny_ncu.txt" 2>&1
+    echo "ncu rc $?"
+    grep -E "profiled next|^  [a-zA-Z_].*\(|DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Waves Per SM|Grid Size|Mem Busy|Max Bandwidth" \
+      "$OUT/skinny_ncu.txt" | head -150
+    ;;
+  *) echo "t or d" >&2; exit 2 ;;
 esac
