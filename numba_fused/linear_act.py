@@ -1942,12 +1942,13 @@ def _tma_argtypes(dtype):
     return _argtypes(dtype)[:5] + maps + (_I64,) * 8
 
 
-def _tma_maps(flat, Mg, Ng, Kg, lda, ldb, cfg):
+def _tma_maps(flat, Mg, Ng, Kg, lda, ldb, cfg, stream):
     """The tensor maps (KernelArrays) of a TMA forward's A (``flat[0]``, ``[Mg, Kg]``
     with row stride lda; boxes bm x bk) and B (``flat[1]``, ``[Ng, Kg]``, ldb; bn x
-    bk), 128-byte swizzled: cached by what they encode (a miss costs an encode and a
-    blocking copy; a weight's map is made once)."""
-    return [tma.cached_map_2d(tma.view_2d(arr, rows, Kg, ld), box, cfg.bk, 128)
+    bk), 128-byte swizzled, for launches on ``stream``: cached by what they encode and
+    the stream (a miss costs an encode and a one-thread launch on the stream, no host
+    sync; a weight's map is made once a stream)."""
+    return [tma.cached_map_2d(tma.view_2d(arr, rows, Kg, ld), box, cfg.bk, 128, stream)
             for arr, rows, ld, box in ((flat[0], Mg, lda, cfg.bm), (flat[1], Ng, ldb, cfg.bn))]
 
 
@@ -2556,7 +2557,7 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
             # the maps made from them: the same tiling with the cp.async producer.
             wg = wg._replace(tma=0)
         else:
-            flat = flat[:5] + _tma_maps(flat, Mg, Ng, Kg, lda, ldb, wg)
+            flat = flat[:5] + _tma_maps(flat, Mg, Ng, Kg, lda, ldb, wg, stream)
     extra = []
     if splits > 1:
         cfg = _pick_config(Mg, Ng, device)

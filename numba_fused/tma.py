@@ -10,7 +10,10 @@ phase of an mbarrier (``mbarrier_arrive_expect_tx`` announces them).
 numba cannot declare a ``__grid_constant__`` 128-byte kernel parameter, so the map
 lives in global memory (16 64-bit words, 64-byte aligned: any allocation is) and a
 kernel takes it as an int64 array; ``tensor_core.fence_proxy_tensormap`` makes the
-host's copy of it visible to the copy engine before the first use.
+words (a host copy, or :data:`WRITE_WORDS`'s stores) visible to the copy engine
+before the first use. Given a stream, a map's words travel as the arguments of a
+one-thread launch on it (:data:`WRITE_WORDS`): ordered before that stream's later
+launches with no host sync, and recorded by a CUDA graph capture like any launch.
 
 Shared layout of a box (what the simulator reproduces, byte offsets from a base
 aligned to 1024 bytes):
@@ -28,13 +31,14 @@ import itertools
 import threading
 
 import numpy as np
+from numba import cuda, types
 
 from interop.dlpack import KernelArray, empty_like_lib
 
-from .launch import SIMULATOR
+from .launch import SIMULATOR, Kernel
 
 __all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "cached_map_2d", "encode_2d",
-           "view_2d", "box_layout_ref", "sim_map"]
+           "view_2d", "box_layout_ref", "sim_map", "WRITE_WORDS"]
 
 TMA_SWIZZLES = (0, 128)
 # Element types a map may describe, with their sizes in bytes.
@@ -98,13 +102,44 @@ def encode_2d(ptr, dtype, rows, cols, ld, box_rows, box_cols, swizzle):
     return np.array([int(w) for w in tmap.opaque], dtype=np.uint64)
 
 
-def tensor_map_2d(src, box_rows, box_cols, swizzle=128):
+def _write_words(out, w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14,
+                 w15):
+    """out[i] = w<i> for i < 16: a tensor map's words, which arrive as this launch's
+    arguments (``out``: the map's int64 array of 16)."""
+    if cuda.threadIdx.x == 0:
+        out[0] = w0
+        out[1] = w1
+        out[2] = w2
+        out[3] = w3
+        out[4] = w4
+        out[5] = w5
+        out[6] = w6
+        out[7] = w7
+        out[8] = w8
+        out[9] = w9
+        out[10] = w10
+        out[11] = w11
+        out[12] = w12
+        out[13] = w13
+        out[14] = w14
+        out[15] = w15
+
+
+# A map's words written on a stream (one thread): ``WRITE_WORDS.launch(1, 1, stream,
+# [out, *words])``.
+WRITE_WORDS = Kernel("tma_write_map", _write_words,
+                     (types.Array(types.int64, 1, "C"),) + (types.int64,) * 16)
+
+
+def tensor_map_2d(src, box_rows, box_cols, swizzle=128, stream=None):
     """The tensor map (a KernelArray of 16 int64 words, in ``src``'s library and on its
     device) of the 2-D operand ``src`` (a KernelArray ``[rows, cols]`` with unit column
     stride, rows 16-byte aligned), boxes of ``box_rows x box_cols``, shared layout
     ``swizzle`` (0 or 128, module docstring). The map holds ``src``'s address: it
     describes that storage only, and the caller keeps ``src`` alive while it is used.
-    The words have reached the device when this returns."""
+    ``stream`` None: the words have reached the device when this returns (a blocking
+    copy). A raw stream handle (int): a launch on that stream writes them (no host
+    sync; capturable); only launches on that stream after this call may read the map."""
     if src.ndim != 2 or src.strides[1] != 1:
         raise ValueError(f"tensor_map_2d: src must be 2-D with unit column stride, got shape "
                          f"{src.shape}, strides {src.strides}")
@@ -123,7 +158,10 @@ def tensor_map_2d(src, box_rows, box_cols, swizzle=128):
     else:
         words = encode_2d(src.ptr, src.dtype, rows, cols, ld, box_rows, box_cols, swizzle)
     out = empty_like_lib(src, (16,), "int64")
-    _fill(out, words.view(np.int64))
+    if stream is None or SIMULATOR:
+        _fill(out, words.view(np.int64))
+    else:
+        WRITE_WORDS.launch(1, 1, stream, [out, *(int(w) for w in words.view(np.int64))])
     return out
 
 
@@ -136,21 +174,23 @@ _MAPS = collections.OrderedDict()
 _MAPS_LOCK = threading.Lock()
 
 
-def cached_map_2d(src, box_rows, box_cols, swizzle=128):
+def cached_map_2d(src, box_rows, box_cols, swizzle=128, stream=None):
     """:func:`tensor_map_2d` of ``src`` through a cache of the last
     :data:`MAP_CACHE_SIZE` maps (on the GPU; the simulator makes a new one each
-    call). A new map's words reach the device before this returns (a blocking
-    copy, once per key), so launches on any stream may read it."""
+    call). ``stream`` None: a new map's words reach the device before this returns (a
+    blocking copy, once per key), so launches on any stream may read it. A raw
+    stream handle: the stream is part of the key and a new map is written on it (no
+    host sync), for launches on that stream."""
     if SIMULATOR:
         return tensor_map_2d(src, box_rows, box_cols, swizzle)
     key = (src.lib, src.device, src.ptr, src.dtype, src.shape, src.strides, box_rows,
-           box_cols, swizzle)
+           box_cols, swizzle, stream)
     with _MAPS_LOCK:
         hit = _MAPS.get(key)
         if hit is not None:
             _MAPS.move_to_end(key)
             return hit
-    made = tensor_map_2d(src, box_rows, box_cols, swizzle)
+    made = tensor_map_2d(src, box_rows, box_cols, swizzle, stream)
     with _MAPS_LOCK:
         _MAPS[key] = made
         while len(_MAPS) > MAP_CACHE_SIZE:

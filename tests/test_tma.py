@@ -65,10 +65,14 @@ def _no_tma():
 
 
 @pytest.mark.skipif(_no_tma(), reason="needs sm_90 (or the simulator)")
+@pytest.mark.parametrize("written", ["copy", "launch"])
 @pytest.mark.parametrize("swizzle", [0, 128])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-def test_tma_boxes_land_in_the_maps_layout(dtype, swizzle):
+def test_tma_boxes_land_in_the_maps_layout(dtype, swizzle, written):
+    """``written``: the map's words reach the device by a blocking copy, or by
+    WRITE_WORDS on the probe's stream (the simulator has one way)."""
     dev = "cpu" if SIMULATOR else "cuda"
+    stream = 0 if SIMULATOR else torch.cuda.current_stream().cuda_stream
     esize = np.dtype(_BITS[dtype]).itemsize
     box_cols = BOX_BYTES // esize
     rows, cols, ld = 40, 6 * box_cols - 3 * (8 // esize), 6 * box_cols + 16 // esize
@@ -76,13 +80,13 @@ def test_tma_boxes_land_in_the_maps_layout(dtype, swizzle):
     bits = rng.integers(1, 2 ** (8 * esize) - 1, (rows, ld), dtype=np.int64).astype(_BITS[dtype])
     storage = torch.from_numpy(bits.view(np.int16 if esize == 2 else np.int32)).to(dev)
     src = storage.view(getattr(torch, dtype))[:, :cols]
-    tmap = tma.tensor_map_2d(as_kernel_array(src, "src"), BOX_ROWS, box_cols, swizzle)
+    tmap = tma.tensor_map_2d(as_kernel_array(src, "src"), BOX_ROWS, box_cols, swizzle,
+                             stream if written == "launch" else None)
     coords = torch.tensor([v for c0, r0 in COORDS for v in (c0 * box_cols, r0)],
                           dtype=torch.int32, device=dev)
     out = torch.zeros(len(COORDS) * TILE_WORDS, dtype=torch.int32, device=dev)
-    PROBE.launch(1, 128, 0 if SIMULATOR else torch.cuda.current_stream().cuda_stream,
-                 [tmap, as_kernel_array(coords, "coords"),
-                  as_kernel_array(out.view(torch.uint32), "out")])
+    PROBE.launch(1, 128, stream, [tmap, as_kernel_array(coords, "coords"),
+                                  as_kernel_array(out.view(torch.uint32), "out")])
     got = out.cpu().numpy().view(np.uint8).reshape(len(COORDS), -1)
     a = bits[:, :cols]
     for t, (c0, r0) in enumerate(COORDS):
@@ -123,6 +127,43 @@ def test_tensor_map_rejects_layouts_and_dtypes():
     with pytest.raises(TypeError, match="dtype must be one of"):
         tma.tensor_map_2d(as_kernel_array(torch.zeros(8, 16, dtype=torch.float64,
                                                       device=dev), "src"), 8, 16, 128)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_no_tma(), reason="needs sm_90")
+def test_map_made_inside_a_graph_capture():
+    """A map written on the capture stream (WRITE_WORDS, no host sync, which capture
+    would refuse) is recorded with the probe; each replay copies the same boxes."""
+    src = torch.randint(-2**15, 2**15, (40, 128), dtype=torch.int16,
+                        device="cuda").view(torch.float16)
+    coords = torch.tensor([v for c0, r0 in COORDS for v in (c0 * 64, r0)],
+                          dtype=torch.int32, device="cuda")
+    out = torch.zeros(len(COORDS) * TILE_WORDS, dtype=torch.int32, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        stream = torch.cuda.current_stream().cuda_stream
+        tmap = tma.tensor_map_2d(as_kernel_array(src, "src"), BOX_ROWS, 64, 128, stream)
+        PROBE.launch(1, 128, stream, [tmap, as_kernel_array(coords, "coords"),
+                                      as_kernel_array(out.view(torch.uint32), "out")])
+    bits = src.view(torch.int16).cpu().numpy().view(np.uint16)
+    for _ in range(2):
+        out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        got = out.cpu().numpy().view(np.uint8).reshape(len(COORDS), -1)
+        for t, (c0, r0) in enumerate(COORDS):
+            want = tma.box_layout_ref(bits, r0, c0 * 64, BOX_ROWS, 64, 128)
+            assert np.array_equal(got[t], want), (t, c0, r0)
+
+
+@pytest.mark.ptx
+def test_map_writer_compiles_for_sm90():
+    from numba_fused.registry import offline_compile, ptxas_report
+
+    with offline_compile():
+        ptx = tma.WRITE_WORDS.ptx()
+    assert ptx.count("st.global.u64") == 16
+    assert ptxas_report(ptx)["spill_stores"] == 0
 
 
 @pytest.mark.ptx
@@ -169,3 +210,11 @@ def test_maps_are_cached_by_what_they_encode():
     assert tma.cached_map_2d(as_kernel_array(src.view(64, 128), "src"), 16, 64) is first
     other = tma.cached_map_2d(as_kernel_array(src[:, :64], "src"), 16, 64)
     assert other is not first and not torch.equal(other.owner, first.owner)
+    # Written on a stream: keyed by the stream too; the same words once written.
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        on_side = tma.cached_map_2d(as_kernel_array(src, "src"), 16, 64, 128, side.cuda_stream)
+        assert tma.cached_map_2d(as_kernel_array(src, "src"), 16, 64, 128,
+                                 side.cuda_stream) is on_side
+    side.synchronize()
+    assert on_side is not first and torch.equal(on_side.owner, first.owner)
