@@ -186,12 +186,13 @@ class WgmmaConfig(NamedTuple):
     and a fence by every consumer thread each k-tile); ``hoist`` (forward) 1: each
     epilogue thread loads its 8 bias values once per tile (its chunk column is the
     same in every epilogue iteration) instead of once per chunk; ``tma`` 1 (forward,
-    warp specialised, 128-byte swizzle; not the pair form): one producer thread fills
+    warp specialised, 128-byte swizzle): one producer thread fills
     each ring slot with two TMA copies (:func:`numba_fused.tensor_core.tma_load_2d`,
     A's and B's boxes through tensor maps the launcher looks up or makes
     (:func:`numba_fused.tma.cached_map_2d`), out-of-bounds
     rows and k zero-filled by the copy engine) whose bytes complete ``full[s]``,
-    instead of 128 threads' cp.async; the kernel takes the two maps after ``out``.
+    instead of 128 threads' cp.async; the kernel takes the two maps after ``out``
+    (the pair form: three after ``b2``, B's halves as two boxes from b and b2).
     Plans (recorded launches) run the same tiling without it."""
 
     bm: int
@@ -1454,9 +1455,16 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     B_MN = role != "fwd"
     WGRAD = role == "wgrad"
     BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS, PFENCE, _, TMA = cfg.validate()
-    if TMA and (role != "fwd" or pair):
-        raise ValueError(f"{cfg}: the TMA producer is implemented for the plain forward "
-                         f"(K-major A and B), not role {role!r}{' (pair)' if pair else ''}")
+    if TMA and role != "fwd":
+        raise ValueError(f"{cfg}: the TMA producer is implemented for the forward (K-major "
+                         f"A and B), not role {role!r}")
+    # The TMA pair form: B's two halves come as two boxes, b's rows n0 / 2.. in tile
+    # rows 0 .. bn / 2 - 1 and b2's in the rest (a box cannot interleave two tensors'
+    # rows), so accumulator column c is interleaved column 2 c (c < bn / 2) or
+    # 2 (c - bn / 2) + 1: the epilogue writes the C tile in the interleaved order.
+    TMA_PAIR = bool(TMA) and pair
+    if TMA_PAIR and (BN // 2) % 8:
+        raise ValueError(f"{cfg}: the TMA pair form needs bn / 2 a multiple of 8")
     # TMA: the bytes one ring slot receives (A's and B's boxes, zeros included).
     STAGE_BYTES = (BM + BN) * BK * 2
     # pfence: the producer arrives on full[s] for the tile LAG behind the one it
@@ -1713,22 +1721,30 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         wgmma_wait(0)
 
     @inline_device
-    def tma_produce(smem, bars, ma, mb, m0, n0, ptid, KT):
+    def tma_produce(smem, bars, ma, mb, mb2, m0, n0, ptid, KT):
         """Warp specialised with ``tma``: the producer warpgroup's thread 0 alone waits
         for slot s's ``empty[s]`` phase, announces the slot's bytes on ``full[s]`` (its
-        one arrival) and issues A's box (rows m0.., k-tile kt) and B's (rows n0..), which
+        one arrival) and issues A's box (rows m0.., k-tile kt) and B's (rows n0..; the
+        pair form: ``mb``'s and ``mb2``'s rows n0 / 2.., one half tile each), which
         complete the phase as they land."""
         if ptid != 0:
             return
         fence_proxy_tensormap(ma)
         fence_proxy_tensormap(mb)
+        if TMA_PAIR:
+            fence_proxy_tensormap(mb2)
         st = 0
         rnd = 0
         for kt in range(KT):
             mbarrier_wait(bars, EMPTY + st, (rnd & 1) ^ 1)
             mbarrier_arrive_expect_tx(bars, FULL + st, STAGE_BYTES)
             tma_load_2d(smem, st * A_ST, ma, kt * BK, m0, bars, FULL + st)
-            tma_load_2d(smem, B_OFF + st * B_ST, mb, kt * BK, n0, bars, FULL + st)
+            if TMA_PAIR:
+                tma_load_2d(smem, B_OFF + st * B_ST, mb, kt * BK, n0 >> 1, bars, FULL + st)
+                tma_load_2d(smem, B_OFF + st * B_ST + (BN >> 1) * BK, mb2, kt * BK, n0 >> 1,
+                            bars, FULL + st)
+            else:
+                tma_load_2d(smem, B_OFF + st * B_ST, mb, kt * BK, n0, bars, FULL + st)
             st += 1
             if st == STAGES:
                 st = 0
@@ -1813,9 +1829,10 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
             cuda.syncthreads()
 
     @inline_device
-    def body(a, b, b2, bias, aux, out, ma, mb, M, N, K, lda, ldb, ldc, act, flags):
+    def body(a, b, b2, bias, aux, out, ma, mb, mb2, M, N, K, lda, ldb, ldc, act, flags):
         """The kernel's work; ``b2``: the pair kernel's sixth array, else unused;
-        ``ma``, ``mb``: with ``tma``, A's and B's tensor maps, else unused."""
+        ``ma``, ``mb``, ``mb2``: with ``tma``, the tensor maps of A, B (the pair form:
+        b) and the pair form's b2, else unused."""
         smem = cuda.shared.array(0, SDT, alignment=SMEM_ALIGN)
         tid = cuda.threadIdx.x
         wg = tid >> 7
@@ -1849,7 +1866,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
                 # joins the consumers' code (ptxas holds it to PRODUCER_REGS).
                 setmaxnreg_dec(PRODUCER_REGS)
                 if TMA:
-                    tma_produce(smem, bars, ma, mb, m0, n0, tid - NC, KT)
+                    tma_produce(smem, bars, ma, mb, mb2, m0, n0, tid - NC, KT)
                 else:
                     ws_produce(smem, bars, a, b, b2, M, N, K, lda, ldb, m0, n0, tid - NC, KT,
                                inside)
@@ -1877,9 +1894,20 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         if mma_thread:
             for j in range(BN // 8):
                 for h in range(2):
-                    ci = (fr + 8 * h) * CLD + fc + 8 * j
-                    cs[ci] = acc[4 * j + 2 * h]
-                    cs[ci + 1] = acc[4 * j + 2 * h + 1]
+                    c = fc + 8 * j
+                    if not TMA_PAIR:
+                        ci = (fr + 8 * h) * CLD + c
+                        cs[ci] = acc[4 * j + 2 * h]
+                        cs[ci + 1] = acc[4 * j + 2 * h + 1]
+                    else:
+                        # Columns c, c + 1 of one half: interleaved 2 c (+ 1 in b2's
+                        # half) and two further on.
+                        if 8 * j < BN // 2:
+                            ci = (fr + 8 * h) * CLD + 2 * c
+                        else:
+                            ci = (fr + 8 * h) * CLD + 2 * (c - BN // 2) + 1
+                        cs[ci] = acc[4 * j + 2 * h]
+                        cs[ci + 2] = acc[4 * j + 2 * h + 1]
         epilogue_sync()
         pre = False
         bw = ZERO4
@@ -1906,17 +1934,23 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         act(preact); dgrad: out = C * act'(aux), C = A B with B ``b[k * ldb + n]``;
         wgrad: out = C, C = A B with A ``a[k * lda + m]``, grad_bias[m] = sum_k A[m, k])
         with the k-loop on wgmma; arguments as there."""
-        body(a, b, b, bias, aux, out, a, a, M, N, K, lda, ldb, ldc, act, flags)
+        body(a, b, b, bias, aux, out, a, a, a, M, N, K, lda, ldb, ldc, act, flags)
 
     def pair_kernel(a, b, bias, aux, out, b2, M, N, K, lda, ldb, ldc, act, flags):
         """The kernel with :func:`make_tc_kernel`'s ``pair`` sixth array ``b2``."""
-        body(a, b, b2, bias, aux, out, a, a, M, N, K, lda, ldb, ldc, act, flags)
+        body(a, b, b2, bias, aux, out, a, a, a, M, N, K, lda, ldb, ldc, act, flags)
 
     def tma_kernel(a, b, bias, aux, out, ma, mb, M, N, K, lda, ldb, ldc, act, flags):
         """The forward with ``tma``: ``ma`` / ``mb`` the tensor maps (16 int64 words
         each, :func:`_tma_maps`) of A ``[M, K]`` (boxes bm x bk) and B ``[N, K]`` (bn x
         bk); ``a`` and ``b`` themselves are not read."""
-        body(a, b, b, bias, aux, out, ma, mb, M, N, K, lda, ldb, ldc, act, flags)
+        body(a, b, b, bias, aux, out, ma, mb, mb, M, N, K, lda, ldb, ldc, act, flags)
+
+    def tma_pair_kernel(a, b, bias, aux, out, b2, ma, mb, mb2, M, N, K, lda, ldb, ldc, act,
+                        flags):
+        """The pair forward with ``tma``: ``mb`` / ``mb2`` the maps of ``b`` and ``b2``
+        ``[N / 2, K]`` (boxes bn / 2 x bk), ``ma`` A's; the arrays are not read."""
+        body(a, b, b2, bias, aux, out, ma, mb, mb2, M, N, K, lda, ldb, ldc, act, flags)
 
     name = (f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
             + (f"_f{INFLIGHT}" if INFLIGHT else "") + (f"_sw{SW}" if SW else "")
@@ -1931,25 +1965,34 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     elif pair and not SIMULATOR and NT <= 256:
         opts = {"launch_bounds": (NT, 2)}
     if TMA:
-        return Kernel(name, tma_kernel, _tma_argtypes(dtype), **opts)
+        return Kernel(name, tma_pair_kernel if pair else tma_kernel, _tma_argtypes(dtype, pair),
+                      **opts)
     return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair), **opts)
 
 
-def _tma_argtypes(dtype):
-    """The TMA forward's: the plain kernel's five arrays, A's and B's tensor maps
-    (int64 arrays of 16 words), the plain eight integers."""
-    maps = (types.Array(types.int64, 1, "C"),) * 2
-    return _argtypes(dtype)[:5] + maps + (_I64,) * 8
+def _tma_argtypes(dtype, pair=False):
+    """The TMA forward's: the plain (pair) kernel's five (six) arrays, the tensor maps
+    (int64 arrays of 16 words: A's and B's, the pair form's b's and b2's), the plain
+    eight integers."""
+    narr = 6 if pair else 5
+    maps = (types.Array(types.int64, 1, "C"),) * (narr - 3)
+    return _argtypes(dtype, pair)[:narr] + maps + (_I64,) * 8
 
 
-def _tma_maps(flat, Mg, Ng, Kg, lda, ldb, cfg, stream):
+def _tma_maps(flat, Mg, Ng, Kg, lda, ldb, cfg, stream, pair=False):
     """The tensor maps (KernelArrays) of a TMA forward's A (``flat[0]``, ``[Mg, Kg]``
     with row stride lda; boxes bm x bk) and B (``flat[1]``, ``[Ng, Kg]``, ldb; bn x
-    bk), 128-byte swizzled, for launches on ``stream``: cached by what they encode and
-    the stream (a miss costs an encode and a one-thread launch on the stream, no host
-    sync; a weight's map is made once a stream)."""
+    bk; the pair form: b ``flat[1]`` and b2 ``flat[5]``, ``[Ng / 2, Kg]`` each, boxes
+    bn / 2 x bk), 128-byte swizzled, for launches on ``stream``: cached by what they
+    encode and the stream (a miss costs an encode and a one-thread launch on the
+    stream, no host sync; a weight's map is made once a stream)."""
+    ops = [(flat[0], Mg, lda, cfg.bm)]
+    if pair:
+        ops += [(flat[1], Ng // 2, ldb, cfg.bn // 2), (flat[5], Ng // 2, ldb, cfg.bn // 2)]
+    else:
+        ops += [(flat[1], Ng, ldb, cfg.bn)]
     return [tma.cached_map_2d(tma.view_2d(arr, rows, Kg, ld), box, cfg.bk, 128, stream)
-            for arr, rows, ld, box in ((flat[0], Mg, lda, cfg.bm), (flat[1], Ng, ldb, cfg.bn))]
+            for arr, rows, ld, box in ops]
 
 
 # ---------------------------------------------------------------------------
@@ -2454,7 +2497,7 @@ def _gemm_prepared(role, dtype, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_ab, s
     narr = 6 if pair else 5
     args = [_template(dtype, n) for n in sizes[:narr]]
     if wgmma is not None and wgmma.tma:
-        args += [_template("int64", n) for n in sizes[narr:narr + 2]]
+        args += [_template("int64", n) for n in sizes[narr:narr + narr - 3]]
     if splits > 1:
         args += [_template("float32", sizes[narr]), _template("uint32", sizes[narr + 1])]
     args += [Mg, Ng, Kg, lda, ldb, ldc, act, flags] + ([splits] if splits > 1 else [])
@@ -2552,12 +2595,13 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
     (:func:`_skinny_for`) instead of the tiled ones."""
     skinny, splits = _kernel_choice(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)
     if wg is not None and wg.tma:
-        if role != "fwd" or pair or ex.recording:
-            # The TMA producer is the plain forward's; a plan replays pointers, not
-            # the maps made from them: the same tiling with the cp.async producer.
+        if role != "fwd" or ex.recording:
+            # The TMA producer is the forward's; a plan replays pointers, not the maps
+            # made from them: the same tiling with the cp.async producer.
             wg = wg._replace(tma=0)
         else:
-            flat = flat[:5] + _tma_maps(flat, Mg, Ng, Kg, lda, ldb, wg, stream)
+            narr = 6 if pair else 5
+            flat = flat[:narr] + _tma_maps(flat, Mg, Ng, Kg, lda, ldb, wg, stream, pair)
     extra = []
     if splits > 1:
         cfg = _pick_config(Mg, Ng, device)

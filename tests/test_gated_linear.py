@@ -208,13 +208,16 @@ def test_pair_training_matches_the_interleaved_copy(shape, act, dtype, wgmma, mo
         assert all(t is not None for ts in seen.values() for t in ts), "wgmma pair kernels"
 
 
-@pytest.mark.parametrize("cfg_name", ["WG_SIM_SW128_HB", "WG_SIM_WS", "WG_SIM_WS_PF"])
+@pytest.mark.parametrize("cfg_name", ["WG_SIM_SW128_HB", "WG_SIM_WS", "WG_SIM_WS_PF",
+                                      "WG_SIM_WS_TMA"])
 def test_pair_training_on_the_swizzled_wgmma_tilings(cfg_name, monkeypatch):
     """The pair loaders' swizzled paths: whole tiles by strength reduction (the row
     stride halved, the array picked once a thread), edge tiles chunk by chunk, in
-    the one-warpgroup and the warp-specialised (producer warpgroup) kernels; every
-    GEMM of the forward with pairs and the backward equal to the interleaved copy's,
-    bit for bit (M = 70: one whole 64-row tile and an edge)."""
+    the one-warpgroup and the warp-specialised (producer warpgroup) kernels, and the
+    TMA forward's two half-tile boxes (its accumulator columns put back in the
+    interleaved order); every GEMM of the forward with pairs and the backward equal
+    to the interleaved copy's, bit for bit (M = 70: one whole 64-row tile and an
+    edge)."""
     if not SIMULATOR and not la._hopper(torch.cuda.current_device()):
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
     cfg = getattr(la, cfg_name)

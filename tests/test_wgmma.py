@@ -701,15 +701,17 @@ def test_ws_register_split_stays_within_the_launch_allocation():
 
 
 @pytest.mark.ptx
+@pytest.mark.parametrize("pair", [False, True])
 @pytest.mark.parametrize("dtype", HALF)
-def test_tma_forward_assembles_with_bulk_tensor_copies(dtype):
-    """v6 (WG_LARGE_WS_TMA): the producer's copies are TMA loads (UTMALDG), none of the
-    cp.async ones (LDGSTS) remain, the consumers keep their HGMMA with no spills."""
+def test_tma_forward_assembles_with_bulk_tensor_copies(dtype, pair):
+    """v6 (WG_LARGE_WS_TMA), plain and pair: the producer's copies are TMA loads
+    (UTMALDG), none of the cp.async ones (LDGSTS) remain, the consumers keep their
+    HGMMA with no spills."""
     from numba_fused import linear_act as la
     from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
 
     cfg = la.WG_LARGE_WS_TMA
-    kernel = la.make_wgmma_kernel("fwd", dtype, cfg)
+    kernel = la.make_wgmma_kernel("fwd", dtype, cfg, pair)
     with offline_compile((9, 0, "a")):
         ptx = kernel.ptx(cc=(9, 0, "a"))
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile" in ptx
@@ -725,19 +727,21 @@ def test_tma_forward_assembles_with_bulk_tensor_copies(dtype):
 
 
 def test_tma_tiling_only_where_implemented():
-    """The TMA producer needs the warp-specialised, 128-byte swizzled forward: other
-    tilings with it are refused, and the backward roles and the pair form fall back
-    to the same tiling's cp.async producer (as plans do;
-    test_linear_act_backward_on_wgmma runs them so)."""
+    """The TMA producer needs the warp-specialised, 128-byte swizzled forward (plain
+    or pair): other tilings with it are refused, and the backward roles fall back to
+    the same tiling's cp.async producer (as plans do; test_linear_act_backward_on_wgmma
+    runs them so)."""
     from numba_fused import linear_act as la
 
     with pytest.raises(ValueError, match="tma 1 needs ws = 1"):
         la.WG_LARGE_SW128._replace(tma=1).validate()
     with pytest.raises(ValueError, match="tma 1 needs ws = 1"):
         la.WG_LARGE_WS_PF._replace(tma=1).validate()
-    for role, pair in (("dgrad", False), ("wgrad", False), ("fwd", True)):
-        with pytest.raises(ValueError, match="TMA producer is implemented for the plain"):
+    for role, pair in (("dgrad", False), ("wgrad", False), ("wgrad", True)):
+        with pytest.raises(ValueError, match="TMA producer is implemented for the forward"):
             la.make_wgmma_kernel(role, "float16", la.WG_SIM_WS_TMA, pair)
+    with pytest.raises(ValueError, match="bn / 2 a multiple of 8"):
+        la.make_wgmma_kernel("fwd", "float16", la.WG_SIM_WS_TMA._replace(bn=24), True)
 
 
 @pytest.mark.gpu
