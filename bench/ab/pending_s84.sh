@@ -8,7 +8,10 @@
 #      Predicted: tests pass, 0 errors; v6 faster than ws_hb by 10-25% (the producer's
 #      ~940 instructions a k-tile gone, the consumers' per-tile proxy fence gone),
 #      at or near cuBLAS's 650-730 TF/s.
-#   d: (any card, ~4 min) the dropout backward plan's counters from its stand-in
+#   d: (any card, ~5 min) v6p, the gated forward's pair GEMM with the TMA producer
+#      (tma_pair_ab.py, 4096 x 4096 -> 2 x 11008 bf16 silu: v4 against v6p, A/B/B/A,
+#      bit-equal), predicted 10-25% faster than v4 as the plain form (v4 pair 1229 us
+#      in the training step, cuBLAS's two GEMMs ~1130); then the dropout backward plan's counters from its stand-in
 #      (ff76822, the anchor gone): test_fast_path and test_dropout, predicted all pass;
 #      then ncu of the few-row down projection against cuBLAS's kernel at M = 1 / 16,
 #      gate+up beside it (skinny_ncu.py: SpeedOfLight, Occupancy, WarpStateStats,
@@ -23,7 +26,8 @@ echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 case "${2:?t|d}" in
   t)
     timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_tma.py \
-      tests/test_wgmma.py -k "tma or ws" > "$OUT/tests_tma.log" 2>&1
+      tests/test_wgmma.py tests/test_gated_linear.py -k "tma or ws or swizzled_wgmma" \
+      > "$OUT/tests_tma.log" 2>&1
     echo "tests rc $?"; grep -E "passed|failed|FAILED" "$OUT/tests_tma.log" | tail -6
     timeout -k 10 150 compute-sanitizer --tool memcheck --report-api-errors no \
       --error-exitcode 3 python3 bench/sanitize.py linear_act_wgmma:float16 \
@@ -36,6 +40,8 @@ case "${2:?t|d}" in
     echo "bench rc $?"; grep -v -i warn "$OUT/wg_tma.log" | tail -20
     ;;
   d)
+    timeout -k 10 120 python3 bench/ab/tma_pair_ab.py > "$OUT/tma_pair_ab.log" 2>&1
+    echo "pair A/B rc $?"; grep -v -i warn "$OUT/tma_pair_ab.log"
     timeout -k 10 240 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_fast_path.py \
       tests/test_dropout.py > "$OUT/tests_dropout.log" 2>&1
     echo "tests rc $?"; grep -E "passed|failed|FAILED" "$OUT/tests_dropout.log" | tail -6
