@@ -193,7 +193,8 @@ class WgmmaConfig(NamedTuple):
     rows and k zero-filled by the copy engine) whose bytes complete ``full[s]``,
     instead of 128 threads' cp.async; the kernel takes the two maps after ``out``
     (the pair form: three after ``b2``, B's halves as two boxes from b and b2).
-    Plans (recorded launches) run the same tiling without it."""
+    Plans (recorded launches) make or look up the maps from each call's pointers
+    (:meth:`numba_fused.plan.Executor.derived`)."""
 
     bm: int
     bn: int
@@ -1979,20 +1980,32 @@ def _tma_argtypes(dtype, pair=False):
     return _argtypes(dtype, pair)[:narr] + maps + (_I64,) * 8
 
 
-def _tma_maps(flat, Mg, Ng, Kg, lda, ldb, cfg, stream, pair=False):
+def _tma_maps(flat, Mg, Ng, Kg, lda, ldb, cfg, stream, pair, ex):
     """The tensor maps (KernelArrays) of a TMA forward's A (``flat[0]``, ``[Mg, Kg]``
     with row stride lda; boxes bm x bk) and B (``flat[1]``, ``[Ng, Kg]``, ldb; bn x
     bk; the pair form: b ``flat[1]`` and b2 ``flat[5]``, ``[Ng / 2, Kg]`` each, boxes
     bn / 2 x bk), 128-byte swizzled, for launches on ``stream``: cached by what they
     encode and the stream (a miss costs an encode and a one-thread launch on the
-    stream, no host sync; a weight's map is made once a stream)."""
+    stream, no host sync; a weight's map is made once a stream). Through ``ex``: a
+    plan makes or looks them up from each replay's pointers."""
     ops = [(flat[0], Mg, lda, cfg.bm)]
     if pair:
         ops += [(flat[1], Ng // 2, ldb, cfg.bn // 2), (flat[5], Ng // 2, ldb, cfg.bn // 2)]
     else:
         ops += [(flat[1], Ng, ldb, cfg.bn)]
-    return [tma.cached_map_2d(tma.view_2d(arr, rows, Kg, ld), box, cfg.bk, 128, stream)
-            for arr, rows, ld, box in ops]
+    maps = []
+    for arr, rows, ld, box in ops:
+        src = tma.view_2d(arr, rows, Kg, ld)
+        tma.check_map_2d(src, box, cfg.bk, 128)
+        make = functools.partial(_tma_map_of, box=box, bk=cfg.bk)
+        maps.append(ex.derived(src, make, (16,), "int64", stream))
+    return maps
+
+
+def _tma_map_of(src, stream, box, bk):
+    """A TMA forward operand's map (:func:`_tma_maps`): boxes ``box x bk``, 128-byte
+    swizzle, written on ``stream``."""
+    return tma.cached_map_2d(src, box, bk, 128, stream)
 
 
 # ---------------------------------------------------------------------------
@@ -2595,13 +2608,12 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
     (:func:`_skinny_for`) instead of the tiled ones."""
     skinny, splits = _kernel_choice(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)
     if wg is not None and wg.tma:
-        if role != "fwd" or ex.recording:
-            # The TMA producer is the forward's; a plan replays pointers, not the maps
-            # made from them: the same tiling with the cp.async producer.
+        if role != "fwd":
+            # The TMA producer is the forward's: the same tiling with the cp.async one.
             wg = wg._replace(tma=0)
         else:
             narr = 6 if pair else 5
-            flat = flat[:narr] + _tma_maps(flat, Mg, Ng, Kg, lda, ldb, wg, stream, pair)
+            flat = flat[:narr] + _tma_maps(flat, Mg, Ng, Kg, lda, ldb, wg, stream, pair, ex)
     extra = []
     if splits > 1:
         cfg = _pick_config(Mg, Ng, device)
@@ -2699,15 +2711,16 @@ def forward_plan(M, N, K, dtype, has_bias, save_preact, activation, x_aligned, w
     aligned, ``bias_aligned`` whether bias does (the epilogue's 16-byte bias loads
     need it); ``device``: the CUDA device ordinal the tensors live on. The torch front
     end caches one per input signature (host cost). None where the GEMM first copies
-    x or weight to aligned rows (:data:`RESTRIDE_MIN_MACS`) or splits K (its workspace
-    and counters): take :func:`forward_record_plan` there."""
+    x or weight to aligned rows (:data:`RESTRIDE_MIN_MACS`), splits K (its workspace
+    and counters) or runs a TMA tiling (tensor maps made from each call's pointers):
+    take :func:`forward_record_plan` there."""
     act = ACT_CODES[activation]
     flags = (F_BIAS if has_bias else 0) | (F_PREACT if save_preact else 0)
     flags = _vec_flags("fwd", dtype, N, act, flags, True, True, bias_aligned)
     vec_ab = _vec_ab(dtype, x_aligned, w_aligned, K, K)
     wg = _wgmma_for("fwd", dtype, vec_ab, device, M, N, K)
     skinny, splits = _kernel_choice("fwd", dtype, vec_ab, device, M, N, K, wg)
-    if _restrides(dtype, vec_ab, M * N * K) or splits > 1:
+    if _restrides(dtype, vec_ab, M * N * K) or splits > 1 or (wg is not None and wg.tma):
         return None
     plan = _gemm_prepared("fwd", dtype, M, N, K, K, K, N, act, flags, vec_ab,
                           (M * K, N * K, N if has_bias else M * N, M * N, M * N), device, wg,

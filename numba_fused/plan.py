@@ -18,11 +18,15 @@ Scalars are fixed by the signature, except those a launcher names ``dynamic`` (a
 dropout's seed and offset): every call supplies them (``Plan.run``'s ``values``).
 Buffers that outlive a call and belong to the launch stream (dropout's self-resetting
 arrival counters) come from :meth:`Executor.stream_buffer`: a plan looks them up for
-the stream of each replay.
+the stream of each replay. Arrays made from another buffer's address (a TMA tensor
+map, which holds its operand's address) come from :meth:`Executor.derived`: a plan
+makes (or looks up) them from each replay's pointers.
 
 :data:`NOW` is the executor that simply runs (the array-level API). Plans need the
 driver (GPU only); the simulator always runs the launcher.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,6 +61,12 @@ class Executor:
         """A buffer tied to launch stream ``stream``: ``factory(stream)`` -> KernelArray
         (the factory caches it; a plan calls it again for each replay's stream)."""
         return factory(stream)
+
+    def derived(self, src, make, shape, dtype, stream):
+        """An array made from array ``src`` (its address included) for launches on
+        ``stream``: ``make(src, stream)`` -> KernelArray of ``shape`` / ``dtype`` (make
+        caches; a plan calls it for each replay with ``src`` at that call's address)."""
+        return make(src, stream)
 
     def launch(self, kernel, grid, block, stream, args, shared=0, dynamic=()):
         """Launch ``kernel``; ``dynamic``: indices of the scalar arguments that differ
@@ -119,6 +129,14 @@ class Recorder(Executor):
         return KernelArray(None, real.lib, real.dtype, real.shape, real.strides,
                            ptr=self._pointer(index), device=real.device)
 
+    def derived(self, src, make, shape, dtype, stream):
+        shape = tuple(int(v) for v in shape)
+        where = self._source(src.ptr)
+        index = self._new_buffer(_Derived(where, make, src.lib, src.dtype, src.shape,
+                                          src.strides, src.device))
+        return KernelArray(None, src.lib, dtype, shape, c_strides(shape),
+                           ptr=self._pointer(index), device=src.device)
+
     def launch(self, kernel, grid, block, stream, args, shared=0, dynamic=()):
         prepared = kernel.prepare(grid, block, shared, args, dynamic=tuple(dynamic))
         srcs = tuple(self._source(args[i].ptr) for i in kernel._array_idx)
@@ -131,17 +149,20 @@ class Recorder(Executor):
         out_idx = [None if o is None else (o.ptr >> _SHIFT) - 1 - n_in for o in outputs]
         kept = sorted({i for i in out_idx if i is not None})
         streamed = [i for i, a in enumerate(self._allocs) if callable(a)]
+        made = [i for i, a in enumerate(self._allocs) if isinstance(a, _Derived)]
         # Buffer numbering at replay: inputs, outputs (in allocation order), stream
-        # buffers, workspace.
+        # buffers, workspace, derived arrays (made from any of the others).
         number = {}
         for j, i in enumerate(kept + streamed):
             number[n_in + i] = n_in + j
         ws_buffer = n_in + len(kept) + len(streamed)
+        for j, i in enumerate(made):
+            number[n_in + i] = ws_buffer + 1 + j
         ws_parts = {}  # buffer index -> byte offset in the workspace
         zero = []
         nbytes = 0
         for i, entry in enumerate(self._allocs):
-            if i in kept or callable(entry):
+            if i in kept or callable(entry) or isinstance(entry, _Derived):
                 continue
             shape, dtype, z = entry
             size = _ITEMSIZE.get(dtype) or np.dtype(dtype).itemsize
@@ -151,22 +172,41 @@ class Recorder(Executor):
             if z:
                 zero.append((nbytes, size))
             nbytes += -(-size // _WS_ALIGN) * _WS_ALIGN
+        def replay_source(s, off):
+            return ((s, off) if s < n_in else (number[s], off) if s in number
+                    else (ws_buffer, ws_parts[s] + off))
+
         steps = []
         for prepared, srcs, dynamic in self._steps:
-            steps.append((prepared, tuple(
-                (s, off) if s < n_in else (number[s], off) if s in number
-                else (ws_buffer, ws_parts[s] + off)
-                for s, off in srcs), dynamic))
+            steps.append((prepared, tuple(replay_source(s, off) for s, off in srcs), dynamic))
         allocs = tuple(self._allocs[i] for i in kept)
         factories = tuple(self._allocs[i] for i in streamed)
+        derived = tuple(self._allocs[i]._replace(where=replay_source(*self._allocs[i].where))
+                        for i in made)
         return Plan(n_in, allocs, nbytes, tuple(zero), tuple(steps),
-                    tuple(None if i is None else kept.index(i) for i in out_idx), factories)
+                    tuple(None if i is None else kept.index(i) for i in out_idx), factories,
+                    derived)
+
+
+class _Derived(NamedTuple):
+    """A recorded :meth:`Executor.derived` array: ``make(src, stream)`` with src the
+    array (lib, dtype, shape, strides, device) at buffer ``where`` = (index, byte
+    offset)."""
+
+    where: tuple
+    make: object
+    lib: str
+    dtype: str
+    shape: tuple
+    strides: tuple
+    device: object
 
 
 class Plan:
     """A recorded call: ``run(stream, input_ptrs, new, device, values)`` allocates each
     output with ``new(shape, dtype_name, zero) -> (array, pointer)`` and the workspace
     with ``new((nbytes,), "uint8", False)``, zero-fills the workspace's zeroed parts,
+    makes the derived arrays (:meth:`Executor.derived`) from this call's pointers,
     launches every step on stream handle ``stream`` of CUDA device ``device`` (the
     steps recorded with dynamic scalars take ``values``) and returns the outputs (None
     where the launcher returned None). ``input_ptrs``: the inputs' data pointers in
@@ -174,9 +214,11 @@ class Plan:
     allocator keeps it: stream-ordered allocators (torch's, CuPy's) make its reuse
     safe once ``run`` returns."""
 
-    __slots__ = ("n_inputs", "allocs", "ws_bytes", "ws_zero", "steps", "outputs", "streamed")
+    __slots__ = ("n_inputs", "allocs", "ws_bytes", "ws_zero", "steps", "outputs", "streamed",
+                 "derived")
 
-    def __init__(self, n_inputs, allocs, ws_bytes, ws_zero, steps, outputs, streamed=()):
+    def __init__(self, n_inputs, allocs, ws_bytes, ws_zero, steps, outputs, streamed=(),
+                 derived=()):
         self.n_inputs = n_inputs
         self.allocs = allocs
         self.ws_bytes = ws_bytes
@@ -184,6 +226,7 @@ class Plan:
         self.steps = steps
         self.outputs = outputs
         self.streamed = streamed
+        self.derived = derived
 
     def run(self, stream, input_ptrs, new, device, values=()):
         ptrs = list(input_ptrs)
@@ -194,11 +237,17 @@ class Plan:
             ptrs.append(ptr)
         for factory in self.streamed:
             ptrs.append(factory(stream).ptr)
+        ws = 0
         if self.ws_bytes:
             _, ws = new((self.ws_bytes,), "uint8", False)
-            ptrs.append(ws)
             for off, n in self.ws_zero:
                 memset_zero(ws + off, n, stream, device)
+        ptrs.append(ws)
+        for d in self.derived:
+            src, off = d.where
+            at = KernelArray(None, d.lib, d.dtype, d.shape, d.strides, ptr=ptrs[src] + off,
+                             device=d.device)
+            ptrs.append(d.make(at, stream).ptr)
         for prepared, srcs, dynamic in self.steps:
             prepared.launch(stream, [ptrs[i] + off for i, off in srcs],
                             values if dynamic else ())

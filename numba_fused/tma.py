@@ -37,7 +37,8 @@ from interop.dlpack import KernelArray, empty_like_lib
 
 from .launch import SIMULATOR, Kernel
 
-__all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "cached_map_2d", "encode_2d",
+__all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "cached_map_2d", "check_map_2d",
+           "encode_2d",
            "view_2d", "box_layout_ref", "sim_map", "WRITE_WORDS"]
 
 TMA_SWIZZLES = (0, 128)
@@ -131,6 +132,19 @@ WRITE_WORDS = Kernel("tma_write_map", _write_words,
                      (types.Array(types.int64, 1, "C"),) + (types.int64,) * 16)
 
 
+def check_map_2d(src, box_rows, box_cols, swizzle=128):
+    """Raise what :func:`tensor_map_2d` would for ``src`` and the box (a plan's
+    stand-in keeps its array's 16-byte residue, so it checks as the real one);
+    returns ``(rows, cols, ld)``."""
+    if src.ndim != 2 or src.strides[1] != 1:
+        raise ValueError(f"tensor_map_2d: src must be 2-D with unit column stride, got shape "
+                         f"{src.shape}, strides {src.strides}")
+    rows, cols = src.shape
+    ld = src.strides[0] if src.strides[0] >= cols else cols
+    _check(src.dtype, rows, cols, ld, box_rows, box_cols, swizzle, 0 if SIMULATOR else src.ptr)
+    return rows, cols, ld
+
+
 def tensor_map_2d(src, box_rows, box_cols, swizzle=128, stream=None):
     """The tensor map (a KernelArray of 16 int64 words, in ``src``'s library and on its
     device) of the 2-D operand ``src`` (a KernelArray ``[rows, cols]`` with unit column
@@ -140,13 +154,8 @@ def tensor_map_2d(src, box_rows, box_cols, swizzle=128, stream=None):
     ``stream`` None: the words have reached the device when this returns (a blocking
     copy). A raw stream handle (int): a launch on that stream writes them (no host
     sync; capturable); only launches on that stream after this call may read the map."""
-    if src.ndim != 2 or src.strides[1] != 1:
-        raise ValueError(f"tensor_map_2d: src must be 2-D with unit column stride, got shape "
-                         f"{src.shape}, strides {src.strides}")
-    rows, cols = src.shape
-    ld = src.strides[0] if src.strides[0] >= cols else cols
+    rows, cols, ld = check_map_2d(src, box_rows, box_cols, swizzle)
     if SIMULATOR:
-        _check(src.dtype, rows, cols, ld, box_rows, box_cols, swizzle, 0)
         host = np.asarray(src.host)
         with _SIM_LOCK:
             key = next(_SIM_KEYS)

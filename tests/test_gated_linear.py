@@ -241,6 +241,44 @@ def test_pair_training_on_the_swizzled_wgmma_tilings(cfg_name, monkeypatch):
     assert all(len(v) == 1 and v[0] == cfg for v in seen.values()), seen
 
 
+@pytest.mark.gpu
+def test_front_end_pair_plans_on_the_tma_tiling(monkeypatch):
+    """The torch front end's in-place gated forward, recorded as a plan on the TMA
+    tiling (the plan makes its three tensor maps from each call's pointers): replays
+    on new x give, bit for bit, the array level's pair forward on that tiling, and
+    the recorded forward kernel is the TMA pair one."""
+    import importlib
+
+    from interop.torch import gated_mlp
+    from numba_fused.plan import PlanCache
+
+    if not la._hopper(torch.cuda.current_device()):
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    monkeypatch.setattr(la, "GATED_PAIRS_EVERYWHERE", True)
+    monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_TMA)
+    front = importlib.import_module("interop.torch.gated_linear")
+    monkeypatch.setattr(front, "_PAIR_PLANS", PlanCache())
+    made = []
+    real = la.make_wgmma_kernel
+
+    def spy(*args):
+        made.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(la, "make_wgmma_kernel", spy)
+    la._gemm_prepared.cache_clear()
+    g = torch.Generator(device="cuda").manual_seed(4)
+    wg, wu = (torch.randn(384, 256, device="cuda", dtype=torch.bfloat16, generator=g) / 16
+              for _ in range(2))
+    wd = torch.randn(256, 384, device="cuda", dtype=torch.bfloat16, generator=g) / 20
+    with la.use_wgmma(True):
+        for seed in range(3):
+            x = torch.randn(300, 256, device="cuda", dtype=torch.bfloat16, generator=g)
+            want = la.linear_act_forward(gl.gated_linear_forward_pair(x, wg, wu), wd)
+            assert torch.equal(gated_mlp(x, wg, wu, wd), want), seed
+    assert any(a[0] == "fwd" and a[2].tma and a[3] for a in made), made
+
+
 @pytest.mark.parametrize("everywhere", [True, False])
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
 def test_pair_grads_asks_only_for_what_it_needs(dtype, everywhere, monkeypatch):

@@ -110,3 +110,48 @@ def test_recorder_rejects_foreign_arrays():
     (sx,) = rec.inputs
     with pytest.raises(ValueError, match="neither an input"):
         rec.launch(k, 1, 32, 0, [sx, 1, _arr(0x7000_0000)])
+
+
+def test_recorder_derives_arrays_from_each_replays_pointers(monkeypatch):
+    """Executor.derived (a TMA map from its operand's address): the plan calls make
+    once a replay, with the source at that call's address (an input's, plus a view's
+    offset; or a workspace part's) and the replay's stream, and launches with what
+    make returned."""
+    k = _FakeKernel()
+    x = _arr(0x7000_0000, n=64)
+    calls = []
+
+    def make(src, stream):
+        calls.append((src.ptr, src.shape, src.dtype, src.lib, src.device, stream))
+        return KernelArray(None, "torch", "int64", (16,), (1,), ptr=0x6000_0000 + src.ptr,
+                           device=0)
+
+    rec = Recorder([x])
+    (sx,) = rec.inputs
+    ws = rec.alloc(sx, (32,), "float32")
+    m_in = rec.derived(_view_at(sx, 64, n=8), make, (16,), "int64", 5)
+    m_ws = rec.derived(_view_at(ws, 32, n=4), make, (16,), "int64", 5)
+    assert calls == [] and m_in.shape == (16,) and m_in.dtype == "int64"
+    out = rec.alloc(sx, (64,), "float32")
+    rec.launch(k, 1, 32, 5, [m_in, 1, out])
+    rec.launch(k, 1, 32, 5, [m_ws, 2, ws])
+    p = rec.plan((out,))
+    assert p.allocs == (((64,), "float32", False),) and p.ws_bytes == 256
+    monkeypatch.setattr(plan_mod, "memset_zero", lambda *a: None)
+
+    def new(shape, dtype, zero):
+        return ("out", 1000) if dtype == "float32" else ("ws", 5000)
+
+    for stream, xp in ((9, 100), (4, 300)):
+        del calls[:], k.log[:]
+        assert p.run(stream, (xp,), new, 0) == ("out",)
+        assert calls == [(xp + 64, (8,), "float32", "torch", 0, stream),
+                         (5032, (4,), "float32", "torch", 0, stream)]
+        assert k.log == [(stream, (0x6000_0000 + xp + 64, 1000)),
+                         (stream, (0x6000_0000 + 5032, 5000))]
+
+
+def test_executor_derives_at_once():
+    src = _arr(0x7000_0000)
+    got = plan_mod.NOW.derived(src, lambda a, s: (a.ptr, s), (16,), "int64", 3)
+    assert got == (0x7000_0000, 3)

@@ -746,20 +746,37 @@ def test_tma_tiling_only_where_implemented():
 
 @pytest.mark.gpu
 def test_front_end_plans_with_a_tma_tiling_match_the_array_level(monkeypatch):
-    """The torch front end records plans (pointers patched per call, so no per-call
-    tensor maps): with a TMA tiling they run its cp.async producer, bit for bit what
-    the array level's TMA producer gives (the same MMAs on the same tiles)."""
+    """The torch front end records plans; with a TMA tiling a plan makes (or finds)
+    the tensor maps from each call's pointers (Executor.derived): every call, on new
+    inputs at other addresses too, bit for bit what the array level gives, and the
+    recorded kernel is the TMA one."""
+    import importlib
+
     import torch
 
     from interop.torch import linear_act
     from numba_fused import linear_act as la
+    from numba_fused.plan import PlanCache
 
     if not _on_hopper():
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
     _use_variant(la, "ws_tma", monkeypatch)
-    x, w, b = _gemm_inputs(1000, 1032, 520, "float16", 7, integers=False)
-    with la.use_wgmma():
-        want = la.linear_act_forward(x, w, b, "gelu")
-        got = [linear_act(x, w, b, "gelu") for _ in range(3)]
-    for y in got:
-        assert torch.equal(y, want)
+    # Plans of this signature recorded by earlier tests ran other tilings.
+    front = importlib.import_module("interop.torch.linear_act")
+    monkeypatch.setattr(front, "_FWD_PLANS", PlanCache())
+    made = []
+    real = la.make_wgmma_kernel
+
+    def spy(*args):
+        made.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(la, "make_wgmma_kernel", spy)
+    for seed in (7, 8):
+        x, w, b = _gemm_inputs(1000, 1032, 520, "float16", seed, integers=False)
+        with la.use_wgmma():
+            want = la.linear_act_forward(x, w, b, "gelu")
+            got = [linear_act(x.clone(), w, b, "gelu") for _ in range(3)]
+        for y in got:
+            assert torch.equal(y, want)
+    assert made and all(args[2].tma == 1 for args in made if args[0] == "fwd"), made
