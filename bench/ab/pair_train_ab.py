@@ -15,6 +15,8 @@ until verified: the copy in training); plans are cleared between arms. ``--profi
 prints, for the pair and torch arms, each kernel's total GPU time over N training
 steps (torch.profiler), to find which GEMM of the step loses. The pair and
 copy arms' gradients are compared bit for bit, and both against torch.
+``--fwd-long-k NAME`` runs the long-K forwards (K >= WG_FWD_LONG_K: both of this
+MLP's) on tiling ``linear_act.NAME``.
 """
 
 import argparse
@@ -45,7 +47,12 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json")
     p.add_argument("--profile", type=int, default=0)
+    p.add_argument("--fwd-long-k", help="a linear_act WgmmaConfig name (e.g. "
+                   "WG_LARGE_WS_TMA) for WG_ROLE['fwd_long_k'] in this run")
     args = p.parse_args(argv)
+    if args.fwd_long_k:
+        la.WG_ROLE["fwd_long_k"] = getattr(la, args.fwd_long_k)
+        print(f"fwd_long_k: {args.fwd_long_k} = {la.WG_ROLE['fwd_long_k']}", flush=True)
     saved = la.GATED_PAIRS_EVERYWHERE
     rows = []
     for m, k, hid in args.shapes:

@@ -8,10 +8,13 @@
 #      Predicted: tests pass, 0 errors; v6 faster than ws_hb by 10-25% (the producer's
 #      ~940 instructions a k-tile gone, the consumers' per-tile proxy fence gone),
 #      at or near cuBLAS's 650-730 TF/s.
-#   d: (any card, ~5 min) v6p, the gated forward's pair GEMM with the TMA producer
+#   d: (any card, ~7 min) v6p, the gated forward's pair GEMM with the TMA producer
 #      (tma_pair_ab.py, 4096 x 4096 -> 2 x 11008 bf16 silu: v4 against v6p, A/B/B/A,
 #      bit-equal), predicted 10-25% faster than v4 as the plain form (v4 pair 1229 us
-#      in the training step, cuBLAS's two GEMMs ~1130); then the dropout backward plan's counters from its stand-in
+#      in the training step, cuBLAS's two GEMMs ~1130); the Llama-7B MLP training step
+#      (pair_train_ab.py, 4096 tokens) with the long-K forwards on v4 and on v6 / v6p
+#      through the torch front end's plans (predicted: 5.73 ms -> ~5.5, the forwards'
+#      ~1810 us of GEMM -> ~1550); then the dropout backward plan's counters from its stand-in
 #      (ff76822, the anchor gone): test_fast_path and test_dropout, predicted all pass;
 #      then ncu of the few-row down projection against cuBLAS's kernel at M = 1 / 16,
 #      gate+up beside it (skinny_ncu.py: SpeedOfLight, Occupancy, WarpStateStats,
@@ -42,6 +45,11 @@ case "${2:?t|d}" in
   d)
     timeout -k 10 120 python3 bench/ab/tma_pair_ab.py > "$OUT/tma_pair_ab.log" 2>&1
     echo "pair A/B rc $?"; grep -v -i warn "$OUT/tma_pair_ab.log"
+    for t in WG_LARGE_WS_HB WG_LARGE_WS_TMA; do
+      timeout -k 10 150 python3 bench/ab/pair_train_ab.py --reps 10 --profile 5 \
+        --fwd-long-k $t --json "$OUT/train_$t.json" > "$OUT/train_$t.log" 2>&1
+      echo "train $t rc $?"; grep -v -i warn "$OUT/train_$t.log" | grep -E "us |total|train step|fwd_long"
+    done
     timeout -k 10 240 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_fast_path.py \
       tests/test_dropout.py > "$OUT/tests_dropout.log" 2>&1
     echo "tests rc $?"; grep -E "passed|failed|FAILED" "$OUT/tests_dropout.log" | tail -6
