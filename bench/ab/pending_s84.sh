@@ -8,25 +8,26 @@
 #      Predicted: tests pass, 0 errors; v6 faster than ws_hb by 10-25% (the producer's
 #      ~940 instructions a k-tile gone, the consumers' per-tile proxy fence gone),
 #      at or near cuBLAS's 650-730 TF/s.
-#   d: (any card, ~7 min) v6p, the gated forward's pair GEMM with the TMA producer
+#   d: (any card, ~5 min) v6p, the gated forward's pair GEMM with the TMA producer
 #      (tma_pair_ab.py, 4096 x 4096 -> 2 x 11008 bf16 silu: v4 against v6p, A/B/B/A,
 #      bit-equal), predicted 10-25% faster than v4 as the plain form (v4 pair 1229 us
 #      in the training step, cuBLAS's two GEMMs ~1130); the Llama-7B MLP training step
 #      (pair_train_ab.py, 4096 tokens) with the long-K forwards on v4 and on v6 / v6p
 #      through the torch front end's plans (predicted: 5.73 ms -> ~5.5, the forwards'
-#      ~1810 us of GEMM -> ~1550); then the dropout backward plan's counters from its stand-in
+#      ~1810 us of GEMM -> ~1550).
+#   e: (any card, ~4 min) the dropout backward plan's counters from its stand-in
 #      (ff76822, the anchor gone): test_fast_path and test_dropout, predicted all pass;
 #      then ncu of the few-row down projection against cuBLAS's kernel at M = 1 / 16,
 #      gate+up beside it (skinny_ncu.py: SpeedOfLight, Occupancy, WarpStateStats,
 #      MemoryWorkloadAnalysis). Hypothesis: the down projection's 256 blocks (about 2
 #      an SM) hold half the warps and bytes in flight of gate+up's 4 blocks an SM, so
 #      its DRAM throughput is ~70% of peak against ~85%; cuBLAS's kernel holds more.
-#   bash bench/ab/pending_s84.sh "$OUT" t|d
+#   bash bench/ab/pending_s84.sh "$OUT" t|d|e
 set -uo pipefail
-OUT=${1:?"usage: pending_s84.sh OUTDIR t|d"}
+OUT=${1:?"usage: pending_s84.sh OUTDIR t|d|e"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-case "${2:?t|d}" in
+case "${2:?t|d|e}" in
   t)
     timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_tma.py \
       tests/test_wgmma.py tests/test_gated_linear.py -k "tma or ws or swizzled_wgmma" \
@@ -50,6 +51,8 @@ case "${2:?t|d}" in
         --fwd-long-k $t --json "$OUT/train_$t.json" > "$OUT/train_$t.log" 2>&1
       echo "train $t rc $?"; grep -v -i warn "$OUT/train_$t.log" | grep -E "us |total|train step|fwd_long"
     done
+    ;;
+  e)
     timeout -k 10 240 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_fast_path.py \
       tests/test_dropout.py > "$OUT/tests_dropout.log" 2>&1
     echo "tests rc $?"; grep -E "passed|failed|FAILED" "$OUT/tests_dropout.log" | tail -6
@@ -61,5 +64,5 @@ case "${2:?t|d}" in
     grep -E "profiled next|^  [a-zA-Z_].*\(|DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Waves Per SM|Grid Size|Mem Busy|Max Bandwidth" \
       "$OUT/skinny_ncu.txt" | head -150
     ;;
-  *) echo "t or d" >&2; exit 2 ;;
+  *) echo "t, d or e" >&2; exit 2 ;;
 esac
