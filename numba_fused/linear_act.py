@@ -261,13 +261,17 @@ class SkinnyConfig(NamedTuple):
     the 32-wide k-chunks; ``unroll`` chunks a warp loads before it multiplies (bytes
     in flight); ``policy``: the weight loads' eviction policy
     (``tensor_core.LOAD_POLICIES``, None for plain loads); ``prefetch`` 1: two
-    register sets, a turn's loads issued before the previous turn's MMAs."""
+    register sets, a turn's loads issued before the previous turn's MMAs; ``splits``
+    > 1: the k-chunks split over that many blocks a column block (more blocks an SM
+    where the columns alone give few), their partial sums added by the last to
+    finish in a fixed order."""
 
     groups: int
     warps: int
     unroll: int
     policy: object = "no_allocate"
     prefetch: int = 0
+    splits: int = 1
 
     @property
     def threads(self):
@@ -285,6 +289,8 @@ class SkinnyConfig(NamedTuple):
             raise ValueError(f"{self}: policy must be None or one of {LOAD_POLICIES}")
         if self.prefetch not in (0, 1):
             raise ValueError(f"{self}: prefetch must be 0 or 1")
+        if not 1 <= self.splits <= 8:
+            raise ValueError(f"{self}: splits must be in [1, 8]")
         return self
 
 
@@ -1214,7 +1220,8 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
         raise ValueError(f"no few-row kernel for dtype={dtype!r}")
     if tiles not in (1, 2, 3, 4):
         raise ValueError(f"tiles must be 1 to 4 (8 tokens each), got {tiles!r}")
-    R, KS, U, policy, _ = cfg.validate()
+    R, KS, U, policy, _, SPLITS = cfg.validate()
+    SPLIT = SPLITS > 1
     NT = cfg.threads
     BNW = cfg.cols
     TOK = 8 * tiles
@@ -1235,12 +1242,23 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
     f32 = np.float32
 
     @inline_device
-    def load_set(wl, wh, xv, a, b, b2, c, n0, g, t, M, N, K, lda, ldb):
+    def live(c, K, c_end):
+        """Whether chunk ``c`` is one of the block's: below K, and with ``splits``
+        below its part's end ``c_end``."""
+        if SPLIT:
+            return c < c_end
+        return c * 32 < K
+
+    @inline_device
+    def load_set(wl, wh, xv, a, b, b2, c, n0, g, t, M, N, K, lda, ldb, c_end):
         """The U chunks from chunk ``c`` (``warps`` apart) into one register set:
-        U * (2 R + tiles) 16-byte loads in flight per lane, zeros past the edges."""
+        U * (2 R + tiles) 16-byte loads in flight per lane, zeros past the edges
+        (K's, and with ``splits`` the part's ``c_end``)."""
         for u in range(U):
             k = (c + u * KS) * 32 + 8 * t
             kin = k < K
+            if SPLIT:
+                kin = kin and c + u * KS < c_end
             for r in range(R):
                 lo = zero4
                 hi = zero4
@@ -1284,41 +1302,56 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
                         acc[ci + 3] = d[3]
 
     @inline_device
-    def body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags):
+    def body(a, b, b2, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
+             splits):
         red = cuda.shared.array(RED, np.float32)
         cs = cuda.shared.array(CT, np.float32)
+        last = cuda.shared.array(1, np.int32)
         tid = cuda.threadIdx.x
         lane = tid & 31
         warp = tid >> 5
         g = lane >> 2
         t = lane & 3
-        n0 = cuda.blockIdx.x * BNW
+        blk = cuda.blockIdx.x
+        c = warp
+        c_end = 0
+        part = 0
+        if SPLIT:
+            # Part-major block order: the blocks running together read the same
+            # part of x.
+            nblk = cuda.gridDim.x // splits
+            part = cuda.blockIdx.x // nblk
+            blk = cuda.blockIdx.x - part * nblk
+            per = ((K + 31) // 32 + splits - 1) // splits
+            c = part * per + warp
+            c_end = min((K + 31) // 32, (part + 1) * per)
+        n0 = blk * BNW
         acc = cuda.local.array(NACC, np.float32)
         for i in range(NACC):
             acc[i] = f32(0.0)
         wl = cuda.local.array(NWR, np.uint32)
         wh = cuda.local.array(NWR, np.uint32)
         xv = cuda.local.array(NXR, np.uint32)
-        c = warp
         if PREFETCH:
             # Two register sets: the next turn's loads are issued before this turn's
             # MMAs, so a warp's loads stay in flight while it multiplies.
             wl2 = cuda.local.array(NWR, np.uint32)
             wh2 = cuda.local.array(NWR, np.uint32)
             xv2 = cuda.local.array(NXR, np.uint32)
-            load_set(wl, wh, xv, a, b, b2, c, n0, g, t, M, N, K, lda, ldb)
-            while c * 32 < K:
-                load_set(wl2, wh2, xv2, a, b, b2, c + STEP, n0, g, t, M, N, K, lda, ldb)
+            load_set(wl, wh, xv, a, b, b2, c, n0, g, t, M, N, K, lda, ldb, c_end)
+            while live(c, K, c_end):
+                load_set(wl2, wh2, xv2, a, b, b2, c + STEP, n0, g, t, M, N, K, lda, ldb,
+                         c_end)
                 mma_set(acc, wl, wh, xv)
                 c += STEP
-                if c * 32 >= K:
+                if not live(c, K, c_end):
                     break
-                load_set(wl, wh, xv, a, b, b2, c + STEP, n0, g, t, M, N, K, lda, ldb)
+                load_set(wl, wh, xv, a, b, b2, c + STEP, n0, g, t, M, N, K, lda, ldb, c_end)
                 mma_set(acc, wl2, wh2, xv2)
                 c += STEP
         else:
-            while c * 32 < K:
-                load_set(wl, wh, xv, a, b, b2, c, n0, g, t, M, N, K, lda, ldb)
+            while live(c, K, c_end):
+                load_set(wl, wh, xv, a, b, b2, c, n0, g, t, M, N, K, lda, ldb, c_end)
                 mma_set(acc, wl, wh, xv)
                 c += STEP
 
@@ -1350,6 +1383,40 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
                 m = e - col * TOK
                 cs[m * BNW + col] = v
         cuda.syncthreads()
+        if SPLIT:
+            # The part to ws, then counted in (make_tc_kernel's split form: each
+            # thread's fence before the barrier, thread 0's atomic after it; in the
+            # last block the fences order its reads after every part). That block adds
+            # the parts in part order, whichever arrives last, and runs the epilogue.
+            mine = (blk * splits + part) * CT
+            for it in range(RED_ITERS):
+                e = tid + it * NT
+                if e < CT:
+                    ws[mine + e] = cs[e]
+            cuda.threadfence()
+            cuda.syncthreads()
+            if tid == 0:
+                old = cuda.atomic.add(counters, blk, np.uint32(1))
+                last[0] = np.int32(old == np.uint32(splits - 1))
+                cuda.threadfence()
+            cuda.syncthreads()
+            if last[0] == 0:
+                return
+            cuda.threadfence()
+            first = blk * splits * CT
+            for it in range(RED_ITERS):
+                e = tid + it * NT
+                if e < CT:
+                    v = f32(0.0)
+                    for q in range(splits):
+                        if q == part:
+                            v += cs[e]
+                        else:
+                            v += ld_cg_f32(ws, first + q * CT + e)
+                    cs[e] = v
+            cuda.syncthreads()
+            if tid == 0:
+                counters[blk] = np.uint32(0)
         for it in range(EPI_ITERS):
             e = tid + it * NT
             m = e // CCH
@@ -1362,19 +1429,50 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
         act(preact) (m < M <= 8 * tiles, n < N): make_tc_kernel's forward, computed
         as C^T on the block's columns n0 = blockIdx.x * cols (see
         make_skinny_kernel). Arguments as make_tc_kernel's forward."""
-        body(a, b, b, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
+        body(a, b, b, bias, aux, out, out, out, M, N, K, lda, ldb, ldc, act, flags, 1)
 
     def pair_kernel(a, b, bias, aux, out, b2, M, N, K, lda, ldb, ldc, act, flags):
         """The kernel with B's row 2j read from ``b``'s row j and row 2j + 1 from
         ``b2``'s (a gated unit's gate and up weights in place)."""
-        body(a, b, b2, bias, aux, out, M, N, K, lda, ldb, ldc, act, flags)
+        body(a, b, b2, bias, aux, out, out, out, M, N, K, lda, ldb, ldc, act, flags, 1)
+
+    def split_kernel(a, b, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
+                     splits):
+        """The kernel with the k-chunks split ``splits`` ways: block ``pid`` computes
+        part ``part = pid // nblk`` (``nblk = gridDim.x // splits`` column blocks) of
+        column block ``blk = pid % nblk``, chunks ``part * per ..`` (``per =
+        cdiv(cdiv(K, 32), splits)``): ``P_part`` (the block's C tile over its
+        chunks) stored as float32 ``ws[(blk * splits + part) * CT + m * cols + c]``
+        (``CT = 8 tiles cols``). The last of a column block's parts to arrive
+        (``counters[blk]``, uint32 zero on entry, left zero) sums ``C = P_0 + ... +
+        P_{splits-1}`` in that order and runs the epilogue. ws: float32 ``[nblk *
+        splits * CT]``; the other arguments are the kernel's."""
+        body(a, b, b, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
+             splits)
+
+    def split_pair_kernel(a, b, bias, aux, out, b2, ws, counters, M, N, K, lda, ldb, ldc, act,
+                          flags, splits):
+        """The split kernel with the pair kernel's ``b2``."""
+        body(a, b, b2, bias, aux, out, ws, counters, M, N, K, lda, ldb, ldc, act, flags,
+             splits)
 
     name = (f"linear_fwd_{dtype}_skinny_g{R}_w{KS}_u{U}{'p' if PREFETCH else ''}_t{tiles}"
-            f"_{str(policy).replace('+', '_')}{'_pair' if pair else ''}")
+            f"_{str(policy).replace('+', '_')}{'_pair' if pair else ''}"
+            f"{f'_k{SPLITS}' if SPLIT else ''}")
     # A register budget for ptxas (launch bounds: the block size and one block per
     # SM; either alone is not one): without it ptxas picks a low register count of its
     # own and sinks a chunk's loads below the previous chunk's MMAs (sm_90 SASS: one
     # chunk of loads in flight a warp instead of U). (The simulator's jit drops them.)
+    if SPLIT:
+        # The split exists to put more blocks on an SM: ask ptxas for a register
+        # count that lets SPLIT_BLOCKS of them fit (its own pick, 72 / 92 at 1 / 2
+        # token tiles, held three / two blocks of 256 threads). 64 a thread at one
+        # token tile keeps every load of a turn before its first HMMA; at two it
+        # moved one HMMA up among them (sm_90 SASS), so 85 there; 64 spilled at four
+        # (pair form), so 128 beyond two.
+        SPLIT_BLOCKS = max(1, min(8, 65536 // (NT * (64, 85, 128, 128)[tiles - 1])))
+        return Kernel(name, split_pair_kernel if pair else split_kernel,
+                      _split_argtypes(dtype, pair), launch_bounds=(NT, SPLIT_BLOCKS))
     return Kernel(name, pair_kernel if pair else kernel, _argtypes(dtype, pair),
                   launch_bounds=(NT, 1))
 
@@ -2421,17 +2519,18 @@ def _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg):
 
 def _kernel_choice(role, dtype, vec_ab, device, Mg, Ng, Kg, wg):
     """(skinny, splits) of a GEMM not on wgmma (``wg`` None) or on it: the few-row
-    layout (:func:`_skinny_for`) or None, and how many ways the tiled kernel splits K
-    (1 where the few-row kernel or wgmma runs it)."""
+    layout (:func:`_skinny_for`) or None, and how many ways its kernel splits K (the
+    few-row layout's ``splits``, the tiled kernel's choice; 1 on wgmma)."""
     skinny = None if wg is not None else _skinny_for(role, dtype, vec_ab, device, Mg, Ng, Kg)
     if skinny is not None:
-        return skinny, 1
+        return skinny, skinny.splits
     return None, _tiled_splits(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)
 
 
 def _splits_for(role, dtype, vec_ab, device, Mg, Ng, Kg, wg):
     """How many ways this GEMM splits K (1: the plain kernel): forwards on mma.sync
-    with 16-byte tile loads only, not those on the few-row kernel."""
+    with 16-byte tile loads only (the tiled kernel's rule, or the few-row layout's
+    ``splits``)."""
     return _kernel_choice(role, dtype, vec_ab, device, Mg, Ng, Kg, wg)[1]
 
 
@@ -2472,10 +2571,10 @@ def _gemm_setup(role, dtype, Mg, Ng, vec_ab, device=None, wgmma=None, pair=False
     ``pair``: the kernel taking a gated unit's two weights (or their gradients) in
     place, a sixth array (see :func:`make_tc_kernel`; 16-bit only); ``splits`` > 1:
     the tensor-core kernel's split-K form, ``splits`` blocks a tile; ``skinny`` (a
-    SkinnyConfig): the few-row forward."""
+    SkinnyConfig): the few-row forward (``splits`` blocks a column block)."""
     if skinny is not None:
         kernel = make_skinny_kernel(dtype, skinny, cdiv(Mg, 8), pair)
-        return kernel, (cdiv(Ng, skinny.cols),), (skinny.threads,), 0
+        return kernel, (cdiv(Ng, skinny.cols) * splits,), (skinny.threads,), 0
     if wgmma is not None:
         cfg = wgmma
         kernel = make_wgmma_kernel(role, dtype, cfg, pair)
@@ -2616,9 +2715,13 @@ def _launch_gemm(role, dtype, flat, Mg, Ng, Kg, lda, ldb, ldc, act, flags, vec_a
             flat = flat[:narr] + _tma_maps(flat, Mg, Ng, Kg, lda, ldb, wg, stream, pair, ex)
     extra = []
     if splits > 1:
-        cfg = _pick_config(Mg, Ng, device)
-        tiles = cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn)
-        flat = flat + [ex.alloc(flat[4], (tiles * splits * cfg.bm * cfg.bn,), "float32"),
+        if skinny is not None:
+            # A column block's C^T tile: cols x 8 tokens a token tile.
+            tiles, part = cdiv(Ng, skinny.cols), skinny.cols * 8 * cdiv(Mg, 8)
+        else:
+            cfg = _pick_config(Mg, Ng, device)
+            tiles, part = cdiv(Mg, cfg.bm) * cdiv(Ng, cfg.bn), cfg.bm * cfg.bn
+        flat = flat + [ex.alloc(flat[4], (tiles * splits * part,), "float32"),
                        ex.stream_buffer(functools.partial(_SPLIT_COUNTERS, flat[4], n=tiles),
                                         stream)]
         extra = [splits]

@@ -699,19 +699,20 @@ def test_shipped_kernels_compile_without_spills(kernel):
 
 
 @pytest.mark.ptx
+@pytest.mark.parametrize("splits", [1, 2])
 @pytest.mark.parametrize("pair", [False, True], ids=["plain", "pair"])
 @pytest.mark.parametrize("tiles", [1, 2, 4])
-def test_skinny_loads_all_in_flight_before_the_mmas(tiles, pair):
+def test_skinny_loads_all_in_flight_before_the_mmas(tiles, pair, splits):
     """The few-row kernel's reason to exist is bytes in flight: in its sm_90 SASS
     every 16-byte load of a warp's turn (unroll x (2 groups' rows + tiles) vectors)
-    comes before the turn's first HMMA. Without the launch bounds (a register budget)
-    ptxas issued one chunk's loads, waited on them in an HMMA, then issued the next
-    chunk's."""
+    comes before the turn's first HMMA, with its k-chunks split over blocks too.
+    Without the launch bounds (a register budget) ptxas issued one chunk's loads,
+    waited on them in an HMMA, then issued the next chunk's."""
     from numba_fused.registry import find_nvdisasm, offline_compile, sass
 
     if find_nvdisasm() is None:
         pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
-    cfg = la.SKINNY_DEFAULT
+    cfg = la.SKINNY_DEFAULT._replace(splits=splits)
     kernel = la.make_skinny_kernel("bfloat16", cfg, tiles, pair)
     with offline_compile():
         text = sass(kernel.ptx())
@@ -788,12 +789,17 @@ def test_skinny_forward_every_epilogue(dtype, M, monkeypatch):
 
 @pytest.mark.parametrize("cfg", [la.SkinnyConfig(1, 1, 1, None), la.SkinnyConfig(3, 3, 3),
                                  la.SkinnyConfig(1, 4, 1, "no_allocate+L2first"),
-                                 la.SkinnyConfig(1, 1, 1, None, 1), la.SkinnyConfig(2, 2, 2, prefetch=1)],
-                         ids=["g1w1u1", "g3w3u3", "g1w4u1_l2", "g1w1u1p", "g2w2u2p"])
+                                 la.SkinnyConfig(1, 1, 1, None, 1), la.SkinnyConfig(2, 2, 2, prefetch=1),
+                                 la.SkinnyConfig(1, 1, 1, None, splits=2),
+                                 la.SkinnyConfig(1, 1, 1, None, 1, 2),
+                                 la.SkinnyConfig(2, 2, 1, splits=4)],
+                         ids=["g1w1u1", "g3w3u3", "g1w4u1_l2", "g1w1u1p", "g2w2u2p", "g1w1u1k2",
+                              "g1w1u1pk2", "g2w2u1k4"])
 def test_skinny_other_layouts(cfg, monkeypatch):
     """Other few-row layouts give the right values: one warp, three groups (a block of
     48 columns over N = 40), more warps than chunks, the prefetching loop (one warp:
-    both register sets multiplied, the last prefetch past K)."""
+    both register sets multiplied, the last prefetch past K); the k-chunks split over
+    2 blocks (parts of 2 and 1 chunks) and 4 (the last part past K, all zeros)."""
     dtype = "bfloat16"
     K, N = 72, 40
     x, w, b = _inputs((9,), K, N, dtype, seed=31)
@@ -802,6 +808,27 @@ def test_skinny_other_layouts(cfg, monkeypatch):
     with la.use_skinny(True), poison_outputs():
         y = nf.linear_act_forward(x, w, b, "relu")
     assert_close(y, la.linear_act_ref(x, w, b, "relu"), dtype, f"y ({cfg})")
+
+
+@pytest.mark.parametrize("M", [1, 16, 27])
+def test_skinny_split_every_epilogue(M, monkeypatch):
+    """The few-row kernel with its k-chunks split over blocks (3 parts of 3 chunks,
+    K = 288 over the simulator's two warps): every epilogue and the gated pair form,
+    against float64; the same bits as run again (the parts are added in part order
+    by whichever block arrives last)."""
+    monkeypatch.setattr(la, "SKINNY_SIM", la.SKINNY_SIM._replace(splits=3))
+    monkeypatch.setattr(la, "SKINNY_DEFAULT", la.SKINNY_DEFAULT._replace(splits=3))
+    la._gemm_prepared.cache_clear()
+    dtype = "float16"
+    K, N = 288, 40
+    x, w, b = _inputs((M,), K, N, dtype, seed=41 + M)
+    assert la._splits_for("fwd", dtype, True, None if SIMULATOR else 0, M, N, K, None) == 1
+    with la.use_skinny(True):
+        assert la._splits_for("fwd", dtype, True, None if SIMULATOR else 0, M, N, K, None) == 3
+    y, _ = _every_forward_epilogue(x, w, b, dtype, la.use_skinny(True))
+    with la.use_skinny(True):
+        again = nf.linear_act_forward(x, w, b, "gelu_tanh")
+    assert torch.equal(again, y)
 
 
 def test_skinny_rule_and_checks(monkeypatch):
@@ -836,7 +863,8 @@ def test_skinny_rule_and_checks(monkeypatch):
     with la.use_split_k(4):
         assert la._skinny_for("fwd", "float16", True, 0, 1, 4096, 11008) is None
     for bad in (la.SkinnyConfig(0, 8, 2), la.SkinnyConfig(1, 33, 2), la.SkinnyConfig(1, 8, 9),
-                la.SkinnyConfig(1, 8, 2, "evict_first"), la.SkinnyConfig(1, 8, 2, prefetch=2)):
+                la.SkinnyConfig(1, 8, 2, "evict_first"), la.SkinnyConfig(1, 8, 2, prefetch=2),
+                la.SkinnyConfig(1, 8, 2, splits=0), la.SkinnyConfig(1, 8, 2, splits=9)):
         with pytest.raises(ValueError):
             la.make_skinny_kernel("float16", bad, 1)
     with pytest.raises(ValueError, match="tiles"):

@@ -22,12 +22,19 @@
 #      MemoryWorkloadAnalysis). Hypothesis: the down projection's 256 blocks (about 2
 #      an SM) hold half the warps and bytes in flight of gate+up's 4 blocks an SM, so
 #      its DRAM throughput is ~70% of peak against ~85%; cuBLAS's kernel holds more.
-#   bash bench/ab/pending_s84.sh "$OUT" t|d|e
+#   k: (any card, at most ~200 s) the few-row kernel with its k-chunks split over two
+#      or three blocks (g1w8u2k2 / k3: 512 / 768 blocks for the down projection,
+#      ~4 / SM at 64 registers for one token tile): the GPU tests (-k skinny), then
+#      skinny_ab.py at M = 1 / 16, A/B/A against g1w8u2. Predicted (ncu: gate+up at
+#      ~4 blocks an SM reads at 78% of DRAM peak, down at ~2 at 70%): down M = 1 39.5
+#      -> ~35-36 us, M = 16 42.4 -> ~38-40 (three blocks an SM there, 78 registers);
+#      gate+up even or slower (already 4 an SM).
+#   bash bench/ab/pending_s84.sh "$OUT" t|d|e|k
 set -uo pipefail
-OUT=${1:?"usage: pending_s84.sh OUTDIR t|d|e"}
+OUT=${1:?"usage: pending_s84.sh OUTDIR t|d|e|k"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-case "${2:?t|d|e}" in
+case "${2:?t|d|e|k}" in
   t)
     timeout -k 10 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_tma.py \
       tests/test_wgmma.py tests/test_gated_linear.py -k "tma or ws or swizzled_wgmma" \
@@ -64,5 +71,13 @@ case "${2:?t|d|e}" in
     grep -E "profiled next|^  [a-zA-Z_].*\(|DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Waves Per SM|Grid Size|Mem Busy|Max Bandwidth" \
       "$OUT/skinny_ncu.txt" | head -150
     ;;
-  *) echo "t, d or e" >&2; exit 2 ;;
+  k)
+    timeout -k 5 80 python3 -m pytest -q -p no:cacheprovider -n 12 tests/test_linear_act.py \
+      -k "skinny" > "$OUT/tests_k.log" 2>&1
+    echo "tests rc $?"; tail -2 "$OUT/tests_k.log"
+    timeout -k 5 110 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --tilings --no-gated \
+      --skinny g1w8u2 g1w8u2k2 g1w8u2k3 g1w8u2 g1w8u2k2 > "$OUT/skinny_k.log" 2>&1
+    echo "ab rc $?"; grep -v -i warn "$OUT/skinny_k.log"
+    ;;
+  *) echo "t, d, e or k" >&2; exit 2 ;;
 esac

@@ -12,8 +12,8 @@ Each tiling runs at each forced split-K ``--splits`` (``linear_act.use_split_k``
 ``split_k_auto``'s choice for that tiling). Prints one line per (shape, tiling, splits): median us,
 GB/s of the bytes that must move (weights + x + y), and the ratio to cuBLAS.
 ``--skinny``: the few-row kernel (``linear_act.make_skinny_kernel``, forced through
-``use_skinny``) at each layout ``g<groups>w<warps>u<unroll>[p][:<policy>]`` (``p``:
-prefetch; policy a ``tensor_core.LOAD_POLICIES`` entry or ``none``; default
+``use_skinny``) at each layout ``g<groups>w<warps>u<unroll>[p][k<splits>][:<policy>]``
+(``p``: prefetch; ``k``: the k-chunks split over that many blocks; policy a ``tensor_core.LOAD_POLICIES`` entry or ``none``; default
 no_allocate); ``--tilings``
 may be empty to time only those. The gated forward then runs with the few-row kernel
 at the first layout too (in place and through the copy)."""
@@ -86,12 +86,12 @@ def main(argv=None):
 
 
 def _layout(la, spec):
-    """SkinnyConfig of ``g<groups>w<warps>u<unroll>[p][:<policy>]``."""
+    """SkinnyConfig of ``g<groups>w<warps>u<unroll>[p][k<splits>][:<policy>]``."""
     import re
 
     body, _, policy = spec.partition(":")
-    g, w, u, pf = re.fullmatch(r"g(\d+)w(\d+)u(\d+)(p?)", body).groups()
-    cfg = la.SkinnyConfig(int(g), int(w), int(u), prefetch=int(pf == "p"))
+    g, w, u, pf, k = re.fullmatch(r"g(\d+)w(\d+)u(\d+)(p?)(?:k(\d+))?", body).groups()
+    cfg = la.SkinnyConfig(int(g), int(w), int(u), prefetch=int(pf == "p"), splits=int(k or 1))
     if policy:
         cfg = cfg._replace(policy=None if policy == "none" else policy)
     return cfg
