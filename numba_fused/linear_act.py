@@ -335,10 +335,12 @@ WG_SIM_WS_PF = WgmmaConfig(64, 64, 64, 4, 2, 1, 128, 1, 1)
 WG_LARGE_SW128_HB = WG_LARGE_SW128._replace(hoist=1)
 WG_LARGE_WS_HB = WG_LARGE_WS._replace(hoist=1)
 WG_SIM_SW128_HB = WG_SIM_SW128._replace(hoist=1)
-# v6 candidate (eighty-third session, untimed): v4's forward with a TMA producer (one
-# thread, two copies a k-tile, against ~24 cp.async per producer thread and the
-# consumers' proxy fence each k-tile). The TMA primitives passed alone on the H100
-# (tests/test_tma.py); this kernel has run in the simulator only.
+# v6 (opt-in, not shipped): v4's forward with a TMA producer (one thread, two copies a
+# k-tile, three in the pair form, against ~24 cp.async per producer thread and the
+# consumers' proxy fence each k-tile). H100 (eighty-fourth session): 0-3% faster than
+# v4 at 8192x4096->16384 and 4096x4096->22016, even on the gated pair forward and the
+# Llama MLP training step (within run-to-run spread): the load path is not what
+# holds v4 behind cuBLAS (bench/NOTES.md).
 WG_LARGE_WS_TMA = WG_LARGE_WS_HB._replace(tma=1)
 WG_SIM_WS_TMA = WG_SIM_WS._replace(tma=1)
 # The wgmma tiling of each GEMM role (bench/notes_linear_act.md, H200 sweeps of
