@@ -172,6 +172,7 @@ class Recorder(Executor):
             if z:
                 zero.append((nbytes, size))
             nbytes += -(-size // _WS_ALIGN) * _WS_ALIGN
+
         def replay_source(s, off):
             return ((s, off) if s < n_in else (number[s], off) if s in number
                     else (ws_buffer, ws_parts[s] + off))

@@ -38,8 +38,7 @@ from interop.dlpack import KernelArray, empty_like_lib
 from .launch import SIMULATOR, Kernel
 
 __all__ = ["TMA_SWIZZLES", "TMA_DTYPES", "tensor_map_2d", "cached_map_2d", "check_map_2d",
-           "encode_2d",
-           "view_2d", "box_layout_ref", "sim_map", "WRITE_WORDS"]
+           "encode_2d", "view_2d", "box_layout_ref", "sim_map", "WRITE_WORDS"]
 
 TMA_SWIZZLES = (0, 128)
 # Element types a map may describe, with their sizes in bytes.
