@@ -772,6 +772,24 @@ def _routed(chunk, route):
 
 
 @inline_device
+def _last_part(counters, tile, splits, last, tid):
+    """Split-K arrival, after the block stored its part: count the part in on
+    ``counters[tile]`` and return whether this block is the tile's last (``last``: a
+    one-int32 shared array). Each thread's fence orders its stores before the barrier,
+    the barrier before thread 0's atomic; thread 0's fence after the atomic and the
+    barrier order the last block's later reads (each thread fences again before them)
+    after every part (dropout's last-block reduction, per-thread form)."""
+    cuda.threadfence()
+    cuda.syncthreads()
+    if tid == 0:
+        old = cuda.atomic.add(counters, tile, np.uint32(1))
+        last[0] = np.int32(old == np.uint32(splits - 1))
+        cuda.threadfence()
+    cuda.syncthreads()
+    return last[0] != 0
+
+
+@inline_device
 def _block_tile(pid, M, N, bm, bn, group_m):
     """(m0, n0) of block ``pid``: row-tiles taken ``group_m`` at a time, column-major
     inside a group (the seed's GROUP_M order), so neighbouring blocks share tiles."""
@@ -1111,19 +1129,8 @@ def make_tc_kernel(role, dtype, vec, cfg, pair=False, split=False):
             r = e >> BN_SHIFT
             if r < rows:
                 ws[mine + e] = cs[r * CLD + (e & (BN - 1))]
-        # Publish the part, then count it in: each thread's fence orders its stores
-        # before the barrier, the barrier before thread 0's atomic. In the last
-        # block, thread 0's fence after the atomic, the barrier and each thread's own
-        # fence order its reads (through L2) after every part (dropout's last-block
-        # reduction, per-thread form).
-        cuda.threadfence()
-        cuda.syncthreads()
-        if tid == 0:
-            old = cuda.atomic.add(counters, tile, np.uint32(1))
-            last[0] = np.int32(old == np.uint32(splits - 1))
-            cuda.threadfence()
-        cuda.syncthreads()
-        if last[0] == 0:
+        # Publish the part, then count it in; the last block reads every part.
+        if not _last_part(counters, tile, splits, last, tid):
             return
         cuda.threadfence()
         first = tile * splits * PART
@@ -1386,23 +1393,15 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
                 cs[m * BNW + col] = v
         cuda.syncthreads()
         if SPLIT:
-            # The part to ws, then counted in (make_tc_kernel's split form: each
-            # thread's fence before the barrier, thread 0's atomic after it; in the
-            # last block the fences order its reads after every part). That block adds
-            # the parts in part order, whichever arrives last, and runs the epilogue.
+            # The part to ws, then counted in (make_tc_kernel's split form). The last
+            # block adds the parts in part order, whichever arrives last, and runs
+            # the epilogue.
             mine = (blk * splits + part) * CT
             for it in range(RED_ITERS):
                 e = tid + it * NT
                 if e < CT:
                     ws[mine + e] = cs[e]
-            cuda.threadfence()
-            cuda.syncthreads()
-            if tid == 0:
-                old = cuda.atomic.add(counters, blk, np.uint32(1))
-                last[0] = np.int32(old == np.uint32(splits - 1))
-                cuda.threadfence()
-            cuda.syncthreads()
-            if last[0] == 0:
+            if not _last_part(counters, blk, splits, last, tid):
                 return
             cuda.threadfence()
             first = blk * splits * CT

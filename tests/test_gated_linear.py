@@ -19,7 +19,8 @@ from interop.dlpack import poison_outputs
 from numba_fused import gated_linear as gl
 from numba_fused import linear_act as la
 from numba_fused.dtypes import to_float64
-from tests.util import DTYPES, SIMULATOR, assert_close, device, rel_err, torch_dtype
+from tests.util import (DTYPES, SIMULATOR, assert_close, device, record_calls, rel_err,
+                        torch_dtype)
 
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 ACTS = ("silu", "gelu_tanh", "none")
@@ -258,14 +259,7 @@ def test_front_end_pair_plans_on_the_tma_tiling(monkeypatch):
     monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_TMA)
     front = importlib.import_module("interop.torch.gated_linear")
     monkeypatch.setattr(front, "_PAIR_PLANS", PlanCache())
-    made = []
-    real = la.make_wgmma_kernel
-
-    def spy(*args):
-        made.append(args)
-        return real(*args)
-
-    monkeypatch.setattr(la, "make_wgmma_kernel", spy)
+    made = record_calls(monkeypatch, la, "make_wgmma_kernel")
     la._gemm_prepared.cache_clear()
     g = torch.Generator(device="cuda").manual_seed(4)
     wg, wu = (torch.randn(384, 256, device="cuda", dtype=torch.bfloat16, generator=g) / 16

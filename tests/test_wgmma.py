@@ -439,19 +439,12 @@ def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
     on random data with an activation."""
     from interop.dlpack import poison_outputs
     from numba_fused import linear_act as la
-    from tests.util import rel_err
+    from tests.util import record_calls, rel_err
 
     if not _on_hopper():
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
     cfg = _use_variant(la, variant, monkeypatch)
-    made = []
-    real = la.make_wgmma_kernel
-
-    def spy(*args):
-        made.append(args)
-        return real(*args)
-
-    monkeypatch.setattr(la, "make_wgmma_kernel", spy)
+    made = record_calls(monkeypatch, la, "make_wgmma_kernel")
     M, K, N = shape
     x, w, b = _gemm_inputs(M, K, N, dtype, 1, integers=True)
     with la.use_wgmma(), poison_outputs():
@@ -757,6 +750,7 @@ def test_front_end_plans_with_a_tma_tiling_match_the_array_level(monkeypatch):
     from interop.torch import linear_act
     from numba_fused import linear_act as la
     from numba_fused.plan import PlanCache
+    from tests.util import record_calls
 
     if not _on_hopper():
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
@@ -764,14 +758,7 @@ def test_front_end_plans_with_a_tma_tiling_match_the_array_level(monkeypatch):
     # Plans of this signature recorded by earlier tests ran other tilings.
     front = importlib.import_module("interop.torch.linear_act")
     monkeypatch.setattr(front, "_FWD_PLANS", PlanCache())
-    made = []
-    real = la.make_wgmma_kernel
-
-    def spy(*args):
-        made.append(args)
-        return real(*args)
-
-    monkeypatch.setattr(la, "make_wgmma_kernel", spy)
+    made = record_calls(monkeypatch, la, "make_wgmma_kernel")
     for seed in (7, 8):
         x, w, b = _gemm_inputs(1000, 1032, 520, "float16", seed, integers=False)
         with la.use_wgmma():

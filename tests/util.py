@@ -113,3 +113,17 @@ def kernel_attr(kernel, attr):
     cufunc = kernel.function(0)[0]
     return int(driver.cuKernelGetAttribute(getattr(binding.CUfunction_attribute, attr),
                                            cufunc.handle, cufunc.device.id))
+
+
+def record_calls(monkeypatch, owner, name):
+    """Wrap ``owner.name`` (a module's function) so each call's positional arguments
+    are appended to the returned list; the real function still runs."""
+    calls = []
+    real = getattr(owner, name)
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, spy)
+    return calls
