@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# For the eighty-fifth session (bench/NOTES.md, "Next (eighty-fifth session)").
+#   n: (any Hopper card, ~4 min) ncu of the gated forward's pair GEMM on v4 and v6p
+#      against cuBLAS's two GEMMs (wg_ncu.py, 4096 x 4096 -> 2 x 11008 bf16), with
+#      per-instruction SASS counters: where v4's consumer warps wait (the full-barrier
+#      wait between k-tiles, wgmma_wait, the epilogue) and the tensor pipe's
+#      utilisation against cuBLAS's. Sizes the persistent ping-pong design.
+#   f: (any card, ~3 min) the few-row layouts never timed: the prefetch form
+#      (g1w8u2p, g1w8u1p: the next turn's loads issued before this turn's MMAs),
+#      g1w16u2 and the k-split beside the shipped g1w8u2, M = 1 / 16 (skinny_ab.py),
+#      A/B/A. Question: does keeping loads in flight during the MMAs lift the down
+#      projection's 70% of DRAM peak (ncu: 80% of warp cycles waiting on L1TEX)?
+#   bash bench/ab/pending_s85.sh "$OUT" n|f
+set -uo pipefail
+OUT=${1:?"usage: pending_s85.sh OUTDIR n|f"}
+export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+case "${2:?n|f}" in
+  n)
+    rep="$OUT/ncu_wg_pair"
+    timeout -k 5 240 ncu --nvtx --nvtx-include "prof/" --clock-control none \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section LaunchStats --section SchedulerStats --section InstructionStats \
+      --section SourceCounters --section ComputeWorkloadAnalysis \
+      --import-source no -f -o "$rep" python3 bench/ab/wg_ncu.py > "$rep.log" 2>&1
+    echo "ncu rc $?"
+    ncu -i "$rep.ncu-rep" > "$rep.txt" 2>&1
+    ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.sass.csv" 2>&1
+    echo "sass rc $? $(wc -l < "$rep.sass.csv") lines"
+    grep -E "profiled next" "$rep.log"
+    grep -E "^  [a-zA-Z_].*\(|Duration|Compute \(SM\) Throughput|Executed Ipc|Issue Slots Busy|Warp Cycles Per Issued|No Eligible" \
+      "$rep.txt" | cut -c1-160 | head -60
+    ;;
+  f)
+    timeout -k 5 200 python3 bench/ab/skinny_ab.py --ms 1 16 --reps 20 --tilings --no-gated \
+      --skinny g1w8u2 g1w8u2p g1w8u1p g1w16u2 g1w8u2k2 g1w8u2 > "$OUT/skinny_f.log" 2>&1
+    echo "ab rc $?"; grep -v -i warn "$OUT/skinny_f.log"
+    ;;
+  *) echo "n or f" >&2; exit 2 ;;
+esac

@@ -1,0 +1,65 @@
+"""The workload for ncu behind the wgmma forward's gap to cuBLAS (eighty-fourth
+session: v6's TMA producer measured even with v4's cp.async one, so the consumers
+hold v4 at 85-90% of cuBLAS). Llama-7B's gated forward at 4096 tokens, bf16: our
+pair GEMM on v4 (WG_LARGE_WS_HB, silu gate in the epilogue) and on v6p
+(WG_LARGE_WS_TMA), and cuBLAS's two GEMMs of the same shape (F.linear of x by the
+gate and the up weight).
+
+    ncu --nvtx --nvtx-include "prof/" --clock-control none --set full \\
+        python3 bench/ab/wg_ncu.py [--shape 4096x4096x11008]
+
+Each arm runs three times unprofiled, then once inside the range ``prof`` (the
+report lists the kernels in the order of the "profiled next" lines). Nothing is
+checked here (tma_pair_ab.py and the tests check these launches).
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--shape", default="4096x4096x11008")
+    args = p.parse_args(argv)
+    import torch
+    import torch.nn.functional as F
+
+    from numba_fused import gated_linear as gl
+    from numba_fused import linear_act as la
+
+    M, K, inter = (int(v) for v in args.shape.lower().split("x"))
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    dt = torch.bfloat16
+    x = torch.randn(M, K, device="cuda", dtype=dt, generator=gen)
+    wg = torch.randn(inter, K, device="cuda", dtype=dt, generator=gen) / K ** 0.5
+    wu = torch.randn(inter, K, device="cuda", dtype=dt, generator=gen) / K ** 0.5
+
+    def ours(cfg):
+        def call():
+            saved = la.WG_LARGE
+            la.WG_LARGE = cfg
+            try:
+                with la.use_wgmma(True):
+                    return gl.gated_linear_forward_pair(x, wg, wu, None, "silu")
+            finally:
+                la.WG_LARGE = saved
+        return call
+
+    arms = (("v4 ws_hb", ours(la.WG_LARGE_WS_HB)), ("v6p ws_tma", ours(la.WG_LARGE_WS_TMA)),
+            ("cublas gate, up", lambda: (F.linear(x, wg), F.linear(x, wu))))
+    for label, call in arms:
+        for _ in range(3):
+            call()
+        torch.cuda.synchronize()
+        print(f"profiled next: {label}", flush=True)
+        torch.cuda.nvtx.range_push("prof")
+        call()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+
+
+if __name__ == "__main__":
+    main()
