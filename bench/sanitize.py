@@ -447,8 +447,9 @@ def _linear_split_k(nf, torch, dt):
 def _linear_skinny(nf, torch, dt):
     """The few-row forward: Llama-7B's down projection and gate+up GEMM at 1, 16 and 32
     rows on the default layout, and ragged shapes (N past the block's columns, K not
-    a multiple of 32, 1-4 token tiles) on two others, with bias, kept pre-activation
-    and the gated pair kernel."""
+    a multiple of 32, 1-4 token tiles) on two others and on the k-split layouts (2
+    and 3 parts: the workspace, the arrival counters, the last block's sum), with
+    bias, kept pre-activation and the gated pair kernel."""
     from numba_fused import linear_act as la
     from numba_fused.gated_linear import gated_linear_forward_pair
 
@@ -459,7 +460,9 @@ def _linear_skinny(nf, torch, dt):
                 w = torch.randn(n, k, device="cuda", dtype=dt) * 0.01
                 for m in (1, 16, 32):
                     nf.linear_act_forward(torch.randn(m, k, device="cuda", dtype=dt), w)
-            for cfg in (la.SKINNY_DEFAULT, la.SkinnyConfig(3, 3, 3), la.SkinnyConfig(2, 4, 4)):
+            for cfg in (la.SKINNY_DEFAULT, la.SkinnyConfig(3, 3, 3), la.SkinnyConfig(2, 4, 4),
+                        la.SKINNY_DEFAULT._replace(splits=2),
+                        la.SkinnyConfig(2, 4, 1, splits=3)):
                 la.SKINNY_DEFAULT = cfg
                 la._gemm_prepared.cache_clear()
                 for m, n, k in ((1, 72, 264), (13, 200, 280), (29, 40, 8)):

@@ -10,12 +10,17 @@
 #      g1w16u2 and the k-split beside the shipped g1w8u2, M = 1 / 16 (skinny_ab.py),
 #      A/B/A. Question: does keeping loads in flight during the MMAs lift the down
 #      projection's 70% of DRAM peak (ncu: 80% of warp cycles waiting on L1TEX)?
-#   bash bench/ab/pending_s85.sh "$OUT" n|f
+#   s: (any card, ~4 min) the sanitizer gaps the eighty-third and eighty-fourth sessions
+#      left: memcheck and racecheck of sanitize.py linear_skinny (now with the k-split
+#      layouts: workspace, counters, the last block's sum), memcheck of test_tma.py
+#      (the TMA probe, the map writer, the graph-captured map) and of the tiled
+#      loader's per-chunk swizzle tests. Predicted: 0 errors, 0 hazards.
+#   bash bench/ab/pending_s85.sh "$OUT" n|f|s
 set -uo pipefail
-OUT=${1:?"usage: pending_s85.sh OUTDIR n|f"}
+OUT=${1:?"usage: pending_s85.sh OUTDIR n|f|s"}
 export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-case "${2:?n|f}" in
+case "${2:?n|f|s}" in
   n)
     rep="$OUT/ncu_wg_pair"
     timeout -k 5 240 ncu --nvtx --nvtx-include "prof/" --clock-control none \
@@ -36,5 +41,20 @@ case "${2:?n|f}" in
       --skinny g1w8u2 g1w8u2p g1w8u1p g1w16u2 g1w8u2k2 g1w8u2 > "$OUT/skinny_f.log" 2>&1
     echo "ab rc $?"; grep -v -i warn "$OUT/skinny_f.log"
     ;;
-  *) echo "n or f" >&2; exit 2 ;;
+  s)
+    for tool in memcheck racecheck; do
+      timeout -k 5 120 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 3 \
+        python3 bench/sanitize.py linear_skinny:bfloat16 > "$OUT/${tool}_skinny.log" 2>&1
+      echo "$tool skinny rc $?"; tail -2 "$OUT/${tool}_skinny.log"
+    done
+    timeout -k 5 120 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+      python3 -m pytest -q -p no:cacheprovider tests/test_tma.py \
+      > "$OUT/memcheck_tma.log" 2>&1
+    echo "memcheck tma rc $?"; grep -E "passed|failed|ERROR SUMMARY" "$OUT/memcheck_tma.log" | tail -3
+    timeout -k 5 150 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+      python3 -m pytest -q -p no:cacheprovider tests/test_linear_act.py \
+      -k "loader_rows_step_below" > "$OUT/memcheck_loader.log" 2>&1
+    echo "memcheck loader rc $?"; grep -E "passed|failed|ERROR SUMMARY" "$OUT/memcheck_loader.log" | tail -3
+    ;;
+  *) echo "n, f or s" >&2; exit 2 ;;
 esac
