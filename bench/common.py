@@ -338,3 +338,19 @@ def save_figure(fig, out_dir, name, paths, dpi=110):
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     paths.append(path)
+
+
+def profile_once(label, call, warmup=3):
+    """Run ``call`` ``warmup`` times unprofiled, then once inside the NVTX range
+    ``prof`` (what ``ncu --nvtx --nvtx-include "prof/"`` profiles), after printing
+    ``profiled next: <label>`` so a report's kernels can be matched to their call."""
+    import torch
+
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    print(f"profiled next: {label}", flush=True)
+    torch.cuda.nvtx.range_push("prof")
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()

@@ -33,6 +33,7 @@ def main(argv=None):
     import torch
     import torch.nn.functional as F
 
+    from bench.common import profile_once
     from numba_fused import linear_act as la
 
     dt = torch.bfloat16
@@ -44,14 +45,7 @@ def main(argv=None):
             x = torch.randn(m, k, device="cuda", dtype=dt, generator=gen)
             for label, call in (("ours", lambda: la.linear_act_forward(x, w)),
                                 ("cublas", lambda: F.linear(x, w))):
-                for _ in range(3):
-                    call()
-                torch.cuda.synchronize()
-                print(f"profiled next: {name} M={m} {label}", flush=True)
-                torch.cuda.nvtx.range_push("prof")
-                call()
-                torch.cuda.synchronize()
-                torch.cuda.nvtx.range_pop()
+                profile_once(f"{name} M={m} {label}", call)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ def main(argv=None):
     import torch
     import torch.nn.functional as F
 
+    from bench.common import profile_once
     from numba_fused import gated_linear as gl
     from numba_fused import linear_act as la
 
@@ -51,14 +52,7 @@ def main(argv=None):
     arms = (("v4 ws_hb", ours(la.WG_LARGE_WS_HB)), ("v6p ws_tma", ours(la.WG_LARGE_WS_TMA)),
             ("cublas gate, up", lambda: (F.linear(x, wg), F.linear(x, wu))))
     for label, call in arms:
-        for _ in range(3):
-            call()
-        torch.cuda.synchronize()
-        print(f"profiled next: {label}", flush=True)
-        torch.cuda.nvtx.range_push("prof")
-        call()
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_pop()
+        profile_once(label, call)
 
 
 if __name__ == "__main__":
