@@ -77,7 +77,7 @@ from numba import cuda, types
 
 from interop.dlpack import KernelArray, c_strides, empty_like_lib, stream_handle
 
-from . import checks, dtypes, tma
+from . import checks, dtypes, fast_act, tma
 from .activations import ACTIVATIONS, act_grad_ref, act_ref, check_activation, device_act
 from .intrinsics import f32_as_u32, ld_cg_f32, u32_as_f32
 from .jit import inline_device
@@ -194,7 +194,10 @@ class WgmmaConfig(NamedTuple):
     instead of 128 threads' cp.async; the kernel takes the two maps after ``out``
     (the pair form: three after ``b2``, B's halves as two boxes from b and b2).
     Plans (recorded launches) make or look up the maps from each call's pointers
-    (:meth:`numba_fused.plan.Executor.derived`)."""
+    (:meth:`numba_fused.plan.Executor.derived`). ``epi`` 1: the epilogue's
+    activations (and dgrad's derivatives) take :func:`fast_act_switch`'s
+    branch-free forms, a 16-byte chunk's 8 (gated: 4) under one switch (0:
+    :func:`act_by_code`'s libdevice forms, one switch an element)."""
 
     bm: int
     bn: int
@@ -207,6 +210,7 @@ class WgmmaConfig(NamedTuple):
     pfence: int = 0
     hoist: int = 0
     tma: int = 0
+    epi: int = 0
 
     @property
     def threads(self):
@@ -252,6 +256,8 @@ class WgmmaConfig(NamedTuple):
                                                          and not self.pfence)):
             raise ValueError(f"{self}: tma 1 needs ws = 1, the 128-byte swizzle and pfence 0 "
                              f"(the copy engine writes through the async proxy)")
+        if self.epi not in (0, 1):
+            raise ValueError(f"{self}: epi must be 0 or 1")
         return self
 
 
@@ -343,6 +349,17 @@ WG_SIM_SW128_HB = WG_SIM_SW128._replace(hoist=1)
 # holds v4 behind cuBLAS (bench/NOTES.md).
 WG_LARGE_WS_TMA = WG_LARGE_WS_HB._replace(tma=1)
 WG_SIM_WS_TMA = WG_SIM_WS._replace(tma=1)
+# v7 candidate (eighty-fifth session): v4 / v3b with epi 1, the epilogue's activations
+# (dgrad: derivatives) in fast_act's branch-free forms, a chunk's 8 (gated: 4) under one
+# switch. ncu of v4's gated pair forward (H100, 4096x4096->2x11008 bf16, silu): about
+# 28% of the block's time in the epilogue, two thirds of that in the activation, a
+# latency-bound chain an element (the switch, libdevice's expf, the IEEE division's
+# check and branch) at 8 warps an SM; its SASS is half v4's (4893 instructions
+# against 8608).
+WG_LARGE_WS_HB_EPI = WG_LARGE_WS_HB._replace(epi=1)
+WG_LARGE_SW128_HB_EPI = WG_LARGE_SW128_HB._replace(epi=1)
+WG_LARGE_WS_EPI = WG_LARGE_WS._replace(epi=1)
+WG_SIM_WS_EPI = WG_SIM_WS._replace(epi=1)
 # The wgmma tiling of each GEMM role (bench/notes_linear_act.md, H200 sweeps of
 # 2026-11-26). The forward: with K >= WG_FWD_LONG_K on v4 (warp specialised, one block
 # per SM), whose main loop is then long enough that its faster k-tiles outweigh the
@@ -458,6 +475,63 @@ def act_grad_by_code(code, z):
     if code == 6:
         return _silu_g(z)
     return _F1
+
+
+def _map_act(f, n):
+    """Device function applying ``f`` to a float32 (``n`` 1) or to each of a tuple of
+    ``n`` (4 or 8) float32, written out: one basic block, so the ``n`` evaluations
+    interleave (a loop over a tuple may stay a loop)."""
+    if n == 1:
+        @inline_device
+        def one(z):
+            return f(z)
+
+        return one
+    if n == 4:
+        @inline_device
+        def four(z):
+            return f(z[0]), f(z[1]), f(z[2]), f(z[3])
+
+        return four
+    if n != 8:
+        raise ValueError(f"n must be 1, 4 or 8, got {n}")
+
+    @inline_device
+    def eight(z):
+        return f(z[0]), f(z[1]), f(z[2]), f(z[3]), f(z[4]), f(z[5]), f(z[6]), f(z[7])
+
+    return eight
+
+
+@functools.lru_cache(maxsize=None)
+def fast_act_switch(dtype, n, grad=False):
+    """Device function ``switch(code, z)``: act(z) (``grad``: act'(z)) for the
+    activation ``ACTIVATIONS[code]`` in :func:`numba_fused.fast_act.kernel_act`'s
+    branch-free form for storage ``dtype``, on a float32 (``n`` 1) or a tuple of
+    ``n`` (4, 8). One switch on the code for all ``n``: the wgmma epilogue's ``epi``
+    1, whose per-element switch, libdevice expf and IEEE division (a check and a
+    branch an element) left the epilogue latency-bound (ncu, eighty-fifth session)."""
+    m0, m1, m2, m3, m4, m5, m6 = (_map_act(fast_act.kernel_act(name, dtype)[int(grad)], n)
+                                  for name in ACTIVATIONS)
+
+    # Not inline: as act_by_code (NVVM inlines it).
+    @cuda.jit(device=True)
+    def switch(code, z):
+        if code == 1:
+            return m1(z)
+        if code == 2:
+            return m2(z)
+        if code == 3:
+            return m3(z)
+        if code == 4:
+            return m4(z)
+        if code == 5:
+            return m5(z)
+        if code == 6:
+            return m6(z)
+        return m0(z)
+
+    return switch
 
 
 def _log2(v):
@@ -583,7 +657,7 @@ def _tile_loader(rows, length, nthreads, vec, kmajor, pair=False):
     return load
 
 
-def _chunk_epilogue(role, dtype, preloaded=False):
+def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
     """Device function ``chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags)``:
     finishes the 8 float32 accumulators ``cs[ci:ci + 8]`` (staged in shared memory)
     of output row ``row``, columns ``col .. col + 7`` (those below ``N``) for ``role``.
@@ -591,6 +665,11 @@ def _chunk_epilogue(role, dtype, preloaded=False):
     With ``flags & F_VEC`` and all 8 columns inside, the chunk moves as 16-byte
     vectors (bias and preact loads, preact and output stores), two outputs per
     32-bit word rounded by ``pack_*x2``; otherwise element by element.
+
+    ``fast`` (16-bit ``dtype``): the activations and their derivatives are
+    :func:`fast_act_switch`'s (numba_fused.fast_act's branch-free forms), the 16-byte
+    paths' 8 (gated: 4) under one switch; otherwise :func:`act_by_code`'s, one switch
+    an element.
     """
     load = dtypes.loader(dtype)
     store = dtypes.storer(dtype)
@@ -598,6 +677,14 @@ def _chunk_epilogue(role, dtype, preloaded=False):
     fwd = role == "fwd"
     dgrad = role == "dgrad"
     zero4 = (np.uint32(0),) * 4
+    fast = bool(fast) and half
+    if fast:
+        act1, grad1 = fast_act_switch(dtype, 1), fast_act_switch(dtype, 1, True)
+        act4, grad4 = fast_act_switch(dtype, 4), fast_act_switch(dtype, 4, True)
+        act8, grad8 = fast_act_switch(dtype, 8), fast_act_switch(dtype, 8, True)
+    else:
+        act1, grad1 = act_by_code, act_grad_by_code
+        act4 = grad4 = act8 = grad8 = None
     if half:
         pack = pack_f16x2 if dtype == "float16" else pack_bf16x2
         unpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
@@ -630,11 +717,11 @@ def _chunk_epilogue(role, dtype, preloaded=False):
                 v += load(bias, col)
             if flags & F_PREACT:
                 store(aux, o, v)
-            store(out, o, act_by_code(act, v))
+            store(out, o, act1(act, v))
         else:
             if dgrad:
                 if act != 0:
-                    v *= act_grad_by_code(act, load(aux, o))
+                    v *= grad1(act, load(aux, o))
             store(out, o, v)
 
     @inline_device
@@ -680,7 +767,56 @@ def _chunk_epilogue(role, dtype, preloaded=False):
                                  dh * act_by_code(act, z[0]))
                 st_global_v4(out, o2 + 8 * half8, dw[0], dw[1], dw[2], dw[3])
 
-    gated_vec = gated_vec16 if half else gated_vec32
+    @inline_device
+    def gated_vec16_fast(cs, ci, row, col, ldc, bias, aux, out, act, flags):
+        """gated_vec16 with ``fast``: the 4 gates' activations (dgrad: each half's
+        act and act') under one switch each."""
+        if fwd:
+            bw = zero4
+            if flags & F_BIAS:
+                bw = ld_global_v4(bias, col)
+            zw = cuda.local.array(4, np.uint32)
+            gv = cuda.local.array(4, np.float32)
+            uv = cuda.local.array(4, np.float32)
+            for p in range(4):
+                vg = cs[ci + 2 * p]
+                vu = cs[ci + 2 * p + 1]
+                if flags & F_BIAS:
+                    b = unpack(bw[p])
+                    vg += b[0]
+                    vu += b[1]
+                zw[p] = pack(vg, vu)
+                gv[p] = vg
+                uv[p] = vu
+            a = act4(act, (gv[0], gv[1], gv[2], gv[3]))
+            if flags & F_PREACT:
+                st_global_v4(aux, row * 2 * ldc + col, zw[0], zw[1], zw[2], zw[3])
+            o = row * ldc + (col >> 1)
+            st_global_b32(out, o, pack(a[0] * uv[0], a[1] * uv[1]))
+            st_global_b32(out, o + 2, pack(a[2] * uv[2], a[3] * uv[3]))
+        elif dgrad:
+            o2 = row * ldc + 2 * col
+            for half8 in range(2):
+                zw = ld_global_v4(aux, o2 + 8 * half8)
+                gv = cuda.local.array(4, np.float32)
+                uv = cuda.local.array(4, np.float32)
+                for p in range(4):
+                    z = unpack(zw[p])
+                    gv[p] = z[0]
+                    uv[p] = z[1]
+                gt = (gv[0], gv[1], gv[2], gv[3])
+                a = act4(act, gt)
+                d = grad4(act, gt)
+                h0 = cs[ci + 4 * half8]
+                h1 = cs[ci + 4 * half8 + 1]
+                h2 = cs[ci + 4 * half8 + 2]
+                h3 = cs[ci + 4 * half8 + 3]
+                st_global_v4(out, o2 + 8 * half8, pack(h0 * uv[0] * d[0], h0 * a[0]),
+                             pack(h1 * uv[1] * d[1], h1 * a[1]),
+                             pack(h2 * uv[2] * d[2], h2 * a[2]),
+                             pack(h3 * uv[3] * d[3], h3 * a[3]))
+
+    gated_vec = (gated_vec16_fast if fast else gated_vec16) if half else gated_vec32
 
     @inline_device
     def gated(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
@@ -697,7 +833,7 @@ def _chunk_epilogue(role, dtype, preloaded=False):
                     if flags & F_PREACT:
                         store(aux, row * 2 * ldc + c, vg)
                         store(aux, row * 2 * ldc + c + 1, vu)
-                    store(out, row * ldc + (c >> 1), act_by_code(act, vg) * vu)
+                    store(out, row * ldc + (c >> 1), act1(act, vg) * vu)
         elif dgrad:
             for j in range(8):
                 c = col + j
@@ -706,11 +842,11 @@ def _chunk_epilogue(role, dtype, preloaded=False):
                     g = load(aux, o2)
                     u = load(aux, o2 + 1)
                     dh = cs[ci + j]
-                    store(out, o2, dh * u * act_grad_by_code(act, g))
-                    store(out, o2 + 1, dh * act_by_code(act, g))
+                    store(out, o2, dh * u * grad1(act, g))
+                    store(out, o2 + 1, dh * act1(act, g))
 
     @inline_device
-    def vec_words(cs, ci, o, bw, pw, aux, out, act, flags):
+    def vec_words_exact(cs, ci, o, bw, pw, aux, out, act, flags):
         """The 16-byte path's four column pairs from offset ``o``: bias words ``bw``
         (fwd), pre-activation words ``pw`` (dgrad)."""
         r0 = fin_word(cs[ci], cs[ci + 1], bw[0], pw[0], act, flags)
@@ -721,6 +857,47 @@ def _chunk_epilogue(role, dtype, preloaded=False):
             if flags & F_PREACT:
                 st_global_v4(aux, o, r0[1], r1[1], r2[1], r3[1])
         st_global_v4(out, o, r0[0], r1[0], r2[0], r3[0])
+
+    @inline_device
+    def vec_words_fast(cs, ci, o, bw, pw, aux, out, act, flags):
+        """vec_words with ``fast``: the 8 activations (dgrad: derivatives) under one
+        switch."""
+        v = cuda.local.array(8, np.float32)
+        for i in range(8):
+            v[i] = cs[ci + i]
+        if fwd:
+            if flags & F_BIAS:
+                for p in range(4):
+                    b = unpack(bw[p])
+                    v[2 * p] += b[0]
+                    v[2 * p + 1] += b[1]
+            if flags & F_PREACT:
+                st_global_v4(aux, o, pack(v[0], v[1]), pack(v[2], v[3]), pack(v[4], v[5]),
+                             pack(v[6], v[7]))
+            a = act8(act, (v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]))
+            st_global_v4(out, o, pack(a[0], a[1]), pack(a[2], a[3]), pack(a[4], a[5]),
+                         pack(a[6], a[7]))
+            return
+        if dgrad:
+            if act != 0:
+                zv = cuda.local.array(8, np.float32)
+                for p in range(4):
+                    z = unpack(pw[p])
+                    zv[2 * p] = z[0]
+                    zv[2 * p + 1] = z[1]
+                d = grad8(act, (zv[0], zv[1], zv[2], zv[3], zv[4], zv[5], zv[6], zv[7]))
+                v[0] *= d[0]
+                v[1] *= d[1]
+                v[2] *= d[2]
+                v[3] *= d[3]
+                v[4] *= d[4]
+                v[5] *= d[5]
+                v[6] *= d[6]
+                v[7] *= d[7]
+        st_global_v4(out, o, pack(v[0], v[1]), pack(v[2], v[3]), pack(v[4], v[5]),
+                     pack(v[6], v[7]))
+
+    vec_words = vec_words_fast if fast else vec_words_exact
 
     @inline_device
     def chunk(cs, ci, row, col, N, ldc, bias, aux, out, act, flags):
@@ -1556,7 +1733,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     A_MN = role == "wgrad"
     B_MN = role != "fwd"
     WGRAD = role == "wgrad"
-    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS, PFENCE, _, TMA = cfg.validate()
+    BM, BN, BK, STAGES, GROUP_M, INFLIGHT, SW, WS, PFENCE, _, TMA, EPI = cfg.validate()
     if TMA and role != "fwd":
         raise ValueError(f"{cfg}: the TMA producer is implemented for the forward (K-major "
                          f"A and B), not role {role!r}")
@@ -1634,7 +1811,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     ONES = ONES_F16X2 if dtype == "float16" else ONES_BF16X2
     U32_DT = np.dtype(np.uint32)
     store = dtypes.storer(dtype)
-    put = _routed(_chunk_epilogue(role, dtype), pair and WGRAD)
+    put = _routed(_chunk_epilogue(role, dtype, fast=EPI), pair and WGRAD)
     f32 = np.float32
     F32_DT = np.dtype(np.float32)
     CLD = BN + 8
@@ -1643,7 +1820,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     # hoist: with NC a multiple of CCH, thread tid's chunks all sit at column
     # (tid % CCH) 8 of the tile, so its 8 bias values are loaded once.
     HOIST = bool(cfg.hoist) and role == "fwd" and NC % CCH == 0
-    chunk_pre = _chunk_epilogue(role, dtype, preloaded=True)
+    chunk_pre = _chunk_epilogue(role, dtype, preloaded=True, fast=EPI)
     ZERO4 = (np.uint32(0),) * 4
 
     def tile_loader(mn_major, paired=False):

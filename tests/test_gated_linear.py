@@ -210,7 +210,7 @@ def test_pair_training_matches_the_interleaved_copy(shape, act, dtype, wgmma, mo
 
 
 @pytest.mark.parametrize("cfg_name", ["WG_SIM_SW128_HB", "WG_SIM_WS", "WG_SIM_WS_PF",
-                                      "WG_SIM_WS_TMA"])
+                                      "WG_SIM_WS_TMA", "WG_SIM_WS_EPI"])
 def test_pair_training_on_the_swizzled_wgmma_tilings(cfg_name, monkeypatch):
     """The pair loaders' swizzled paths: whole tiles by strength reduction (the row
     stride halved, the array picked once a thread), edge tiles chunk by chunk, in
@@ -240,6 +240,43 @@ def test_pair_training_on_the_swizzled_wgmma_tilings(cfg_name, monkeypatch):
     for got, want in zip(grads, (gx0, gw0[0::2], gw0[1::2], gb0)):
         assert torch.equal(got, want)
     assert all(len(v) == 1 and v[0] == cfg for v in seen.values()), seen
+
+
+@pytest.mark.parametrize("act", ["silu", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gated_epilogues_with_the_fast_forms(dtype, act, monkeypatch):
+    """epi 1 (the wgmma epilogue's activations in fast_act's forms, a chunk's 4 gates
+    under one switch): the pair forward with bias (h; its pre-activations equal epi
+    0's bit for bit, no activation in them) and gated_linear_dgrad (the F_GATED
+    dgrad epilogue: act and act' of each gate) within the float64 references'
+    tolerance and within 1.5x (or the unit roundoff) of epi 0's error."""
+    if not SIMULATOR and not la._hopper(torch.cuda.current_device()):
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    monkeypatch.setattr(la, "GATED_PAIRS_EVERYWHERE", True)
+    lead, K, hid, N = ((70,), 128, 64, 64) if SIMULATOR else ((300,), 512, 384, 256)
+    x, wg, wu, bg, bu = _inputs(lead, K, hid, dtype, seed=13)
+    b = gl.interleave(bg, bu)
+    gen = torch.Generator().manual_seed(14)
+    gy = _rand(lead + (N,), dtype, gen)
+    wd = _rand((N, hid), dtype, gen, 1.0 / math.sqrt(N))
+    ref_h, ref_z = gl.gated_linear_ref(x, gl.interleave(wg, wu), b, act, save_preact=True)
+    outs = {}
+    for epi in (0, 1):
+        cfg = (la.WG_SIM_WS if SIMULATOR else la.WG_LARGE_WS_HB)._replace(epi=epi)
+        monkeypatch.setattr(la, "WG_SIM", cfg)
+        monkeypatch.setattr(la, "WG_LARGE", cfg)
+        la._gemm_prepared.cache_clear()
+        with la.use_wgmma(True), poison_outputs():
+            h, z = gl.gated_linear_forward_pair(x, wg, wu, b, act, save_preact=True)
+            dz = gl.gated_linear_dgrad(gy, wd, z, act)
+        outs[epi] = (h, z, dz)
+    la._gemm_prepared.cache_clear()
+    ref_dz = gl.gated_linear_dgrad_ref(gy, wd, outs[0][1], act)
+    assert torch.equal(outs[0][1], outs[1][1])
+    for got, exact, ref, what in ((outs[1][0], outs[0][0], ref_h, "h"),
+                                  (outs[1][2], outs[0][2], ref_dz, "dz")):
+        assert_close(got, ref, dtype, what)
+        assert rel_err(got, ref) <= max(1.5 * rel_err(exact, ref), UNIT_ROUNDOFF[dtype]), what
 
 
 @pytest.mark.gpu

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from numba import cuda, types
 
 import numba_fused as nf
 from interop.dlpack import poison_outputs
@@ -982,3 +983,78 @@ def test_split_k_decode_shapes_vs_torch(dtype, M):
     _decode_forward_vs_torch(x, w, dtype, la.use_split_k(ways))
     torch.cuda.synchronize()
     assert _split_counters_zero()
+
+
+def _switch_kernel(dt, grad):
+    """Each code's fast_act_switch on single values and on tuples of 4 and 8, and
+    fast_act.kernel_act's function of every activation applied directly."""
+    from numba_fused import fast_act
+    from numba_fused.launch import Kernel
+
+    s1, s4, s8 = (la.fast_act_switch(dt, n, grad) for n in (1, 4, 8))
+    f0, f1, f2, f3, f4, f5, f6 = (fast_act.kernel_act(name, dt)[int(grad)]
+                                  for name in ACTIVATIONS)
+
+    def kernel(z, out):
+        i = cuda.grid(1)
+        n = z.shape[0]
+        if i < n // 8:
+            for code in range(7):
+                base = code * 4 * n
+                for k in range(8):
+                    out[base + 8 * i + k] = s1(code, z[8 * i + k])
+                a = s4(code, (z[8 * i], z[8 * i + 1], z[8 * i + 2], z[8 * i + 3]))
+                b = s4(code, (z[8 * i + 4], z[8 * i + 5], z[8 * i + 6], z[8 * i + 7]))
+                c = s8(code, (z[8 * i], z[8 * i + 1], z[8 * i + 2], z[8 * i + 3],
+                              z[8 * i + 4], z[8 * i + 5], z[8 * i + 6], z[8 * i + 7]))
+                for k in range(4):
+                    out[base + n + 8 * i + k] = a[k]
+                    out[base + n + 8 * i + 4 + k] = b[k]
+                for k in range(8):
+                    out[base + 2 * n + 8 * i + k] = c[k]
+            for k in range(8):
+                v = z[8 * i + k]
+                out[3 * n + 8 * i + k] = f0(v)
+                out[7 * n + 8 * i + k] = f1(v)
+                out[11 * n + 8 * i + k] = f2(v)
+                out[15 * n + 8 * i + k] = f3(v)
+                out[19 * n + 8 * i + k] = f4(v)
+                out[23 * n + 8 * i + k] = f5(v)
+                out[27 * n + 8 * i + k] = f6(v)
+
+    f32 = types.Array(types.float32, 1, "C")
+    return Kernel(f"test_fast_act_switch_{dt}_{int(grad)}", kernel, (f32, f32))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_fast_act_switch_gives_each_codes_activation(dt, grad):
+    """fast_act_switch(dtype, n, grad)(code, z) is fast_act.kernel_act's act (grad:
+    act') of ACTIVATIONS[code], bit for bit, for one value and for each element of a
+    tuple of 4 or 8 (the wgmma epilogue's epi 1 takes a chunk's values under one
+    switch), at every code; and those forms stay far below the 16-bit outputs'
+    rounding against the float64 references."""
+    from interop.dlpack import as_kernel_array, stream_handle
+    from numba_fused.activations import act_grad_ref, act_ref
+
+    z = np.concatenate([np.linspace(-12.0, 12.0, 200), [0.0, -0.0, 1e-6, -3e-5, 40.0, -40.0,
+                                                          0.5, -0.5]]).astype(np.float32)
+    n = z.size
+    zt = torch.from_numpy(z).to(device())
+    out = torch.full((28 * n,), float("nan"), dtype=torch.float32, device=device())
+    args = [as_kernel_array(zt, "z"), as_kernel_array(out, "out")]
+    _switch_kernel(dt, grad).launch(-(-(n // 8) // 32), 32, stream_handle(args[0]), args)
+    if not SIMULATOR:
+        torch.cuda.synchronize()
+    got = out.cpu().numpy().reshape(7, 4, n)
+    ref = act_grad_ref if grad else act_ref
+    for code, name in enumerate(ACTIVATIONS):
+        direct = got[code, 3]
+        for form in range(3):
+            np.testing.assert_array_equal(got[code, form], direct, err_msg=f"{name} {form}")
+        # fast_act's forms: gelu's fit 1.1e-5 relative, |gelu'| 3.8e-6 absolute, the
+        # others the ex2 / rcp approximations' ~2^-22; the outputs round at 2^-11
+        # (float16) / 2^-8 (bfloat16).
+        want = ref(name, z.astype(np.float64))
+        err = np.abs(direct - want) / np.maximum(np.abs(want), 1.0)
+        assert err.max() <= 1e-5, (name, float(err.max()))

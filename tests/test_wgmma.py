@@ -352,16 +352,19 @@ if not SIMULATOR:
 # same code): under the simulator one bfloat16 case per tiling covers that, the rest
 # run on the GPU (marker gpu). Forward: the element-wise epilogue (N = 33) and the
 # 16-byte one (N = 24, 64) both in bfloat16.
-FWD_VARIANTS = ("v1", "inflight", "sw128", "ws", "ws_pf", "ws_tma")
+FWD_VARIANTS = ("v1", "inflight", "sw128", "ws", "ws_pf", "ws_tma", "epi")
 FWD_CASES = ([(s, v) for s in GEMM_SHAPES for v in FWD_VARIANTS]
              + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"),
                 (WRAP_SHAPE, "ws_tma")]
              + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf"),
                 (FULL_SHAPE, "ws_tma")]
-             + [(WRAP_SHAPE, "hoist"), (FULL_SHAPE, "hoist")])
+             + [(WRAP_SHAPE, "hoist"), (FULL_SHAPE, "hoist"), (FULL_SHAPE, "epi")])
 FWD_BF16_SIM = {((64, 96, 33), "v1"), ((64, 96, 33), "inflight"), (WRAP_SHAPE, "sw128"),
                 (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"), (FULL_SHAPE, "hoist"),
-                (WRAP_SHAPE, "ws_tma")}
+                (WRAP_SHAPE, "ws_tma"), ((64, 96, 33), "epi"), (FULL_SHAPE, "epi")}
+# The activations held to the mma.sync kernel's error on random data: every one that
+# is not exact where epi 1 changes their form (fast_act's branch-free forms).
+RANDOM_ACTS = {"epi": ("gelu_tanh", "gelu", "silu")}
 
 
 def _by_dtype(cases, bf16_sim, case_id):
@@ -406,7 +409,8 @@ def _use_variant(la, variant, monkeypatch):
     (one k-tile of MMAs kept in flight), 'sw128' (128-byte swizzled operand tiles),
     'ws' (warp specialised), 'ws_pf' (warp specialised, the producer fences),
     'hoist' (the forward epilogue's bias loaded once per thread and tile), 'ws_tma'
-    (warp specialised, the producer's one thread filling slots by TMA; forward only)."""
+    (warp specialised, the producer's one thread filling slots by TMA; forward only),
+    'epi' (warp specialised, the epilogue's activations in fast_act's forms)."""
     if variant == "v1":
         monkeypatch.setattr(la, "WG_LARGE", la.WG_V1)
     elif variant == "inflight":
@@ -427,6 +431,9 @@ def _use_variant(la, variant, monkeypatch):
     elif variant == "ws_tma":
         monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_TMA)
         monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_TMA)
+    elif variant == "epi":
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_EPI)
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_HB_EPI)
     return la.WG_SIM if SIMULATOR else la.WG_LARGE
 
 
@@ -455,11 +462,12 @@ def test_linear_act_forward_on_wgmma(dtype, shape, variant, monkeypatch):
     assert _equal_rounded(y, want_pre.clamp_min(0))
 
     x, w, b = _gemm_inputs(M, K, N, dtype, 2, integers=False)
-    ref = la.linear_act_ref(x, w, b, "gelu_tanh")
-    with la.use_wgmma():
-        ours = la.linear_act_forward(x, w, b, "gelu_tanh")
-    mma = la.linear_act_forward(x, w, b, "gelu_tanh")
-    assert rel_err(ours, ref) <= max(1.5 * rel_err(mma, ref), 2.0**-11)
+    for act in RANDOM_ACTS.get(variant, ("gelu_tanh",)):
+        ref = la.linear_act_ref(x, w, b, act)
+        with la.use_wgmma():
+            ours = la.linear_act_forward(x, w, b, act)
+        mma = la.linear_act_forward(x, w, b, act)
+        assert rel_err(ours, ref) <= max(1.5 * rel_err(mma, ref), 2.0**-11), act
 
 
 # dgrad reads grad_out [M, N] and the weight [N, K] by rows: both need 16-byte rows.
@@ -467,7 +475,8 @@ DGRAD_SHAPES = [(70, 72, 56), (1, 8, 8), (64, 96, 40), (64, 64, 128)]
 if not SIMULATOR:
     DGRAD_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 304)]
 # ws_tma: the backward roles run its tiling with the cp.async producer.
-BWD_CASES = [(s, v) for v in ("v1", "sw128", "ws", "ws_pf", "ws_tma") for s in DGRAD_SHAPES]
+BWD_CASES = [(s, v) for v in ("v1", "sw128", "ws", "ws_pf", "ws_tma", "epi")
+             for s in DGRAD_SHAPES]
 # bfloat16 under the simulator (see FWD_BF16_SIM): dgrad's two k-tiles, wgrad's two
 # row tiles; every shape's epilogue moves 16-byte vectors.
 BWD_BF16_SIM = {((64, 64, 128), v) for _, v in BWD_CASES}
@@ -480,9 +489,11 @@ def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     fused) and the wgrad GEMM (both operands MN-major; grad_bias from an m64n8 wgmma
     against ones) on wgmma, on no-swizzle or 128-byte swizzled tiles (a TMA tiling's
     with its cp.async producer): exact on small integers, for linear_act_dgrad and for
-    linear_act_backward's three gradients."""
+    linear_act_backward's three gradients; with epi 1 also act' of the activations
+    whose form it changes, on random data, within the mma.sync kernel's error."""
     from interop.dlpack import poison_outputs
     from numba_fused import linear_act as la
+    from tests.util import rel_err
 
     if not _on_hopper():
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
@@ -509,6 +520,17 @@ def test_linear_act_backward_on_wgmma(dtype, shape, variant, monkeypatch):
     assert _equal_rounded(gx2, prod)
     assert _equal_rounded(gw, g.double().T @ x.double())
     assert _equal_rounded(gb, g.double().sum(0))
+    # The derivatives' forms (epi 1: fast_act's) on random data, within the mma.sync
+    # kernel's error.
+    x, w, _ = _gemm_inputs(M, K, N, dtype, 7, integers=False)
+    g = _gemm_inputs(M, N, 1, dtype, 8, integers=False)[0]
+    pre = _gemm_inputs(M, K, 1, dtype, 9, integers=False)[0]
+    for act in RANDOM_ACTS.get(variant, ()):
+        ref = la.linear_act_dgrad_ref(g, w, act, pre)
+        with la.use_wgmma():
+            ours = la.linear_act_dgrad(g, w, act, pre)
+        mma = la.linear_act_dgrad(g, w, act, pre)
+        assert rel_err(ours, ref) <= max(1.5 * rel_err(mma, ref), 2.0**-11), act
 
 
 def test_swizzled_gemms_with_two_warpgroups(monkeypatch):
@@ -648,6 +670,31 @@ def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     assert f"HGMMA.64x{cfg.bn}x16.F32" in text
     # The k-loop's wait leaves `inflight` groups running (ptxas did not serialise it).
     assert f"WARPGROUP.DEPBAR.LE gsb0, 0x{cfg.inflight}" in text
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("role,pair", [("fwd", False), ("fwd", True), ("dgrad", False),
+                                       ("dgrad", True)])
+def test_fast_epilogue_assembles_without_division_checks(dtype, role, pair):
+    """epi 1 (v7): the epilogue's activations in fast_act's forms leave no IEEE
+    division check (FCHK, an element's branch to the slow path in epi 0's silu) in
+    the SASS, no spills, and no more registers than epi 0."""
+    from numba_fused import linear_act as la
+    from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
+
+    reps, texts = [], []
+    for epi in (0, 1):
+        cfg = (la.WG_LARGE_WS_HB if role == "fwd" else la.WG_LARGE_WS)._replace(epi=epi)
+        with offline_compile((9, 0, "a")):
+            ptx = la.make_wgmma_kernel(role, dtype, cfg, pair).ptx(cc=(9, 0, "a"))
+        reps.append(ptxas_report(ptx, arch="sm_90a"))
+        texts.append(sass(ptx, arch="sm_90a") if find_nvdisasm() else None)
+    assert reps[1]["spill_stores"] == 0 and reps[1]["spill_loads"] == 0, reps[1]
+    assert reps[1]["registers"] <= reps[0]["registers"], reps
+    if texts[1] is None:
+        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
+    assert "FCHK" in texts[0] and "FCHK" not in texts[1]
 
 
 @pytest.mark.ptx
