@@ -412,3 +412,44 @@ def test_gated_pair_plans_match_array_path(dtype, replays):
         cgl.gated_linear_forward_pair(x, wg, wu[1:], b)
     with pytest.raises(TypeError, match="cupy"):
         cgl.gated_linear_forward_pair(cupy.asnumpy(x), wg, wu, b)
+
+
+def test_plans_on_the_tma_tiling(replays, monkeypatch):
+    """The CuPy plans of the forward and of the gated pair forward on the TMA tiling
+    (linear_act.WG_LARGE_WS_TMA pinned; the plan makes its tensor maps from each
+    call's pointers, plan.Executor.derived): calls after the first replay a plan and
+    give the array level's bits on fresh arrays, and the kernels made are the TMA
+    ones (the torch front end's twin: test_gated_linear's
+    test_front_end_pair_plans_on_the_tma_tiling)."""
+    import numba_fused.gated_linear as gl
+    import numba_fused.linear_act as la
+    from interop.cupy import gated_linear as cgl
+    from tests.util import record_calls
+
+    if not la._hopper(cupy.cuda.Device().id):
+        pytest.skip("wgmma needs a Hopper (sm_90) GPU")
+    cla = importlib.import_module("interop.cupy.linear_act")
+    monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_TMA)
+    monkeypatch.setattr(la, "GATED_PAIRS_EVERYWHERE", True)
+    made = record_calls(monkeypatch, la, "make_wgmma_kernel")
+    la._gemm_prepared.cache_clear()
+    rng = cupy.random.default_rng(13)
+    dtype = "float16"
+    w = _randn(rng, (384, 256), dtype, 0.0625)
+    b = _randn(rng, 384, dtype)
+    wg, wu = _randn(rng, (384, 256), dtype, 0.0625), _randn(rng, (384, 256), dtype, 0.0625)
+
+    def fwd(i):
+        return (_randn(rng, (300, 256), dtype), w, b, "gelu_tanh"), {}
+
+    def pair(i):
+        return (_randn(rng, (300, 256), dtype), wg, wu, None, "silu"), {}
+
+    with la.use_wgmma(True):
+        _calls(cla.linear_act_forward, la.linear_act_forward, fwd)
+        fwd_replays = replays[0]
+        _calls(cgl.gated_linear_forward_pair, gl.gated_linear_forward_pair, pair)
+    la._gemm_prepared.cache_clear()
+    assert fwd_replays >= 2 and replays[0] - fwd_replays >= 2, replays
+    assert any(a[0] == "fwd" and a[2].tma and not a[3] for a in made), made
+    assert any(a[0] == "fwd" and a[2].tma and a[3] for a in made), made

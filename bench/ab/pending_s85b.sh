@@ -4,7 +4,8 @@
 #      fast_act's branch-free forms, a chunk's 8 / 4 under one switch) against the
 #      libdevice epilogue: bench/ab/epi_cost.py (pair / plain / short-K forward and
 #      dgrad by activation, the arms alternating, 3 rounds), the GPU tests of the
-#      epi variant and of the moved fast activations, then the Llama MLP training step
+#      epi variant, of the moved fast activations and of the CuPy plans on the TMA
+#      tiling (never run on a GPU before), then the Llama MLP training step
 #      (pair_train_ab.py) with every role's tiling at epi 0 (and torch) and at epi 1.
 #      Predicted (first run, 16:29, blocks of arms: epi 0 silu / gelu 8-11% slower than
 #      act none, epi 1 at none's time): silu and gelu within 2% of "none" with epi 1
@@ -19,8 +20,9 @@ case "${2:?a}" in
     timeout -k 5 ${EPI_S:-200} python3 bench/ab/epi_cost.py ${EPI_ARGS:-} > "$OUT/epi_cost.log" 2>&1
     echo "epi_cost rc $?"; grep -v -i warn "$OUT/epi_cost.log"
     timeout -k 5 ${TEST_S:-240} python3 -m pytest -q -p no:cacheprovider -x ${TEST_N:-} tests/test_wgmma.py \
-      tests/test_gated_linear.py tests/test_linear_act.py \
-      -k "(on_wgmma and epi) or fast_forms or fast_act_switch or swizzled" > "$OUT/tests_epi.log" 2>&1
+      tests/test_gated_linear.py tests/test_linear_act.py tests/test_cupy_fast.py \
+      -k "(on_wgmma and epi) or fast_forms or fast_act_switch or swizzled or tma_tiling" \
+      > "$OUT/tests_epi.log" 2>&1
     echo "tests rc $?"; tail -3 "$OUT/tests_epi.log"
     for epi in 0 1; do
       arms="pair"; [ $epi = 0 ] && arms="pair torch"
