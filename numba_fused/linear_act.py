@@ -730,6 +730,32 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
         return
 
     @inline_device
+    def gate_pairs(cs, ci, col, bias, flags):
+        """The 16-bit gated forward chunk's 4 (gate, up) pairs (columns ``col ..``, the
+        8 bias values added with F_BIAS): (the pre-activation words, the gates, the
+        ups), 4 each. gated_vec16 (epi 0) keeps its own copy of this loop, the
+        activation inside it: its SASS as the GPU verified it (the shared form changed
+        32 shipped forward kernels' instruction order)."""
+        bw = zero4
+        if flags & F_BIAS:
+            bw = ld_global_v4(bias, col)
+        zw = cuda.local.array(4, np.uint32)
+        gv = cuda.local.array(4, np.float32)
+        uv = cuda.local.array(4, np.float32)
+        for p in range(4):
+            vg = cs[ci + 2 * p]
+            vu = cs[ci + 2 * p + 1]
+            if flags & F_BIAS:
+                b = unpack(bw[p])
+                vg += b[0]
+                vu += b[1]
+            zw[p] = pack(vg, vu)
+            gv[p] = vg
+            uv[p] = vu
+        return ((zw[0], zw[1], zw[2], zw[3]), (gv[0], gv[1], gv[2], gv[3]),
+                (uv[0], uv[1], uv[2], uv[3]))
+
+    @inline_device
     def gated_vec16(cs, ci, row, col, ldc, bias, aux, out, act, flags):
         """The F_GATED chunk of 16-bit data with 16-byte rows, all 8 columns inside:
         fwd loads the 8 bias values and stores the 8 pre-activations as one 16-byte
@@ -772,23 +798,8 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
         """gated_vec16 with ``fast``: the 4 gates' activations (dgrad: each half's
         act and act') under one switch each."""
         if fwd:
-            bw = zero4
-            if flags & F_BIAS:
-                bw = ld_global_v4(bias, col)
-            zw = cuda.local.array(4, np.uint32)
-            gv = cuda.local.array(4, np.float32)
-            uv = cuda.local.array(4, np.float32)
-            for p in range(4):
-                vg = cs[ci + 2 * p]
-                vu = cs[ci + 2 * p + 1]
-                if flags & F_BIAS:
-                    b = unpack(bw[p])
-                    vg += b[0]
-                    vu += b[1]
-                zw[p] = pack(vg, vu)
-                gv[p] = vg
-                uv[p] = vu
-            a = act4(act, (gv[0], gv[1], gv[2], gv[3]))
+            zw, gv, uv = gate_pairs(cs, ci, col, bias, flags)
+            a = act4(act, gv)
             if flags & F_PREACT:
                 st_global_v4(aux, row * 2 * ldc + col, zw[0], zw[1], zw[2], zw[3])
             o = row * ldc + (col >> 1)
