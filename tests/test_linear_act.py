@@ -1058,3 +1058,10 @@ def test_fast_act_switch_gives_each_codes_activation(dt, grad):
         want = ref(name, z.astype(np.float64))
         err = np.abs(direct - want) / np.maximum(np.abs(want), 1.0)
         assert err.max() <= 1e-5, (name, float(err.max()))
+
+
+def test_fast_act_switch_rejects_other_widths():
+    with pytest.raises(ValueError, match="n must be 1, 4 or 8"):
+        la.fast_act_switch("float16", 3)
+    with pytest.raises(ValueError, match="epi must be 0 or 1"):
+        la.WG_LARGE_WS_HB._replace(epi=2).validate()
