@@ -336,7 +336,8 @@ def _linear_act_wgmma(nf, torch, dt):
     # take its edge tiles, (2304, 2048, 256) several full 128x128 tiles; both operand
     # layouts, unswizzled (v1) and 128-byte swizzled (v3), warp specialised (v4), and
     # the shipped forward tilings with the bias hoisted (v5b), the forward's TMA
-    # producer (v6; its backward on v4's cp.async producer).
+    # producer (v6; its backward on v4's cp.async producer), the epilogue's
+    # activations in fast_act's forms (v7, epi 1).
     from numba_fused import linear_act as la
 
     if dt == torch.float32:
@@ -344,7 +345,8 @@ def _linear_act_wgmma(nf, torch, dt):
     saved = la.WG_LARGE
     try:
         for config in (la.WG_V1, la.WG_LARGE_SW128, la.WG_LARGE_WS, la.WG_LARGE_WS_PF,
-                       la.WG_LARGE_SW128_HB, la.WG_LARGE_WS_HB, la.WG_LARGE_WS_TMA):
+                       la.WG_LARGE_SW128_HB, la.WG_LARGE_WS_HB, la.WG_LARGE_WS_TMA,
+                       la.WG_LARGE_SW128_HB_EPI, la.WG_LARGE_WS_HB_EPI):
             la.WG_LARGE = config
             with la.use_wgmma():
                 _linear_act(nf, torch, dt)

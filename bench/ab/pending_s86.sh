@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# For the eighty-sixth session (bench/NOTES.md, "Next (eighty-sixth session)").
+#   a: (any Hopper card, ~7 min) pending_s85b.sh a: v7's A/B (epi_cost.py, 3 rounds),
+#      the epi variant's GPU tests, the CuPy TMA plan test, the training step at epi
+#      0 / 1. If v7 holds (every activation at "none"'s time), flip WG_ROLE's fwd,
+#      fwd_long_k and dgrad tilings to epi 1 and run b.
+#   b: (any Hopper card, ~9 min) after the flip: the suites the defaults run through
+#      (test_wgmma, test_gated_linear, test_linear_act, test_torch_frontend,
+#      test_fast_path, test_plan, test_no_sync, test_cupy_fast), then memcheck of the
+#      wgmma kernels (sanitize.py linear_act_wgmma, its default tilings).
+#   bash bench/ab/pending_s86.sh "$OUT" a|b
+set -uo pipefail
+OUT=${1:?"usage: pending_s86.sh OUTDIR a|b"}
+export OUT PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+echo "card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+case "${2:?a|b}" in
+  a)
+    EPI_ARGS="--rounds 3" bash bench/ab/pending_s85b.sh "$OUT" a 2>&1 | grep -v "^round"
+    ;;
+  b)
+    timeout -k 5 420 python3 -m pytest -q -p no:cacheprovider -n 8 tests/test_wgmma.py \
+      tests/test_gated_linear.py tests/test_linear_act.py tests/test_torch_frontend.py \
+      tests/test_fast_path.py tests/test_plan.py tests/test_no_sync.py \
+      tests/test_cupy_fast.py > "$OUT/suites.log" 2>&1
+    echo "suites rc $?"; tail -3 "$OUT/suites.log"
+    timeout -k 5 120 compute-sanitizer --tool memcheck --report-api-errors no \
+      --error-exitcode 3 python3 bench/sanitize.py linear_act_wgmma:bfloat16 \
+      > "$OUT/memcheck_wgmma.log" 2>&1
+    echo "memcheck wgmma rc $?"; tail -2 "$OUT/memcheck_wgmma.log"
+    ;;
+  *) echo "a or b" >&2; exit 2 ;;
+esac
