@@ -197,7 +197,9 @@ class WgmmaConfig(NamedTuple):
     (:meth:`numba_fused.plan.Executor.derived`). ``epi`` 1: the epilogue's
     activations (and dgrad's derivatives) take :func:`fast_act_switch`'s
     branch-free forms, a 16-byte chunk's 8 (gated: 4) under one switch (0:
-    :func:`act_by_code`'s libdevice forms, one switch an element)."""
+    :func:`act_by_code`'s libdevice forms, one switch an element); 2: as 1, and the
+    epilogue's shared-memory indices unsigned 32-bit (no negative-index wrap-around,
+    one base a thread for the accumulator stores, the chunk loop's row stepped)."""
 
     bm: int
     bn: int
@@ -256,8 +258,8 @@ class WgmmaConfig(NamedTuple):
                                                          and not self.pfence)):
             raise ValueError(f"{self}: tma 1 needs ws = 1, the 128-byte swizzle and pfence 0 "
                              f"(the copy engine writes through the async proxy)")
-        if self.epi not in (0, 1):
-            raise ValueError(f"{self}: epi must be 0 or 1")
+        if self.epi not in (0, 1, 2):
+            raise ValueError(f"{self}: epi must be 0, 1 or 2")
         return self
 
 
@@ -360,6 +362,14 @@ WG_LARGE_WS_HB_EPI = WG_LARGE_WS_HB._replace(epi=1)
 WG_LARGE_SW128_HB_EPI = WG_LARGE_SW128_HB._replace(epi=1)
 WG_LARGE_WS_EPI = WG_LARGE_WS._replace(epi=1)
 WG_SIM_WS_EPI = WG_SIM_WS._replace(epi=1)
+# v7b candidate (untimed): v7 with the epilogue's shared-memory indices unsigned 32-bit
+# (the same ncu: 952 instructions for the 128 accumulator stores, each index
+# wrap-around checked; the chunk loop's signed 64-bit division each iteration).
+WG_LARGE_WS_HB_EPI2 = WG_LARGE_WS_HB._replace(epi=2)
+WG_LARGE_SW128_HB_EPI2 = WG_LARGE_SW128_HB._replace(epi=2)
+WG_LARGE_WS_EPI2 = WG_LARGE_WS._replace(epi=2)
+WG_SIM_WS_EPI2 = WG_SIM_WS._replace(epi=2)
+WG_SIM_SW128_HB_EPI2 = WG_SIM_SW128_HB._replace(epi=2)
 # The wgmma tiling of each GEMM role (bench/notes_linear_act.md, H200 sweeps of
 # 2026-11-26). The forward: with K >= WG_FWD_LONG_K on v4 (warp specialised, one block
 # per SM), whose main loop is then long enough that its faster k-tiles outweigh the
@@ -677,6 +687,7 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
     fwd = role == "fwd"
     dgrad = role == "dgrad"
     zero4 = (np.uint32(0),) * 4
+    lean = fast >= 2 and half
     fast = bool(fast) and half
     if fast:
         act1, grad1 = fast_act_switch(dtype, 1), fast_act_switch(dtype, 1, True)
@@ -685,6 +696,16 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
     else:
         act1, grad1 = act_by_code, act_grad_by_code
         act4 = grad4 = act8 = grad8 = None
+    u1, u2, u3, u4, u5, u6, u7 = (np.uint32(k) for k in range(1, 8))
+
+    @inline_device
+    def read8(cs, ci):
+        """cs[ci .. ci + 7] at an unsigned 32-bit index (``lean``: no negative-index
+        wrap-around, the offsets folded into the loads)."""
+        c = np.uint32(ci)
+        return (cs[c], cs[c + u1], cs[c + u2], cs[c + u3], cs[c + u4], cs[c + u5],
+                cs[c + u6], cs[c + u7])
+
     if half:
         pack = pack_f16x2 if dtype == "float16" else pack_bf16x2
         unpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
@@ -742,9 +763,18 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
         zw = cuda.local.array(4, np.uint32)
         gv = cuda.local.array(4, np.float32)
         uv = cuda.local.array(4, np.float32)
+        cv = cuda.local.array(8, np.float32)
+        if lean:
+            t = read8(cs, ci)
+            for i in range(8):
+                cv[i] = t[i]
         for p in range(4):
-            vg = cs[ci + 2 * p]
-            vu = cs[ci + 2 * p + 1]
+            if lean:
+                vg = cv[2 * p]
+                vu = cv[2 * p + 1]
+            else:
+                vg = cs[ci + 2 * p]
+                vu = cs[ci + 2 * p + 1]
             if flags & F_BIAS:
                 b = unpack(bw[p])
                 vg += b[0]
@@ -807,6 +837,11 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
             st_global_b32(out, o + 2, pack(a[2] * uv[2], a[3] * uv[3]))
         elif dgrad:
             o2 = row * ldc + 2 * col
+            hv = cuda.local.array(8, np.float32)
+            if lean:
+                t = read8(cs, ci)
+                for i in range(8):
+                    hv[i] = t[i]
             for half8 in range(2):
                 zw = ld_global_v4(aux, o2 + 8 * half8)
                 gv = cuda.local.array(4, np.float32)
@@ -818,10 +853,16 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
                 gt = (gv[0], gv[1], gv[2], gv[3])
                 a = act4(act, gt)
                 d = grad4(act, gt)
-                h0 = cs[ci + 4 * half8]
-                h1 = cs[ci + 4 * half8 + 1]
-                h2 = cs[ci + 4 * half8 + 2]
-                h3 = cs[ci + 4 * half8 + 3]
+                if lean:
+                    h0 = hv[4 * half8]
+                    h1 = hv[4 * half8 + 1]
+                    h2 = hv[4 * half8 + 2]
+                    h3 = hv[4 * half8 + 3]
+                else:
+                    h0 = cs[ci + 4 * half8]
+                    h1 = cs[ci + 4 * half8 + 1]
+                    h2 = cs[ci + 4 * half8 + 2]
+                    h3 = cs[ci + 4 * half8 + 3]
                 st_global_v4(out, o2 + 8 * half8, pack(h0 * uv[0] * d[0], h0 * a[0]),
                              pack(h1 * uv[1] * d[1], h1 * a[1]),
                              pack(h2 * uv[2] * d[2], h2 * a[2]),
@@ -874,8 +915,13 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
         """vec_words with ``fast``: the 8 activations (dgrad: derivatives) under one
         switch."""
         v = cuda.local.array(8, np.float32)
-        for i in range(8):
-            v[i] = cs[ci + i]
+        if lean:
+            t = read8(cs, ci)
+            for i in range(8):
+                v[i] = t[i]
+        else:
+            for i in range(8):
+                v[i] = cs[ci + i]
         if fwd:
             if flags & F_BIAS:
                 for p in range(4):
@@ -1831,6 +1877,11 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     # hoist: with NC a multiple of CCH, thread tid's chunks all sit at column
     # (tid % CCH) 8 of the tile, so its 8 bias values are loaded once.
     HOIST = bool(cfg.hoist) and role == "fwd" and NC % CCH == 0
+    # epi 2 (v7b): epi 1 plus the epilogue's shared-memory indices unsigned 32-bit.
+    LEAN = EPI >= 2
+    LEAN_LOOP = LEAN and NC % CCH == 0
+    U1 = np.uint32(1)
+    U8 = np.uint32(8)
     chunk_pre = _chunk_epilogue(role, dtype, preloaded=True, fast=EPI)
     ZERO4 = (np.uint32(0),) * 4
 
@@ -2181,7 +2232,16 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         cs = cuda.shared.array(0, F32_DT, alignment=SMEM_ALIGN)
         fr = wg * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2)
         fc = (lane & 3) * 2
-        if mma_thread:
+        if mma_thread and LEAN and not TMA_PAIR:
+            # One unsigned base, compile-time offsets: no wrap-around, no per-store
+            # 64-bit address sum.
+            cb = np.uint32(fr * CLD + fc)
+            for j in range(BN // 8):
+                for h in range(2):
+                    ci = cb + np.uint32(8 * h * CLD + 8 * j)
+                    cs[ci] = acc[4 * j + 2 * h]
+                    cs[ci + U1] = acc[4 * j + 2 * h + 1]
+        elif mma_thread:
             for j in range(BN // 8):
                 for h in range(2):
                     c = fc + 8 * j
@@ -2207,6 +2267,22 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
                     and colh + 8 <= N):
                 bw = ld_global_v4(bias, colh)
                 pre = True
+        if LEAN_LOOP:
+            # A thread's chunks share one column (NC a multiple of CCH), its row
+            # advancing by NC / CCH: unsigned 32-bit row and shared index.
+            tr = np.uint32(tid) // np.uint32(CCH)
+            c8 = (np.uint32(tid) % np.uint32(CCH)) * U8
+            col = n0 + c8
+            for it in range(EPI_ITERS):
+                r = tr + np.uint32(it * (NC // CCH))
+                row = m0 + r
+                ci = np.uint32(r * np.uint32(CLD) + c8)
+                if r < BM and row < M and col < N:
+                    if pre:
+                        chunk_pre(cs, ci, row, col, ldc, bw, aux, out, act, flags)
+                    else:
+                        put(cs, ci, row, col, N, ldc, bias, aux, out, b2, act, flags)
+            return
         for it in range(EPI_ITERS):
             e = tid + it * NC
             r = e // CCH

@@ -352,19 +352,21 @@ if not SIMULATOR:
 # same code): under the simulator one bfloat16 case per tiling covers that, the rest
 # run on the GPU (marker gpu). Forward: the element-wise epilogue (N = 33) and the
 # 16-byte one (N = 24, 64) both in bfloat16.
-FWD_VARIANTS = ("v1", "inflight", "sw128", "ws", "ws_pf", "ws_tma", "epi")
+FWD_VARIANTS = ("v1", "inflight", "sw128", "ws", "ws_pf", "ws_tma", "epi", "epi2", "epi2_hb")
 FWD_CASES = ([(s, v) for s in GEMM_SHAPES for v in FWD_VARIANTS]
              + [(WRAP_SHAPE, "sw128"), (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"),
                 (WRAP_SHAPE, "ws_tma")]
              + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf"),
                 (FULL_SHAPE, "ws_tma")]
-             + [(WRAP_SHAPE, "hoist"), (FULL_SHAPE, "hoist"), (FULL_SHAPE, "epi")])
+             + [(WRAP_SHAPE, "hoist"), (FULL_SHAPE, "hoist"), (FULL_SHAPE, "epi"),
+                (FULL_SHAPE, "epi2"), (FULL_SHAPE, "epi2_hb")])
 FWD_BF16_SIM = {((64, 96, 33), "v1"), ((64, 96, 33), "inflight"), (WRAP_SHAPE, "sw128"),
                 (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"), (FULL_SHAPE, "hoist"),
-                (WRAP_SHAPE, "ws_tma"), ((64, 96, 33), "epi"), (FULL_SHAPE, "epi")}
+                (WRAP_SHAPE, "ws_tma"), ((64, 96, 33), "epi"), (FULL_SHAPE, "epi"),
+                ((64, 96, 33), "epi2"), (FULL_SHAPE, "epi2"), (FULL_SHAPE, "epi2_hb")}
 # The activations held to the mma.sync kernel's error on random data: every one that
 # is not exact where epi 1 changes their form (fast_act's branch-free forms).
-RANDOM_ACTS = {"epi": ("gelu_tanh", "gelu", "silu")}
+RANDOM_ACTS = {v: ("gelu_tanh", "gelu", "silu") for v in ("epi", "epi2", "epi2_hb")}
 
 
 def _by_dtype(cases, bf16_sim, case_id):
@@ -410,7 +412,9 @@ def _use_variant(la, variant, monkeypatch):
     'ws' (warp specialised), 'ws_pf' (warp specialised, the producer fences),
     'hoist' (the forward epilogue's bias loaded once per thread and tile), 'ws_tma'
     (warp specialised, the producer's one thread filling slots by TMA; forward only),
-    'epi' (warp specialised, the epilogue's activations in fast_act's forms)."""
+    'epi' (warp specialised, the epilogue's activations in fast_act's forms), 'epi2'
+    / 'epi2_hb' (epi 2: as epi, its shared-memory indices unsigned; warp specialised,
+    or one warpgroup with the bias hoisted)."""
     if variant == "v1":
         monkeypatch.setattr(la, "WG_LARGE", la.WG_V1)
     elif variant == "inflight":
@@ -434,6 +438,12 @@ def _use_variant(la, variant, monkeypatch):
     elif variant == "epi":
         monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_EPI)
         monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_HB_EPI)
+    elif variant == "epi2":
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_EPI2)
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_HB_EPI2)
+    elif variant == "epi2_hb":
+        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_SW128_HB_EPI2)
+        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_SW128_HB_EPI2)
     return la.WG_SIM if SIMULATOR else la.WG_LARGE
 
 
@@ -475,7 +485,7 @@ DGRAD_SHAPES = [(70, 72, 56), (1, 8, 8), (64, 96, 40), (64, 64, 128)]
 if not SIMULATOR:
     DGRAD_SHAPES += [(1000, 1032, 520), (4096, 1024, 4096), (129, 4104, 304)]
 # ws_tma: the backward roles run its tiling with the cp.async producer.
-BWD_CASES = [(s, v) for v in ("v1", "sw128", "ws", "ws_pf", "ws_tma", "epi")
+BWD_CASES = [(s, v) for v in ("v1", "sw128", "ws", "ws_pf", "ws_tma", "epi", "epi2")
              for s in DGRAD_SHAPES]
 # bfloat16 under the simulator (see FWD_BF16_SIM): dgrad's two k-tiles, wgrad's two
 # row tiles; every shape's epilogue moves 16-byte vectors.
@@ -679,22 +689,28 @@ def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
 def test_fast_epilogue_assembles_without_division_checks(dtype, role, pair):
     """epi 1 (v7): the epilogue's activations in fast_act's forms leave no IEEE
     division check (FCHK, an element's branch to the slow path in epi 0's silu) in
-    the SASS, no spills, and no more registers than epi 0."""
+    the SASS, no spills, and no more registers than epi 0; epi 2 (v7b) likewise, its
+    accumulator stores to the C tile 8 bytes each (half epi 1's STS)."""
+    import re
+
     from numba_fused import linear_act as la
     from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
 
     reps, texts = [], []
-    for epi in (0, 1):
+    for epi in (0, 1, 2):
         cfg = (la.WG_LARGE_WS_HB if role == "fwd" else la.WG_LARGE_WS)._replace(epi=epi)
         with offline_compile((9, 0, "a")):
             ptx = la.make_wgmma_kernel(role, dtype, cfg, pair).ptx(cc=(9, 0, "a"))
         reps.append(ptxas_report(ptx, arch="sm_90a"))
         texts.append(sass(ptx, arch="sm_90a") if find_nvdisasm() else None)
-    assert reps[1]["spill_stores"] == 0 and reps[1]["spill_loads"] == 0, reps[1]
-    assert reps[1]["registers"] <= reps[0]["registers"], reps
+    for rep in reps[1:]:
+        assert rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
+        assert rep["registers"] <= reps[0]["registers"], reps
     if texts[1] is None:
         pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
-    assert "FCHK" in texts[0] and "FCHK" not in texts[1]
+    assert "FCHK" in texts[0] and "FCHK" not in texts[1] and "FCHK" not in texts[2]
+    sts = [len(re.findall(r"\bSTS\b", t)) for t in texts[1:]]
+    assert sts[1] <= sts[0] // 2 + 1, sts
 
 
 @pytest.mark.ptx

@@ -9,7 +9,9 @@
 #      (pair_train_ab.py) with every role's tiling at epi 0 (and torch) and at epi 1.
 #      Predicted (first run, 16:29, blocks of arms: epi 0 silu / gelu 8-11% slower than
 #      act none, epi 1 at none's time): silu and gelu within 2% of "none" with epi 1
-#      on every kind, 5-11% faster than epi 0; "none" unchanged.
+#      on every kind, 5-11% faster than epi 0; "none" unchanged. epi 2 (v7b, built
+#      after that run: unsigned shared indices, 64 STS.64 for 128 STS, ~1000 fewer
+#      SASS instructions) a further 1-3% on every kind, "none" included.
 #   bash bench/ab/pending_s85b.sh "$OUT" a
 set -uo pipefail
 OUT=${1:?"usage: pending_s85b.sh OUTDIR a"}
@@ -25,7 +27,7 @@ case "${2:?a}" in
       > "$OUT/tests_epi.log" 2>&1
     echo "tests rc $?"; tail -3 "$OUT/tests_epi.log"
     [ "${TRAIN_S:-100}" = 0 ] && exit 0
-    for epi in 0 1; do
+    for epi in 0 1 2; do
       arms="pair"; [ $epi = 0 ] && arms="pair torch"
       timeout -k 5 ${TRAIN_S:-100} python3 bench/ab/pair_train_ab.py --epi $epi --arms $arms \
         --reps 15 > "$OUT/train_epi$epi.log" 2>&1
