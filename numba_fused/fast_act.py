@@ -19,9 +19,9 @@ from .launch import SIMULATOR
 __all__ = ["kernel_act"]
 
 # ---------------------------------------------------------------------------
-# Activations. gelu and gelu_tanh dominate the instruction count of these RNG-bound
-# kernels when taken from libdevice (erff evaluates two polynomials and selects,
-# tanhf similar): these branch-free forms need about half the instructions.
+# Activations. gelu and gelu_tanh dominate the instruction count of the RNG-bound
+# dropout kernels when taken from libdevice (erff evaluates two polynomials and
+# selects, tanhf similar): these branch-free forms need about half the instructions.
 #   gelu:      Phi(z) = 1 - q (z >= 0) or q (z < 0), q = erfc(|z|/sqrt 2) / 2, with
 #              erfc(a) = t exp(-a^2 + P(t)), t = 1 / (1 + a/2) (Numerical Recipes'
 #              erfcc form; a shorter fit for 16-bit outputs): relative error of gelu
