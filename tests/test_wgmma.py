@@ -406,6 +406,18 @@ def _equal_rounded(ours, exact):
     return torch.equal(ours.double().cpu(), exact.to(ours.dtype).double().cpu())
 
 
+# variant: (the simulator's tiling, None for WG_SIM's own; the GPU's tiling), by name.
+_VARIANT_TILINGS = {
+    "v1": (None, "WG_V1"), "sw128": ("WG_SIM_SW128", "WG_LARGE_SW128"),
+    "ws": ("WG_SIM_WS", "WG_LARGE_WS"), "ws_pf": ("WG_SIM_WS_PF", "WG_LARGE_WS_PF"),
+    "hoist": ("WG_SIM_SW128_HB", "WG_LARGE_WS_HB"),
+    "ws_tma": ("WG_SIM_WS_TMA", "WG_LARGE_WS_TMA"),
+    "epi": ("WG_SIM_WS_EPI", "WG_LARGE_WS_HB_EPI"),
+    "epi2": ("WG_SIM_WS_EPI2", "WG_LARGE_WS_HB_EPI2"),
+    "epi2_hb": ("WG_SIM_SW128_HB_EPI2", "WG_LARGE_SW128_HB_EPI2"),
+}
+
+
 def _use_variant(la, variant, monkeypatch):
     """Point WG_SIM / WG_LARGE at ``variant``'s tiling: 'v1' (no swizzle), 'inflight'
     (one k-tile of MMAs kept in flight), 'sw128' (128-byte swizzled operand tiles),
@@ -415,35 +427,13 @@ def _use_variant(la, variant, monkeypatch):
     'epi' (warp specialised, the epilogue's activations in fast_act's forms), 'epi2'
     / 'epi2_hb' (epi 2: as epi, its shared-memory indices unsigned; warp specialised,
     or one warpgroup with the bias hoisted)."""
-    if variant == "v1":
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_V1)
-    elif variant == "inflight":
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM._replace(inflight=1))
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_INFLIGHT)
-    elif variant == "sw128":
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_SW128)
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_SW128)
-    elif variant == "ws":
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS)
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS)
-    elif variant == "ws_pf":
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_PF)
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_PF)
-    elif variant == "hoist":
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_SW128_HB)
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_HB)
-    elif variant == "ws_tma":
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_TMA)
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_TMA)
-    elif variant == "epi":
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_EPI)
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_HB_EPI)
-    elif variant == "epi2":
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_WS_EPI2)
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_WS_HB_EPI2)
-    elif variant == "epi2_hb":
-        monkeypatch.setattr(la, "WG_SIM", la.WG_SIM_SW128_HB_EPI2)
-        monkeypatch.setattr(la, "WG_LARGE", la.WG_LARGE_SW128_HB_EPI2)
+    if variant == "inflight":
+        sim, large = la.WG_SIM._replace(inflight=1), la.WG_LARGE_INFLIGHT
+    else:
+        sim_name, large_name = _VARIANT_TILINGS[variant]
+        sim, large = getattr(la, sim_name or "WG_SIM"), getattr(la, large_name)
+    monkeypatch.setattr(la, "WG_SIM", sim)
+    monkeypatch.setattr(la, "WG_LARGE", large)
     return la.WG_SIM if SIMULATOR else la.WG_LARGE
 
 
