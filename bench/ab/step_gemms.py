@@ -33,9 +33,10 @@ def _shape(text):
     return m, k, i
 
 
-def pieces(m, k, hid, dtype):
+def pieces(m, k, hid, dtype, device="cuda"):
     """``{name: (ours, torch's)}``: zero-argument callables of each GEMM of the step
-    on fixed random inputs, and the whole step's."""
+    on fixed random inputs, and the whole step's (``device``: the simulator's check
+    passes "cpu")."""
     import torch
     import torch.nn.functional as F
 
@@ -45,10 +46,10 @@ def pieces(m, k, hid, dtype):
 
     tdt = getattr(torch, dtype)
     torch.manual_seed(0)
-    mod = FusedGatedMLP(k, hid, device="cuda", dtype=tdt)
+    mod = FusedGatedMLP(k, hid, device=device, dtype=tdt)
     wg, wu, wd = mod.gate_proj.weight, mod.up_proj.weight, mod.down_proj.weight
-    x = torch.randn(m, k, device="cuda", dtype=tdt)
-    gy = torch.randn(m, k, device="cuda", dtype=tdt)
+    x = torch.randn(m, k, device=device, dtype=tdt)
+    gy = torch.randn(m, k, device=device, dtype=tdt)
     with torch.no_grad():
         h, z = gl.gated_linear_forward_pair(x, wg, wu, None, "silu", save_preact=True)
         dz = nf.gated_linear_dgrad(gy, wd, z, "silu")

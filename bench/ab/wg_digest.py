@@ -40,10 +40,13 @@ def _digest(job):
             ptx = la.make_wgmma_kernel(role, dtype, cfg, pair).ptx(cc=(9, 0, "a"))
     except ValueError:
         return None
-    # Addresses and the kernel's mangled name vary with nothing the GPU runs.
-    text = sass(ptx, arch="sm_90a")
-    body = "\n".join(re.sub(r"/\*[0-9a-f]{4,}\*/", "", ln).strip()
-                     for ln in text.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln))
+    # The instructions only, with their addresses and the symbols they name (numba's
+    # mangled names count the functions a process compiled before) taken out, as the
+    # data section's symbol table: they change with nothing the GPU runs.
+    lines = (re.sub(r"`\([^)]*\)", "`(sym)", re.sub(r"/\*[0-9a-f]{4,}\*/", "", ln)).strip()
+             for ln in sass(ptx, arch="sm_90a").splitlines()
+             if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln))
+    body = "\n".join(ln for ln in lines if not ln.startswith("."))
     return f"{name}:{role}:{dtype}:{int(pair)}", hashlib.md5(body.encode()).hexdigest()
 
 
