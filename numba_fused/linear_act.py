@@ -488,15 +488,11 @@ def act_grad_by_code(code, z):
 
 
 def _map_act(f, n):
-    """Device function applying ``f`` to a float32 (``n`` 1) or to each of a tuple of
-    ``n`` (4 or 8) float32, written out: one basic block, so the ``n`` evaluations
-    interleave (a loop over a tuple may stay a loop)."""
+    """Device function applying ``f`` to a float32 (``n`` 1: ``f`` itself) or to each
+    of a tuple of ``n`` (4 or 8) float32, written out: one basic block, so the ``n``
+    evaluations interleave (a loop over a tuple may stay a loop)."""
     if n == 1:
-        @inline_device
-        def one(z):
-            return f(z)
-
-        return one
+        return f
     if n == 4:
         @inline_device
         def four(z):
@@ -763,8 +759,8 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
         zw = cuda.local.array(4, np.uint32)
         gv = cuda.local.array(4, np.float32)
         uv = cuda.local.array(4, np.float32)
-        cv = cuda.local.array(8, np.float32)
         if lean:
+            cv = cuda.local.array(8, np.float32)
             t = read8(cs, ci)
             for i in range(8):
                 cv[i] = t[i]
@@ -837,8 +833,8 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
             st_global_b32(out, o + 2, pack(a[2] * uv[2], a[3] * uv[3]))
         elif dgrad:
             o2 = row * ldc + 2 * col
-            hv = cuda.local.array(8, np.float32)
             if lean:
+                hv = cuda.local.array(8, np.float32)
                 t = read8(cs, ci)
                 for i in range(8):
                     hv[i] = t[i]
