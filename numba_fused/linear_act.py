@@ -2317,7 +2317,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     name = (f"linear_{role}_{dtype}_wgmma_{BM}x{BN}x{BK}_s{STAGES}"
             + (f"_f{INFLIGHT}" if INFLIGHT else "") + (f"_sw{SW}" if SW else "")
             + ("_ws" if WS else "") + ("_pf" if PFENCE else "") + ("_hb" if HOIST else "")
-            + ("_tma" if TMA else "") + ("_pair" if pair else ""))
+            + ("_tma" if TMA else "") + (f"_e{EPI}" if EPI else "") + ("_pair" if pair else ""))
     # Warp specialised: 384 threads share one SM's registers (up to 168 each). The
     # pair kernels of the others keep the plain kernels' two blocks an SM (ptxas gave
     # the fwd tiling's pair kernel 168 registers for a few more live values, one block).
