@@ -337,7 +337,8 @@ def _linear_act_wgmma(nf, torch, dt):
     # layouts, unswizzled (v1) and 128-byte swizzled (v3), warp specialised (v4), and
     # the shipped forward tilings with the bias hoisted (v5b), the forward's TMA
     # producer (v6; its backward on v4's cp.async producer), the epilogue's
-    # activations in fast_act's forms (v7, epi 1).
+    # activations in fast_act's forms (v7, epi 1), its unsigned shared indices (v7b,
+    # epi 2) and the forward's whole tiles finished from the registers (v9, epi 3).
     from numba_fused import linear_act as la
 
     if dt == torch.float32:
@@ -346,7 +347,9 @@ def _linear_act_wgmma(nf, torch, dt):
     try:
         for config in (la.WG_V1, la.WG_LARGE_SW128, la.WG_LARGE_WS, la.WG_LARGE_WS_PF,
                        la.WG_LARGE_SW128_HB, la.WG_LARGE_WS_HB, la.WG_LARGE_WS_TMA,
-                       la.WG_LARGE_SW128_HB_EPI, la.WG_LARGE_WS_HB_EPI):
+                       la.WG_LARGE_SW128_HB_EPI, la.WG_LARGE_WS_HB_EPI,
+                       la.WG_LARGE_SW128_HB_EPI2, la.WG_LARGE_WS_HB_EPI2,
+                       la.WG_LARGE_SW128_HB_EPI3, la.WG_LARGE_WS_HB_EPI3):
             la.WG_LARGE = config
             with la.use_wgmma():
                 _linear_act(nf, torch, dt)

@@ -87,9 +87,9 @@ from .stream_buffers import StreamZeros, clear_u32_counters
 from .tensor_core import (
     LOAD_POLICIES, ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit,
     cp_async_mbarrier_arrive, cp_async_wait, fence_proxy_async, fence_proxy_tensormap,
-    ld_global_v4, ld_global_v4_evict, ldmatrix_x4_at, ldmatrix_x4_trans_at, mbarrier_arrive,
-    mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait, mma_bf16, mma_f16,
-    named_barrier_sync, pack_bf16x2, pack_f16x2, setmaxnreg_dec, setmaxnreg_inc,
+    ld_global_b32, ld_global_v4, ld_global_v4_evict, ldmatrix_x4_at, ldmatrix_x4_trans_at,
+    mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait, mma_bf16,
+    mma_f16, named_barrier_sync, pack_bf16x2, pack_f16x2, setmaxnreg_dec, setmaxnreg_inc,
     shared_address, st_global_b32, st_global_v4, tma_load_2d, unpack_bf16x2, unpack_f16x2,
     wgmma_commit, wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
 
@@ -199,7 +199,10 @@ class WgmmaConfig(NamedTuple):
     branch-free forms, a 16-byte chunk's 8 (gated: 4) under one switch (0:
     :func:`act_by_code`'s libdevice forms, one switch an element); 2: as 1, and the
     epilogue's shared-memory indices unsigned 32-bit (no negative-index wrap-around,
-    one base a thread for the accumulator stores, the chunk loop's row stepped)."""
+    one base a thread for the accumulator stores, the chunk loop's row stepped); 3: as
+    2, and the forward's whole tiles with 16-byte rows (F_VEC) finished from the
+    accumulators' registers, with no C tile in shared memory and no barrier (see
+    :func:`make_wgmma_kernel`)."""
 
     bm: int
     bn: int
@@ -258,8 +261,8 @@ class WgmmaConfig(NamedTuple):
                                                          and not self.pfence)):
             raise ValueError(f"{self}: tma 1 needs ws = 1, the 128-byte swizzle and pfence 0 "
                              f"(the copy engine writes through the async proxy)")
-        if self.epi not in (0, 1, 2):
-            raise ValueError(f"{self}: epi must be 0, 1 or 2")
+        if self.epi not in (0, 1, 2, 3):
+            raise ValueError(f"{self}: epi must be 0, 1, 2 or 3")
         return self
 
 
@@ -370,6 +373,14 @@ WG_LARGE_SW128_HB_EPI2 = WG_LARGE_SW128_HB._replace(epi=2)
 WG_LARGE_WS_EPI2 = WG_LARGE_WS._replace(epi=2)
 WG_SIM_WS_EPI2 = WG_SIM_WS._replace(epi=2)
 WG_SIM_SW128_HB_EPI2 = WG_SIM_SW128_HB._replace(epi=2)
+# v9 candidate (untimed): v7b with the forward's whole tiles (16-byte rows) finished
+# from the accumulators' registers: no C tile, no barrier, the bias, activation and
+# 32-bit stores of each thread's column pairs straight to global memory (v7's ncu left
+# ~6 us of a ~58 us tile in the epilogue's index work and shared-memory round trip).
+WG_LARGE_WS_HB_EPI3 = WG_LARGE_WS_HB._replace(epi=3)
+WG_LARGE_SW128_HB_EPI3 = WG_LARGE_SW128_HB._replace(epi=3)
+WG_SIM_WS_EPI3 = WG_SIM_WS._replace(epi=3)
+WG_SIM_SW128_HB_EPI3 = WG_SIM_SW128_HB._replace(epi=3)
 # The wgmma tiling of each GEMM role (bench/notes_linear_act.md, H200 sweeps of
 # 2026-11-26). The forward: with K >= WG_FWD_LONG_K on v4 (warp specialised, one block
 # per SM), whose main loop is then long enough that its faster k-tiles outweigh the
@@ -1715,6 +1726,22 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
 # ---------------------------------------------------------------------------
 
 
+def unrolled_over_acc(step, steps, nargs):
+    """Inline device function ``run(acc, a0 .. a{nargs - 1})`` calling ``step(acc[8 q],
+    .., acc[8 q + 7], q, a0, ..)`` for q = 0 .. ``steps`` - 1, each call written out
+    with q a constant. NVVM leaves a loop over a large body rolled, and in a rolled
+    loop ``acc[8 q + i]`` is a dynamic index: the whole accumulator array then lives in
+    local memory instead of registers."""
+    args = ", ".join(f"a{i}" for i in range(nargs))
+    lines = [f"def run(acc, {args}):"]
+    for q in range(steps):
+        vals = ", ".join(f"acc[{8 * q + i}]" for i in range(8))
+        lines.append(f"    step({vals}, {q}, {args})")
+    scope = {"step": step}
+    exec("\n".join(lines), scope)
+    return inline_device(scope["run"])
+
+
 # Registers a thread of the warp-specialised kernel's producer warpgroup keeps: 40
 # and 56 spilled wgrad's MN-major address math, 64 spilled one register once the
 # producer also waits and fences (pfence); 72 still leaves the consumers 216.
@@ -1880,6 +1907,13 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     U8 = np.uint32(8)
     chunk_pre = _chunk_epilogue(role, dtype, preloaded=True, fast=EPI)
     ZERO4 = (np.uint32(0),) * 4
+    # epi 3 (v9): the forward's epilogue from the registers (reg_epilogue). Not the
+    # TMA pair form (its accumulator columns are the two halves, not pairs).
+    REG = EPI >= 3 and role == "fwd" and not TMA_PAIR
+    if REG:
+        ract4, ract8 = fast_act_switch(dtype, 4), fast_act_switch(dtype, 8)
+        rpack = pack_f16x2 if dtype == "float16" else pack_bf16x2
+        runpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
 
     def tile_loader(mn_major, paired=False):
         """Device function ``load(smem, base, g, g2, ld, k0, c0, k_lim, c_lim, tid, full,
@@ -2157,6 +2191,78 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         wgmma_wait(0)
 
     @inline_device
+    def reg_plain(v0, v1, v2, v3, v4, v5, v6, v7, q, o0, o1, c0, bias, aux, out, act, flags):
+        """reg_epilogue's column tiles j = 2q, 2q + 1 (plain): ``v`` their accumulators
+        ``acc[8 q ..]``, (j, h, e) in order."""
+        ca = c0 + 16 * q
+        cb = ca + 8
+        v = (v0, v1, v2, v3, v4, v5, v6, v7)
+        if flags & F_BIAS:
+            ba = runpack(ld_global_b32(bias, ca))
+            bb = runpack(ld_global_b32(bias, cb))
+            v = (v0 + ba[0], v1 + ba[1], v2 + ba[0], v3 + ba[1],
+                 v4 + bb[0], v5 + bb[1], v6 + bb[0], v7 + bb[1])
+        if flags & F_PREACT:
+            st_global_b32(aux, o0 + ca, rpack(v[0], v[1]))
+            st_global_b32(aux, o1 + ca, rpack(v[2], v[3]))
+            st_global_b32(aux, o0 + cb, rpack(v[4], v[5]))
+            st_global_b32(aux, o1 + cb, rpack(v[6], v[7]))
+        a = ract8(act, v)
+        st_global_b32(out, o0 + ca, rpack(a[0], a[1]))
+        st_global_b32(out, o1 + ca, rpack(a[2], a[3]))
+        st_global_b32(out, o0 + cb, rpack(a[4], a[5]))
+        st_global_b32(out, o1 + cb, rpack(a[6], a[7]))
+
+    @inline_device
+    def reg_gated(v0, v1, v2, v3, v4, v5, v6, v7, q, o0, o1, c0, bias, aux, out, act, flags):
+        """reg_epilogue's column tiles j = 2q, 2q + 1 (F_GATED): the (gate, up) pairs
+        (v0, v1), (v2, v3), (v4, v5), (v6, v7)."""
+        ca = c0 + 16 * q
+        cb = ca + 8
+        g = (v0, v2, v4, v6)
+        u = (v1, v3, v5, v7)
+        if flags & F_BIAS:
+            ba = runpack(ld_global_b32(bias, ca))
+            bb = runpack(ld_global_b32(bias, cb))
+            g = (v0 + ba[0], v2 + ba[0], v4 + bb[0], v6 + bb[0])
+            u = (v1 + ba[1], v3 + ba[1], v5 + bb[1], v7 + bb[1])
+        if flags & F_PREACT:
+            st_global_b32(aux, 2 * o0 + ca, rpack(g[0], u[0]))
+            st_global_b32(aux, 2 * o1 + ca, rpack(g[1], u[1]))
+            st_global_b32(aux, 2 * o0 + cb, rpack(g[2], u[2]))
+            st_global_b32(aux, 2 * o1 + cb, rpack(g[3], u[3]))
+        a = ract4(act, g)
+        store(out, o0 + (ca >> 1), a[0] * u[0])
+        store(out, o1 + (ca >> 1), a[1] * u[1])
+        store(out, o0 + (cb >> 1), a[2] * u[2])
+        store(out, o1 + (cb >> 1), a[3] * u[3])
+
+    if REG:
+        plain_all = unrolled_over_acc(reg_plain, BN // 16, 8)
+        gated_all = unrolled_over_acc(reg_gated, BN // 16, 8)
+
+    @inline_device
+    def reg_epilogue(acc, m0, n0, fr, fc, ldc, bias, aux, out, act, flags):
+        """epi 3's forward epilogue of a whole tile with 16-byte rows (F_VEC), from this
+        thread's accumulators: ``acc[4 j + 2 h + e]`` is row ``m0 + fr + 8 h``, column
+        ``c = n0 + fc + 8 j + e`` (wgmma's fragment layout, fc even). Each (j, h) pair
+        of columns gets the bias pair (one 32-bit load), then its pre-activation word
+        (F_PREACT) and its two outputs act(v) as one 32-bit store each, to
+        ``row * ldc + c``; eight values (j = 2q, 2q + 1, both h) under one switch.
+        F_GATED: the pair is (gate, up), stored as a pre-activation word at ``row * 2
+        ldc + c`` and ``act(gate) * up`` at ``out[row * ldc + c / 2]``; four gates under
+        one switch. The same values and roundings as the chunk path's (epi 2). The q
+        steps are written out (unrolled_over_acc): a loop over q would index acc
+        dynamically, and the accumulators would go to local memory."""
+        o0 = (m0 + fr) * ldc
+        o1 = o0 + 8 * ldc
+        c0 = n0 + fc
+        if flags & F_GATED:
+            gated_all(acc, o0, o1, c0, bias, aux, out, act, flags)
+        else:
+            plain_all(acc, o0, o1, c0, bias, aux, out, act, flags)
+
+    @inline_device
     def epilogue_sync():
         """The epilogue's barrier: the whole block, or (warp specialised, the producer
         gone) the consumer threads on named barrier 1."""
@@ -2222,6 +2328,12 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
                 if row < M:
                     store(bias, row, bacc[2 * h])
 
+        if REG and inside and (flags & F_VEC) != 0:
+            # Uniform over the block: no thread reaches the barriers below.
+            if mma_thread:
+                reg_epilogue(acc, m0, n0, wg * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2),
+                             (lane & 3) * 2, ldc, bias, aux, out, act, flags)
+            return
         # Epilogue as make_tc_kernel's: the accumulators to a float32 [BM][CLD] tile
         # in the ring's memory, then 8 consecutive columns per thread and step.
         epilogue_sync()

@@ -359,14 +359,20 @@ FWD_CASES = ([(s, v) for s in GEMM_SHAPES for v in FWD_VARIANTS]
              + [(FULL_SHAPE, "sw128"), (FULL_SHAPE, "ws"), (FULL_SHAPE, "ws_pf"),
                 (FULL_SHAPE, "ws_tma")]
              + [(WRAP_SHAPE, "hoist"), (FULL_SHAPE, "hoist"), (FULL_SHAPE, "epi"),
-                (FULL_SHAPE, "epi2"), (FULL_SHAPE, "epi2_hb")])
+                (FULL_SHAPE, "epi2"), (FULL_SHAPE, "epi2_hb")]
+             # epi 3's register path takes whole tiles with 16-byte rows; N = 33 (not
+             # 16-byte rows) and the ragged WRAP_SHAPE check its fallback to epi 2's.
+             + [(FULL_SHAPE, "epi3"), (FULL_SHAPE, "epi3_hb"), ((64, 96, 33), "epi3"),
+                (WRAP_SHAPE, "epi3")])
 FWD_BF16_SIM = {((64, 96, 33), "v1"), ((64, 96, 33), "inflight"), (WRAP_SHAPE, "sw128"),
                 (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"), (FULL_SHAPE, "hoist"),
                 (WRAP_SHAPE, "ws_tma"), ((64, 96, 33), "epi"), (FULL_SHAPE, "epi"),
-                ((64, 96, 33), "epi2"), (FULL_SHAPE, "epi2"), (FULL_SHAPE, "epi2_hb")}
+                ((64, 96, 33), "epi2"), (FULL_SHAPE, "epi2"), (FULL_SHAPE, "epi2_hb"),
+                (FULL_SHAPE, "epi3"), (FULL_SHAPE, "epi3_hb")}
 # The activations held to the mma.sync kernel's error on random data: every one that
 # is not exact where epi 1 changes their form (fast_act's branch-free forms).
-RANDOM_ACTS = {v: ("gelu_tanh", "gelu", "silu") for v in ("epi", "epi2", "epi2_hb")}
+RANDOM_ACTS = {v: ("gelu_tanh", "gelu", "silu")
+               for v in ("epi", "epi2", "epi2_hb", "epi3", "epi3_hb")}
 
 
 def _by_dtype(cases, bf16_sim, case_id):
@@ -415,6 +421,8 @@ _VARIANT_TILINGS = {
     "epi": ("WG_SIM_WS_EPI", "WG_LARGE_WS_HB_EPI"),
     "epi2": ("WG_SIM_WS_EPI2", "WG_LARGE_WS_HB_EPI2"),
     "epi2_hb": ("WG_SIM_SW128_HB_EPI2", "WG_LARGE_SW128_HB_EPI2"),
+    "epi3": ("WG_SIM_WS_EPI3", "WG_LARGE_WS_HB_EPI3"),
+    "epi3_hb": ("WG_SIM_SW128_HB_EPI3", "WG_LARGE_SW128_HB_EPI3"),
 }
 
 
@@ -426,7 +434,8 @@ def _use_variant(la, variant, monkeypatch):
     (warp specialised, the producer's one thread filling slots by TMA; forward only),
     'epi' (warp specialised, the epilogue's activations in fast_act's forms), 'epi2'
     / 'epi2_hb' (epi 2: as epi, its shared-memory indices unsigned; warp specialised,
-    or one warpgroup with the bias hoisted)."""
+    or one warpgroup with the bias hoisted), 'epi3' / 'epi3_hb' (epi 3: the forward's
+    whole tiles finished from the registers; the same two tilings)."""
     if variant == "inflight":
         sim, large = la.WG_SIM._replace(inflight=1), la.WG_LARGE_INFLIGHT
     else:
@@ -670,6 +679,34 @@ def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     assert f"HGMMA.64x{cfg.bn}x16.F32" in text
     # The k-loop's wait leaves `inflight` groups running (ptxas did not serialise it).
     assert f"WARPGROUP.DEPBAR.LE gsb0, 0x{cfg.inflight}" in text
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("cfg_name,pair,dtype", [
+    ("WG_LARGE_WS_HB_EPI3", False, "bfloat16"), ("WG_LARGE_WS_HB_EPI3", True, "float16"),
+    ("WG_LARGE_SW128_HB_EPI3", True, "bfloat16")])
+def test_register_epilogue_keeps_the_accumulators_in_registers(cfg_name, pair, dtype):
+    """epi 3 (v9): the forward's register epilogue indexes the accumulators only at
+    constants (its 16 steps written out by unrolled_over_acc), so they stay in
+    registers: no stack frame and no spills, where a rolled loop over the steps put
+    the 128 accumulators in 512 bytes of local memory; its 32-bit stores are there
+    (the plain form's 8 a step and the gated form's 4 preact words: 12 a step, bn / 16
+    steps)."""
+    import re
+
+    from numba_fused import linear_act as la
+    from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
+
+    cfg = getattr(la, cfg_name)
+    with offline_compile((9, 0, "a")):
+        ptx = la.make_wgmma_kernel("fwd", dtype, cfg, pair).ptx(cc=(9, 0, "a"))
+    rep = ptxas_report(ptx, arch="sm_90a")
+    assert rep["stack"] == 0 and rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
+    if not find_nvdisasm():
+        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
+    text = sass(ptx, arch="sm_90a")
+    assert not re.search(r"\b(LDL|STL)\b", text)
+    assert len(re.findall(r"\bSTG\.E\b", text)) >= 12 * (cfg.bn // 16)
 
 
 @pytest.mark.ptx

@@ -17,7 +17,7 @@ steps (torch.profiler), to find which GEMM of the step loses. The pair and
 copy arms' gradients are compared bit for bit, and both against torch.
 ``--fwd-long-k NAME`` runs the long-K forwards (K >= WG_FWD_LONG_K: both of this
 MLP's) on tiling ``linear_act.NAME``; ``--epi E`` sets every WG_ROLE tiling's
-``epi`` (v7: 1, the epilogue's activations in fast_act's forms; v7b: 2); ``--arms`` picks
+``epi`` (v7: 1, the epilogue's activations in fast_act's forms; v7b: 2; v9: 3); ``--arms`` picks
 the arms (the comparisons need the ones they name).
 """
 
@@ -51,7 +51,7 @@ def main(argv=None):
     p.add_argument("--profile", type=int, default=0)
     p.add_argument("--fwd-long-k", help="a linear_act WgmmaConfig name (e.g. "
                    "WG_LARGE_WS_TMA) for WG_ROLE['fwd_long_k'] in this run")
-    p.add_argument("--epi", type=int, choices=(0, 1, 2))
+    p.add_argument("--epi", type=int, choices=(0, 1, 2, 3))
     p.add_argument("--arms", nargs="+", default=["pair", "copy", "torch"],
                    choices=["pair", "copy", "torch"])
     args = p.parse_args(argv)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# For the eighty-sixth session (bench/NOTES.md, "Next (eighty-sixth session)").
-#   a: (any Hopper card, ~7 min) pending_s85b.sh a: v7's A/B (epi_cost.py, 3 rounds),
-#      the epi variant's GPU tests, the CuPy TMA plan test, the training step at epi
-#      0 / 1. If v7 holds (every activation at "none"'s time), flip WG_ROLE's fwd,
-#      fwd_long_k and dgrad tilings to epi 1 and run b.
+# For the eighty-sixth session (bench/NOTES.md, "Next (eighty-sixth session)"); no
+# device came then, so the eighty-seventh's.
+#   a: (any Hopper card, ~8 min; TRAIN_S=0 skips the training steps) pending_s85b.sh a:
+#      v7 / v7b / v9's A/B (epi_cost.py, epi 0 1 2 3, 3 rounds), the epi variants' GPU
+#      tests (epi3 / epi3_hb included), the CuPy TMA plan test, the training step at
+#      epi 0 / 1 / 2. If v7 holds (every activation at "none"'s time), flip WG_ROLE's
+#      fwd, fwd_long_k and dgrad tilings to the best epi and run b.
 #   b: (any Hopper card, ~9 min) after the flip: the suites the defaults run through
 #      (test_wgmma, test_gated_linear, test_linear_act, test_torch_frontend,
 #      test_fast_path, test_plan, test_no_sync, test_cupy_fast), then memcheck of the
@@ -11,7 +13,7 @@
 #   g: (any Hopper card, ~4 min) the training-step gap (5.55 ms against torch's 4.77,
 #      eighty-fourth session, while torch.profiler's kernel sums were close): each GEMM
 #      of the step timed on its own with events (bench/ab/step_gemms.py), ours against
-#      torch's, at the shipped epi and at epi 1 / 2. Predicted: the pieces sum to
+#      torch's, at the shipped epi and at epi 2 / 3. Predicted: the pieces sum to
 #      within 3% of each step; the loss sits in the pair dgrad / wgrad pieces (v4's
 #      tilings were tuned on the forward).
 #   bash bench/ab/pending_s86.sh "$OUT" a|b|g
@@ -35,7 +37,7 @@ case "${2:?a|b}" in
     echo "memcheck wgmma rc $?"; tail -2 "$OUT/memcheck_wgmma.log"
     ;;
   g)
-    for epi in "" 1 2; do
+    for epi in "" 2 3; do
       timeout -k 5 ${STEP_S:-150} python3 bench/ab/step_gemms.py ${epi:+--epi $epi} \
         --json "$OUT/step_gemms${epi}.json" > "$OUT/step_gemms${epi}.log" 2>&1
       echo "step_gemms epi '${epi}' rc $?"; grep -v -i warn "$OUT/step_gemms${epi}.log"

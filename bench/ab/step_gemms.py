@@ -105,7 +105,7 @@ def main(argv=None):
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--epi", type=int, choices=(0, 1, 2))
+    p.add_argument("--epi", type=int, choices=(0, 1, 2, 3))
     p.add_argument("--json")
     args = p.parse_args(argv)
     if args.epi is not None:

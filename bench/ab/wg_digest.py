@@ -4,7 +4,8 @@ role x 16-bit dtype x pair form that builds, compiled offline for sm_90a; with
 
     python bench/ab/wg_digest.py OUT.json [--match REGEX] [--against BASE.json] [--jobs N]
 
-A kernel-side refactor that leaves a tiling's digests equal changed nothing the GPU
+Each tiling's kernels compile in a process of their own, in a fixed order (see
+``_digests``). A kernel-side refactor that leaves a tiling's digests equal changed nothing the GPU
 verified on it. (tools/ptx_report.py does the same by PTX for the shipped kernels
 the registry lists; most wgmma tilings are opt-in and not listed there.) Exits 1
 if any digest differs from BASE's, 2 if nvdisasm is missing.
@@ -29,8 +30,19 @@ def _tilings(match):
                   and (match is None or re.search(match, name)))
 
 
-def _digest(job):
-    name, role, dtype, pair = job
+def _digests(name):
+    """``[(key, digest)]`` of tiling ``name``'s kernels, compiled in a fixed order in
+    this (fresh) process: the SASS of kernels that share a device function (the epi
+    >= 1 switch) can depend on what the process compiled before, so each tiling gets
+    a process of its own and the same history in every run."""
+    from numba_fused import linear_act as la
+
+    return [d for d in (_digest(name, role, dtype, pair) for role in la.ROLES
+                        for dtype in ("float16", "bfloat16") for pair in (False, True))
+            if d is not None]
+
+
+def _digest(name, role, dtype, pair):
     from numba_fused import linear_act as la
     from numba_fused.registry import offline_compile, sass
 
@@ -51,7 +63,6 @@ def _digest(job):
 
 
 def main(argv=None):
-    from numba_fused import linear_act as la
     from numba_fused.registry import find_nvdisasm
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -63,10 +74,8 @@ def main(argv=None):
     if not find_nvdisasm():
         print("no nvdisasm (pip install numba-fused[ci])", file=sys.stderr)
         return 2
-    jobs = [(name, role, dtype, pair) for name in _tilings(args.match) for role in la.ROLES
-            for dtype in ("float16", "bfloat16") for pair in (False, True)]
-    with ProcessPoolExecutor(args.jobs) as ex:
-        digests = dict(d for d in ex.map(_digest, jobs) if d is not None)
+    with ProcessPoolExecutor(args.jobs, max_tasks_per_child=1) as ex:
+        digests = dict(d for ds in ex.map(_digests, _tilings(args.match)) for d in ds)
     with open(args.out, "w") as fh:
         json.dump(digests, fh, indent=0, sort_keys=True)
     print(f"{len(digests)} kernels")
