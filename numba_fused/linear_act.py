@@ -87,11 +87,11 @@ from .stream_buffers import StreamZeros, clear_u32_counters
 from .tensor_core import (
     LOAD_POLICIES, ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit,
     cp_async_mbarrier_arrive, cp_async_wait, fence_proxy_async, fence_proxy_tensormap,
-    ld_global_b32, ld_global_v4, ld_global_v4_evict, ldmatrix_x4_at, ldmatrix_x4_trans_at,
-    mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait, mma_bf16,
-    mma_f16, named_barrier_sync, pack_bf16x2, pack_f16x2, setmaxnreg_dec, setmaxnreg_inc,
-    shared_address, st_global_b32, st_global_v4, tma_load_2d, unpack_bf16x2, unpack_f16x2,
-    wgmma_commit, wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
+    half_packers, ld_global_b32, ld_global_v4, ld_global_v4_evict, ldmatrix_x4_at,
+    ldmatrix_x4_trans_at, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
+    mbarrier_wait, mma_bf16, mma_f16, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
+    shared_address, st_global_b32, st_global_v4, tma_load_2d, wgmma_commit, wgmma_desc,
+    wgmma_fence, wgmma_op, wgmma_wait)
 
 __all__ = [
     "linear_act_forward", "linear_act_dgrad", "linear_act_backward", "linear_weight_grad",
@@ -714,8 +714,7 @@ def _chunk_epilogue(role, dtype, preloaded=False, fast=False):
                 cs[c + u6], cs[c + u7])
 
     if half:
-        pack = pack_f16x2 if dtype == "float16" else pack_bf16x2
-        unpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
+        pack, unpack = half_packers(dtype)
 
         @inline_device
         def fin_word(v0, v1, bw, pw, act, flags):
@@ -1912,8 +1911,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     REG = EPI >= 3 and role == "fwd" and not TMA_PAIR
     if REG:
         ract4, ract8 = fast_act_switch(dtype, 4), fast_act_switch(dtype, 8)
-        rpack = pack_f16x2 if dtype == "float16" else pack_bf16x2
-        runpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
+        rpack, runpack = half_packers(dtype)
 
     def tile_loader(mn_major, paired=False):
         """Device function ``load(smem, base, g, g2, ld, k0, c0, k_lim, c_lim, tid, full,
@@ -2191,6 +2189,11 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         wgmma_wait(0)
 
     @inline_device
+    def reg_bias(bias, ca, cb):
+        """The bias pairs at columns ``ca`` and ``cb`` (one 32-bit load each)."""
+        return runpack(ld_global_b32(bias, ca)), runpack(ld_global_b32(bias, cb))
+
+    @inline_device
     def reg_plain(v0, v1, v2, v3, v4, v5, v6, v7, q, o0, o1, c0, bias, aux, out, act, flags):
         """reg_epilogue's column tiles j = 2q, 2q + 1 (plain): ``v`` their accumulators
         ``acc[8 q ..]``, (j, h, e) in order."""
@@ -2198,8 +2201,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         cb = ca + 8
         v = (v0, v1, v2, v3, v4, v5, v6, v7)
         if flags & F_BIAS:
-            ba = runpack(ld_global_b32(bias, ca))
-            bb = runpack(ld_global_b32(bias, cb))
+            ba, bb = reg_bias(bias, ca, cb)
             v = (v0 + ba[0], v1 + ba[1], v2 + ba[0], v3 + ba[1],
                  v4 + bb[0], v5 + bb[1], v6 + bb[0], v7 + bb[1])
         if flags & F_PREACT:
@@ -2222,8 +2224,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         g = (v0, v2, v4, v6)
         u = (v1, v3, v5, v7)
         if flags & F_BIAS:
-            ba = runpack(ld_global_b32(bias, ca))
-            bb = runpack(ld_global_b32(bias, cb))
+            ba, bb = reg_bias(bias, ca, cb)
             g = (v0 + ba[0], v2 + ba[0], v4 + bb[0], v6 + bb[0])
             u = (v1 + ba[1], v3 + ba[1], v5 + bb[1], v7 + bb[1])
         if flags & F_PREACT:
@@ -2238,8 +2239,10 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         store(out, o1 + (cb >> 1), a[3] * u[3])
 
     if REG:
-        plain_all = unrolled_over_acc(reg_plain, BN // 16, 8)
         gated_all = unrolled_over_acc(reg_gated, BN // 16, 8)
+        # The pair form's flags always hold F_GATED (gemm_gated_pair), and with
+        # ``pair`` a constant its plain branch folds away: no plain steps compiled.
+        plain_all = gated_all if pair else unrolled_over_acc(reg_plain, BN // 16, 8)
 
     @inline_device
     def reg_epilogue(acc, m0, n0, fr, fc, ldc, bias, aux, out, act, flags):
@@ -2257,7 +2260,7 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         o0 = (m0 + fr) * ldc
         o1 = o0 + 8 * ldc
         c0 = n0 + fc
-        if flags & F_GATED:
+        if pair or flags & F_GATED:
             gated_all(acc, o0, o1, c0, bias, aux, out, act, flags)
         else:
             plain_all(acc, o0, o1, c0, bias, aux, out, act, flags)
@@ -2649,8 +2652,7 @@ def make_act_grad_kernel(dtype, vec, threads=ACT_GRAD_THREADS):
         def word(gw, pw, act):
             return f32_as_u32(u32_as_f32(gw) * act_grad_by_code(act, u32_as_f32(pw)))
     else:
-        pack = pack_f16x2 if dtype == "float16" else pack_bf16x2
-        unpack = unpack_f16x2 if dtype == "float16" else unpack_bf16x2
+        pack, unpack = half_packers(dtype)
 
         @inline_device
         def word(gw, pw, act):

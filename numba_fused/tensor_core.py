@@ -59,7 +59,8 @@ Per thread:
   the address (numba's atomics wrap every index).
 - ``pack_f16x2(lo, hi)`` / ``pack_bf16x2(lo, hi)``: two float32 rounded to nearest
   even into one uint32 (``lo`` in the low half; ``cvt.rn.{f16,bf16}x2.f32``);
-  ``unpack_f16x2(u)`` / ``unpack_bf16x2(u)``: the exact float32 pair back.
+  ``unpack_f16x2(u)`` / ``unpack_bf16x2(u)``: the exact float32 pair back;
+  ``half_packers(dtype)`` -> ``(pack, unpack)``, the pair for 'float16' | 'bfloat16'.
 
 Warpgroup-collective (Hopper, sm_90a: all 128 threads of a warpgroup, 4 consecutive
 warps starting at a multiple of 4; numba-cuda compiles for ``compute_90a`` on a
@@ -144,7 +145,7 @@ __all__ = [
     "ld_global_v4", "ld_global_v4_prefetch", "L2_PREFETCH_SIZES",
     "ld_global_v4_evict", "L1_EVICT_POLICIES", "LOAD_POLICIES",
     "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
-    "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2",
+    "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2", "half_packers",
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
     "fence_proxy_async", "mbarrier_init", "mbarrier_arrive", "mbarrier_wait",
     "cp_async_mbarrier_arrive", "setmaxnreg_inc", "setmaxnreg_dec", "named_barrier_sync",
@@ -1605,3 +1606,13 @@ else:
             return context.make_tuple(builder, signature.return_type, [lo, hi])
 
         return sig, codegen
+
+
+def half_packers(dtype):
+    """``(pack, unpack)``: :func:`pack_f16x2` and :func:`unpack_f16x2` for 'float16',
+    the bf16 pair for 'bfloat16' (two float32 in one 32-bit word and back)."""
+    if dtype == "float16":
+        return pack_f16x2, unpack_f16x2
+    if dtype == "bfloat16":
+        return pack_bf16x2, unpack_bf16x2
+    raise ValueError(f"half_packers: dtype must be 'float16' or 'bfloat16', got {dtype!r}")

@@ -444,6 +444,13 @@ def test_pack_unpack_round_to_nearest_even():
     np.testing.assert_array_equal(_bits(x, "bfloat16"), tb)
 
 
+def test_half_packers_pick_the_dtype_pair():
+    assert tc.half_packers("float16") == (tc.pack_f16x2, tc.unpack_f16x2)
+    assert tc.half_packers("bfloat16") == (tc.pack_bf16x2, tc.unpack_bf16x2)
+    with pytest.raises(ValueError, match="'float16' or 'bfloat16'"):
+        tc.half_packers("float32")
+
+
 _PTX_MARKERS = {
     "tc_mma_regs": ["mma.sync.aligned.m16n8k16.row.col.f32"],
     "tc_ldmatrix": ["ldmatrix.sync.aligned.m8n8"],
