@@ -365,18 +365,24 @@ WG_LARGE_WS_HB_EPI = WG_LARGE_WS_HB._replace(epi=1)
 WG_LARGE_SW128_HB_EPI = WG_LARGE_SW128_HB._replace(epi=1)
 WG_LARGE_WS_EPI = WG_LARGE_WS._replace(epi=1)
 WG_SIM_WS_EPI = WG_SIM_WS._replace(epi=1)
-# v7b candidate (untimed): v7 with the epilogue's shared-memory indices unsigned 32-bit
-# (the same ncu: 952 instructions for the 128 accumulator stores, each index
-# wrap-around checked; the chunk loop's signed 64-bit division each iteration).
+# v7b (shipped in WG_ROLE): v7 with the epilogue's shared-memory indices unsigned
+# 32-bit (the same ncu: 952 instructions for the 128 accumulator stores, each index
+# wrap-around checked; the chunk loop's signed 64-bit division each iteration). H100
+# (eighty-seventh session, bf16, medians of 3 rounds): the pair forward 1124 us
+# against epi 0's 1348 and epi 1's 1147, the 8192x768 forward 105 against 161.
 WG_LARGE_WS_HB_EPI2 = WG_LARGE_WS_HB._replace(epi=2)
 WG_LARGE_SW128_HB_EPI2 = WG_LARGE_SW128_HB._replace(epi=2)
 WG_LARGE_WS_EPI2 = WG_LARGE_WS._replace(epi=2)
 WG_SIM_WS_EPI2 = WG_SIM_WS._replace(epi=2)
 WG_SIM_SW128_HB_EPI2 = WG_SIM_SW128_HB._replace(epi=2)
-# v9 candidate (untimed): v7b with the forward's whole tiles (16-byte rows) finished
-# from the accumulators' registers: no C tile, no barrier, the bias, activation and
-# 32-bit stores of each thread's column pairs straight to global memory (v7's ncu left
-# ~6 us of a ~58 us tile in the epilogue's index work and shared-memory round trip).
+# v9 (opt-in; lost to v7b on the H100, eighty-seventh session): v7b with the forward's
+# whole tiles (16-byte rows) finished from the accumulators' registers: no C tile, no
+# barrier, the bias, activation and 32-bit stores of each thread's column pairs
+# straight to global memory (v7's ncu left ~6 us of a ~58 us tile in the epilogue's
+# index work and shared-memory round trip). Measured: the pair forward 1.23 ms
+# against v7b's 1.05, 1357 us against 1198 keeping the pairs. The likely cause (not
+# profiled): a warp's 32-bit store fills half of each 32-byte sector it touches,
+# twice the write requests of the C tile's 16-byte chunks.
 WG_LARGE_WS_HB_EPI3 = WG_LARGE_WS_HB._replace(epi=3)
 WG_LARGE_SW128_HB_EPI3 = WG_LARGE_SW128_HB._replace(epi=3)
 WG_SIM_WS_EPI3 = WG_SIM_WS._replace(epi=3)
@@ -388,9 +394,12 @@ WG_SIM_SW128_HB_EPI3 = WG_SIM_SW128_HB._replace(epi=3)
 # v3b's 2.10, bf16 1.79 against 2.04); shorter K on v3b, whose two blocks per SM
 # overlap one's epilogue with the other's main loop (8192x768->3072: 0.142 against
 # 0.154). dgrad and wgrad on v4 (8192x4096->16384 backward 4.03 ms against v3b's
-# 5.37 and mma.sync's 6.53).
-WG_ROLE = {"fwd": WG_LARGE_SW128_HB, "fwd_long_k": WG_LARGE_WS_HB, "dgrad": WG_LARGE_WS,
-           "wgrad": WG_LARGE_WS}
+# 5.37 and mma.sync's 6.53). Each with v7b's epilogue (epi 2; H100, eighty-seventh
+# session, bf16 4096x4096->2x11008 Llama MLP: the training step's GEMMs 5.29 ms
+# against 5.88 at epi 0, torch 5.10-5.18; the gated dgrad 0.72 against 1.02, the pair
+# forward 1.05 against 1.23; v9's register epilogue lost: 1.23).
+WG_ROLE = {"fwd": WG_LARGE_SW128_HB_EPI2, "fwd_long_k": WG_LARGE_WS_HB_EPI2,
+           "dgrad": WG_LARGE_WS_EPI2, "wgrad": WG_LARGE_WS_EPI2}
 WG_FWD_LONG_K = 4096
 # Every role's tiling when set (tests and benchmarks pin one); None: WG_ROLE's.
 WG_LARGE = None

@@ -610,21 +610,22 @@ def test_use_wgmma_leaves_other_paths_alone(monkeypatch):
 def test_default_picks_wgmma_by_output_size(monkeypatch):
     """The default (use_wgmma(None)) on a Hopper GPU: wgmma for outputs with at least
     one 128x128 tile per SM, on the role's tiling (forward v3b with the hoisted bias,
-    or v4 with it from K = WG_FWD_LONG_K; dgrad / wgrad v4; WG_LARGE where pinned);
-    mma.sync below and for outputs of a few rows, and everywhere under
-    use_wgmma(False). The simulator (no Hopper
-    to pick for) keeps mma.sync unless forced."""
+    or v4 with it from K = WG_FWD_LONG_K; dgrad / wgrad v4; all with v7b's epilogue,
+    epi 2; WG_LARGE where pinned); mma.sync below and for outputs of a few rows, and
+    everywhere under use_wgmma(False). The simulator (no Hopper to pick for) keeps
+    mma.sync unless forced."""
     from numba_fused import linear_act as la
 
     sms = 132
-    assert la.wgmma_auto("fwd", 8192, 768, sms, 3072) == la.WG_LARGE_SW128_HB
-    assert la.wgmma_auto("fwd", 8192, 16384, sms, la.WG_FWD_LONG_K - 1) == la.WG_LARGE_SW128_HB
-    assert la.wgmma_auto("fwd", 8192, 16384, sms, la.WG_FWD_LONG_K) == la.WG_LARGE_WS_HB
-    assert la.wgmma_auto("dgrad", 8192, 3072, sms, 768) == la.WG_LARGE_WS
-    assert la.wgmma_auto("dgrad", 8192, 3072, sms, 8192) == la.WG_LARGE_WS
-    assert la.wgmma_auto("wgrad", 3072, 768, sms, 8192) == la.WG_LARGE_WS
+    assert la.wgmma_auto("fwd", 8192, 768, sms, 3072) == la.WG_LARGE_SW128_HB_EPI2
+    assert la.wgmma_auto("fwd", 8192, 16384, sms, la.WG_FWD_LONG_K - 1) == \
+        la.WG_LARGE_SW128_HB_EPI2
+    assert la.wgmma_auto("fwd", 8192, 16384, sms, la.WG_FWD_LONG_K) == la.WG_LARGE_WS_HB_EPI2
+    assert la.wgmma_auto("dgrad", 8192, 3072, sms, 768) == la.WG_LARGE_WS_EPI2
+    assert la.wgmma_auto("dgrad", 8192, 3072, sms, 8192) == la.WG_LARGE_WS_EPI2
+    assert la.wgmma_auto("wgrad", 3072, 768, sms, 8192) == la.WG_LARGE_WS_EPI2
     # 11 x 12 = 132 tiles: one wave; 1024^3 (64 tiles) and 64 x 4096 (32) are not.
-    assert la.wgmma_auto("fwd", 1408, 1536, sms, 1024) == la.WG_LARGE_SW128_HB
+    assert la.wgmma_auto("fwd", 1408, 1536, sms, 1024) == la.WG_LARGE_SW128_HB_EPI2
     assert la.wgmma_auto("fwd", 1408, 1408, sms, 8192) is None
     assert la.wgmma_auto("dgrad", 1024, 1024, sms, 1024) is None
     assert la.wgmma_auto("fwd", 64, 4096, sms, 4096) is None
