@@ -8,6 +8,12 @@ gate and the up weight).
     ncu --nvtx --nvtx-include "prof/" --clock-control none --set full \\
         python3 bench/ab/wg_ncu.py [--shape 4096x4096x11008]
 
+``--arms epi`` (eighty-seventh session: v9, epi 3, lost to v7b, epi 2, by 10-14% on
+the plain forward and 13-25% on the pair forward keeping the pairs, not on the pair
+forward without them): the plain forward 8192 x 4096 -> 16384 with bias (act none)
+and the pair forward keeping the pairs (silu), each on v4 (WG_LARGE_WS_HB) at epi 2
+and epi 3; the memory tables show the store requests and sectors of each epilogue.
+
 Each arm runs three times unprofiled, then once inside the range ``prof`` (the
 report lists the kernels in the order of the "profiled next" lines). Nothing is
 checked here (tma_pair_ab.py and the tests check these launches).
@@ -23,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--shape", default="4096x4096x11008")
+    p.add_argument("--arms", choices=("tma", "epi"), default="tma")
     args = p.parse_args(argv)
     import torch
     import torch.nn.functional as F
@@ -38,19 +45,37 @@ def main(argv=None):
     wg = torch.randn(inter, K, device="cuda", dtype=dt, generator=gen) / K ** 0.5
     wu = torch.randn(inter, K, device="cuda", dtype=dt, generator=gen) / K ** 0.5
 
-    def ours(cfg):
+    def pinned(cfg, fn):
         def call():
             saved = la.WG_LARGE
             la.WG_LARGE = cfg
             try:
                 with la.use_wgmma(True):
-                    return gl.gated_linear_forward_pair(x, wg, wu, None, "silu")
+                    return fn()
             finally:
                 la.WG_LARGE = saved
         return call
 
-    arms = (("v4 ws_hb", ours(la.WG_LARGE_WS_HB)), ("v6p ws_tma", ours(la.WG_LARGE_WS_TMA)),
-            ("cublas gate, up", lambda: (F.linear(x, wg), F.linear(x, wu))))
+    def ours(cfg, save=False):
+        return pinned(cfg, lambda: gl.gated_linear_forward_pair(x, wg, wu, None, "silu",
+                                                                save_preact=save))
+
+    if args.arms == "tma":
+        arms = (("v4 ws_hb", ours(la.WG_LARGE_WS_HB)),
+                ("v6p ws_tma", ours(la.WG_LARGE_WS_TMA)),
+                ("cublas gate, up", lambda: (F.linear(x, wg), F.linear(x, wu))))
+    else:
+        from numba_fused import linear_act_forward
+
+        xp = torch.randn(8192, 4096, device="cuda", dtype=dt, generator=gen)
+        wp = torch.randn(16384, 4096, device="cuda", dtype=dt, generator=gen) / 64
+        bp = torch.randn(16384, device="cuda", dtype=dt, generator=gen)
+        arms = []
+        for epi in (2, 3):
+            cfg = la.WG_LARGE_WS_HB._replace(epi=epi)
+            arms.append((f"plain none epi {epi}",
+                         pinned(cfg, lambda: linear_act_forward(xp, wp, bp, "none"))))
+            arms.append((f"pair silu preact epi {epi}", ours(cfg, save=True)))
     for label, call in arms:
         profile_once(label, call)
 
