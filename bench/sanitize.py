@@ -338,18 +338,35 @@ def _linear_act_wgmma(nf, torch, dt):
     # the shipped forward tilings with the bias hoisted (v5b), the forward's TMA
     # producer (v6; its backward on v4's cp.async producer), the epilogue's
     # activations in fast_act's forms (v7, epi 1), its unsigned shared indices (v7b,
-    # epi 2) and the forward's whole tiles finished from the registers (v9, epi 3).
+    # epi 2), the forward's whole tiles finished from the registers (v9, epi 3) and
+    # the same with quad-transposed 16-byte stores (v10, epi 4).
+    from numba_fused import linear_act as la
+
+    _wgmma_tilings(nf, torch, dt, (
+        la.WG_V1, la.WG_LARGE_SW128, la.WG_LARGE_WS, la.WG_LARGE_WS_PF, la.WG_LARGE_SW128_HB,
+        la.WG_LARGE_WS_HB, la.WG_LARGE_WS_TMA, la.WG_LARGE_SW128_HB_EPI, la.WG_LARGE_WS_HB_EPI,
+        la.WG_LARGE_SW128_HB_EPI2, la.WG_LARGE_WS_HB_EPI2, la.WG_LARGE_SW128_HB_EPI3,
+        la.WG_LARGE_WS_HB_EPI3, la.WG_LARGE_SW128_HB_EPI4, la.WG_LARGE_WS_HB_EPI4))
+
+
+def _linear_act_wgmma_reg(nf, torch, dt):
+    # linear_act_wgmma's register epilogues only (v9, epi 3; v10, epi 4): the part a
+    # sanitizer run of the whole list does not reach in a few minutes.
+    from numba_fused import linear_act as la
+
+    _wgmma_tilings(nf, torch, dt, (la.WG_LARGE_SW128_HB_EPI3, la.WG_LARGE_WS_HB_EPI3,
+                                   la.WG_LARGE_SW128_HB_EPI4, la.WG_LARGE_WS_HB_EPI4))
+
+
+def _wgmma_tilings(nf, torch, dt, configs):
+    """_linear_act's GEMMs on each wgmma tiling of ``configs`` in turn (16-bit only)."""
     from numba_fused import linear_act as la
 
     if dt == torch.float32:
         return
     saved = la.WG_LARGE
     try:
-        for config in (la.WG_V1, la.WG_LARGE_SW128, la.WG_LARGE_WS, la.WG_LARGE_WS_PF,
-                       la.WG_LARGE_SW128_HB, la.WG_LARGE_WS_HB, la.WG_LARGE_WS_TMA,
-                       la.WG_LARGE_SW128_HB_EPI, la.WG_LARGE_WS_HB_EPI,
-                       la.WG_LARGE_SW128_HB_EPI2, la.WG_LARGE_WS_HB_EPI2,
-                       la.WG_LARGE_SW128_HB_EPI3, la.WG_LARGE_WS_HB_EPI3):
+        for config in configs:
             la.WG_LARGE = config
             with la.use_wgmma():
                 _linear_act(nf, torch, dt)
@@ -721,6 +738,7 @@ CASES = {
     "attention": ("attention_forward", _attention),
     "linear_act": ("linear_act_forward", _linear_act),
     "linear_act_wgmma": ("linear_act_forward", _linear_act_wgmma),
+    "linear_act_wgmma_reg": ("linear_act_forward", _linear_act_wgmma_reg),
     "gated_pair": ("gated_linear_forward", _gated_pair),
     "linear_split_k": ("linear_act_forward", _linear_split_k),
     "linear_skinny": ("linear_act_forward", _linear_skinny),
@@ -729,6 +747,7 @@ CASES = {
 
 # Cases that exercise part of another op's module.
 _MODULES = {"dropout_staged": "dropout", "linear_act_wgmma": "linear_act",
+            "linear_act_wgmma_reg": "linear_act",
             "gated_pair": "gated_linear", "linear_split_k": "linear_act",
             "linear_skinny": "linear_act",
             "layer_norm_plain": "layer_norm",

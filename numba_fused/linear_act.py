@@ -83,6 +83,7 @@ from .intrinsics import f32_as_u32, ld_cg_f32, u32_as_f32
 from .jit import inline_device
 from .launch import SIMULATOR, Kernel, cdiv, sm_count
 from .plan import NOW, Recorder
+from .reductions import FULL_MASK
 from .stream_buffers import StreamZeros, clear_u32_counters
 from .tensor_core import (
     LOAD_POLICIES, ONES_BF16X2, ONES_F16X2, cp_async_16, cp_async_commit,
@@ -90,8 +91,8 @@ from .tensor_core import (
     half_packers, ld_global_b32, ld_global_v4, ld_global_v4_evict, ldmatrix_x4_at,
     ldmatrix_x4_trans_at, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_wait, mma_bf16, mma_f16, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
-    shared_address, st_global_b32, st_global_v4, tma_load_2d, wgmma_commit, wgmma_desc,
-    wgmma_fence, wgmma_op, wgmma_wait)
+    shared_address, st_global_b32, st_global_v2, st_global_v4, tma_load_2d, wgmma_commit,
+    wgmma_desc, wgmma_fence, wgmma_op, wgmma_wait)
 
 __all__ = [
     "linear_act_forward", "linear_act_dgrad", "linear_act_backward", "linear_weight_grad",
@@ -261,8 +262,11 @@ class WgmmaConfig(NamedTuple):
                                                          and not self.pfence)):
             raise ValueError(f"{self}: tma 1 needs ws = 1, the 128-byte swizzle and pfence 0 "
                              f"(the copy engine writes through the async proxy)")
-        if self.epi not in (0, 1, 2, 3):
-            raise ValueError(f"{self}: epi must be 0, 1, 2 or 3")
+        if self.epi not in (0, 1, 2, 3, 4):
+            raise ValueError(f"{self}: epi must be 0, 1, 2, 3 or 4")
+        if self.epi == 4 and self.bn % 32:
+            raise ValueError(f"{self}: epi 4 needs bn a multiple of 32 (four column tiles "
+                             f"a quad transpose)")
         return self
 
 
@@ -387,6 +391,13 @@ WG_LARGE_WS_HB_EPI3 = WG_LARGE_WS_HB._replace(epi=3)
 WG_LARGE_SW128_HB_EPI3 = WG_LARGE_SW128_HB._replace(epi=3)
 WG_SIM_WS_EPI3 = WG_SIM_WS._replace(epi=3)
 WG_SIM_SW128_HB_EPI3 = WG_SIM_SW128_HB._replace(epi=3)
+# v10 candidate (untimed): v9 with each quad's words transposed by 4 shuffles a 4
+# words, so each store is a lane's 16-byte chunk of a row (the gated h: 8 bytes) and
+# a warp's store instruction writes whole 32-byte sectors, as the C tile's path does.
+WG_LARGE_WS_HB_EPI4 = WG_LARGE_WS_HB._replace(epi=4)
+WG_LARGE_SW128_HB_EPI4 = WG_LARGE_SW128_HB._replace(epi=4)
+WG_SIM_WS_EPI4 = WG_SIM_WS._replace(epi=4)
+WG_SIM_SW128_HB_EPI4 = WG_SIM_SW128_HB._replace(epi=4)
 # The wgmma tiling of each GEMM role (bench/notes_linear_act.md, H200 sweeps of
 # 2026-11-26). The forward: with K >= WG_FWD_LONG_K on v4 (warp specialised, one block
 # per SM), whose main loop is then long enough that its faster k-tiles outweigh the
@@ -1734,16 +1745,16 @@ def make_skinny_kernel(dtype, cfg, tiles, pair=False):
 # ---------------------------------------------------------------------------
 
 
-def unrolled_over_acc(step, steps, nargs):
-    """Inline device function ``run(acc, a0 .. a{nargs - 1})`` calling ``step(acc[8 q],
-    .., acc[8 q + 7], q, a0, ..)`` for q = 0 .. ``steps`` - 1, each call written out
-    with q a constant. NVVM leaves a loop over a large body rolled, and in a rolled
-    loop ``acc[8 q + i]`` is a dynamic index: the whole accumulator array then lives in
-    local memory instead of registers."""
+def unrolled_over_acc(step, steps, nargs, width=8):
+    """Inline device function ``run(acc, a0 .. a{nargs - 1})`` calling ``step(acc[w q],
+    .., acc[w q + w - 1], q, a0, ..)`` (w = ``width``) for q = 0 .. ``steps`` - 1, each
+    call written out with q a constant. NVVM leaves a loop over a large body rolled,
+    and in a rolled loop ``acc[w q + i]`` is a dynamic index: the whole accumulator
+    array then lives in local memory instead of registers."""
     args = ", ".join(f"a{i}" for i in range(nargs))
     lines = [f"def run(acc, {args}):"]
     for q in range(steps):
-        vals = ", ".join(f"acc[{8 * q + i}]" for i in range(8))
+        vals = ", ".join(f"acc[{width * q + i}]" for i in range(width))
         lines.append(f"    step({vals}, {q}, {args})")
     scope = {"step": step}
     exec("\n".join(lines), scope)
@@ -1918,6 +1929,10 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
     # epi 3 (v9): the forward's epilogue from the registers (reg_epilogue). Not the
     # TMA pair form (its accumulator columns are the two halves, not pairs).
     REG = EPI >= 3 and role == "fwd" and not TMA_PAIR
+    # epi 4 (v10): epi 3 with each quad's words transposed by shuffles so that every
+    # store is a 16-byte chunk of a row (gated h: 8 bytes), as the C tile's are.
+    QUAD = REG and EPI == 4
+    LO16, HI16, SH16 = np.uint32(0xFFFF), np.uint32(0xFFFF0000), np.uint32(16)
     if REG:
         ract4, ract8 = fast_act_switch(dtype, 4), fast_act_switch(dtype, 8)
         rpack, runpack = half_packers(dtype)
@@ -2247,11 +2262,99 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         store(out, o0 + (cb >> 1), a[2] * u[2])
         store(out, o1 + (cb >> 1), a[3] * u[3])
 
+    @inline_device
+    def quad_transpose(w0, w1, w2, w3, p):
+        """The 4 x 4 transpose of 32-bit words over a quad of lanes (p = lane % 4): lane
+        p's word q out is lane q's word p in. Two exchanges of two words each, with
+        lane p ^ 1 (words 0 / 1 and 2 / 3 swap across the pair) then lane p ^ 2 (words
+        0, 1 / 2, 3)."""
+        odd = (p & 1) != 0
+        r0 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(w0 if odd else w1), 1))
+        r1 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(w2 if odd else w3), 1))
+        if odd:
+            w0, w2 = r0, r1
+        else:
+            w1, w3 = r0, r1
+        hi = (p & 2) != 0
+        r0 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(w0 if hi else w2), 2))
+        r1 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(w1 if hi else w3), 2))
+        if hi:
+            w0, w1 = r0, r1
+        else:
+            w2, w3 = r0, r1
+        return w0, w1, w2, w3
+
+    @inline_device
+    def quad_rows(arr, o0, o1, col, v, p):
+        """Store the words of ``v`` (16 values, ``v[4 i + 2 h + e]`` at row h, column
+        8 i + 2 p + e of the four column tiles) as one 16-byte chunk a row: after the
+        transpose lane p holds columns 8 p .. 8 p + 7, at ``col`` (the tiles' first
+        column plus 8 p) of rows ``o0`` / ``o1``."""
+        t = quad_transpose(rpack(v[0], v[1]), rpack(v[4], v[5]), rpack(v[8], v[9]),
+                           rpack(v[12], v[13]), p)
+        st_global_v4(arr, o0 + col, t[0], t[1], t[2], t[3])
+        t = quad_transpose(rpack(v[2], v[3]), rpack(v[6], v[7]), rpack(v[10], v[11]),
+                           rpack(v[14], v[15]), p)
+        st_global_v4(arr, o1 + col, t[0], t[1], t[2], t[3])
+
+    @inline_device
+    def quad_bias(v, bias, ca):
+        """``v`` (quad_rows' layout) plus the bias pairs of its four column tiles."""
+        b0, b1 = reg_bias(bias, ca, ca + 8)
+        b2, b3 = reg_bias(bias, ca + 16, ca + 24)
+        return (v[0] + b0[0], v[1] + b0[1], v[2] + b0[0], v[3] + b0[1],
+                v[4] + b1[0], v[5] + b1[1], v[6] + b1[0], v[7] + b1[1],
+                v[8] + b2[0], v[9] + b2[1], v[10] + b2[0], v[11] + b2[1],
+                v[12] + b3[0], v[13] + b3[1], v[14] + b3[0], v[15] + b3[1])
+
+    @inline_device
+    def quad_plain(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, q,
+                   o0, o1, n0, p, bias, aux, out, act, flags):
+        """v10's column tiles j = 4q .. 4q + 3 (plain; ``v`` their accumulators ``acc[16
+        q ..]``): bias, pre-activation and act(v), each row's 32 columns as four
+        16-byte chunks, one a lane of the quad."""
+        v = (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15)
+        ca = n0 + 32 * q + 2 * p
+        if flags & F_BIAS:
+            v = quad_bias(v, bias, ca)
+        col = n0 + 32 * q + 8 * p
+        if flags & F_PREACT:
+            quad_rows(aux, o0, o1, col, v, p)
+        quad_rows(out, o0, o1, col, ract8(act, v[:8]) + ract8(act, v[8:]), p)
+
+    @inline_device
+    def quad_gated(v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15, q,
+                   o0, o1, n0, p, bias, aux, out, act, flags):
+        """v10's column tiles j = 4q .. 4q + 3 (F_GATED): the (gate, up) pairs (``v[4 i
+        + 2 h]``, ``v[4 i + 2 h + 1]``) of tile i, row h. Pre-activation words as
+        quad_rows' 16-byte chunks (rows ``2 o0`` / ``2 o1``); ``act(gate) * up`` at
+        column (n0 + 32 q + 8 i + 2 p) / 2 of rows o0 / o1: lane p's four, one per
+        tile, two rows a word, transposed so lane p holds 4 consecutive columns of
+        each row (an 8-byte store each)."""
+        v = (v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15)
+        if flags & F_BIAS:
+            v = quad_bias(v, bias, n0 + 32 * q + 2 * p)
+        if flags & F_PREACT:
+            quad_rows(aux, 2 * o0, 2 * o1, n0 + 32 * q + 8 * p, v, p)
+        a = ract8(act, (v[0], v[2], v[4], v[6], v[8], v[10], v[12], v[14]))
+        t = quad_transpose(rpack(a[0] * v[1], a[1] * v[3]), rpack(a[2] * v[5], a[3] * v[7]),
+                           rpack(a[4] * v[9], a[5] * v[11]), rpack(a[6] * v[13], a[7] * v[15]),
+                           p)
+        col = (n0 >> 1) + 16 * q + 4 * p
+        st_global_v2(out, o0 + col, (t[0] & LO16) | (t[1] << SH16),
+                     (t[2] & LO16) | (t[3] << SH16))
+        st_global_v2(out, o1 + col, (t[0] >> SH16) | (t[1] & HI16),
+                     (t[2] >> SH16) | (t[3] & HI16))
+
     if REG:
         gated_all = unrolled_over_acc(reg_gated, BN // 16, 8)
         # The pair form's flags always hold F_GATED (gemm_gated_pair), and with
         # ``pair`` a constant its plain branch folds away: no plain steps compiled.
         plain_all = gated_all if pair else unrolled_over_acc(reg_plain, BN // 16, 8)
+    if QUAD:
+        quad_gated_all = unrolled_over_acc(quad_gated, BN // 32, 9, width=16)
+        quad_plain_all = (quad_gated_all if pair
+                          else unrolled_over_acc(quad_plain, BN // 32, 9, width=16))
 
     @inline_device
     def reg_epilogue(acc, m0, n0, fr, fc, ldc, bias, aux, out, act, flags):
@@ -2268,6 +2371,12 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         dynamically, and the accumulators would go to local memory."""
         o0 = (m0 + fr) * ldc
         o1 = o0 + 8 * ldc
+        if QUAD:
+            if pair or flags & F_GATED:
+                quad_gated_all(acc, o0, o1, n0, fc >> 1, bias, aux, out, act, flags)
+            else:
+                quad_plain_all(acc, o0, o1, n0, fc >> 1, bias, aux, out, act, flags)
+            return
         c0 = n0 + fc
         if pair or flags & F_GATED:
             gated_all(acc, o0, o1, c0, bias, aux, out, act, flags)

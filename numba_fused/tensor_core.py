@@ -49,8 +49,8 @@ Per thread:
   are outstanding; ``cp_async_wait_all()`` waits for everything issued. Other threads
   see the data after a ``syncthreads`` that follows the wait.
 - ``ld_global_v4(arr, idx)`` -> 4 x uint32, ``st_global_v4(arr, idx, v0, v1, v2, v3)``:
-  16-byte global accesses (16-byte aligned); ``ld_global_b32`` / ``st_global_b32``
-  the 4-byte forms. ``ld_global_v4_prefetch(size)`` gives the load with the L2
+  16-byte global accesses (16-byte aligned); ``st_global_v2(arr, idx, v0, v1)`` the
+  8-byte store (8-byte aligned); ``ld_global_b32`` / ``st_global_b32`` the 4-byte forms. ``ld_global_v4_prefetch(size)`` gives the load with the L2
   prefetch-size hint ``.L2::<size>B`` (64, 128 or 256; the same values).
 - ``red_add_v2_f32(arr, idx, a, b)``: ``red.global.add.v2.f32``, one atomic
   reduction adding float32 ``a`` to ``arr[idx]`` and ``b`` to ``arr[idx + 1]``
@@ -144,7 +144,7 @@ __all__ = [
     "cp_async_16", "cp_async_commit", "cp_async_wait", "cp_async_wait_all",
     "ld_global_v4", "ld_global_v4_prefetch", "L2_PREFETCH_SIZES",
     "ld_global_v4_evict", "L1_EVICT_POLICIES", "LOAD_POLICIES",
-    "st_global_v4", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
+    "st_global_v4", "st_global_v2", "ld_global_b32", "st_global_b32", "red_add_v2_f32",
     "pack_f16x2", "pack_bf16x2", "unpack_f16x2", "unpack_bf16x2", "half_packers",
     "wgmma_desc", "wgmma_op", "wgmma_fence", "wgmma_commit", "wgmma_wait",
     "fence_proxy_async", "mbarrier_init", "mbarrier_arrive", "mbarrier_wait",
@@ -728,6 +728,10 @@ if SIMULATOR:
         buf, off = _bytes_at(arr, idx, 16, 16, "st_global_v4")
         buf[off:off + 16].view(np.uint32)[:] = [_u32(v0), _u32(v1), _u32(v2), _u32(v3)]
 
+    def st_global_v2(arr, idx, v0, v1):
+        buf, off = _bytes_at(arr, idx, 8, 8, "st_global_v2")
+        buf[off:off + 8].view(np.uint32)[:] = [_u32(v0), _u32(v1)]
+
     def ld_global_b32(arr, idx):
         buf, off = _bytes_at(arr, idx, 4, 4, "ld_global_b32")
         return np.uint32(buf[off:off + 4].view(np.uint32)[0])
@@ -1259,6 +1263,23 @@ else:
             _asm(builder, ir.VoidType(), [_I64] + [_I32] * 4,
                  "st.global.v4.u32 [$0], {$1,$2,$3,$4};", "l,r,r,r,r,~{memory}",
                  [addr] + vals, True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def st_global_v2(typingctx, arr, idx, v0, v1):
+        _check_mem("st_global_v2", arr, idx)
+        if not all(isinstance(v, types.Integer) for v in (v0, v1)):
+            raise TypingError("st_global_v2: values must be 32-bit integers")
+        sig = types.void(arr, idx, v0, v1)
+
+        def codegen(context, builder, signature, args):
+            addr = _global_addr(context, builder, signature.args[0], args[0],
+                                signature.args[1], args[1])
+            vals = [_to_i32(context, builder, t, v) for t, v in zip(signature.args[2:], args[2:])]
+            _asm(builder, ir.VoidType(), [_I64] + [_I32] * 2,
+                 "st.global.v2.u32 [$0], {$1,$2};", "l,r,r,~{memory}", [addr] + vals, True)
             return context.get_dummy_value()
 
         return sig, codegen

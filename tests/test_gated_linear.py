@@ -211,7 +211,7 @@ def test_pair_training_matches_the_interleaved_copy(shape, act, dtype, wgmma, mo
 
 @pytest.mark.parametrize("cfg_name", ["WG_SIM_SW128_HB", "WG_SIM_WS", "WG_SIM_WS_PF",
                                       "WG_SIM_WS_TMA", "WG_SIM_WS_EPI", "WG_SIM_WS_EPI2",
-                                      "WG_SIM_WS_EPI3"])
+                                      "WG_SIM_WS_EPI3", "WG_SIM_WS_EPI4"])
 def test_pair_training_on_the_swizzled_wgmma_tilings(cfg_name, monkeypatch):
     """The pair loaders' swizzled paths: whole tiles by strength reduction (the row
     stride halved, the array picked once a thread), edge tiles chunk by chunk, in
@@ -252,7 +252,8 @@ def test_gated_epilogues_with_the_fast_forms(dtype, act, monkeypatch):
     dgrad epilogue: act and act' of each gate) within the float64 references'
     tolerance and within 1.5x (or the unit roundoff) of epi 0's error; epi 2 (its
     shared-memory indices unsigned) equal to epi 1 bit for bit, and epi 3 (whole tiles
-    finished from the registers: the forward's first 64 rows here) to epi 2."""
+    finished from the registers: the forward's first 64 rows here) and epi 4 (its
+    stores quad-transposed) to epi 2."""
     if not SIMULATOR and not la._hopper(torch.cuda.current_device()):
         pytest.skip("wgmma needs a Hopper (sm_90) GPU")
     monkeypatch.setattr(la, "GATED_PAIRS_EVERYWHERE", True)
@@ -264,7 +265,7 @@ def test_gated_epilogues_with_the_fast_forms(dtype, act, monkeypatch):
     wd = _rand((N, hid), dtype, gen, 1.0 / math.sqrt(N))
     ref_h, ref_z = gl.gated_linear_ref(x, gl.interleave(wg, wu), b, act, save_preact=True)
     outs = {}
-    for epi in (0, 1, 2, 3):
+    for epi in (0, 1, 2, 3, 4):
         cfg = (la.WG_SIM_WS if SIMULATOR else la.WG_LARGE_WS_HB)._replace(epi=epi)
         monkeypatch.setattr(la, "WG_SIM", cfg)
         monkeypatch.setattr(la, "WG_LARGE", cfg)
@@ -277,8 +278,8 @@ def test_gated_epilogues_with_the_fast_forms(dtype, act, monkeypatch):
     ref_dz = gl.gated_linear_dgrad_ref(gy, wd, outs[0][1], act)
     assert torch.equal(outs[0][1], outs[1][1])
     # epi 2 changes only how the epilogue indexes shared memory.
-    for a, b, c in zip(outs[1], outs[2], outs[3]):
-        assert torch.equal(a, b) and torch.equal(b, c)
+    for a, b, c, d in zip(outs[1], outs[2], outs[3], outs[4]):
+        assert torch.equal(a, b) and torch.equal(b, c) and torch.equal(b, d)
     for got, exact, ref, what in ((outs[1][0], outs[0][0], ref_h, "h"),
                                   (outs[1][2], outs[0][2], ref_dz, "dz")):
         assert_close(got, ref, dtype, what)

@@ -1063,5 +1063,7 @@ def test_fast_act_switch_gives_each_codes_activation(dt, grad):
 def test_fast_act_switch_rejects_other_widths():
     with pytest.raises(ValueError, match="n must be 1, 4 or 8"):
         la.fast_act_switch("float16", 3)
-    with pytest.raises(ValueError, match="epi must be 0, 1, 2 or 3"):
-        la.WG_LARGE_WS_HB._replace(epi=4).validate()
+    with pytest.raises(ValueError, match="epi must be 0, 1, 2, 3 or 4"):
+        la.WG_LARGE_WS_HB._replace(epi=5).validate()
+    with pytest.raises(ValueError, match="epi 4 needs bn a multiple of 32"):
+        la.WG_LARGE_WS_HB._replace(epi=4, bn=48).validate()

@@ -201,15 +201,17 @@ def _cp_async_order_k(src, out):
 CP_ASYNC_ORDER = Kernel("tc_async_order", _cp_async_order_k, (U16, U16))
 
 
-def _vec_k(src, dst, dst32):
-    """16-byte copy src -> dst per thread; 4-byte copy of src's first words -> dst32."""
+def _vec_k(src, dst, dst32, dst64):
+    """16-byte copy src -> dst per thread; 4-byte copy of src's first words -> dst32;
+    the first 8 bytes of each thread's 16 -> dst64 (8-byte stores)."""
     i = cuda.threadIdx.x
     v = tc.ld_global_v4(src, 8 * i)
     tc.st_global_v4(dst, 8 * i, v[0], v[1], v[2], v[3])
     tc.st_global_b32(dst32, 2 * i, tc.ld_global_b32(src, 2 * i))
+    tc.st_global_v2(dst64, 4 * i, v[0], v[1])
 
 
-VEC = Kernel("tc_vec", _vec_k, (U16, U16, U16))
+VEC = Kernel("tc_vec", _vec_k, (U16, U16, U16, U16))
 
 
 def _pack_k(x, f16, bf16, back16, backbf):
@@ -402,9 +404,11 @@ def test_emulation_rejects_misaligned_and_partial_warps():
 def test_vector_loads_and_stores_copy_exactly():
     rng = np.random.default_rng(5)
     src = rng.integers(0, 2**16, 8 * 32, dtype=np.uint16)
-    (_, dst, dst32) = _run(VEC, 32, src, np.zeros_like(src), np.zeros(128, np.uint16))
+    (_, dst, dst32, dst64) = _run(VEC, 32, src, np.zeros_like(src), np.zeros(128, np.uint16),
+                                  np.zeros(128, np.uint16))
     np.testing.assert_array_equal(dst, src)
     np.testing.assert_array_equal(dst32[:64], src[:64])
+    np.testing.assert_array_equal(dst64, src.reshape(32, 8)[:, :4].reshape(-1))
 
 
 def test_red_add_v2_adds_every_pair_atomically():
@@ -458,7 +462,8 @@ _PTX_MARKERS = {
                 "ldmatrix.sync.aligned.m8n8.x4", "mma.sync.aligned.m16n8k16"],
     "tc_cp_async": ["cp.async.wait_group 1", "cp.async.wait_all"],
     "tc_async_order": ["cp.async.wait_group 1", "cp.async.wait_group 0"],
-    "tc_vec": ["ld.global.v4.u32", "st.global.v4.u32", "ld.global.u32", "st.global.u32"],
+    "tc_vec": ["ld.global.v4.u32", "st.global.v4.u32", "ld.global.u32", "st.global.u32",
+               "st.global.v2.u32"],
     "tc_pack": ["cvt.rn.f16x2.f32", "cvt.rn.bf16x2.f32", "cvt.f32.f16"],
     "tc_red": ["red.global.add.v2.f32"],
 }

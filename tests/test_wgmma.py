@@ -363,16 +363,20 @@ FWD_CASES = ([(s, v) for s in GEMM_SHAPES for v in FWD_VARIANTS]
              # epi 3's register path takes whole tiles with 16-byte rows; N = 33 (not
              # 16-byte rows) and the ragged WRAP_SHAPE check its fallback to epi 2's.
              + [(FULL_SHAPE, "epi3"), (FULL_SHAPE, "epi3_hb"), ((64, 96, 33), "epi3"),
-                (WRAP_SHAPE, "epi3")])
+                (WRAP_SHAPE, "epi3")]
+             # epi 4 (v10) likewise: its quad-transposed stores on whole tiles.
+             + [(FULL_SHAPE, "epi4"), (FULL_SHAPE, "epi4_hb"), ((64, 96, 33), "epi4"),
+                (WRAP_SHAPE, "epi4")])
 FWD_BF16_SIM = {((64, 96, 33), "v1"), ((64, 96, 33), "inflight"), (WRAP_SHAPE, "sw128"),
                 (WRAP_SHAPE, "ws"), (WRAP_SHAPE, "ws_pf"), (FULL_SHAPE, "hoist"),
                 (WRAP_SHAPE, "ws_tma"), ((64, 96, 33), "epi"), (FULL_SHAPE, "epi"),
                 ((64, 96, 33), "epi2"), (FULL_SHAPE, "epi2"), (FULL_SHAPE, "epi2_hb"),
-                (FULL_SHAPE, "epi3"), (FULL_SHAPE, "epi3_hb")}
+                (FULL_SHAPE, "epi3"), (FULL_SHAPE, "epi3_hb"), (FULL_SHAPE, "epi4"),
+                (FULL_SHAPE, "epi4_hb")}
 # The activations held to the mma.sync kernel's error on random data: every one that
 # is not exact where epi 1 changes their form (fast_act's branch-free forms).
 RANDOM_ACTS = {v: ("gelu_tanh", "gelu", "silu")
-               for v in ("epi", "epi2", "epi2_hb", "epi3", "epi3_hb")}
+               for v in ("epi", "epi2", "epi2_hb", "epi3", "epi3_hb", "epi4", "epi4_hb")}
 
 
 def _by_dtype(cases, bf16_sim, case_id):
@@ -423,6 +427,8 @@ _VARIANT_TILINGS = {
     "epi2_hb": ("WG_SIM_SW128_HB_EPI2", "WG_LARGE_SW128_HB_EPI2"),
     "epi3": ("WG_SIM_WS_EPI3", "WG_LARGE_WS_HB_EPI3"),
     "epi3_hb": ("WG_SIM_SW128_HB_EPI3", "WG_LARGE_SW128_HB_EPI3"),
+    "epi4": ("WG_SIM_WS_EPI4", "WG_LARGE_WS_HB_EPI4"),
+    "epi4_hb": ("WG_SIM_SW128_HB_EPI4", "WG_LARGE_SW128_HB_EPI4"),
 }
 
 
@@ -435,7 +441,8 @@ def _use_variant(la, variant, monkeypatch):
     'epi' (warp specialised, the epilogue's activations in fast_act's forms), 'epi2'
     / 'epi2_hb' (epi 2: as epi, its shared-memory indices unsigned; warp specialised,
     or one warpgroup with the bias hoisted), 'epi3' / 'epi3_hb' (epi 3: the forward's
-    whole tiles finished from the registers; the same two tilings)."""
+    whole tiles finished from the registers; the same two tilings), 'epi4' /
+    'epi4_hb' (epi 4: as epi 3, each quad's words transposed for 16-byte stores)."""
     if variant == "inflight":
         sim, large = la.WG_SIM._replace(inflight=1), la.WG_LARGE_INFLIGHT
     else:
@@ -710,6 +717,46 @@ def test_register_epilogue_keeps_the_accumulators_in_registers(cfg_name, pair, d
     assert not re.search(r"\b(LDL|STL)\b", text)
     steps, per_step = cfg.bn // 16, 8 if pair else 16
     assert per_step * steps <= len(re.findall(r"\bSTG\.E\b", text)) < (per_step + 8) * steps
+
+
+@pytest.mark.ptx
+@pytest.mark.parametrize("cfg_name,pair,dtype", [
+    ("WG_LARGE_WS_HB_EPI4", False, "bfloat16"), ("WG_LARGE_WS_HB_EPI4", True, "float16"),
+    ("WG_LARGE_SW128_HB_EPI4", True, "bfloat16")])
+def test_quad_epilogue_stores_whole_chunks(cfg_name, pair, dtype):
+    """epi 4 (v10): the register epilogue's words go out transposed over each quad,
+    so its stores are 16-byte chunks of rows (the gated h: 8 bytes), no 32-bit ones.
+    bn / 32 steps of four column tiles: the plain form's 16 shuffles a step (two
+    rows of pre-activations and of outputs, 4 a row) and the gated form's 12 (two
+    rows of pairs, one of h words), its two 8-byte h stores a step; no stack, no
+    spills."""
+    import re
+
+    from numba_fused import linear_act as la
+    from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
+
+    cfg = getattr(la, cfg_name)
+    with offline_compile((9, 0, "a")):
+        ptx = la.make_wgmma_kernel("fwd", dtype, cfg, pair).ptx(cc=(9, 0, "a"))
+    rep = ptxas_report(ptx, arch="sm_90a")
+    assert rep["stack"] == 0 and rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
+    if not find_nvdisasm():
+        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
+    text = sass(ptx, arch="sm_90a")
+    with offline_compile((9, 0, "a")):
+        base = sass(la.make_wgmma_kernel("fwd", dtype, cfg._replace(epi=2), pair)
+                    .ptx(cc=(9, 0, "a")), arch="sm_90a")
+    steps = cfg.bn // 32
+
+    def count(op, t):
+        return len(re.findall(rf"\b{op}\b", t))
+
+    assert count("LDL", text) == count("STL", text) == 0
+    assert count(r"SHFL\.BFLY", text) == (12 if pair else 28) * steps
+    assert count(r"STG\.E\.64", text) - count(r"STG\.E\.64", base) == 2 * steps
+    assert count(r"STG\.E\.128", text) - count(r"STG\.E\.128", base) == (2 if pair else 6) * steps
+    # 32-bit stores (v9's) only where epi 2's kernel has them (its edge paths).
+    assert count(r"STG\.E(?![.\w])", text) == count(r"STG\.E(?![.\w])", base)
 
 
 @pytest.mark.ptx

@@ -2,13 +2,14 @@
 fast_act's branch-free forms, a chunk's 8 (gated: 4) under one switch) and v7b (epi
 2: v7 with the epilogue's shared-memory indices unsigned 32-bit) against the
 libdevice epilogue (epi 0), by activation (eighty-fifth session); v9 (epi 3, eighty-sixth:
-the forward's whole tiles finished from the accumulators' registers, no C tile). ncu of v4's gated
+the forward's whole tiles finished from the accumulators' registers, no C tile) and v10
+(epi 4, eighty-seventh: v9 with each quad's words transposed into 16-byte stores). ncu of v4's gated
 pair GEMM (4096 x 4096 -> 2 x 11008 bf16, silu) put about a third of the consumer
 warps' samples in the epilogue, two thirds of those in the activation: a
 latency-bound chain an element (the activation switch, libdevice's expf, the IEEE
 division's check and branch).
 
-    python bench/ab/epi_cost.py [--reps 30] [--epi 0 1 2 3] [--rounds 3] [--kinds ...]
+    python bench/ab/epi_cost.py [--reps 30] [--epi 2 3 4] [--rounds 3] [--kinds ...]
 
 Kinds (bf16; each on its role's tiling from ``WG_ROLE``, pinned through
 ``linear_act.WG_LARGE`` with the arm's ``epi``): ``pair`` the gated pair forward
@@ -36,7 +37,7 @@ KINDS = {"pair": ("fwd_long_k", ("silu", "none")),
 def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--reps", type=int, default=30)
-    p.add_argument("--epi", nargs="+", type=int, default=[0, 1, 2, 3])
+    p.add_argument("--epi", nargs="+", type=int, default=[2, 3, 4])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS))
     args = p.parse_args(argv)

@@ -11,8 +11,9 @@ gate and the up weight).
 ``--arms epi`` (eighty-seventh session: v9, epi 3, lost to v7b, epi 2, by 10-14% on
 the plain forward and 13-25% on the pair forward keeping the pairs, not on the pair
 forward without them): the plain forward 8192 x 4096 -> 16384 with bias (act none)
-and the pair forward keeping the pairs (silu), each on v4 (WG_LARGE_WS_HB) at epi 2
-and epi 3; the memory tables show the store requests and sectors of each epilogue.
+and the pair forward keeping the pairs (silu), each on v4 (WG_LARGE_WS_HB) at epi 2,
+3 and 4 (v10: v9's stores transposed over each quad into 16-byte chunks); the memory
+tables show the store requests and sectors of each epilogue.
 
 Each arm runs three times unprofiled, then once inside the range ``prof`` (the
 report lists the kernels in the order of the "profiled next" lines). Nothing is
@@ -71,7 +72,7 @@ def main(argv=None):
         wp = torch.randn(16384, 4096, device="cuda", dtype=dt, generator=gen) / 64
         bp = torch.randn(16384, device="cuda", dtype=dt, generator=gen)
         arms = []
-        for epi in (2, 3):
+        for epi in (2, 3, 4):
             cfg = la.WG_LARGE_WS_HB._replace(epi=epi)
             arms.append((f"plain none epi {epi}",
                          pinned(cfg, lambda: linear_act_forward(xp, wp, bp, "none"))))
