@@ -2263,26 +2263,23 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         store(out, o1 + (cb >> 1), a[3] * u[3])
 
     @inline_device
+    def quad_exchange(a0, a1, b0, b1, upper, m):
+        """One exchange with lane ^ ``m``: an ``upper`` lane sends (a0, a1) and takes its
+        partner's in their place, the other sends (b0, b1) and takes into those."""
+        r0 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(a0 if upper else b0), m))
+        r1 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(a1 if upper else b1), m))
+        if upper:
+            return r0, r1, b0, b1
+        return a0, a1, r0, r1
+
+    @inline_device
     def quad_transpose(w0, w1, w2, w3, p):
         """The 4 x 4 transpose of 32-bit words over a quad of lanes (p = lane % 4): lane
         p's word q out is lane q's word p in. Two exchanges of two words each, with
         lane p ^ 1 (words 0 / 1 and 2 / 3 swap across the pair) then lane p ^ 2 (words
         0, 1 / 2, 3)."""
-        odd = (p & 1) != 0
-        r0 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(w0 if odd else w1), 1))
-        r1 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(w2 if odd else w3), 1))
-        if odd:
-            w0, w2 = r0, r1
-        else:
-            w1, w3 = r0, r1
-        hi = (p & 2) != 0
-        r0 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(w0 if hi else w2), 2))
-        r1 = np.uint32(cuda.shfl_xor_sync(FULL_MASK, np.int32(w1 if hi else w3), 2))
-        if hi:
-            w0, w1 = r0, r1
-        else:
-            w2, w3 = r0, r1
-        return w0, w1, w2, w3
+        w0, w2, w1, w3 = quad_exchange(w0, w2, w1, w3, (p & 1) != 0, 1)
+        return quad_exchange(w0, w1, w2, w3, (p & 2) != 0, 2)
 
     @inline_device
     def quad_rows(arr, o0, o1, col, v, p):

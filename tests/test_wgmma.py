@@ -689,6 +689,21 @@ def test_wgmma_gemm_assembles_for_sm90a_with_hgmma(dtype, cfg_name, role):
     assert f"WARPGROUP.DEPBAR.LE gsb0, 0x{cfg.inflight}" in text
 
 
+def _forward_sass_without_stack(cfg, dtype, pair):
+    """The sm_90a SASS of the wgmma forward on tiling ``cfg``, after asserting ptxas
+    gave it no stack frame and no spills (skips without nvdisasm)."""
+    from numba_fused import linear_act as la
+    from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
+
+    with offline_compile((9, 0, "a")):
+        ptx = la.make_wgmma_kernel("fwd", dtype, cfg, pair).ptx(cc=(9, 0, "a"))
+    rep = ptxas_report(ptx, arch="sm_90a")
+    assert rep["stack"] == 0 and rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
+    if not find_nvdisasm():
+        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
+    return sass(ptx, arch="sm_90a")
+
+
 @pytest.mark.ptx
 @pytest.mark.parametrize("cfg_name,pair,dtype", [
     ("WG_LARGE_WS_HB_EPI3", False, "bfloat16"), ("WG_LARGE_WS_HB_EPI3", True, "float16"),
@@ -704,16 +719,9 @@ def test_register_epilogue_keeps_the_accumulators_in_registers(cfg_name, pair, d
     import re
 
     from numba_fused import linear_act as la
-    from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
 
     cfg = getattr(la, cfg_name)
-    with offline_compile((9, 0, "a")):
-        ptx = la.make_wgmma_kernel("fwd", dtype, cfg, pair).ptx(cc=(9, 0, "a"))
-    rep = ptxas_report(ptx, arch="sm_90a")
-    assert rep["stack"] == 0 and rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
-    if not find_nvdisasm():
-        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
-    text = sass(ptx, arch="sm_90a")
+    text = _forward_sass_without_stack(cfg, dtype, pair)
     assert not re.search(r"\b(LDL|STL)\b", text)
     steps, per_step = cfg.bn // 16, 8 if pair else 16
     assert per_step * steps <= len(re.findall(r"\bSTG\.E\b", text)) < (per_step + 8) * steps
@@ -733,19 +741,10 @@ def test_quad_epilogue_stores_whole_chunks(cfg_name, pair, dtype):
     import re
 
     from numba_fused import linear_act as la
-    from numba_fused.registry import find_nvdisasm, offline_compile, ptxas_report, sass
 
     cfg = getattr(la, cfg_name)
-    with offline_compile((9, 0, "a")):
-        ptx = la.make_wgmma_kernel("fwd", dtype, cfg, pair).ptx(cc=(9, 0, "a"))
-    rep = ptxas_report(ptx, arch="sm_90a")
-    assert rep["stack"] == 0 and rep["spill_stores"] == 0 and rep["spill_loads"] == 0, rep
-    if not find_nvdisasm():
-        pytest.skip("no nvdisasm to read the SASS (pip install numba-fused[ci])")
-    text = sass(ptx, arch="sm_90a")
-    with offline_compile((9, 0, "a")):
-        base = sass(la.make_wgmma_kernel("fwd", dtype, cfg._replace(epi=2), pair)
-                    .ptx(cc=(9, 0, "a")), arch="sm_90a")
+    text = _forward_sass_without_stack(cfg, dtype, pair)
+    base = _forward_sass_without_stack(cfg._replace(epi=2), dtype, pair)
     steps = cfg.bn // 32
 
     def count(op, t):
