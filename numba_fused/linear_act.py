@@ -2365,7 +2365,9 @@ def make_wgmma_kernel(role, dtype, cfg, pair=False):
         ldc + c`` and ``act(gate) * up`` at ``out[row * ldc + c / 2]``; four gates under
         one switch. The same values and roundings as the chunk path's (epi 2). The q
         steps are written out (unrolled_over_acc): a loop over q would index acc
-        dynamically, and the accumulators would go to local memory."""
+        dynamically, and the accumulators would go to local memory. epi 4 (QUAD):
+        the same values in steps of four column tiles, each quad's words transposed
+        into 16-byte row chunks (quad_plain / quad_gated)."""
         o0 = (m0 + fr) * ldc
         o1 = o0 + 8 * ldc
         if QUAD:
