@@ -50,8 +50,9 @@ Per thread:
   see the data after a ``syncthreads`` that follows the wait.
 - ``ld_global_v4(arr, idx)`` -> 4 x uint32, ``st_global_v4(arr, idx, v0, v1, v2, v3)``:
   16-byte global accesses (16-byte aligned); ``st_global_v2(arr, idx, v0, v1)`` the
-  8-byte store (8-byte aligned); ``ld_global_b32`` / ``st_global_b32`` the 4-byte forms. ``ld_global_v4_prefetch(size)`` gives the load with the L2
-  prefetch-size hint ``.L2::<size>B`` (64, 128 or 256; the same values).
+  8-byte store (8-byte aligned); ``ld_global_b32`` / ``st_global_b32`` the 4-byte
+  forms. ``ld_global_v4_prefetch(size)`` gives the load with the L2 prefetch-size
+  hint ``.L2::<size>B`` (64, 128 or 256; the same values).
 - ``red_add_v2_f32(arr, idx, a, b)``: ``red.global.add.v2.f32``, one atomic
   reduction adding float32 ``a`` to ``arr[idx]`` and ``b`` to ``arr[idx + 1]``
   (8-byte aligned; sm_90): half the atomic instructions of two scalar
